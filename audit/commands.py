@@ -1,0 +1,11 @@
+"""The list of top-level CLI commands besides ``attack`` (one import per module)."""
+
+from __future__ import annotations
+
+import click
+
+
+def all_commands() -> list[click.Command]:
+    cmds: list[click.Command] = []
+    # Each command module exposes the click commands it defines; add a line per module.
+    return cmds

@@ -1,0 +1,84 @@
+import json
+
+import pytest
+
+from audit.data import Scenario
+from audit.errors import AnonauditError, DataError
+from audit.interfaces import Attack, Metric
+from audit.registry import Registry
+from audit.results import Result, ResultsFile, SCHEMA
+from audit.stats import risk
+
+
+class Dummy(Attack):
+    name = "dummy-attack"
+
+    def __init__(self, k: int = 2, seed: int = 0):
+        self.k = k
+        self.seed = seed
+
+    def evaluate(self, scenario, release):
+        return [Result.from_risk("dummy", release.name, risk(1, 2, 0.5))]
+
+
+def test_register_get_and_params():
+    reg = Registry()
+    reg.register("attack")(Dummy)
+    assert reg.get("attack", "dummy_attack") is Dummy
+    assert reg.get("attack", "Dummy-Attack") is Dummy
+    obj = reg.create("attack", "dummy-attack", k=3)
+    assert obj.get_params() == {"k": 3, "seed": 0}
+    with pytest.raises(AnonauditError, match="no parameter"):
+        reg.create("attack", "dummy-attack", q=1)
+    with pytest.raises(AnonauditError, match="unknown attack 'nope'"):
+        reg.get("attack", "nope")
+
+
+def test_register_type_checked():
+    reg = Registry()
+    with pytest.raises(TypeError):
+        reg.register("metric")(Dummy)
+    with pytest.raises(ValueError):
+        reg.register("widget")
+
+
+def test_lazy_entries_load_on_demand():
+    reg = Registry()
+    reg.add_lazy("attack", "later", "tests.test_registry_results:Dummy")
+    assert "later" in reg.names("attack")
+    assert reg.get("attack", "later") is Dummy
+    reg.add_lazy("attack", "broken", "no_such_module_xyz:Thing")
+    with pytest.raises(AnonauditError, match="could not be loaded"):
+        reg.get("attack", "broken")
+    reg.add_lazy("metric", "wrong", "tests.test_registry_results:Dummy")
+    with pytest.raises(AnonauditError, match="not a Metric"):
+        reg.get("metric", "wrong")
+
+
+def test_results_roundtrip_and_replace(tmp_path):
+    rf = ResultsFile(provenance={"seed": 1})
+    r = Result.from_risk("x", "rel", risk(3, 4, 0.25), documents=[{"id": "a", "linked": True}])
+    rf.add(r)
+    rf.add(Result("utility", "tpi", "rel", 0.8, (0.7, 0.9), 4))
+    rf.add(Result.from_risk("x", "rel", risk(4, 4, 0.25)))  # replaces the first
+    path = rf.save(tmp_path / "out" / "results.json")
+    data = json.loads(path.read_text())
+    assert data["schema"] == SCHEMA and len(data["results"]) == 2
+    back = ResultsFile.load(path)
+    assert back.get("x", "rel").value == 1.0
+    assert back.get("tpi", "rel", kind="utility").ci == (0.7, 0.9)
+    assert back.provenance == {"seed": 1}
+    assert list(tmp_path.joinpath("out").iterdir()) == [path]  # no temporary files left
+
+
+def test_results_load_errors(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "anonaudit.results/1",\n "results": [}')
+    with pytest.raises(DataError, match=r"bad.json:2"):
+        ResultsFile.load(bad)
+    other = tmp_path / "other.json"
+    other.write_text("{}")
+    with pytest.raises(DataError, match="not an anonaudit results file"):
+        ResultsFile.load(other)
+    with pytest.raises(AnonauditError, match="no such results file"):
+        ResultsFile.load(tmp_path / "missing.json")
