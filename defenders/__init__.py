@@ -1,0 +1,1 @@
+"""Sanitizers (defenders), run through the same attacks as comparison points."""

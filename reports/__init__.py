@@ -1,0 +1,1 @@
+"""Rendering of results: the HTML audit report (templates in reports/templates/)."""
