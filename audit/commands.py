@@ -8,4 +8,7 @@ import click
 def all_commands() -> list[click.Command]:
     cmds: list[click.Command] = []
     # Each command module exposes the click commands it defines; add a line per module.
+    from audit.demo_cli import COMMANDS as demo_commands
+
+    cmds += demo_commands
     return cmds
