@@ -23,8 +23,6 @@ from audit import __version__
 from audit.data import Corpus, Release
 from audit.results import Result, ResultsFile
 
-FORMAT_HELP = "Input format (default: detected from extension and content)."
-
 originals_option = click.option(
     "--originals", type=click.Path(dir_okay=False), required=True,
     help="The original (private) documents: JSONL, CSV, JSON map, TAB JSON.")
@@ -32,7 +30,10 @@ releases_option = click.option(
     "--release", "releases", multiple=True, required=True, metavar="NAME=FILE",
     help="A sanitized release, as NAME=FILE or FILE (name = file stem). Repeatable. "
          "A span file {doc_id: [[start, end, replacement?], ...]} is applied to --originals.")
-format_option = click.option("--format", "fmt", default=None, help=FORMAT_HELP)
+format_option = click.option(
+    "--format", "fmt", default=None,
+    help="Format of the release files (default: detected from extension and content; "
+         "the originals are always detected).")
 out_option = click.option(
     "--out", type=click.Path(dir_okay=False), required=True,
     help="Results JSON to write (merged into it if it exists).")
@@ -45,9 +46,11 @@ no_cache_option = click.option("--no-cache", is_flag=True, help="Do not read or 
 
 
 def load_originals(path: str, fmt: str | None = None) -> Corpus:
+    """Load the originals. ``fmt`` is the releases' ``--format``: it applies to the
+    originals only when it names a corpus format (a span file cannot be originals)."""
     from audit.loaders import load_corpus
 
-    return load_corpus(path, format=fmt)
+    return load_corpus(path, format=None if fmt in (None, "spans", "tri") else fmt)
 
 
 def load_release_specs(specs: Iterable[str], originals: Corpus | None, fmt: str | None = None) -> list[Release]:
