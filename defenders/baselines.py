@@ -1,0 +1,173 @@
+"""Baseline sanitizers: the bars every real sanitizer should clear.
+
+* ``suppression`` — delete the annotated spans (gold PII annotations of the originals);
+* ``labels`` — replace each annotated span with its label, e.g. ``[PERSON]``;
+* ``spacy_ner`` — mask what spaCy's named-entity recogniser finds, with the entity label;
+* ``presidio`` — Microsoft Presidio's analyzer and anonymizer, offline, with the same
+  spaCy model (needs the ``presidio`` extra).
+
+All of them go through :func:`audit.data.sanitize_corpus`, so every released
+document records each replacement (its offsets in the sanitized text, the label and
+the original it replaced), which the attacks and utility metrics read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+from audit.data import Corpus, Release, Span, sanitize_corpus
+from audit.errors import AnonauditError
+from audit.interfaces import Sanitizer
+from audit.nlp import DEFAULT_SPACY_MODEL, Spacy
+from audit.registry import register
+
+#: spaCy entity labels that point at people, places, organisations, dates and numbers.
+#: Left out: WORK_OF_ART, LAW, LANGUAGE, PRODUCT, EVENT (rarely personal in themselves).
+SPACY_PII_LABELS = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "DATE", "TIME", "MONEY", "QUANTITY",
+                    "CARDINAL", "ORDINAL", "PERCENT")
+
+
+def _label_text(template: str, label: str) -> str:
+    return template.format(label=(label or "REDACTED").upper())
+
+
+def _wanted(labels: Sequence[str] | None, label: str) -> bool:
+    return labels is None or (label or "").upper() in {x.upper() for x in labels}
+
+
+class _AnnotationSanitizer(Sanitizer):
+    """Common part of the two sanitizers that act on the originals' annotated spans."""
+
+    labels: Sequence[str] | None
+
+    def _replacement(self, span: Span) -> str:
+        raise NotImplementedError
+
+    def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
+        if not any(doc.spans for doc in corpus):
+            raise AnonauditError(
+                f"{corpus.source or corpus.name}: no document has annotated spans, so {self.name!r} would "
+                "release the originals unchanged; annotate the PII spans, or use a detector "
+                "(spacy_ner, presidio)")
+        spans = {doc.id: [Span(s.start, s.end, s.label, s.entity_id, s.identifier_type,
+                               replacement=self._replacement(s))
+                          for s in doc.spans if _wanted(self.labels, s.label)]
+                 for doc in corpus}
+        return sanitize_corpus(corpus, spans, name=name or self.name, sanitizer=self.name, source=corpus.source)
+
+
+@register("sanitizer")
+class Suppression(_AnnotationSanitizer):
+    """Delete every annotated span (optionally only those with the given labels)."""
+
+    name = "suppression"
+    description = ("Deletes every annotated personal detail from the text, leaving nothing in its place: "
+                   "the simplest redaction a data owner can do with gold annotations.")
+
+    def __init__(self, labels: Sequence[str] | None = None):
+        self.labels = labels
+
+    def _replacement(self, span: Span) -> str:
+        return ""
+
+
+@register("sanitizer")
+class LabelMasking(_AnnotationSanitizer):
+    """Replace every annotated span with its label (``[PERSON]``, ``[DATE]``, ...)."""
+
+    name = "labels"
+    description = ("Replaces every annotated personal detail with its category, such as [PERSON] or [DATE], "
+                   "so a reader still sees that something was there and what kind it was.")
+
+    def __init__(self, labels: Sequence[str] | None = None, template: str = "[{label}]"):
+        self.labels = labels
+        self.template = template
+
+    def _replacement(self, span: Span) -> str:
+        return _label_text(self.template, span.label)
+
+
+@register("sanitizer")
+class SpacyNER(Sanitizer):
+    """Mask the named entities spaCy finds with their label (no annotations needed)."""
+
+    name = "spacy_ner"
+    description = ("Masks the named entities that an off-the-shelf spaCy model detects (people, places, "
+                   "organisations, dates, numbers) with their category; a common, cheap de-identification.")
+
+    def __init__(self, model: str = DEFAULT_SPACY_MODEL, labels: Sequence[str] | None = SPACY_PII_LABELS,
+                 template: str = "[{label}]", batch_size: int = 16):
+        self.model = model
+        self.labels = labels
+        self.template = template
+        self.batch_size = batch_size
+        self._nlp = Spacy(model, disable=("lemmatizer",))
+
+    def detect(self, texts: Iterable[str]) -> list[list[Span]]:
+        """Entity spans (with the replacement to use) of each text."""
+        out: list[list[Span]] = []
+        for parsed in self._nlp.pipe(texts, batch_size=self.batch_size):
+            out.append([Span(e.start_char, e.end_char, e.label_, replacement=_label_text(self.template, e.label_))
+                        for e in parsed.ents if _wanted(self.labels, e.label_)])
+        return out
+
+    def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
+        spans = dict(zip(corpus.ids, self.detect(doc.text for doc in corpus)))
+        return sanitize_corpus(corpus, spans, name=name or self.name, sanitizer=self.name, source=corpus.source)
+
+
+@register("sanitizer")
+class PresidioSanitizer(Sanitizer):
+    """Microsoft Presidio (analyzer + anonymizer), offline with a local spaCy model.
+
+    Detected entities are replaced by ``template`` filled with Presidio's entity type
+    (``[PERSON]``, ``[EMAIL_ADDRESS]``); overlapping detections keep the outermost.
+    """
+
+    name = "presidio"
+    description = ("Masks what Microsoft Presidio's recognisers detect (names, places, dates, e-mail "
+                   "addresses, phone and ID numbers) with the entity type.")
+
+    def __init__(self, model: str = DEFAULT_SPACY_MODEL, entities: Sequence[str] | None = None,
+                 score_threshold: float = 0.35, language: str = "en", template: str = "[{label}]"):
+        self.model = model
+        self.entities = entities
+        self.score_threshold = score_threshold
+        self.language = language
+        self.template = template
+        self._analyzer = None
+
+    @property
+    def analyzer(self):
+        if self._analyzer is None:
+            try:
+                from presidio_analyzer import AnalyzerEngine
+                from presidio_analyzer.nlp_engine import NlpEngineProvider
+            except ImportError:
+                raise AnonauditError(
+                    "the presidio sanitizer needs Microsoft Presidio: pip install 'anonaudit[presidio]'"
+                ) from None
+            # tldextract (used by the URL recogniser) logs a failed download attempt when offline.
+            logging.getLogger("tldextract").setLevel(logging.CRITICAL)
+            logging.getLogger("presidio-analyzer").setLevel(logging.ERROR)
+            config = {"nlp_engine_name": "spacy", "models": [{"lang_code": self.language, "model_name": self.model}]}
+            try:
+                engine = NlpEngineProvider(nlp_configuration=config).create_engine()
+            except OSError as exc:
+                raise AnonauditError(f"presidio: spaCy model {self.model!r} is not installed ({exc})") from None
+            self._analyzer = AnalyzerEngine(nlp_engine=engine, supported_languages=[self.language])
+        return self._analyzer
+
+    def detect(self, text: str) -> list[Span]:
+        found = self.analyzer.analyze(text=text, language=self.language,
+                                      entities=list(self.entities) if self.entities else None,
+                                      score_threshold=self.score_threshold)
+        # Highest score first among detections starting at the same place; outermost kept by apply_spans.
+        found = sorted(found, key=lambda r: (r.start, -(r.end - r.start), -r.score))
+        return [Span(r.start, r.end, r.entity_type, replacement=_label_text(self.template, r.entity_type))
+                for r in found]
+
+    def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
+        spans = {doc.id: self.detect(doc.text) for doc in corpus}
+        return sanitize_corpus(corpus, spans, name=name or self.name, sanitizer=self.name, source=corpus.source)

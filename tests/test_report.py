@@ -1,0 +1,166 @@
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from audit.cli import main
+from audit.demo_data import write as write_demo
+from audit.results import Result, ResultsFile
+from audit.runner import Audit, load_spec
+from audit.stats import risk
+from reports.render import load_release_texts, render, segments, write_report
+from reports.shareable import shareable
+from tests.test_runner import make_spec, toy_registry
+
+HOSTILE = ("<script>alert(1)</script> {{ 7*7 }} {% for x in y %} \u202eevil\u202c "
+           "<img src=x onerror=alert(2)> &amp; " + "W" * 30_000)
+
+
+class _Tags(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def tags_of(html: str) -> list[tuple[str, dict]]:
+    p = _Tags()
+    p.feed(html)
+    return p.tags
+
+
+def hostile_results() -> ResultsFile:
+    docs = [{"id": "<b>doc</b>\u202e1", "linked": True, "confidence": 0.8, "predicted": "<i>Mr X</i>",
+             "text": HOSTILE,
+             "highlights": [{"start": 0, "end": 8, "kind": "<script>", "note": "</mark><script>alert(3)</script>"},
+                            {"start": 5, "end": 20, "kind": "n-gram", "note": "{{ config }}"},
+                            {"start": 10**9, "end": 10**9 + 5, "kind": "bad"}, {"start": "x", "end": 3}]}]
+    rf = ResultsFile(provenance={"title": "<script>t()</script>", "argv": ["{{ 1+1 }}"]})
+    rf.add(Result.from_risk("<svg onload=alert(4)>", "rel\u202e<x>", risk(3, 4, 0.1), documents=docs,
+                            details={"description": "<script>d()</script>"}))
+    rf.add(Result("utility", "tpi", "rel\u202e<x>", 0.7, (0.6, 0.8), 4))
+    return rf
+
+
+def test_hostile_text_renders_inert():
+    html = render(hostile_results())
+    scripts = [t for t, _ in tags_of(html) if t == "script"]
+    assert len(scripts) == 1  # only the report's own sorting script
+    assert not any(t in ("img", "svg") and ("onerror" in a or "onload" in a) for t, a in tags_of(html))
+    plain = re.sub(r"</?mark[^>]*>", "", html)  # highlights split the text; read it without them
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; {{ 7*7 }}" in plain
+    assert "{{ 7*7 }}" in html and "{% for x in y %}" in html  # shown literally, never evaluated
+    assert "\u202e" not in html and "[U+202E]evil[U+202C]" in html  # bidi overrides made visible
+    assert "Shown: the first 20,000 of" in html  # a 30,000-character line is cut, not rendered whole
+    assert "&lt;/mark&gt;&lt;script&gt;alert(3)" in html
+    # highlights are real <mark> elements around the right text, bad offsets ignored
+    assert re.search(r'<mark class="hl\d" title="[^"]*">&lt;scri</mark>', html)
+    assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", html)
+    assert "<link" not in html and "@import" not in html
+
+
+def test_segments_flatten_overlaps_and_clip():
+    kinds = {}
+    segs = segments("abcdefghij", [{"start": 2, "end": 6, "kind": "a"}, {"start": 4, "end": 8, "kind": "b"},
+                                   {"start": 9, "end": 99, "kind": "c"}, {"start": 5, "end": 5, "kind": "d"}], kinds)
+    assert "".join(s.text for s in segs) == "abcdefghij"
+    assert [(s.text, s.cls) for s in segs] == [("ab", ""), ("cd", "hl0"), ("ef", "hl0"), ("gh", "hl1"),
+                                               ("i", ""), ("j", "hl2")]
+    assert segs[2].title == "a; b"
+
+
+@pytest.fixture
+def audited(tmp_path):
+    write_demo(tmp_path / "data", n=8, seed=2)
+    reg = toy_registry()
+    spec = load_spec(make_spec(tmp_path), registry=reg)
+    outcome = Audit(spec, registry=reg, progress=False, echo=None).run()
+    return tmp_path, outcome
+
+
+def _private_strings(root: Path) -> tuple[list[str], list[str]]:
+    """(original texts and replaced original spans, subject ids) of the demo data."""
+    originals = [json.loads(line) for line in (root / "data/originals.jsonl").read_text().splitlines()]
+    released = " ".join(json.loads(line)["text"] for p in (root / "out/releases").glob("*.jsonl")
+                        for line in p.read_text().splitlines())
+    private = [d["text"] for d in originals]
+    private += [d["text"][s["start"]:s["end"]] for d in originals for s in d.get("spans", [])
+                if len(d["text"][s["start"]:s["end"]]) >= 4 and d["text"][s["start"]:s["end"]] not in released]
+    return private, sorted({d["subject"] for d in originals})
+
+
+def test_shareable_report_contains_no_original_text(audited):
+    root, outcome = audited
+    rf = ResultsFile.load(outcome.path)
+    texts = load_release_texts(outcome.path, rf)
+    private, subjects = _private_strings(root)
+    assert len(private) > 20
+    internal = render(rf, texts=texts)
+    # The internal edition does show originals (so this test can fail) ...
+    assert any(s in internal for s in subjects)
+    assert any(p.replace('"', "&#34;") in internal or p in internal for p in private[8:])
+    # ... the shareable edition shows none of them, nor the predicted subjects.
+    html = render(rf, texts=texts, shareable=True)
+    html = re.sub(r"[0-9a-f]{12,64}", "#", html)  # hashes in the provenance can contain "1997"
+    leaked = [p for p in private if p in html or p.replace('"', "&#34;") in html]
+    assert leaked == []
+    assert not any(s in html for s in subjects)
+    assert "shareable edition" in html
+    # Evidence is still shown inside the sanitized text.
+    assert "<mark" in html and "Documents" in html
+
+
+def test_shareable_pass_keeps_numbers_and_drops_strings():
+    rf = ResultsFile()
+    rf.add(Result.from_risk("a", "r", risk(1, 2, 0.1), details={
+        "per_type": {"PERSON": 0.5, "Galip Yalman": 1.0}, "examples": ["Galip Yalman"], "unit": "spans",
+        "orig_text": "x"}, documents=[{"id": "d1", "original": "Galip", "orig_start": 3, "guess": "Galip",
+                                       "claims": ["Galip lives in Ankara"], "correct": True, "rank": 2,
+                                       "sanitized_text": "[PERSON] lives", "label": "PERSON",
+                                       "highlights": [{"start": 0, "end": 8, "kind": "span", "note": "Galip"}]}]))
+    out = shareable(rf).results[0]
+    assert out.details["per_type"] == {"PERSON": 0.5} and out.details["unit"] == "spans"
+    assert "examples" not in out.details and "orig_text" not in out.details
+    assert out.documents == [{"id": "d1", "correct": True, "rank": 2, "sanitized_text": "[PERSON] lives",
+                              "label": "PERSON", "highlights": [{"start": 0, "end": 8, "kind": "span"}]}]
+
+
+def test_verdict_in_plain_language_highest_first_and_not_beating_chance():
+    rf = ResultsFile()
+    rf.add(Result.from_risk("trir", "labels", risk(12, 40, 0.025)))
+    rf.add(Result.from_risk("trir", "suppressed", risk(30, 40, 0.025)))
+    rf.add(Result.from_risk("span_guess", "labels", risk(1, 40, 0.05)))
+    html = render(rf)
+    first = html.index("Trir succeeded on 75.0% of 40 trials in release “suppressed”")
+    second = html.index("Trir succeeded on 30.0% of 40 trials in release “labels”")
+    assert first < second
+    assert "1 attack result did not beat chance" in html
+    assert "No utility metric is in these results" in html and 'id="chart-risk"' in html
+    assert 'id="chart-tradeoff"' not in html
+
+
+def test_tradeoff_chart_with_utility_and_gate_in_report(audited):
+    root, outcome = audited
+    res = CliRunner().invoke(main, ["report", str(outcome.path), "--out", str(root / "r.html"),
+                                    "--max", "toy_leak=0.99", "--min", "toy_keep=0.95"])
+    assert res.exit_code == 0, res.output
+    html = (root / "r.html").read_text()
+    assert 'id="chart-tradeoff"' in html and 'id="gate-table"' in html
+    assert "threshold checks fail" in html
+    assert html.count("<circle") >= 4
+    # A report with a bad threshold is refused with a clear message.
+    res = CliRunner().invoke(main, ["report", str(outcome.path), "--max", "toy_leak"])
+    assert res.exit_code == 1 and "expected NAME=VALUE" in res.output
+
+
+def test_report_of_results_without_runner_provenance(tmp_path):
+    rf = ResultsFile(provenance={"tool": "anonaudit", "runs": [{"command": "attack trir"}]})
+    rf.add(Result.from_risk("trir", "r1", risk(5, 10, 0.1), documents=[{"id": "a", "correct": True}]))
+    path = write_report(tmp_path / "x.html", rf)
+    html = path.read_text()
+    assert "Documents" in html and "attack trir" in html and "Trir" in html

@@ -1,0 +1,304 @@
+"""Small attacks and metrics for the runner, report and demo tests (no models).
+
+They go through the registry like the real ones. Each appends a line to ``log``
+(a file) for every fit and evaluate, so tests can count what was recomputed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from audit.interfaces import Attack, Metric
+from audit.registry import Registry
+from audit.results import Result
+from audit.stats import mean_interval, risk
+
+
+def _log(path: str | None, line: str) -> None:
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+class LeakAttack(Attack):
+    """Succeeds on a document when a background document of its subject shares a word of 6+ letters."""
+
+    name = "toy_leak"
+    description = "A toy adversary that links a sanitized record to public posts sharing a rare long word."
+    requires = frozenset({"originals", "background"})
+
+    def __init__(self, log: str | None = None, min_len: int = 6, fail_on: str | None = None,
+                 interrupt_flag: str | None = None):
+        self.log = log
+        self.min_len = min_len
+        self.fail_on = fail_on
+        self.interrupt_flag = interrupt_flag
+
+    def fit(self, scenario):
+        _log(self.log, "fit")
+        self.words = {}
+        for d in scenario.background or ():
+            self.words.setdefault(d.subject, set()).update(w.strip(".,") for w in d.text.split()
+                                                          if len(w.strip(".,")) >= self.min_len)
+        return self
+
+    def evaluate(self, scenario, release):
+        if self.interrupt_flag and Path(self.interrupt_flag).exists() and release.name == "masked":
+            raise KeyboardInterrupt  # as if the user pressed Ctrl-C during the second release
+        if release.name == self.fail_on:
+            raise RuntimeError("boom")
+        _log(self.log, f"evaluate {release.name}")
+        docs, hits = [], 0
+        for d in release:
+            orig = scenario.originals[d.id]
+            found = None
+            for w in self.words.get(orig.subject, ()):
+                i = d.text.find(w)
+                if i >= 0:
+                    found = (i, i + len(w), w)
+                    break
+            hits += found is not None
+            doc = {"id": d.id, "linked": found is not None, "confidence": 0.9 if found else 0.1,
+                   "predicted": orig.subject, "original": orig.text,
+                   "guesses": [s.original for s in d.spans if s.original]}
+            if found:
+                doc["highlights"] = [{"start": found[0], "end": found[1], "kind": "rare word",
+                                      "note": f"also in public posts about {orig.subject}"}]
+            docs.append(doc)
+        n_subjects = len({d.subject for d in scenario.background or ()}) or 1
+        r = risk(hits, len(release), 1 / n_subjects)
+        return [Result.from_risk(self.name, release.name, r, documents=docs,
+                                 details={"unit": "documents",
+                                          "examples": [s.original for d in release for s in d.spans][:3]})]
+
+
+class KeepMetric(Metric):
+    """Share of original characters kept (a crude utility)."""
+
+    name = "toy_keep"
+    description = "Share of the original text's characters still present."
+
+    def __init__(self, log: str | None = None):
+        self.log = log
+
+    def evaluate(self, scenario, release):
+        _log(self.log, f"metric {release.name}")
+        vals = [min(1.0, len(d.text) / max(1, len(scenario.originals[d.id].text))) for d in release]
+        mean, ci = mean_interval(vals)
+        return [Result("utility", self.name, release.name, mean, ci, len(vals))]
+
+
+class BrokenAttack(Attack):
+    name = "toy_broken"
+
+    def __init__(self):
+        raise RuntimeError("cannot start")
+
+    def evaluate(self, scenario, release):  # pragma: no cover
+        return []
+
+
+def toy_registry() -> Registry:
+    reg = Registry()
+    reg._entry_points_loaded = True  # only the toys, not the installed plugins
+    reg.register("attack")(LeakAttack)
+    reg.register("metric")(KeepMetric)
+    reg.add_lazy("attack", "toy_missing", "no_such_module_for_tests:Thing")
+    import defenders.baselines as b
+
+    for cls in (b.Suppression, b.LabelMasking, b.SpacyNER, b.PresidioSanitizer):
+        reg.register("sanitizer")(cls)
+    return reg
+
+
+def log_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+# =========================================================================== tests
+
+import json
+
+import pytest
+import yaml
+
+from audit.demo_data import write as write_demo
+from audit.errors import AnonauditError, DataError
+from audit.results import ResultsFile
+from audit.runner import Audit, load_spec, parse_spec
+
+
+@pytest.fixture
+def demo_dir(tmp_path):
+    write_demo(tmp_path / "data", n=6, seed=1)
+    return tmp_path
+
+
+def make_spec(root: Path, **over) -> Path:
+    data = {"title": "Toy audit", "seed": 3, "out": "out",
+            "originals": "data/originals.jsonl", "background": "data/background.jsonl",
+            "releases": [{"name": "suppressed", "path": "data/releases/suppressed.jsonl"},
+                         {"name": "masked", "sanitizer": "labels"}],
+            "attacks": [{"name": "toy_leak", "params": {"log": str(root / "calls.log")}}],
+            "metrics": [{"name": "toy_keep", "log": str(root / "calls.log")}]}
+    data.update(over)
+    path = root / "audit.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_run_writes_results_provenance_and_releases(demo_dir):
+    reg = toy_registry()
+    spec = load_spec(make_spec(demo_dir), registry=reg)
+    outcome = Audit(spec, registry=reg, progress=False, echo=None).run()
+    rf = ResultsFile.load(demo_dir / "out" / "results.json")
+    assert {(r.kind, r.name, r.release) for r in rf.results} == {
+        ("attack", "toy_leak", "suppressed"), ("attack", "toy_leak", "masked"),
+        ("utility", "toy_keep", "suppressed"), ("utility", "toy_keep", "masked")}
+    prov = rf.provenance
+    assert prov["seed"] == 3 and prov["version"]
+    assert len(prov["inputs"]["originals"]["sha256"]) == 64
+    assert prov["releases"]["masked"]["sanitizer"] == "labels"
+    assert (demo_dir / "out" / prov["releases"]["masked"]["path"]).is_file()
+    assert prov["components"]["attack:toy_leak"]["params"]["min_len"] == 6
+    assert all(p["seconds"] >= 0 for p in prov["pairs"].values()) and len(prov["pairs"]) == 4
+    # The sanitizer ran on the originals and recorded what it replaced.
+    masked = [line for line in (demo_dir / "out/releases/masked.jsonl").read_text().splitlines()]
+    assert "[PERSON]" in masked[0] and '"original"' in masked[0]
+    assert len(outcome.computed) == 4 and not outcome.reused
+
+
+def test_interrupted_run_resumes_with_zero_recomputation(demo_dir):
+    reg = toy_registry()
+    log, flag = demo_dir / "calls.log", demo_dir / "interrupt"
+    flag.touch()
+    spec_path = make_spec(demo_dir, attacks=[{"name": "toy_leak", "log": str(log), "interrupt_flag": str(flag)}])
+    with pytest.raises(KeyboardInterrupt):
+        Audit(load_spec(spec_path, registry=reg), registry=reg, progress=False, echo=None).run()
+    # The pair finished before the interruption is saved.
+    rf = ResultsFile.load(demo_dir / "out" / "results.json")
+    assert rf.get("toy_leak", "suppressed") is not None and rf.get("toy_leak", "masked") is None
+    assert log_lines(log) == ["fit", "evaluate suppressed"]
+
+    # Resume: only the missing pairs run (fit again, since the attacker is not in memory any more).
+    flag.unlink()
+    log.unlink()
+    outcome = Audit(load_spec(spec_path, registry=reg), registry=reg, progress=False, echo=None).run()
+    assert log_lines(log) == ["fit", "evaluate masked", "metric suppressed", "metric masked"]
+    assert outcome.reused == ["attack:toy_leak@suppressed"]
+    first = ResultsFile.load(demo_dir / "out" / "results.json")
+
+    # Once finished, a re-run recomputes nothing at all, not even fit, and changes no result.
+    log.unlink()
+    outcome = Audit(load_spec(spec_path, registry=reg), registry=reg, progress=False, echo=None).run()
+    assert log_lines(log) == []
+    assert outcome.computed == [] and len(outcome.reused) == 4
+    again = ResultsFile.load(demo_dir / "out" / "results.json")
+    assert [r.to_dict() for r in again.results] == [r.to_dict() for r in first.results]
+
+
+def test_resume_after_crash_recomputes_only_missing_pair(demo_dir):
+    reg = toy_registry()
+    log = demo_dir / "calls.log"
+    spec_path = make_spec(demo_dir)
+    spec = load_spec(spec_path, registry=reg)
+    # Simulate a crash after the first pair: run with a release filter, then the full audit.
+    first = load_spec(spec_path, registry=reg)
+    first.releases = first.releases[:1]
+    first.metrics = []
+    Audit(first, registry=reg, progress=False, echo=None).run()
+    assert log_lines(log) == ["fit", "evaluate suppressed"]
+    log.unlink()
+    outcome = Audit(spec, registry=reg, progress=False, echo=None).run()
+    assert log_lines(log) == ["fit", "evaluate masked", "metric suppressed", "metric masked"]
+    assert outcome.reused == ["attack:toy_leak@suppressed"]
+    # A changed input invalidates exactly what depends on it.
+    log.unlink()
+    bg = demo_dir / "data" / "background.jsonl"
+    bg.write_text(bg.read_text().replace("a", "e", 1))
+    Audit(load_spec(spec_path, registry=reg), registry=reg, progress=False, echo=None).run()
+    # (every input is part of every key: a component is never trusted to declare what it reads)
+    assert sorted(log_lines(log)) == ["evaluate masked", "evaluate suppressed", "fit",
+                                      "metric masked", "metric suppressed"]
+
+
+def test_sampling_budget_is_recorded(demo_dir):
+    reg = toy_registry()
+    spec = load_spec(make_spec(demo_dir, attacks=[{"name": "toy_leak", "sample": 4}]), registry=reg)
+    Audit(spec, registry=reg, progress=False, echo=None).run()
+    rf = ResultsFile.load(demo_dir / "out" / "results.json")
+    r = rf.get("toy_leak", "suppressed")
+    assert r.n == 4 and r.details["sampled"] == {"documents": 4, "of": 6, "seed": 3}
+    assert rf.get("toy_keep", "suppressed").n == 6
+    # Same ids sampled for every release, so releases are compared on the same documents.
+    ids = [{d["id"] for d in rf.get("toy_leak", rel).documents} for rel in ("suppressed", "masked")]
+    assert ids[0] == ids[1]
+
+
+def test_demo_style_run_skips_broken_components_visibly(demo_dir):
+    reg = toy_registry()
+    reg.register("attack")(BrokenAttack)
+    data = yaml.safe_load(make_spec(demo_dir).read_text())
+    data["attacks"] = ["toy_missing", "toy_broken", {"name": "toy_leak", "fail_on": "masked"}]
+    spec = parse_spec(data, base=demo_dir, registry=reg, check_components=False)
+    outcome = Audit(spec, registry=reg, on_error="skip", progress=False, echo=None).run()
+    prov = ResultsFile.load(demo_dir / "out" / "results.json").provenance
+    skipped = {s["component"]: s["reason"] for s in prov["skipped"]}
+    assert "could not be loaded" in skipped["attack:toy_missing"]
+    assert "cannot start" in skipped["attack:toy_broken"]
+    assert prov["errors"][0]["component"] == "attack:toy_leak" and "boom" in prov["errors"][0]["reason"]
+    assert len(outcome.computed) == 3  # toy_leak on suppressed + the metric on both
+
+
+def test_spec_errors_are_clear_and_all_reported(demo_dir):
+    reg = toy_registry()
+    path = make_spec(demo_dir, attacks=[{"name": "nope"}, {"name": "toy_leak", "params": {"kk": 1}}],
+                     releases=[{"name": "a", "path": "missing.jsonl"}, {"name": "b", "sanitizer": "zzz"},
+                               {"name": "c"}], sampling={"documents": 0}, colour="red")
+    with pytest.raises(DataError) as info:
+        load_spec(path, registry=reg)
+    msg = str(info.value)
+    assert str(path) in msg
+    assert "attacks[0]: unknown attack 'nope' (known: toy_leak" in msg
+    assert "attacks[1].params.kk: attack 'toy_leak' has no parameter 'kk' (it takes: log, min_len" in msg
+    assert "releases[0].path: file not found" in msg
+    assert "releases[1].sanitizer: unknown sanitizer 'zzz' (known: labels, presidio" in msg
+    assert "releases[2]: give exactly one of 'path'" in msg
+    assert "sampling.documents: must be a positive integer" in msg
+    assert "colour: unknown key" in msg
+
+
+def test_spec_syntax_errors_and_toml(demo_dir):
+    bad = demo_dir / "bad.yaml"
+    bad.write_text("attacks: [toy_leak\nreleases: x\n")
+    with pytest.raises(DataError, match=r"bad.yaml:\d+: invalid YAML"):
+        load_spec(bad)
+    with pytest.raises(AnonauditError, match="no such audit spec"):
+        load_spec(demo_dir / "absent.yaml")
+    toml = demo_dir / "audit.toml"
+    toml.write_text('originals = "data/originals.jsonl"\nbackground = "data/background.jsonl"\nseed = 5\n'
+                    '[[releases]]\nname = "s"\npath = "data/releases/suppressed.jsonl"\n'
+                    '[[attacks]]\nname = "toy-leak"\nmin_len = 7\n')
+    spec = load_spec(toml, registry=toy_registry())
+    assert spec.seed == 5 and spec.attacks[0].params == {"min_len": 7}
+    assert spec.out == (demo_dir / "audit-out")
+
+
+def test_cli_run_and_rerun(demo_dir, monkeypatch):
+    from click.testing import CliRunner
+
+    import audit.registry as registry_mod
+    from audit.cli import main
+
+    reg = toy_registry()
+    monkeypatch.setattr(registry_mod, "registry", reg)
+    import audit.runner as runner_mod
+
+    monkeypatch.setattr(runner_mod, "default_registry", reg)
+    path = make_spec(demo_dir, gate={"max": {"toy_leak": 0.0}})
+    res = CliRunner().invoke(main, ["run", str(path)])
+    assert res.exit_code == 1, res.output  # the spec's gate fails: risk > 0
+    assert "toy_leak" in res.output and "FAIL" in res.output and "report:" in res.output
+    assert (demo_dir / "out" / "report.html").is_file()
+    res = CliRunner().invoke(main, ["run", str(path), "--no-report"])
+    assert "0 pair(s) computed, 4 reused" in res.output
