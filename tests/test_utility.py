@@ -1,0 +1,469 @@
+"""Utility metrics (issue 7): terms, IC estimators and cache, TPI/TPS, NMI, precision/recall,
+similarity, ROUGE-L, the CLI. Fast tests use a fake LLM and a fake embedder; the two
+slow tests use the embedded small LLM and MiniLM."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import numpy as np
+import pytest
+
+from audit.data import Corpus, Document, Span, sanitize_corpus
+from audit.llm import LLM
+from audit.nlp import Spacy
+from audit.registry import registry
+from audit.utility import (
+    CausalIC,
+    ICCache,
+    MaskedIC,
+    NMIMetric,
+    PrecisionMetric,
+    RecallMetric,
+    RougeMetric,
+    SimilarityMetric,
+    Term,
+    TermExtractor,
+    TPIMetric,
+    TPSMetric,
+    UtilityContext,
+    corpus_ic,
+    rouge_l,
+    term_fates,
+)
+from audit.data import Scenario
+
+COURT = ("The applicant, Mr Galip Yalman, lodged an application against Turkey on 3 May 1996. "
+         "The court in Istanbul dismissed the complaint of Mr Yalman.")
+
+
+class FakeLLM(LLM):
+    """logprobs: -0.5 nats per character of a capitalised or numeric word, -0.1 otherwise."""
+
+    identity = "fake-llm"
+
+    def __init__(self):
+        self.calls: list[tuple[str, str]] = []
+
+    def _complete(self, request):  # pragma: no cover - not used
+        return ""
+
+    def logprobs(self, prefix, continuation):
+        self.calls.append((prefix, continuation))
+        out = []
+        for word in continuation.split():
+            rare = word[0].isupper() or word[0].isdigit()
+            out.append(-(0.5 if rare else 0.1) * len(word))
+        return out
+
+
+class FakeEmbedder:
+    """Character-trigram hashing vectors (unit rows): similar strings get similar vectors."""
+
+    identity = "fake-embedder"
+
+    def encode(self, texts, batch_size=64, progress=False):
+        out = np.zeros((len(texts), 256), dtype=np.float32)
+        for i, text in enumerate(texts):
+            t = f"  {text.lower()}  "
+            for j in range(len(t) - 2):
+                out[i, int(hashlib.md5(t[j:j + 3].encode()).hexdigest(), 16) % 256] += 1
+            n = np.linalg.norm(out[i])
+            out[i] /= n or 1.0
+        return out
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    return Spacy()
+
+
+@pytest.fixture()
+def make_ctx(nlp, tmp_path):
+    def make(originals, **kw):
+        return UtilityContext(originals, ic=CausalIC(FakeLLM(), context_tokens=64), embedder=FakeEmbedder(),
+                              spacy=nlp, cache_dir=str(tmp_path / "ic"), **kw)
+    return make
+
+
+def _corpus(*texts, spans=None):
+    return Corpus([Document(f"d{i}", t, spans=tuple((spans or {}).get(i, ()))) for i, t in enumerate(texts)],
+                  name="orig")
+
+
+def _labels_release(corpus, nlp, name="labels", replacement=None):
+    """Replace every named entity by its label (or by ``replacement``)."""
+    spans = {d.id: [Span(e.start_char, e.end_char, e.label_, replacement=replacement if replacement is not None
+                         else e.label_) for e in nlp(d.text).ents] for d in corpus}
+    return sanitize_corpus(corpus, spans, name=name)
+
+
+def _run(metric_cls, ctx, release, **kw):
+    m = metric_cls(context=ctx, **kw)
+    return m.evaluate(Scenario(originals=ctx.originals, releases=(release,)), release)[0]
+
+
+# --------------------------------------------------------------------------- terms
+
+
+def test_terms_are_entities_then_chunks_then_content_words(nlp):
+    terms = TermExtractor(nlp)(COURT)
+    texts = [t.text for t in terms]
+    assert "Galip Yalman" in texts and "Turkey" in texts and "3 May 1996" in texts
+    assert next(t for t in terms if t.text == "Galip Yalman").kind == "entity"
+    assert any(t.kind == "chunk" and t.text == "an application" for t in terms)
+    assert "lodged" in texts and "dismissed" in texts
+    assert not {"the", "of", "on", ",", "."} & set(texts)
+    # non-overlapping, in order, offsets exact
+    for a, b in zip(terms, terms[1:]):
+        assert a.end <= b.start
+    assert all(COURT[t.start:t.end] == t.text for t in terms)
+
+
+def test_a_partly_covered_term_counts_as_replaced_and_deletions_as_deleted():
+    text = "Mr Galip Yalman went home"
+    terms = [Term(0, 15, "Mr Galip Yalman", "entity"), Term(16, 20, "went"), Term(21, 25, "home")]
+    fates = term_fates(text, terms, [Span(0, 6, replacement="PERSON", orig_start=3, orig_end=15),
+                                     Span(8, 8, replacement="", orig_start=21, orig_end=25)])
+    assert [(f.status, f.counterpart) for f in fates] == [("replaced", "Mr PERSON"), ("kept", "went"),
+                                                          ("deleted", "")]
+
+
+# --------------------------------------------------------------------------- IC
+
+
+def test_causal_ic_gives_the_term_its_leading_space_and_bounded_shared_context():
+    text = " ".join(f"word{i}" for i in range(200))
+    terms, pos = [], 0
+    for w in text.split():
+        terms.append(Term(pos, pos + len(w), w))
+        pos += len(w) + 1
+    llm = FakeLLM()
+    ic = CausalIC(llm, context_tokens=20).estimate(text, terms)
+    assert len(ic) == 200 and (ic > 0).all()
+    prefixes = [p for p, _ in llm.calls]
+    assert all(c.startswith(" ") for _, c in llm.calls[1:]) and llm.calls[0] == ("", "word0")
+    assert max(len(p) for p in prefixes) <= 20 * 4 + len("word199 ")
+    assert all(len(p) >= 20 * 4 // 2 - 8 for p in prefixes[40:])  # late terms keep at least half the budget
+    starts = {text.index(p) if p else 0 for p in prefixes}
+    assert len(starts) < len(prefixes) / 5  # prefixes are shared (prompt-cache friendly)
+    assert all(text[text.index(p) - 1] == " " for p in prefixes if p and text.index(p) > 0)  # word boundary
+
+
+def test_ic_of_the_originals_is_computed_once_and_cached_on_disk(make_ctx, tmp_path, nlp):
+    originals = _corpus(COURT, "The Government appealed to the Supreme Court in Ankara.")
+    llm = FakeLLM()
+    est = CausalIC(llm, context_tokens=64)
+    cache = ICCache(originals, est.identity, tmp_path / "c")
+    first = corpus_ic(originals, est, TermExtractor(nlp), cache=cache)
+    n_calls = len(llm.calls)
+    assert n_calls == sum(len(t) for t, _ in first.values())
+    again = corpus_ic(originals, est, TermExtractor(nlp), cache=ICCache(originals, est.identity, tmp_path / "c"))
+    assert len(llm.calls) == n_calls  # nothing recomputed
+    for i in first:
+        assert np.allclose(first[i][1], again[i][1], atol=1e-5) and first[i][0] == again[i][0]
+    other = ICCache(originals, "another-estimator", tmp_path / "c")
+    assert other.get("d0") is None and other.path != cache.path
+    # the context shares one computation between metrics and releases
+    ctx = make_ctx(originals)
+    rel = _labels_release(originals, nlp)
+    _run(TPIMetric, ctx, rel)
+    calls = len(ctx.estimator.llm.calls)
+    _run(TPSMetric, ctx, rel)
+    _run(TPIMetric, ctx, _labels_release(originals, nlp, "suppressed", replacement=""))
+    assert len(ctx.estimator.llm.calls) == calls
+
+
+def _tiny_mlm(path):
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    words = "the applicant court lodged an application against turkey on may in istanbul dismissed".split()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ",", ".", *words, *"0123456789"]
+    (path / "vocab.txt").write_text("\n".join(vocab))
+    tok = BertTokenizerFast(str(path / "vocab.txt"))
+    tok.save_pretrained(path)
+    import torch
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=64)
+    BertForMaskedLM(cfg).save_pretrained(path)
+
+
+def test_masked_ic_alternates_masks_and_uses_the_least_probable_token(tmp_path, nlp, monkeypatch):
+    _tiny_mlm(tmp_path)
+    est = MaskedIC(str(tmp_path), every=3, max_length=24)
+    terms = TermExtractor(nlp)(COURT)
+    ic = est.estimate(COURT, terms)
+    assert ic.shape == (len(terms),) and np.isfinite(ic).all() and (ic > 0).all()
+    assert est.identity.startswith("masked:") and "every=3" in est.identity
+    # every term is masked exactly once: shifting the windows' masks covers each term
+    tok, mlm = est._load()
+    seen = []
+    real_forward = mlm.forward
+
+    def spy(input_ids=None, attention_mask=None, **kw):
+        seen.append(int((input_ids == tok.mask_token_id).sum()))
+        return real_forward(input_ids=input_ids, attention_mask=attention_mask, **kw)
+
+    monkeypatch.setattr(mlm, "forward", spy)
+    est.batch_size = 1
+    est.estimate(COURT, terms)
+    assert len(seen) >= 3  # at least `every` passes
+    enc = tok(COURT, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    n_term_tokens = sum(1 for a, b in enc if b > a and any(t.start < b and a < t.end for t in terms))
+    assert sum(seen) == n_term_tokens
+
+
+def test_one_pass_causal_ic_matches_per_term_log_probabilities(tmp_path, nlp):
+    """With an in-process transformers model, IC comes from one pass per window; on a text
+    shorter than the budget it equals the exact per-term logprobs(prefix, continuation)."""
+    import torch
+    from transformers import BertTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    _tiny_mlm(tmp_path)  # reuse its small word-piece tokenizer
+    tok = BertTokenizerFast.from_pretrained(tmp_path)
+    tok.bos_token = "[CLS]"
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=1, intermediate_size=32, max_position_embeddings=128)
+
+    class LocalLM(LLM):
+        """An in-process model (like audit.llm_backends.TransformersLLM) with exact logprobs."""
+
+        identity = "tiny"
+        model = Qwen2ForCausalLM(cfg).eval()
+        tokenizer = tok
+
+        def _complete(self, request):  # pragma: no cover
+            return ""
+
+        def logprobs(self, prefix, continuation):
+            enc = tok(prefix + continuation, add_special_tokens=False, return_offsets_mapping=True)
+            ids = [tok.bos_token_id, *enc["input_ids"]]
+            split = 1 + next(i for i, (_, e) in enumerate(enc["offset_mapping"]) if e > len(prefix))
+            with torch.no_grad():
+                lp = torch.log_softmax(self.model(torch.tensor([ids])).logits[0], dim=-1)
+            return [float(lp[i - 1, ids[i]]) for i in range(split, len(ids))]
+
+    llm = LocalLM()
+    terms = TermExtractor(nlp)(COURT)
+    fast = CausalIC(llm, context_tokens=100)
+    assert fast.uses_one_pass and "one-pass" in fast.identity
+    slow = CausalIC(llm, context_tokens=100, one_pass=False)
+    a, b = fast.estimate(COURT, terms), slow.estimate(COURT, terms)
+    assert np.allclose(a, b, rtol=1e-3, atol=1e-3) and (a > 0).all()
+    # windows: a small budget still scores every term, each with bounded context
+    c = CausalIC(llm, context_tokens=8, batch_size=3).estimate(COURT, terms)
+    assert c.shape == a.shape and (c > 0).all() and np.allclose(c[:2], a[:2], atol=1e-3)
+
+
+def test_masked_ic_refuses_a_missing_folder(tmp_path):
+    from audit.errors import AnonauditError
+
+    with pytest.raises(AnonauditError, match="not a local model folder"):
+        MaskedIC(str(tmp_path / "nope")).estimate("a b", [Term(0, 1, "a")])
+
+
+# --------------------------------------------------------------------------- TPI / TPS
+
+
+def test_originals_score_one_and_full_suppression_scores_zero(make_ctx, nlp):
+    originals = _corpus(COURT, "The Government of Turkey appealed to the Supreme Court in Ankara in 1999.")
+    ctx = make_ctx(originals)
+    same = sanitize_corpus(originals, {}, name="same")
+    for cls in (TPIMetric, TPSMetric):
+        r = _run(cls, ctx, same)
+        assert r.value == pytest.approx(1.0) and r.kind == "utility" and r.n == 2
+        assert [d["value"] for d in r.documents] == [pytest.approx(1.0)] * 2
+    gone = sanitize_corpus(originals, {d.id: [Span(0, len(d.text))] for d in originals}, name="gone")
+    for cls in (TPIMetric, TPSMetric):
+        r = _run(cls, ctx, gone)
+        assert r.value == pytest.approx(0.0) and r.details["terms"]["kept"] == 0
+
+
+def test_tps_is_at_least_tpi_for_label_replacements_and_both_below_one(make_ctx, nlp):
+    originals = _corpus(COURT, "Ms Ana Kowalska was born in Warsaw in 1970 and worked for Siemens.")
+    ctx = make_ctx(originals)
+    labels = _labels_release(originals, nlp)
+    tpi, tps = _run(TPIMetric, ctx, labels), _run(TPSMetric, ctx, labels)
+    assert 0 < tpi.value < 1 and 0 < tps.value < 1
+    assert tps.value >= tpi.value
+    for a, b in zip(tpi.documents, tps.documents):
+        assert b["value"] >= a["value"] and a["replaced"] > 0
+    suppressed = _labels_release(originals, nlp, "suppressed", replacement="")
+    assert _run(TPSMetric, ctx, suppressed).value == pytest.approx(_run(TPIMetric, ctx, suppressed).value)
+    # a close generalisation keeps more than a label
+    close = sanitize_corpus(originals, {"d0": [Span(COURT.index("Istanbul"), COURT.index("Istanbul") + 8,
+                                                     replacement="Istanbul province")]}, name="close")
+    assert _run(TPSMetric, ctx, close).documents[0]["value"] > _run(TPIMetric, ctx, close).documents[0]["value"]
+
+
+def test_unaligned_release_is_refused_with_a_clear_message(make_ctx):
+    from audit.data import Release
+    from audit.errors import AnonauditError
+
+    originals = _corpus(COURT)
+    rel = Release("synthetic", Corpus([Document("x", "text")]), aligned=False)
+    with pytest.raises(AnonauditError, match="not aligned"):
+        _run(TPIMetric, make_ctx(originals), rel)
+
+
+# --------------------------------------------------------------------------- NMI, similarity, ROUGE
+
+
+TOPICS = {
+    "sport": ["The striker scored twice as the football club won the league match {i}.",
+              "The tennis player won the final set and the tournament title {i}."],
+    "law": ["The court dismissed the appeal and the applicant paid the legal costs {i}.",
+            "The judge adjourned the criminal trial after the lawyer objected {i}."],
+    "food": ["Bake the bread dough in a hot oven with butter and flour {i}.",
+             "The soup recipe needs onions, garlic, salt and fresh tomatoes {i}."],
+}
+
+
+def _topic_corpus():
+    texts = [t.format(i=i) for i in range(4) for ts in TOPICS.values() for t in ts]
+    return _corpus(*texts)
+
+
+def test_nmi_of_a_release_identical_to_the_originals_is_one(make_ctx):
+    originals = _topic_corpus()
+    ctx = make_ctx(originals)
+    r = _run(NMIMetric, ctx, sanitize_corpus(originals, {}, name="same"), runs=3)
+    assert r.value == pytest.approx(1.0) and r.details["runs"] == [pytest.approx(1.0)] * 3
+    assert 2 <= r.details["k"] <= 10 and r.n == len(originals)
+    gone = sanitize_corpus(originals, {d.id: [Span(0, len(d.text), replacement="REDACTED document")]
+                                       for d in originals}, name="gone")
+    assert _run(NMIMetric, ctx, gone, runs=3, k=3).value < 0.5
+
+
+def test_similarity_and_rouge(make_ctx):
+    originals = _topic_corpus()
+    ctx = make_ctx(originals)
+    same = sanitize_corpus(originals, {}, name="same")
+    assert _run(SimilarityMetric, ctx, same).value == pytest.approx(1.0, abs=1e-5)
+    assert _run(RougeMetric, ctx, same).value == pytest.approx(1.0)
+    half = sanitize_corpus(originals, {d.id: [Span(0, len(d.text) // 2)] for d in originals}, name="half")
+    sim, rouge = _run(SimilarityMetric, ctx, half), _run(RougeMetric, ctx, half)
+    assert 0 < sim.value < 1 and 0 < rouge.value < 1 and rouge.ci[0] <= rouge.value <= rouge.ci[1]
+
+
+def test_rouge_l_matches_rouge_score():
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(["rougeL"])
+    pairs = [(COURT, COURT.replace("Galip Yalman", "PERSON").replace("Turkey", "")),
+             ("a b c d e f", "f e d c b a"), ("the cat sat", "a dog ran"), ("x y z", "")]
+    for ref, cand in pairs:
+        assert rouge_l(ref, cand) == pytest.approx(scorer.score(ref, cand)["rougeL"].fmeasure)
+
+
+# --------------------------------------------------------------------------- precision / recall
+
+
+def test_precision_and_recall_against_hand_made_gold_spans(make_ctx):
+    text = "Mr John Smith lives in Oslo and works at Acme Corp since 2001."
+    #       gold: "John Smith" (PERSON, e1), "Oslo" (LOC), "Acme Corp" (ORG), "2001" (NO_MASK: not gold)
+    js, oslo, acme, year = (text.index(w) for w in ("John Smith", "Oslo", "Acme Corp", "2001"))
+    gold = (Span(js, js + 10, "PERSON", entity_id="e1"), Span(oslo, oslo + 4, "LOC"),
+            Span(acme, acme + 9, "ORG"), Span(year, year + 4, "DATETIME", identifier_type="NO_MASK"))
+    originals = Corpus([Document("d0", text, spans=gold)])
+    ctx = make_ctx(originals)
+    # the release masks "John Smith" fully, "Acme" only, and "lives" (a false positive)
+    masks = [Span(js, js + 10, replacement="PERSON"), Span(acme, acme + 4, replacement="ORG"),
+             Span(text.index("lives"), text.index("lives") + 5, replacement="X")]
+    rel = sanitize_corpus(originals, {"d0": masks}, name="rel")
+    p = _run(PrecisionMetric, ctx, rel)
+    r = _run(RecallMetric, ctx, rel)
+    # tokens: masked = John, Smith, Acme, lives (4); gold = John, Smith, Oslo, Acme, Corp (5); tp = 3
+    assert p.value == pytest.approx(3 / 4) and p.details["masked_tokens"] == 4
+    assert r.details["token_recall"] == pytest.approx(3 / 5)
+    # entities: e1 fully masked; Oslo not; Acme Corp only partly -> 1 of 3
+    assert r.value == pytest.approx(1 / 3) and r.details["entities"] == 3
+    assert 0 < r.details["token_recall_ic"] < 1 and 0 < p.details["token_precision_ic"] <= 1
+    full = sanitize_corpus(originals, {"d0": list(gold[:3])}, name="gold")
+    assert _run(PrecisionMetric, ctx, full).value == 1.0 and _run(RecallMetric, ctx, full).value == 1.0
+
+
+def test_precision_recall_need_gold_spans(make_ctx):
+    from audit.errors import AnonauditError
+
+    originals = _corpus(COURT)
+    with pytest.raises(AnonauditError, match="gold spans"):
+        _run(RecallMetric, make_ctx(originals), sanitize_corpus(originals, {}, name="same"))
+
+
+# --------------------------------------------------------------------------- registry and CLI
+
+
+def test_metrics_are_registered_with_their_result_names():
+    for name in ("tpi", "tps", "nmi", "precision", "recall", "similarity", "rouge"):
+        cls = registry.get("metric", name)
+        assert cls.name == name and cls.description
+        assert "llm" in cls.param_names() and "seed" in cls.param_names()
+    assert registry.create("metric", "nmi", k=3).get_params()["k"] == 3
+
+
+def test_cli_writes_utility_results(tmp_path, monkeypatch, nlp):
+    from click.testing import CliRunner
+
+    import audit.embed
+    import audit.models
+    from audit.cli import main
+
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(audit.models, "load_llm", lambda spec=None, cache=True, **kw: FakeLLM())
+    monkeypatch.setattr(audit.embed, "Embedder", lambda model=None, cache=False, **kw: FakeEmbedder())
+    originals = _topic_corpus()
+    with open(tmp_path / "orig.jsonl", "w") as fh:
+        for d in originals:
+            fh.write(json.dumps({"id": d.id, "text": d.text}) + "\n")
+    spans = {d.id: [[0, d.text.index(" ", 5), "SOMETHING"]] for d in originals}
+    (tmp_path / "spans.json").write_text(json.dumps(spans))
+    out = tmp_path / "results.json"
+    res = CliRunner().invoke(main, ["utility", "--originals", str(tmp_path / "orig.jsonl"),
+                                    "--release", f"masked={tmp_path / 'spans.json'}",
+                                    "--metrics", "tpi,tps,nmi,recall,similarity,rouge", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    got = {r["name"]: r for r in data["results"]}
+    assert set(got) == {"tpi", "tps", "nmi", "similarity", "rouge"}  # recall skipped: no gold spans
+    assert all(r["kind"] == "utility" and r["release"] == "masked" for r in got.values())
+    assert 0 < got["tpi"]["value"] < 1 and got["tps"]["value"] >= got["tpi"]["value"]
+    assert "no gold spans" in res.output
+    assert data["provenance"]["runs"][0]["ic_estimator"].startswith("causal:fake-llm")
+    bad = CliRunner().invoke(main, ["utility", "--originals", str(tmp_path / "orig.jsonl"), "--release",
+                                    str(tmp_path / "spans.json"), "--metrics", "tpi,bleu", "--out", str(out)])
+    assert bad.exit_code != 0 and "bleu" in bad.output
+
+
+# --------------------------------------------------------------------------- real models (slow)
+
+
+@pytest.mark.slow
+def test_a_rare_name_carries_more_information_than_the_court(small_llm, nlp):
+    text = "The applicant, Mr Bahattin Sarısoy, appealed to the court."
+    terms = TermExtractor(nlp)(text)
+    by_text = {t.text: t for t in terms}
+    assert "Bahattin Sarısoy" in by_text and "the court" in by_text
+    ic = CausalIC(small_llm, context_tokens=64).estimate(text, terms)
+    values = dict(zip([t.text for t in terms], ic))
+    assert values["Bahattin Sarısoy"] > values["the court"] + 2.0  # nats
+    assert all(math.isfinite(v) and v >= 0 for v in ic)
+
+
+@pytest.mark.slow
+def test_tps_with_minilm_rewards_a_faithful_generalisation(minilm, nlp, tmp_path):
+    text = "The applicant was detained in Istanbul by the police in 1996."
+    originals = Corpus([Document("d0", text)])
+    ctx = UtilityContext(originals, ic=CausalIC(FakeLLM()), embedder=minilm, spacy=nlp,
+                         cache_dir=str(tmp_path))
+    i = text.index("Istanbul")
+    general = sanitize_corpus(originals, {"d0": [Span(i, i + 8, replacement="a Turkish city")]}, name="g")
+    label = sanitize_corpus(originals, {"d0": [Span(i, i + 8, replacement="LOC")]}, name="l")
+    sg, sl = _run(TPSMetric, ctx, general).value, _run(TPSMetric, ctx, label).value
+    tpi = _run(TPIMetric, ctx, label).value
+    assert 1 > sg > sl >= tpi
