@@ -1,0 +1,248 @@
+"""TRIR on the Text Anonymization Benchmark (TAB) test set, beside the published figures.
+
+Quality: train the TRIR attacker on a TAB background file (``TAB_test_BK=Public``,
+127 people, or ``TAB_all_BK=Public10%``, 1,268 people) and evaluate the original
+texts plus the 22 sanitizations (span files applied to ``TAB_test_BK=Original``),
+for several seeds; print our TRIR beside the published figures and their Spearman
+rank correlation.
+
+Speed: one training epoch of the attack vs a bare PyTorch/transformers loop on the
+same windows (same model, optimizer, batch size and threads); prediction windows/s.
+
+    python benchmarks/trir_tab.py --quick            # a subset: minutes on 2 CPU cores
+    python benchmarks/trir_tab.py                    # everything (hours on CPU; use --device cuda)
+    python benchmarks/trir_tab.py --estimate         # print the cost estimate and stop
+
+Results go to ``--out`` (JSON) and a Markdown table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from attackers.trir import TRIRAttack, make_windows, pad_batch, resolve_base  # noqa: E402
+from audit.data import Corpus, Release, Scenario  # noqa: E402
+from audit.loaders import load_corpus, load_releases  # noqa: E402
+
+DATA = Path("/work/shared/data/tab")
+BACKGROUNDS = {"public": "TAB_test_BK=Public.json", "all10": "TAB_all_BK=Public10%.json"}
+#: Published TRIR on TAB test (INTACT paper, Fig. 7 / Table 3 and the TPI paper); background unstated.
+PUBLISHED = {
+    "St.NER3_Entity": 0.425, "St.NER4_Entity": 0.433, "St.NER7_Entity": 0.433, "spaCy_Entity": 0.465,
+    "Presidio_Supression_Ildiko": 0.394, "Presidio_Entity": 0.409, "gpt-3.5-turbo-0125_mvm-st": 0.394,
+    "Manual_Supression": 0.299, "Manual_Entity": 0.354, "Manual_Presidio_gpt-3.5-turbo-0125": 0.386,
+    "Manual_Dou": 0.378, "Manual_INTACT": 0.315,
+}
+QUICK_RELEASES = ["Manual_Supression", "Manual_Entity", "spaCy_Entity", "St.NER3_Entity", "Presidio_Entity",
+                  "Manual_INTACT", "Manual_Dou"]
+SECONDS_PER_BATCH = 0.85  # 16 windows x 128 tokens, MiniLM, 2 idle CPU cores (DESIGN.md)
+
+
+def spearman(x: list[float], y: list[float]) -> float:
+    """Spearman rank correlation (average ranks for ties)."""
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(x, y).statistic) if len(x) > 2 else float("nan")
+
+
+def load_tab(data: Path, background: str, people: int | None, releases: list[str] | None):
+    full = load_corpus(data / "bks" / "TAB_test_BK=Original.json", name="originals")
+    bg = load_corpus(data / "bks" / BACKGROUNDS[background], name=background)
+    keep = set(sorted(full.ids)[:people]) if people else set(full.ids)
+    originals = Corpus([d for d in full if d.id in keep], name="originals")
+    if people:
+        # the chosen test people, plus distractors in the same proportion as the full file
+        extra = [d for d in bg if d.id not in set(full.ids)]
+        bg = Corpus([d for d in bg if d.id in keep] + extra[: round(len(extra) * people / len(full))],
+                    name=background)
+    rels = [Release("Original", originals)]
+    for f in sorted((data / "anonymizations").glob("TAB_test_*.json")):
+        name = f.stem.removeprefix("TAB_test_")
+        if releases is None or name in releases:
+            for r in load_releases(f"{name}={f}", originals=full):
+                rels.append(Release(r.name, Corpus([d for d in r.corpus if d.id in keep], name=r.name),
+                                    sanitizer=r.sanitizer, source=r.source))
+    return originals, bg, rels
+
+
+def estimate(bg: Corpus, window: int, overlap: int, epochs: int, seeds: int, max_wpc: int | None) -> dict:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(resolve_base(None))
+    wins = make_windows(tok, [d.text for d in bg], window, overlap)
+    per_epoch = len(wins) if max_wpc is None else sum(min(max_wpc, wins.doc.count(i)) for i in range(len(bg)))
+    batches = math.ceil(per_epoch / 16)
+    return {"windows": len(wins), "windows_per_epoch": per_epoch, "batches_per_epoch": batches,
+            "est_seconds_per_epoch": round(batches * SECONDS_PER_BATCH * window / 128),
+            "est_seconds_training": round(batches * SECONDS_PER_BATCH * window / 128 * epochs * seeds)}
+
+
+def speed(bg: Corpus, args) -> dict:
+    """Epoch time of TRIRAttack's loop vs a bare loop on the same windows; best of two each."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from attackers.trir import _quiet_transformers
+
+    threads = args.threads or torch.get_num_threads()
+    torch.set_num_threads(threads)
+    base = resolve_base(None)
+    tok = AutoTokenizer.from_pretrained(base)
+    all_wins = make_windows(tok, [d.text for d in bg], args.window, args.overlap)
+    docs, total = [], 0
+    for i, d in enumerate(bg):  # whole documents until about --speed-windows windows
+        if total >= args.speed_windows:
+            break
+        docs.append(d)
+        total += all_wins.doc.count(i)
+    sub = Corpus(docs, name="speed")
+    labels = sorted({d.subject for d in sub})
+    wins = make_windows(tok, [d.text for d in sub], args.window, args.overlap)
+    keep = list(range(len(wins)))
+    y = torch.tensor([labels.index(sub[wins.doc[k]].subject) for k in keep])
+
+    def bare() -> float:
+        torch.manual_seed(0)
+        with _quiet_transformers():
+            model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=len(labels))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+        model.train()
+        order = torch.randperm(len(keep)).tolist()
+        t0 = time.time()
+        for b in range(0, len(order), 16):
+            idx = order[b : b + 16]
+            ids, mask = pad_batch([wins.ids[keep[i]] for i in idx], tok.pad_token_id)
+            loss = model(input_ids=ids, attention_mask=mask, labels=y[idx]).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return time.time() - t0
+
+    def ours() -> tuple[float, int]:
+        a = TRIRAttack(window=args.window, overlap=args.overlap, epochs=1, use_cache=False, num_threads=threads,
+                       progress=False, device="cpu")
+        a.fit(Scenario(background=sub))
+        h = a.trained_.info["history"][0]
+        return h["seconds"], h["windows"]
+
+    b1 = bare()
+    o1, n_ours = ours()
+    b2 = bare()
+    o2, _ = ours()
+    return {"threads": threads, "windows_bare": len(keep), "windows_ours": n_ours,
+            "bare_seconds": round(min(b1, b2), 2), "ours_seconds": round(min(o1, o2), 2),
+            "ours_per_window_vs_bare": round((min(o1, o2) / n_ours) / (min(b1, b2) / len(keep)), 3)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--quick", action="store_true", help="20 people, 7 sanitizations + originals, 1 seed, public BK")
+    ap.add_argument("--backgrounds", nargs="+", choices=sorted(BACKGROUNDS), default=None)
+    ap.add_argument("--people", type=int, default=None, help="first N test people only")
+    ap.add_argument("--seeds", type=int, default=None)
+    ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--window", type=int, default=100)
+    ap.add_argument("--overlap", type=int, default=25)
+    ap.add_argument("--learning-rate", type=float, default=None)
+    ap.add_argument("--max-windows-per-class", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--speed-windows", type=int, default=160, help="windows timed in the speed comparison")
+    ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--estimate", action="store_true", help="print the cost estimate and stop")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/trir_tab_results.json"))
+    args = ap.parse_args()
+    q = args.quick
+    backgrounds = args.backgrounds or (["public"] if q else ["public", "all10"])
+    people = args.people or (20 if q else None)
+    seeds = args.seeds or (1 if q else 3)
+    epochs = args.epochs or (4 if q else 5)
+    lr = args.learning_rate or 2e-4
+    max_wpc = args.max_windows_per_class or (16 if q else None)
+    chosen = (QUICK_RELEASES if q else None)
+
+    report: dict = {"args": {k: str(v) for k, v in vars(args).items()}, "people": people, "seeds": seeds,
+                    "epochs": epochs, "learning_rate": lr, "max_windows_per_class": max_wpc, "runs": {}}
+    for bgname in backgrounds:
+        originals, bg, rels = load_tab(args.data, bgname, people, chosen)
+        est = estimate(bg, args.window, args.overlap, epochs, seeds, max_wpc)
+        print(f"[{bgname}] {len(set(bg.subjects))} people, {len(rels)} releases; estimate: {est}", flush=True)
+        report["runs"][bgname] = {"estimate": est, "population": len(set(bg.subjects)), "seeds": {}}
+        if args.estimate:
+            continue
+        scenario = Scenario(originals=originals, background=bg, releases=tuple(rels))
+        for seed in range(seeds):
+            attack = TRIRAttack(window=args.window, overlap=args.overlap, epochs=epochs, learning_rate=lr,
+                                seed=seed, max_windows_per_class=max_wpc, num_threads=args.threads,
+                                device=args.device, use_cache=False)
+            attack.fit(scenario)
+            info = attack.trained_.info
+            row = {"train_seconds": info["train_seconds"], "threads": info["threads"],
+                   "epoch_seconds": [h["seconds"] for h in info["history"]],
+                   "loss": [h["loss"] for h in info["history"]], "trir": {}, "top5": {}, "predict_wps": {}}
+            for rel in rels:
+                head, top5 = attack.evaluate(scenario, rel)
+                row["trir"][rel.name] = head.value
+                row["top5"][rel.name] = top5.value
+                row["predict_wps"][rel.name] = round(head.details["prediction_windows"]
+                                                     / max(1e-9, head.details["predict_seconds"]), 1)
+                print(f"  seed {seed} {rel.name:45s} TRIR {head.value:.3f}  top5 {top5.value:.3f}", flush=True)
+            report["runs"][bgname]["seeds"][seed] = row
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(report, indent=1))
+    if not args.estimate and not args.no_speed:
+        _, bg, _ = load_tab(args.data, backgrounds[0], people, [])
+        report["speed"] = speed(bg, args)
+        print("speed:", report["speed"], flush=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    if not args.estimate:
+        print(table(report))
+
+
+def table(report: dict) -> str:
+    lines = []
+    for bgname, run in report["runs"].items():
+        seeds = run["seeds"]
+        if not seeds:
+            continue
+        names = list(next(iter(seeds.values()))["trir"])
+        lines.append(f"\n### background {bgname} ({run['population']} people, {len(seeds)} seed(s))\n")
+        lines.append("| release | published TRIR | ours (mean) | ours per seed | top-5 (mean) |")
+        lines.append("| --- | ---: | ---: | --- | ---: |")
+        ours, pub = [], []
+        for n in names:
+            vals = [s["trir"][n] for s in seeds.values()]
+            t5 = [s["top5"][n] for s in seeds.values()]
+            p = PUBLISHED.get(n)
+            if p is not None:
+                ours.append(float(np.mean(vals)))
+                pub.append(p)
+            lines.append(f"| {n} | {'' if p is None else f'{p:.3f}'} | {np.mean(vals):.3f} | "
+                         f"{', '.join(f'{v:.3f}' for v in vals)} | {np.mean(t5):.3f} |")
+        ep = [e for s in seeds.values() for e in s["epoch_seconds"]]
+        wps = [w for s in seeds.values() for w in s["predict_wps"].values()]
+        lines.append(f"\nSpearman rank correlation with the published figures ({len(pub)} releases): "
+                     f"{spearman(ours, pub):.3f}. Epoch time: mean {np.mean(ep):.1f} s "
+                     f"({run['estimate']['windows_per_epoch']} windows/epoch). Prediction: median "
+                     f"{np.median(wps):.1f} windows/s.")
+    if "speed" in report:
+        s = report["speed"]
+        lines.append(f"\nSpeed: TRIRAttack epoch {s['ours_seconds']} s for {s['windows_ours']} windows vs bare loop "
+                     f"{s['bare_seconds']} s for {s['windows_bare']} windows ({s['threads']} thread(s)); "
+                     f"per-window ratio {s['ours_per_window_vs_bare']}x.")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""Tests of the TRIR attack (attackers/trir.py).
+
+Fast tests check the pure parts (window splitting, logit summing, ranks) and the
+tokenizer windows. The slow tests fine-tune the embedded MiniLM on a tiny
+synthetic population (audit.demo_data) for a few epochs on short windows.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from attackers.trir import TRIRAttack, make_windows, rank_of, resolve_base, split_windows, sum_window_logits
+from audit.data import Corpus, Document, Release, Scenario
+from audit.errors import AnonauditError
+from audit.registry import registry
+
+# ---------------------------------------------------------------------------- pure functions
+
+
+def test_split_windows_short_text_is_one_window():
+    assert split_windows(0, 10, 3) == [(0, 0)]
+    assert split_windows(7, 10, 3) == [(0, 7)]
+    assert split_windows(10, 10, 3) == [(0, 10)]
+
+
+def test_split_windows_overlap_and_last_window_ends_at_text_end():
+    # size 10, overlap 3 -> step 7: 0-10, 7-17, 14-24, 21-25
+    assert split_windows(25, 10, 3) == [(0, 10), (7, 17), (14, 24), (21, 25)]
+    # no overlap: exact tiling
+    assert split_windows(20, 5, 0) == [(0, 5), (5, 10), (10, 15), (15, 20)]
+    # every token covered, consecutive windows share exactly `overlap` tokens (except the tail)
+    wins = split_windows(1000, 98, 25)
+    covered = set()
+    for s, e in wins:
+        covered.update(range(s, e))
+    assert covered == set(range(1000))
+    assert all(b[0] == a[1] - 25 for a, b in zip(wins, wins[1:]))
+    assert all(e - s <= 98 for s, e in wins)
+
+
+def test_split_windows_rejects_bad_parameters():
+    with pytest.raises(ValueError):
+        split_windows(10, 5, 5)
+    with pytest.raises(ValueError):
+        split_windows(10, 0, 0)
+
+
+def test_sum_window_logits_groups_rows_by_document():
+    logits = np.array([[1.0, 0.0, 0.0],
+                       [0.0, 2.0, 0.0],
+                       [0.5, 0.5, 3.0],
+                       [-1.0, 1.0, 0.0]])
+    out = sum_window_logits(logits, [0, 0, 2, 0], 4)
+    np.testing.assert_allclose(out, [[0.0, 3.0, 0.0], [0, 0, 0], [0.5, 0.5, 3.0], [0, 0, 0]])
+    # the summed prediction can differ from every single window's vote
+    assert out[0].argmax() == 1
+    with pytest.raises(ValueError):
+        sum_window_logits(logits, [0, 1], 2)
+
+
+def test_rank_of_true_subject():
+    scores = np.array([0.1, 3.0, 2.0, 2.0, -1.0])
+    assert rank_of(scores, 1) == 1
+    assert rank_of(scores, 2) == 2 and rank_of(scores, 3) == 2  # ties count in its favour
+    assert rank_of(scores, 4) == 5
+
+
+def test_make_windows_adds_specials_and_maps_characters():
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(resolve_base(None))
+    text = " ".join(f"word{i}" for i in range(60))
+    wins = make_windows(tok, [text, "short one"], window=20, overlap=5)
+    assert all(len(ids) <= 20 for ids in wins.ids)
+    assert all(ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id for ids in wins.ids)
+    assert wins.doc.count(1) == 1 and wins.doc[-1] == 1
+    first, last = wins.chars[0], wins.chars[wins.doc.count(0) - 1]
+    assert first[0] == 0 and last[1] == len(text)
+    # windows of one text overlap by exactly 5 content tokens
+    a, b = wins.ids[0][1:-1], wins.ids[1][1:-1]
+    assert a[-5:] == b[:5]
+
+
+def test_minilm_has_no_mlm_head():
+    from attackers.trir import has_mlm_head
+
+    assert has_mlm_head(resolve_base(None)) is False
+
+
+def test_ner_masking_and_curation_texts():
+    from attackers.trir import curated, ner_masked
+    from audit.nlp import Spacy
+
+    nlp = Spacy()
+    text = "Maria Jensen moved to Copenhagen in March 2004 and was working as a nurse."
+    masked = ner_masked(nlp, [text])[0]
+    assert "Maria Jensen" not in masked and "Copenhagen" not in masked
+    assert masked.startswith("PERSON moved to ") and "DATE" in masked and "nurse" in masked
+    cur = curated(nlp, [text])[0].split()
+    assert "and" not in cur and "was" not in cur and "." not in cur
+    assert "move" in cur and "work" in cur
+
+
+def test_registered_with_parameters():
+    cls = registry.get("attack", "trir")
+    assert cls is TRIRAttack and cls.requires == frozenset({"background"})
+    params = TRIRAttack(window=64, overlap=16, seed=3).get_params()
+    assert params["window"] == 64 and params["overlap"] == 16 and params["seed"] == 3
+
+
+def test_fit_needs_background_with_subjects(tmp_path):
+    attack = TRIRAttack(cache_dir=str(tmp_path))
+    with pytest.raises(AnonauditError, match="background"):
+        attack.fit(Scenario())
+    bg = Corpus([Document("a", "some text", subject=None)], source="bg.jsonl")
+    with pytest.raises(AnonauditError, match="bg.jsonl.*no subject"):
+        attack.fit(Scenario(background=bg))
+
+
+# ---------------------------------------------------------------------------- real model (slow)
+
+TINY = dict(window=40, overlap=8, epochs=3, batch_size=8, learning_rate=3e-4, num_threads=1, pretrain=True,
+            progress=False)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    from audit.demo_data import generate
+
+    data = generate(8, seed=1, background_per_person=3, extra_people=4)
+    releases = (Release("originals", data.originals), data.releases["suppressed"])
+    return Scenario(originals=data.originals, background=data.background, releases=releases)
+
+
+@pytest.fixture(scope="module")
+def trained(demo, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("trir-cache")
+    attack = TRIRAttack(seed=0, cache_dir=str(cache), **TINY).fit(demo)
+    return attack, cache
+
+
+@pytest.mark.slow
+def test_trir_separates_unsanitized_from_suppressed_and_reuses_cache(demo, trained, monkeypatch):
+    attack, cache = trained
+    assert attack.trained_.info["loaded_from_cache"] is False
+    population = len(set(demo.background.subjects))
+    plain, plain5 = attack.evaluate(demo, demo.release("originals"))
+    supp, _ = attack.evaluate(demo, demo.release("suppressed"))
+    assert plain.name == "trir" and plain5.name == "trir.top5"
+    assert plain.baseline == pytest.approx(1 / population)
+    assert plain.n == len(demo.originals)
+    assert plain.value >= 0.75 and plain.beats_baseline
+    assert plain.value - supp.value >= 0.2
+
+    def mean_true_probability(res):
+        return np.mean([d["true_probability"] for d in res.documents])
+
+    assert mean_true_probability(plain) > mean_true_probability(supp)
+    assert plain5.value >= plain.value
+    doc = plain.documents[0]
+    assert {"id", "subject", "predicted", "probability", "true_rank", "top5"} <= set(doc)
+    assert doc["correct"] == (doc["predicted"] == doc["subject"]) == (doc["true_rank"] == 1)
+    start, end = doc["highlights"][0]["start"], doc["highlights"][0]["end"]
+    assert 0 <= start < end <= len(demo.originals[doc["id"]].text)
+    notes = " ".join(plain.details["notes"])
+    assert "no dev release" in notes
+    assert "pretraining skipped: base has no MLM head" in notes  # MiniLM ships without its MLM head
+
+    # A second attacker with the same configuration and background loads, never trains.
+    def no_training(*args, **kwargs):
+        raise AssertionError("retrained although a cached attacker exists")
+
+    monkeypatch.setattr(TRIRAttack, "_train", no_training)
+    again = TRIRAttack(seed=0, cache_dir=str(cache), **TINY).fit(demo)
+    assert again.trained_.info["loaded_from_cache"] is True
+    plain_again, _ = again.evaluate(demo, demo.release("originals"))
+    assert [d["predicted"] for d in plain_again.documents] == [d["predicted"] for d in plain.documents]
+    assert plain_again.details["loaded_from_cache"] is True
+    saved = json.loads((next(cache.iterdir()) / "trir.json").read_text())
+    assert saved["population"] == population and saved["params"]["window"] == TINY["window"]
+    # A different configuration is a different key: it must train.
+    with pytest.raises(AssertionError, match="retrained"):
+        TRIRAttack(seed=1, cache_dir=str(cache), **TINY).fit(demo)
+
+
+@pytest.mark.slow
+def test_same_seed_same_result_and_people_outside_background(demo, trained, tmp_path):
+    attack, _ = trained
+    other = TRIRAttack(seed=0, cache_dir=str(tmp_path), **TINY).fit(demo)  # trains again, elsewhere
+    assert other.trained_.info["loaded_from_cache"] is False
+    assert [h["loss"] for h in other.trained_.info["history"]] == [h["loss"] for h in attack.trained_.info["history"]]
+    a = attack.evaluate(demo, demo.release("suppressed"))[0]
+    b = other.evaluate(demo, demo.release("suppressed"))[0]
+    assert a.value == b.value
+    assert [(d["predicted"], d["probability"]) for d in a.documents] == \
+        [(d["predicted"], d["probability"]) for d in b.documents]
+
+    # A document about someone the attacker never saw is listed, not counted as a failure.
+    stranger = Document("x-1", "A note about somebody else entirely.", subject="nobody-known")
+    rel = Release("mixed", Corpus(list(demo.originals)[:3] + [stranger], name="mixed"))
+    res = attack.evaluate(demo, rel)[0]
+    assert res.n == 3 and res.details["not_in_background"] == 1
+    assert [d["status"] for d in res.documents if d["id"] == "x-1"] == ["subject not in background"]
+
+
+@pytest.mark.slow
+def test_cli_with_dev_release_selects_the_epoch_on_it(demo, tmp_path):
+    from audit.cli import main
+    from audit.demo_data import generate
+    from audit.loaders import save_jsonl
+
+    save_jsonl(demo.background, tmp_path / "bg.jsonl")
+    save_jsonl(demo.originals, tmp_path / "orig.jsonl")
+    save_jsonl(demo.release("suppressed").corpus, tmp_path / "supp.jsonl")
+    save_jsonl(generate(8, seed=1, background_per_person=3, extra_people=4).releases["labels"].corpus,
+               tmp_path / "labels.jsonl")
+    out = tmp_path / "results.json"
+    common = ["attack", "trir", "--background", str(tmp_path / "bg.jsonl"), "--epochs", "2", "--window", "40",
+              "--overlap", "8", "--batch-size", "8", "--learning-rate", "3e-4", "--threads", "1",
+              "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]
+    args = common + ["--release", f"plain={tmp_path / 'orig.jsonl'}", "--release", f"supp={tmp_path / 'supp.jsonl'}",
+                     "--dev", f"labels={tmp_path / 'labels.jsonl'}"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    names = {(r["name"], r["release"]) for r in data["results"]}
+    assert names == {("trir", "plain"), ("trir.top5", "plain"), ("trir", "supp"), ("trir.top5", "supp")}
+    run = data["provenance"]["runs"][-1]["trir"]
+    assert run["loaded_from_cache"] is False
+    assert all("dev_accuracy" in h for h in run["history"])
+    best = max(run["history"], key=lambda h: h["dev_accuracy"])["epoch"]  # first best epoch wins
+    assert run["chosen_epoch"] == best
+    assert any("chosen by accuracy on the dev release 'labels'" in n for n in run["notes"])
+    # the dev release may not be a release under test
+    bad = CliRunner().invoke(main, common + ["--release", f"labels={tmp_path / 'labels.jsonl'}",
+                                             "--dev", f"labels={tmp_path / 'labels.jsonl'}"])
+    assert bad.exit_code == 1 and "also a release under test" in bad.output
+    missing = CliRunner().invoke(main, ["attack", "trir", "--release", "x.jsonl", "--out", str(out)])
+    assert missing.exit_code == 1 and "--background" in missing.output
