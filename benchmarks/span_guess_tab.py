@@ -1,0 +1,139 @@
+"""Span guessing on TAB (ECHR): recovery rate per release, throughput, cache effect.
+
+Compares the releases of the INTACT paper on the same seeded sample of manually
+annotated spans (all five files sanitize the same 7,340 TAB spans, so each sampled
+span is attacked once per release):
+
+* Manual_Entity        — entity-type labels ([PERSON], [DATETIME], ...)
+* Manual_INTACT        — INTACT's selected replacements
+* INTACT most_specific — the most specific generated candidate for every span
+* INTACT least_specific — the least specific candidate
+* Manual_Dou           — Dou et al.'s abstractions
+
+The paper's ordering to compare with: most-specific leaks most, INTACT-selected less,
+labels least. Span labels come from TAB_test_Manual_Entity.json (its replacement is
+the TAB entity type). Every release is evaluated twice: the second pass is answered
+from the LLM cache (cache effect).
+
+    python benchmarks/span_guess_tab.py --quick                # 6 spans, 0.5B model
+    python benchmarks/span_guess_tab.py --sample 40 --llm qwen2.5-coder-1.5b
+
+Numbers depend heavily on the machine's load (2 shared CPU cores here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from attackers.span_guess import SpanGuessAttack
+from audit.data import Corpus, Document, Release, Scenario, Span
+from audit.loaders import load_corpus, load_releases
+
+TAB = Path("/work/shared/data/tab")
+RELEASES = {
+    "Manual_Entity": "TAB_test_Manual_Entity.json",
+    "Manual_INTACT": "TAB_test_Manual_INTACT.json",
+    "INTACT_most_specific": "TAB_test_Manual_INTACT_202408_most_specific.json",
+    "INTACT_least_specific": "TAB_test_Manual_INTACT_202408_least_specific.json",
+    "Manual_Dou": "TAB_test_Manual_Dou.json",
+}
+
+
+def labelled_originals(data: Path) -> Corpus:
+    """TAB originals with the manual mentions as gold spans (label = TAB entity type)."""
+    texts = load_corpus(data / "bks" / "TAB_test_BK=Original.json")
+    entity = json.loads((data / "anonymizations" / RELEASES["Manual_Entity"]).read_text())
+    docs = []
+    for doc in texts:
+        spans = [Span(s, e, label=lab) for s, e, lab in entity.get(doc.id, [])]
+        docs.append(Document(doc.id, doc.text, subject=doc.subject, spans=tuple(sorted(spans))))
+    return Corpus(docs, name="TAB_test", source=texts.source)
+
+
+def restrict(release: Release, keys: set[tuple[str, int, int]]) -> Release:
+    """The same release, with only the sampled spans recorded (the text keeps every replacement)."""
+    docs = [d.with_spans([s for s in d.spans if (d.id, s.orig_start, s.orig_end) in keys]) for d in release]
+    docs = [d for d in docs if d.spans]
+    return Release(release.name, Corpus(docs, name=release.name), aligned=True, source=release.source)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=TAB)
+    ap.add_argument("--sample", type=int, default=20, help="spans attacked per release (same spans in each)")
+    ap.add_argument("--guesses", type=int, default=5)
+    ap.add_argument("--context-tokens", type=int, default=384)
+    ap.add_argument("--llm", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--releases", default=",".join(RELEASES), help="comma-separated subset of " + ",".join(RELEASES))
+    ap.add_argument("--quick", action="store_true", help="6 spans, 3 guesses, 256 context tokens")
+    ap.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
+    args = ap.parse_args()
+    if args.quick:
+        args.sample, args.guesses, args.context_tokens = 6, 3, 256
+
+    from audit.models import load_llm
+
+    t0 = time.perf_counter()
+    originals = labelled_originals(args.data)
+    names = [n.strip() for n in args.releases.split(",") if n.strip()]
+    releases = [load_releases(f"{n}={args.data / 'anonymizations' / RELEASES[n]}", originals=originals)[0]
+                for n in names]
+    # the same seeded sample of (doc, original offsets) for every release, from the recorded spans
+    keys = sorted({(d.id, s.orig_start, s.orig_end) for d in releases[0] for s in d.spans
+                   if (s.original or "").strip()})
+    sample = set(random.Random(args.seed).sample(keys, min(args.sample, len(keys))))
+    load_s = time.perf_counter() - t0
+
+    cache_dir = Path(tempfile.mkdtemp(prefix="span-guess-bench-"))  # fresh cache: first pass is cold
+    llm = load_llm(args.llm, cache=True, cache_path=cache_dir / "llm.sqlite", n_ctx=2048, n_parallel=2)
+    attack = SpanGuessAttack(llm=llm, guesses=args.guesses, context_tokens=args.context_tokens, seed=args.seed,
+                             ner=False, progress=True)
+    scenario = Scenario(originals=originals, releases=tuple(releases))
+    t1 = time.perf_counter()
+    attack.fit(scenario)
+    fit_s = time.perf_counter() - t1
+
+    rows = []
+    for rel in releases:
+        small = restrict(rel, sample)
+        t = time.perf_counter()
+        (res,) = attack.evaluate(scenario, small)
+        cold = time.perf_counter() - t
+        t = time.perf_counter()
+        (again,) = attack.evaluate(scenario, small)
+        warm = time.perf_counter() - t
+        assert again.value == res.value
+        rows.append({"release": rel.name, "recovered": res.value, "ci": res.ci, "n": res.n,
+                     "baseline": res.baseline, "per_label": {k: (v["successes"], v["n"])
+                                                             for k, v in res.details["per_label"].items()},
+                     "rules": res.details["rules"], "cold_s": round(cold, 1), "warm_s": round(warm, 2),
+                     "spans_per_min": round(60 * res.n / cold, 2) if cold else None,
+                     "examples": [(s["original"], s["replacement"], s["guesses"][:3], s["rule"])
+                                  for d in res.documents for s in d["spans"]][:4]})
+        r = rows[-1]
+        print(f"{rel.name:22s} recovered {r['recovered']:.3f} [{r['ci'][0]:.2f},{r['ci'][1]:.2f}] n={r['n']} "
+              f"baseline {r['baseline']:.3f}  cold {cold:6.1f}s ({r['spans_per_min']} spans/min)  "
+              f"warm {warm:5.2f}s", flush=True)
+
+    summary = {"llm": llm.identity, "sample": len(sample), "guesses": args.guesses,
+               "context_tokens": args.context_tokens, "seed": args.seed, "load_s": round(load_s, 1),
+               "fit_s": round(fit_s, 1), "frequent_lemmas_head": sorted(attack._matcher.frequent)[:20],
+               "releases": rows}
+    print(json.dumps({k: v for k, v in summary.items() if k != "releases"}, indent=1))
+    for r in rows:
+        print(r["release"], "per label (recovered, n):", r["per_label"], "rules:", r["rules"])
+        for ex in r["examples"]:
+            print("   ", ex)
+    if args.out:
+        args.out.write_text(json.dumps(summary, indent=1, ensure_ascii=False))
+    llm.close()
+
+
+if __name__ == "__main__":
+    main()
