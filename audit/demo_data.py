@@ -246,7 +246,7 @@ def _original(p: Person, rng: random.Random, doc_id: str) -> Document:
         b.add(' ("the applicant"). The applicant was represented by ').ent(p.lawyer, "PERSON", "QUASI", f"{e}:lawyer")
         b.add(", a lawyer practising in ").ent(p.city, "LOC", "QUASI", f"{e}:city").add(".\n\nTHE FACTS\n\n")
         b.add("The applicant was born in ").ent(str(p.birth_year), "DATETIME", "QUASI", f"{e}:born")
-        b.add(f" and lives in ").ent(p.city, "LOC", "QUASI", f"{e}:city").add(". ")
+        b.add(" and lives in ").ent(p.city, "LOC", "QUASI", f"{e}:city").add(". ")
         b.add(f"{p.pronoun.capitalize()} works as {_a(p.occupation)} ").ent(p.occupation, "DEM", "QUASI", f"{e}:job").add(" for ").ent(p.employer, "ORG", "QUASI", f"{e}:org").add(". ")
         b.add("On ").ent(_date(p.event_date), "DATETIME", "QUASI", f"{e}:date").add(f" the applicant {p.event[0]}. ")
         b.add(f"In {rng.choice(['the following weeks', 'the months that followed', 'the aftermath'])} "
@@ -262,9 +262,9 @@ def _original(p: Person, rng: random.Random, doc_id: str) -> Document:
         b.ent(rng.choice(HOSPITALS), "ORG", "QUASI", f"{e}:hospital").add(" on ").ent(_date(p.event_date), "DATETIME", "QUASI", f"{e}:date")
         b.add(f". The patient reports that {p.pronoun} {p.event[0]}. ")
         b.add("Medical record number ").ent(f"MRN-{p.case_no.replace('/', '')}", "CODE", "DIRECT", f"{e}:mrn").add(". ")
-        b.add(f"Employer: ").ent(p.employer, "ORG", "QUASI", f"{e}:org").add(". ")
+        b.add("Employer: ").ent(p.employer, "ORG", "QUASI", f"{e}:org").add(". ")
         b.add(f"Social history: {p.pronoun} {p.hobby}. Emergency contact: ").ent(p.lawyer, "PERSON", "QUASI", f"{e}:contact")
-        b.add(f". Follow-up planned for ").ent(f"{MONTHS[p.event_date[1] % 12]} {year}", "DATETIME", "QUASI", f"{e}:followup").add(".\n")
+        b.add(". Follow-up planned for ").ent(f"{MONTHS[p.event_date[1] % 12]} {year}", "DATETIME", "QUASI", f"{e}:followup").add(".\n")
     return Document(id=doc_id, text=b.text, subject=p.id, spans=tuple(b.spans))
 
 

@@ -8,7 +8,9 @@ wrong, so a user can fix them all in one pass.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 
 class AnonauditError(Exception):
@@ -48,3 +50,56 @@ class DataError(AnonauditError):
         lines = [f"{len(self.problems)} problems found:"]
         lines += [f"  - {p}" for p in self.problems]
         return "\n".join(lines)
+
+
+class Problems:
+    """Collects the problems of one input so the user can fix them all in one pass.
+
+    At most ``limit`` are kept; the rest are counted and summarised in one line.
+    """
+
+    def __init__(self, source: str, limit: int = 1000):
+        self.source = source
+        self.limit = limit
+        self.items: list[Problem] = []
+        self.dropped = 0
+
+    def add(self, message: str, *, line: int | None = None, doc_id: str | None = None,
+            where: str | None = None) -> None:
+        """Record a problem; ``where`` (e.g. a key path in a config) prefixes the message."""
+        if where:
+            message = f"{where}: {message}"
+        if len(self.items) < self.limit:
+            self.items.append(Problem(self.source, message, line=line, doc_id=doc_id))
+        else:
+            self.dropped += 1
+
+    def at(self, where: str, message: str) -> None:
+        """Record a problem at a key path of a config (``attacks[1].params.k``)."""
+        self.add(message, where=where)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def raise_if_any(self) -> None:
+        if not self.items:
+            return
+        items = list(self.items)
+        if self.dropped:
+            items.append(Problem(self.source, f"... and {self.dropped} more problems not listed"))
+        raise DataError(items)
+
+
+def read_text(path: str | os.PathLike, what: str = "file") -> str:
+    """The UTF-8 text of ``path``, or an :class:`AnonauditError` naming it and ``what`` it is."""
+    src = str(path)
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise AnonauditError(f"{src}: no such {what}") from None
+    except IsADirectoryError:
+        raise AnonauditError(f"{src}: is a folder, not a {what}") from None
+    except UnicodeDecodeError as exc:
+        raise AnonauditError(f"{src}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise AnonauditError(f"{src}: cannot read ({exc.strerror or exc})") from None

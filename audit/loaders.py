@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.data import Corpus, Document, Release, Span, sanitize_corpus
-from audit.errors import AnonauditError, DataError, Problem
+from audit.errors import AnonauditError, DataError, Problem, Problems
 
 FORMATS: dict[str, str] = {
     "jsonl": "one JSON document per line: id, text, subject?, spans?",
@@ -70,39 +70,10 @@ FORMATS: dict[str, str] = {
     "spans": "span file {doc_id: [[start, end, replacement?], ...]} applied to originals",
 }
 
-MAX_PROBLEMS = 1000
-"""Problems reported per file; beyond this the rest are summarised in one line."""
-
 _SPAN_FIELDS = frozenset(Span.__dataclass_fields__)
 _LABEL_ALIASES = ("entity_type", "type")
 _IGNORED_SPAN_KEYS = frozenset({"text", "span_text"})
 _TRI_SKIP = {"name", "public_knowledge", "", "index", "level_0"}
-
-
-class _Problems:
-    """Collects problems for one file, capped at :data:`MAX_PROBLEMS`."""
-
-    def __init__(self, source: str):
-        self.source = source
-        self.items: list[Problem] = []
-        self.dropped = 0
-
-    def add(self, message: str, *, line: int | None = None, doc_id: str | None = None) -> None:
-        if len(self.items) < MAX_PROBLEMS:
-            self.items.append(Problem(self.source, message, line=line, doc_id=doc_id))
-        else:
-            self.dropped += 1
-
-    def __bool__(self) -> bool:
-        return bool(self.items)
-
-    def raise_if_any(self) -> None:
-        if not self.items:
-            return
-        items = list(self.items)
-        if self.dropped:
-            items.append(Problem(self.source, f"... and {self.dropped} more problems not listed"))
-        raise DataError(items)
 
 
 # --------------------------------------------------------------------------- public API
@@ -191,7 +162,7 @@ def load_releases(spec: str, *, originals: Corpus | None = None, format: str | N
         return [_apply_span_file(path, data, originals, name)]
     corpus = Corpus(_load_documents(path, fmt, data), name=name, source=path)
     if originals is not None:
-        problems = _Problems(path)
+        problems = Problems(path)
         for doc in corpus:
             if doc.id not in originals:
                 problems.add(f"id not found in the originals ({originals.source or originals.name})",
@@ -375,7 +346,7 @@ def _as_id(value: Any) -> str | None:
     return None
 
 
-def _record_to_doc(rec: Any, problems: _Problems, *, line: int | None = None, item: int | None = None,
+def _record_to_doc(rec: Any, problems: Problems, *, line: int | None = None, item: int | None = None,
                    seen: dict[str, int | None]) -> Document | None:
     """One JSON/CSV record to a Document, or None with problems recorded."""
     where = "" if item is None else f"item {item}: "
@@ -430,7 +401,7 @@ def _record_to_doc(rec: Any, problems: _Problems, *, line: int | None = None, it
     return Document(doc_id, text, subject=subject, spans=tuple(sorted(spans)), meta=meta)
 
 
-def _parse_spans(raw: Any, text: str, problems: _Problems, *, line: int | None, doc_id: str | None,
+def _parse_spans(raw: Any, text: str, problems: Problems, *, line: int | None, doc_id: str | None,
                  where: str = "", crossing: bool = True) -> list[Span]:
     """Validate and build annotation spans (dicts or ``[start, end, label?]``)."""
     if not isinstance(raw, list):
@@ -469,7 +440,7 @@ def _parse_spans(raw: Any, text: str, problems: _Problems, *, line: int | None, 
     return spans
 
 
-def _make_span(fields: dict[str, Any], n: int, problems: _Problems, *, tag: str, line: int | None,
+def _make_span(fields: dict[str, Any], n: int, problems: Problems, *, tag: str, line: int | None,
                doc_id: str | None, text: str | None = None) -> Span | None:
     if "start" not in fields or "end" not in fields:
         problems.add(f"{tag}: needs 'start' and 'end'", line=line, doc_id=doc_id)
@@ -519,7 +490,7 @@ def _crossing_pairs(spans: Iterable[Span]) -> Iterator[tuple[Span, Span]]:
 
 
 def _load_jsonl(source: str) -> list[Document]:
-    problems = _Problems(source)
+    problems = Problems(source)
     docs: list[Document] = []
     seen: dict[str, int | None] = {}
     try:
@@ -565,7 +536,7 @@ def _open_csv(source: str) -> Iterator[tuple[int, list[str], list[str]]]:
 
 
 def _load_csv(source: str) -> list[Document]:
-    problems = _Problems(source)
+    problems = Problems(source)
     docs: list[Document] = []
     seen: dict[str, int | None] = {}
     try:
@@ -606,13 +577,13 @@ def _load_csv(source: str) -> list[Document]:
     return docs
 
 
-def _top_duplicates(data: Any, problems: _Problems) -> None:
+def _top_duplicates(data: Any, problems: Problems) -> None:
     for key in getattr(data, "duplicates", ()):
         problems.add("duplicate id (the key appears more than once)", doc_id=key)
 
 
 def _load_json_map(source: str, data: Any) -> list[Document]:
-    problems = _Problems(source)
+    problems = Problems(source)
     if not isinstance(data, dict):
         raise DataError(Problem(source, f"expected a JSON object {{id: text}}, got a {type(data).__name__}"))
     _top_duplicates(data, problems)
@@ -633,7 +604,7 @@ def _load_json_map(source: str, data: Any) -> list[Document]:
 
 
 def _load_json_list(source: str, data: Any) -> list[Document]:
-    problems = _Problems(source)
+    problems = Problems(source)
     if not isinstance(data, list):
         raise DataError(Problem(source, f"expected a JSON list of documents, got a {type(data).__name__}"))
     seen: dict[str, int | None] = {}
@@ -649,7 +620,7 @@ def _load_json_list(source: str, data: Any) -> list[Document]:
 
 
 def _load_tab(source: str, data: Any, annotator: str | None) -> list[Document]:
-    problems = _Problems(source)
+    problems = Problems(source)
     if not isinstance(data, list):
         raise DataError(Problem(source, f"expected a TAB JSON list of documents, got a {type(data).__name__}"))
     seen: dict[str, int | None] = {}
@@ -746,7 +717,7 @@ def _is_number_text(v: Any) -> bool:
 
 
 def _load_tri(source: str, data: Any) -> tuple[Corpus, list[Release]]:
-    problems = _Problems(source)
+    problems = Problems(source)
     rows = _tri_records(source, data)
     columns: list[str] = []
     for _, rec in rows:
@@ -806,7 +777,7 @@ def _load_tri(source: str, data: Any) -> tuple[Corpus, list[Release]]:
 
 
 def _apply_span_file(source: str, data: Any, originals: Corpus, name: str) -> Release:
-    problems = _Problems(source)
+    problems = Problems(source)
     if not isinstance(data, dict):
         raise DataError(Problem(source, f"expected a span file {{doc_id: [[start, end, replacement?], ...]}}, "
                                         f"got a {type(data).__name__}"))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from audit.errors import AnonauditError, DataError, Problem
+from audit.errors import DataError, Problem, read_text
 from audit.stats import Risk
 
 SCHEMA = "anonaudit.results/1"
@@ -141,14 +141,8 @@ class ResultsFile:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> ResultsFile:
-        path = Path(path)
         src = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise AnonauditError(f"{src}: no such results file") from None
-        except OSError as exc:
-            raise AnonauditError(f"{src}: cannot read ({exc.strerror})") from None
+        text = read_text(path, "results file")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -55,7 +55,7 @@ from typing import Any
 
 from audit import __version__
 from audit.data import Corpus, Document, Release, Scenario, Span
-from audit.errors import AnonauditError, DataError, Problem
+from audit.errors import AnonauditError, DataError, Problem, Problems, read_text
 from audit.registry import Registry, normalise
 from audit.registry import registry as default_registry
 from audit.results import Result, ResultsFile
@@ -140,31 +140,11 @@ class AuditSpec:
         return self.attacks + self.metrics
 
 
-class _Problems:
-    """Collects every problem of a spec so the user can fix them in one pass."""
-
-    def __init__(self, source: str):
-        self.source = source
-        self.items: list[Problem] = []
-
-    def add(self, where: str, message: str) -> None:
-        self.items.append(Problem(self.source, f"{where}: {message}" if where else message))
-
-    def raise_if_any(self) -> None:
-        if self.items:
-            raise DataError(self.items)
-
-
 def read_spec_file(path: str | os.PathLike) -> dict[str, Any]:
     """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) file into a dict."""
     path = Path(path)
     src = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise AnonauditError(f"{src}: no such audit spec file") from None
-    except OSError as exc:
-        raise AnonauditError(f"{src}: cannot read ({exc.strerror})") from None
+    text = read_text(path, "audit spec file")
     if path.suffix.lower() == ".toml":
         try:
             data = tomllib.loads(text)
@@ -200,29 +180,29 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
     """Validate a spec mapping. Every problem is reported at once, each with its key path."""
     reg = registry or default_registry
     base = base or Path.cwd()
-    p = _Problems(source)
+    p = Problems(source)
     unknown = [k for k in data if k not in TOP_KEYS]
     for k in unknown:
-        p.add(k, f"unknown key (known keys: {', '.join(TOP_KEYS)})")
+        p.at(k, f"unknown key (known keys: {', '.join(TOP_KEYS)})")
 
     def path_of(value: Any, where: str, required: bool = False) -> InputSpec | None:
         if value is None:
             if required:
-                p.add(where, "is required (a file path)")
+                p.at(where, "is required (a file path)")
             return None
         fmt = None
         if isinstance(value, Mapping):
             extra = set(value) - {"path", "format"}
             if extra:
-                p.add(where, f"unknown key(s) {', '.join(sorted(extra))} (use path, format)")
+                p.at(where, f"unknown key(s) {', '.join(sorted(extra))} (use path, format)")
             fmt = value.get("format")
             value = value.get("path")
         if not isinstance(value, str) or not value:
-            p.add(where, f"must be a file path, got {value!r}")
+            p.at(where, f"must be a file path, got {value!r}")
             return None
         full = (base / value).expanduser()
         if not full.exists():
-            p.add(where, f"file not found: {full}")
+            p.at(where, f"file not found: {full}")
         return InputSpec(full, fmt)
 
     originals = path_of(data.get("originals"), "originals")
@@ -230,7 +210,7 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
     corpora: dict[str, InputSpec] = {}
     raw_corpora = data.get("corpora") or {}
     if not isinstance(raw_corpora, Mapping):
-        p.add("corpora", "must be a mapping NAME: PATH")
+        p.at("corpora", "must be a mapping NAME: PATH")
     else:
         for k, v in raw_corpora.items():
             spec = path_of(v, f"corpora.{k}", required=True)
@@ -239,31 +219,31 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
 
     seed = data.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
-        p.add("seed", f"must be an integer, got {seed!r}")
+        p.at("seed", f"must be an integer, got {seed!r}")
         seed = 0
 
     models = data.get("models") or {}
     llm = embedder = None
     if not isinstance(models, Mapping):
-        p.add("models", "must be a mapping with keys llm, embedder")
+        p.at("models", "must be a mapping with keys llm, embedder")
     else:
         for k in set(models) - {"llm", "embedder"}:
-            p.add(f"models.{k}", "unknown key (use llm, embedder)")
+            p.at(f"models.{k}", "unknown key (use llm, embedder)")
         llm, embedder = models.get("llm"), models.get("embedder")
         for k, v in (("llm", llm), ("embedder", embedder)):
             if v is not None and not isinstance(v, str):
-                p.add(f"models.{k}", f"must be a string (a model name, path or URL), got {v!r}")
+                p.at(f"models.{k}", f"must be a string (a model name, path or URL), got {v!r}")
 
     sampling = data.get("sampling") or {}
     sample_documents = None
     sampling_params: dict[str, Any] = {}
     if not isinstance(sampling, Mapping):
-        p.add("sampling", "must be a mapping (documents: N, or parameter: value)")
+        p.at("sampling", "must be a mapping (documents: N, or parameter: value)")
     else:
         for k, v in sampling.items():
             if k == "documents":
                 if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-                    p.add("sampling.documents", f"must be a positive integer, got {v!r}")
+                    p.at("sampling.documents", f"must be a positive integer, got {v!r}")
                 else:
                     sample_documents = v
             else:
@@ -273,7 +253,7 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
     attacks = _parse_components(data.get("attacks"), "attacks", "attack", p, reg, check_components)
     metrics = _parse_components(data.get("metrics"), "metrics", "metric", p, reg, check_components)
     if not attacks and not metrics and "attacks" not in unknown:
-        p.add("attacks", "the audit names no attack and no metric: nothing to do")
+        p.at("attacks", "the audit names no attack and no metric: nothing to do")
 
     # Corpus references and sampling parameters must point somewhere.
     accepted: set[str] = set()
@@ -284,43 +264,43 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
         for k, v in comp.params.items():
             if isinstance(v, str) and v.startswith(CORPUS_REF) and v[len(CORPUS_REF):] not in corpora:
                 known = ", ".join(corpora) or "none declared under corpora"
-                p.add(f"{comp.kind}s.{comp.name}.params.{k}", f"unknown corpus {v!r} (known: {known})")
+                p.at(f"{comp.kind}s.{comp.name}.params.{k}", f"unknown corpus {v!r} (known: {known})")
     if check_components:
         for k in sampling_params:
             if k not in accepted:
-                p.add(f"sampling.{k}", "no configured attack or metric takes this parameter "
+                p.at(f"sampling.{k}", "no configured attack or metric takes this parameter "
                                        f"(they take: {', '.join(sorted(accepted)) or 'none'})")
 
     gate = GateSpec()
     raw_gate = data.get("gate") or {}
     if not isinstance(raw_gate, Mapping):
-        p.add("gate", "must be a mapping with keys max, min, on_upper_ci")
+        p.at("gate", "must be a mapping with keys max, min, on_upper_ci")
     else:
         for k in set(raw_gate) - {"max", "min", "on_upper_ci"}:
-            p.add(f"gate.{k}", "unknown key (use max, min, on_upper_ci)")
+            p.at(f"gate.{k}", "unknown key (use max, min, on_upper_ci)")
         for side in ("max", "min"):
             section = raw_gate.get(side) or {}
             if not isinstance(section, Mapping):
-                p.add(f"gate.{side}", "must be a mapping RESULT: VALUE")
+                p.at(f"gate.{side}", "must be a mapping RESULT: VALUE")
                 continue
             for k, v in section.items():
                 if not isinstance(v, (int, float)) or isinstance(v, bool):
-                    p.add(f"gate.{side}.{k}", f"must be a number, got {v!r}")
+                    p.at(f"gate.{side}.{k}", f"must be a number, got {v!r}")
                 else:
                     getattr(gate, side)[str(k)] = float(v)
         gate.on_upper_ci = bool(raw_gate.get("on_upper_ci", False))
 
     report = data.get("report") or {}
     if not isinstance(report, Mapping):
-        p.add("report", "must be a mapping (shareable, max_documents)")
+        p.at("report", "must be a mapping (shareable, max_documents)")
         report = {}
     else:
         for k in set(report) - {"shareable", "max_documents"}:
-            p.add(f"report.{k}", "unknown key (use shareable, max_documents)")
+            p.at(f"report.{k}", "unknown key (use shareable, max_documents)")
 
     out = data.get("out", "audit-out")
     if not isinstance(out, str) or not out:
-        p.add("out", f"must be a folder path, got {out!r}")
+        p.at("out", f"must be a folder path, got {out!r}")
         out = "audit-out"
     title = data.get("title") or "Audit"
     p.raise_if_any()
@@ -338,7 +318,7 @@ def _get_class(reg: Registry, kind: str, name: str):
         return None
 
 
-def _parse_components(raw: Any, key: str, kind: str, p: _Problems, reg: Registry,
+def _parse_components(raw: Any, key: str, kind: str, p: Problems, reg: Registry,
                       check: bool) -> list[ComponentSpec]:
     if raw is None:
         return []
@@ -349,7 +329,7 @@ def _parse_components(raw: Any, key: str, kind: str, p: _Problems, reg: Registry
     elif isinstance(raw, list):
         items = [(f"{key}[{i}]", v) for i, v in enumerate(raw)]
     else:
-        p.add(key, f"must be a list of {kind} names or mappings, got {type(raw).__name__}")
+        p.at(key, f"must be a list of {kind} names or mappings, got {type(raw).__name__}")
         return []
     out: list[ComponentSpec] = []
     seen: set[str] = set()
@@ -357,47 +337,47 @@ def _parse_components(raw: Any, key: str, kind: str, p: _Problems, reg: Registry
         if isinstance(item, str):
             item = {"name": item}
         if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
-            p.add(where, f"must be a {kind} name or a mapping with a 'name', got {item!r}")
+            p.at(where, f"must be a {kind} name or a mapping with a 'name', got {item!r}")
             continue
         name = item["name"]
         params = dict(item.get("params") or {})
         if not isinstance(item.get("params") or {}, Mapping):
-            p.add(f"{where}.params", "must be a mapping of parameter: value")
+            p.at(f"{where}.params", "must be a mapping of parameter: value")
             params = {}
         for k, v in item.items():  # inline parameters are allowed beside name/sample
             if k not in COMPONENT_KEYS:
                 params[k] = v
         sample = item.get("sample")
         if sample is not None and (not isinstance(sample, int) or isinstance(sample, bool) or sample < 1):
-            p.add(f"{where}.sample", f"must be a positive integer (documents per release), got {sample!r}")
+            p.at(f"{where}.sample", f"must be a positive integer (documents per release), got {sample!r}")
             sample = None
         if normalise(name) in seen:
-            p.add(where, f"{kind} {name!r} is listed twice")
+            p.at(where, f"{kind} {name!r} is listed twice")
         seen.add(normalise(name))
         if check:
             try:
                 cls = reg.get(kind, name)
             except AnonauditError as exc:
-                p.add(where, str(exc))
+                p.at(where, str(exc))
                 continue
             accepted = cls.param_names()
             for k in params:
                 if k not in accepted:
-                    p.add(f"{where}.params.{k}",
+                    p.at(f"{where}.params.{k}",
                           f"{kind} {name!r} has no parameter {k!r} (it takes: {', '.join(accepted) or 'none'})")
         out.append(ComponentSpec(kind, name, params, sample))
     return out
 
 
-def _parse_releases(raw: Any, p: _Problems, base: Path, reg: Registry, check: bool,
+def _parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool,
                     have_originals: bool) -> list[ReleaseSpec]:
     if raw is None:
-        p.add("releases", "is required: a list of release files or sanitizers")
+        p.at("releases", "is required: a list of release files or sanitizers")
         return []
     if isinstance(raw, Mapping):  # {name: path-or-mapping}
         raw = [{"name": k, **(v if isinstance(v, Mapping) else {"path": v})} for k, v in raw.items()]
     if not isinstance(raw, list):
-        p.add("releases", "must be a list")
+        p.at("releases", "must be a list")
         return []
     out: list[ReleaseSpec] = []
     for i, item in enumerate(raw):
@@ -405,41 +385,41 @@ def _parse_releases(raw: Any, p: _Problems, base: Path, reg: Registry, check: bo
         if isinstance(item, str):
             item = {"path": item}
         if not isinstance(item, Mapping):
-            p.add(where, f"must be a file path or a mapping, got {item!r}")
+            p.at(where, f"must be a file path or a mapping, got {item!r}")
             continue
         for k in set(item) - set(RELEASE_KEYS):
-            p.add(f"{where}.{k}", f"unknown key (use {', '.join(RELEASE_KEYS)})")
+            p.at(f"{where}.{k}", f"unknown key (use {', '.join(RELEASE_KEYS)})")
         path, san = item.get("path"), item.get("sanitizer")
         if (path is None) == (san is None):
-            p.add(where, "give exactly one of 'path' (a release file) or 'sanitizer' (run on the originals)")
+            p.at(where, "give exactly one of 'path' (a release file) or 'sanitizer' (run on the originals)")
             continue
         params = dict(item.get("params") or {})
         spec = ReleaseSpec(name=item.get("name"), format=item.get("format"), params=params)
         if path is not None:
             full = (base / str(path)).expanduser()
             if not full.exists():
-                p.add(f"{where}.path", f"file not found: {full}")
+                p.at(f"{where}.path", f"file not found: {full}")
             spec.path = full
         else:
             spec.sanitizer = str(san)
             if not have_originals:
-                p.add(f"{where}.sanitizer", "a sanitizer needs 'originals' to run on")
+                p.at(f"{where}.sanitizer", "a sanitizer needs 'originals' to run on")
             if check:
                 try:
                     cls = reg.get("sanitizer", spec.sanitizer)
                 except AnonauditError as exc:
-                    p.add(f"{where}.sanitizer", str(exc))
+                    p.at(f"{where}.sanitizer", str(exc))
                 else:
                     accepted = cls.param_names()
                     for k in params:
                         if k not in accepted:
-                            p.add(f"{where}.params.{k}", f"sanitizer {san!r} has no parameter {k!r} "
+                            p.at(f"{where}.params.{k}", f"sanitizer {san!r} has no parameter {k!r} "
                                                          f"(it takes: {', '.join(accepted) or 'none'})")
             spec.name = spec.name or normalise(spec.sanitizer)
         out.append(spec)
     names = [r.name for r in out if r.name]
     for n in {n for n in names if names.count(n) > 1}:
-        p.add("releases", f"two releases are named {n!r}")
+        p.at("releases", f"two releases are named {n!r}")
     return out
 
 
@@ -637,7 +617,7 @@ class Audit:
         pairs: dict[str, Any] = dict(old_prov.get("pairs", {}))
         components_prov: dict[str, Any] = dict(old_prov.get("components", {}))
 
-        self.echo(f"[1/3] loading data")
+        self.echo("[1/3] loading data")
         originals = self._load_corpus(spec.originals, "originals") if spec.originals else None
         background = self._load_corpus(spec.background, "background") if spec.background else None
         corpora = {k: self._load_corpus(v, k) for k, v in spec.corpora.items()}

@@ -383,9 +383,9 @@ def test_release_ids_absent_from_originals(tmp_path, originals_file):
 
 
 def test_problem_count_is_capped(tmp_path, monkeypatch):
-    import audit.loaders as loaders
+    from audit.errors import Problems
 
-    monkeypatch.setattr(loaders, "MAX_PROBLEMS", 3)
+    monkeypatch.setattr(Problems.__init__, "__defaults__", (3,))
     path = write(tmp_path / "many.jsonl", "{bad\n" * 10)
     problems, msg = errors_of(load_corpus, path)
     assert len(problems) == 4 and "7 more problems not listed" in msg

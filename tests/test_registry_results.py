@@ -2,9 +2,8 @@ import json
 
 import pytest
 
-from audit.data import Scenario
 from audit.errors import AnonauditError, DataError
-from audit.interfaces import Attack, Metric
+from audit.interfaces import Attack
 from audit.registry import Registry
 from audit.results import Result, ResultsFile, SCHEMA
 from audit.stats import risk

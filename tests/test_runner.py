@@ -117,7 +117,6 @@ def log_lines(path: Path) -> list[str]:
 
 # =========================================================================== tests
 
-import json
 
 import pytest
 import yaml

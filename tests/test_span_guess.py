@@ -8,7 +8,7 @@ import pytest
 
 from attackers.span_guess import (Matcher, SpanGuessAttack, SpanGuesser, match, match_reason,
                                   parse_guesses)
-from audit.data import Corpus, Document, Release, Scenario, Span, apply_spans, sanitize_corpus
+from audit.data import Corpus, Document, Release, Scenario, Span, sanitize_corpus
 from audit.llm import ScriptedLLM
 from audit.registry import registry
 
