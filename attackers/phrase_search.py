@@ -1,0 +1,481 @@
+"""Phrase-search linkage: link a sanitized document back to its source by searching its phrases.
+
+The threat (Lison & Anderson, "Protecting de-identified documents from
+search-based linkage attacks"): an adversary holds the original collection, or
+a superset of it, takes phrases that survived sanitization and searches for
+them. A phrase (or a combination of phrases) found in fewer than ``k``
+documents narrows the source down to fewer than ``k`` candidates: the
+sanitized text is linked. No model is needed, so this is the cheapest strong
+attack a data owner must expect.
+
+How it runs (:class:`PhraseSearchAttack`):
+
+1. ``fit`` builds (or loads from ``index_dir``) an :class:`~attackers.ngram_index.NgramIndex`
+   of word n-grams (n <= ``max_n``, lower-cased, never crossing a sentence)
+   over the originals plus the optional ``extra_corpus``.
+2. For each released document, the attacker sees only the text between
+   replacements: n-grams never include a replaced span recorded in
+   ``Document.spans`` nor a placeholder token (``placeholder_pattern``: ``[PERSON]``,
+   ``***``, ``SENSITIVE``, ``REDACTED``, ``CODE_0``, ...).
+3. Arity 1: every visible n-gram with document frequency ``1 <= df < k`` is a
+   link to its posting list. Evidence keeps the paper's minimal set: the
+   shortest such n-grams first, dropping any that overlaps a kept one.
+4. Arity 2 and 3 (only for documents not already linked, unless
+   ``exhaustive``): combinations of common n-grams whose posting lists
+   intersect in fewer than ``k`` documents. Pruning keeps this tractable on
+   long documents and large collections: only n-grams with
+   ``k <= df <= df_cap`` are candidates (a phrase in thousands of documents
+   rarely narrows anything down), one per distinct phrase, and greedily the
+   ``max_candidates`` rarest that do not overlap each other; pair and triple
+   intersection sizes are then counted at once with 0/1 matrix products over
+   the documents shared by at least two (three) candidates. A triple is only
+   reported when none of its pairs links alone (it is minimal).
+
+A document is **linked** when some candidate set (posting list or
+intersection) has fewer than ``k`` documents and contains its original; it is
+a **wrong link** when it has such candidate sets but none contains the
+original. Ground truth: the original with the same id for aligned releases;
+for unaligned releases (synthetic rewrites, where ids need not match), any
+original about the document's ``subject`` (or the same id when no subject is
+given); a document with neither is reported but not scored. The collection
+may hold several documents per subject (an extra corpus of public texts), but
+only the originals count as the right answer. Risk = linked fraction with a Wilson interval against the chance
+baseline ``1 / |collection|``. The paper's n-gram-level figure is reported as
+``phrase_search.ngram_residual``: of the original's uniquely-linking n-grams
+(its minimal set of n-grams with df < k), the share still present in the
+sanitized text.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attackers.ngram_index import NgramIndex, TextNgrams, collection_fingerprint, minimal_set
+from audit.data import Corpus, Document, Release, Scenario
+from audit.errors import AnonauditError
+from audit.interfaces import Attack
+from audit.registry import register
+from audit.results import Result
+from audit.stats import risk
+
+#: Placeholder tokens sanitizers leave behind: bracketed or angled labels
+#: ([PERSON], [ORG_1], <NAME>), runs of * # or _ (***), words such as SENSITIVE or
+#: REDACTED, and numbered labels (CODE_0, PERSON_12).
+DEFAULT_PLACEHOLDER_PATTERN = (
+    r"(?=[\[<*#_A-Z])(?:"  # every alternative starts with one of these: fail fast elsewhere
+    r"\[[^\[\]\n]{1,40}\]"
+    r"|<[A-Za-z][A-Za-z0-9_ \-]{0,30}>"
+    r"|\*{2,}|#{3,}|_{3,}|X{4,}"
+    r"|\b(?:SENSITIVE|REDACTED|MASKED|ANONYMI[SZ]ED|REMOVED|WITHHELD|PLACEHOLDER)\b"
+    r"|\b[A-Z][A-Z]*(?:_[A-Z]+)*_\d+\b)"
+)
+
+
+# --------------------------------------------------------------------------- combinations
+
+
+@dataclass
+class Combination:
+    """N-grams (indices into a :class:`TextNgrams`) whose posting lists intersect in ``docs``."""
+
+    members: tuple[int, ...]
+    docs: np.ndarray
+
+
+def combination_candidates(tn: TextNgrams, k: int, df_cap: int, max_candidates: int) -> np.ndarray:
+    """The pruned candidate n-grams for combinations (see the module docstring)."""
+    cand = np.flatnonzero((tn.df >= k) & (tn.df <= df_cap))
+    if len(cand) == 0:
+        return cand
+    _, first = np.unique(tn.hash[cand], return_index=True)
+    cand = cand[np.sort(first)]
+    order = cand[np.lexsort((tn.first[cand], -tn.n[cand].astype(np.int64), tn.df[cand]))]
+    taken = bytearray(int(tn.last.max()) + 2)
+    chosen: list[int] = []
+    for i, a, b in zip(order.tolist(), tn.first[order].tolist(), tn.last[order].tolist()):
+        if not any(taken[a : b + 1]):
+            taken[a : b + 1] = b"\x01" * (b + 1 - a)
+            chosen.append(i)
+            if len(chosen) >= max_candidates:
+                break
+    return np.asarray(chosen, dtype=np.int64)
+
+
+def rare_combinations(index: NgramIndex, tn: TextNgrams, k: int, arity: int = 2, *, df_cap: int = 1000,
+                      max_candidates: int = 40, block: int = 256) -> list[Combination]:
+    """Pairs (and, for ``arity >= 3``, minimal triples) of the text's common
+    n-grams whose posting lists intersect in 1..k-1 documents."""
+    if arity < 2:
+        return []
+    chosen = combination_candidates(tn, k, df_cap, max_candidates)
+    m = len(chosen)
+    if m < 2:
+        return []
+    lists = [index.postings_at(int(tn.post_start[i]), int(tn.df[i])) for i in chosen]
+    lens = np.array([len(x) for x in lists])
+    docs_all = np.concatenate(lists).astype(np.int64)
+    cols = np.repeat(np.arange(m), lens)
+    universe, rows = np.unique(docs_all, return_inverse=True)
+    M = np.zeros((len(universe), m), dtype=np.float32)
+    M[rows, cols] = 1.0
+    shared = M.sum(axis=1)
+    M2, U2 = M[shared >= 2], universe[shared >= 2]
+    C2 = M2.T @ M2  # C2[i, j] = |postings_i ∩ postings_j|
+    iu, ju = np.triu_indices(m, 1)
+    c = C2[iu, ju]
+    out: list[Combination] = []
+    for i, j in zip(iu[(c >= 1) & (c < k)], ju[(c >= 1) & (c < k)]):
+        sel = (M2[:, i] > 0) & (M2[:, j] > 0)
+        out.append(Combination((int(chosen[i]), int(chosen[j])), U2[sel]))
+    if arity >= 3:
+        M3, U3 = M[shared >= 3], universe[shared >= 3]
+        pi, pj = iu[c >= k], ju[c >= k]  # pairs that do not link on their own
+        ok_pair = C2 >= k
+        cols_idx = np.arange(m)
+        for s in range(0, len(pi), block):
+            bi, bj = pi[s : s + block], pj[s : s + block]
+            V = M3[:, bi] * M3[:, bj]
+            C3 = V.T @ M3  # (pairs, m): |postings_i ∩ postings_j ∩ postings_l|
+            hit = ((C3 >= 1) & (C3 < k) & (cols_idx[None, :] > bj[:, None])
+                   & ok_pair[bi][:, :] & ok_pair[bj][:, :])
+            for p, l in zip(*np.nonzero(hit)):
+                i, j = bi[p], bj[p]
+                sel = (M3[:, i] > 0) & (M3[:, j] > 0) & (M3[:, l] > 0)
+                out.append(Combination((int(chosen[i]), int(chosen[j]), int(chosen[l])), U3[sel]))
+    return out
+
+
+# --------------------------------------------------------------------------- the attack
+
+
+@register("attack")
+class PhraseSearchAttack(Attack):
+    """Search-based linkage through rare n-grams and n-gram combinations (see the module docstring)."""
+
+    name = "phrase_search"
+    description = (
+        "Simulates an adversary who holds the original documents (or a larger collection containing "
+        "them) and types phrases from each sanitized document into a search engine. Any phrase, or "
+        "combination of up to three phrases, that appears in fewer than k documents links the "
+        "sanitized text back to its source. It needs no model and runs on millions of documents; "
+        "evidence shows the linking phrases and how many documents contain them."
+    )
+    requires = frozenset({"originals"})
+
+    def __init__(
+        self,
+        k: int = 2,
+        max_n: int = 7,
+        arity: int = 1,
+        extra_corpus: Corpus | str | None = None,
+        index_dir: str | None = None,
+        lowercase: bool = True,
+        placeholder_pattern: str | None = DEFAULT_PLACEHOLDER_PATTERN,
+        use_spans: bool = True,
+        df_cap: int = 1000,
+        max_candidates: int = 40,
+        exhaustive: bool = False,
+        max_evidence: int = 10,
+        progress: bool = False,
+    ):
+        self.k = k
+        self.max_n = max_n
+        self.arity = arity
+        self.extra_corpus = extra_corpus
+        self.index_dir = index_dir
+        self.lowercase = lowercase
+        self.placeholder_pattern = placeholder_pattern
+        self.use_spans = use_spans
+        self.df_cap = df_cap
+        self.max_candidates = max_candidates
+        self.exhaustive = exhaustive
+        self.max_evidence = max_evidence
+        self.progress = progress
+        self._check()
+        self.index_: NgramIndex | None = None
+        self._fitted_on: str | None = None
+        self._originals: Corpus | None = None
+        self._orig_rare: dict[int, np.ndarray] = {}
+
+    def _check(self) -> None:
+        if not isinstance(self.k, int) or self.k < 1:
+            raise AnonauditError(f"phrase_search: k must be a positive integer, got {self.k!r}")
+        if not 1 <= self.max_n <= 32:
+            raise AnonauditError(f"phrase_search: max_n must be between 1 and 32, got {self.max_n!r}")
+        if self.arity not in (1, 2, 3):
+            raise AnonauditError(f"phrase_search: arity must be 1, 2 or 3, got {self.arity!r}")
+        if self.df_cap < self.k or self.max_candidates < 2:
+            raise AnonauditError("phrase_search: df_cap must be >= k and max_candidates >= 2")
+        if self.placeholder_pattern:
+            try:
+                re.compile(self.placeholder_pattern)
+            except re.error as exc:
+                raise AnonauditError(f"phrase_search: invalid placeholder_pattern: {exc}") from None
+
+    # ------------------------------------------------------------------ fit
+
+    def _extra(self) -> Corpus | None:
+        if self.extra_corpus is None or isinstance(self.extra_corpus, Corpus):
+            return self.extra_corpus
+        from audit.loaders import load_corpus
+
+        self.extra_corpus = load_corpus(self.extra_corpus)
+        return self.extra_corpus
+
+    def fit(self, scenario: Scenario) -> PhraseSearchAttack:
+        """Build the index over originals (+ extra corpus), or load it from
+        ``index_dir`` when a saved one was built from the same collection and settings."""
+        if scenario.originals is None:
+            raise AnonauditError("phrase_search needs the original documents (--originals)")
+        originals, extra = scenario.originals, self._extra()
+        parts = [("originals", originals)] + ([("extra", extra)] if extra is not None else [])
+        fp = collection_fingerprint([(src, ((d.id, d.text) for d in c)) for src, c in parts])
+        if self.index_ is not None and self._fitted_on == fp:
+            return self
+        index = None
+        if self.index_dir and (Path(self.index_dir) / "config.json").is_file():
+            index = NgramIndex.load(self.index_dir)
+            cfg = index.config
+            if (cfg.get("collection_fingerprint") != fp or int(cfg.get("max_n", -1)) != self.max_n
+                    or index.tokenizer.lowercase != self.lowercase):
+                index = None  # stale: built from other documents or settings
+        if index is None:
+            index = NgramIndex.from_corpora(parts, max_n=self.max_n, lowercase=self.lowercase,
+                                            progress=self.progress, fingerprint=fp)
+            if self.index_dir:
+                index.save(self.index_dir)
+        self.index_ = index
+        self._fitted_on = fp
+        self._orig_rare = {}
+        n_orig = len(originals)
+        self._orig_by_id = {d.id: i for i, d in enumerate(originals)}
+        self._orig_by_subject: dict[str, list[int]] = {}
+        for i, d in enumerate(originals):
+            if d.subject is not None:
+                self._orig_by_subject.setdefault(d.subject, []).append(i)
+        self._originals = originals
+        self._n_orig = n_orig
+        return self
+
+    # ------------------------------------------------------------------ per document
+
+    def blocked_ranges(self, doc: Document) -> list[tuple[int, int]]:
+        """Character ranges the attacker cannot use: replaced spans and placeholders."""
+        ranges = [(s.start, s.end) for s in doc.spans] if self.use_spans else []
+        if self.placeholder_pattern:
+            ranges += [m.span() for m in re.finditer(self.placeholder_pattern, doc.text)]
+        return ranges
+
+    def _truth(self, doc: Document, release: Release) -> list[int] | None:
+        if release.aligned:
+            i = self._orig_by_id.get(doc.id)
+            return None if i is None else [i]
+        if doc.subject is not None:
+            return self._orig_by_subject.get(doc.subject) or None
+        i = self._orig_by_id.get(doc.id)
+        return None if i is None else [i]
+
+    def _original_rare(self, i: int) -> np.ndarray:
+        """Hashes of the original's minimal set of n-grams with df < k."""
+        if i not in self._orig_rare:
+            tn = self.index_.ngrams(self._originals[i].text)
+            sel = minimal_set(tn, np.flatnonzero((tn.df >= 1) & (tn.df < self.k)))
+            self._orig_rare[i] = tn.hash[sel]
+        return self._orig_rare[i]
+
+    def attack_document(self, doc: Document, truth: Sequence[int] | None) -> dict[str, Any]:
+        """Everything found for one released document (a JSON-ready dict)."""
+        index, k = self.index_, self.k
+        ids = index.docs.ids
+        tn = index.ngrams(doc.text, self.blocked_ranges(doc))
+        truth_arr = np.asarray(sorted(truth or ()), dtype=np.int64)
+        rare = np.flatnonzero((tn.df >= 1) & (tn.df < k))
+        # correct links: the posting list contains a ground-truth document
+        pdocs, owner = tn.gather_postings(index, rare)
+        hits = np.bincount(owner[np.isin(pdocs, truth_arr)], minlength=len(rare))
+        linking, wrong = rare[hits > 0], rare[hits == 0]
+        combos: list[Combination] = []
+        if self.arity >= 2 and (self.exhaustive or not len(linking)):
+            combos = rare_combinations(index, tn, k, self.arity, df_cap=self.df_cap,
+                                       max_candidates=self.max_candidates)
+        combo_ok = [c for c in combos if np.isin(c.docs, truth_arr).any()]
+        combo_wrong = [c for c in combos if not np.isin(c.docs, truth_arr).any()]
+        linked = bool(len(linking) or combo_ok)
+        outcome = "linked" if linked else ("wrong" if (len(wrong) or combo_wrong) else "unlinked")
+        if truth is None:
+            outcome = "unscored"
+
+        def ngram_info(i: int) -> dict[str, Any]:
+            r = tn.rare(index, i) if tn.df[i] < k else None
+            s, e = int(tn.char_start[i]), int(tn.char_end[i])
+            info = {"text": doc.text[s:e], "start": s, "end": e, "n": int(tn.n[i]), "df": int(tn.df[i])}
+            if r is not None:
+                info["docs"] = [ids[d] for d in r.docs]
+            return info
+
+        evidence: list[dict[str, Any]] = []
+        for group, correct in ((linking, True), (wrong, False)):
+            for i in minimal_set(tn, group)[: self.max_evidence]:
+                info = ngram_info(int(i))
+                evidence.append({"kind": "ngram", "correct": correct, "ngrams": [info], "docs": info["docs"]})
+        for group, correct in ((combo_ok, True), (combo_wrong, False)):
+            for c in group[: self.max_evidence]:
+                evidence.append({"kind": f"combination{len(c.members)}", "correct": correct,
+                                 "ngrams": [ngram_info(i) for i in c.members],
+                                 "docs": [ids[int(d)] for d in c.docs]})
+        highlights = []
+        for ev in evidence:
+            if not ev["correct"] and linked:
+                continue
+            for g in ev["ngrams"]:
+                note = (f"found in {g['df']} document(s)" if ev["kind"] == "ngram"
+                        else f"with {len(ev['ngrams']) - 1} other phrase(s): {len(ev['docs'])} document(s)")
+                highlights.append({"start": g["start"], "end": g["end"], "kind": "ngram",
+                                   "note": f"{note}: {', '.join(ev['docs'][:3])}"})
+        # the attacker's single best guess: the document most rare phrases point to
+        votes: Counter[int] = Counter()
+        mdocs, _ = tn.gather_postings(index, minimal_set(tn, rare))
+        votes.update(mdocs.tolist())
+        for c in combos:
+            votes.update(int(d) for d in c.docs)
+        guess = min(votes, key=lambda d: (-votes[d], d)) if votes else None
+        # the paper's n-gram-level figure
+        orig_rare = (np.concatenate([self._original_rare(i) for i in truth if i < self._n_orig])
+                     if truth else np.zeros(0, dtype=np.uint64))
+        still = int(np.isin(orig_rare, tn.hash).sum()) if len(orig_rare) else 0
+        return {
+            "id": doc.id,
+            "outcome": outcome,
+            "linked_by": ("ngram" if len(linking) else ("combination" if combo_ok else None)),
+            "truth": [ids[i] for i in truth] if truth else [],
+            "guess": None if guess is None else ids[guess],
+            "guess_correct": bool(guess is not None and truth is not None and guess in set(truth)),
+            "visible_ngrams": int(len(tn)),
+            "rare_ngrams": int(len(rare)),
+            "rare_combinations": len(combos),
+            "original_rare_ngrams": int(len(orig_rare)),
+            "original_rare_still_present": still,
+            "evidence": evidence,
+            "highlights": sorted(highlights, key=lambda h: (h["start"], h["end"])),
+        }
+
+    # ------------------------------------------------------------------ evaluate
+
+    def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
+        t0 = time.perf_counter()
+        if self.index_ is None or scenario.originals is not self._originals:
+            self.fit(scenario)
+        index = self.index_
+        docs_out = []
+        it = release.corpus
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            it = tqdm(it, desc=f"phrase search {release.name}", unit="doc", disable=None)
+        for doc in it:
+            docs_out.append(self.attack_document(doc, self._truth(doc, release)))
+        scored = [d for d in docs_out if d["outcome"] != "unscored"]
+        n = len(scored)
+        linked = sum(d["outcome"] == "linked" for d in scored)
+        wrong = sum(d["outcome"] == "wrong" for d in scored)
+        ambiguous = sum(d["outcome"] == "linked" and any(not e["correct"] for e in d["evidence"]) for d in scored)
+        by_ngram = sum(d["linked_by"] == "ngram" for d in scored)
+        guess_ok = sum(d["guess_correct"] for d in scored)
+        details = {
+            "k": self.k, "max_n": self.max_n, "arity": self.arity,
+            "collection_size": index.n_docs, "originals": self._n_orig, "extra_documents": index.n_docs - self._n_orig,
+            "linked": linked, "linked_by_ngram": by_ngram, "linked_by_combination_only": linked - by_ngram,
+            "wrong_links": wrong, "wrong_link_rate": wrong / n if n else 0.0,
+            "linked_with_wrong_candidates_too": ambiguous,
+            "unlinked": n - linked - wrong, "unscored": len(docs_out) - n,
+            "best_guess_accuracy": guess_ok / n if n else 0.0,
+            "ground_truth": ("same id" if release.aligned
+                             else "same subject (ids of an unaligned release need not match)"),
+            "pruning": {"df_cap": self.df_cap, "max_candidates": self.max_candidates, "exhaustive": self.exhaustive},
+            "placeholder_pattern": self.placeholder_pattern, "use_spans": self.use_spans,
+            "index": {"dir": self.index_dir, "n_ngrams": index.config.get("n_ngrams"),
+                      "hash_bits": index.config.get("hash", {}).get("hash_bits"),
+                      "collection_fingerprint": index.config.get("collection_fingerprint")},
+            "seconds": round(time.perf_counter() - t0, 3),
+            "explanation": (f"{linked} of {n} sanitized documents contain a phrase"
+                            + (" or a combination of phrases" if self.arity > 1 else "")
+                            + f" found in fewer than {self.k} documents of the collection, including the original."),
+        }
+        head = Result.from_risk(self.name, release.name, risk(linked, n, 1.0 / max(index.n_docs, 1)),
+                                details=details, documents=docs_out)
+        total = sum(d["original_rare_ngrams"] for d in scored)
+        present = sum(d["original_rare_still_present"] for d in scored)
+        residual = Result.from_risk(
+            f"{self.name}.ngram_residual", release.name, risk(present, total, None),
+            details={"k": self.k, "max_n": self.max_n, "original_rare_ngrams": total, "still_present": present,
+                     "documents": n,
+                     "definition": ("share of the originals' uniquely-linking n-grams (minimal non-overlapping "
+                                    f"set of n-grams with df < {self.k}) still present in the sanitized text; "
+                                    "single n-grams only")})
+        return [head, residual]
+
+    # ------------------------------------------------------------------ CLI
+
+    @classmethod
+    def cli_command(cls):
+        import click
+
+        from audit.cli_common import (echo_summary, format_option, load_originals, load_release_specs,
+                                      originals_option, out_option, provenance, releases_option, write_results)
+
+        @click.command(name="phrase-search")
+        @originals_option
+        @releases_option
+        @click.option("--corpus", "corpus_path", type=click.Path(dir_okay=False), default=None,
+                      help="Extra documents searched with the originals (the attacker's superset collection).")
+        @click.option("--k", type=int, default=2, show_default=True,
+                      help="A phrase links when it occurs in fewer than k documents.")
+        @click.option("--max-n", type=int, default=7, show_default=True, help="Longest n-gram, in words.")
+        @click.option("--arity", type=click.IntRange(1, 3), default=1, show_default=True,
+                      help="Also combine 2 or 3 common phrases (posting-list intersection).")
+        @click.option("--index", "index_dir", type=click.Path(file_okay=False), default=None,
+                      help="Folder to save the n-gram index to, or reuse it from when it matches.")
+        @click.option("--df-cap", type=int, default=1000, show_default=True,
+                      help="Combinations only use phrases found in at most this many documents.")
+        @click.option("--max-candidates", type=int, default=40, show_default=True,
+                      help="Combinations use at most this many of the rarest phrases per document.")
+        @click.option("--placeholder-pattern", default=DEFAULT_PLACEHOLDER_PATTERN, show_default=False,
+                      help="Regex of placeholder tokens never used in a phrase ('' for none).")
+        @click.option("--case-sensitive", is_flag=True, help="Do not fold case.")
+        @format_option
+        @out_option
+        def command(originals, releases, corpus_path, k, max_n, arity, index_dir, df_cap, max_candidates,
+                    placeholder_pattern, case_sensitive, fmt, out):
+            """Link sanitized documents to their originals by searching their rare phrases."""
+            started = time.time()
+            orig = load_originals(originals, fmt)
+            rels = load_release_specs(releases, orig, fmt)
+            extra = None
+            if corpus_path:
+                from audit.loaders import load_corpus
+
+                extra = load_corpus(corpus_path)
+            attack = cls(k=k, max_n=max_n, arity=arity, extra_corpus=extra, index_dir=index_dir,
+                         lowercase=not case_sensitive, placeholder_pattern=placeholder_pattern or None,
+                         df_cap=df_cap, max_candidates=max_candidates, progress=True)
+            scenario = Scenario(originals=orig, releases=tuple(rels))
+            attack.fit(scenario)
+            results = [r for rel in rels for r in attack.evaluate(scenario, rel)]
+            params = attack.get_params()
+            params["extra_corpus"] = corpus_path
+            params.pop("progress", None)
+            write_results(out, results, provenance(
+                command="attack phrase-search", params=params,
+                inputs={"originals": originals, "release": list(releases), "corpus": corpus_path},
+                started=started))
+            echo_summary(results)
+
+        return command

@@ -1,0 +1,347 @@
+"""Phrase-search linkage and its n-gram index, on small hand-made collections."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from attackers.ngram_index import NgramIndex, Tokenizer
+from attackers.phrase_search import PhraseSearchAttack
+from audit.data import Corpus, Document, Release, Scenario, Span, sanitize_corpus
+from audit.errors import AnonauditError
+
+COMMON = "The Court held a hearing on the matter. The applicant complained about the length of the proceedings."
+
+
+def corpus(texts: dict[str, str], subjects: dict[str, str] | None = None) -> Corpus:
+    subjects = subjects or {}
+    return Corpus([Document(i, t, subject=subjects.get(i, i)) for i, t in texts.items()], name="originals")
+
+
+def span_of(text: str, phrase: str, replacement: str | None = None) -> Span:
+    start = text.index(phrase)
+    return Span(start, start + len(phrase), label="X", replacement=replacement)
+
+
+def run(originals: Corpus, release: Release, **params):
+    attack = PhraseSearchAttack(**params)
+    scenario = Scenario(originals=originals, releases=(release,))
+    attack.fit(scenario)
+    head, residual = attack.evaluate(scenario, release)
+    return head, residual, {d["id"]: d for d in head.documents}
+
+
+def visit_collection() -> Corpus:
+    return corpus({
+        "a": f"{COMMON} Later she visited Oslo yesterday evening.",
+        "b": f"{COMMON} Later she visited Paris yesterday evening.",
+        "c": f"{COMMON} Later she visited Paris yesterday evening.",
+    })
+
+
+def test_a_unique_phrase_links_its_document_with_evidence():
+    orig = visit_collection()
+    release = sanitize_corpus(orig, {}, name="unchanged")
+    head, _, docs = run(orig, release)
+    assert docs["a"]["outcome"] == "linked"
+    # b and c are identical: every phrase occurs in 2 documents, so k=2 cannot single either out
+    assert docs["b"]["outcome"] == docs["c"]["outcome"] == "unlinked"
+    assert head.value == pytest.approx(1 / 3) and head.n == 3 and head.baseline == pytest.approx(1 / 3)
+    ev = docs["a"]["evidence"][0]
+    g = ev["ngrams"][0]
+    text = orig["a"].text
+    assert g["text"].lower() == "oslo" and g["df"] == 1 and ev["docs"] == ["a"]
+    assert text[g["start"]:g["end"]] == g["text"]
+    assert any(h["kind"] == "ngram" and text[h["start"]:h["end"]] == "Oslo" for h in docs["a"]["highlights"])
+
+
+def test_a_mask_blocks_the_phrase_that_would_link():
+    orig = visit_collection()
+    text = orig["a"].text
+    for replacement in ("[LOC]", "LOCATION", ""):
+        release = sanitize_corpus(orig, {"a": [span_of(text, "Oslo", replacement)]}, name="masked")
+        head, residual, docs = run(orig, release)
+        assert docs["a"]["outcome"] == "unlinked", replacement
+        assert docs["a"]["evidence"] == []
+        assert head.value == 0.0
+        # the original's only uniquely-linking n-gram ("oslo") is gone
+        assert residual.value == 0.0 and residual.details["original_rare_ngrams"] >= 1
+
+
+def test_ngrams_never_span_a_deleted_span():
+    # "visited yesterday" exists verbatim in b; in a it appears only once "Oslo" is deleted,
+    # so an n-gram crossing the deletion would wrongly link a to b
+    orig = corpus({
+        "a": f"{COMMON} Later she visited Oslo yesterday evening.",
+        "b": f"{COMMON} Later she visited yesterday evening.",
+        "c": f"{COMMON} Later she visited Paris yesterday evening.",
+    })
+    release = sanitize_corpus(orig, {"a": [span_of(orig["a"].text, "Oslo ", "")]}, name="suppressed")
+    assert "visited yesterday" in release.corpus["a"].text
+    _, _, docs = run(orig, release)
+    assert docs["a"]["outcome"] == "unlinked" and docs["a"]["evidence"] == []
+    # without the span record the attacker would be fooled: the check above is not vacuous
+    _, _, docs = run(orig, release, use_spans=False)
+    assert docs["a"]["outcome"] == "wrong"
+
+
+def combo_collection() -> Corpus:
+    p1 = "Bright lanterns hung over the quiet harbour."
+    p2 = "Seven sailors repaired a torn net slowly."
+    p3 = "Gulls circled the old stone lighthouse."
+    return corpus({"a": f"{p1} {p2}", "b": f"{p1} {p3}", "c": f"{p2} {p3}"})
+
+
+def test_only_a_combination_of_two_common_phrases_links():
+    orig = combo_collection()
+    release = sanitize_corpus(orig, {}, name="unchanged")
+    head1, _, docs1 = run(orig, release, arity=1)
+    assert head1.value == 0.0 and all(d["rare_ngrams"] == 0 for d in docs1.values())
+    head2, _, docs2 = run(orig, release, arity=2)
+    assert head2.value == 1.0
+    ev = docs2["a"]["evidence"][0]
+    assert ev["kind"] == "combination2" and ev["docs"] == ["a"] and ev["correct"]
+    assert all(g["df"] == 2 for g in ev["ngrams"])
+    phrases = " | ".join(g["text"].lower() for g in ev["ngrams"])
+    assert "harbour" in phrases or "lanterns" in phrases or "quiet" in phrases or "bright" in phrases
+    assert head2.details["linked_by_combination_only"] == 3
+
+
+def test_arity_three_finds_a_triple_when_no_pair_links():
+    # every pair of the phrases x, y, z co-occurs in two documents; only a has all three
+    x, y, z = "Amber foxes ran.", "Cobalt owls sang.", "Crimson bears slept."
+    orig = corpus({"a": f"{x} {y} {z}", "b": f"{x} {y}", "c": f"{y} {z}", "d": f"{x} {z}",
+                   "e": f"{x} {y}", "f": f"{y} {z}", "g": f"{x} {z}"})
+    release = sanitize_corpus(orig, {}, name="unchanged")
+    _, _, docs2 = run(orig, release, arity=2)
+    assert docs2["a"]["outcome"] == "unlinked"
+    _, _, docs3 = run(orig, release, arity=3)
+    assert docs3["a"]["outcome"] == "linked"
+    assert docs3["a"]["evidence"][0]["kind"] == "combination3"
+
+
+def test_k_changes_the_outcome():
+    orig = combo_collection()
+    release = sanitize_corpus(orig, {}, name="unchanged")
+    head2, _, _ = run(orig, release, k=2)
+    head3, _, docs3 = run(orig, release, k=3)
+    assert head2.value == 0.0
+    assert head3.value == 1.0  # each phrase occurs in 2 < 3 documents, one of them the original
+    assert docs3["a"]["evidence"][0]["ngrams"][0]["df"] == 2
+
+
+def test_placeholders_are_never_part_of_an_ngram():
+    # the words person, sensitive, code_0 and redacted occur only in b, so an n-gram
+    # built from a placeholder would (wrongly) link the released a to b
+    orig = corpus({
+        "a": f"{COMMON} Mr Smith was here.",
+        "b": f"{COMMON} The person was sensitive about code_0 and redacted nothing.",
+        "c": f"{COMMON} Mr Smith was here.",
+    })
+    released = Document("a", f"{COMMON} Mr [PERSON] was *** SENSITIVE CODE_0 REDACTED here.")
+    release = Release("plain", Corpus([released], name="plain"))
+    attack = PhraseSearchAttack()
+    scenario = Scenario(originals=orig, releases=(release,))
+    attack.fit(scenario)
+    tn = attack.index_.ngrams(released.text, attack.blocked_ranges(released))
+    seen = [released.text[s:e] for s, e in zip(tn.char_start, tn.char_end)]
+    assert seen and not any(w in g for g in seen for w in ("PERSON", "***", "SENSITIVE", "CODE_0", "REDACTED"))
+    assert not any("was here" in g for g in seen)  # "was *** ... here" must not bridge the placeholders
+    head, _ = attack.evaluate(scenario, release)
+    assert head.documents[0]["outcome"] == "unlinked"
+    # with no placeholder pattern, the same text does link to the wrong document
+    attack2 = PhraseSearchAttack(placeholder_pattern=None).fit(scenario)
+    assert attack2.evaluate(scenario, release)[0].documents[0]["outcome"] == "wrong"
+
+
+def test_a_wrong_link_is_counted_as_wrong():
+    orig = corpus({
+        "a": f"{COMMON} Later she visited Oslo yesterday evening.",
+        "b": f"{COMMON} Later she visited Bergen yesterday evening.",
+        "c": f"{COMMON} Later she visited Paris yesterday evening.",
+    })
+    # a rewrite that does not record its edits put a surrogate that is unique to b into a
+    rewritten = Document("a", orig["a"].text.replace("Oslo", "Bergen"), subject="a")
+    release = Release("rewrite", Corpus([rewritten, orig["b"], orig["c"]], name="rewrite"))
+    head, _, docs = run(orig, release)
+    assert docs["a"]["outcome"] == "wrong"
+    assert docs["a"]["evidence"][0]["docs"] == ["b"] and not docs["a"]["evidence"][0]["correct"]
+    assert docs["b"]["outcome"] == "linked" and docs["c"]["outcome"] == "linked"
+    assert head.details["wrong_links"] == 1 and head.details["linked"] == 2
+    assert head.value == pytest.approx(2 / 3)
+
+
+def test_unaligned_release_uses_the_subject_as_ground_truth():
+    orig = corpus({"a": f"{COMMON} Later she visited Oslo yesterday evening.",
+                   "b": f"{COMMON} Later she visited Paris yesterday evening."},
+                  subjects={"a": "Alice", "b": "Bob"})
+    synth = Corpus([Document("s1", "In the end she visited Oslo yesterday evening.", subject="Alice"),
+                    Document("s2", "She had visited Oslo yesterday evening.", subject="Bob")], name="synthetic")
+    release = Release("synthetic", synth, aligned=False)
+    head, _, docs = run(orig, release)
+    assert docs["s1"]["outcome"] == "linked" and docs["s1"]["truth"] == ["a"]
+    assert docs["s2"]["outcome"] == "wrong"
+    assert "subject" in head.details["ground_truth"]
+
+
+def test_residual_counts_uniquely_linking_ngrams_still_present():
+    orig = visit_collection()
+    same = sanitize_corpus(orig, {}, name="same")
+    _, residual, _ = run(orig, same)
+    assert residual.value == 1.0 and residual.name == "phrase_search.ngram_residual"
+    assert residual.details["original_rare_ngrams"] == 1  # minimal set for a: just "oslo"
+
+
+def test_ngrams_do_not_cross_sentences_and_phrase_api():
+    index = NgramIndex.build([f"{COMMON} She went to Oslo. Yesterday it rained.",
+                              f"{COMMON} She went to Rome yesterday."], ids=["a", "b"])
+    assert index.document_frequency("oslo") == 1
+    assert index.document_frequency("Oslo yesterday") == 0  # crosses a sentence boundary
+    assert index.document_frequency("the applicant complained") == 2
+    assert index.document_frequency("The APPLICANT complained") == 2  # case folded
+    assert index.postings("rome yesterday").tolist() == [1]
+    assert index.document_frequency("a phrase that is not there") == 0
+    rare = index.rare_ngrams("Then she went to Oslo and Rome.", k=2)
+    assert {r.text for r in rare} == {"Oslo", "Rome"} and all(r.df == 1 for r in rare)
+    # abbreviations do not end sentences: "Mr. Smith" stays one phrase
+    tok = Tokenizer()
+    toks = tok.tokenize("Mr. Smith arrived. Then he left.")
+    assert toks.seg.tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def brute_force_df(texts: list[str], max_n: int) -> dict[tuple[int, ...], set[int]]:
+    """A plain dict-of-sets index of the same n-grams (token hashes as words)."""
+    tok = Tokenizer()
+    out: dict[tuple[int, ...], set[int]] = defaultdict(set)
+    for d, text in enumerate(texts):
+        t = tok.tokenize(text)
+        h, seg = t.hash.tolist(), t.seg.tolist()
+        for i in range(len(h)):
+            for n in range(1, max_n + 1):
+                if i + n > len(h) or seg[i + n - 1] != seg[i]:
+                    break
+                out[tuple(h[i:i + n])].add(d)
+    return out
+
+
+@pytest.mark.parametrize("n_docs,min_hash_bits", [(40, 56), (700, 56), (700, 64)])
+def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits):
+    rng = np.random.default_rng(n_docs)
+    vocab = [f"w{i}" for i in range(60)]
+    texts = []
+    for _ in range(n_docs):
+        sents = [" ".join(rng.choice(vocab, size=rng.integers(2, 9))) for _ in range(rng.integers(1, 4))]
+        texts.append(". ".join(s.capitalize() for s in sents) + ".")
+    index = NgramIndex.build(texts, max_n=4, min_hash_bits=min_hash_bits, chunk_chars=3000)
+    truth = brute_force_df(texts, 4)
+    assert index.config["n_ngrams"] == len(truth)
+    assert index.config["n_postings"] == sum(len(v) for v in truth.values())
+    tok = Tokenizer()
+    for d in rng.choice(n_docs, size=10, replace=False):
+        tn = index.ngrams(texts[d])
+        t = tok.tokenize(texts[d])
+        h = t.hash.tolist()
+        for i in range(len(tn)):
+            key = tuple(h[tn.first[i]:tn.last[i] + 1])
+            assert tn.df[i] == len(truth[key])
+            docs = index.posting_docs[tn.post_start[i]:tn.post_start[i] + tn.df[i]]
+            assert docs.tolist() == sorted(truth[key])
+
+
+def test_saved_index_reloads_identically_and_is_reused(tmp_path, monkeypatch):
+    orig = visit_collection()
+    index = NgramIndex.build([d.text for d in orig], ids=orig.ids, subjects=orig.subjects)
+    index.save(tmp_path / "idx")
+    loaded = NgramIndex.load(tmp_path / "idx")
+    assert isinstance(loaded.keys, np.memmap) and isinstance(loaded.posting_docs, np.memmap)
+    for name in ("keys", "offsets", "posting_docs"):
+        assert np.array_equal(getattr(index, name), getattr(loaded, name))
+    assert loaded.docs == index.docs and loaded.config == index.config
+    for phrase in ("oslo", "visited paris yesterday", "the court held", "nothing here"):
+        assert loaded.document_frequency(phrase) == index.document_frequency(phrase)
+    cfg = json.loads((tmp_path / "idx" / "config.json").read_text())
+    assert cfg["max_n"] == 7 and cfg["tokenizer"]["lowercase"] is True and len(cfg["collection_fingerprint"]) == 64
+
+    # the attack saves its index once and reuses it when the collection matches
+    release = sanitize_corpus(orig, {}, name="r")
+    scenario = Scenario(originals=orig, releases=(release,))
+    first = PhraseSearchAttack(index_dir=str(tmp_path / "attack_idx")).fit(scenario).evaluate(scenario, release)
+    monkeypatch.setattr(NgramIndex, "build", classmethod(lambda cls, *a, **k: pytest.fail("index rebuilt")))
+    second = PhraseSearchAttack(index_dir=str(tmp_path / "attack_idx")).fit(scenario).evaluate(scenario, release)
+    strip = lambda rs: [{**r.to_dict(), "details": {**r.details, "seconds": 0}} for r in rs]  # noqa: E731
+    assert strip(first) == strip(second)
+    # a different collection is not served from the stale index
+    other = corpus({"x": "Completely different words here.", "y": "And more of them."})
+    monkeypatch.undo()
+    PhraseSearchAttack(index_dir=str(tmp_path / "attack_idx")).fit(Scenario(originals=other))
+    assert NgramIndex.load(tmp_path / "attack_idx").docs.ids == ["x", "y"]
+
+
+def test_determinism():
+    orig = combo_collection()
+    release = sanitize_corpus(orig, {"b": [span_of(orig["b"].text, "Gulls", "[ANIMAL]")]}, name="r")
+    a = [r.to_dict() for r in run(orig, release, arity=3)[:2]]
+    b = [r.to_dict() for r in run(orig, release, arity=3)[:2]]
+    for x in a + b:
+        x["details"].pop("seconds", None)
+    assert a == b
+    i1 = NgramIndex.build([d.text for d in orig])
+    i2 = NgramIndex.build([d.text for d in orig])
+    assert np.array_equal(i1.keys, i2.keys) and np.array_equal(i1.posting_docs, i2.posting_docs)
+
+
+def test_bad_parameters_are_user_errors():
+    with pytest.raises(AnonauditError):
+        PhraseSearchAttack(arity=4)
+    with pytest.raises(AnonauditError):
+        PhraseSearchAttack(k=0)
+    with pytest.raises(AnonauditError):
+        PhraseSearchAttack(placeholder_pattern="[unclosed")
+    with pytest.raises(AnonauditError):
+        PhraseSearchAttack().fit(Scenario(originals=None))
+
+
+def test_registered_under_its_name():
+    from audit.registry import registry
+
+    assert registry.get("attack", "phrase-search") is PhraseSearchAttack
+
+
+def test_cli_end_to_end(tmp_path):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    orig = visit_collection()
+    orig_path = tmp_path / "originals.jsonl"
+    orig_path.write_text("".join(json.dumps({"id": d.id, "text": d.text}) + "\n" for d in orig))
+    text = orig["a"].text
+    s = text.index("Oslo")
+    spans_path = tmp_path / "masked.json"
+    spans_path.write_text(json.dumps({"a": [[s, s + 4, "[LOC]"]]}))
+    extra_path = tmp_path / "extra.jsonl"
+    extra_path.write_text(json.dumps({"id": "z", "text": f"{COMMON} He visited Paris yesterday evening."}) + "\n")
+    out = tmp_path / "results.json"
+    args = ["attack", "phrase-search", "--originals", str(orig_path), "--release", f"masked={spans_path}",
+            "--release", f"plain={orig_path}", "--k", "2", "--arity", "2", "--index", str(tmp_path / "idx"),
+            "--out", str(out)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    by = {(r["name"], r["release"]): r for r in data["results"]}
+    assert by[("phrase_search", "plain")]["value"] == pytest.approx(1 / 3)
+    assert by[("phrase_search", "masked")]["value"] == 0.0
+    assert ("phrase_search.ngram_residual", "masked") in by
+    assert (tmp_path / "idx" / "config.json").is_file()
+    assert "phrase_search" in res.output
+    # with the extra corpus the collection is a superset: b and c stay unlinkable, a still links
+    res = CliRunner().invoke(main, args[:-2] + ["--corpus", str(extra_path), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    r = {x["release"]: x for x in json.loads(out.read_text())["results"] if x["name"] == "phrase_search"}
+    assert r["plain"]["details"]["collection_size"] == 4 and r["plain"]["baseline"] == pytest.approx(1 / 4)
+    # a user error is one readable line, not a traceback
+    res = CliRunner().invoke(main, args[:-2] + ["--k", "0", "--out", str(out)])
+    assert res.exit_code != 0 and "k must be a positive integer" in res.output
