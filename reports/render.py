@@ -64,9 +64,17 @@ def num(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
+_ACRONYMS = {"trir": "TRIR", "tpi": "TPI", "tps": "TPS", "nmi": "NMI", "bm25": "BM25", "llm": "LLM",
+             "ner": "NER", "rouge": "ROUGE-L", "top5": "top-5", "ngram": "n-gram"}
+
+
 def title_of(name: str) -> str:
-    """``span_guess`` -> ``Span guess`` (result names are shown in this form)."""
-    t = name.replace("_", " ").replace("-", " ").strip()
+    """``span_guess`` -> ``Span guess``, ``trir.top5`` -> ``TRIR: top-5`` (how result names are shown)."""
+    parts = []
+    for part in name.split("."):
+        words = [_ACRONYMS.get(w.lower(), w) for w in part.replace("-", "_").split("_") if w]
+        parts.append(" ".join(words))
+    t = ": ".join(p for p in parts if p)
     return t[:1].upper() + t[1:] if t else name
 
 

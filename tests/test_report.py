@@ -136,8 +136,8 @@ def test_verdict_in_plain_language_highest_first_and_not_beating_chance():
     rf.add(Result.from_risk("trir", "suppressed", risk(30, 40, 0.025)))
     rf.add(Result.from_risk("span_guess", "labels", risk(1, 40, 0.05)))
     html = render(rf)
-    first = html.index("Trir succeeded on 75.0% of 40 trials in release “suppressed”")
-    second = html.index("Trir succeeded on 30.0% of 40 trials in release “labels”")
+    first = html.index("TRIR succeeded on 75.0% of 40 trials in release “suppressed”")
+    second = html.index("TRIR succeeded on 30.0% of 40 trials in release “labels”")
     assert first < second
     assert "1 attack result did not beat chance" in html
     assert "No utility metric is in these results" in html and 'id="chart-risk"' in html
@@ -163,4 +163,4 @@ def test_report_of_results_without_runner_provenance(tmp_path):
     rf.add(Result.from_risk("trir", "r1", risk(5, 10, 0.1), documents=[{"id": "a", "correct": True}]))
     path = write_report(tmp_path / "x.html", rf)
     html = path.read_text()
-    assert "Documents" in html and "attack trir" in html and "Trir" in html
+    assert "Documents" in html and "attack trir" in html and "TRIR" in html
