@@ -81,6 +81,10 @@ class Metric(Component):
 
     requires: ClassVar[frozenset[str]] = frozenset({"originals"})
 
+    def fit(self, scenario: Scenario) -> Metric:
+        """Prepare once per scenario (e.g. information content of the originals)."""
+        return self
+
     @abstractmethod
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         """Measure one release."""

@@ -679,8 +679,7 @@ class Audit:
                 t0 = time.time()
                 self.echo(f"  {label}: {len(todo)} release(s) to do"
                           + (f", {len(releases) - len(todo)} already done" if len(todo) < len(releases) else ""))
-                if comp.kind == "attack":
-                    obj.fit(scenario)
+                obj.fit(scenario)
                 fit_s = round(time.time() - t0, 3)
                 components_prov[comp.label]["fit_seconds"] = fit_s
                 bar = self._bar(todo, label)
