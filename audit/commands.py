@@ -13,4 +13,6 @@ def all_commands() -> list[click.Command]:
 
     cmds += demo_commands
     from audit.run_cli import COMMANDS as run_commands; cmds += run_commands  # noqa: E702 (issue 8)
+    from audit.models_cli import COMMANDS as model_commands; cmds += model_commands  # noqa: E702 (issue 2)
+    from audit.utility_cli import COMMANDS as utility_commands; cmds += utility_commands  # noqa: E702 (issue 7)
     return cmds

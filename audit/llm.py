@@ -10,7 +10,9 @@ Every attack and sanitizer that needs a language model talks to :class:`LLM`:
   a prefix (information content of terms).
 
 Backends: in-process llama.cpp (``xllamacpp``; the embedded default), any
-OpenAI-compatible server, local transformers. :class:`ScriptedLLM` is a
+OpenAI-compatible server, local transformers (:mod:`audit.llm_backends`); the
+sqlite answer cache :class:`CachedLLM` (:mod:`audit.llm_cache`); build one from an
+``--llm`` spec with :func:`audit.models.load_llm`. :class:`ScriptedLLM` is a
 deterministic stand-in for unit tests of parsing logic.
 """
 
@@ -155,3 +157,22 @@ class ScriptedLLM(LLM):
         if not self.script:
             raise LLMError("ScriptedLLM ran out of answers")
         return self.script.pop(0)
+
+
+_LAZY = {
+    "CachedLLM": "audit.llm_cache",
+    "cache_key": "audit.llm_cache",
+    "LlamaCppLLM": "audit.llm_backends",
+    "OpenAILLM": "audit.llm_backends",
+    "TransformersLLM": "audit.llm_backends",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The backends and the cache live in submodules (heavy imports stay lazy);
+    ``audit.llm.CachedLLM`` etc. still work."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'audit.llm' has no attribute {name!r}")

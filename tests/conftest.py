@@ -1,0 +1,45 @@
+"""Shared pytest fixtures (models and LLM layer section).
+
+``small_llm``: the embedded Qwen2.5-Coder-0.5B-Instruct GGUF through in-process
+llama.cpp (xllamacpp), wrapped in the sqlite cache. The GGUF file is assembled
+once per machine into the normal user cache (``audit.config.subdir("models")``)
+and reused by every session; the LLM *answer* cache lives in a per-session
+temporary folder, so tests never see answers cached by an earlier run.
+
+``minilm``: the embedded all-MiniLM-L6-v2 sentence embedder (no disk cache).
+
+Both are session-scoped (loading takes seconds); use them only in tests marked
+``@pytest.mark.slow``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from audit import config as audit_config
+
+#: The user's cache folder as it was when the test session started (before any test points
+#: ANONAUDIT_HOME at a temporary folder): the embedded models are assembled there once per machine.
+_USER_HOME = str(audit_config.home())
+
+
+@pytest.fixture(scope="session")
+def small_llm(tmp_path_factory: pytest.TempPathFactory):
+    """The embedded 0.5B chat model via xllamacpp, with a fresh per-session answer cache."""
+    from audit.models import load_llm
+
+    cache_dir = tmp_path_factory.mktemp("llm-cache")
+    with pytest.MonkeyPatch.context() as mp:  # even if the first user set ANONAUDIT_HOME
+        mp.setenv("ANONAUDIT_HOME", _USER_HOME)
+        llm = load_llm("qwen2.5-coder-0.5b", cache=True, cache_path=cache_dir / "llm_cache.sqlite",
+                       n_ctx=4096, n_parallel=2)
+    yield llm
+    llm.close()
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The embedded all-MiniLM-L6-v2 sentence embedder (CPU, no disk cache)."""
+    from audit.embed import Embedder
+
+    return Embedder("minilm", cache=False)

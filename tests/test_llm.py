@@ -1,0 +1,339 @@
+"""LLM layer without a real model: the sqlite cache and the OpenAI-compatible backend."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from audit.llm import ChatRequest, LLMError, ScriptedLLM
+from audit.llm_backends import OpenAILLM
+from audit.llm_cache import CachedLLM, cache_key
+
+MSG = [{"role": "user", "content": "hello"}]
+
+
+def echo(req: ChatRequest) -> str:
+    return f"{req.messages[-1][1]}|t={req.temperature}|s={req.seed}|n={req.max_tokens}"
+
+
+def cached(tmp_path, script=echo, enabled=True, identity="scripted:a"):
+    backend = ScriptedLLM(script, identity=identity)
+    return backend, CachedLLM(backend, tmp_path / "c.sqlite", enabled=enabled)
+
+
+def test_hit_and_miss(tmp_path):
+    backend, llm = cached(tmp_path)
+    first = llm.complete(MSG)
+    assert llm.complete(MSG) == first
+    assert len(backend.calls) == 1
+    assert llm.stats == {"hits": 1, "misses": 1, "backend_calls": 1}
+
+
+def test_persistent_across_instances(tmp_path):
+    _, llm = cached(tmp_path)
+    answer = llm.complete(MSG, temperature=0.7, seed=3)  # sampled but seeded: still cached
+    backend2, llm2 = cached(tmp_path, script=lambda r: "DIFFERENT")
+    assert llm2.complete(MSG, temperature=0.7, seed=3) == answer
+    assert backend2.calls == [] and llm2.stats["backend_calls"] == 0
+
+
+@pytest.mark.parametrize("change", [
+    dict(temperature=0.5), dict(max_tokens=9), dict(seed=1), dict(stop=["\n"]),
+    dict(json_schema={"type": "array"}), dict(messages=[{"role": "user", "content": "hello!"}]),
+    dict(messages=[{"role": "system", "content": "x"}, *MSG]),
+])
+def test_key_changes_with_every_parameter(tmp_path, change):
+    backend, llm = cached(tmp_path)
+    llm.complete(MSG)
+    kwargs = {"messages": MSG, **change}
+    llm.complete(kwargs.pop("messages"), **kwargs)
+    assert len(backend.calls) == 2
+
+
+def test_key_changes_with_model_identity(tmp_path):
+    _, a = cached(tmp_path, identity="llamacpp:m:sha256=aaa")
+    b_backend, b = cached(tmp_path, identity="llamacpp:m:sha256=bbb")
+    a.complete(MSG)
+    b.complete(MSG)
+    assert len(b_backend.calls) == 1
+    req = ChatRequest.make(MSG).to_dict()
+    assert cache_key("x", "chat", req) != cache_key("y", "chat", req)
+    assert cache_key("x", "chat", req) != cache_key("x", "logprobs", req)
+
+
+def test_batch_serves_hits_and_sends_only_misses_in_order(tmp_path):
+    backend, llm = cached(tmp_path)
+    reqs = [ChatRequest.make([{"role": "user", "content": f"q{i}"}]) for i in range(6)]
+    llm.complete_batch([reqs[1], reqs[4]])
+    backend.calls.clear()
+    answers = llm.complete_batch([*reqs, reqs[0]])  # q0 twice: one backend call
+    assert answers == [echo(r) for r in [*reqs, reqs[0]]]
+    assert [r.messages[0][1] for r in backend.calls] == ["q0", "q2", "q3", "q5"]
+    assert llm.stats == {"hits": 2, "misses": 7, "backend_calls": 6}  # 2+5 misses, q0 sent once
+
+
+def test_no_cache_touches_no_file(tmp_path):
+    backend, llm = cached(tmp_path, enabled=False)
+    llm.complete(MSG)
+    llm.complete(MSG)
+    assert len(backend.calls) == 2 and not (tmp_path / "c.sqlite").exists()
+    assert llm.stats == {"hits": 0, "misses": 2, "backend_calls": 2}
+
+
+def test_failures_are_not_cached(tmp_path):
+    answers = ["boom", "fine"]
+
+    def flaky(req):
+        a = answers.pop(0)
+        if a == "boom":
+            raise LLMError("server down")
+        return a
+
+    _, llm = cached(tmp_path, script=flaky)
+    with pytest.raises(LLMError):
+        llm.complete(MSG)
+    assert llm.complete(MSG) == "fine"
+
+
+def test_logprobs_cached(tmp_path):
+    class Scorer(ScriptedLLM):
+        n = 0
+
+        def logprobs(self, prefix, continuation):
+            self.n += 1
+            return [-1.0] * len(continuation.split())
+
+    backend = Scorer(echo, identity="s")
+    llm = CachedLLM(backend, tmp_path / "c.sqlite")
+    assert llm.logprobs("a", " b c") == [-1.0, -1.0]
+    assert llm.logprobs("a", " b c") == [-1.0, -1.0] and backend.n == 1
+    llm.logprobs("a ", "b c")  # same text, different split: a different question
+    assert backend.n == 2
+
+
+def test_threads_share_one_cache(tmp_path):
+    backend, llm = cached(tmp_path, script=lambda r: (time.sleep(0.01), r.messages[0][1])[1])
+    out: dict[int, str] = {}
+
+    def work(i):
+        out[i] = llm.complete([{"role": "user", "content": f"t{i % 5}"}])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(20)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert all(out[i] == f"t{i % 5}" for i in range(20))
+    assert len(CachedLLM(backend, tmp_path / "c.sqlite").store) == 5
+
+
+def _writer(args):
+    path, start = args
+    llm = CachedLLM(ScriptedLLM(echo, identity="p"), path)
+    reqs = [ChatRequest.make([{"role": "user", "content": f"p{i}"}]) for i in range(start, start + 40)]
+    return llm.complete_batch(reqs)
+
+
+def test_concurrent_processes(tmp_path):
+    path = str(tmp_path / "c.sqlite")
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        pool.map(_writer, [(path, 0), (path, 20)])
+    backend = ScriptedLLM(lambda r: "MISS", identity="p")
+    llm = CachedLLM(backend, path)
+    reqs = [ChatRequest.make([{"role": "user", "content": f"p{i}"}]) for i in range(60)]
+    assert "MISS" not in llm.complete_batch(reqs) and backend.calls == []
+
+
+# --------------------------------------------------------------------------- OpenAI backend
+
+
+class FakeServer:
+    """An OpenAI-compatible server on 127.0.0.1 in a thread; ``plan`` scripts failures."""
+
+    def __init__(self):
+        self.requests: list[tuple[str, dict]] = []
+        self.fail_first = 0
+        self.status = 500
+        self.delay = 0.0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append((self.path, body, self.headers.get("Authorization")))
+                if outer.fail_first > 0:
+                    outer.fail_first -= 1
+                    return self._send(outer.status, {"error": "busy"})
+                time.sleep(outer.delay)
+                if self.path.endswith("/chat/completions"):
+                    text = "ANSWER:" + body["messages"][-1]["content"]
+                    return self._send(200, {"choices": [{"message": {"role": "assistant", "content": text}}]})
+                prompt = body["prompt"]  # echo + logprobs: one "token" per word
+                offs, lps, pos = [], [], 0
+                for i, w in enumerate(prompt.split(" ")):
+                    offs.append(pos)
+                    lps.append(None if i == 0 else -float(len(w)))
+                    pos += len(w) + 1
+                offs.append(len(prompt))
+                lps.append(-0.5)  # the generated token (max_tokens=1) must be dropped
+                return self._send(200, {"choices": [{"text": prompt, "logprobs": {
+                    "text_offset": offs, "token_logprobs": lps}}]})
+
+            def _send(self, code, payload):
+                data = json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def server():
+    s = FakeServer()
+    yield s
+    s.httpd.shutdown()
+
+
+def test_openai_chat_schema_and_key(server, monkeypatch):
+    monkeypatch.setenv("ANONAUDIT_API_KEY", "sk-test")
+    llm = OpenAILLM("tiny", server.url, backoff=0.01)
+    schema = {"type": "array", "items": {"type": "string"}}
+    assert llm.complete(MSG, json_schema=schema, seed=4, stop=["x"]) == "ANSWER:hello"
+    path, body, auth = server.requests[-1]
+    assert path == "/v1/chat/completions" and auth == "Bearer sk-test"
+    assert body["response_format"]["json_schema"]["schema"] == schema
+    assert (body["model"], body["seed"], body["stop"]) == ("tiny", 4, ["x"])
+
+
+def test_openai_retries_then_succeeds(server):
+    server.fail_first = 2
+    llm = OpenAILLM("tiny", server.url, backoff=0.01, max_retries=3)
+    assert llm.complete(MSG) == "ANSWER:hello"
+    assert len(server.requests) == 3
+
+
+def test_openai_gives_up_with_a_clear_error(server):
+    server.fail_first, server.status = 10, 503
+    llm = OpenAILLM("tiny", server.url, backoff=0.01, max_retries=2)
+    with pytest.raises(LLMError, match="failed after 3 attempts.*HTTP 503"):
+        llm.complete(MSG)
+    server.fail_first, server.status = 1, 400  # a client error is not retried
+    with pytest.raises(LLMError, match="refused the request.*HTTP 400"):
+        llm.complete(MSG)
+
+
+def test_openai_timeout_and_connection_errors(server):
+    server.delay = 1.0
+    llm = OpenAILLM("tiny", server.url, timeout=0.2, backoff=0.01, max_retries=1)
+    with pytest.raises(LLMError, match="ReadTimeout"):
+        llm.complete(MSG)
+    dead = OpenAILLM("tiny", "http://127.0.0.1:9/v1", backoff=0.01, max_retries=1)
+    with pytest.raises(LLMError, match="failed after 2 attempts"):
+        dead.complete(MSG)
+
+
+def test_openai_batch_is_concurrent_and_ordered(server):
+    server.delay = 0.2
+    llm = OpenAILLM("tiny", server.url, max_workers=8)
+    reqs = [ChatRequest.make([{"role": "user", "content": f"q{i}"}]) for i in range(8)]
+    t = time.perf_counter()
+    assert llm.complete_batch(reqs) == [f"ANSWER:q{i}" for i in range(8)]
+    assert time.perf_counter() - t < 1.2  # sequential would take 1.6 s
+
+
+def test_openai_logprobs_of_the_continuation_only(server):
+    llm = OpenAILLM("tiny", server.url)
+    assert llm.logprobs("the capital is", " Paris indeed") == [-5.0, -6.0]
+    body = server.requests[-1][1]
+    assert body["echo"] is True and body["logprobs"] == 1 and server.requests[-1][0] == "/v1/completions"
+
+
+# --------------------------------------------------------------------------- transformers backend
+
+
+@pytest.fixture(scope="module")
+def tiny_hf_model(tmp_path_factory):
+    """A tiny random Qwen2 causal LM with a small byte-level BPE tokenizer, saved as a HF folder."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-hf")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(["the cat sat on the mat", "a dog ran", "user assistant"] * 5, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    fast.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }} {% endfor %}assistant:"
+    fast.save_pretrained(folder)
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    Qwen2ForCausalLM(cfg).save_pretrained(folder)
+    return folder
+
+
+def test_transformers_logprobs_follow_the_chain_rule(tiny_hf_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path))
+    from audit.models import load_llm
+
+    llm = load_llm(str(tiny_hf_model), cache_path=tmp_path / "c.sqlite")
+    assert llm.identity.startswith("transformers:") and "sha256=" in llm.identity
+    both = llm.logprobs("the cat", " sat on")
+    assert len(both) == 2 and all(v < 0 for v in both)
+    # P(sat on | the cat) = P(sat | the cat) * P(on | the cat sat)
+    parts = llm.logprobs("the cat", " sat") + llm.logprobs("the cat sat", " on")
+    assert both == pytest.approx(parts, abs=1e-5)
+    assert llm.logprobs("the cat", " sat") != llm.logprobs("the dog", " sat")
+    assert llm.count_tokens("the cat sat") == len(llm.backend.tokenizer("the cat sat")["input_ids"]) >= 3
+
+
+def test_transformers_chat_is_seeded_and_stops(tiny_hf_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path))
+    from audit.models import load_llm
+
+    llm = load_llm(str(tiny_hf_model), cache=False)
+    msgs = [{"role": "user", "content": "the cat"}]
+    a = llm.complete(msgs, temperature=1.0, seed=1, max_tokens=12)
+    assert a == llm.complete(msgs, temperature=1.0, seed=1, max_tokens=12)
+    assert len(a.split()) <= 12
+    greedy = llm.complete(msgs, max_tokens=12)
+    word = next((w for w in greedy.split() if w), None)
+    if word is not None:
+        assert word not in llm.complete(msgs, max_tokens=12, stop=[word])
+
+
+def test_llm_chat_cli(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from audit import models
+    from audit.cli import main
+
+    seen = []
+
+    def fake_load_llm(spec=None, *, cache=True, **kw):
+        seen.append((spec, cache))
+        return CachedLLM(ScriptedLLM(lambda r: f"echo {r.message_dicts}", identity="fake"),
+                         tmp_path / "c.sqlite", enabled=cache)
+
+    monkeypatch.setattr(models, "load_llm", fake_load_llm)
+    res = CliRunner().invoke(main, ["llm", "chat", "Hi there", "--system", "Be brief", "--llm", "x", "--no-cache"])
+    assert res.exit_code == 0, res.output
+    assert "'role': 'system', 'content': 'Be brief'" in res.output and "Hi there" in res.output
+    assert seen == [("x", False)]
+    monkeypatch.undo()  # the real loader: a bad spec is one readable error, exit code 1
+    res = CliRunner().invoke(main, ["llm", "chat", "Hi", "--llm", "openai:broken"])
+    assert res.exit_code == 1 and "openai:MODEL@" in res.output and "Traceback" not in res.output

@@ -1,0 +1,164 @@
+"""Model registry: part assembly with checksum pinning, spec parsing, listing, CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from audit import models
+from audit.models import EmbeddedGGUF, ModelError, assemble_parts, cached_sha256, parse_llm_spec
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def make_parts(root: Path, prefix: str, chunks: list[bytes]) -> list[str]:
+    """A fake part-package layout: PREFIXn/__init__.py and PREFIXn/data/partNN.bin."""
+    names = []
+    for i, chunk in enumerate(chunks, start=1):
+        pkg = root / f"{prefix}{i}"
+        (pkg / "data").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "data" / f"part{i:02d}.bin").write_bytes(chunk)
+        names.append(pkg.name)
+    importlib.invalidate_caches()
+    return names
+
+
+CHUNKS = [b"GGUF-head-" * 100, b"middle" * 300, b"tail"]
+GOOD = hashlib.sha256(b"".join(CHUNKS)).hexdigest()
+
+
+def fake_model(tmp_path, monkeypatch, sha=GOOD, n=3) -> EmbeddedGGUF:
+    pkgs = make_parts(tmp_path / "site", "fakemodel_part", CHUNKS[:n])
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    # numeric order matters: part10 must come after part9, so give the packages explicitly
+    return EmbeddedGGUF("fake", "fake.gguf", tuple(pkgs), sha, "llm", "test model")
+
+
+def test_assembles_parts_in_order_and_verifies(home, tmp_path, monkeypatch):
+    model = fake_model(tmp_path, monkeypatch)
+    parts = model.part_files()
+    assert [p.name for p in parts] == ["part01.bin", "part02.bin", "part03.bin"]
+    out = assemble_parts(parts, model.path, GOOD)
+    assert out.read_bytes() == b"".join(CHUNKS)
+    assert cached_sha256(out, compute=False) == GOOD  # remembered in the sidecar
+    assert not [p for p in out.parent.iterdir() if p.name.endswith(".part")]  # no temp files left
+    # second call reuses the file (no rewrite)
+    mtime = out.stat().st_mtime_ns
+    assert assemble_parts(parts, model.path, GOOD) == out and out.stat().st_mtime_ns == mtime
+
+
+def test_checksum_mismatch_is_refused_and_nothing_is_kept(home, tmp_path, monkeypatch):
+    model = fake_model(tmp_path, monkeypatch, sha="0" * 64)
+    with pytest.raises(ModelError, match="checksum mismatch.*Refusing"):
+        assemble_parts(model.part_files(), model.path, model.sha256)
+    assert not model.path.exists()
+    assert not [p for p in model.path.parent.iterdir() if p.name.startswith(".fake")]
+
+
+def test_corrupt_assembled_file_is_refused(home, tmp_path, monkeypatch):
+    model = fake_model(tmp_path, monkeypatch)
+    out = assemble_parts(model.part_files(), model.path, GOOD)
+    out.write_bytes(b"tampered" + out.read_bytes()[8:])  # new mtime/size -> sidecar is stale
+    with pytest.raises(ModelError, match=f"Delete {out}"):
+        assemble_parts(model.part_files(), model.path, GOOD)
+
+
+def test_missing_package_means_not_installed(home, tmp_path, monkeypatch):
+    model = fake_model(tmp_path, monkeypatch)
+    broken = EmbeddedGGUF("x", "x.gguf", (*model.packages, "fakemodel_part_absent"), GOOD, "llm", "")
+    assert broken.part_files() is None
+
+
+def _assemble_in_process(args):
+    site, pkgs, dest = args
+    import sys
+
+    sys.path.insert(0, site)
+    model = EmbeddedGGUF("fake", "fake.gguf", tuple(pkgs), GOOD, "llm", "")
+    return str(assemble_parts(model.part_files(), Path(dest), GOOD))
+
+
+def test_two_processes_assemble_once(home, tmp_path, monkeypatch):
+    model = fake_model(tmp_path, monkeypatch)
+    dest = tmp_path / "out" / "fake.gguf"
+    dest.parent.mkdir()
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        outs = pool.map(_assemble_in_process, [(str(tmp_path / "site"), model.packages, str(dest))] * 2)
+    assert outs == [str(dest)] * 2
+    assert hashlib.sha256(dest.read_bytes()).hexdigest() == GOOD
+
+
+def test_parse_specs(tmp_path):
+    s = parse_llm_spec("openai:qwen2.5-7b@http://127.0.0.1:8000/v1/")
+    assert (s.backend, s.target, s.base_url) == ("openai", "qwen2.5-7b", "http://127.0.0.1:8000/v1")
+    with pytest.raises(ModelError, match="openai:MODEL@"):
+        parse_llm_spec("openai:missing-url")
+    s = parse_llm_spec("qwen2.5-coder-0.5b")
+    assert s.backend == "llamacpp" and s.name == "qwen2.5-coder-0.5b" and s.sha256.startswith("1d9614")
+    assert parse_llm_spec("transformers:qwen2.5-coder-0.5b").backend == "transformers"
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"x")
+    assert parse_llm_spec(str(gguf)).backend == "llamacpp"
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    with pytest.raises(ModelError, match="not a Hugging Face model folder"):
+        parse_llm_spec(str(folder))
+    (folder / "config.json").write_text("{}")
+    assert parse_llm_spec(str(folder)).backend == "transformers"
+    with pytest.raises(ModelError, match="unknown model 'gpt-17'"):
+        parse_llm_spec("gpt-17")
+
+
+def test_default_prefers_the_larger_installed_model(monkeypatch):
+    monkeypatch.setattr(models, "_installed", lambda name: name == "qwen2.5-coder-0.5b")
+    assert parse_llm_spec(None).name == "qwen2.5-coder-0.5b"
+    monkeypatch.setattr(models, "_installed", lambda name: True)
+    assert parse_llm_spec("default").name == "qwen2.5-coder-1.5b"
+    monkeypatch.setattr(models, "_installed", lambda name: False)
+    with pytest.raises(ModelError, match="no embedded LLM is installed"):
+        parse_llm_spec(None)
+
+
+def test_identity_of_a_user_file_is_its_checksum(home, tmp_path):
+    f = tmp_path / "mine.gguf"
+    f.write_bytes(b"weights")
+    ident = models.spec_identity(parse_llm_spec(str(f)))
+    assert hashlib.sha256(b"weights").hexdigest() in ident
+    f.write_bytes(b"other weights")
+    assert models.spec_identity(parse_llm_spec(str(f))) != ident
+
+
+def test_embedder_path_never_resolves_hub_names():
+    assert Path(models.embedder_path()).is_dir()
+    with pytest.raises(ModelError, match="nothing is downloaded"):
+        models.embedder_path("sentence-transformers/all-mpnet-base-v2")
+
+
+def test_models_list_cli_shows_status(home, tmp_path, monkeypatch):
+    model = fake_model(tmp_path, monkeypatch)
+    monkeypatch.setattr(models, "EMBEDDED_LLMS", {"fake": model})
+    monkeypatch.setattr(models, "DEFAULT_LLM_ORDER", ("fake",))
+    from audit.cli import main
+
+    out = CliRunner().invoke(main, ["models", "list"]).output
+    assert "fake" in out and "not assembled yet" in out and "minilm" in out
+    assemble_parts(model.part_files(), model.path, GOOD)
+    rows = {m.name: m for m in models.list_models()}
+    assert rows["fake"].checksum == "ok" and rows["fake"].default_for == ("llm", "scorer")
+    assert rows["fake"].size == len(b"".join(CHUNKS))
+    os.utime(model.path, ns=(1, 1))  # stale sidecar -> rehash -> still ok
+    model.path.write_bytes(b"corrupt")
+    out = CliRunner().invoke(main, ["models", "list"]).output
+    assert "MISMATCH" in out
