@@ -14,6 +14,9 @@ Both are session-scoped (loading takes seconds); use them only in tests marked
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from audit import config as audit_config
@@ -21,6 +24,26 @@ from audit import config as audit_config
 #: The user's cache folder as it was when the test session started (before any test points
 #: ANONAUDIT_HOME at a temporary folder): the embedded models are assembled there once per machine.
 _USER_HOME = str(audit_config.home())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory):
+    """Point ANONAUDIT_HOME at a fresh folder for the whole session, so no test reads
+    a cache (LLM answers, information content, trained attackers, lemma counts) left
+    by an earlier run. Only the assembled model files are shared with the user's
+    cache (``models/`` is a link), since assembling them is slow and they are verified
+    by checksum."""
+    home = tmp_path_factory.mktemp("anonaudit-home")
+    user_models = Path(_USER_HOME) / "models"
+    user_models.mkdir(parents=True, exist_ok=True)
+    (home / "models").symlink_to(user_models, target_is_directory=True)
+    old = os.environ.get("ANONAUDIT_HOME")
+    os.environ["ANONAUDIT_HOME"] = str(home)
+    yield home
+    if old is None:
+        os.environ.pop("ANONAUDIT_HOME", None)
+    else:
+        os.environ["ANONAUDIT_HOME"] = old
 
 
 @pytest.fixture(scope="session")
