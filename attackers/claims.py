@@ -1,0 +1,397 @@
+"""Atomic claims: splitting documents into small facts, and choosing the attacker's facts.
+
+The claim linker (``attackers/claim_linker.py``) works on *claims*, short statements
+that each carry one piece of information. Two splitters share one interface
+(:class:`ClaimSplitter`):
+
+* :class:`SentenceSplitter` — deterministic and fast: spaCy sentences, cut further at
+  semicolons and between coordinated clauses that have their own subject. Good for large
+  corpora and for CI.
+* :class:`LLMSplitter` — an instruction-tuned LLM rewrites each passage as a list of
+  self-contained claims (the paper's atomisation). Slower, cached by the LLM layer.
+
+Every :class:`Claim` keeps a pointer into its document (``start``/``end`` of the text
+it came from and of its sentence), so evidence can be highlighted in the sanitized text.
+
+The attacker's auxiliary information is a few claims per original document
+(:func:`select_aux`: random with a seed, first or last), optionally paraphrased by the
+LLM (:func:`paraphrase_claims`), since facts rarely reach an adversary word for word.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tqdm.auto import tqdm
+
+if TYPE_CHECKING:
+    from audit.data import Document
+    from audit.llm import LLM
+    from audit.nlp import Spacy
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One atomic statement taken from a document.
+
+    ``start``/``end`` locate the text the claim came from (the clause for the sentence
+    splitter, the best-matching sentence for the LLM splitter); ``sent_start``/``sent_end``
+    locate its whole sentence. Offsets are into the text of document ``doc_id``.
+    """
+
+    doc_id: str
+    index: int
+    text: str
+    start: int
+    end: int
+    sent_start: int
+    sent_end: int
+
+
+class ClaimSplitter(ABC):
+    """Turns documents into lists of claims (one list per document, in order)."""
+
+    #: Short name recorded in results ("sentences", "llm").
+    kind: str = ""
+
+    @abstractmethod
+    def split(self, docs: Sequence[Document], *, progress: bool = False) -> list[list[Claim]]:
+        """Claims of each document, in document order."""
+
+
+# --------------------------------------------------------------------------- sentences
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> int:
+    return len(_WORD.findall(text))
+
+
+class SentenceSplitter(ClaimSplitter):
+    """Sentences and clauses via spaCy's parser.
+
+    A sentence is cut at semicolons and before a coordinated verb that has its own subject
+    ("He was arrested on 3 May and he was released a week later" gives two claims).
+    Pieces with fewer than ``min_words`` words (headings, list numbers) are merged into
+    their neighbour or, when the whole sentence is that short, dropped. ``clauses=False``
+    keeps whole sentences and needs only spaCy's sentence recogniser (faster, for large corpora).
+    """
+
+    kind = "sentences"
+
+    def __init__(self, spacy: Spacy | None = None, *, min_words: int = 4, max_chars: int = 600,
+                 clauses: bool = True):
+        if spacy is None:
+            from audit.nlp import Spacy
+
+            if clauses:
+                spacy = Spacy(disable=("ner",))
+            else:  # the statistical sentence recogniser alone: about 2x faster than the parser
+                spacy = Spacy(disable=("parser", "tagger", "attribute_ruler", "lemmatizer", "ner"))
+                spacy.nlp.enable_pipe("senter")
+        self.spacy = spacy
+        self.clauses = clauses
+        self.min_words = min_words
+        self.max_chars = max_chars
+
+    def split(self, docs: Sequence[Document], *, progress: bool = False) -> list[list[Claim]]:
+        out: list[list[Claim]] = []
+        parsed = self.spacy.pipe((d.text for d in docs), batch_size=8)
+        for doc, sdoc in tqdm(zip(docs, parsed), total=len(docs), disable=not progress,
+                              desc="claims (sentences)", unit="doc"):
+            claims: list[Claim] = []
+            for sent in sdoc.sents:
+                for start, end in self._clauses(sent):
+                    text = doc.text[start:end].strip()
+                    if _words(text) < self.min_words:
+                        continue
+                    lead = len(doc.text[start:end]) - len(doc.text[start:end].lstrip())
+                    claims.append(Claim(doc.id, len(claims), " ".join(text.split()), start + lead,
+                                        start + lead + len(text), sent.start_char, sent.end_char))
+            out.append(claims)
+        return out
+
+    def _clauses(self, sent) -> list[tuple[int, int]]:
+        """Character ranges of the clauses of one spaCy sentence."""
+        cuts: set[int] = set()
+        for tok in sent if self.clauses else ():
+            if tok.text == ";" and tok.i + 1 < sent.end:
+                cuts.add(tok.i + 1)
+            if tok.dep_ == "conj" and tok.pos_ in ("VERB", "AUX") and tok.head.i < tok.i and any(
+                c.dep_ in ("nsubj", "nsubjpass") for c in tok.children
+            ):
+                first = min(t.i for t in tok.subtree)
+                # Take the conjunction ("and", "but") and comma before the clause with it.
+                while first - 1 > tok.head.i and sent.doc[first - 1].dep_ in ("cc", "punct"):
+                    first -= 1
+                cuts.add(first)
+        bounds = [sent.start] + sorted(c for c in cuts if sent.start < c < sent.end) + [sent.end]
+        ranges = []
+        for a, b in zip(bounds, bounds[1:]):
+            start = sent.doc[a].idx
+            end = sent.doc[b - 1].idx + len(sent.doc[b - 1].text)
+            ranges.append((start, end))
+        # Merge pieces too short to be a claim into the previous one.
+        merged: list[tuple[int, int]] = []
+        text = sent.doc.text
+        for start, end in ranges:
+            if merged and _words(text[start:end]) < self.min_words:
+                merged[-1] = (merged[-1][0], end)
+            else:
+                merged.append((start, end))
+        if len(merged) > 1 and _words(text[merged[0][0]:merged[0][1]]) < self.min_words:
+            merged[0:2] = [(merged[0][0], merged[1][1])]
+        # Very long pieces (enumerations) are cut at the last space before max_chars.
+        final: list[tuple[int, int]] = []
+        for start, end in merged:
+            while end - start > self.max_chars:
+                cut = text.rfind(" ", start, start + self.max_chars)
+                cut = cut if cut > start else start + self.max_chars
+                final.append((start, cut))
+                start = cut + 1
+            final.append((start, end))
+        return final
+
+
+# --------------------------------------------------------------------------- LLM
+
+CLAIM_LIST_SCHEMA_ITEMS = {"type": "string", "minLength": 3}
+
+_SPLIT_SYSTEM = (
+    "You rewrite text as a list of atomic facts. Each fact is one short, complete sentence "
+    "that states exactly one piece of information and can be understood on its own: replace "
+    "pronouns with the names or descriptions they refer to. Keep placeholders such as [PERSON] "
+    "or *** exactly as written. Do not add facts that the text does not state."
+)
+
+
+def claims_schema(max_items: int) -> dict:
+    """JSON schema: a list of at most ``max_items`` non-empty strings."""
+    return {"type": "array", "items": CLAIM_LIST_SCHEMA_ITEMS, "minItems": 1, "maxItems": max_items}
+
+
+_NUMBERING = re.compile(r"^\s*(?:[-*•·–]|\(?\d{1,3}[.):]|\(?[a-z][.)]|claim\s*\d+\s*[:.)-])\s*", re.IGNORECASE)
+
+
+def parse_claim_list(answer: str) -> list[str]:
+    """Claims from an LLM answer: a JSON list (or {"claims": [...]}) when there is one,
+    otherwise numbered or bulleted lines. Preambles ("Here are the facts:") and empty
+    items are dropped; duplicates are kept once."""
+    items: list[str] | None = None
+    text = answer.strip()
+    if text.startswith("```"):
+        text = re.sub(r"^```\w*\s*|\s*```$", "", text)
+    start, end = text.find("["), text.rfind("]")
+    if start != -1 and end > start:
+        try:
+            data = json.loads(text[start:end + 1])
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, list):
+            items = [str(x) for x in data if isinstance(x, (str, int, float))]
+    if items is None:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, dict):
+            for value in data.values():
+                if isinstance(value, list):
+                    items = [str(x) for x in value if isinstance(x, str)]
+                    break
+    if items is None:
+        items = []
+        for line in text.splitlines():
+            stripped = line.strip()
+            if not stripped:
+                continue
+            numbered = bool(_NUMBERING.match(stripped))
+            body = _NUMBERING.sub("", stripped, count=1).strip()
+            if not numbered and body.endswith(":"):
+                continue  # a preamble such as "Here are the claims:"
+            items.append(body)
+    out: list[str] = []
+    seen: set[str] = set()
+    for item in items:
+        item = " ".join(item.strip().strip('"').split())
+        if _words(item) >= 2 and item.lower() not in seen:
+            seen.add(item.lower())
+            out.append(item)
+    return out
+
+
+def _overlap(a: str, b: str) -> float:
+    wa, wb = set(_WORD.findall(a.lower())), set(_WORD.findall(b.lower()))
+    return len(wa & wb) / max(1, len(wa))
+
+
+class LLMSplitter(ClaimSplitter):
+    """Atomic claims written by an LLM, one request per passage of about ``chunk_chars``.
+
+    Long documents are cut at sentence boundaries so the answer fits ``max_tokens``.
+    Each claim points to the sentence of its passage that shares most words with it.
+    Claims sharing less than ``min_overlap`` of their words with the passage are dropped
+    (refusals, invented facts). When an answer yields no claim, the passage's sentences are used as its claims
+    (counted in :attr:`fallbacks`), so one bad answer never loses a document.
+    """
+
+    kind = "llm"
+
+    def __init__(self, llm: LLM, spacy: Spacy | None = None, *, chunk_chars: int = 1200,
+                 max_claims: int = 30, max_tokens: int = 768, min_overlap: float = 0.3):
+        if spacy is None:
+            from audit.nlp import Spacy
+
+            spacy = Spacy(disable=("ner",))
+        self.llm = llm
+        self.spacy = spacy
+        self.chunk_chars = chunk_chars
+        self.max_claims = max_claims
+        self.max_tokens = max_tokens
+        self.min_overlap = min_overlap
+        self.fallbacks = 0
+
+    def _chunks(self, text: str) -> list[list[tuple[int, int]]]:
+        """Sentence ranges grouped into passages of about ``chunk_chars``."""
+        chunks: list[list[tuple[int, int]]] = []
+        current: list[tuple[int, int]] = []
+        for start, end in self.spacy.sentences(text):
+            if not text[start:end].strip():
+                continue
+            if current and end - current[0][0] > self.chunk_chars:
+                chunks.append(current)
+                current = []
+            current.append((start, end))
+        if current:
+            chunks.append(current)
+        return chunks
+
+    def request(self, passage: str):
+        from audit.llm import ChatRequest
+
+        user = ("Split the text below into atomic facts. Answer with a JSON list of strings, "
+                "one fact per string.\n\nText:\n" + passage)
+        return ChatRequest.make(
+            [{"role": "system", "content": _SPLIT_SYSTEM}, {"role": "user", "content": user}],
+            temperature=0.0, max_tokens=self.max_tokens, seed=0, json_schema=claims_schema(self.max_claims))
+
+    def split(self, docs: Sequence[Document], *, progress: bool = False) -> list[list[Claim]]:
+        jobs: list[tuple[int, list[tuple[int, int]]]] = []
+        for i, doc in enumerate(docs):
+            for chunk in self._chunks(doc.text):
+                jobs.append((i, chunk))
+        requests = [self.request(docs[i].text[chunk[0][0]:chunk[-1][1]]) for i, chunk in jobs]
+        answers = self.llm.complete_batch(requests, progress=progress)
+        out: list[list[Claim]] = [[] for _ in docs]
+        for (i, chunk), answer in zip(jobs, answers):
+            doc = docs[i]
+            passage = doc.text[chunk[0][0]:chunk[-1][1]]
+            # Claims must come from the passage: drop answers that share few words with it
+            # (refusals, invented facts).
+            texts = [t for t in parse_claim_list(answer) if _overlap(t, passage) >= self.min_overlap]
+            if not texts:
+                self.fallbacks += 1
+                for s, e in chunk:
+                    piece = " ".join(doc.text[s:e].split())
+                    if _words(piece) >= 2:
+                        out[i].append(Claim(doc.id, len(out[i]), piece, s, e, s, e))
+                continue
+            for text in texts:
+                s, e = max(chunk, key=lambda r: _overlap(text, doc.text[r[0]:r[1]]))
+                out[i].append(Claim(doc.id, len(out[i]), text, s, e, s, e))
+        return out
+
+
+def make_splitter(kind: str, llm_getter=None, spacy: Spacy | None = None) -> ClaimSplitter:
+    """``"sentences"`` or ``"llm"`` (``llm_getter()`` returns the model, loaded lazily)."""
+    if kind == "sentences":
+        return SentenceSplitter(spacy)
+    if kind == "llm":
+        if llm_getter is None:
+            raise ValueError("the LLM claim splitter needs an LLM")
+        return LLMSplitter(llm_getter(), spacy)
+    from audit.errors import AnonauditError
+
+    raise AnonauditError(f"unknown claim splitter {kind!r} (use 'sentences' or 'llm')")
+
+
+# --------------------------------------------------------------------------- auxiliary information
+
+AUX_SELECT = ("random", "first", "last")
+
+
+def select_aux(claims: Sequence[Claim], k: int, how: str, rng: random.Random) -> list[int]:
+    """Indices of the ``k`` claims the attacker knows (all of them if there are fewer)."""
+    n = len(claims)
+    k = min(k, n)
+    if how == "first":
+        return list(range(k))
+    if how == "last":
+        return list(range(n - k, n))
+    if how == "random":
+        return sorted(rng.sample(range(n), k))
+    from audit.errors import AnonauditError
+
+    raise AnonauditError(f"unknown aux selection {how!r} (use one of {', '.join(AUX_SELECT)})")
+
+
+_PARA_SYSTEM = (
+    "You paraphrase facts. Say the same thing with different words and sentence structure. "
+    "Keep every piece of information, add nothing, and keep placeholders such as [PERSON] unchanged."
+)
+_PREFIX = re.compile(r"^\s*(?:paraphrase[d]?(?:\s+(?:fact|text|version))?|rewritten|answer|fact)\s*:\s*", re.IGNORECASE)
+
+
+def paraphrase_request(claim: str, seed: int):
+    from audit.llm import ChatRequest
+
+    user = f'Paraphrase this fact. Answer with a JSON string.\n\nFact: {claim}'
+    return ChatRequest.make([{"role": "system", "content": _PARA_SYSTEM}, {"role": "user", "content": user}],
+                            temperature=0.0, max_tokens=96, seed=seed,
+                            json_schema={"type": "string", "minLength": 3})
+
+
+def parse_paraphrase(answer: str) -> str:
+    """The paraphrase in an answer: a JSON string, ``{"...": "..."}``, or the first line
+    with any "Paraphrase:" prefix and quotes removed. Empty when nothing usable."""
+    text = answer.strip()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, str):
+        text = data
+    elif isinstance(data, dict):
+        text = next((v for v in data.values() if isinstance(v, str)), "")
+    elif isinstance(data, list) and data and isinstance(data[0], str):
+        text = data[0]
+    else:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        lines = [ln for ln in lines if not (ln.strip().endswith(":") and _words(ln) <= 6)]
+        text = lines[0] if lines else ""
+    text = _PREFIX.sub("", text).strip().strip('"').strip("'").strip()
+    return " ".join(text.split()) if _words(text) >= 2 else ""
+
+
+def paraphrase_claims(llm: LLM, claims: Sequence[str], *, seed: int = 0,
+                      progress: bool = False) -> tuple[list[str], int]:
+    """Paraphrase each claim; returns ``(paraphrases, failures)``. A claim whose answer
+    cannot be used, or only repeats it, is kept as it is (and counted as a failure)."""
+    if not claims:
+        return [], 0
+    answers = llm.complete_batch([paraphrase_request(c, seed) for c in claims], progress=progress)
+    out, failed = [], 0
+    for claim, answer in zip(claims, answers):
+        para = parse_paraphrase(answer)
+        if not para or _WORD.findall(para.lower()) == _WORD.findall(claim.lower()):
+            failed += 1
+            para = claim
+        out.append(para)
+    return out, failed

@@ -1,0 +1,400 @@
+"""Tests of the claim linker: claim and rating parsing, linking by majority vote, scoring rules."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import zlib
+
+import numpy as np
+import pytest
+
+from attackers.claim_linker import (
+    BM25Linker, ClaimLinkerAttack, DenseLinker, majority_vote, mode_rating, parse_ratings, rouge_l,
+    RougeTokenizer, leakage_of,
+)
+from attackers.claims import (
+    Claim, LLMSplitter, SentenceSplitter, parse_claim_list, parse_paraphrase, select_aux,
+)
+from audit.data import Corpus, Document, Release, Scenario
+from audit.llm import ScriptedLLM
+
+STOP = {"the", "a", "an", "in", "on", "of", "her", "his", "she", "he", "and", "at", "was", "to", "from", "while", "for"}
+
+
+class BagOfWords:
+    """A deterministic stand-in for a sentence embedder: hashed bag of content words."""
+
+    identity = "bag-of-words"
+
+    def __init__(self, dim: int = 1024):
+        self.dim = dim
+        self.calls = 0
+
+    def encode(self, texts, batch_size=64, progress=False):
+        self.calls += 1
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for w in re.findall(r"\w+", text.lower()):
+                if w not in STOP:
+                    out[i, zlib.crc32(w.encode()) % self.dim] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-9)
+
+
+def claims_of(doc_id: str, sentences: list[str]) -> list[Claim]:
+    out, pos = [], 0
+    for k, s in enumerate(sentences):
+        out.append(Claim(doc_id, k, s, pos, pos + len(s), pos, pos + len(s)))
+        pos += len(s) + 1
+    return out
+
+
+def doc_of(doc_id: str, sentences: list[str], subject: str | None = None) -> Document:
+    return Document(doc_id, " ".join(sentences), subject=subject)
+
+
+# A release where the facts of T are spread over three sentences, and one sentence of D
+# happens to mention words from all three: the merged query prefers D, per-claim votes T.
+TARGET = ["[PERSON] keeps three goats on her farm.", "She repaired the old red tractor in spring.",
+          "Her sister teaches chemistry in Oslo."]
+DECOY = ["At the spring fair in Oslo, a sister teaches chemistry while goats from a farm pull a tractor.",
+         "The fair ended late."]
+OTHERS = [["The harbour closed for repairs.", "Fishing boats stayed in port for a week."],
+          ["A new library opened downtown.", "It lends tools as well as books."]]
+AUX = ["Anna Berg keeps three goats on her farm.", "She repaired the old red tractor in spring.",
+       "Her sister teaches chemistry in Oslo."]
+
+
+def _release_docs():
+    sents = [TARGET, DECOY] + OTHERS
+    ids = ["T", "D", "O1", "O2"]
+    return [doc_of(i, s) for i, s in zip(ids, sents)], [claims_of(i, s) for i, s in zip(ids, sents)]
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def test_parse_claim_list_accepts_json_numbered_and_bulleted_output():
+    assert parse_claim_list('["Anna lives in Oslo.", "Anna is 40 years old."]') == [
+        "Anna lives in Oslo.", "Anna is 40 years old."]
+    assert parse_claim_list('{"claims": ["Anna lives in Oslo."]}') == ["Anna lives in Oslo."]
+    numbered = "Here are the facts:\n1. Anna lives in Oslo.\n2) Anna is 40 years old.\n\n- Anna owns a farm.\n• Anna owns a farm."
+    assert parse_claim_list(numbered) == ["Anna lives in Oslo.", "Anna is 40 years old.", "Anna owns a farm."]
+    fenced = '```json\n["The court met on [DATE]."]\n```'
+    assert parse_claim_list(fenced) == ["The court met on [DATE]."]
+    # A truncated JSON list (the model ran out of tokens) still yields its lines.
+    assert parse_claim_list('[\n"Anna lives in Oslo.",\n"Anna is') != []
+    assert parse_claim_list("") == []
+    assert parse_claim_list("OK") == []
+
+
+def test_llm_splitter_parses_answers_points_to_sentences_and_falls_back_on_garbage():
+    text = "Anna Berg lives in Oslo. She keeps goats. The court rejected her appeal in 2001."
+    answers = {"Anna": '["Anna Berg lives in Oslo.", "Anna Berg keeps goats.", "The court rejected Anna\'s appeal in 2001."]'}
+
+    def script(req):
+        assert req.schema is not None and req.schema["type"] == "array"  # structured output asked for
+        user = req.messages[-1][1]
+        return answers["Anna"] if "Anna Berg" in user else "I cannot help with that"
+
+    llm = ScriptedLLM(script)
+    splitter = LLMSplitter(llm, chunk_chars=2000)
+    docs = [Document("a", text), Document("b", "Nothing to see here today. The weather was mild all week.")]
+    claims = splitter.split(docs)
+    assert [c.text for c in claims[0]] == ["Anna Berg lives in Oslo.", "Anna Berg keeps goats.",
+                                          "The court rejected Anna's appeal in 2001."]
+    third = claims[0][2]
+    assert text[third.sent_start:third.sent_end].startswith("The court rejected her appeal")
+    # Unparseable answer: the sentences of the passage become the claims, and it is counted.
+    assert [c.text for c in claims[1]] == ["Nothing to see here today.", "The weather was mild all week."]
+    assert splitter.fallbacks == 1
+
+
+def test_parse_ratings_handles_json_lines_and_malformed_answers():
+    assert parse_ratings("[1, 3, 2]", 3) == ([1, 3, 2], False)
+    assert parse_ratings('{"ratings": [2, 2]}', 2) == ([2, 2], False)
+    assert parse_ratings("1. 2\n2. 1 because the passage says so\n3. 3", 3) == ([2, 1, 3], False)
+    assert parse_ratings("Claim 2: 3\nClaim 1: 1", 2) == ([1, 3], False)
+    # Too few ratings, out of range, nonsense: missing ratings are None and the answer is malformed.
+    assert parse_ratings("[1, 2]", 3) == ([1, 2, None], True)
+    assert parse_ratings("[1, 7, 2]", 3) == ([1, None, 2], True)
+    assert parse_ratings("[1, 2, 3, 1]", 3) == ([1, 2, 3], True)
+    assert parse_ratings("I am not sure.", 2) == ([None, None], True)
+
+
+def test_mode_keeps_most_frequent_rating_and_breaks_ties_towards_leakage():
+    assert mode_rating([3, 1, 3]) == 3
+    assert mode_rating([3, 2, None]) == 2
+    assert mode_rating([None, None]) is None
+    assert leakage_of([1, 1]) == 1.0 and leakage_of([3, 3]) == 0.0 and leakage_of([2]) == 0.5
+
+
+def test_parse_paraphrase():
+    assert parse_paraphrase('"Anna farms goats."') == "Anna farms goats."
+    assert parse_paraphrase('{"paraphrase": "Anna farms goats."}') == "Anna farms goats."
+    assert parse_paraphrase("Paraphrase: Anna farms goats.\nHope this helps!") == "Anna farms goats."
+    assert parse_paraphrase("Fact: Anna farms goats.") == "Anna farms goats."
+    assert parse_paraphrase("") == ""
+
+
+def test_rouge_l_matches_rouge_score():
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    tok = RougeTokenizer()
+    rng = random.Random(1)
+    words = "the court applicant detained ankara 1990 released judges prison appeal".split()
+    for _ in range(100):
+        a = " ".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
+        b = " ".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
+        assert rouge_l(tok(a), tok(b)) == pytest.approx(scorer.score(a, b)["rougeL"].fmeasure)
+
+
+# --------------------------------------------------------------------------- linking
+
+
+def test_majority_vote_counts_one_vote_per_query_and_breaks_ties_by_score():
+    hits = [[(0, 0, 0.9), (0, 1, 0.89), (1, 0, 0.5)], [(1, 2, 0.8)], [(2, 0, 0.7)]]
+    assert majority_vote(hits)[:2] == (1, 2)  # doc 0 matched twice by one query: still one vote
+    assert majority_vote([[(0, 0, 0.5)], [(1, 0, 0.6)]])[0] == 1
+    assert majority_vote([[], []]) == (-1, 0, 0.0)
+
+
+def test_per_claim_majority_vote_links_where_single_query_does_not():
+    docs, claims = _release_docs()
+    votes = DenseLinker(BagOfWords(), single=False)
+    votes.index(docs, claims)
+    single = DenseLinker(BagOfWords(), single=True)
+    single.index(docs, claims)
+    assert docs[votes.link([AUX])[0].doc].id == "T"
+    assert docs[single.link([AUX])[0].doc].id == "D"
+    link = votes.link([AUX])[0]
+    assert link.votes == 3 and len(link.hits) == 3
+    bm25 = BM25Linker(single=False)
+    bm25.index(docs, claims)
+    assert docs[bm25.link([AUX])[0].doc].id == "T"
+
+
+def test_dense_linker_uses_an_approximate_index_above_the_threshold():
+    docs, claims = _release_docs()
+    linker = DenseLinker(BagOfWords(), approx_threshold=3)
+    linker.index(docs, claims)
+    assert linker.info["index"] == "hnsw"
+    assert docs[linker.link([AUX])[0].doc].id == "T"
+
+
+# --------------------------------------------------------------------------- the attack
+
+
+def judge(req):
+    """A fake LLM judge: 1 when all content words of a claim are in the passage, else 3;
+    paraphrases by swapping the first two words."""
+    user = req.messages[-1][1]
+    if req.schema and req.schema.get("items", {}).get("type") == "integer":
+        passage = user.split("Passage:\n", 1)[1].split("\n\nRate each claim", 1)[0].lower()
+        claims = re.findall(r"^\d+\. (.*)$", user.split("Claims:\n", 1)[1], flags=re.M)
+        words = set(re.findall(r"\w+", passage))
+        return json.dumps([1 if set(re.findall(r"\w+", c.lower())) - STOP <= words else 3 for c in claims])
+    fact = user.split("Fact: ", 1)[1]
+    return json.dumps(fact)
+
+
+ORIGINALS = {
+    "p1": ["Anna Berg keeps three goats on her farm.", "She repaired the old red tractor in spring.",
+           "Her sister teaches chemistry in Oslo.", "Anna Berg was born in Bergen in 1961.",
+           "She sold cheese at the market every Friday."],
+    "p2": ["Jon Lie runs a bakery near the station.", "He opened the bakery in 2004 with a loan.",
+           "His son studies law in Trondheim.", "Jon Lie sings in a church choir.",
+           "The bakery burned down in 2019."],
+    "p3": ["Mia Dahl repairs violins in Tromsø.", "She learned the craft from her grandfather.",
+           "Her workshop is above a bookshop.", "Mia Dahl won a national award in 2015.",
+           "She teaches evening classes twice a week."],
+    "p4": ["Ola Nord drives a ferry between two islands.", "He has worked on the ferry for twenty years.",
+           "His wife is a nurse at the local clinic.", "Ola Nord collects old maps.",
+           "He once rescued a swimmer in a storm."],
+}
+
+
+def _originals():
+    return Corpus([doc_of(k, v, subject=k) for k, v in ORIGINALS.items()], name="originals")
+
+
+def _masked(names=("Anna Berg", "Jon Lie", "Mia Dahl", "Ola Nord")):
+    docs = []
+    for d in _originals():
+        text = d.text
+        for n in names:
+            text = text.replace(n, "[PERSON]")
+        docs.append(Document(d.id, text, subject=d.subject))
+    return Release("masked", Corpus(docs, name="masked"))
+
+
+@pytest.fixture(scope="module")
+def spacy_resource():
+    from audit.nlp import Spacy
+
+    return Spacy(disable=("ner",))
+
+
+def _attack(spacy_resource, **kw) -> ClaimLinkerAttack:
+    params = dict(llm=ScriptedLLM(judge), embedder=BagOfWords(), paraphrase=False, repeats=3)
+    params.update(kw)
+    attack = ClaimLinkerAttack(**params)
+    attack._splitter = SentenceSplitter(spacy_resource)
+    return attack
+
+
+def test_sentence_splitter_keeps_offsets_and_cuts_clauses(spacy_resource):
+    text = "PROCEDURE\n\nThe applicant was arrested on 3 May 1990 and he was released a week later. Short."
+    claims = SentenceSplitter(spacy_resource).split([Document("x", text)])[0]
+    assert [c.text for c in claims] == ["The applicant was arrested on 3 May 1990",
+                                        "and he was released a week later."]
+    for c in claims:
+        assert " ".join(text[c.start:c.end].split()) == c.text
+        assert c.sent_start <= c.start and c.end <= c.sent_end
+
+
+def test_attack_links_and_scores_without_ever_scoring_aux_claims(spacy_resource):
+    llm = ScriptedLLM(judge)
+    attack = _attack(spacy_resource, llm=llm)
+    originals = _originals()
+    release = _masked()
+    scenario = Scenario(originals=originals, releases=(release,))
+    link, semantic, lexical = attack.fit(scenario).evaluate(scenario, release)
+    assert (link.name, semantic.name, lexical.name) == ("claim_linker", "claim_linker.leakage",
+                                                         "claim_linker.lexical_leakage")
+    assert link.value == 1.0 and link.n == 4 and link.baseline == pytest.approx(0.25)
+    assert {"atomise_originals", "atomise_release", "embed_release", "search", "score"} <= set(link.details["timings"])
+    assert semantic.kind == "attack" and semantic.n == 4
+    # Masked names: claims naming a person are unsupported, the others leak.
+    assert 0.0 < semantic.value < 1.0
+    for doc in semantic.documents:
+        aux = {c.text for c in [attack.orig_claims_[originals.ids.index(doc["id"])][i]
+                                for i in attack.aux_index_[doc["id"]]]}
+        assert doc["claims_scored"] == 5 - len(aux)
+        assert not aux & {e["claim"] for e in doc["leaked"]}
+        text = release.corpus[doc["linked"]].text
+        for h, e in zip(doc["highlights"], doc["leaked"]):
+            assert h["kind"] == "claim" and text[h["start"]:h["end"]] == e["support"]
+    scored_claims = "\n".join(r.messages[-1][1].split("Claims:\n", 1)[1] for r in llm.calls)
+    for d in link.documents:
+        for a in d["aux"]:
+            assert a["claim"] not in scored_claims
+    assert len(llm.calls) == 4 * 3  # one batch per document, three repeats
+    assert {r.seed for r in llm.calls} == {0, 1, 2}
+    assert 0.0 < lexical.value < 1.0 and lexical.n == 4
+
+
+def test_score_sample_is_seeded_and_reported(spacy_resource):
+    originals = _originals()
+    release = _masked()
+    scenario = Scenario(originals=originals, releases=(release,))
+
+    def scored(seed):
+        attack = _attack(spacy_resource, score_sample=2, seed=seed)
+        _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
+        assert semantic.n == 2 and semantic.details["sampled"] is True
+        assert "sample of 2 of 4" in semantic.details["note"]
+        return [d["id"] for d in semantic.documents]
+
+    first = scored(0)
+    assert scored(0) == first
+    assert any(scored(s) != first for s in range(1, 6))
+
+
+def test_unaligned_release_is_linked_by_subject_and_scored_against_the_true_original(spacy_resource):
+    originals = _originals()
+    synthetic = [Document(f"syn-{i}", d.text.replace("goats", "sheep"), subject=d.subject)
+                 for i, d in enumerate(reversed(list(originals)))]
+    release = Release("synthetic", Corpus(synthetic, name="synthetic"), aligned=False)
+    scenario = Scenario(originals=originals, releases=(release,))
+    link, semantic, _ = _attack(spacy_resource, aux_select="first").fit(scenario).evaluate(scenario, release)
+    assert link.value == 1.0 and link.n == 4
+    by_id = {d["id"]: d for d in link.documents}
+    assert by_id["p1"]["linked"] == "syn-3"
+    assert {d["id"] for d in semantic.documents} == set(ORIGINALS)
+
+
+def test_paraphrased_aux_claims_are_the_queries(spacy_resource):
+    def script(req):
+        fact = req.messages[-1][1].split("Fact: ", 1)[1]
+        return json.dumps("Reportedly, " + fact)
+
+    originals = _originals()
+    release = _masked()
+    scenario = Scenario(originals=originals, releases=(release,))
+    attack = _attack(spacy_resource, llm=ScriptedLLM(script), paraphrase=True, score=False)
+    (link,) = attack.fit(scenario).evaluate(scenario, release)
+    assert all(a["query"].startswith("Reportedly, ") for d in link.documents for a in d["aux"])
+    assert link.details["paraphrase_failures"] == 0
+
+
+def test_select_aux_modes():
+    claims = claims_of("x", [f"Claim number {i} here." for i in range(6)])
+    assert select_aux(claims, 3, "first", random.Random(0)) == [0, 1, 2]
+    assert select_aux(claims, 3, "last", random.Random(0)) == [3, 4, 5]
+    assert select_aux(claims, 3, "random", random.Random(5)) == select_aux(claims, 3, "random", random.Random(5))
+    assert select_aux(claims[:2], 3, "random", random.Random(0)) == [0, 1]
+
+
+def test_construction_loads_nothing_and_is_registered():
+    from audit.registry import registry
+
+    attack = ClaimLinkerAttack(llm="no-such-model", embedder="/no/such/folder")
+    assert attack._llm_obj is None and attack._embedder_obj is None
+    assert attack.get_params()["aux_claims"] == 3 and attack.get_params()["linker"] == "dense"
+    assert registry.get("attack", "claim-linker") is ClaimLinkerAttack
+    with pytest.raises(Exception, match="unknown linker"):
+        ClaimLinkerAttack(linker="magic")
+
+
+# --------------------------------------------------------------------------- real models
+
+
+@pytest.mark.slow
+def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
+    from audit.demo_data import generate
+
+    demo = generate(n=6, seed=0)
+    release = demo.releases["labels"]
+    scenario = Scenario(originals=demo.originals, releases=(release,))
+    # Paraphrasing is exercised by the unit tests; here the real models link and rate.
+    attack = ClaimLinkerAttack(llm=small_llm, embedder=minilm, paraphrase=False, repeats=1, score_sample=1,
+                               score_batch=12, seed=0)
+    link, semantic, lexical = attack.fit(scenario).evaluate(scenario, release)
+    assert link.n == 6 and link.baseline == pytest.approx(1 / 6)
+    # Masking names and places leaves each record's distinctive facts: the dense linker finds it.
+    assert link.value >= 0.5 and link.beats_baseline
+    assert semantic.n == 1 and semantic.details["sampled"] is True
+    doc = semantic.documents[0]
+    assert 0.0 <= doc["leakage"] <= 1.0 and doc["claims_scored"] + doc["claims_unrated"] > 0
+    text = release.corpus[doc["linked"]].text
+    assert all(text[h["start"]:h["end"]] for h in doc["highlights"])
+    # Masking keeps most words: the lexical figure is high.
+    assert lexical.value > 0.5
+
+
+def test_cli_links_a_release_without_models(tmp_path):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+    from audit.loaders import save_jsonl
+    from audit.results import ResultsFile
+
+    save_jsonl(_originals(), tmp_path / "originals.jsonl")
+    save_jsonl(_masked().corpus, tmp_path / "masked.jsonl")
+    out = tmp_path / "results.json"
+    args = ["attack", "claim-linker", "--originals", str(tmp_path / "originals.jsonl"),
+            "--release", f"masked={tmp_path / 'masked.jsonl'}", "--linker", "bm25", "--aux-select", "first",
+            "--no-paraphrase", "--no-scoring", "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    rf = ResultsFile.load(out)
+    res = rf.get("claim_linker", "masked")
+    assert res is not None and res.value == 1.0 and res.details["linker"] == "bm25"
+    assert rf.get("claim_linker.leakage", "masked") is None
+    assert "claim_linker" in result.output
+    bad = CliRunner().invoke(main, args[:-2] + ["--aux-claims", "0", "--out", str(out)])
+    assert bad.exit_code == 1 and "aux_claims must be at least 1" in bad.output
