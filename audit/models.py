@@ -15,6 +15,9 @@ the user gives:
 An LLM *spec* (``--llm``) is one of:
 
 * ``None`` / ``"default"``: the 1.5B model if installed, else the 0.5B one;
+* ``"scorer"``: the model for log-probabilities (information content): the 0.5B model
+  through transformers when installed (one forward pass scores a whole window of text,
+  far faster than one llama.cpp request per term), else the default model;
 * an embedded name above;
 * a path to a ``.gguf`` file (llama.cpp) or to a Hugging Face model folder (transformers);
 * ``openai:MODEL@http://host:port/v1`` (key from ``ANONAUDIT_API_KEY`` or ``OPENAI_API_KEY``);
@@ -245,6 +248,16 @@ def _installed(name: str) -> bool:
     return model.path.exists() or model.part_files() is not None
 
 
+SCORER_MODEL = "qwen2.5-coder-0.5b"
+
+
+def default_scorer_spec() -> str:
+    """The ``--llm`` spec used for log-probabilities when the user names none."""
+    if SCORER_MODEL in EMBEDDED_LLMS and _installed(SCORER_MODEL):
+        return f"transformers:{SCORER_MODEL}"
+    return default_llm_name()
+
+
 def default_llm_name() -> str:
     for name in DEFAULT_LLM_ORDER:
         if _installed(name):
@@ -282,6 +295,8 @@ def parse_llm_spec(spec: str | None) -> LLMSpec:
     for prefix in ("llamacpp:", "transformers:"):
         if spec.startswith(prefix):
             forced, spec = prefix[:-1], spec[len(prefix):]
+    if spec == "scorer" and forced is None:
+        return parse_llm_spec(default_scorer_spec())
     if spec == "default":
         spec = default_llm_name()
     if spec in EMBEDDED_LLMS:
@@ -427,8 +442,9 @@ def list_models() -> list[ModelInfo]:
     rows: list[ModelInfo] = []
     try:
         default = default_llm_name()
+        scorer = parse_llm_spec("scorer").name
     except ModelError:
-        default = None
+        default = scorer = None
     for name, model in EMBEDDED_LLMS.items():
         parts = model.part_files()
         path = model.path
@@ -442,7 +458,8 @@ def list_models() -> list[ModelInfo]:
             status, size = "not installed", None
         rows.append(ModelInfo(name, ("llm", "scorer"), parts is not None or path.exists(),
                               str(path) if (parts is not None or path.exists()) else None, size, status,
-                              ("llm", "scorer") if name == default else (), model.description))
+                              tuple(role for role, who in (("llm", default), ("scorer", scorer)) if who == name),
+                              model.description))
     try:
         mini = Path(embedder_path())
         rows.append(ModelInfo(MINILM, ("embedder", "classifier base"), True, str(mini), _folder_size(mini), "n/a",

@@ -162,3 +162,12 @@ def test_models_list_cli_shows_status(home, tmp_path, monkeypatch):
     model.path.write_bytes(b"corrupt")
     out = CliRunner().invoke(main, ["models", "list"]).output
     assert "MISMATCH" in out
+
+
+def test_scorer_spec_prefers_the_small_model_through_transformers(monkeypatch):
+    monkeypatch.setattr(models, "_installed", lambda name: True)
+    spec = models.parse_llm_spec("scorer")
+    assert (spec.backend, spec.name) == ("transformers", "qwen2.5-coder-0.5b")
+    monkeypatch.setattr(models, "_installed", lambda name: name == "qwen2.5-coder-1.5b")
+    spec = models.parse_llm_spec("scorer")  # without the 0.5B: the default chat model, llama.cpp
+    assert (spec.backend, spec.name) == ("llamacpp", "qwen2.5-coder-1.5b")

@@ -129,7 +129,7 @@ class UtilityContext:
                 if llm is None or isinstance(llm, str):
                     from audit.models import load_llm
 
-                    llm = load_llm(self.ic_model or llm, cache=self.cache)
+                    llm = load_llm(self.ic_model or llm or "scorer", cache=self.cache)
                 self._estimator = CausalIC(llm, context_tokens=self.context_tokens)
             else:
                 raise AnonauditError(f"unknown IC estimator {self.ic!r} (use causal or masked)")
