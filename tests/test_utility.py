@@ -467,3 +467,17 @@ def test_tps_with_minilm_rewards_a_faithful_generalisation(minilm, nlp, tmp_path
     sg, sl = _run(TPSMetric, ctx, general).value, _run(TPSMetric, ctx, label).value
     tpi = _run(TPIMetric, ctx, label).value
     assert 1 > sg > sl >= tpi
+
+
+def test_metrics_built_separately_share_one_context():
+    from audit.data import Scenario
+    from audit.demo_data import generate
+    from audit.utility.metrics import RecallMetric, TPIMetric
+
+    data = generate(n=3, seed=0)
+    scenario = Scenario(originals=data.originals)
+    a = TPIMetric(llm="some-spec").fit(scenario)
+    b = RecallMetric(llm="some-spec").fit(scenario)
+    c = TPIMetric(llm="other-spec").fit(scenario)
+    assert a.context is b.context  # the scorer model would be loaded once
+    assert c.context is not a.context

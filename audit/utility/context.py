@@ -23,6 +23,10 @@ from audit.utility.terms import Term, TermExtractor
 
 KEPT, REPLACED, DELETED = "kept", "replaced", "deleted"
 
+#: Contexts shared by the metrics of one process (see :meth:`UtilityContext.shared`).
+_SHARED: dict[tuple, UtilityContext] = {}
+_SHARED_MAX = 2
+
 
 @dataclass
 class TermFate:
@@ -112,6 +116,24 @@ class UtilityContext:
     def __post_init__(self) -> None:
         if self.spacy is None:
             self.spacy = Spacy()
+
+    @classmethod
+    def shared(cls, originals: Corpus, **settings: Any) -> UtilityContext:
+        """The context for these originals and settings, made once per process.
+
+        Metrics are separate objects (the runner builds one per metric), yet they
+        should load the scorer model and embed the originals once: this keeps the two
+        most recent contexts alive, keyed by the originals' content and the settings.
+        Settings must be plain values (model specs, not model objects).
+        """
+        key = (originals.fingerprint(), tuple(sorted(settings.items())))
+        ctx = _SHARED.pop(key, None)
+        if ctx is None:
+            ctx = cls(originals, **settings)
+        _SHARED[key] = ctx  # most recent last
+        while len(_SHARED) > _SHARED_MAX:
+            _SHARED.pop(next(iter(_SHARED)))
+        return ctx
 
     # ------------------------------------------------------------------ IC
     @property

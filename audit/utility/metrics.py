@@ -97,8 +97,12 @@ class UtilityMetric(Metric):
             raise AnonauditError(f"utility metric {self.name!r} needs the originals")
         ctx = self.context
         if ctx is None or ctx.originals is not scenario.originals:
-            ctx = UtilityContext(scenario.originals, ic=self.ic, ic_model=self.ic_model, llm=self.llm,
-                                 embedder=self.embedder, cache=self.cache)
+            settings = dict(ic=self.ic, ic_model=self.ic_model, llm=self.llm, embedder=self.embedder,
+                            cache=self.cache)
+            if all(v is None or isinstance(v, (str, bool)) for v in settings.values()):
+                ctx = UtilityContext.shared(scenario.originals, **settings)
+            else:  # model objects given: not shareable by value
+                ctx = UtilityContext(scenario.originals, **settings)
             self.context = ctx
         return ctx
 
