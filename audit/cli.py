@@ -8,6 +8,7 @@ attacks' own ``cli_command``); this module only assembles them and turns every
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import click
@@ -59,6 +60,8 @@ class AttackGroup(FriendlyGroup):
 @click.option("-v", "--verbose", is_flag=True, help="Log what happens (model loading, cache use).")
 def main(verbose: bool) -> None:
     """Attack sanitized text the way an adversary would, before it is published."""
+    if not verbose:  # model-loading bars of transformers drown our own progress bars
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
