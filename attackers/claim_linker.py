@@ -590,7 +590,10 @@ class ClaimLinkerAttack(Attack):
             raise AnonauditError(f"release {release.name!r} has no documents")
         timings = dict(self.timings_)
         t = time.perf_counter()
-        rel_claims = self._get_splitter().split(docs, progress=self.progress)
+        splitter = self._get_splitter()
+        fallbacks_before = getattr(splitter, "fallbacks", 0)
+        rel_claims = splitter.split(docs, progress=self.progress)
+        release_fallbacks = getattr(splitter, "fallbacks", 0) - fallbacks_before
         timings["atomise_release"] = time.perf_counter() - t
 
         # Trials: originals in the release (aligned) or every original (unaligned).
@@ -631,7 +634,7 @@ class ClaimLinkerAttack(Attack):
             "skipped_no_claims": skipped, "seed": self.seed, **linker.info,
         }
         if self.claims == "llm":
-            details["claim_parse_fallbacks"] = self._get_splitter().fallbacks
+            details["claim_parse_fallbacks"] = release_fallbacks  # this release's documents only
         if isinstance(linker, DenseLinker):
             details["embedder"] = getattr(self._get_embedder(), "identity", type(self._get_embedder()).__name__)
         results = [Result.from_risk(self.name, release.name, risk(successes, n, baseline),

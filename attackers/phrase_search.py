@@ -40,7 +40,8 @@ original about the document's ``subject`` (or the same id when no subject is
 given); a document with neither is reported but not scored. The collection
 may hold several documents per subject (an extra corpus of public texts), but
 only the originals count as the right answer. Risk = linked fraction with a Wilson interval against the chance
-baseline ``1 / |collection|``. The paper's n-gram-level figure is reported as
+baseline ``(k - 1) / |collection|`` (a guesser naming k - 1 documents at random; ``1 / |collection|``
+at the default k = 2). The paper's n-gram-level figure is reported as
 ``phrase_search.ngram_residual``: of the original's uniquely-linking n-grams
 (its minimal set of n-grams with df < k), the share still present in the
 sanitized text.
@@ -409,7 +410,7 @@ class PhraseSearchAttack(Attack):
                             + (" or a combination of phrases" if self.arity > 1 else "")
                             + f" found in fewer than {self.k} documents of the collection, including the original."),
         }
-        head = Result.from_risk(self.name, release.name, risk(linked, n, 1.0 / max(index.n_docs, 1)),
+        head = Result.from_risk(self.name, release.name, risk(linked, n, min(1.0, (self.k - 1) / max(index.n_docs, 1))),
                                 details=details, documents=docs_out)
         total = sum(d["original_rare_ngrams"] for d in scored)
         present = sum(d["original_rare_still_present"] for d in scored)

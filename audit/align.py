@@ -33,7 +33,7 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from audit.data import Document, Span
+from audit.data import Document, Span, span_order
 
 if TYPE_CHECKING:
     from audit.nlp import Spacy
@@ -141,7 +141,7 @@ def replaced_spans(original: Document, released: Document, *, nlp: Spacy | None 
     only if some span needs it), else ``"UNKNOWN"``.
     """
     recorded = [s for s in released.spans if s.original is not None]
-    spans = sorted(recorded) if recorded else align(original.text, released.text, max_gap=max_gap)
+    spans = sorted(recorded, key=span_order) if recorded else align(original.text, released.text, max_gap=max_gap)
     need = [i for i, s in enumerate(spans) if not s.label]
     if not need:
         return spans

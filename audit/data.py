@@ -19,7 +19,12 @@ from typing import Any
 from audit.errors import DataError, Problem
 
 
-@dataclass(frozen=True, order=True)
+def span_order(span: "Span") -> tuple[int, int, int]:
+    """Sort key for spans: by start, then end, then original offset (never by optional fields)."""
+    return (span.start, span.end, span.orig_start if span.orig_start is not None else -1)
+
+
+@dataclass(frozen=True)
 class Span:
     """A labelled region ``text[start:end]`` of a document.
 
@@ -98,7 +103,7 @@ class Document:
         return self.text[span.start : span.end]
 
     def with_spans(self, spans: Iterable[Span]) -> Document:
-        return replace(self, spans=tuple(sorted(spans)))
+        return replace(self, spans=tuple(sorted(spans, key=span_order)))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "text": self.text}

@@ -9,10 +9,11 @@ MiniLM by default); nothing is downloaded.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -67,11 +68,17 @@ class Embedder:
                     h.update(f.read_bytes())
         return h.hexdigest()[:16]
 
-    def _db(self) -> sqlite3.Connection:
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one transaction: committed (or rolled back), then closed."""
         assert self.cache_path is not None
         db = sqlite3.connect(self.cache_path, timeout=60.0)
-        db.execute("PRAGMA journal_mode = WAL")
-        return db
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            with db:
+                yield db
+        finally:
+            db.close()
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
         """Embed ``texts`` (order kept); an empty input gives a ``(0, dim)`` array."""

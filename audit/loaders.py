@@ -57,7 +57,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from audit.data import Corpus, Document, Release, Span, sanitize_corpus
+from audit.data import Corpus, Document, Release, Span, sanitize_corpus, span_order
 from audit.errors import AnonauditError, DataError, Problem, Problems
 
 FORMATS: dict[str, str] = {
@@ -398,7 +398,7 @@ def _record_to_doc(rec: Any, problems: Problems, *, line: int | None = None, ite
         meta = {**meta, **extra}
     if not ok or doc_id is None:
         return None
-    return Document(doc_id, text, subject=subject, spans=tuple(sorted(spans)), meta=meta)
+    return Document(doc_id, text, subject=subject, spans=tuple(sorted(spans, key=span_order)), meta=meta)
 
 
 def _parse_spans(raw: Any, text: str, problems: Problems, *, line: int | None, doc_id: str | None,

@@ -389,7 +389,8 @@ def load_llm(
         embedded_llm_path(parsed.name)
     backend: LLM
     if parsed.backend == "openai":
-        backend = OpenAILLM(parsed.target, parsed.base_url, timeout=timeout, max_workers=n_parallel)
+        backend = OpenAILLM(parsed.target, parsed.base_url, timeout=timeout, max_workers=n_parallel,
+                            context_size=n_ctx)
     elif parsed.backend == "llamacpp":
         backend = LlamaCppLLM(parsed.target, n_ctx=n_ctx, n_parallel=n_parallel, n_threads=n_threads,
                                       identity=spec_identity(parsed))

@@ -87,8 +87,10 @@ class Result:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Result:
         ci = data.get("ci")
+        value = data["value"]
         return cls(
-            kind=data["kind"], name=data["name"], release=data["release"], value=float(data["value"]),
+            kind=data["kind"], name=data["name"], release=data["release"],
+            value=math.nan if value is None else float(value),  # non-finite values are saved as null
             ci=None if ci is None else (float(ci[0]), float(ci[1])), n=int(data.get("n", 0)),
             baseline=data.get("baseline"), beats_baseline=data.get("beats_baseline"),
             details=dict(data.get("details") or {}), documents=list(data.get("documents") or []),

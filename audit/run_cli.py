@@ -174,8 +174,14 @@ def sanitize_cmd(name: str, input_: str, out: str, params: tuple[str, ...], fmt:
         key, sep, value = p.partition("=")
         if not sep or not key:
             raise AnonauditError(f"--param {p!r}: expected KEY=VALUE")
-        kwargs[key.strip()] = yaml.safe_load(value)
-    san = registry.create("sanitizer", name, **kwargs)
+        try:
+            kwargs[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise AnonauditError(f"--param {p!r}: the value is not valid YAML ({exc.__class__.__name__})") from None
+    try:
+        san = registry.create("sanitizer", name, **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise AnonauditError(f"sanitizer {name!r}: {exc}") from None
     corpus = load_corpus(input_, format=fmt)
     t0 = time.time()
     release = san.sanitize(corpus, name=Path(out).stem)

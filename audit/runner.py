@@ -340,8 +340,10 @@ def _parse_components(raw: Any, key: str, kind: str, p: Problems, reg: Registry,
             p.at(where, f"must be a {kind} name or a mapping with a 'name', got {item!r}")
             continue
         name = item["name"]
-        params = dict(item.get("params") or {})
-        if not isinstance(item.get("params") or {}, Mapping):
+        raw_params = item.get("params") or {}
+        if isinstance(raw_params, Mapping):
+            params = dict(raw_params)
+        else:
             p.at(f"{where}.params", "must be a mapping of parameter: value")
             params = {}
         for k, v in item.items():  # inline parameters are allowed beside name/sample
@@ -393,7 +395,11 @@ def _parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: boo
         if (path is None) == (san is None):
             p.at(where, "give exactly one of 'path' (a release file) or 'sanitizer' (run on the originals)")
             continue
-        params = dict(item.get("params") or {})
+        raw_params = item.get("params") or {}
+        if not isinstance(raw_params, Mapping):
+            p.at(f"{where}.params", "must be a mapping of parameter: value")
+            raw_params = {}
+        params = dict(raw_params)
         spec = ReleaseSpec(name=item.get("name"), format=item.get("format"), params=params)
         if path is not None:
             full = (base / str(path)).expanduser()

@@ -348,9 +348,13 @@ def _drilldown(rf: ResultsFile, release: str, texts: Mapping[str, str], limit: i
                 continue
             entry = by_doc.setdefault(doc_id, {"id": doc_id, "findings": {}, "highlights": [], "text": None})
             entry["findings"][r.name] = d
+            # Evidence may lie in another released document (the claim linker marks the
+            # document it linked to, which for a wrong link is not this one).
+            target_id = str(d.get("highlights_in") or doc_id)
+            target = by_doc.setdefault(target_id, {"id": target_id, "findings": {}, "highlights": [], "text": None})
             for h in d.get("highlights") or []:
                 if isinstance(h, Mapping):
-                    entry["highlights"].append(h)
+                    target["highlights"].append(h)
             t = d.get("sanitized_text")
             if t is None and not shareable:
                 t = d.get("text")

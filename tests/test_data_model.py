@@ -70,3 +70,11 @@ def test_span_from_dict_validation():
         Span.from_dict({"start": "1", "end": 2})
     with pytest.raises(ValueError):
         Span(5, 2)
+
+
+def test_spans_sort_without_comparing_optional_fields():
+    # Two adjacent suppressions collapse onto the same offsets in the sanitized text.
+    a = Span(3, 3, "PERSON", entity_id=None, orig_start=3, orig_end=8)
+    b = Span(3, 3, "PERSON", entity_id="e1", orig_start=9, orig_end=12)
+    doc = Document("d", "abc def").with_spans([b, a])
+    assert doc.spans == (a, b)

@@ -81,3 +81,12 @@ def test_results_load_errors(tmp_path):
         ResultsFile.load(other)
     with pytest.raises(AnonauditError, match="no such results file"):
         ResultsFile.load(tmp_path / "missing.json")
+
+
+def test_non_finite_values_survive_a_round_trip(tmp_path):
+    import math
+
+    rf = ResultsFile()
+    rf.add(Result("utility", "tpi", "empty", float("nan"), None, 0))
+    back = ResultsFile.load(rf.save(tmp_path / "r.json"))
+    assert math.isnan(back.get("tpi", "empty").value)

@@ -164,3 +164,16 @@ def test_report_of_results_without_runner_provenance(tmp_path):
     path = write_report(tmp_path / "x.html", rf)
     html = path.read_text()
     assert "Documents" in html and "attack trir" in html and "TRIR" in html
+
+
+def test_highlights_are_drawn_on_the_document_they_point_into():
+    from reports.render import render
+
+    rf = ResultsFile()
+    texts = {"r": {"a": "alpha text here", "b": "bravo words there"}}
+    # Document a was (wrongly) linked to b: its evidence lies in b's text.
+    rf.add(Result.from_risk("claim_linker", "r", risk(0, 1, 0.5), documents=[
+        {"id": "a", "correct": False, "highlights_in": "b",
+         "highlights": [{"start": 0, "end": 5, "kind": "claim"}]}]))
+    html = render(rf, texts=texts)
+    assert ">bravo</mark>" in html and ">alpha</mark>" not in html

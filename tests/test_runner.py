@@ -301,3 +301,29 @@ def test_cli_run_and_rerun(demo_dir, monkeypatch):
     assert (demo_dir / "out" / "report.html").is_file()
     res = CliRunner().invoke(main, ["run", str(path), "--no-report"])
     assert "0 pair(s) computed, 4 reused" in res.output
+
+
+def test_params_that_are_not_a_mapping_are_reported_not_raised(tmp_path):
+    from audit.errors import DataError
+    from audit.runner import parse_spec
+
+    orig = tmp_path / "o.jsonl"
+    orig.write_text('{"id": "a", "text": "x", "subject": "s"}\n')
+    data = {"originals": str(orig), "releases": [{"sanitizer": "suppression", "params": [1]}],
+            "attacks": [{"name": "phrase_search", "params": "x"}]}
+    with pytest.raises(DataError) as err:
+        parse_spec(data, base=tmp_path, source="a.yaml")
+    msg = str(err.value)
+    assert "attacks[0].params: must be a mapping" in msg and "releases[0].params: must be a mapping" in msg
+
+
+def test_sanitize_bad_param_is_a_message_not_a_traceback(tmp_path):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    src = tmp_path / "o.jsonl"
+    src.write_text('{"id": "a", "text": "x"}\n')
+    res = CliRunner().invoke(main, ["sanitize", "labels", "--input", str(src), "--out", str(tmp_path / "r.jsonl"),
+                                    "--param", "x=[oops"])
+    assert res.exit_code == 1 and "not valid YAML" in res.output and "Traceback" not in res.output

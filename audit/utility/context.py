@@ -108,7 +108,7 @@ class UtilityContext:
     _ic_cache: ICCache | None = field(default=None, init=False, repr=False)
     _ic: dict[str, tuple[list[Term], np.ndarray]] = field(default_factory=dict, init=False, repr=False)
     _encoder: Any = field(default=None, init=False, repr=False)
-    _fates: dict[tuple[int, str], list[TermFate]] = field(default_factory=dict, init=False, repr=False)
+    _fates: dict[tuple[str, Document], list[TermFate]] = field(default_factory=dict, init=False, repr=False)
     _doc_emb: dict[str, np.ndarray] = field(default_factory=dict, init=False, repr=False)
     _sim: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False)
     memo: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
@@ -180,11 +180,12 @@ class UtilityContext:
         return replaced_spans(original, released)
 
     def fates(self, release: Release, doc_id: str) -> list[TermFate]:
-        key = (id(release), doc_id)
+        released = release.corpus[doc_id]
+        key = (doc_id, released)  # by content: the context outlives the release objects it sees
         if key not in self._fates:
             orig = self.originals[doc_id]
             terms, _ = self.terms_ic([doc_id])[doc_id]
-            self._fates[key] = term_fates(orig.text, terms, self.replaced(orig, release.corpus[doc_id]))
+            self._fates[key] = term_fates(orig.text, terms, self.replaced(orig, released))
         return self._fates[key]
 
     # ------------------------------------------------------------------ embeddings

@@ -246,7 +246,7 @@ class NMIMetric(UtilityMetric):
         k = ref["k"]
         if len(ids) <= k:
             raise AnonauditError(f"release {release.name!r} has {len(ids)} documents: too few for {k} clusters")
-        x = ctx.document_embeddings([release.corpus[i] for i in ids], f"{release.name}:{id(release)}")
+        x = ctx.document_embeddings([release.corpus[i] for i in ids], f"{release.name}:{release.corpus.fingerprint()}")
         scores, last = [], None
         for s, orig_labels in ref["labels"].items():
             with warnings.catch_warnings():  # a release of near-identical documents has fewer clusters
@@ -273,7 +273,7 @@ class _GoldMetric(UtilityMetric):
     """Token-level and entity-level agreement of the replaced regions with gold spans."""
 
     def _tables(self, ctx: UtilityContext, release: Release) -> list[dict]:
-        key = ("gold", id(release))
+        key = ("gold", release.name, release.corpus.fingerprint())
         if key in ctx.memo:
             return ctx.memo[key]
         ids = [i for i in self._aligned_ids(ctx, release) if ctx.originals[i].spans]
@@ -380,7 +380,7 @@ class SimilarityMetric(UtilityMetric):
         ctx = self._context(scenario)
         ids = self._aligned_ids(ctx, release)
         a = ctx.document_embeddings([ctx.originals[i] for i in ids], "originals")
-        b = ctx.document_embeddings([release.corpus[i] for i in ids], f"{release.name}:{id(release)}")
+        b = ctx.document_embeddings([release.corpus[i] for i in ids], f"{release.name}:{release.corpus.fingerprint()}")
         values = [float(x) for x in (a * b).sum(axis=1)]
         docs = [{"id": i, "value": v} for i, v in zip(ids, values)]
         return [_mean_result("similarity", release.name, values, docs, {})]
