@@ -38,14 +38,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from attackers.claims import (
-    AUX_SELECT, Claim, make_splitter, paraphrase_claims, select_aux,
-)
+from attackers.claims import AUX_SELECT, Claim, make_splitter, paraphrase_claims, select_aux, word_overlap
 from audit.errors import AnonauditError
 from audit.interfaces import Attack
 from audit.registry import register
 from audit.results import Result
 from audit.stats import mean_interval, risk
+from audit.text import RougeTokenizer, bitmasks, rouge_l, word_tokens
 
 if TYPE_CHECKING:
     import click
@@ -67,70 +66,6 @@ def load_embedder(spec: str | None = None):
 
 
 # --------------------------------------------------------------------------- lexical tools
-
-_TOKEN = re.compile(r"\w+")
-
-
-def word_tokens(text: str) -> list[str]:
-    """Lower-cased word tokens (BM25)."""
-    return _TOKEN.findall(text.lower())
-
-
-class RougeTokenizer:
-    """rouge-score's tokenisation (lower case, alphanumeric, Porter stems), memoised."""
-
-    def __init__(self, stem: bool = True):
-        from nltk.stem import porter
-
-        self._porter = porter.PorterStemmer() if stem else None
-        self._cache: dict[str, str] = {}
-
-    def stem(self, word: str) -> str:
-        out = self._cache.get(word)
-        if out is None:
-            out = self._cache[word] = self._porter.stem(word)
-        return out
-
-    def __call__(self, text: str) -> list[str]:
-        from rouge_score import tokenize
-
-        return tokenize.tokenize(text, self if self._porter is not None else None)
-
-
-def _bitmasks(tokens: Sequence[str]) -> dict[str, int]:
-    masks: dict[str, int] = {}
-    for i, tok in enumerate(tokens):
-        masks[tok] = masks.get(tok, 0) | (1 << i)
-    return masks
-
-
-def lcs_length(a: Sequence[str], b: Sequence[str], masks_a: dict[str, int] | None = None) -> int:
-    """Length of the longest common subsequence, bit-parallel over ``a`` (Hyyrö, 2004):
-    one big-integer update per token of ``b`` instead of a |a|x|b| table."""
-    n = len(a)
-    if n == 0 or not b:
-        return 0
-    masks = masks_a if masks_a is not None else _bitmasks(a)
-    full = (1 << n) - 1
-    v = full
-    for tok in b:
-        m = masks.get(tok)
-        if m:
-            u = v & m
-            v = ((v + u) | (v - u)) & full
-    return n - v.bit_count()
-
-
-def rouge_l(reference: Sequence[str], candidate: Sequence[str], masks_ref: dict[str, int] | None = None) -> float:
-    """ROUGE-L F-measure of two token lists (as rouge-score computes it)."""
-    if not reference or not candidate:
-        return 0.0
-    lcs = lcs_length(reference, candidate, masks_ref)
-    if lcs == 0:
-        return 0.0
-    p, r = lcs / len(candidate), lcs / len(reference)
-    return 2 * p * r / (p + r)
-
 
 # --------------------------------------------------------------------------- linkers
 
@@ -322,7 +257,7 @@ class RougeLinker(Linker):
     def index(self, docs: Sequence[Document], claims: list[list[Claim]]) -> None:
         t = time.perf_counter()
         self._tokens = [self.tokenizer(d.text) for d in docs]
-        self._masks = [_bitmasks(toks) for toks in self._tokens]
+        self._masks = [bitmasks(toks) for toks in self._tokens]
         self.timings["build_index"] = time.perf_counter() - t
 
     def link(self, queries: list[list[str]]) -> list[Link]:
@@ -445,11 +380,6 @@ def mode_rating(values: Sequence[int | None]) -> int | None:
 def leakage_of(ratings: Sequence[int]) -> float:
     """``1 - mean((s - 1) / 2)``: 1 when every claim is fully supported, 0 when none is."""
     return 1.0 - sum((s - 1) / 2 for s in ratings) / len(ratings)
-
-
-def _overlap(a: str, b: str) -> float:
-    wa, wb = set(word_tokens(a)), set(word_tokens(b))
-    return len(wa & wb) / max(1, len(wa))
 
 
 # --------------------------------------------------------------------------- the attack
@@ -703,7 +633,7 @@ class ClaimLinkerAttack(Attack):
         if llm.count_tokens(doc.text) <= budget:
             return doc.text, False
         sents = sorted({(c.sent_start, c.sent_end) for c in claims})
-        ranked = sorted(sents, key=lambda r: -max(_overlap(b, doc.text[r[0]:r[1]]) for b in batch))
+        ranked = sorted(sents, key=lambda r: -max(word_overlap(b, doc.text[r[0]:r[1]]) for b in batch))
         chosen, used = [], 0
         for s, e in ranked:
             cost = llm.count_tokens(doc.text[s:e])
@@ -723,7 +653,7 @@ class ClaimLinkerAttack(Attack):
             offset = sum(len(c) for c in rel_claims[:j])
             sims = linker.vectors[offset:offset + len(cands)] @ qvec
             return cands[int(np.argmax(sims))]
-        return max(cands, key=lambda c: _overlap(claim, c.text))
+        return max(cands, key=lambda c: word_overlap(claim, c.text))
 
     def _score(self, originals, trials, links, docs, rel_claims, linker, release_name, correct_flags,
                timings) -> list[Result]:

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
+from audit.text import word_tokens
+
 if TYPE_CHECKING:
     from audit.data import Document
     from audit.llm import LLM
@@ -67,11 +69,10 @@ class ClaimSplitter(ABC):
 
 # --------------------------------------------------------------------------- sentences
 
-_WORD = re.compile(r"\w+")
 
 
 def _words(text: str) -> int:
-    return len(_WORD.findall(text))
+    return len(word_tokens(text))
 
 
 class SentenceSplitter(ClaimSplitter):
@@ -227,8 +228,9 @@ def parse_claim_list(answer: str) -> list[str]:
     return out
 
 
-def _overlap(a: str, b: str) -> float:
-    wa, wb = set(_WORD.findall(a.lower())), set(_WORD.findall(b.lower()))
+def word_overlap(a: str, b: str) -> float:
+    """Share of the words of ``a`` that also occur in ``b`` (case-insensitive)."""
+    wa, wb = set(word_tokens(a)), set(word_tokens(b))
     return len(wa & wb) / max(1, len(wa))
 
 
@@ -295,7 +297,7 @@ class LLMSplitter(ClaimSplitter):
             passage = doc.text[chunk[0][0]:chunk[-1][1]]
             # Claims must come from the passage: drop answers that share few words with it
             # (refusals, invented facts).
-            texts = [t for t in parse_claim_list(answer) if _overlap(t, passage) >= self.min_overlap]
+            texts = [t for t in parse_claim_list(answer) if word_overlap(t, passage) >= self.min_overlap]
             if not texts:
                 self.fallbacks += 1
                 for s, e in chunk:
@@ -304,7 +306,7 @@ class LLMSplitter(ClaimSplitter):
                         out[i].append(Claim(doc.id, len(out[i]), piece, s, e, s, e))
                 continue
             for text in texts:
-                s, e = max(chunk, key=lambda r: _overlap(text, doc.text[r[0]:r[1]]))
+                s, e = max(chunk, key=lambda r: word_overlap(text, doc.text[r[0]:r[1]]))
                 out[i].append(Claim(doc.id, len(out[i]), text, s, e, s, e))
         return out
 
@@ -390,7 +392,7 @@ def paraphrase_claims(llm: LLM, claims: Sequence[str], *, seed: int = 0,
     out, failed = [], 0
     for claim, answer in zip(claims, answers):
         para = parse_paraphrase(answer)
-        if not para or _WORD.findall(para.lower()) == _WORD.findall(claim.lower()):
+        if not para or word_tokens(para) == word_tokens(claim):
             failed += 1
             para = claim
         out.append(para)

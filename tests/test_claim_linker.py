@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from attackers.claim_linker import (
-    BM25Linker, ClaimLinkerAttack, DenseLinker, majority_vote, mode_rating, parse_ratings, rouge_l,
-    RougeTokenizer, leakage_of,
+    BM25Linker, ClaimLinkerAttack, DenseLinker, majority_vote, mode_rating, parse_ratings, leakage_of,
 )
+from audit.text import RougeTokenizer, rouge_l
 from attackers.claims import (
     Claim, LLMSplitter, SentenceSplitter, parse_claim_list, parse_paraphrase, select_aux,
 )

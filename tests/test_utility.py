@@ -30,9 +30,9 @@ from audit.utility import (
     TPSMetric,
     UtilityContext,
     corpus_ic,
-    rouge_l,
     term_fates,
 )
+from audit.text import rouge_l_text
 from audit.data import Scenario
 
 COURT = ("The applicant, Mr Galip Yalman, lodged an application against Turkey on 3 May 1996. "
@@ -358,7 +358,10 @@ def test_rouge_l_matches_rouge_score():
     pairs = [(COURT, COURT.replace("Galip Yalman", "PERSON").replace("Turkey", "")),
              ("a b c d e f", "f e d c b a"), ("the cat sat", "a dog ran"), ("x y z", "")]
     for ref, cand in pairs:
-        assert rouge_l(ref, cand) == pytest.approx(scorer.score(ref, cand)["rougeL"].fmeasure)
+        assert rouge_l_text(ref, cand) == pytest.approx(scorer.score(ref, cand)["rougeL"].fmeasure)
+    stemmed = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    ref, cand = "the courts dismissed claims", "the court dismisses the claim"
+    assert rouge_l_text(ref, cand, stem=True) == pytest.approx(stemmed.score(ref, cand)["rougeL"].fmeasure)
 
 
 # --------------------------------------------------------------------------- precision / recall

@@ -19,13 +19,12 @@ from audit.utility.metrics import (
     TPIMetric,
     TPSMetric,
     UtilityMetric,
-    rouge_l,
 )
 from audit.utility.terms import Term, TermExtractor, terms_of_doc
 
 __all__ = [
     "ALL_METRICS", "METRIC_CLASSES", "CausalIC", "ICCache", "ICEstimator", "MaskedIC", "NMIMetric",
     "PrecisionMetric", "RecallMetric", "RougeMetric", "SimilarityMetric", "TPIMetric", "TPSMetric", "Term",
-    "TermExtractor", "TermFate", "UtilityContext", "UtilityMetric", "corpus_ic", "rouge_l", "term_fates",
+    "TermExtractor", "TermFate", "UtilityContext", "UtilityMetric", "corpus_ic", "term_fates",
     "terms_of_doc",
 ]

@@ -32,6 +32,7 @@ from audit.interfaces import Metric
 from audit.registry import register
 from audit.results import Result
 from audit.stats import mean_interval
+from audit.text import rouge_l_text
 from audit.utility.context import DELETED, KEPT, REPLACED, UtilityContext
 
 ALL_METRICS = ("tpi", "tps", "nmi", "precision", "recall", "similarity", "rouge")
@@ -386,36 +387,6 @@ class SimilarityMetric(UtilityMetric):
         return [_mean_result("similarity", release.name, values, docs, {})]
 
 
-def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
-    """Length of the longest common subsequence, one numpy row at a time (O(len(a)) vector ops)."""
-    if not a or not b:
-        return 0
-    vocab: dict[str, int] = {}
-    xa = np.array([vocab.setdefault(t, len(vocab)) for t in a])
-    xb = np.array([vocab.setdefault(t, len(vocab)) for t in b])
-    prev = np.zeros(len(xb) + 1, dtype=np.int32)
-    for tok in xa:
-        cand = np.maximum(prev[1:], prev[:-1] + (xb == tok))
-        row = np.empty_like(prev)
-        row[0] = 0
-        row[1:] = np.maximum.accumulate(cand)
-        prev = row
-    return int(prev[-1])
-
-
-def rouge_l(reference: str, candidate: str) -> float:
-    """ROUGE-L F1 with rouge-score's default tokenizer (lowercase alphanumeric tokens)."""
-    from rouge_score.tokenizers import DefaultTokenizer
-
-    tok = DefaultTokenizer(use_stemmer=False)
-    a, b = tok.tokenize(reference), tok.tokenize(candidate)
-    lcs = lcs_length(a, b)
-    if lcs == 0:
-        return 0.0
-    p, r = lcs / len(b), lcs / len(a)
-    return 2 * p * r / (p + r)
-
-
 @register("metric")
 class RougeMetric(UtilityMetric):
     name = "rouge"
@@ -425,7 +396,7 @@ class RougeMetric(UtilityMetric):
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         ctx = self._context(scenario)
         ids = self._aligned_ids(ctx, release)
-        values = [rouge_l(ctx.originals[i].text, release.corpus[i].text) for i in ids]
+        values = [rouge_l_text(ctx.originals[i].text, release.corpus[i].text) for i in ids]
         docs = [{"id": i, "value": v} for i, v in zip(ids, values)]
         return [_mean_result("rouge", release.name, values, docs, {})]
 
