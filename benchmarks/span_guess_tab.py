@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from attackers.span_guess import SpanGuessAttack
-from audit.data import Corpus, Document, Release, Scenario, Span
+from audit.data import Corpus, Document, Release, Scenario, Span, span_order
 from audit.loaders import load_corpus, load_releases
 
 TAB = Path("/work/shared/data/tab")
@@ -51,7 +51,7 @@ def labelled_originals(data: Path) -> Corpus:
     docs = []
     for doc in texts:
         spans = [Span(s, e, label=lab) for s, e, lab in entity.get(doc.id, [])]
-        docs.append(Document(doc.id, doc.text, subject=doc.subject, spans=tuple(sorted(spans))))
+        docs.append(Document(doc.id, doc.text, subject=doc.subject, spans=tuple(sorted(spans, key=span_order))))
     return Corpus(docs, name="TAB_test", source=texts.source)
 
 
