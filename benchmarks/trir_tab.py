@@ -159,6 +159,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--device", default=None)
     ap.add_argument("--speed-windows", type=int, default=160, help="windows timed in the speed comparison")
+    ap.add_argument("--releases", choices=["all", "published"], default="all",
+                    help="'published': only the 12 sanitizations with a published figure, plus the originals")
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("--estimate", action="store_true", help="print the cost estimate and stop")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/trir_tab_results.json"))
@@ -170,7 +172,7 @@ def main() -> None:
     epochs = args.epochs or (4 if q else 5)
     lr = args.learning_rate or 2e-4
     max_wpc = args.max_windows_per_class or (16 if q else None)
-    chosen = (QUICK_RELEASES if q else None)
+    chosen = QUICK_RELEASES if q else (sorted(PUBLISHED) if args.releases == "published" else None)
 
     report: dict = {"args": {k: str(v) for k, v in vars(args).items()}, "people": people, "seeds": seeds,
                     "epochs": epochs, "learning_rate": lr, "max_windows_per_class": max_wpc, "runs": {}}
