@@ -12,11 +12,15 @@ record says. Two stages:
    their documents; the document with most votes is the link (ties: summed score).
    Baselines: one concatenated query (dense or BM25), BM25 per-claim votes, and ROUGE-L.
    Headline: the correct-linkage rate with a Wilson interval, against chance 1/|release|.
-2. **Semantic scoring.** The original's other claims (never the aux claims) are rated by an
-   LLM against the linked sanitized document: 1 same information, 2 similar, 3 unsupported;
-   each batch is asked ``repeats`` times and the mode kept. Leakage per document is
-   ``1 - mean((s - 1) / 2)``: 1 means everything is still there. The lexical counterpart is
-   ROUGE-L between the original and the linked document, which misses reworded facts.
+2. **Semantic scoring.** Each of the original's other claims (never the aux claims) is
+   judged by an LLM against the ``evidence_sentences`` sentences of the linked sanitized
+   document most related to it (dense retrieval): same information (1), similar (2) or not
+   stated (3); each question is asked ``repeats`` times and the mode kept. Leakage per
+   document is ``1 - mean((s - 1) / 2)``: 1 means everything is still there. The lexical
+   counterpart is ROUGE-L between the original and the linked document, which misses
+   reworded facts. Before scoring, the judge passes a self-consistency control once per fit:
+   original claims against their own document must leak (near 1) and against another
+   document must not; a judge that fails it is named in the result as unreliable.
 
 Releases that are not one-to-one with the originals (synthetic data) work too: a link is
 correct when the linked record is about the same subject, and claims are always scored
@@ -25,7 +29,6 @@ against the true original.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import sys
@@ -38,7 +41,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from attackers.claims import AUX_SELECT, Claim, make_splitter, paraphrase_claims, select_aux, word_overlap
+from attackers.claims import (
+    AUX_SELECT,
+    Claim,
+    make_splitter,
+    paraphrase_claims,
+    select_aux,
+    word_overlap,
+)
 from audit.errors import AnonauditError
 from audit.interfaces import Attack
 from audit.registry import register
@@ -277,94 +287,78 @@ class RougeLinker(Linker):
 
 # --------------------------------------------------------------------------- semantic scoring
 
-_SCORE_SYSTEM = (
-    "You are a careful fact checker. You compare claims with a passage and judge, for each "
-    "claim, whether a reader of the passage would learn the information in the claim."
+_JUDGE_SYSTEM = (
+    "You check what a text reveals. Read the text, then decide whether it tells the reader "
+    "the given fact. Reply with one word: same, similar or no."
 )
 
-_RUBRIC = """Rate each claim against the passage:
-1 = same information: the passage states what the claim says, word for word or in other words.
-2 = similar information: the passage states something close to the claim, for example a more
-    general version of it (a country instead of a city, a year instead of a date, "a relative"
-    instead of "his brother"), or with small differences that do not change what one learns.
-3 = unsupported: the passage does not say it, or says something different or contradictory.
-Placeholders such as [PERSON], [DATE], CODE_1 or *** hide the words they replace: a claim whose
-key detail is hidden can be at most 2. Judge meaning, not wording. Judge each claim on its own."""
+#: The judge passes its self-consistency control when claims judged against their own document
+#: leak at least this much ...
+JUDGE_SELF_MIN = 0.7
+#: ... and at least this much more than against another document.
+JUDGE_GAP_MIN = 0.25
+
+#: The judge's answers and the ratings they stand for (1 same, 2 similar, 3 unsupported).
+VERDICTS = {"same": 1, "similar": 2, "no": 3}
 
 
-def ratings_schema(n: int) -> dict:
-    """JSON schema: a list of exactly ``n`` integers between 1 and 3."""
-    return {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 3},
-            "minItems": n, "maxItems": n}
+def judge_request(evidence: str, claim: str, *, seed: int, temperature: float):
+    """One claim against the few sentences of the sanitized document most related to it.
 
-
-def scoring_request(passage: str, claims: Sequence[str], *, seed: int, temperature: float):
-    """The rating prompt (passage first, so a server can reuse its prompt cache across batches)."""
+    Small judges fail at rating a batch of claims against a whole document (an unsanitized
+    document judged against itself came out mostly "unsupported"); one claim at a time
+    against retrieved evidence is a question they can answer. The rubric comes after the
+    evidence and the claim, and the answer is one word from a closed set (a grammar where
+    the backend supports JSON schemas).
+    """
     from audit.llm import ChatRequest
 
-    listed = "\n".join(f"{i}. {c}" for i, c in enumerate(claims, 1))
-    user = (f"Passage:\n{passage}\n\n{_RUBRIC}\n\nClaims:\n{listed}\n\n"
-            f"Answer with a JSON list of {len(claims)} integers (1, 2 or 3), one per claim, in order.")
-    return ChatRequest.make([{"role": "system", "content": _SCORE_SYSTEM}, {"role": "user", "content": user}],
-                            temperature=temperature, max_tokens=16 + 4 * len(claims), seed=seed,
-                            json_schema=ratings_schema(len(claims)))
+    user = (f"Text:\n{evidence}\n\nFact: {claim}\n\n"
+            "same = the text states this fact, in the same or other words.\n"
+            "similar = the text states a vaguer or partly different version of it (a year instead of "
+            "the exact date, 'a relative' instead of 'his brother'), or the fact with its key detail "
+            "hidden by a placeholder such as [PERSON], [DATE] or ***.\n"
+            "no = the text does not state this fact.\n"
+            "Does the text state the fact? Answer same, similar or no.")
+    return ChatRequest.make([{"role": "system", "content": _JUDGE_SYSTEM}, {"role": "user", "content": user}],
+                            temperature=temperature, max_tokens=10, seed=seed,
+                            json_schema={"type": "string", "enum": list(VERDICTS)})
 
 
-_LINE_NUMBER = re.compile(r"^\s*(?:claim\s*)?\(?(\d{1,3})\s*[.):\-]\s*", re.IGNORECASE)
-_RATING = re.compile(r"(?<![\d.])([123])(?![\d.])")
+_VERDICT_WORD = re.compile(r"[a-z123]+")
+_VERDICT_ALIASES = {**VERDICTS, "1": 1, "2": 2, "3": 3, "unsupported": 3, "not": 3, "none": 3}
 
 
-def parse_ratings(answer: str, n: int) -> tuple[list[int | None], bool]:
-    """Ratings for ``n`` claims from an answer; returns ``(ratings, malformed)``.
+def parse_verdict(answer: str) -> int | None:
+    """The rating in a judge's answer: the first word that is a verdict (``same``, ``similar``,
+    ``no``, or the digits 1-3), ignoring quotes, JSON and case; ``None`` when there is none."""
+    for word in _VERDICT_WORD.findall(answer.lower()):
+        if word in _VERDICT_ALIASES:
+            return _VERDICT_ALIASES[word]
+    return None
 
-    Accepts a JSON list (or ``{"ratings": [...]}``), numbered lines ("2. 3", "Claim 2: 1"),
-    or one rating per line. A rating that is missing or outside 1-3 is ``None``; an answer
-    that did not give exactly ``n`` valid ratings is ``malformed``.
-    """
-    values: list[Any] | None = None
-    text = answer.strip()
-    start, end = text.find("["), text.find("]", text.find("[") + 1)
-    if start != -1 and end > start:
-        try:
-            data = json.loads(text[start:end + 1])
-            if isinstance(data, list):
-                values = data
-        except json.JSONDecodeError:
-            pass
-    if values is None:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, dict):
-            values = next((v for v in data.values() if isinstance(v, list)), None)
-    if values is None:
-        numbered: dict[int, int] = {}
-        plain: list[int] = []
-        for line in text.splitlines():
-            m = _LINE_NUMBER.match(line)
-            rest = line[m.end():] if m else line
-            r = _RATING.search(rest)
-            if r is None:
-                continue
-            if m:
-                numbered.setdefault(int(m.group(1)), int(r.group(1)))
-            else:
-                plain.append(int(r.group(1)))
-        if numbered and set(numbered) <= set(range(1, n + 1)):
-            values = [numbered.get(i) for i in range(1, n + 1)]
-        elif plain:
-            values = plain
-        else:
-            values = [int(x) for x in _RATING.findall(text)]
-    ratings: list[int | None] = []
-    for v in values[:n]:
-        if isinstance(v, str) and v.strip().isdigit():
-            v = int(v.strip())
-        ratings.append(v if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 3 else None)
-    malformed = len(values) != n or any(r is None for r in ratings)
-    ratings += [None] * (n - len(ratings))
-    return ratings, malformed
+
+def rank_evidence(claim: str, candidates: Sequence[Claim], qvec: np.ndarray | None = None,
+                  cand_vecs: np.ndarray | None = None) -> list[int]:
+    """Indices of ``candidates``, most related to ``claim`` first: cosine of the embeddings
+    when given, else word overlap."""
+    if qvec is not None and cand_vecs is not None and len(cand_vecs):
+        order = np.argsort(-(cand_vecs @ qvec), kind="stable")
+        return [int(k) for k in order]
+    return sorted(range(len(candidates)), key=lambda k: -word_overlap(claim, candidates[k].text))
+
+
+def evidence_text(doc: Document, candidates: Sequence[Claim], ranked: Sequence[int], k: int) -> str:
+    """The sentences of the ``k`` best-ranked claims, each once, in document order."""
+    spans: list[tuple[int, int]] = []
+    for idx in ranked:
+        c = candidates[idx]
+        span = (c.sent_start, c.sent_end)
+        if span not in spans:
+            spans.append(span)
+        if len(spans) == k:
+            break
+    return " ".join(doc.text[a:b].strip() for a, b in sorted(spans))
 
 
 def mode_rating(values: Sequence[int | None]) -> int | None:
@@ -405,7 +399,7 @@ class ClaimLinkerAttack(Attack):
                  aux_select: str = "random", paraphrase: bool = True, score: bool = True,
                  score_sample: int | None = None, repeats: int = 3, llm: Any = None,
                  embedder: Any = None, tolerance: float = 0.02, top_k: int = 10,
-                 score_batch: int = 8, passage_tokens: int | None = 1024,
+                 evidence_sentences: int = 3, judge_check: int = 8,
                  approx_threshold: int = 200_000, seed: int = 0, progress: bool = False):
         self.claims = claims
         self.linker = linker
@@ -419,8 +413,8 @@ class ClaimLinkerAttack(Attack):
         self.embedder = embedder
         self.tolerance = tolerance
         self.top_k = top_k
-        self.score_batch = score_batch
-        self.passage_tokens = passage_tokens
+        self.evidence_sentences = evidence_sentences
+        self.judge_check = judge_check
         self.approx_threshold = approx_threshold
         self.seed = seed
         self.progress = progress
@@ -443,6 +437,10 @@ class ClaimLinkerAttack(Attack):
             raise AnonauditError("repeats must be at least 1")
         if self.score_sample is not None and self.score_sample < 1:
             raise AnonauditError("score_sample must be a positive number of documents")
+        if self.evidence_sentences < 1:
+            raise AnonauditError("evidence_sentences must be at least 1")
+        if self.judge_check < 0:
+            raise AnonauditError("judge_check must be 0 (off) or a number of claims")
 
     # -- resources, loaded on first use
 
@@ -507,6 +505,7 @@ class ClaimLinkerAttack(Attack):
         self.aux_queries_ = {doc.id: [next(it) for _ in self.aux_index_[doc.id]] for doc in originals}
         self._fitted_on = originals
         self._orig_tokens: dict[str, list[str]] = {}
+        self._judge_check_: dict[str, Any] | None = None
         return self
 
     # -- evaluate one release
@@ -623,37 +622,67 @@ class ClaimLinkerAttack(Attack):
             return positions
         return sorted(random.Random(f"{self.seed}:score-sample").sample(positions, self.score_sample))
 
-    def _passage(self, llm: LLM, doc: Document, claims: list[Claim], batch: list[str]) -> tuple[str, bool]:
-        """The linked document, or its sentences most related to ``batch`` (in document order)
-        when it is longer than ``passage_tokens`` or than the model's context allows: small
-        judges rate far better against a short, relevant passage."""
-        budget = llm.context_size - 64 - 16 - 4 * len(batch) - llm.count_tokens(_RUBRIC + "\n".join(batch)) - 200
-        if self.passage_tokens is not None:
-            budget = min(budget, self.passage_tokens)
-        if llm.count_tokens(doc.text) <= budget:
-            return doc.text, False
-        sents = sorted({(c.sent_start, c.sent_end) for c in claims})
-        ranked = sorted(sents, key=lambda r: -max(word_overlap(b, doc.text[r[0]:r[1]]) for b in batch))
-        chosen, used = [], 0
-        for s, e in ranked:
-            cost = llm.count_tokens(doc.text[s:e])
-            if used + cost > budget:
-                continue
-            chosen.append((s, e))
-            used += cost
-        return " [...] ".join(doc.text[s:e].strip() for s, e in sorted(chosen)), True
-
-    def _support(self, claim: str, j: int, rel_claims: list[list[Claim]], linker: Linker,
-                 qvec: np.ndarray | None) -> Claim | None:
-        """The sanitized claim of document ``j`` closest to ``claim`` (evidence to highlight)."""
-        cands = rel_claims[j]
+    def _evidence(self, claims: Sequence[str], doc: Document, cands: list[Claim],
+                  cand_vecs: np.ndarray | None) -> tuple[list[str], list[list[int]]]:
+        """For each claim, the sentences of ``doc`` most related to it (the judge's evidence)
+        and the ranking of ``doc``'s claims behind them. Dense embeddings rank when the attack
+        links densely (vectors already exist), word overlap otherwise."""
         if not cands:
+            return ["" for _ in claims], [[] for _ in claims]
+        qvecs = self._get_embedder().encode(list(claims)) if cand_vecs is not None else None
+        ranked = [rank_evidence(c, cands, None if qvecs is None else qvecs[k], cand_vecs)
+                  for k, c in enumerate(claims)]
+        return [evidence_text(doc, cands, r, self.evidence_sentences) for r in ranked], ranked
+
+    def _judge(self, llm: LLM, items: Sequence[tuple[str, str]], *, repeats: int) -> tuple[list[int | None], int]:
+        """Ratings (mode over ``repeats`` answers) of ``(evidence, claim)`` pairs, and the
+        number of answers that held no verdict."""
+        temperature = 0.0 if repeats == 1 else 0.7
+        requests = [judge_request(ev, claim, seed=self.seed + r, temperature=temperature)
+                    for ev, claim in items for r in range(repeats)]
+        answers = llm.complete_batch(requests, progress=self.progress)
+        verdicts = [parse_verdict(a) for a in answers]
+        ratings = [mode_rating(verdicts[k * repeats:(k + 1) * repeats]) for k in range(len(items))]
+        return ratings, sum(v is None for v in verdicts)
+
+    def _check_judge(self, llm: LLM, originals, dense: bool) -> dict[str, Any] | None:
+        """Self-consistency control of the judge, once per fit: ``judge_check`` claims of the
+        originals (never aux claims) rated against their own document, where the true
+        leakage is 1, and against another original, where it is near 0. A judge that cannot
+        tell the two apart makes every leakage figure meaningless, and the result says so."""
+        if self.judge_check == 0 or len(originals) < 2:
             return None
-        if qvec is not None and isinstance(linker, DenseLinker) and linker.vectors is not None:
-            offset = sum(len(c) for c in rel_claims[:j])
-            sims = linker.vectors[offset:offset + len(cands)] @ qvec
-            return cands[int(np.argmax(sims))]
-        return max(cands, key=lambda c: word_overlap(claim, c.text))
+        if self._judge_check_ is not None:
+            return self._judge_check_
+        rng = random.Random(f"{self.seed}:judge-check")
+        pool = [(i, k) for i, d in enumerate(originals) for k in range(len(self.orig_claims_[i]))
+                if k not in set(self.aux_index_[d.id])]
+        with_claims = [i for i in range(len(originals)) if self.orig_claims_[i]]
+        if not pool or len(with_claims) < 2:
+            return None
+        picks = sorted(rng.sample(pool, min(self.judge_check, len(pool))))
+        items = {"self": [], "unrelated": []}
+        for i, k in picks:
+            claim = self.orig_claims_[i][k].text
+            other = rng.choice([o for o in with_claims if o != i])
+            for kind, target in (("self", i), ("unrelated", other)):
+                cands = self.orig_claims_[target]
+                vecs = self._get_embedder().encode([c.text for c in cands]) if dense else None
+                (ev,), _ = self._evidence([claim], originals[target], cands, vecs)
+                items[kind].append((ev, claim))
+        out: dict[str, Any] = {"claims": len(picks)}
+        for kind, pairs in items.items():
+            ratings, _ = self._judge(llm, pairs, repeats=1)
+            valid = [r for r in ratings if r is not None]
+            out[kind] = round(leakage_of(valid), 4) if valid else None
+            out[f"{kind}_ratings"] = dict(sorted(Counter(valid).items()))
+        ok = (out["self"] is not None and out["unrelated"] is not None
+              and out["self"] >= JUDGE_SELF_MIN and out["self"] - out["unrelated"] >= JUDGE_GAP_MIN)
+        out["passed"] = ok
+        out["rule"] = (f"leakage of claims against their own document >= {JUDGE_SELF_MIN} and at least "
+                       f"{JUDGE_GAP_MIN} above their leakage against another document")
+        self._judge_check_ = out
+        return out
 
     def _score(self, originals, trials, links, docs, rel_claims, linker, release_name, correct_flags,
                timings) -> list[Result]:
@@ -672,11 +701,13 @@ class ClaimLinkerAttack(Attack):
             lexical.append(rouge_l(self._orig_tokens[key], tok(docs[link.doc].text)))
         timings["lexical"] = time.perf_counter() - t
 
-        # Semantic scoring of the sampled, linked trials: every claim except the aux ones.
+        # Semantic scoring of the sampled, linked trials: every claim except the aux ones, each
+        # against the sentences of the linked document most related to it.
         llm = self._get_llm()
-        plan = []  # (position, claims to score, batches)
-        requests = []
-        passages_trimmed = 0
+        dense = isinstance(linker, DenseLinker) and linker.vectors is not None
+        offsets = np.cumsum([0] + [len(c) for c in rel_claims])
+        plan = []  # (position, claims, evidence rankings)
+        items: list[tuple[str, str]] = []
         for p in chosen:
             i, link = trials[p], links[p]
             if link.doc < 0:
@@ -685,33 +716,24 @@ class ClaimLinkerAttack(Attack):
             claims = [c for k, c in enumerate(self.orig_claims_[i]) if k not in aux]
             if not claims:
                 continue
-            batches = [claims[b:b + self.score_batch] for b in range(0, len(claims), self.score_batch)]
-            plan.append((p, claims, batches))
-            for batch in batches:
-                texts = [c.text for c in batch]
-                passage, trimmed = self._passage(llm, docs[link.doc], rel_claims[link.doc], texts)
-                passages_trimmed += trimmed
-                for r in range(self.repeats):
-                    requests.append(scoring_request(passage, texts, seed=self.seed + r,
-                                                    temperature=0.0 if self.repeats == 1 else 0.7))
-        answers = llm.complete_batch(requests, progress=self.progress)
+            j = link.doc
+            vecs = linker.vectors[offsets[j]:offsets[j + 1]] if dense else None
+            evidence, ranked = self._evidence([c.text for c in claims], docs[j], rel_claims[j], vecs)
+            plan.append((p, claims, ranked))
+            items += [(ev, c.text) for ev, c in zip(evidence, claims)]
+        t = time.perf_counter()
+        check = self._check_judge(llm, originals, dense) if plan else None
+        timings["judge_check"] = time.perf_counter() - t
+        all_ratings, malformed = self._judge(llm, items, repeats=self.repeats)
 
-        use_vectors = isinstance(linker, DenseLinker)
-        malformed, missing, rating_counts = 0, 0, Counter()
+        missing, rating_counts = 0, Counter()
         values, documents, lexical_sample = [], [], []
         pos = 0
-        for p, claims, batches in plan:
+        for p, claims, ranked in plan:
             i, link = trials[p], links[p]
             j = link.doc
-            ratings: list[int | None] = []
-            for batch in batches:
-                per_repeat = []
-                for _ in range(self.repeats):
-                    parsed, bad = parse_ratings(answers[pos], len(batch))
-                    malformed += bad
-                    per_repeat.append(parsed)
-                    pos += 1
-                ratings += [mode_rating([rep[k] for rep in per_repeat]) for k in range(len(batch))]
+            ratings = all_ratings[pos:pos + len(claims)]
+            pos += len(claims)
             valid = [r for r in ratings if r is not None]
             missing += len(ratings) - len(valid)
             rating_counts.update(valid)
@@ -720,15 +742,13 @@ class ClaimLinkerAttack(Attack):
             value = leakage_of(valid)
             values.append(value)
             lexical_sample.append(lexical[p])
-            qvecs = None
-            leaked = [(c, r) for c, r in zip(claims, ratings) if r in (1, 2)]
-            if use_vectors and leaked:
-                qvecs = self._get_embedder().encode([c.text for c, _ in leaked])
             evidence, highlights = [], []
-            for k, (c, r) in enumerate(leaked):
-                sup = self._support(c.text, j, rel_claims, linker, None if qvecs is None else qvecs[k])
+            for c, r, rank in zip(claims, ratings, ranked):
+                if r not in (1, 2):
+                    continue
                 item: dict[str, Any] = {"claim": c.text, "rating": r, "orig_start": c.start, "orig_end": c.end}
-                if sup is not None:
+                if rank:
+                    sup = rel_claims[j][rank[0]]
                     item.update(support=sup.text, start=sup.start, end=sup.end)
                     highlights.append({"start": sup.start, "end": sup.end, "kind": "claim",
                                        "note": f"{'same' if r == 1 else 'similar'} information: {c.text}"})
@@ -743,16 +763,23 @@ class ClaimLinkerAttack(Attack):
         mean, ci = mean_interval(values)
         sampled = self.score_sample is not None and self.score_sample < len(trials)
         llm_id = getattr(llm, "identity", "") or type(llm).__name__
+        note = (f"semantic leakage scored on a seeded sample of {len(chosen)} of {len(trials)} linked documents"
+                if sampled else "semantic leakage scored on every linked document")
+        warning = None
+        if check is not None and not check["passed"]:
+            warning = (f"the judge ({llm_id}) failed its self-consistency control: claims judged against their own "
+                       f"document leaked {check['self']}, against another document {check['unrelated']}, so the "
+                       "semantic leakage figure is not reliable; use a stronger --llm")
+            note += "; WARNING: " + warning
         details = {
             "scored_documents": len(values), "linked_documents": len(trials), "sampled": sampled,
             "score_sample": self.score_sample, "sample_seed": self.seed, "repeats": self.repeats,
-            "score_batch": self.score_batch, "llm": llm_id, "malformed_answers": malformed,
-            "llm_requests": len(requests), "unrated_claims": missing,
-            "rating_counts": {str(k): v for k, v in sorted(rating_counts.items())},
-            "passages_trimmed": passages_trimmed,
+            "evidence_sentences": self.evidence_sentences, "evidence_ranking": "dense" if dense else "word overlap",
+            "llm": llm_id, "malformed_answers": malformed, "llm_requests": len(items) * self.repeats,
+            "unrated_claims": missing, "rating_counts": {str(k): v for k, v in sorted(rating_counts.items())},
+            "judge_check": check, "warning": warning,
             "lexical_leakage_same_documents": (sum(lexical_sample) / len(lexical_sample)) if lexical_sample else None,
-            "note": (f"semantic leakage scored on a seeded sample of {len(chosen)} of {len(trials)} linked documents"
-                     if sampled else "semantic leakage scored on every linked document"),
+            "note": note,
         }
         semantic = Result(kind="attack", name=f"{self.name}.leakage", release=release_name, value=mean, ci=ci,
                           n=len(values), details=details, documents=documents)
@@ -793,6 +820,10 @@ class ClaimLinkerAttack(Attack):
         @click.option("--no-scoring", is_flag=True, help="Only link; skip semantic and lexical leakage.")
         @click.option("--repeats", type=int, default=3, show_default=True,
                       help="Times each rating is asked; the mode is kept.")
+        @click.option("--evidence-sentences", type=int, default=3, show_default=True,
+                      help="Sentences of the linked record shown to the judge with each claim.")
+        @click.option("--judge-check", type=int, default=8, show_default=True, metavar="N",
+                      help="Claims in the judge's self-consistency control (own vs another document); 0 = off.")
         @click.option("--embedder", default=None, metavar="PATH",
                       help="sentence-transformers folder for the dense linker (default: MiniLM).")
         @click.option("--tolerance", type=float, default=0.02, show_default=True,
@@ -801,7 +832,7 @@ class ClaimLinkerAttack(Attack):
         @cc.seed_option
         @cc.out_option
         def command(originals, releases, fmt, claims, linker, aux_claims, aux_select, paraphrase, score_sample,
-                    no_scoring, repeats, embedder, tolerance, llm_spec, seed, out):
+                    no_scoring, repeats, evidence_sentences, judge_check, embedder, tolerance, llm_spec, seed, out):
             from audit.data import Scenario
 
             started = time.time()
@@ -809,7 +840,8 @@ class ClaimLinkerAttack(Attack):
             rels = cc.load_release_specs(releases, corpus, fmt)
             attack = cls(claims=claims, linker=linker, aux_claims=aux_claims, aux_select=aux_select,
                          paraphrase=paraphrase, score=not no_scoring, score_sample=score_sample,
-                         repeats=repeats, llm=llm_spec, embedder=embedder, tolerance=tolerance, seed=seed,
+                         repeats=repeats, evidence_sentences=evidence_sentences, judge_check=judge_check,
+                         llm=llm_spec, embedder=embedder, tolerance=tolerance, seed=seed,
                          progress=sys.stderr.isatty())
             scenario = Scenario(originals=corpus, releases=tuple(rels))
             attack.fit(scenario)

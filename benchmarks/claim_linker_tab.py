@@ -36,7 +36,6 @@ from audit.stats import risk  # noqa: E402
 
 TAB = ROOT.parent / "shared" / "data" / "tab"
 QUICK = ["Manual_Entity", "Manual_Supression", "Manual_Dou", "Presidio_Entity", "spaCy_Entity"]
-SCORED = ["Manual_Entity", "Manual_Dou"]
 
 
 def timed(label, timings, fn, *a, **kw):
@@ -56,6 +55,13 @@ def main() -> None:
     ap.add_argument("--llm-claims-docs", type=int, default=None, help="documents for the LLM-claims sample")
     ap.add_argument("--paraphrase-docs", type=int, default=None,
                     help="originals whose aux claims are paraphrased (the paraphrased columns use these trials)")
+    ap.add_argument("--semantic-only", action="store_true",
+                    help="skip the 22-release linking table and the LLM-claims sample: semantic leakage only, "
+                         "on the --semantic-pool shortest documents, with an identity control release")
+    ap.add_argument("--semantic-pool", type=int, default=30, help="documents in the --semantic-only pool")
+    ap.add_argument("--scored", default="Manual_Entity,Manual_Dou",
+                    help="releases whose semantic leakage is scored (comma-separated)")
+    ap.add_argument("--repeats", type=int, default=1, help="judge repeats per claim (the attack's default is 3)")
     ap.add_argument("--clauses", action="store_true",
                     help="split clauses with the parser (the attack's default; about 2x slower than sentences)")
     ap.add_argument("--docs", type=int, default=None, help="only the first N documents (smoke tests)")
@@ -77,6 +83,14 @@ def main() -> None:
         names = [n for n in names if n in QUICK]
     releases = [timed("load_releases", timings, load_releases, f"{n}={f}", originals=originals)[0]
                 for n, f in zip(names, files)]
+    if args.semantic_only:
+        keep = sorted(originals, key=lambda d: len(d.text))[: args.semantic_pool]
+        keep_ids = {d.id for d in keep}
+        originals = Corpus([d for d in originals if d.id in keep_ids], name="originals")
+        scored_names = set(args.scored.split(","))
+        releases = [Release(r.name, Corpus([d for d in r.corpus if d.id in keep_ids], name=r.name),
+                            sanitizer=r.sanitizer, source=r.source) for r in releases if r.name in scored_names]
+        releases.insert(0, Release("identity (unsanitized control)", originals))
     if args.docs:
         originals = originals[: args.docs]
         releases = [Release(r.name, r.corpus[: args.docs], sanitizer=r.sanitizer, source=r.source) for r in releases]
@@ -95,6 +109,7 @@ def main() -> None:
         from audit.models import load_llm
 
         llm = timed("load_llm", timings, load_llm, args.llm)
+    if llm is not None and not args.semantic_only:
         trials = sorted(random.Random(f"{args.seed}:para").sample(range(len(originals)), para_docs))
         flat = [q for t in trials for q in raw_queries[t]]
         paras, failed = timed("paraphrase", timings, paraphrase_claims, llm, flat, seed=args.seed, progress=True)
@@ -117,7 +132,7 @@ def main() -> None:
     rel_claims_by_name = {}
     linking: dict = {}
     embed_compare = None
-    for rel in releases:
+    for rel in ([] if args.semantic_only else releases):
         docs = list(rel.corpus)
         rel_claims = timed("atomise_releases", timings, splitter.split, docs)
         rel_claims_by_name[rel.name] = rel_claims
@@ -144,7 +159,7 @@ def main() -> None:
     report["linking"] = linking
     report["embedding_vs_bare_encode"] = embed_compare
 
-    if llm is not None:
+    if llm is not None and not args.semantic_only:
         # ------------------------------------------------------------ LLM claims on a sample
         sub_ids = originals.ids[:llm_docs]
         sub_orig = Corpus([_head(originals[i]) for i in sub_ids], name="originals-sample")
@@ -168,15 +183,17 @@ def main() -> None:
                                        "rows": llm_claims_rows}
         print("llm claims", {k: v["rate"] for k, v in llm_claims_rows.items()}, file=sys.stderr)
 
+    if llm is not None:
         # ------------------------------------------------------------ semantic vs lexical leakage
         scored = {}
-        attack = ClaimLinkerAttack(llm=llm, embedder=embedder, score_sample=score_sample, repeats=1,
-                                   score_batch=16, paraphrase=False, seed=args.seed)
+        attack = ClaimLinkerAttack(llm=llm, embedder=embedder, score_sample=score_sample, repeats=args.repeats,
+                                   paraphrase=False, seed=args.seed, progress=True)
         attack._splitter = splitter
         scen = Scenario(originals=originals, releases=tuple(releases))
         attack.fit(scen)
+        wanted = set(args.scored.split(",")) | {r.name for r in releases if r.name.startswith("identity")}
         for rel in releases:
-            if rel.name not in SCORED:
+            if rel.name not in wanted:
                 continue
             t = time.perf_counter()
             link, sem, lex = attack.evaluate(scen, rel)
@@ -185,11 +202,14 @@ def main() -> None:
                 "lexical_leakage_same_docs": sem.details["lexical_leakage_same_documents"],
                 "lexical_leakage_all": round(lex.value, 3), "rating_counts": sem.details["rating_counts"],
                 "malformed_answers": sem.details["malformed_answers"], "llm_requests": sem.details["llm_requests"],
-                "passages_trimmed": sem.details["passages_trimmed"], "seconds": round(time.perf_counter() - t, 1),
+                "judge_check": sem.details["judge_check"], "seconds": round(time.perf_counter() - t, 1),
+                "per_document": [{k: d[k] for k in ("id", "leakage", "lexical_leakage", "ratings")}
+                                 for d in sem.documents],
                 "timings": link.details["timings"],
             }
+            report["semantic_sample"] = scored
+            Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False))  # partial results
             print("scored", rel.name, scored[rel.name], file=sys.stderr)
-        report["semantic_sample"] = scored
     report["timings"] = timings
     Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False))
     print(markdown(report))
@@ -249,7 +269,7 @@ def _minilm() -> str:
 
 def markdown(report: dict) -> str:
     lines = []
-    link = report["linking"]
+    link = report["linking"] or {"-": {"claims": 0}}
     cols = [c for c in next(iter(link.values())) if c != "claims"]
     lines.append("| release | claims | " + " | ".join(cols) + " |")
     lines.append("|---|---:|" + "---:|" * len(cols))
@@ -265,6 +285,10 @@ def markdown(report: dict) -> str:
             rc = r["rating_counts"]
             lines.append(f"| {name} | {r['n']} | {r['semantic_leakage']:.3f} | {r['lexical_leakage_same_docs']:.3f} | "
                          f"{rc.get('1', 0)}/{rc.get('2', 0)}/{rc.get('3', 0)} | {r['malformed_answers']} |")
+        check = next(iter(report["semantic_sample"].values())).get("judge_check")
+        if check:
+            lines.append(f"\njudge self-consistency control ({check['claims']} claims): own document "
+                         f"{check['self']}, another document {check['unrelated']}, passed: {check['passed']}")
     lines.append("")
     lines.append(f"timings (s): {json.dumps(report['timings'])}")
     lines.append(f"embedding vs bare encode: {json.dumps(report['embedding_vs_bare_encode'])}")

@@ -474,6 +474,10 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
     drill = [_drilldown(rf, rel, release_texts.get(rel, {}), max_documents, shareable, kinds) for rel in releases]
     drill = [d for d in drill if d["rows"]]
 
+    # A component that doubts its own figure says so in ``details["warning"]``; the reader
+    # sees it beside the verdict, not only in results.json.
+    warnings = [f"{title_of(r.name)} on {r.release}: {r.details['warning']}" for r in rf.results
+                if isinstance(r.details.get("warning"), str) and r.details["warning"]]
     skipped = [*(prov.get("skipped") or []), *(prov.get("errors") or [])]
     sampled_any = any(isinstance(r.details.get("sampled"), Mapping) for r in rf.results)
     return {
@@ -488,7 +492,7 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
         "kinds": [{"kind": visible(k), "cls": c} for k, c in kinds.items()],
         "skipped": [{"component": visible(str(s.get("component", ""))), "reason": visible(str(s.get("reason", "")))}
                     for s in skipped if isinstance(s, Mapping)],
-        "sampled_any": sampled_any, "notes": [visible(n) for n in notes],
+        "sampled_any": sampled_any, "notes": [visible(n) for n in [*notes, *warnings]],
         "prov": _provenance_view(prov),
     }
 

@@ -31,7 +31,8 @@ DOC_STRING_KEYS = frozenset({"id", "kind", "label", "entity_type", "identifier_t
                              "outcome", "method", "strategy"})
 DETAIL_STRING_KEYS = frozenset({"description", "unit", "method", "metric", "strategy", "linker", "model",
                                 "mode", "label", "entity_type", "selection", "aggregation", "note_kind",
-                                "baseline_kind", "embedder", "llm"})
+                                "baseline_kind", "embedder", "llm",
+                                "warning"})  # a component's doubt about its own figure; never quotes a document
 HIGHLIGHT_KEYS = ("start", "end", "kind")
 #: Key names dropped whatever their value.
 DENY = re.compile(r"^(orig(inal)?(_.*)?|.*_original|guess(es)?|.*_guess(es)?|gold.*|truth|answer|expected|"

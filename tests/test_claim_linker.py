@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from attackers.claim_linker import (
-    BM25Linker, ClaimLinkerAttack, DenseLinker, majority_vote, mode_rating, parse_ratings, leakage_of,
+    BM25Linker, ClaimLinkerAttack, DenseLinker, evidence_text, judge_request, leakage_of, majority_vote,
+    mode_rating, parse_verdict, rank_evidence,
 )
 from audit.text import RougeTokenizer, rouge_l
 from attackers.claims import (
@@ -112,16 +113,36 @@ def test_llm_splitter_parses_answers_points_to_sentences_and_falls_back_on_garba
     assert splitter.fallbacks == 1
 
 
-def test_parse_ratings_handles_json_lines_and_malformed_answers():
-    assert parse_ratings("[1, 3, 2]", 3) == ([1, 3, 2], False)
-    assert parse_ratings('{"ratings": [2, 2]}', 2) == ([2, 2], False)
-    assert parse_ratings("1. 2\n2. 1 because the passage says so\n3. 3", 3) == ([2, 1, 3], False)
-    assert parse_ratings("Claim 2: 3\nClaim 1: 1", 2) == ([1, 3], False)
-    # Too few ratings, out of range, nonsense: missing ratings are None and the answer is malformed.
-    assert parse_ratings("[1, 2]", 3) == ([1, 2, None], True)
-    assert parse_ratings("[1, 7, 2]", 3) == ([1, None, 2], True)
-    assert parse_ratings("[1, 2, 3, 1]", 3) == ([1, 2, 3], True)
-    assert parse_ratings("I am not sure.", 2) == ([None, None], True)
+def test_parse_verdict_reads_one_word_answers_in_any_wrapping():
+    assert parse_verdict('"same"') == 1 and parse_verdict("Similar.") == 2 and parse_verdict("no") == 3
+    assert parse_verdict('{"answer": "similar"}') == 2
+    assert parse_verdict("Answer: no, the text does not say so") == 3
+    assert parse_verdict("2") == 2 and parse_verdict("unsupported") == 3
+    # The first verdict word wins; an answer without one is unrated.
+    assert parse_verdict("same, not similar") == 1
+    assert parse_verdict("") is None and parse_verdict("I cannot tell.") is None
+
+
+def test_judge_request_asks_one_claim_against_its_evidence_with_a_closed_answer():
+    req = judge_request("The applicant was born in 1961.", "He was born in Bergen in 1961.", seed=4, temperature=0.7)
+    user = req.messages[-1][1]
+    assert user.startswith("Text:\nThe applicant was born in 1961.\n\nFact: He was born in Bergen in 1961.\n")
+    assert req.schema == {"type": "string", "enum": ["same", "similar", "no"]}
+    assert req.seed == 4 and req.temperature == 0.7
+
+
+def test_evidence_is_the_best_ranked_sentences_in_document_order():
+    text = "Anna keeps goats. She sold cheese on Friday. Her sister lives in Oslo. The goats are old."
+    doc = Document("d", text)
+    cands = claims_of("d", ["Anna keeps goats.", "She sold cheese on Friday.", "Her sister lives in Oslo.",
+                            "The goats are old."])
+    ranked = rank_evidence("Anna's goats are old", cands)
+    assert ranked[:2] == [3, 0] or ranked[:2] == [0, 3]
+    assert evidence_text(doc, cands, ranked, 2) == "Anna keeps goats. The goats are old."
+    assert evidence_text(doc, cands, ranked, 1) == cands[ranked[0]].text
+    # Dense ranking when vectors are given.
+    vecs = np.eye(4, dtype=np.float32)
+    assert rank_evidence("x", cands, vecs[2], vecs)[0] == 2
 
 
 def test_mode_keeps_most_frequent_rating_and_breaks_ties_towards_leakage():
@@ -189,16 +210,18 @@ def test_dense_linker_uses_an_approximate_index_above_the_threshold():
 
 
 def judge(req):
-    """A fake LLM judge: 1 when all content words of a claim are in the passage, else 3;
-    paraphrases by swapping the first two words."""
+    """A fake LLM judge: "same" when all content words of the fact are in the evidence, else
+    "no"; paraphrases by echoing the fact."""
     user = req.messages[-1][1]
-    if req.schema and req.schema.get("items", {}).get("type") == "integer":
-        passage = user.split("Passage:\n", 1)[1].split("\n\nRate each claim", 1)[0].lower()
-        claims = re.findall(r"^\d+\. (.*)$", user.split("Claims:\n", 1)[1], flags=re.M)
-        words = set(re.findall(r"\w+", passage))
-        return json.dumps([1 if set(re.findall(r"\w+", c.lower())) - STOP <= words else 3 for c in claims])
-    fact = user.split("Fact: ", 1)[1]
+    fact = user.split("Fact: ", 1)[1].split("\n", 1)[0]
+    if req.schema and req.schema.get("enum"):
+        evidence = set(re.findall(r"\w+", user.split("Text:\n", 1)[1].split("\n\nFact: ", 1)[0].lower()))
+        return json.dumps("same" if set(re.findall(r"\w+", fact.lower())) - STOP <= evidence else "no")
     return json.dumps(fact)
+
+
+def judged_facts(calls) -> list[str]:
+    return [r.messages[-1][1].split("Fact: ", 1)[1].split("\n", 1)[0] for r in calls if r.schema and r.schema.get("enum")]
 
 
 ORIGINALS = {
@@ -278,13 +301,38 @@ def test_attack_links_and_scores_without_ever_scoring_aux_claims(spacy_resource)
         text = release.corpus[doc["linked"]].text
         for h, e in zip(doc["highlights"], doc["leaked"]):
             assert h["kind"] == "claim" and text[h["start"]:h["end"]] == e["support"]
-    scored_claims = "\n".join(r.messages[-1][1].split("Claims:\n", 1)[1] for r in llm.calls)
+    judged = judged_facts(llm.calls)
     for d in link.documents:
         for a in d["aux"]:
-            assert a["claim"] not in scored_claims
-    assert len(llm.calls) == 4 * 3  # one batch per document, three repeats
+            assert a["claim"] not in judged  # neither scored nor used in the judge's control
+    # 4 documents x 2 scored claims x 3 repeats, plus the control: 8 claims x (own, other document).
+    assert len(judged) == 4 * 2 * 3 + 8 * 2
     assert {r.seed for r in llm.calls} == {0, 1, 2}
+    check = semantic.details["judge_check"]
+    assert check["claims"] == 8 and check["self"] == 1.0 and check["unrelated"] < 0.5 and check["passed"]
+    assert "WARNING" not in semantic.details["note"]
     assert 0.0 < lexical.value < 1.0 and lexical.n == 4
+
+
+def test_a_judge_that_cannot_tell_documents_apart_is_flagged(spacy_resource):
+    def yes_sayer(req):
+        return '"same"' if req.schema and req.schema.get("enum") else json.dumps("x")
+
+    originals, release = _originals(), _masked()
+    scenario = Scenario(originals=originals, releases=(release,))
+    attack = _attack(spacy_resource, llm=ScriptedLLM(yes_sayer), repeats=1)
+    _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
+    check = semantic.details["judge_check"]
+    assert check["self"] == 1.0 and check["unrelated"] == 1.0 and not check["passed"]
+    assert "WARNING: the judge (scripted) failed its self-consistency control" in semantic.details["note"]
+    assert semantic.details["warning"].startswith("the judge (scripted) failed")
+    # The control runs once per fit, not once per release.
+    calls = len(attack._get_llm().calls)
+    attack.evaluate(scenario, release)
+    assert len(attack._get_llm().calls) - calls == 4 * 2
+    # judge_check=0 switches the control off.
+    off = _attack(spacy_resource, llm=ScriptedLLM(yes_sayer), repeats=1, judge_check=0)
+    assert off.fit(scenario).evaluate(scenario, release)[1].details["judge_check"] is None
 
 
 def test_score_sample_is_seeded_and_reported(spacy_resource):
@@ -362,7 +410,7 @@ def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
     scenario = Scenario(originals=demo.originals, releases=(release,))
     # Paraphrasing is exercised by the unit tests; here the real models link and rate.
     attack = ClaimLinkerAttack(llm=small_llm, embedder=minilm, paraphrase=False, repeats=1, score_sample=1,
-                               score_batch=12, seed=0)
+                               judge_check=4, seed=0)
     link, semantic, lexical = attack.fit(scenario).evaluate(scenario, release)
     assert link.n == 6 and link.baseline == pytest.approx(1 / 6)
     # Masking names and places leaves each record's distinctive facts: the dense linker finds it.
@@ -372,6 +420,9 @@ def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
     assert 0.0 <= doc["leakage"] <= 1.0 and doc["claims_scored"] + doc["claims_unrated"] > 0
     text = release.corpus[doc["linked"]].text
     assert all(text[h["start"]:h["end"]] for h in doc["highlights"])
+    check = semantic.details["judge_check"]
+    assert check["claims"] == 4 and check["self"] is not None and isinstance(check["passed"], bool)
+    assert semantic.details["evidence_ranking"] == "dense"
     # Masking keeps most words: the lexical figure is high.
     assert lexical.value > 0.5
 

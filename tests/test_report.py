@@ -144,6 +144,15 @@ def test_verdict_in_plain_language_highest_first_and_not_beating_chance():
     assert 'id="chart-tradeoff"' not in html
 
 
+def test_a_components_warning_about_its_own_figure_is_shown_in_both_editions():
+    rf = ResultsFile()
+    rf.add(Result("attack", "claim_linker.leakage", "labels", 0.9, None, 3,
+                  details={"warning": "the judge <b>failed</b> its control", "note": "private <i>detail</i>"}))
+    for html in (render(rf), render(rf, shareable=True)):
+        assert "Claim linker: leakage on labels" in html and "the judge &lt;b&gt;failed&lt;/b&gt; its control" in html
+    assert "private" not in render(rf, shareable=True)
+
+
 def test_tradeoff_chart_with_utility_and_gate_in_report(audited):
     root, outcome = audited
     res = CliRunner().invoke(main, ["report", str(outcome.path), "--out", str(root / "r.html"),
