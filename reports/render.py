@@ -293,9 +293,13 @@ def _risk_level(r: Result) -> tuple[str, str]:
 
 
 def _sentence(r: Result) -> str:
-    unit = str(r.details.get("unit") or "trials")
     ci = f" (95% CI {pct(r.ci[0])}–{pct(r.ci[1])})" if r.ci else ""
-    s = f"{title_of(r.name)} succeeded on {pct(r.value)} of {r.n} {unit} in release “{visible(r.release)}”{ci}"
+    if "successes" in r.details:  # a success rate (Result.from_risk)
+        unit = str(r.details.get("unit") or "trials")
+        s = f"{title_of(r.name)} succeeded on {pct(r.value)} of {r.n} {unit} in release “{visible(r.release)}”{ci}"
+    else:  # a score averaged over documents (leakage, similarity): not a count of successes
+        unit = str(r.details.get("unit") or "documents")
+        s = f"{title_of(r.name)} averaged {pct(r.value)} over {r.n} {unit} in release “{visible(r.release)}”{ci}"
     if r.baseline is not None:
         s += f", against {pct(r.baseline, 2)} by chance" if r.beats_baseline else \
              f": not distinguishable from chance ({pct(r.baseline, 2)})"

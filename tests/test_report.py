@@ -140,6 +140,9 @@ def test_verdict_in_plain_language_highest_first_and_not_beating_chance():
     second = html.index("TRIR succeeded on 30.0% of 40 trials in release “labels”")
     assert first < second
     assert "1 attack result did not beat chance" in html
+    # A score averaged over documents is not phrased as a count of successes.
+    rf.add(Result("attack", "claim_linker.leakage", "labels", 0.62, (0.5, 0.74), 3))
+    assert "Claim linker: leakage averaged 62.0% over 3 documents in release “labels”" in render(rf)
     assert "No utility metric is in these results" in html and 'id="chart-risk"' in html
     assert 'id="chart-tradeoff"' not in html
 
