@@ -62,6 +62,24 @@ def restrict(release: Release, keys: set[tuple[str, int, int]]) -> Release:
     return Release(release.name, Corpus(docs, name=release.name), aligned=True, source=release.source)
 
 
+def paired_tests(outcomes: dict[str, dict[tuple, bool]]) -> list[dict]:
+    """Every pair of releases on the spans both attacked: how many spans only one of them gave
+    away, and the two-sided exact sign (McNemar) test on those discordant spans. The same spans
+    are attacked in every release, so this is far more sensitive than comparing two rates."""
+    from scipy.stats import binomtest
+
+    names = list(outcomes)
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            common = outcomes[a].keys() & outcomes[b].keys()
+            only_a = sum(outcomes[a][k] and not outcomes[b][k] for k in common)
+            only_b = sum(outcomes[b][k] and not outcomes[a][k] for k in common)
+            p = binomtest(only_a, only_a + only_b).pvalue if only_a + only_b else 1.0
+            out.append({"a": a, "b": b, "spans": len(common), "only_a": only_a, "only_b": only_b, "p": round(p, 4)})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=TAB)
@@ -73,6 +91,8 @@ def main() -> None:
     ap.add_argument("--releases", default=",".join(RELEASES), help="comma-separated subset of " + ",".join(RELEASES))
     ap.add_argument("--quick", action="store_true", help="6 spans, 3 guesses, 256 context tokens")
     ap.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="LLM answer cache (sqlite) to use; default: a fresh one, so the first pass is cold")
     args = ap.parse_args()
     if args.quick:
         args.sample, args.guesses, args.context_tokens = 6, 3, 256
@@ -90,8 +110,9 @@ def main() -> None:
     sample = set(random.Random(args.seed).sample(keys, min(args.sample, len(keys))))
     load_s = time.perf_counter() - t0
 
-    cache_dir = Path(tempfile.mkdtemp(prefix="span-guess-bench-"))  # fresh cache: first pass is cold
-    llm = load_llm(args.llm, cache=True, cache_path=cache_dir / "llm.sqlite", n_ctx=2048, n_parallel=2)
+    cache_path = args.cache or Path(tempfile.mkdtemp(prefix="span-guess-bench-")) / "llm.sqlite"
+    print(f"LLM cache: {cache_path}", flush=True)
+    llm = load_llm(args.llm, cache=True, cache_path=cache_path, n_ctx=2048, n_parallel=2)
     attack = SpanGuessAttack(llm=llm, guesses=args.guesses, context_tokens=args.context_tokens, seed=args.seed,
                              ner=False, progress=True)
     scenario = Scenario(originals=originals, releases=tuple(releases))
@@ -100,6 +121,7 @@ def main() -> None:
     fit_s = time.perf_counter() - t1
 
     rows = []
+    outcomes: dict[str, dict[tuple, bool]] = {}  # release -> (doc, start, end) -> recovered
     for rel in releases:
         small = restrict(rel, sample)
         t = time.perf_counter()
@@ -109,6 +131,8 @@ def main() -> None:
         (again,) = attack.evaluate(scenario, small)
         warm = time.perf_counter() - t
         assert again.value == res.value
+        outcomes[rel.name] = {(d["id"], sp["orig_start"], sp["orig_end"]): sp["recovered"]
+                              for d in res.documents for sp in d["spans"]}
         rows.append({"release": rel.name, "recovered": res.value, "ci": res.ci, "n": res.n,
                      "baseline": res.baseline, "per_label": {k: (v["successes"], v["n"])
                                                              for k, v in res.details["per_label"].items()},
@@ -121,10 +145,14 @@ def main() -> None:
               f"baseline {r['baseline']:.3f}  cold {cold:6.1f}s ({r['spans_per_min']} spans/min)  "
               f"warm {warm:5.2f}s", flush=True)
 
+    paired = paired_tests(outcomes)
+    for p in paired:
+        print(f"{p['a']} vs {p['b']}: recovered only by {p['a']} {p['only_a']}, only by {p['b']} {p['only_b']}, "
+              f"exact sign test p = {p['p']:.3f}", flush=True)
     summary = {"llm": llm.identity, "sample": len(sample), "guesses": args.guesses,
                "context_tokens": args.context_tokens, "seed": args.seed, "load_s": round(load_s, 1),
                "fit_s": round(fit_s, 1), "frequent_lemmas_head": sorted(attack._matcher.frequent)[:20],
-               "releases": rows}
+               "releases": rows, "paired": paired}
     print(json.dumps({k: v for k, v in summary.items() if k != "releases"}, indent=1))
     for r in rows:
         print(r["release"], "per label (recovered, n):", r["per_label"], "rules:", r["rules"])
