@@ -58,6 +58,8 @@ def main() -> None:
     ap.add_argument("--semantic-only", action="store_true",
                     help="skip the 22-release linking table and the LLM-claims sample: semantic leakage only, "
                          "on the --semantic-pool shortest documents, with an identity control release")
+    ap.add_argument("--linking-only", action="store_true",
+                    help="use the LLM only to paraphrase the attacker's claims: no LLM-claims sample, no scoring")
     ap.add_argument("--semantic-pool", type=int, default=30, help="documents in the --semantic-only pool")
     ap.add_argument("--scored", default="Manual_Entity,Manual_Dou",
                     help="releases whose semantic leakage is scored (comma-separated)")
@@ -115,6 +117,7 @@ def main() -> None:
         paras, failed = timed("paraphrase", timings, paraphrase_claims, llm, flat, seed=args.seed, progress=True)
         it = iter(paras)
         queries["paraphrased"] = (trials, [[next(it) for _ in raw_queries[t]] for t in trials])
+        queries["verbatim-same-docs"] = (trials, [raw_queries[t] for t in trials])  # paired comparison
         report["paraphrase_failures"] = failed
         report["paraphrased_claims"] = len(flat)
         report["paraphrase_examples"] = list(zip(flat[:6], paras[:6]))
@@ -159,7 +162,7 @@ def main() -> None:
     report["linking"] = linking
     report["embedding_vs_bare_encode"] = embed_compare
 
-    if llm is not None and not args.semantic_only:
+    if llm is not None and not args.semantic_only and not args.linking_only:
         # ------------------------------------------------------------ LLM claims on a sample
         sub_ids = originals.ids[:llm_docs]
         sub_orig = Corpus([_head(originals[i]) for i in sub_ids], name="originals-sample")
@@ -183,7 +186,7 @@ def main() -> None:
                                        "rows": llm_claims_rows}
         print("llm claims", {k: v["rate"] for k, v in llm_claims_rows.items()}, file=sys.stderr)
 
-    if llm is not None:
+    if llm is not None and not args.linking_only:
         # ------------------------------------------------------------ semantic vs lexical leakage
         scored = {}
         attack = ClaimLinkerAttack(llm=llm, embedder=embedder, score_sample=score_sample, repeats=args.repeats,
