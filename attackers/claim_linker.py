@@ -325,17 +325,15 @@ def judge_request(evidence: str, claim: str, *, seed: int, temperature: float):
                             json_schema={"type": "string", "enum": list(VERDICTS)})
 
 
-_VERDICT_WORD = re.compile(r"[a-z123]+")
+_VERDICT_WORD = re.compile(r"\b(?:same|similar|no|not|none|unsupported|[123])\b")
 _VERDICT_ALIASES = {**VERDICTS, "1": 1, "2": 2, "3": 3, "unsupported": 3, "not": 3, "none": 3}
 
 
 def parse_verdict(answer: str) -> int | None:
     """The rating in a judge's answer: the first word that is a verdict (``same``, ``similar``,
     ``no``, or the digits 1-3), ignoring quotes, JSON and case; ``None`` when there is none."""
-    for word in _VERDICT_WORD.findall(answer.lower()):
-        if word in _VERDICT_ALIASES:
-            return _VERDICT_ALIASES[word]
-    return None
+    m = _VERDICT_WORD.search(answer.lower())
+    return _VERDICT_ALIASES[m.group(0)] if m else None
 
 
 def rank_evidence(claim: str, candidates: Sequence[Claim], qvec: np.ndarray | None = None,

@@ -121,6 +121,7 @@ def test_parse_verdict_reads_one_word_answers_in_any_wrapping():
     # The first verdict word wins; an answer without one is unrated.
     assert parse_verdict("same, not similar") == 1
     assert parse_verdict("") is None and parse_verdict("I cannot tell.") is None
+    assert parse_verdict("Born in 1961: no") == 3  # digits inside a number are not a rating
 
 
 def test_judge_request_asks_one_claim_against_its_evidence_with_a_closed_answer():
