@@ -454,6 +454,12 @@ class ClaimLinkerAttack(Attack):
                 self._llm_obj = load_llm(self.llm)
         return self._llm_obj
 
+    def close(self) -> None:
+        if self._llm_obj is not None and self._llm_obj is not self.llm:
+            self._llm_obj.close()  # loaded from a spec here: ours to release
+        self._llm_obj = None
+        self._embedder_obj = None
+
     def _get_embedder(self):
         if self._embedder_obj is None:
             if self.embedder is None or isinstance(self.embedder, str):

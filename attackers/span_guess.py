@@ -551,6 +551,11 @@ class SpanGuessAttack(Attack):
                 self._llm = load_llm(self.llm, cache=self.cache)
         return self._llm
 
+    def close(self) -> None:
+        if self._llm is not None and self._llm is not self.llm:
+            self._llm.close()  # loaded from a spec here: ours to release
+        self._llm = None
+
     def guesser(self) -> SpanGuesser:
         return SpanGuesser(self._get_llm(), guesses=self.guesses, context_tokens=self.context_tokens, seed=self.seed)
 

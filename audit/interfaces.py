@@ -40,6 +40,11 @@ class Component(ABC):
         """Constructor parameters as given (JSON-friendly where possible)."""
         return {k: getattr(self, k) for k in self.param_names() if hasattr(self, k)}
 
+    def close(self) -> None:
+        """Release what the component loaded itself (a language model, an index), never what it
+        was given. The runner calls it once the component has evaluated every release; a
+        closed component loads its resources again if it is used after all."""
+
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({params})"

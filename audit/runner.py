@@ -715,6 +715,8 @@ class Audit:
                     raise
                 outcome.errors.append({"component": comp.label, "reason": f"{type(exc).__name__}: {exc}"})
                 self.echo(f"  {label}: FAILED ({type(exc).__name__}: {exc}); going on")
+            finally:
+                _close_quietly(obj)  # free its model before the next component loads one
             save()
         save()
         outcome.seconds = time.time() - t_start
@@ -783,3 +785,13 @@ class Audit:
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "release"
+
+
+def _close_quietly(obj: Any) -> None:
+    """``obj.close()``; a component that fails to release a resource never fails the audit."""
+    import contextlib
+
+    close = getattr(obj, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):  # releasing is best effort
+            close()

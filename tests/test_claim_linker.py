@@ -450,3 +450,21 @@ def test_cli_links_a_release_without_models(tmp_path):
     assert "claim_linker" in result.output
     bad = CliRunner().invoke(main, args[:-2] + ["--aux-claims", "0", "--out", str(out)])
     assert bad.exit_code == 1 and "aux_claims must be at least 1" in bad.output
+
+
+def test_close_releases_only_a_model_the_attack_loaded_itself():
+    class Recording(ScriptedLLM):
+        closed = 0
+
+        def close(self):
+            type(self).closed += 1
+
+    given = Recording(judge)
+    attack = ClaimLinkerAttack(llm=given)
+    attack._get_llm()
+    attack.close()
+    assert Recording.closed == 0 and attack._llm_obj is None  # the caller's model stays open
+    loaded = ClaimLinkerAttack(llm="some-spec")
+    loaded._llm_obj = Recording(judge)  # as if load_llm("some-spec") had run
+    loaded.close()
+    assert Recording.closed == 1 and loaded._llm_obj is None

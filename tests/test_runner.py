@@ -34,6 +34,11 @@ class LeakAttack(Attack):
         self.fail_on = fail_on
         self.interrupt_flag = interrupt_flag
 
+    closes = 0  # how many times the runner released an instance
+
+    def close(self):
+        type(self).closes += 1
+
     def fit(self, scenario):
         _log(self.log, "fit")
         self.words = {}
@@ -144,6 +149,19 @@ def make_spec(root: Path, **over) -> Path:
     path = root / "audit.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
+
+
+def test_each_component_is_closed_once_done_even_when_it_failed(demo_dir):
+    reg = toy_registry()
+    LeakAttack.closes = 0
+    Audit(load_spec(make_spec(demo_dir), registry=reg), registry=reg, progress=False, echo=None).run()
+    assert LeakAttack.closes == 1
+    failing = make_spec(demo_dir, out="out2", attacks=[{"name": "toy_leak", "params": {"fail_on": "masked"}}])
+    outcome = Audit(load_spec(failing, registry=reg), registry=reg, on_error="skip", progress=False, echo=None).run()
+    assert outcome.errors and LeakAttack.closes == 2
+    with pytest.raises(RuntimeError, match="boom"):  # stopping at the failure still releases it
+        Audit(load_spec(failing, registry=reg), registry=reg, progress=False, echo=None).run()
+    assert LeakAttack.closes == 3
 
 
 def test_run_writes_results_provenance_and_releases(demo_dir):
