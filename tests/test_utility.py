@@ -9,6 +9,8 @@ import json
 import math
 
 import numpy as np
+import random
+
 import pytest
 
 from audit.data import Corpus, Document, Span, sanitize_corpus
@@ -338,6 +340,28 @@ def test_nmi_of_a_release_identical_to_the_originals_is_one(make_ctx):
     gone = sanitize_corpus(originals, {d.id: [Span(0, len(d.text), replacement="REDACTED document")]
                                        for d in originals}, name="gone")
     assert _run(NMIMetric, ctx, gone, runs=3, k=3).value < 0.5
+
+
+def test_nmi_warns_when_the_originals_have_no_stable_clusters(make_ctx):
+    clear = _topic_corpus()
+    r = _run(NMIMetric, make_ctx(clear), sanitize_corpus(clear, {}, name="same"), runs=3)
+    assert r.details["reference_stability"] == pytest.approx(1.0) and "warning" not in r.details
+    # Documents with nothing in common: every seeded k-means run partitions them differently.
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(400)]
+    noise = _corpus(*(" ".join(rng.sample(words, 12)) + "." for _ in range(30)))
+    r = _run(NMIMetric, make_ctx(noise), sanitize_corpus(noise, {}, name="same"), runs=5, k=5)
+    assert r.details["reference_stability"] < 0.8
+    assert r.details["warning"].startswith("k-means on the originals is unstable")
+
+
+def test_nmi_does_not_depend_on_the_order_of_the_documents(make_ctx):
+    originals = _topic_corpus()
+    shuffled = Corpus(random.Random(3).sample(list(originals), len(originals)), name="orig")
+    gone = {d.id: [Span(0, 20, replacement="REDACTED")] for d in originals}
+    a = _run(NMIMetric, make_ctx(originals), sanitize_corpus(originals, gone, name="r"), runs=3)
+    b = _run(NMIMetric, make_ctx(shuffled), sanitize_corpus(shuffled, gone, name="r"), runs=3)
+    assert a.value == b.value and a.details["k"] == b.details["k"]
 
 
 def test_similarity_and_rouge(make_ctx):

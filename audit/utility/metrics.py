@@ -186,6 +186,10 @@ class TPSMetric(_TermMetric):
 # --------------------------------------------------------------------------- NMI
 
 
+#: Below this agreement between the originals' own k-means runs, NMI carries a warning.
+NMI_STABLE_MIN = 0.8
+
+
 @register("metric")
 class NMIMetric(UtilityMetric):
     """``k``: number of clusters (None: best silhouette on the originals for k in
@@ -210,9 +214,11 @@ class NMIMetric(UtilityMetric):
         if key in ctx.memo:
             return ctx.memo[key]
         from sklearn.cluster import KMeans
-        from sklearn.metrics import silhouette_score
+        from sklearn.metrics import normalized_mutual_info_score, silhouette_score
 
-        docs = list(ctx.originals)
+        # k-means (and so the chosen k) depends on the order of the points: cluster in id order,
+        # so that the same documents give the same figure however the input file is ordered.
+        docs = sorted(ctx.originals, key=lambda d: d.id)
         x = ctx.document_embeddings(docs, "originals")
         n = len(docs)
         if n < 3:
@@ -230,7 +236,14 @@ class NMIMetric(UtilityMetric):
                 raise AnonauditError(f"k must be between 2 and {n - 1} (documents - 1), got {k}")
         labels = {s: KMeans(k, n_init=self.n_init, random_state=s).fit_predict(x)
                   for s in range(self.seed, self.seed + self.runs)}
-        ref = {"k": k, "labels": labels, "ids": [d.id for d in docs], "silhouettes": silhouettes}
+        # How well the originals' own clusterings agree across seeds: the ceiling of what NMI
+        # can tell. On corpora without cluster structure this is far below 1, and differences
+        # between releases are then mostly k-means noise.
+        runs = list(labels.values())
+        pairs = [normalized_mutual_info_score(a, b) for i, a in enumerate(runs) for b in runs[i + 1:]]
+        stability = float(np.mean(pairs)) if pairs else None
+        ref = {"k": k, "labels": labels, "ids": [d.id for d in docs], "silhouettes": silhouettes,
+               "stability": stability}
         ctx.memo[key] = ref
         return ref
 
@@ -240,7 +253,7 @@ class NMIMetric(UtilityMetric):
         from sklearn.metrics import normalized_mutual_info_score
 
         ctx = self._context(scenario)
-        ids = self._aligned_ids(ctx, release)
+        ids = sorted(self._aligned_ids(ctx, release))
         ref = self._reference(ctx)
         pos = {i: j for j, i in enumerate(ref["ids"])}
         rows = [pos[i] for i in ids]
@@ -258,7 +271,12 @@ class NMIMetric(UtilityMetric):
         docs = [{"id": i, "cluster_original": int(a), "cluster_release": int(b)}
                 for i, a, b in zip(ids, *last)] if last else []
         details = {"k": k, "runs": scores, "std": float(np.std(scores)),
-                   "silhouettes": ref["silhouettes"], "min": min(scores), "max": max(scores)}
+                   "silhouettes": ref["silhouettes"], "min": min(scores), "max": max(scores),
+                   "reference_stability": ref["stability"]}
+        if ref["stability"] is not None and ref["stability"] < NMI_STABLE_MIN:
+            details["warning"] = (f"k-means on the originals is unstable (NMI between its own {len(ref['labels'])} "
+                                  f"seeded runs: {ref['stability']:.2f}), so NMI differences between releases "
+                                  "are mostly clustering noise; give k for a corpus with known topics")
         return [Result(kind="utility", name="nmi", release=release.name, value=float(np.mean(scores)),
                        ci=None, n=len(ids), details=details, documents=docs)]
 
