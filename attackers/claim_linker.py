@@ -295,8 +295,9 @@ _JUDGE_SYSTEM = (
 #: The judge passes its self-consistency control when claims judged against their own document
 #: leak at least this much ...
 JUDGE_SELF_MIN = 0.7
-#: ... and at least this much more than against another document.
-JUDGE_GAP_MIN = 0.25
+#: ... and against another document at most this much (a judge that calls everything "similar"
+#: scores 0.5 there and fails).
+JUDGE_OTHER_MAX = 0.4
 
 #: The judge's answers and the ratings they stand for (1 same, 2 similar, 3 unsupported).
 VERDICTS = {"same": 1, "similar": 2, "no": 3}
@@ -681,10 +682,10 @@ class ClaimLinkerAttack(Attack):
             out[kind] = round(leakage_of(valid), 4) if valid else None
             out[f"{kind}_ratings"] = dict(sorted(Counter(valid).items()))
         ok = (out["self"] is not None and out["unrelated"] is not None
-              and out["self"] >= JUDGE_SELF_MIN and out["self"] - out["unrelated"] >= JUDGE_GAP_MIN)
+              and out["self"] >= JUDGE_SELF_MIN and out["unrelated"] <= JUDGE_OTHER_MAX)
         out["passed"] = ok
-        out["rule"] = (f"leakage of claims against their own document >= {JUDGE_SELF_MIN} and at least "
-                       f"{JUDGE_GAP_MIN} above their leakage against another document")
+        out["rule"] = (f"leakage of claims against their own document >= {JUDGE_SELF_MIN}, "
+                       f"against another document <= {JUDGE_OTHER_MAX}")
         self._judge_check_ = out
         return out
 

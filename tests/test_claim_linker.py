@@ -310,7 +310,7 @@ def test_attack_links_and_scores_without_ever_scoring_aux_claims(spacy_resource)
     assert len(judged) == 4 * 2 * 3 + 8 * 2
     assert {r.seed for r in llm.calls} == {0, 1, 2}
     check = semantic.details["judge_check"]
-    assert check["claims"] == 8 and check["self"] == 1.0 and check["unrelated"] < 0.5 and check["passed"]
+    assert check["claims"] == 8 and check["self"] == 1.0 and check["unrelated"] <= 0.4 and check["passed"]
     assert "WARNING" not in semantic.details["note"]
     assert 0.0 < lexical.value < 1.0 and lexical.n == 4
 
