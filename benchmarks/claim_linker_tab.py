@@ -272,14 +272,15 @@ def _minilm() -> str:
 
 def markdown(report: dict) -> str:
     lines = []
-    link = report["linking"] or {"-": {"claims": 0}}
-    cols = [c for c in next(iter(link.values())) if c != "claims"]
-    lines.append("| release | claims | " + " | ".join(cols) + " |")
-    lines.append("|---|---:|" + "---:|" * len(cols))
-    for name, row in link.items():
-        lines.append(f"| {name} | {row['claims']} | " + " | ".join(f"{row[c]['rate']:.3f}" for c in cols) + " |")
-    mean = {c: sum(r[c]["rate"] for r in link.values()) / len(link) for c in cols}
-    lines.append("| **mean** | | " + " | ".join(f"**{mean[c]:.3f}**" for c in cols) + " |")
+    link = report["linking"]
+    if link:
+        cols = [c for c in next(iter(link.values())) if c != "claims"]
+        lines.append("| release | claims | " + " | ".join(cols) + " |")
+        lines.append("|---|---:|" + "---:|" * len(cols))
+        for name, row in link.items():
+            lines.append(f"| {name} | {row['claims']} | " + " | ".join(f"{row[c]['rate']:.3f}" for c in cols) + " |")
+        mean = {c: sum(r[c]["rate"] for r in link.values()) / len(link) for c in cols}
+        lines.append("| **mean** | | " + " | ".join(f"**{mean[c]:.3f}**" for c in cols) + " |")
     if report.get("semantic_sample"):
         lines.append("")
         lines.append("| release | n scored | semantic leakage | lexical (ROUGE-L) same docs | ratings 1/2/3 | malformed |")
@@ -294,7 +295,8 @@ def markdown(report: dict) -> str:
                          f"{check['self']}, another document {check['unrelated']}, passed: {check['passed']}")
     lines.append("")
     lines.append(f"timings (s): {json.dumps(report['timings'])}")
-    lines.append(f"embedding vs bare encode: {json.dumps(report['embedding_vs_bare_encode'])}")
+    if report.get("embedding_vs_bare_encode"):
+        lines.append(f"embedding vs bare encode: {json.dumps(report['embedding_vs_bare_encode'])}")
     if report.get("llm_claims_sample"):
         s = report["llm_claims_sample"]
         lines.append(f"LLM claims sample ({s['release']}, {s['docs']} docs): "
