@@ -214,7 +214,7 @@ def _sniff(source: str, format: str | None = None) -> tuple[str, Any]:
         with open(p, "rb") as fh:
             head = fh.read(4096)
     except OSError as exc:
-        raise DataError(Problem(source, f"cannot read the file: {exc.strerror or exc}")) from None
+        raise _unreadable(source, exc) from None
     if not head.lstrip(b"\xef\xbb\xbf").strip():
         raise DataError(Problem(source, "the file is empty"))
     ext = p.suffix.lower()
@@ -289,7 +289,12 @@ def _read_json(source: str) -> Any:
     except UnicodeDecodeError:
         raise _utf8_error(source) from None
     except OSError as exc:
-        raise DataError(Problem(source, f"cannot read the file: {exc.strerror or exc}")) from None
+        raise _unreadable(source, exc) from None
+
+
+def _unreadable(source: str, exc: OSError) -> DataError:
+    """A DataError for a file the system refused to read (permissions, I/O)."""
+    return DataError(Problem(source, f"cannot read the file: {exc.strerror or exc}"))
 
 
 def _utf8_error(source: str) -> DataError:
@@ -514,7 +519,7 @@ def _load_jsonl(source: str) -> list[Document]:
                 if doc is not None:
                     docs.append(doc)
     except OSError as exc:
-        raise DataError(Problem(source, f"cannot read the file: {exc.strerror or exc}")) from None
+        raise _unreadable(source, exc) from None
     if not docs and not problems:
         problems.add("no documents in the file")
     problems.raise_if_any()
@@ -570,7 +575,7 @@ def _load_csv(source: str) -> list[Document]:
     except csv.Error as exc:
         raise DataError(Problem(source, f"unreadable CSV: {exc}")) from None
     except OSError as exc:
-        raise DataError(Problem(source, f"cannot read the file: {exc.strerror or exc}")) from None
+        raise _unreadable(source, exc) from None
     if not docs and not problems:
         problems.add("no documents in the file")
     problems.raise_if_any()
