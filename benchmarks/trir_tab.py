@@ -151,6 +151,10 @@ def main() -> None:
     ap.add_argument("--backgrounds", nargs="+", choices=sorted(BACKGROUNDS), default=None)
     ap.add_argument("--people", type=int, default=None, help="first N test people only")
     ap.add_argument("--seeds", type=int, default=None)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1 "
+                    "(to run seeds in separate processes; merge with --merge)")
+    ap.add_argument("--merge", type=Path, nargs="+", default=None,
+                    help="print the table of these result files together (their seeds pooled) and stop")
     ap.add_argument("--epochs", type=int, default=None)
     ap.add_argument("--window", type=int, default=100)
     ap.add_argument("--overlap", type=int, default=25)
@@ -165,6 +169,17 @@ def main() -> None:
     ap.add_argument("--estimate", action="store_true", help="print the cost estimate and stop")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/trir_tab_results.json"))
     args = ap.parse_args()
+    if args.merge:
+        merged: dict = {"runs": {}}
+        for f in args.merge:
+            rep = json.loads(f.read_text())
+            for bg, run in rep["runs"].items():
+                into = merged["runs"].setdefault(bg, {**run, "seeds": {}})
+                into["seeds"].update(run["seeds"])
+            if "speed" in rep:
+                merged["speed"] = rep["speed"]
+        print(table(merged))
+        return
     q = args.quick
     backgrounds = args.backgrounds or (["public"] if q else ["public", "all10"])
     people = args.people or (20 if q else None)
@@ -184,7 +199,7 @@ def main() -> None:
         if args.estimate:
             continue
         scenario = Scenario(originals=originals, background=bg, releases=tuple(rels))
-        for seed in range(seeds):
+        for seed in range(args.first_seed, args.first_seed + seeds):
             attack = TRIRAttack(window=args.window, overlap=args.overlap, epochs=epochs, learning_rate=lr,
                                 seed=seed, max_windows_per_class=max_wpc, num_threads=args.threads,
                                 device=args.device, use_cache=False)
