@@ -153,7 +153,7 @@ def main() -> None:
                                            "n": len(links),
                                            "seconds": round(elapsed, 2), **{k: round(v, 2) for k, v in linker.timings.items()}}
                 timings[f"link_{lname}"] = round(timings.get(f"link_{lname}", 0) + elapsed, 2)
-                if embed_compare is None and lname == "dense":
+                if embed_compare is None and lname == "dense" and not args.linking_only:
                     embed_compare = compare_embedding(linker.texts, embedder)
         linking[rel.name] = row
         report["linking"], report["timings"] = linking, timings
