@@ -480,8 +480,11 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
 
     # A component that doubts its own figure says so in ``details["warning"]``; the reader
     # sees it beside the verdict, not only in results.json.
-    warnings = [f"{title_of(r.name)} on {r.release}: {r.details['warning']}" for r in rf.results
-                if isinstance(r.details.get("warning"), str) and r.details["warning"]]
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for r in rf.results:
+        if isinstance(r.details.get("warning"), str) and r.details["warning"]:
+            grouped.setdefault((r.name, r.details["warning"]), []).append(r.release)
+    warnings = [f"{title_of(name)} on {', '.join(rels)}: {text}" for (name, text), rels in grouped.items()]
     skipped = [*(prov.get("skipped") or []), *(prov.get("errors") or [])]
     sampled_any = any(isinstance(r.details.get("sampled"), Mapping) for r in rf.results)
     return {

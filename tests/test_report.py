@@ -154,6 +154,11 @@ def test_a_components_warning_about_its_own_figure_is_shown_in_both_editions():
     for html in (render(rf), render(rf, shareable=True)):
         assert "Claim linker: leakage on labels" in html and "the judge &lt;b&gt;failed&lt;/b&gt; its control" in html
     assert "private" not in render(rf, shareable=True)
+    # The same warning on several releases is shown once, naming them all.
+    rf.add(Result("attack", "claim_linker.leakage", "masked", 0.8, None, 3,
+                  details={"warning": "the judge <b>failed</b> its control"}))
+    html = render(rf)
+    assert html.count("its control") == 1 and "Claim linker: leakage on labels, masked" in html
 
 
 def test_tradeoff_chart_with_utility_and_gate_in_report(audited):
