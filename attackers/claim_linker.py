@@ -75,8 +75,6 @@ def load_embedder(spec: str | None = None):
     return Embedder(spec)
 
 
-# --------------------------------------------------------------------------- lexical tools
-
 # --------------------------------------------------------------------------- linkers
 
 
@@ -660,25 +658,26 @@ class ClaimLinkerAttack(Attack):
         if self._judge_check_ is not None:
             return self._judge_check_
         rng = random.Random(f"{self.seed}:judge-check")
-        pool = [(i, k) for i, d in enumerate(originals) for k in range(len(self.orig_claims_[i]))
-                if k not in set(self.aux_index_[d.id])]
+        pool = [(i, k) for i, d in enumerate(originals) for aux in [set(self.aux_index_[d.id])]
+                for k in range(len(self.orig_claims_[i])) if k not in aux]
         with_claims = [i for i in range(len(originals)) if self.orig_claims_[i]]
         if not pool or len(with_claims) < 2:
             return None
         picks = sorted(rng.sample(pool, min(self.judge_check, len(pool))))
-        items = {"self": [], "unrelated": []}
-        for i, k in picks:
+        targets = [(i, rng.choice([o for o in with_claims if o != i])) for i, _ in picks]
+        vecs: dict[int, np.ndarray | None] = {}  # claim vectors of each document used, embedded once
+        for t in {t for pair in targets for t in pair}:
+            vecs[t] = self._get_embedder().encode([c.text for c in self.orig_claims_[t]]) if dense else None
+        pairs = {"self": [], "unrelated": []}
+        for (i, k), (own, other) in zip(picks, targets):
             claim = self.orig_claims_[i][k].text
-            other = rng.choice([o for o in with_claims if o != i])
-            for kind, target in (("self", i), ("unrelated", other)):
-                cands = self.orig_claims_[target]
-                vecs = self._get_embedder().encode([c.text for c in cands]) if dense else None
-                (ev,), _ = self._evidence([claim], originals[target], cands, vecs)
-                items[kind].append((ev, claim))
+            for kind, t in (("self", own), ("unrelated", other)):
+                (ev,), _ = self._evidence([claim], originals[t], self.orig_claims_[t], vecs[t])
+                pairs[kind].append((ev, claim))
+        ratings, _ = self._judge(llm, pairs["self"] + pairs["unrelated"], repeats=1)  # one batch
         out: dict[str, Any] = {"claims": len(picks)}
-        for kind, pairs in items.items():
-            ratings, _ = self._judge(llm, pairs, repeats=1)
-            valid = [r for r in ratings if r is not None]
+        for kind, part in (("self", ratings[:len(picks)]), ("unrelated", ratings[len(picks):])):
+            valid = [r for r in part if r is not None]
             out[kind] = round(leakage_of(valid), 4) if valid else None
             out[f"{kind}_ratings"] = dict(sorted(Counter(valid).items()))
         ok = (out["self"] is not None and out["unrelated"] is not None

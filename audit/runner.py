@@ -39,6 +39,7 @@ recomputes nothing it finished (and ``fit`` runs only when some pair is missing)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -789,8 +790,6 @@ def _safe(name: str) -> str:
 
 def _close_quietly(obj: Any) -> None:
     """``obj.close()``; a component that fails to release a resource never fails the audit."""
-    import contextlib
-
     close = getattr(obj, "close", None)
     if callable(close):
         with contextlib.suppress(Exception):  # releasing is best effort
