@@ -548,12 +548,15 @@ class TRIRAttack(Attack):
             threads_used = torch.get_num_threads() if device == "cpu" else None
             model_path = base_path
             pretrained = False
+            mlm_losses: list[float] = []
             if self.pretrain:
                 if has_mlm_head(base_path):
-                    model_path = str(self._pretrain_mlm(base_path, tokenizer, texts, device, folder))
+                    mlm_path, mlm_losses = self._pretrain_mlm(base_path, tokenizer, texts, device)
+                    model_path = str(mlm_path)
                     pretrained = True
                     notes.append(f"masked-LM further pre-training on the background: {self.pretrain_epochs} "
-                                 f"epoch(s), windows {self.pretrain_window}/{self.pretrain_overlap}")
+                                 f"epoch(s), windows {self.pretrain_window}/{self.pretrain_overlap}, "
+                                 f"mean MLM loss per epoch {', '.join(f'{v:.3f}' for v in mlm_losses)}")
                 else:
                     notes.append("pretraining skipped: base has no MLM head")
             torch.manual_seed(self.seed)
@@ -657,6 +660,7 @@ class TRIRAttack(Attack):
             "chosen_epoch": chosen_epoch,
             "dev": None if dev is None else dev.name,
             "pretrained": pretrained,
+            "pretrain_loss": mlm_losses,
             "history": history,
             "device": device,
             "threads": threads_used,
@@ -665,8 +669,9 @@ class TRIRAttack(Attack):
         }
         return TrainedTRIR(model=model, tokenizer=tokenizer, labels=labels, info=info)
 
-    def _pretrain_mlm(self, base_path: str, tokenizer, texts: Sequence[str], device: str, folder: Path) -> Path:
-        """Further masked-LM pre-training of the base on the background; returns the new folder."""
+    def _pretrain_mlm(self, base_path: str, tokenizer, texts: Sequence[str], device: str) -> tuple[Path, list[float]]:
+        """Further masked-LM pre-training of the base on the background; returns the new
+        (temporary) folder and the mean MLM loss of each epoch."""
         import torch
         from tqdm.auto import tqdm
         from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
@@ -678,8 +683,10 @@ class TRIRAttack(Attack):
         optimizer = torch.optim.AdamW(mlm.parameters(), lr=5e-5, weight_decay=self.weight_decay)
         gen = torch.Generator().manual_seed(self.seed)
         mlm.train()
+        losses = []
         for epoch in range(1, self.pretrain_epochs + 1):
             order = torch.randperm(len(windows), generator=gen).tolist()
+            total = 0.0
             for b in tqdm(range(0, len(order), self.batch_size), desc=f"TRIR MLM pretrain {epoch}",
                           unit="batch", disable=not self.progress, leave=False):
                 batch = collator([{"input_ids": windows.ids[i]} for i in order[b : b + self.batch_size]])
@@ -687,10 +694,12 @@ class TRIRAttack(Attack):
                 loss.backward()
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
+                total += float(loss.detach()) * len(batch["input_ids"])
+            losses.append(total / max(1, len(order)))
         out = Path(tempfile.mkdtemp(prefix=".pretrained.", dir=self._cache_root()))
         with _quiet_transformers():
             mlm.save_pretrained(out)
-        return out
+        return out, losses
 
     # ------------------------------------------------------------------ evaluate
 

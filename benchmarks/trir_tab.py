@@ -166,6 +166,9 @@ def main() -> None:
     ap.add_argument("--releases", choices=["all", "published"], default="all",
                     help="'published': only the 12 sanitizations with a published figure, plus the originals")
     ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--cache", action="store_true",
+                    help="keep each trained attacker in the attacker cache (a later run with the same settings "
+                         "loads it and only predicts, e.g. to add releases)")
     ap.add_argument("--estimate", action="store_true", help="print the cost estimate and stop")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/trir_tab_results.json"))
     args = ap.parse_args()
@@ -202,7 +205,7 @@ def main() -> None:
         for seed in range(args.first_seed, args.first_seed + seeds):
             attack = TRIRAttack(window=args.window, overlap=args.overlap, epochs=epochs, learning_rate=lr,
                                 seed=seed, max_windows_per_class=max_wpc, num_threads=args.threads,
-                                device=args.device, use_cache=False)
+                                device=args.device, use_cache=args.cache)
             attack.fit(scenario)
             info = attack.trained_.info
             row = {"train_seconds": info["train_seconds"], "threads": info["threads"],
@@ -215,9 +218,9 @@ def main() -> None:
                 row["predict_wps"][rel.name] = round(head.details["prediction_windows"]
                                                      / max(1e-9, head.details["predict_seconds"]), 1)
                 print(f"  seed {seed} {rel.name:45s} TRIR {head.value:.3f}  top5 {top5.value:.3f}", flush=True)
-            report["runs"][bgname]["seeds"][seed] = row
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(report, indent=1))
+                report["runs"][bgname]["seeds"][seed] = row  # written after every release: a cut run keeps its rows
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps(report, indent=1))
     if not args.estimate and not args.no_speed:
         _, bg, _ = load_tab(args.data, backgrounds[0], people, [])
         report["speed"] = speed(bg, args)

@@ -241,3 +241,48 @@ def test_cli_with_dev_release_selects_the_epoch_on_it(demo, tmp_path):
     assert bad.exit_code == 1 and "also a release under test" in bad.output
     missing = CliRunner().invoke(main, ["attack", "trir", "--release", "x.jsonl", "--out", str(out)])
     assert missing.exit_code == 1 and "--background" in missing.output
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm_base(tmp_path_factory):
+    """A small BERT with its masked-LM head (random weights, MiniLM's tokenizer), saved as a
+    local Hugging Face folder: the kind of base that further pre-training applies to."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    folder = tmp_path_factory.mktemp("tiny-mlm")
+    tok = AutoTokenizer.from_pretrained(resolve_base(None))
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    import torch
+
+    torch.manual_seed(0)
+    BertForMaskedLM(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.slow
+def test_mlm_base_is_further_pretrained_and_fine_tuning_starts_from_it(demo, tiny_mlm_base, tmp_path):
+    import torch
+
+    params = dict(TINY, epochs=1, pretrain_window=64, pretrain_overlap=16, pretrain_epochs=1, seed=0,
+                  base=str(tiny_mlm_base))
+    with_mlm = TRIRAttack(cache_dir=str(tmp_path / "a"), **params).fit(demo)
+    info = with_mlm.trained_.info
+    assert info["pretrained"] is True and len(info["pretrain_loss"]) == 1 and info["pretrain_loss"][0] > 0
+    assert any("masked-LM further pre-training" in n for n in info["notes"])
+    # the temporary pre-trained encoder is gone; only the trained attacker stays in the cache
+    assert [p.name for p in (tmp_path / "a").iterdir() if p.name.startswith(".")] == []
+
+    without = TRIRAttack(cache_dir=str(tmp_path / "b"), **dict(params, pretrain=False)).fit(demo)
+    assert without.trained_.info["pretrained"] is False
+    assert with_mlm.trained_.info["cache_key"] != without.trained_.info["cache_key"]
+
+    # Same seed and data: the only difference is the starting encoder, so different weights
+    # after fine-tuning show that fine-tuning started from the further pre-trained encoder.
+    def query_weights(attack):
+        return attack.trained_.model.bert.encoder.layer[0].attention.self.query.weight.detach()
+
+    assert not torch.equal(query_weights(with_mlm), query_weights(without))
+    res = with_mlm.evaluate(demo, demo.release("originals"))[0]
+    assert res.n == len(demo.originals) and 0.0 <= res.value <= 1.0
