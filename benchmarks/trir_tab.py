@@ -236,20 +236,21 @@ def table(report: dict) -> str:
         seeds = run["seeds"]
         if not seeds:
             continue
-        names = list(next(iter(seeds.values()))["trir"])
+        names = list(dict.fromkeys(n for s in seeds.values() for n in s["trir"]))  # seeds may cover different releases
         lines.append(f"\n### background {bgname} ({run['population']} people, {len(seeds)} seed(s))\n")
         lines.append("| release | published TRIR | ours (mean) | ours per seed | top-5 (mean) |")
         lines.append("| --- | ---: | ---: | --- | ---: |")
         ours, pub = [], []
         for n in names:
-            vals = [s["trir"][n] for s in seeds.values()]
-            t5 = [s["top5"][n] for s in seeds.values()]
+            vals = [s["trir"].get(n) for s in seeds.values()]
+            got = [v for v in vals if v is not None]
+            t5 = [s["top5"][n] for s in seeds.values() if n in s["top5"]]
             p = PUBLISHED.get(n)
             if p is not None:
-                ours.append(float(np.mean(vals)))
+                ours.append(float(np.mean(got)))
                 pub.append(p)
-            lines.append(f"| {n} | {'' if p is None else f'{p:.3f}'} | {np.mean(vals):.3f} | "
-                         f"{', '.join(f'{v:.3f}' for v in vals)} | {np.mean(t5):.3f} |")
+            lines.append(f"| {n} | {'' if p is None else f'{p:.3f}'} | {np.mean(got):.3f} | "
+                         f"{', '.join('—' if v is None else f'{v:.3f}' for v in vals)} | {np.mean(t5):.3f} |")
         ep = [e for s in seeds.values() for e in s["epoch_seconds"]]
         wps = [w for s in seeds.values() for w in s["predict_wps"].values()]
         lines.append(f"\nSpearman rank correlation with the published figures ({len(pub)} releases): "
