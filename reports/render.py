@@ -329,6 +329,12 @@ def _descriptions(names: list[str], rf: ResultsFile, registry: Registry) -> dict
     return out
 
 
+def _is_headline(name: str) -> bool:
+    """An attack's headline result is named after the attack; its further measures are
+    ``attack.measure`` (see ``Attack.evaluate``: the headline comes first)."""
+    return "." not in name
+
+
 def _attack_groups(attacks: list[Result]) -> list[str]:
     """Result names in first-seen order (each attack's headline result comes first)."""
     seen: dict[str, None] = {}
@@ -461,10 +467,14 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
     util_rows = [{"name": visible(u.name), "release": visible(u.release), "value": num(u.value),
                   "ci": f"{num(u.ci[0])} – {num(u.ci[1])}" if u.ci else "–", "n": u.n} for u in utility]
 
-    risky = sorted([r for r in attacks if r.beats_baseline or (r.baseline is None and r.value > 0)],
+    # The verdict speaks of each attack's headline risk; the measures an attack adds beside it
+    # (``trir.top5``, ``claim_linker.leakage``, ``phrase_search.ngram_residual``) stay in its section.
+    headline = [r for r in attacks if _is_headline(r.name)]
+    risky = sorted([r for r in headline if r.beats_baseline or (r.baseline is None and r.value > 0)],
                    key=lambda r: (-r.value, r.name, r.release))
     findings = [{"level": _risk_level(r)[0], "words": _risk_level(r)[1], "sentence": _sentence(r)} for r in risky[:8]]
-    quiet = [r for r in attacks if r.beats_baseline is False]
+    quiet = [r for r in headline if r.beats_baseline is False]
+    secondary = [visible(title_of(n)) for n in names if not _is_headline(n)]
 
     gate = None
     if checks:
@@ -494,6 +504,7 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
         "n_releases": len(releases), "n_attacks": len(names), "n_metrics": len(util_names),
         "releases": [visible(r) for r in releases],
         "gate": gate, "findings": findings, "n_quiet": len(quiet), "n_attack_results": len(attacks),
+        "secondary": secondary,
         "scatter": scatter, "forest": forest, "metric": metric, "sections": sections, "util_rows": util_rows,
         "drill": drill, "max_documents": max_documents,
         "kinds": [{"kind": visible(k), "cls": c} for k, c in kinds.items()],

@@ -141,8 +141,18 @@ def test_verdict_in_plain_language_highest_first_and_not_beating_chance():
     assert first < second
     assert "1 attack result did not beat chance" in html
     # A score averaged over documents is not phrased as a count of successes.
-    rf.add(Result("attack", "claim_linker.leakage", "labels", 0.62, (0.5, 0.74), 3))
-    assert "Claim linker: leakage averaged 62.0% over 3 documents in release “labels”" in render(rf)
+    rf.add(Result("attack", "style_probe", "labels", 0.62, (0.5, 0.74), 3))
+    assert "Style probe averaged 62.0% over 3 documents in release “labels”" in render(rf)
+    # An attack's further measures stay out of the verdict (they are in its section), and the
+    # verdict says where they are.
+    rf.add(Result.from_risk("trir.top5", "suppressed", risk(38, 40, 0.1)))
+    rf.add(Result("attack", "claim_linker.leakage", "labels", 0.7, (0.5, 0.8), 3))
+    with_more = render(rf)
+    verdict = with_more[with_more.index('id="verdict"'):with_more.index('id="picture"')]
+    assert "top-5" not in verdict.split("Further measures")[0] and "95.0%" not in verdict
+    assert "Further measures beside the headline risks are in the attack sections below: " \
+           '<span class="iso">TRIR: top-5, Claim linker: leakage</span>.' in verdict
+    assert "TRIR: top-5" in with_more[with_more.index('id="picture"'):]
     assert "No utility metric is in these results" in html and 'id="chart-risk"' in html
     assert 'id="chart-tradeoff"' not in html
 
