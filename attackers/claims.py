@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
+from audit.llm import extract_json_list
 from audit.text import word_tokens
 
 if TYPE_CHECKING:
@@ -189,24 +190,9 @@ def parse_claim_list(answer: str) -> list[str]:
     text = answer.strip()
     if text.startswith("```"):
         text = re.sub(r"^```\w*\s*|\s*```$", "", text)
-    start, end = text.find("["), text.rfind("]")
-    if start != -1 and end > start:
-        try:
-            data = json.loads(text[start:end + 1])
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, list):
-            items = [str(x) for x in data if isinstance(x, (str, int, float))]
-    if items is None:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, dict):
-            for value in data.values():
-                if isinstance(value, list):
-                    items = [str(x) for x in value if isinstance(x, str)]
-                    break
+    data = extract_json_list(text)
+    if data is not None:
+        items = [str(x) for x in data if isinstance(x, (str, int, float))]
     if items is None:
         items = []
         for line in text.splitlines():

@@ -57,7 +57,7 @@ from audit.align import UNKNOWN, replaced_spans
 from audit.data import Span
 from audit.errors import AnonauditError
 from audit.interfaces import Attack
-from audit.llm import LLM, ChatRequest
+from audit.llm import LLM, ChatRequest, extract_json_list
 from audit.registry import register
 from audit.results import Result
 from audit.stats import risk, success_rate
@@ -278,26 +278,6 @@ def _clean(item: Any) -> str:
     return text.strip(_STRIP).strip()
 
 
-def _from_json(text: str) -> list[Any] | None:
-    candidates = [text]
-    start, end = text.find("["), text.rfind("]")
-    if 0 <= start < end:
-        candidates.append(text[start:end + 1])
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start:end + 1])
-    for cand in candidates:
-        try:
-            data = json.loads(cand)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            data = next((v for v in data.values() if isinstance(v, list)), None)
-        if isinstance(data, list) and data:
-            return data
-    return None
-
-
 def parse_guesses(text: str, limit: int | None = None) -> list[str]:
     """The guesses in an LLM answer, in order, without duplicates.
 
@@ -308,7 +288,7 @@ def parse_guesses(text: str, limit: int | None = None) -> list[str]:
     """
     fence = _FENCE.search(text)
     body = fence.group(1) if fence else text
-    items: list[Any] | None = _from_json(body)
+    items: list[Any] | None = extract_json_list(body) or None  # [] reads as no JSON: try the lines
     if items is None:
         lines = [ln for ln in body.splitlines() if ln.strip()]
         bullets = [ln for ln in lines if _BULLET.match(ln)]

@@ -29,6 +29,30 @@ from audit.errors import AnonauditError
 Message = Mapping[str, str]
 
 
+
+def extract_json_list(text: str) -> list[Any] | None:
+    """The JSON list in an LLM answer, or None when there is none.
+
+    Small models wrap their JSON in chatter ("Here you go: [...]") or in an object
+    (``{"guesses": [...]}``): the whole answer is tried first, then the outermost
+    ``[...]`` and ``{...}`` spans; an object yields its first list value. An empty list
+    is returned as ``[]`` (the model said "nothing"), not as None."""
+    candidates = [text.strip()]
+    for open_, close in ("[]", "{}"):
+        start, end = text.find(open_), text.rfind(close)
+        if 0 <= start < end:
+            candidates.append(text[start:end + 1])
+    for cand in candidates:
+        try:
+            data = json.loads(cand)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            data = next((v for v in data.values() if isinstance(v, list)), None)
+        if isinstance(data, list):
+            return data
+    return None
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat completion request; hashable and JSON-serialisable (the cache key)."""

@@ -337,3 +337,16 @@ def test_llm_chat_cli(tmp_path, monkeypatch):
     monkeypatch.undo()  # the real loader: a bad spec is one readable error, exit code 1
     res = CliRunner().invoke(main, ["llm", "chat", "Hi", "--llm", "openai:broken"])
     assert res.exit_code == 1 and "openai:MODEL@" in res.output and "Traceback" not in res.output
+
+
+def test_extract_json_list_finds_the_list_in_chatter_and_objects():
+    from audit.llm import extract_json_list
+
+    assert extract_json_list('["a", "b"]') == ["a", "b"]
+    assert extract_json_list('Here are my guesses: ["Ankara", "Izmir"] — hope this helps') == ["Ankara", "Izmir"]
+    assert extract_json_list('{"claims": ["x lives in y"], "n": 1}') == ["x lives in y"]
+    assert extract_json_list('Sure! {"guesses": [1, 2]}') == [1, 2]
+    assert extract_json_list("[]") == []  # the model said "nothing": not the same as no JSON
+    assert extract_json_list("1. Ankara\n2. Izmir") is None
+    assert extract_json_list('{"answer": "Ankara"}') is None
+    assert extract_json_list("[unclosed") is None
