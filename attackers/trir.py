@@ -504,7 +504,7 @@ class TRIRAttack(Attack):
             self.trained_ = TrainedTRIR.load(folder, device)
             self.trained_.info["loaded_from_cache"] = True
             return self
-        trained = self._train(background, base_path, dev, device, folder)
+        trained = self._train(background, base_path, dev, device)
         trained.info["cache_key"] = key
         if self.use_cache:
             tmp = Path(tempfile.mkdtemp(prefix=f".{key[:24]}.", dir=folder.parent))
@@ -520,8 +520,7 @@ class TRIRAttack(Attack):
         self.trained_ = trained
         return self
 
-    def _train(self, background: Corpus, base_path: str, dev: Release | None, device: str,
-               folder: Path) -> TrainedTRIR:
+    def _train(self, background: Corpus, base_path: str, dev: Release | None, device: str) -> TrainedTRIR:
         """Fine-tune the base encoder as a one-class-per-person classifier."""
         import torch
         from tqdm.auto import tqdm

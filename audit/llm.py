@@ -29,7 +29,6 @@ from audit.errors import AnonauditError
 Message = Mapping[str, str]
 
 
-
 def extract_json_list(text: str) -> list[Any] | None:
     """The JSON list in an LLM answer, or None when there is none.
 
@@ -52,6 +51,7 @@ def extract_json_list(text: str) -> list[Any] | None:
         if isinstance(data, list):
             return data
     return None
+
 
 @dataclass(frozen=True)
 class ChatRequest:
