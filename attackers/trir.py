@@ -58,6 +58,10 @@ log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 CONFIG_FILE = "trir.json"
+#: Training windows the fit check re-reads after training, and the accuracy below which the
+#: attacker counts as under-trained (it cannot name the person in half of its own training text).
+FIT_CHECK_WINDOWS = 256
+FIT_CHECK_MIN = 0.5
 #: Parameters that change what is trained (the cache key); the rest only change how fast.
 TRAINING_PARAMS = ("window", "overlap", "epochs", "batch_size", "learning_rate", "weight_decay",
                    "augment_ner", "curate", "pretrain", "pretrain_window", "pretrain_overlap",
@@ -645,6 +649,9 @@ class TRIRAttack(Attack):
                              f"{dev.name!r} ({best[0]:.3f}); the release under test was not used")
             else:
                 notes.append(f"no dev release: trained a fixed {self.epochs} epoch(s), no model selection")
+            fit_check = self._fit_check(model, windows, y, pad_id, device, len(labels))
+            notes.append(f"fit check: the attacker names the right person for {fit_check['accuracy']:.1%} of "
+                         f"{fit_check['windows']} of its own training windows (chance {fit_check['chance']:.2%})")
         model.eval()
         info = {
             "attack": self.name,
@@ -661,12 +668,26 @@ class TRIRAttack(Attack):
             "pretrained": pretrained,
             "pretrain_loss": mlm_losses,
             "history": history,
+            "fit_check": fit_check,
             "device": device,
             "threads": threads_used,
             "train_seconds": round(time.time() - started, 2),
             "notes": notes,
         }
         return TrainedTRIR(model=model, tokenizer=tokenizer, labels=labels, info=info)
+
+    def _fit_check(self, model, windows: Windows, y: Sequence[int], pad_id: int, device: str,
+                   population: int) -> dict[str, Any]:
+        """Accuracy on a seeded sample of the training windows, read back after training. An
+        attacker that cannot name the subject of its own training text has not learned enough
+        for its TRIR to mean much: a low TRIR from it says nothing about the release."""
+        picked = sorted(random.Random(self.seed).sample(range(len(windows)), min(FIT_CHECK_WINDOWS, len(windows))))
+        sub = Windows(ids=[windows.ids[i] for i in picked], doc=list(range(len(picked))),
+                      chars=[windows.chars[i] for i in picked])
+        logits = predict_logits(model, sub, pad_id=pad_id, device=device, batch_size=self.predict_batch_size,
+                                progress=False)
+        acc = float(np.mean(logits.argmax(axis=1) == np.array([y[i] for i in picked])))
+        return {"windows": len(picked), "accuracy": round(acc, 4), "chance": 1.0 / population}
 
     def _pretrain_mlm(self, base_path: str, tokenizer, texts: Sequence[str], device: str) -> tuple[Path, list[float]]:
         """Further masked-LM pre-training of the base on the background; returns the new
@@ -793,6 +814,14 @@ class TRIRAttack(Attack):
             "prediction_windows": len(windows),
             "notes": list(t.info.get("notes", [])),
         }
+        check = t.info.get("fit_check")
+        if isinstance(check, dict):
+            details["fit_check_accuracy"] = check["accuracy"]
+            if check["accuracy"] < FIT_CHECK_MIN:
+                details["warning"] = (
+                    f"the attacker is under-trained: it names the right person for only {check['accuracy']:.0%} of "
+                    "its own training windows, so this TRIR understates what a better-trained adversary would "
+                    "achieve. Train longer (--epochs), choose the epoch on a --dev release, or use a GPU.")
         if outside or unknown:
             details["notes"].append(
                 f"{len(outside)} document(s) about people not in the background and {len(unknown)} with no known "

@@ -168,6 +168,9 @@ def test_trir_separates_unsanitized_from_suppressed_and_reuses_cache(demo, train
     assert 0 <= start < end <= len(demo.originals[doc["id"]].text)
     notes = " ".join(plain.details["notes"])
     assert "no dev release" in notes
+    # the attacker learned its background: no under-training warning
+    assert plain.details["fit_check_accuracy"] >= 0.5 and "warning" not in plain.details
+    assert "of its own training windows" in notes
     assert "pretraining skipped: base has no MLM head" in notes  # MiniLM ships without its MLM head
 
     # A second attacker with the same configuration and background loads, never trains.
@@ -286,3 +289,18 @@ def test_mlm_base_is_further_pretrained_and_fine_tuning_starts_from_it(demo, tin
     assert not torch.equal(query_weights(with_mlm), query_weights(without))
     res = with_mlm.evaluate(demo, demo.release("originals"))[0]
     assert res.n == len(demo.originals) and 0.0 <= res.value <= 1.0
+
+
+@pytest.mark.slow
+def test_an_attacker_that_did_not_learn_its_background_says_so(demo, tmp_path):
+    """A TRIR near zero from an attacker that cannot even name the people in its own training
+    text must not read as 'the release is safe'."""
+    weak = TRIRAttack(seed=0, cache_dir=str(tmp_path), **dict(TINY, epochs=1, learning_rate=1e-9)).fit(demo)
+    check = weak.trained_.info["fit_check"]
+    assert check["accuracy"] < 0.5 and check["windows"] > 0
+    res = weak.evaluate(demo, demo.release("originals"))[0]
+    assert "under-trained" in res.details["warning"] and "--epochs" in res.details["warning"]
+    # the check is saved with the attacker, so a cached attacker warns too
+    again = TRIRAttack(seed=0, cache_dir=str(tmp_path), **dict(TINY, epochs=1, learning_rate=1e-9)).fit(demo)
+    assert again.trained_.info["loaded_from_cache"] is True
+    assert "under-trained" in again.evaluate(demo, demo.release("originals"))[0].details["warning"]
