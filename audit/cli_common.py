@@ -122,7 +122,9 @@ def write_results(out: str | os.PathLike, results: Iterable[Result], prov: dict[
 
 
 def echo_summary(results: Iterable[Result]) -> None:
-    """A short table of results on the terminal."""
+    """A short table of results on the terminal, then each component's doubts about its own
+    figure (``details["warning"]``), once per distinct warning with the releases it covers."""
+    results = list(results)
     rows = [(r.name, r.release, r.value, r.ci, r.n, r.baseline, r.beats_baseline) for r in results]
     if not rows:
         return
@@ -133,3 +135,10 @@ def echo_summary(results: Iterable[Result]) -> None:
         ci_s = f"[{ci[0]:.3f},{ci[1]:.3f}]" if ci else ""
         base_s = "" if base is None else f"{base:.3g}" + ("" if beats is None else (" beaten" if beats else " NOT beaten"))
         click.echo(f"{name:<{w_name}}  {rel:<{w_rel}}  {value:6.3f}  {ci_s:>13}  {n:5d}  {base_s}")
+    warned: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        text = r.details.get("warning")
+        if isinstance(text, str) and text:
+            warned.setdefault((r.name, text), []).append(r.release)
+    for (name, text), releases in warned.items():
+        click.echo(f"WARNING {name} on {', '.join(releases)}: {text}", err=True)

@@ -90,3 +90,16 @@ def test_non_finite_values_survive_a_round_trip(tmp_path):
     rf.add(Result("utility", "tpi", "empty", float("nan"), None, 0))
     back = ResultsFile.load(rf.save(tmp_path / "r.json"))
     assert math.isnan(back.get("tpi", "empty").value)
+
+
+def test_terminal_summary_repeats_a_components_warning_once(capsys):
+    from audit.cli_common import echo_summary
+    from audit.results import Result
+
+    weak = "the attacker is under-trained"
+    echo_summary([Result("attack", "trir", "a", 0.0, None, 10, details={"warning": weak}),
+                  Result("attack", "trir", "b", 0.1, None, 10, details={"warning": weak}),
+                  Result("attack", "trir.top5", "a", 0.2, None, 10)])
+    out, err = capsys.readouterr()
+    assert "trir.top5" in out and weak not in out
+    assert err.count(weak) == 1 and "WARNING trir on a, b: the attacker is under-trained" in err
