@@ -21,7 +21,7 @@ import click
 
 from audit import __version__
 from audit.data import Corpus, Release
-from audit.results import Result, ResultsFile
+from audit.results import Result, ResultsFile, grouped_warnings
 
 originals_option = click.option(
     "--originals", type=click.Path(dir_okay=False), required=True,
@@ -135,10 +135,5 @@ def echo_summary(results: Iterable[Result]) -> None:
         ci_s = f"[{ci[0]:.3f},{ci[1]:.3f}]" if ci else ""
         base_s = "" if base is None else f"{base:.3g}" + ("" if beats is None else (" beaten" if beats else " NOT beaten"))
         click.echo(f"{name:<{w_name}}  {rel:<{w_rel}}  {value:6.3f}  {ci_s:>13}  {n:5d}  {base_s}")
-    warned: dict[tuple[str, str], list[str]] = {}
-    for r in results:
-        text = r.details.get("warning")
-        if isinstance(text, str) and text:
-            warned.setdefault((r.name, text), []).append(r.release)
-    for (name, text), releases in warned.items():
+    for name, text, releases in grouped_warnings(results):
         click.echo(f"WARNING {name} on {', '.join(releases)}: {text}", err=True)

@@ -97,6 +97,17 @@ class Result:
         )
 
 
+def grouped_warnings(results: Iterable[Result]) -> list[tuple[str, str, list[str]]]:
+    """Each component's doubt about its own figure (``details["warning"]``), once per
+    distinct (result name, warning), with the releases it applies to, in first-seen order."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        text = r.details.get("warning")
+        if isinstance(text, str) and text:
+            grouped.setdefault((r.name, text), []).append(r.release)
+    return [(name, text, releases) for (name, text), releases in grouped.items()]
+
+
 def _finite(x: float) -> float | None:
     x = float(x)
     return x if math.isfinite(x) else None

@@ -28,7 +28,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from audit import __version__
 from audit.registry import Registry, normalise
 from audit.registry import registry as default_registry
-from audit.results import Result, ResultsFile
+from audit.results import Result, ResultsFile, grouped_warnings
 from reports.shareable import shareable as make_shareable
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -490,11 +490,7 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
 
     # A component that doubts its own figure says so in ``details["warning"]``; the reader
     # sees it beside the verdict, not only in results.json.
-    grouped: dict[tuple[str, str], list[str]] = {}
-    for r in rf.results:
-        if isinstance(r.details.get("warning"), str) and r.details["warning"]:
-            grouped.setdefault((r.name, r.details["warning"]), []).append(r.release)
-    warnings = [f"{title_of(name)} on {', '.join(rels)}: {text}" for (name, text), rels in grouped.items()]
+    warnings = [f"{title_of(name)} on {', '.join(rels)}: {text}" for name, text, rels in grouped_warnings(rf.results)]
     skipped = [*(prov.get("skipped") or []), *(prov.get("errors") or [])]
     sampled_any = any(isinstance(r.details.get("sampled"), Mapping) for r in rf.results)
     return {
