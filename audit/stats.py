@@ -136,3 +136,11 @@ def describe(r: Risk) -> str:
         f"Succeeded on {pct} of {r.rate.n} trials (95% CI {ci}): not distinguishable from the "
         f"{base} baseline, so no risk is shown by this attack."
     )
+
+
+def sign_test(only_a: int, only_b: int) -> float:
+    """Two-sided exact sign (McNemar) test on paired outcomes: ``only_a`` items succeeded under
+    A only, ``only_b`` under B only (the concordant ones carry no information). 1.0 when none differ."""
+    from scipy.stats import binomtest
+
+    return float(binomtest(only_a, only_a + only_b).pvalue) if only_a + only_b else 1.0

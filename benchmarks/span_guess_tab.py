@@ -66,7 +66,7 @@ def paired_tests(outcomes: dict[str, dict[tuple, bool]]) -> list[dict]:
     """Every pair of releases on the spans both attacked: how many spans only one of them gave
     away, and the two-sided exact sign (McNemar) test on those discordant spans. The same spans
     are attacked in every release, so this is far more sensitive than comparing two rates."""
-    from scipy.stats import binomtest
+    from audit.stats import sign_test
 
     names = list(outcomes)
     out = []
@@ -75,7 +75,7 @@ def paired_tests(outcomes: dict[str, dict[tuple, bool]]) -> list[dict]:
             common = outcomes[a].keys() & outcomes[b].keys()
             only_a = sum(outcomes[a][k] and not outcomes[b][k] for k in common)
             only_b = sum(outcomes[b][k] and not outcomes[a][k] for k in common)
-            p = binomtest(only_a, only_a + only_b).pvalue if only_a + only_b else 1.0
+            p = sign_test(only_a, only_b)
             out.append({"a": a, "b": b, "spans": len(common), "only_a": only_a, "only_b": only_b, "p": round(p, 4)})
     return out
 

@@ -235,7 +235,7 @@ def main() -> None:
 def paired_vs_original(seeds: dict) -> list[tuple[str, int, int, float]]:
     """Per release: documents re-identified in the original but not in the release (a), the
     reverse (b), and the two-sided exact sign test p-value, pooled over seeds with per-document rows."""
-    from scipy.stats import binomtest
+    from audit.stats import sign_test
 
     rows = [s["correct"] for s in seeds.values() if s.get("correct", {}).get("Original")]
     names = list(dict.fromkeys(n for c in rows for n in c if n != "Original"))
@@ -249,7 +249,7 @@ def paired_vs_original(seeds: dict) -> list[tuple[str, int, int, float]]:
                 orig = c["Original"].get(doc)
                 a += bool(orig and not hit)
                 b += bool(hit and orig is False)
-        out.append((n, a, b, binomtest(a, a + b).pvalue if a + b else 1.0))
+        out.append((n, a, b, sign_test(a, b)))
     return out
 
 

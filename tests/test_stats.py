@@ -54,3 +54,12 @@ def test_mean_interval():
     assert mean == 0.5 and low < 0.5 < high
     assert mean_interval([]) == (0.0, (0.0, 1.0))
     assert not math.isnan(mean_interval([0.3])[0])
+
+
+def test_sign_test_on_discordant_pairs():
+    from audit.stats import sign_test
+
+    assert sign_test(0, 0) == 1.0
+    assert sign_test(3, 3) == pytest.approx(1.0)
+    assert sign_test(6, 0) == pytest.approx(2 * 0.5 ** 6)  # 0.03125: all six differences one way
+    assert sign_test(5, 1) == pytest.approx(0.21875)
