@@ -658,8 +658,8 @@ class ClaimLinkerAttack(Attack):
         if self._judge_check_ is not None:
             return self._judge_check_
         rng = random.Random(f"{self.seed}:judge-check")
-        pool = [(i, k) for i, d in enumerate(originals) for aux in [set(self.aux_index_[d.id])]
-                for k in range(len(self.orig_claims_[i])) if k not in aux]
+        aux = [set(self.aux_index_[d.id]) for d in originals]  # claims the adversary already holds
+        pool = [(i, k) for i in range(len(originals)) for k in range(len(self.orig_claims_[i])) if k not in aux[i]]
         with_claims = [i for i in range(len(originals)) if self.orig_claims_[i]]
         if not pool or len(with_claims) < 2:
             return None
