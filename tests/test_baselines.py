@@ -59,6 +59,8 @@ def test_spacy_ner_masks_entities_and_records_them():
 
 @pytest.mark.slow
 def test_presidio_offline_records_replacements():
+    pytest.importorskip("presidio_analyzer", reason="Presidio is optional: pip install 'anonaudit[presidio]' "
+                                                    "(the test extra installs it)")
     rel = registry.create("sanitizer", "presidio").sanitize(annotated())
     doc = rel.corpus["d1"]
     assert "Galip Yalman" not in doc.text and "[PERSON]" in doc.text
