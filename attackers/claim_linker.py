@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import random
 import re
-import sys
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -449,9 +448,16 @@ class ClaimLinkerAttack(Attack):
                 self._llm_obj = self.llm
             else:
                 from audit.models import load_llm
+                from audit.progress import stage
 
-                self._llm_obj = load_llm(self.llm)
+                with stage(f"loading the LLM {self.llm or '(default)'}", enabled=self.progress):
+                    self._llm_obj = load_llm(self.llm)
         return self._llm_obj
+
+    def stats(self) -> dict[str, Any]:
+        """LLM cache use so far (hits, misses, backend calls), for the run's provenance."""
+        llm_stats = getattr(self._llm_obj, "stats", None)
+        return {"llm_cache": dict(llm_stats)} if isinstance(llm_stats, dict) else {}
 
     def close(self) -> None:
         if self._llm_obj is not None and self._llm_obj is not self.llm:
@@ -462,7 +468,10 @@ class ClaimLinkerAttack(Attack):
     def _get_embedder(self):
         if self._embedder_obj is None:
             if self.embedder is None or isinstance(self.embedder, str):
-                self._embedder_obj = load_embedder(self.embedder)
+                from audit.progress import stage
+
+                with stage(f"loading the embedder {self.embedder or '(default)'}", enabled=self.progress):
+                    self._embedder_obj = load_embedder(self.embedder)
             else:
                 self._embedder_obj = self.embedder
         return self._embedder_obj
@@ -846,7 +855,7 @@ class ClaimLinkerAttack(Attack):
                          paraphrase=paraphrase, score=not no_scoring, score_sample=score_sample,
                          repeats=repeats, evidence_sentences=evidence_sentences, judge_check=judge_check,
                          llm=llm_spec, embedder=embedder, tolerance=tolerance, seed=seed,
-                         progress=sys.stderr.isatty())
+                         progress=True)
             scenario = Scenario(originals=corpus, releases=tuple(rels))
             attack.fit(scenario)
             results = []

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tqdm.auto import tqdm
+from audit.progress import bar as progress_bar
 
 from audit.llm import extract_json_list
 from audit.text import word_tokens
@@ -106,8 +106,8 @@ class SentenceSplitter(ClaimSplitter):
     def split(self, docs: Sequence[Document], *, progress: bool = False) -> list[list[Claim]]:
         out: list[list[Claim]] = []
         parsed = self.spacy.pipe((d.text for d in docs), batch_size=8)
-        for doc, sdoc in tqdm(zip(docs, parsed), total=len(docs), disable=not progress,
-                              desc="claims (sentences)", unit="doc"):
+        for doc, sdoc in progress_bar(zip(docs, parsed), total=len(docs), enabled=progress,
+                                      desc="claims (sentences)", unit="doc"):
             claims: list[Claim] = []
             for sent in sdoc.sents:
                 for start, end in self._clauses(sent):

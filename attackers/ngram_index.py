@@ -837,9 +837,9 @@ def _chunks(texts: Sequence[str], chunk_chars: int) -> list[tuple[int, int]]:
 def _progress(enabled: bool, total: int, desc: str):
     if not enabled or total <= 1:
         return None
-    from tqdm.auto import tqdm
+    from audit.progress import bar as progress_bar
 
-    return tqdm(total=total, desc=desc, unit="chunk", disable=None)  # silent when not a terminal
+    return progress_bar(total=total, desc=desc, unit="chunk")
 
 
 def _write_json(path: Path, data: Any) -> None:

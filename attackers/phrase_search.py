@@ -378,9 +378,9 @@ class PhraseSearchAttack(Attack):
         docs_out = []
         it = release.corpus
         if self.progress:
-            from tqdm.auto import tqdm
+            from audit.progress import bar as progress_bar
 
-            it = tqdm(it, desc=f"phrase search {release.name}", unit="doc", disable=None)
+            it = progress_bar(it, desc=f"phrase search {release.name}", unit="doc")
         for doc in it:
             docs_out.append(self.attack_document(doc, self._truth(doc, release)))
         scored = [d for d in docs_out if d["outcome"] != "unscored"]

@@ -527,9 +527,16 @@ class SpanGuessAttack(Attack):
                 self._llm = self.llm
             else:
                 from audit.models import load_llm
+                from audit.progress import stage
 
-                self._llm = load_llm(self.llm, cache=self.cache)
+                with stage(f"loading the LLM {self.llm or '(default)'}", enabled=self.progress):
+                    self._llm = load_llm(self.llm, cache=self.cache)
         return self._llm
+
+    def stats(self) -> dict[str, Any]:
+        """LLM cache use so far (hits, misses, backend calls), for the run's provenance."""
+        llm_stats = getattr(self._llm, "stats", None)
+        return {"llm_cache": dict(llm_stats)} if isinstance(llm_stats, dict) else {}
 
     def close(self) -> None:
         if self._llm is not None and self._llm is not self.llm:

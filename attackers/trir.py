@@ -34,6 +34,7 @@ import math
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -136,16 +137,16 @@ def resolve_base(base: str | None) -> str:
 
 
 def folder_digest(path: str) -> str:
-    """sha256 over the files that define a model (config, tokenizer, weights)."""
+    """sha256 over the content of the files that define a model (config, tokenizer, weights),
+    never their path: the same base installed in two environments gives the same key."""
+    from audit.models import content_digest
+
     h = hashlib.sha256()
     root = Path(path)
     for f in sorted(root.iterdir()):
         if not f.is_file() or f.name.startswith(".") or f.suffix in {".md", ".txt"} and f.name != "vocab.txt":
             continue
-        h.update(f.name.encode())
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
+        h.update(f"{f.name}:{content_digest(f)}\n".encode())
     return h.hexdigest()
 
 
@@ -257,14 +258,15 @@ def predict_logits(model, windows: Windows, *, pad_id: int, device: str, batch_s
                    progress: bool = True, desc: str = "TRIR predict") -> np.ndarray:
     """Logits of every window (batched by similar length for speed; original order returned)."""
     import torch
-    from tqdm.auto import tqdm
+
+    from audit.progress import bar as progress_bar
 
     model.eval()
     n = len(windows)
     n_labels = model.config.num_labels
     out = np.zeros((n, n_labels), dtype=np.float32)
     order = sorted(range(n), key=lambda i: len(windows.ids[i]))
-    with torch.inference_mode(), tqdm(total=n, desc=desc, unit="win", disable=not progress, leave=False) as bar:
+    with torch.inference_mode(), progress_bar(total=n, desc=desc, unit="win", enabled=progress) as bar:
         for b in range(0, n, batch_size):
             idx = order[b : b + batch_size]
             ids, mask = pad_batch([windows.ids[i] for i in idx], pad_id)
@@ -415,6 +417,21 @@ class TRIRAttack(Attack):
         self.trained_: TrainedTRIR | None = None
         self._spacy = None
 
+    def stats(self) -> dict[str, Any]:
+        """How this run got its attacker (trained, or a cache hit) and how long things took: for
+        the provenance, never the results, which must not depend on the state of the cache."""
+        t = self.trained_
+        if t is None:
+            return {}
+        return {"trained_attacker": {
+            "loaded_from_cache": bool(t.info.get("loaded_from_cache", False)),
+            "cache_path": None if t.path is None else str(t.path),
+            "cache_key": t.info.get("cache_key"),
+            "base": t.info.get("base"),
+            "train_seconds": t.info.get("train_seconds"),
+            "last_predict_seconds": getattr(self, "predict_seconds_", None),
+        }}
+
     # ------------------------------------------------------------------ configuration
 
     def get_params(self) -> dict[str, Any]:
@@ -472,8 +489,12 @@ class TRIRAttack(Attack):
                 key.pop(k)
         if not (key["augment_ner"] or key["curate"]):
             key.pop("spacy_model")
+        from audit import __version__
+        from audit.models import runtime_versions
+
         key.update(format=FORMAT_VERSION, background=background.fingerprint(), base=folder_digest(base_path),
-                   dev=None if dev is None else dev.corpus.fingerprint())
+                   dev=None if dev is None else dev.corpus.fingerprint(), anonaudit=__version__,
+                   runtime=runtime_versions("torch", "transformers"))
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
     def _cache_root(self) -> Path:
@@ -505,9 +526,16 @@ class TRIRAttack(Attack):
         folder = self._cache_root() / key[:24]
         if self.use_cache and (folder / CONFIG_FILE).is_file():
             log.info("TRIR: loading the trained attacker from %s", folder)
+            if self.progress:
+                print(f"    TRIR: trained attacker loaded from the cache ({folder})", file=sys.stderr, flush=True)
             self.trained_ = TrainedTRIR.load(folder, device)
-            self.trained_.info["loaded_from_cache"] = True
+            # The cached record says where the base was when it was trained (maybe another
+            # environment); the key says it is the same content, so name the base used now.
+            self.trained_.info.update(loaded_from_cache=True, cache_key=key, base=base_path)
             return self
+        if self.progress:
+            print(f"    TRIR: training the attacker on {len(background)} background documents about "
+                  f"{len({d.subject for d in background})} people (cached afterwards)", file=sys.stderr, flush=True)
         trained = self._train(background, base_path, dev, device)
         trained.info["cache_key"] = key
         if self.use_cache:
@@ -527,8 +555,9 @@ class TRIRAttack(Attack):
     def _train(self, background: Corpus, base_path: str, dev: Release | None, device: str) -> TrainedTRIR:
         """Fine-tune the base encoder as a one-class-per-person classifier."""
         import torch
-        from tqdm.auto import tqdm
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from audit.progress import bar as progress_bar
 
         started = time.time()
         labels = sorted({d.subject for d in background if d.subject})
@@ -615,8 +644,8 @@ class TRIRAttack(Attack):
                 t0 = time.time()
                 order = epoch_order()
                 total_loss = 0.0
-                bar = tqdm(range(0, len(order), self.batch_size), desc=f"TRIR train epoch {epoch}/{self.epochs}",
-                           unit="batch", disable=not self.progress, leave=False)
+                bar = progress_bar(range(0, len(order), self.batch_size), desc=f"TRIR training, epoch {epoch}/{self.epochs}",
+                                   unit="batch", enabled=self.progress)
                 for b in bar:
                     idx = order[b : b + self.batch_size]
                     ids, mask = pad_batch([windows.ids[i] for i in idx], pad_id)
@@ -693,8 +722,9 @@ class TRIRAttack(Attack):
         """Further masked-LM pre-training of the base on the background; returns the new
         (temporary) folder and the mean MLM loss of each epoch."""
         import torch
-        from tqdm.auto import tqdm
         from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
+
+        from audit.progress import bar as progress_bar
 
         with _quiet_transformers():
             mlm = AutoModelForMaskedLM.from_pretrained(base_path).to(device)
@@ -707,8 +737,8 @@ class TRIRAttack(Attack):
         for epoch in range(1, self.pretrain_epochs + 1):
             order = torch.randperm(len(windows), generator=gen).tolist()
             total = 0.0
-            for b in tqdm(range(0, len(order), self.batch_size), desc=f"TRIR MLM pretrain {epoch}",
-                          unit="batch", disable=not self.progress, leave=False):
+            for b in progress_bar(range(0, len(order), self.batch_size), desc=f"TRIR MLM pretraining, epoch {epoch}",
+                                  unit="batch", enabled=self.progress):
                 batch = collator([{"input_ids": windows.ids[i]} for i in order[b : b + self.batch_size]])
                 loss = mlm(**{k: v.to(device) for k, v in batch.items()}).loss
                 loss.backward()
@@ -746,7 +776,7 @@ class TRIRAttack(Attack):
         docs = list(release.corpus)
         started = time.time()
         scores, windows, logits = self.predict([d.text for d in docs])
-        predict_seconds = time.time() - started
+        self.predict_seconds_ = round(time.time() - started, 2)
         originals = scenario.originals
 
         documents: list[dict[str, Any]] = []
@@ -804,13 +834,8 @@ class TRIRAttack(Attack):
             "dev_release": t.info.get("dev"),
             "chosen_epoch": t.info.get("chosen_epoch"),
             "epochs": t.info.get("epochs_trained"),
-            "base": t.info.get("base"),
             "window": self.window,
             "overlap": self.overlap,
-            "loaded_from_cache": t.info.get("loaded_from_cache", False),
-            "cache_path": None if t.path is None else str(t.path),
-            "train_seconds": t.info.get("train_seconds"),
-            "predict_seconds": round(predict_seconds, 2),
             "prediction_windows": len(windows),
             "notes": list(t.info.get("notes", [])),
         }

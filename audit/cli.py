@@ -11,11 +11,15 @@ import logging
 import os
 import sys
 
-import click
+# Before anything imports tqdm: bars of other libraries (transformers de-quantizing a GGUF file,
+# sentence-transformers encoding) are off; ours pass ``disable`` explicitly (audit.progress).
+os.environ.setdefault("TQDM_DISABLE", "1")
 
-from audit import __version__
-from audit.errors import AnonauditError
-from audit.registry import normalise, registry
+import click  # noqa: E402
+
+from audit import __version__  # noqa: E402
+from audit.errors import AnonauditError  # noqa: E402
+from audit.registry import normalise, registry  # noqa: E402
 
 
 class FriendlyGroup(click.Group):

@@ -58,14 +58,13 @@ class Embedder:
         self.stats = {"hits": 0, "misses": 0}
 
     def _fingerprint(self) -> str:
-        """Cheap model identity: hash of the folder's file names, sizes and config contents."""
-        h = hashlib.sha256()
-        root = Path(self.path)
-        for f in sorted(root.rglob("*")):
-            if f.is_file():
-                h.update(f"{f.relative_to(root)}:{f.stat().st_size}\n".encode())
-                if f.suffix == ".json" and f.stat().st_size < 1_000_000:
-                    h.update(f.read_bytes())
+        """Model identity for the vector cache: the content of the model's files (never its
+        path, so two environments share vectors only when the weights are the same) and the
+        library versions that compute the vectors."""
+        from audit.models import content_digest, runtime_versions
+
+        h = hashlib.sha256(content_digest(self.path).encode())
+        h.update(runtime_versions("sentence-transformers", "transformers", "torch").encode())
         return h.hexdigest()[:16]
 
     @contextlib.contextmanager

@@ -136,9 +136,9 @@ class LLM(ABC):
         return self._complete_batch(list(requests), progress=progress)
 
     def _complete_batch(self, requests: list[ChatRequest], *, progress: bool = False) -> list[str]:
-        from tqdm.auto import tqdm
+        from audit.progress import bar as progress_bar
 
-        return [self._complete(r) for r in tqdm(requests, disable=not progress, desc="LLM", unit="req")]
+        return [self._complete(r) for r in progress_bar(requests, enabled=progress, desc="LLM", unit="req")]
 
     @abstractmethod
     def _complete(self, request: ChatRequest) -> str:

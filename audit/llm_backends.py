@@ -32,12 +32,12 @@ def _offline() -> None:
 
 def _map_concurrently(fn, items: Sequence[Any], workers: int, progress: bool, desc: str = "LLM") -> list[Any]:
     """``[fn(x) for x in items]`` on a thread pool, in order, with an optional progress bar."""
-    from tqdm.auto import tqdm
+    from audit.progress import bar as progress_bar
 
     if len(items) <= 1 or workers <= 1:
-        return [fn(x) for x in tqdm(items, disable=not progress, desc=desc, unit="req")]
+        return [fn(x) for x in progress_bar(items, enabled=progress, desc=desc, unit="req")]
     with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
-        return list(tqdm(pool.map(fn, items), total=len(items), disable=not progress, desc=desc, unit="req"))
+        return list(progress_bar(pool.map(fn, items), total=len(items), enabled=progress, desc=desc, unit="req"))
 
 
 def _schema_hint(request: ChatRequest) -> list[dict[str, str]]:

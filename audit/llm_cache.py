@@ -143,9 +143,9 @@ class CachedLLM(LLM):
         todo: dict[str, ChatRequest] = {k: r for k, r in zip(keys, requests) if k not in found}
         self._count(hits=len(requests) - sum(k not in found for k in keys), misses=sum(k not in found for k in keys))
         items = list(todo.items())
-        from tqdm.auto import tqdm
+        from audit.progress import bar as progress_bar
 
-        with tqdm(total=len(items), disable=not progress or not items, desc="LLM", unit="req") as bar:
+        with progress_bar(total=len(items), enabled=progress and bool(items), desc="LLM", unit="req") as bar:
             for i in range(0, len(items), self.chunk_size):
                 chunk = items[i:i + self.chunk_size]
                 answers = self.backend.complete_batch([r for _, r in chunk])

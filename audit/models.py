@@ -318,6 +318,26 @@ def parse_llm_spec(spec: str | None) -> LLMSpec:
                      "model folder, or openai:MODEL@http://host:port/v1")
 
 
+def runtime_versions(*packages: str) -> str:
+    """``name=version`` of each installed package, for cache keys: an answer or a trained model
+    made by another version of the code that produced it is not reused."""
+    from importlib import metadata
+
+    out = []
+    for name in packages:
+        try:
+            out.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            out.append(f"{name}=none")
+    return ",".join(out)
+
+
+def content_digest(path: str | os.PathLike[str]) -> str:
+    """sha256 over the content of a model file or folder (never its path), remembered per
+    path, size and mtime so that large weights are read once."""
+    return _path_identity(Path(path))
+
+
 def _path_identity(path: Path) -> str:
     """Checksum-based identity of a user model (file or folder), remembered per size+mtime."""
     if path.is_file():
@@ -358,7 +378,8 @@ def spec_identity(spec: LLMSpec) -> str:
         return f"openai:{spec.target}@{spec.base_url}"
     digest = spec.sha256 or _path_identity(Path(spec.target))
     label = spec.name or Path(spec.target).name
-    return f"{spec.backend}:{label}:sha256={digest}"
+    runtime = runtime_versions("xllamacpp") if spec.backend == "llamacpp" else runtime_versions("transformers", "torch")
+    return f"{spec.backend}:{label}:sha256={digest}:{runtime}"
 
 
 # --------------------------------------------------------------------------- loading

@@ -54,7 +54,7 @@ def run_cmd(spec_file: str, out_dir: str | None, report: bool, shareable: bool) 
 
     overrides = {"out": str(Path(out_dir).resolve())} if out_dir else None
     spec = load_spec(spec_file, overrides=overrides)
-    outcome = Audit(spec, progress=sys.stderr.isatty()).run()
+    outcome = Audit(spec, progress=True).run()
     rf = outcome.results
     click.echo("")
     echo_summary(rf.results)
@@ -239,8 +239,14 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     t0 = time.time()
     _echo_err(f"demo: writing a synthetic population of {n} people to {out / 'data'}")
     write(out / "data", n=n, seed=seed)
+    notes = []
     if presidio is None:
         presidio = importlib.util.find_spec("presidio_analyzer") is not None
+        if not presidio and sanitizers is None:
+            skipped = ("The Presidio release was skipped: Presidio is not installed "
+                       "(pip install 'anonaudit[presidio]').")
+            _echo_err(f"demo: {skipped}")
+            notes.append(skipped)
     if sanitizers is None:
         sanitizers = ["spacy_ner", *(["presidio"] if presidio else [])]
     releases = [{"name": "suppressed", "path": "data/releases/suppressed.jsonl"},
@@ -272,9 +278,8 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
                          + yaml.safe_dump(spec_data, sort_keys=False), encoding="utf-8")
     spec = parse_spec(spec_data, base=out, source=str(spec_path), registry=reg, check_components=False)
     audit = Audit(spec, registry=reg, on_error="skip", command="demo",
-                  progress=sys.stderr.isatty() if progress is None else progress)
+                  progress=True if progress is None else progress)
     outcome = audit.run()
-    notes = []
     if heavy:
         notes.append(f"Language-model stages ({', '.join(heavy)}) ran on a seeded sample of {sample} documents "
                      "per release to keep the demo short; run `anonaudit run audit.yaml` without `sample` for all.")

@@ -689,6 +689,7 @@ class Audit:
                 obj.fit(scenario)
                 fit_s = round(time.time() - t0, 3)
                 components_prov[comp.label]["fit_seconds"] = fit_s
+                self.echo(f"    prepared (fit: models loaded, attacker trained or index built) in {fit_s:.1f}s")
                 bar = self._bar(todo, label)
                 for rel, sampled, key in bar:
                     t1 = time.time()
@@ -749,11 +750,10 @@ class Audit:
         return obj, canonical({k: v for k, v in params.items() if k not in NOT_IN_KEY})
 
     def _bar(self, todo, label):
-        if not self.progress:
-            return todo
-        from tqdm.auto import tqdm
+        from audit.progress import bar as progress_bar, is_terminal
 
-        return tqdm(todo, desc=f"  {label}", unit="release", leave=False)
+        # Off a terminal the runner's own line per release says the same thing.
+        return progress_bar(todo, desc=f"  {label}", unit="release", enabled=self.progress and is_terminal())
 
     def _check(self, results: Any, comp: ComponentSpec, rel: Release, sampled: Release) -> list[Result]:
         want = "attack" if comp.kind == "attack" else "utility"

@@ -217,8 +217,8 @@ def main() -> None:
                 row["trir"][rel.name] = head.value
                 row["top5"][rel.name] = top5.value
                 row["correct"][rel.name] = {d["id"]: d["correct"] for d in head.documents if "correct" in d}
-                row["predict_wps"][rel.name] = round(head.details["prediction_windows"]
-                                                     / max(1e-9, head.details["predict_seconds"]), 1)
+                predict_s = attack.stats()["trained_attacker"]["last_predict_seconds"]
+                row["predict_wps"][rel.name] = round(head.details["prediction_windows"] / max(1e-9, predict_s), 1)
                 print(f"  seed {seed} {rel.name:45s} TRIR {head.value:.3f}  top5 {top5.value:.3f}", flush=True)
                 report["runs"][bgname]["seeds"][seed] = row  # written after every release: a cut run keeps its rows
                 args.out.parent.mkdir(parents=True, exist_ok=True)

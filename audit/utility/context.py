@@ -150,8 +150,11 @@ class UtilityContext:
                 llm = self.llm
                 if llm is None or isinstance(llm, str):
                     from audit.models import load_llm
+                    from audit.progress import stage
 
-                    llm = load_llm(self.ic_model or llm or "scorer", cache=self.cache)
+                    spec = self.ic_model or llm or "scorer"
+                    with stage(f"loading the information-content scorer {spec}", enabled=self.progress):
+                        llm = load_llm(spec, cache=self.cache)
                 self._estimator = CausalIC(llm, context_tokens=self.context_tokens)
             else:
                 raise AnonauditError(f"unknown IC estimator {self.ic!r} (use causal or masked)")
@@ -194,8 +197,10 @@ class UtilityContext:
         if self._encoder is None:
             if self.embedder is None or isinstance(self.embedder, str):
                 from audit.embed import Embedder
+                from audit.progress import stage
 
-                self._encoder = Embedder(self.embedder, cache=self.cache)
+                with stage(f"loading the embedder {self.embedder or '(default)'}", enabled=self.progress):
+                    self._encoder = Embedder(self.embedder, cache=self.cache)
             else:
                 self._encoder = self.embedder
         return self._encoder

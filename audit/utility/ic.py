@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 #: Bump when term extraction or IC computation changes meaning (invalidates caches).
 IC_VERSION = "1"
+#: Decimals of the information content kept in the cache, and so used by every run.
+IC_DECIMALS = 6
 #: Probabilities are floored here so a term the model "cannot" produce has a finite IC.
 MIN_PROB = 1e-12
 
@@ -343,7 +345,7 @@ class ICCache:
 
     def put(self, doc_id: str, terms: Sequence[Term], ic: np.ndarray, seconds: float) -> None:
         self.documents[doc_id] = {
-            "terms": [[t.start, t.end, t.text, t.kind, round(float(v), 6)] for t, v in zip(terms, ic)],
+            "terms": [[t.start, t.end, t.text, t.kind, round(float(v), IC_DECIMALS)] for t, v in zip(terms, ic)],
             "seconds": round(seconds, 4),
         }
         if self.enabled:
@@ -360,7 +362,7 @@ def corpus_ic(corpus: Corpus, estimator: ICEstimator, extract, *, cache: ICCache
 
     ``extract``: a callable text -> list[Term] (e.g. :class:`~audit.utility.terms.TermExtractor`).
     """
-    from tqdm.auto import tqdm
+    from audit.progress import bar as progress_bar
 
     out: dict[str, tuple[list[Term], np.ndarray]] = {}
     todo = []
@@ -370,11 +372,13 @@ def corpus_ic(corpus: Corpus, estimator: ICEstimator, extract, *, cache: ICCache
             out[doc.id] = hit
         else:
             todo.append(doc)
-    for doc in tqdm(todo, desc="information content", unit="doc", disable=not progress):
+    for doc in progress_bar(todo, desc="information content", unit="doc", enabled=progress):
         t0 = time.perf_counter()
         terms = extract(doc.text)
         ic = estimator.estimate(doc.text, terms) if terms else np.zeros(0)
         ic = np.nan_to_num(np.asarray(ic, dtype=float), nan=0.0, posinf=-math.log(MIN_PROB))
+        # Use exactly what the cache keeps (6 decimals), so a cold run and a warm one agree.
+        ic = np.round(ic, IC_DECIMALS)
         if cache is not None:
             cache.put(doc.id, terms, ic, time.perf_counter() - t0)
         out[doc.id] = (terms, ic)

@@ -69,14 +69,17 @@ class UtilityMetric(Metric):
     settings below). ``ic``: "causal" or "masked"; ``ic_model``: the masked-LM folder
     (or a causal model spec overriding ``llm``); ``llm``: the LLM spec for causal IC;
     ``embedder``: the sentence embedder spec (MiniLM by default); ``cache``: keep IC and
-    embeddings on disk; ``seed``: for bootstrap intervals and clustering.
+    embeddings on disk; ``seed``: for bootstrap intervals and clustering; ``progress``: show
+    model loads and information-content scoring as they happen.
     """
 
     requires: ClassVar[frozenset[str]] = frozenset({"originals"})
 
     def __init__(self, context: UtilityContext | None = None, ic: str = "causal", ic_model: str | None = None,
-                 llm: str | None = None, embedder: str | None = None, cache: bool = True, seed: int = 0):
+                 llm: str | None = None, embedder: str | None = None, cache: bool = True, seed: int = 0,
+                 progress: bool = False):
         self.context = context
+        self.progress = progress
         self.ic = ic
         self.ic_model = ic_model
         self.llm = llm
@@ -99,7 +102,7 @@ class UtilityMetric(Metric):
         ctx = self.context
         if ctx is None or ctx.originals is not scenario.originals:
             settings = dict(ic=self.ic, ic_model=self.ic_model, llm=self.llm, embedder=self.embedder,
-                            cache=self.cache)
+                            cache=self.cache, progress=self.progress)
             if all(v is None or isinstance(v, (str, bool)) for v in settings.values()):
                 ctx = UtilityContext.shared(scenario.originals, **settings)
             else:  # model objects given: not shareable by value
@@ -202,8 +205,8 @@ class NMIMetric(UtilityMetric):
 
     def __init__(self, context: UtilityContext | None = None, ic: str = "causal", ic_model: str | None = None,
                  llm: str | None = None, embedder: str | None = None, cache: bool = True, seed: int = 0,
-                 k: int | None = None, max_k: int = 10, runs: int = 5, n_init: int = 10):
-        super().__init__(context, ic, ic_model, llm, embedder, cache, seed)
+                 k: int | None = None, max_k: int = 10, runs: int = 5, n_init: int = 10, progress: bool = False):
+        super().__init__(context, ic, ic_model, llm, embedder, cache, seed, progress)
         self.k = k
         self.max_k = max_k
         self.runs = runs

@@ -1,0 +1,94 @@
+"""Progress for long work, readable in a terminal and in a log.
+
+On a terminal, :func:`bar` is an ordinary tqdm bar. When stderr is not a terminal (CI, a log
+file, ``nohup``), a redrawn bar would write raw ``\\r`` characters; there it prints a plain line
+every ``ANONAUDIT_PROGRESS_SECONDS`` (default 30) while work goes on and one at the end (unless
+the work took under two seconds): ``stage: done/total [elapsed<remaining, rate]``.
+
+Third-party bars (transformers de-quantizing a GGUF file, sentence-transformers encoding) are
+switched off by the command line through ``TQDM_DISABLE`` before tqdm is imported; our bars pass
+``disable`` explicitly and so are unaffected. :func:`stage` prints a line when a step that has no
+natural counter (loading a model) starts and ends, so its time is charged to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from tqdm.auto import tqdm
+
+LINE_FORMAT = "{desc}: {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]"
+#: Work shorter than this leaves no line at all when the output is not a terminal.
+QUIET_SECONDS = 2.0
+
+
+def _interval() -> float:
+    try:
+        return max(0.5, float(os.environ.get("ANONAUDIT_PROGRESS_SECONDS", "30")))
+    except ValueError:
+        return 30.0
+
+
+class LineProgress(tqdm):
+    """tqdm that prints whole lines instead of redrawing one (for non-terminal output): nothing
+    for work that ends within :data:`QUIET_SECONDS`, then a line every interval and one at the end."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        interval = _interval()
+        kwargs.setdefault("mininterval", interval)
+        kwargs.setdefault("delay", interval)  # no line for work that is over before the first tick
+        kwargs.setdefault("bar_format", LINE_FORMAT)
+        kwargs["miniters"] = 1  # never skip a timed update because the rate looked high
+        kwargs["file"] = kwargs.get("file") or sys.stderr
+        kwargs["dynamic_ncols"] = False
+        super().__init__(*args, **kwargs)
+
+    def display(self, msg: str | None = None, pos: int | None = None) -> bool:  # noqa: ARG002
+        line = (msg if msg is not None else self.__str__()).strip()
+        if line and line != getattr(self, "_last_line", None):
+            self._last_line = line
+            print(line, file=self.fp, flush=True)
+        return True
+
+    def close(self) -> None:
+        if self.disable:
+            return
+        elapsed = self._time() - self.start_t
+        final = self.__str__()
+        self.sp = None  # tqdm's own close would write "\r" or "\n" to clear a redrawn bar
+        super().close()
+        if elapsed >= QUIET_SECONDS:
+            self.display(final)
+
+
+def is_terminal(stream: Any = None) -> bool:
+    stream = stream or sys.stderr
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str = "", unit: str = "it",
+        enabled: bool = True, leave: bool = False, **kwargs: Any) -> tqdm:
+    """A progress bar over ``iterable`` (or one driven by ``update``): tqdm on a terminal, plain
+    periodic lines otherwise, nothing when ``enabled`` is false."""
+    cls = tqdm if is_terminal() else LineProgress
+    return cls(iterable, total=total, desc=desc, unit=unit, disable=not enabled, leave=leave, **kwargs)
+
+
+@contextlib.contextmanager
+def stage(what: str, *, enabled: bool = True) -> Iterator[None]:
+    """Print ``what ...`` before a step and ``what: done in N s`` after it (to stderr)."""
+    if not enabled:
+        yield
+        return
+    t0 = time.perf_counter()
+    print(f"    {what} ...", file=sys.stderr, flush=True)
+    yield
+    print(f"    {what}: done in {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)

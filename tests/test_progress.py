@@ -1,0 +1,48 @@
+"""Progress off a terminal: whole lines, never a redrawn ``\\r`` bar; short work stays quiet."""
+
+import io
+import time
+
+from audit import progress
+
+
+def _run(monkeypatch, steps: int, pause: float) -> str:
+    monkeypatch.setenv("ANONAUDIT_PROGRESS_SECONDS", "0.5")
+    monkeypatch.setattr(progress, "QUIET_SECONDS", 0.5)
+    err = io.StringIO()  # not a terminal
+    monkeypatch.setattr(progress.sys, "stderr", err)
+    with progress.bar(total=steps, desc="TRIR training, epoch 1/1", unit="batch") as b:
+        for _ in range(steps):
+            time.sleep(pause)
+            b.update(1)
+    return err.getvalue()
+
+
+def test_long_work_prints_periodic_lines_and_a_final_one(monkeypatch):
+    out = _run(monkeypatch, steps=6, pause=0.2)
+    assert "\r" not in out
+    lines = out.splitlines()
+    assert len(lines) >= 2 and all(line.startswith("TRIR training, epoch 1/1: ") for line in lines)
+    assert lines[-1].startswith("TRIR training, epoch 1/1: 6/6 [")
+    assert "batch" in lines[-1]
+
+
+def test_short_work_prints_nothing(monkeypatch):
+    assert _run(monkeypatch, steps=3, pause=0.0) == ""
+
+
+def test_disabled_bar_prints_nothing_even_when_slow(monkeypatch):
+    monkeypatch.setenv("ANONAUDIT_PROGRESS_SECONDS", "0.5")
+    err = io.StringIO()
+    monkeypatch.setattr(progress.sys, "stderr", err)
+    for _ in progress.bar(range(3), desc="x", enabled=False):
+        time.sleep(0.3)
+    assert err.getvalue() == ""
+
+
+def test_stage_lines_name_the_step_and_its_time(monkeypatch, capsys):
+    with progress.stage("loading the LLM qwen"):
+        pass
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].strip() == "loading the LLM qwen ..."
+    assert err[1].strip().startswith("loading the LLM qwen: done in ") and err[1].endswith("s")
