@@ -48,18 +48,18 @@ from attackers.claims import (
     select_aux,
     word_overlap,
 )
-from audit.errors import AnonauditError
-from audit.interfaces import Attack
-from audit.registry import register
-from audit.results import Result
-from audit.stats import mean_interval, risk
-from audit.text import RougeTokenizer, bitmasks, rouge_l, word_tokens
+from audit.core.errors import AnonauditError
+from audit.core.interfaces import Attack
+from audit.core.registry import register
+from audit.core.results import Result
+from audit.core.stats import mean_interval, risk
+from audit.core.text import RougeTokenizer, bitmasks, rouge_l, word_tokens
 
 if TYPE_CHECKING:
     import click
 
-    from audit.data import Document, Release, Scenario
-    from audit.llm import LLM
+    from audit.core.data import Document, Release, Scenario
+    from audit.models.llm import LLM
 
 LINKERS = ("dense", "dense-single", "bm25", "bm25-single", "rouge")
 
@@ -68,8 +68,8 @@ LINKERS = ("dense", "dense-single", "bm25", "bm25-single", "rouge")
 
 
 def load_embedder(spec: str | None = None):
-    """The sentence embedder (``audit.embed.Embedder``; MiniLM unless ``spec`` names a folder)."""
-    from audit.embed import Embedder
+    """The sentence embedder (``audit.models.embed.Embedder``; MiniLM unless ``spec`` names a folder)."""
+    from audit.models.embed import Embedder
 
     return Embedder(spec)
 
@@ -309,7 +309,7 @@ def judge_request(evidence: str, claim: str, *, seed: int, temperature: float):
     evidence and the claim, and the answer is one word from a closed set (a grammar where
     the backend supports JSON schemas).
     """
-    from audit.llm import ChatRequest
+    from audit.models.llm import ChatRequest
 
     user = (f"Text:\n{evidence}\n\nFact: {claim}\n\n"
             "same = the text states this fact, in the same or other words.\n"
@@ -442,13 +442,13 @@ class ClaimLinkerAttack(Attack):
 
     def _get_llm(self) -> LLM:
         if self._llm_obj is None:
-            from audit.llm import LLM as _LLM
+            from audit.models.llm import LLM as _LLM
 
             if isinstance(self.llm, _LLM):
                 self._llm_obj = self.llm
             else:
-                from audit.models import load_llm
-                from audit.progress import stage
+                from audit.models.specs import load_llm
+                from audit.core.progress import stage
 
                 with stage(f"loading the LLM {self.llm or '(default)'}", enabled=self.progress):
                     self._llm_obj = load_llm(self.llm)
@@ -468,7 +468,7 @@ class ClaimLinkerAttack(Attack):
     def _get_embedder(self):
         if self._embedder_obj is None:
             if self.embedder is None or isinstance(self.embedder, str):
-                from audit.progress import stage
+                from audit.core.progress import stage
 
                 with stage(f"loading the embedder {self.embedder or '(default)'}", enabled=self.progress):
                     self._embedder_obj = load_embedder(self.embedder)
@@ -811,7 +811,7 @@ class ClaimLinkerAttack(Attack):
     def cli_command(cls) -> click.Command:
         import click
 
-        from audit import cli_common as cc
+        import audit.cli.common as cc
 
         @click.command(help="Link known facts to sanitized records by meaning, then measure what else leaks.")
         @cc.originals_option
@@ -846,7 +846,7 @@ class ClaimLinkerAttack(Attack):
         @cc.out_option
         def command(originals, releases, fmt, claims, linker, aux_claims, aux_select, paraphrase, score_sample,
                     no_scoring, repeats, evidence_sentences, judge_check, embedder, tolerance, llm_spec, seed, out):
-            from audit.data import Scenario
+            from audit.core.data import Scenario
 
             started = time.time()
             corpus = cc.load_originals(originals, fmt)

@@ -28,15 +28,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from audit.progress import bar as progress_bar
+from audit.core.progress import bar as progress_bar
 
-from audit.llm import extract_json_list
-from audit.text import word_tokens
+from audit.models.llm import extract_json_list
+from audit.core.text import word_tokens
 
 if TYPE_CHECKING:
-    from audit.data import Document
-    from audit.llm import LLM
-    from audit.nlp import Spacy
+    from audit.core.data import Document
+    from audit.models.llm import LLM
+    from audit.models.nlp import Spacy
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class SentenceSplitter(ClaimSplitter):
     def __init__(self, spacy: Spacy | None = None, *, min_words: int = 4, max_chars: int = 600,
                  clauses: bool = True):
         if spacy is None:
-            from audit.nlp import Spacy
+            from audit.models.nlp import Spacy
 
             if clauses:
                 spacy = Spacy(disable=("ner",))
@@ -235,7 +235,7 @@ class LLMSplitter(ClaimSplitter):
     def __init__(self, llm: LLM, spacy: Spacy | None = None, *, chunk_chars: int = 1200,
                  max_claims: int = 30, max_tokens: int = 768, min_overlap: float = 0.3):
         if spacy is None:
-            from audit.nlp import Spacy
+            from audit.models.nlp import Spacy
 
             spacy = Spacy(disable=("ner",))
         self.llm = llm
@@ -262,7 +262,7 @@ class LLMSplitter(ClaimSplitter):
         return chunks
 
     def request(self, passage: str):
-        from audit.llm import ChatRequest
+        from audit.models.llm import ChatRequest
 
         user = ("Split the text below into atomic facts. Answer with a JSON list of strings, "
                 "one fact per string.\n\nText:\n" + passage)
@@ -305,7 +305,7 @@ def make_splitter(kind: str, llm_getter=None, spacy: Spacy | None = None) -> Cla
         if llm_getter is None:
             raise ValueError("the LLM claim splitter needs an LLM")
         return LLMSplitter(llm_getter(), spacy)
-    from audit.errors import AnonauditError
+    from audit.core.errors import AnonauditError
 
     raise AnonauditError(f"unknown claim splitter {kind!r} (use 'sentences' or 'llm')")
 
@@ -325,7 +325,7 @@ def select_aux(claims: Sequence[Claim], k: int, how: str, rng: random.Random) ->
         return list(range(n - k, n))
     if how == "random":
         return sorted(rng.sample(range(n), k))
-    from audit.errors import AnonauditError
+    from audit.core.errors import AnonauditError
 
     raise AnonauditError(f"unknown aux selection {how!r} (use one of {', '.join(AUX_SELECT)})")
 
@@ -338,7 +338,7 @@ _PREFIX = re.compile(r"^\s*(?:paraphrase[d]?(?:\s+(?:fact|text|version))?|rewrit
 
 
 def paraphrase_request(claim: str, seed: int):
-    from audit.llm import ChatRequest
+    from audit.models.llm import ChatRequest
 
     user = f'Paraphrase this fact. Answer with a JSON string.\n\nFact: {claim}'
     return ChatRequest.make([{"role": "system", "content": _PARA_SYSTEM}, {"role": "user", "content": user}],

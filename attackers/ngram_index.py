@@ -63,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from audit.errors import AnonauditError
+from audit.core.errors import AnonauditError
 
 FORMAT = "anonaudit.ngram_index/1"
 TOKENIZER_NAME = "anonaudit-words/1"
@@ -539,7 +539,7 @@ class NgramIndex:
     @classmethod
     def from_corpora(cls, corpora: Sequence[tuple[str, Iterable[Any]]], *, max_n: int = 7,
                      lowercase: bool = True, progress: bool = False, **kw: Any) -> NgramIndex:
-        """Index several corpora of :class:`~audit.data.Document` as one collection,
+        """Index several corpora of :class:`~audit.core.data.Document` as one collection,
         e.g. ``[("originals", originals), ("extra", background)]``: document
         numbers follow that order and ``docs.sources`` names each one's corpus."""
         parts = [(src, list(docs)) for src, docs in corpora]
@@ -837,7 +837,7 @@ def _chunks(texts: Sequence[str], chunk_chars: int) -> list[tuple[int, int]]:
 def _progress(enabled: bool, total: int, desc: str):
     if not enabled or total <= 1:
         return None
-    from audit.progress import bar as progress_bar
+    from audit.core.progress import bar as progress_bar
 
     return progress_bar(total=total, desc=desc, unit="chunk")
 

@@ -60,12 +60,12 @@ from typing import Any
 import numpy as np
 
 from attackers.ngram_index import NgramIndex, TextNgrams, collection_fingerprint, minimal_set
-from audit.data import Corpus, Document, Release, Scenario
-from audit.errors import AnonauditError
-from audit.interfaces import Attack
-from audit.registry import register
-from audit.results import Result
-from audit.stats import risk
+from audit.core.data import Corpus, Document, Release, Scenario
+from audit.core.errors import AnonauditError
+from audit.core.interfaces import Attack
+from audit.core.registry import register
+from audit.core.results import Result
+from audit.core.stats import risk
 
 #: Placeholder tokens sanitizers leave behind: bracketed or angled labels
 #: ([PERSON], [ORG_1], <NAME>), runs of * # or _ (***), words such as SENSITIVE or
@@ -226,7 +226,7 @@ class PhraseSearchAttack(Attack):
     def _extra(self) -> Corpus | None:
         if self.extra_corpus is None or isinstance(self.extra_corpus, Corpus):
             return self.extra_corpus
-        from audit.loaders import load_corpus
+        from audit.io.loaders import load_corpus
 
         self.extra_corpus = load_corpus(self.extra_corpus)
         return self.extra_corpus
@@ -378,7 +378,7 @@ class PhraseSearchAttack(Attack):
         docs_out = []
         it = release.corpus
         if self.progress:
-            from audit.progress import bar as progress_bar
+            from audit.core.progress import bar as progress_bar
 
             it = progress_bar(it, desc=f"phrase search {release.name}", unit="doc")
         for doc in it:
@@ -429,7 +429,7 @@ class PhraseSearchAttack(Attack):
     def cli_command(cls):
         import click
 
-        from audit.cli_common import (echo_summary, format_option, load_originals, load_release_specs,
+        from audit.cli.common import (echo_summary, format_option, load_originals, load_release_specs,
                                       originals_option, out_option, provenance, releases_option, write_results)
 
         @click.command(name="phrase-search")
@@ -461,7 +461,7 @@ class PhraseSearchAttack(Attack):
             rels = load_release_specs(releases, orig, fmt)
             extra = None
             if corpus_path:
-                from audit.loaders import load_corpus
+                from audit.io.loaders import load_corpus
 
                 extra = load_corpus(corpus_path)
             attack = cls(k=k, max_n=max_n, arity=arity, extra_corpus=extra, index_dir=index_dir,

@@ -53,20 +53,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from audit.align import UNKNOWN, replaced_spans
-from audit.data import Span
-from audit.errors import AnonauditError
-from audit.interfaces import Attack
-from audit.llm import LLM, ChatRequest, extract_json_list
-from audit.registry import register
-from audit.results import Result
-from audit.stats import risk, success_rate
+from audit.core.align import UNKNOWN, replaced_spans
+from audit.core.data import Span
+from audit.core.errors import AnonauditError
+from audit.core.interfaces import Attack
+from audit.models.llm import LLM, ChatRequest, extract_json_list
+from audit.core.registry import register
+from audit.core.results import Result
+from audit.core.stats import risk, success_rate
 
 if TYPE_CHECKING:
     import click
 
-    from audit.data import Release, Scenario
-    from audit.nlp import Spacy
+    from audit.core.data import Release, Scenario
+    from audit.models.nlp import Spacy
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class Matcher:
     @property
     def _spacy(self) -> Spacy:
         if self.nlp is None:
-            from audit.nlp import Spacy
+            from audit.models.nlp import Spacy
 
             self.nlp = Spacy(disable=("parser", "ner"))
         return self.nlp
@@ -526,8 +526,8 @@ class SpanGuessAttack(Attack):
             if isinstance(self.llm, LLM):
                 self._llm = self.llm
             else:
-                from audit.models import load_llm
-                from audit.progress import stage
+                from audit.models.specs import load_llm
+                from audit.core.progress import stage
 
                 with stage(f"loading the LLM {self.llm or '(default)'}", enabled=self.progress):
                     self._llm = load_llm(self.llm, cache=self.cache)
@@ -590,7 +590,7 @@ class SpanGuessAttack(Attack):
 
     def _ner(self) -> Spacy:
         if self._ner_nlp is None:
-            from audit.nlp import Spacy
+            from audit.models.nlp import Spacy
 
             self._ner_nlp = Spacy()
         return self._ner_nlp
@@ -654,7 +654,7 @@ def _corpus_matcher(originals: Any, top: int) -> Matcher:
     """A matcher with the frequent lemmas of ``originals``, remembered on disk by corpus fingerprint."""
     if originals is None or top <= 0:
         return Matcher()
-    from audit import config
+    from audit.core import config
 
     key = hashlib.sha256(f"{originals.fingerprint()}:{top}".encode()).hexdigest()[:24]
     path = config.subdir("span_guess") / f"frequent-lemmas-{key}.json"
@@ -726,7 +726,7 @@ def _documents(findings: list) -> list[dict[str, Any]]:
 def _make_command(cls: type[SpanGuessAttack]) -> click.Command:
     import click
 
-    from audit.cli_common import (echo_summary, format_option, llm_option, no_cache_option, originals_option,
+    from audit.cli.common import (echo_summary, format_option, llm_option, no_cache_option, originals_option,
                                   out_option, provenance, releases_option, seed_option, write_results)
 
     @click.command(name="span-guess", help=(
@@ -752,8 +752,8 @@ def _make_command(cls: type[SpanGuessAttack]) -> click.Command:
     @out_option
     def command(originals, releases, guesses, sample, labels, context_tokens, frequent_lemmas, llm_spec, seed,
                 no_cache, fmt, out):
-        from audit.cli_common import load_originals, load_release_specs
-        from audit.data import Scenario
+        from audit.cli.common import load_originals, load_release_specs
+        from audit.core.data import Scenario
 
         started = time.time()
         orig = load_originals(originals, fmt)

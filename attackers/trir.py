@@ -44,12 +44,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from audit.data import Corpus, Document, Release, Scenario
-from audit.errors import AnonauditError, DataError, Problem
-from audit.interfaces import Attack
-from audit.registry import register
-from audit.results import Result
-from audit.stats import risk
+from audit.core.data import Corpus, Document, Release, Scenario
+from audit.core.errors import AnonauditError, DataError, Problem
+from audit.core.interfaces import Attack
+from audit.core.registry import register
+from audit.core.results import Result
+from audit.core.stats import risk
 
 if TYPE_CHECKING:
     import click
@@ -128,7 +128,7 @@ def softmax(row: np.ndarray) -> np.ndarray:
 def resolve_base(base: str | None) -> str:
     """A local Hugging Face encoder folder: the embedded MiniLM by default (``None``,
     ``"minilm"``), or a path to a folder with a ``config.json``. Nothing is downloaded."""
-    from audit.models import embedder_path
+    from audit.models.specs import embedder_path
 
     path = embedder_path(None if base is None or base.lower() in {"default", "all-minilm-l6-v2"} else base)
     if not os.path.isfile(os.path.join(path, "config.json")):
@@ -139,7 +139,7 @@ def resolve_base(base: str | None) -> str:
 def folder_digest(path: str) -> str:
     """sha256 over the content of the files that define a model (config, tokenizer, weights),
     never their path: the same base installed in two environments gives the same key."""
-    from audit.models import content_digest
+    from audit.models.specs import content_digest
 
     h = hashlib.sha256()
     root = Path(path)
@@ -259,7 +259,7 @@ def predict_logits(model, windows: Windows, *, pad_id: int, device: str, batch_s
     """Logits of every window (batched by similar length for speed; original order returned)."""
     import torch
 
-    from audit.progress import bar as progress_bar
+    from audit.core.progress import bar as progress_bar
 
     model.eval()
     n = len(windows)
@@ -459,7 +459,7 @@ class TRIRAttack(Attack):
 
     def _spacy_nlp(self):
         if self._spacy is None:
-            from audit.nlp import Spacy
+            from audit.models.nlp import Spacy
 
             self._spacy = Spacy(self.spacy_model)
         return self._spacy
@@ -490,7 +490,7 @@ class TRIRAttack(Attack):
         if not (key["augment_ner"] or key["curate"]):
             key.pop("spacy_model")
         from audit import __version__
-        from audit.models import runtime_versions
+        from audit.models.specs import runtime_versions
 
         key.update(format=FORMAT_VERSION, background=background.fingerprint(), base=folder_digest(base_path),
                    dev=None if dev is None else dev.corpus.fingerprint(), anonaudit=__version__,
@@ -502,7 +502,7 @@ class TRIRAttack(Attack):
             path = Path(self.cache_dir)
             path.mkdir(parents=True, exist_ok=True)
             return path
-        from audit.config import subdir
+        from audit.core.config import subdir
 
         return subdir("trir")
 
@@ -557,7 +557,7 @@ class TRIRAttack(Attack):
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from audit.progress import bar as progress_bar
+        from audit.core.progress import bar as progress_bar
 
         started = time.time()
         labels = sorted({d.subject for d in background if d.subject})
@@ -724,7 +724,7 @@ class TRIRAttack(Attack):
         import torch
         from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
-        from audit.progress import bar as progress_bar
+        from audit.core.progress import bar as progress_bar
 
         with _quiet_transformers():
             mlm = AutoModelForMaskedLM.from_pretrained(base_path).to(device)
@@ -902,7 +902,7 @@ def _make_command(cls: type[TRIRAttack]) -> click.Command:
     """``anonaudit attack trir``: train on --background once, evaluate every --release."""
     import click
 
-    from audit.cli_common import (echo_summary, format_option, out_option, provenance, seed_option,
+    from audit.cli.common import (echo_summary, format_option, out_option, provenance, seed_option,
                                   write_results)
 
     @click.command(name="trir", help=(
@@ -944,8 +944,8 @@ def _make_command(cls: type[TRIRAttack]) -> click.Command:
     def command(background, tri_file, originals, releases, dev_spec, base, epochs, window, overlap, batch_size,
                 learning_rate, max_windows_per_class, augment_ner, curate, pretrain, device, num_threads, cache_dir,
                 no_cache, seed, fmt, out):
-        from audit.cli_common import load_release_specs
-        from audit.loaders import load_corpus, load_releases
+        from audit.cli.common import load_release_specs
+        from audit.io.loaders import load_corpus, load_releases
 
         started = time.time()
         if (background is None) == (tri_file is None):
@@ -953,7 +953,7 @@ def _make_command(cls: type[TRIRAttack]) -> click.Command:
         orig_corpus = load_corpus(originals) if originals else None
         rels: list[Release] = []
         if tri_file is not None:
-            from audit.loaders import load_tri
+            from audit.io.loaders import load_tri
 
             bg, rels = load_tri(tri_file)
         else:

@@ -29,10 +29,10 @@ from attackers.claim_linker import (  # noqa: E402
     BM25Linker, ClaimLinkerAttack, DenseLinker, RougeLinker, load_embedder,
 )
 from attackers.claims import LLMSplitter, SentenceSplitter, paraphrase_claims, select_aux  # noqa: E402
-from audit.data import Corpus, Release, Scenario  # noqa: E402
-from audit.loaders import load_corpus, load_releases  # noqa: E402
-from audit.nlp import Spacy  # noqa: E402
-from audit.stats import risk  # noqa: E402
+from audit.core.data import Corpus, Release, Scenario  # noqa: E402
+from audit.io.loaders import load_corpus, load_releases  # noqa: E402
+from audit.models.nlp import Spacy  # noqa: E402
+from audit.core.stats import risk  # noqa: E402
 
 TAB = ROOT.parent / "shared" / "data" / "tab"
 QUICK = ["Manual_Entity", "Manual_Supression", "Manual_Dou", "Presidio_Entity", "spaCy_Entity"]
@@ -108,7 +108,7 @@ def main() -> None:
     llm = None
     queries = {"verbatim": (list(range(len(originals))), raw_queries)}
     if not args.no_llm:
-        from audit.models import load_llm
+        from audit.models.specs import load_llm
 
         llm = timed("load_llm", timings, load_llm, args.llm)
     if llm is not None and not args.semantic_only:
@@ -220,7 +220,7 @@ def main() -> None:
 
 def _head(doc, chars: int = 1200):
     """The first ``chars`` characters of a document, cut at a sentence end (LLM-claims sample)."""
-    from audit.data import Document
+    from audit.core.data import Document
 
     cut = doc.text.rfind(". ", 0, chars)
     return Document(doc.id, doc.text[: cut + 1 if cut > 0 else chars], subject=doc.subject)
@@ -246,7 +246,7 @@ class MemoEmbedder:
 
 
 def compare_embedding(texts: list[str], embedder) -> dict:
-    """The attack's embedding stage (audit.embed.Embedder, as DenseLinker calls it) vs a bare
+    """The attack's embedding stage (audit.models.embed.Embedder, as DenseLinker calls it) vs a bare
     sentence-transformers encode of the same claims."""
     from sentence_transformers import SentenceTransformer
 

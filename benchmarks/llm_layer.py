@@ -1,6 +1,6 @@
 """Benchmark of the LLM layer (issue 2).
 
-1. Overhead: generated tokens/s through ``audit.models.load_llm`` (llama.cpp backend +
+1. Overhead: generated tokens/s through ``audit.models.specs.load_llm`` (llama.cpp backend +
    sqlite cache, cache empty) vs calling ``xllamacpp.Server.handle_chat_completions``
    directly on the same prompts with the same settings (same threads, same slots, same
    concurrency). Target: layer / direct >= 0.8.
@@ -68,9 +68,9 @@ def main() -> None:
     if args.quick:
         args.prompts, args.max_tokens, args.rounds = 4, 24, 2
 
-    from audit.llm import ChatRequest
-    from audit.llm_cache import CachedLLM
-    from audit.models import embedded_llm_path, load_llm, parse_llm_spec
+    from audit.models.llm import ChatRequest
+    from audit.models.cache import CachedLLM
+    from audit.models.specs import embedded_llm_path, load_llm, parse_llm_spec
 
     spec = parse_llm_spec(args.llm)
     if spec.backend != "llamacpp":

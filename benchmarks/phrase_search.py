@@ -37,8 +37,8 @@ import numpy as np
 
 from attackers.ngram_index import NgramIndex, Tokenizer
 from attackers.phrase_search import PhraseSearchAttack
-from audit.data import Corpus, Release, Scenario
-from audit.loaders import load_corpus, load_releases
+from audit.core.data import Corpus, Release, Scenario
+from audit.io.loaders import load_corpus, load_releases
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tab"
 

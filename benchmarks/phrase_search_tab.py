@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from attackers.phrase_search import PhraseSearchAttack
-from audit.data import Scenario
-from audit.loaders import load_corpus, load_releases
+from audit.core.data import Scenario
+from audit.io.loaders import load_corpus, load_releases
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tab"
 

@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 from attackers.span_guess import SpanGuessAttack
-from audit.data import Corpus, Document, Release, Scenario, Span, span_order
-from audit.loaders import load_corpus, load_releases
+from audit.core.data import Corpus, Document, Release, Scenario, Span, span_order
+from audit.io.loaders import load_corpus, load_releases
 
 TAB = Path("/work/shared/data/tab")
 RELEASES = {
@@ -66,7 +66,7 @@ def paired_tests(outcomes: dict[str, dict[tuple, bool]]) -> list[dict]:
     """Every pair of releases on the spans both attacked: how many spans only one of them gave
     away, and the two-sided exact sign (McNemar) test on those discordant spans. The same spans
     are attacked in every release, so this is far more sensitive than comparing two rates."""
-    from audit.stats import sign_test
+    from audit.core.stats import sign_test
 
     names = list(outcomes)
     out = []
@@ -97,7 +97,7 @@ def main() -> None:
     if args.quick:
         args.sample, args.guesses, args.context_tokens = 6, 3, 256
 
-    from audit.models import load_llm
+    from audit.models.specs import load_llm
 
     t0 = time.perf_counter()
     originals = labelled_originals(args.data)

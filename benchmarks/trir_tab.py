@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from attackers.trir import TRIRAttack, make_windows, pad_batch, resolve_base  # noqa: E402
-from audit.data import Corpus, Release, Scenario  # noqa: E402
-from audit.loaders import load_corpus, load_releases  # noqa: E402
+from audit.core.data import Corpus, Release, Scenario  # noqa: E402
+from audit.io.loaders import load_corpus, load_releases  # noqa: E402
 
 DATA = Path("/work/shared/data/tab")
 BACKGROUNDS = {"public": "TAB_test_BK=Public.json", "all10": "TAB_all_BK=Public10%.json"}
@@ -235,7 +235,7 @@ def main() -> None:
 def paired_vs_original(seeds: dict) -> list[tuple[str, int, int, float]]:
     """Per release: documents re-identified in the original but not in the release (a), the
     reverse (b), and the two-sided exact sign test p-value, pooled over seeds with per-document rows."""
-    from audit.stats import sign_test
+    from audit.core.stats import sign_test
 
     rows = [s["correct"] for s in seeds.values() if s.get("correct", {}).get("Original")]
     names = list(dict.fromkeys(n for c in rows for n in c if n != "Original"))

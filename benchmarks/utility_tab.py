@@ -48,10 +48,10 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="write all results (JSON) here")
     args = ap.parse_args()
 
-    from audit.data import Corpus, Document, Scenario
-    from audit.loaders import load_corpus, load_releases
-    from audit.utility import UtilityContext
-    from audit.utility.metrics import METRIC_CLASSES
+    from audit.core.data import Corpus, Document, Scenario
+    from audit.io.loaders import load_corpus, load_releases
+    from audit.metrics import UtilityContext
+    from audit.metrics.utility import METRIC_CLASSES
 
     data = Path(args.data)
     full = load_corpus(data / "bks" / "TAB_test_BK=Original.json", name="TAB_test")
@@ -59,7 +59,7 @@ def main() -> None:
     docs = sorted(full, key=lambda d: len(d.text))[:n]
     # gold for precision/recall: the Manual_Entity spans (see module doc)
     gold_spans = json.loads((data / "anonymizations" / "TAB_test_Manual_Entity.json").read_text())
-    from audit.data import Span, outermost
+    from audit.core.data import Span, outermost
 
     def with_gold(d: Document) -> Document:
         kept, _ = outermost([Span(s, e, lab) for s, e, lab in gold_spans[d.id]])

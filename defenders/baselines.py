@@ -6,7 +6,7 @@
 * ``presidio`` — Microsoft Presidio's analyzer and anonymizer, offline, with the same
   spaCy model (needs the ``presidio`` extra).
 
-All of them go through :func:`audit.data.sanitize_corpus`, so every released
+All of them go through :func:`audit.core.data.sanitize_corpus`, so every released
 document records each replacement (its offsets in the sanitized text, the label and
 the original it replaced), which the attacks and utility metrics read.
 """
@@ -16,11 +16,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from audit.data import Corpus, Release, Span, sanitize_corpus
-from audit.errors import AnonauditError
-from audit.interfaces import Sanitizer
-from audit.nlp import DEFAULT_SPACY_MODEL, Spacy
-from audit.registry import register
+from audit.core.data import Corpus, Release, Span, sanitize_corpus
+from audit.core.errors import AnonauditError
+from audit.core.interfaces import Sanitizer
+from audit.models.nlp import DEFAULT_SPACY_MODEL, Spacy
+from audit.core.registry import register
 
 #: spaCy entity labels that point at people, places, organisations, dates and numbers.
 #: Left out: WORK_OF_ART, LAW, LANGUAGE, PRODUCT, EVENT (rarely personal in themselves).

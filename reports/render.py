@@ -26,9 +26,9 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from audit import __version__
-from audit.registry import Registry, normalise
-from audit.registry import registry as default_registry
-from audit.results import Result, ResultsFile, grouped_warnings
+from audit.core.registry import Registry, normalise
+from audit.core.registry import registry as default_registry
+from audit.core.results import Result, ResultsFile, grouped_warnings
 from reports.shareable import shareable as make_shareable
 
 TEMPLATES = Path(__file__).parent / "templates"

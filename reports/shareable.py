@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from audit.results import Result, ResultsFile
+from audit.core.results import Result, ResultsFile
 
 DOC_STRING_KEYS = frozenset({"id", "kind", "label", "entity_type", "identifier_type", "type", "status",
                              "outcome", "method", "strategy"})

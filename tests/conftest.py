@@ -2,7 +2,7 @@
 
 ``small_llm``: the embedded Qwen2.5-Coder-0.5B-Instruct GGUF through in-process
 llama.cpp (xllamacpp), wrapped in the sqlite cache. The GGUF file is assembled
-once per machine into the normal user cache (``audit.config.subdir("models")``)
+once per machine into the normal user cache (``audit.core.config.subdir("models")``)
 and reused by every session; the LLM *answer* cache lives in a per-session
 temporary folder, so tests never see answers cached by an earlier run.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from audit import config as audit_config
+from audit.core import config as audit_config
 
 #: The user's cache folder as it was when the test session started (before any test points
 #: ANONAUDIT_HOME at a temporary folder): the embedded models are assembled there once per machine.
@@ -49,7 +49,7 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="session")
 def small_llm(tmp_path_factory: pytest.TempPathFactory):
     """The embedded 0.5B chat model via xllamacpp, with a fresh per-session answer cache."""
-    from audit.models import load_llm
+    from audit.models.specs import load_llm
 
     cache_dir = tmp_path_factory.mktemp("llm-cache")
     with pytest.MonkeyPatch.context() as mp:  # even if the first user set ANONAUDIT_HOME
@@ -63,6 +63,6 @@ def small_llm(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="session")
 def minilm():
     """The embedded all-MiniLM-L6-v2 sentence embedder (CPU, no disk cache)."""
-    from audit.embed import Embedder
+    from audit.models.embed import Embedder
 
     return Embedder("minilm", cache=False)

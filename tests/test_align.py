@@ -1,11 +1,11 @@
-"""Alignment of sanitized texts with their originals (audit.align)."""
+"""Alignment of sanitized texts with their originals (audit.core.align)."""
 
 from __future__ import annotations
 
 import pytest
 
-from audit.align import UNKNOWN, align, replaced_spans
-from audit.data import Document, Span, apply_spans
+from audit.core.align import UNKNOWN, align, replaced_spans
+from audit.core.data import Document, Span, apply_spans
 
 
 def _pairs(original: str, sanitized: str) -> list[tuple[str, str]]:
@@ -85,7 +85,7 @@ class _FakeEnt:
 
 
 class _FakeNlp:
-    """Stands in for audit.nlp.Spacy: records calls, returns fixed entities."""
+    """Stands in for audit.models.nlp.Spacy: records calls, returns fixed entities."""
 
     def __init__(self, ents):
         self.ents, self.calls = ents, 0
@@ -108,7 +108,7 @@ def test_replaced_spans_labels_from_ner_only_when_needed():
 
 @pytest.mark.slow
 def test_replaced_spans_with_real_spacy():
-    from audit.nlp import Spacy
+    from audit.models.nlp import Spacy
 
     original = Document("d", "Mr John Smith was arrested in London on 3 May 2001.")
     released = Document("d", "Mr PERSON was arrested in a city on a day.")

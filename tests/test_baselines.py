@@ -5,9 +5,9 @@ import pytest
 from click.testing import CliRunner
 
 from audit.cli import main
-from audit.data import Corpus, Document, Span
-from audit.errors import AnonauditError
-from audit.registry import registry
+from audit.core.data import Corpus, Document, Span
+from audit.core.errors import AnonauditError
+from audit.core.registry import registry
 
 TEXT = "Mr Galip Yalman was born in Ankara on 3 August 1961 and worked for Serco Limited."
 
@@ -84,7 +84,7 @@ def test_sanitize_cli(tmp_path):
     docs = [json.loads(line) for line in out.read_text().splitlines()]
     assert docs[0]["text"].startswith("Mr <PERSON> was born in <LOC>")
     assert docs[0]["spans"][0]["original"] == "Galip Yalman"
-    from audit.loaders import load_corpus
+    from audit.io.loaders import load_corpus
 
     assert load_corpus(out)["d1"].spans[0].original == "Galip Yalman"  # readable back, spans kept
     res = CliRunner().invoke(main, ["sanitize", "labels", "--input", str(src), "--out", str(out),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.run_cli import run_demo
+from audit.cli.run import run_demo
 from tests.test_runner import toy_registry
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -14,12 +14,12 @@ from attackers.claim_linker import (
     BM25Linker, ClaimLinkerAttack, DenseLinker, evidence_text, judge_request, leakage_of, majority_vote,
     mode_rating, parse_verdict, rank_evidence,
 )
-from audit.text import RougeTokenizer, rouge_l
+from audit.core.text import RougeTokenizer, rouge_l
 from attackers.claims import (
     Claim, LLMSplitter, SentenceSplitter, parse_claim_list, parse_paraphrase, select_aux,
 )
-from audit.data import Corpus, Document, Release, Scenario
-from audit.llm import ScriptedLLM
+from audit.core.data import Corpus, Document, Release, Scenario
+from audit.models.llm import ScriptedLLM
 
 STOP = {"the", "a", "an", "in", "on", "of", "her", "his", "she", "he", "and", "at", "was", "to", "from", "while", "for"}
 
@@ -257,7 +257,7 @@ def _masked(names=("Anna Berg", "Jon Lie", "Mia Dahl", "Ola Nord")):
 
 @pytest.fixture(scope="module")
 def spacy_resource():
-    from audit.nlp import Spacy
+    from audit.models.nlp import Spacy
 
     return Spacy(disable=("ner",))
 
@@ -389,7 +389,7 @@ def test_select_aux_modes():
 
 
 def test_construction_loads_nothing_and_is_registered():
-    from audit.registry import registry
+    from audit.core.registry import registry
 
     attack = ClaimLinkerAttack(llm="no-such-model", embedder="/no/such/folder")
     assert attack._llm_obj is None and attack._embedder_obj is None
@@ -404,7 +404,7 @@ def test_construction_loads_nothing_and_is_registered():
 
 @pytest.mark.slow
 def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
-    from audit.demo_data import generate
+    from audit.demo.data import generate
 
     demo = generate(n=6, seed=0)
     release = demo.releases["labels"]
@@ -432,8 +432,8 @@ def test_cli_links_a_release_without_models(tmp_path):
     from click.testing import CliRunner
 
     from audit.cli import main
-    from audit.loaders import save_jsonl
-    from audit.results import ResultsFile
+    from audit.io.loaders import save_jsonl
+    from audit.core.results import ResultsFile
 
     save_jsonl(_originals(), tmp_path / "originals.jsonl")
     save_jsonl(_masked().corpus, tmp_path / "masked.jsonl")

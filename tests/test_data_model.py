@@ -1,7 +1,7 @@
 import pytest
 
-from audit.data import Corpus, Document, Release, Span, apply_spans, outermost, sanitize_corpus
-from audit.errors import DataError
+from audit.core.data import Corpus, Document, Release, Span, apply_spans, outermost, sanitize_corpus
+from audit.core.errors import DataError
 
 TEXT = 'Serco Limited ("Serco") hired Mr Galip Yalman in Ankara on 3 August 2003.'
 

@@ -3,7 +3,7 @@ from collections import Counter
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from audit.demo_data import generate
+from audit.demo.data import generate
 
 
 def test_deterministic_given_seed():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audit.embed import Embedder
+from audit.models.embed import Embedder
 
 pytestmark = pytest.mark.slow
 

@@ -4,9 +4,9 @@ import pytest
 from click.testing import CliRunner
 
 from audit.cli import main
-from audit.gate import GateInputError, parse_threshold
-from audit.results import Result, ResultsFile
-from audit.stats import risk
+from audit.pipeline.gate import GateInputError, parse_threshold
+from audit.core.results import Result, ResultsFile
+from audit.core.stats import risk
 
 
 @pytest.fixture

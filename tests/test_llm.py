@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from audit.llm import ChatRequest, LLMError, ScriptedLLM
-from audit.llm_backends import OpenAILLM
-from audit.llm_cache import CachedLLM, cache_key
+from audit.models.llm import ChatRequest, LLMError, ScriptedLLM
+from audit.models.backends import OpenAILLM
+from audit.models.cache import CachedLLM, cache_key
 
 MSG = [{"role": "user", "content": "hello"}]
 
@@ -288,7 +288,7 @@ def tiny_hf_model(tmp_path_factory):
 
 def test_transformers_logprobs_follow_the_chain_rule(tiny_hf_model, tmp_path, monkeypatch):
     monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path))
-    from audit.models import load_llm
+    from audit.models.specs import load_llm
 
     llm = load_llm(str(tiny_hf_model), cache_path=tmp_path / "c.sqlite")
     assert llm.identity.startswith("transformers:") and "sha256=" in llm.identity
@@ -303,7 +303,7 @@ def test_transformers_logprobs_follow_the_chain_rule(tiny_hf_model, tmp_path, mo
 
 def test_transformers_chat_is_seeded_and_stops(tiny_hf_model, tmp_path, monkeypatch):
     monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path))
-    from audit.models import load_llm
+    from audit.models.specs import load_llm
 
     llm = load_llm(str(tiny_hf_model), cache=False)
     msgs = [{"role": "user", "content": "the cat"}]
@@ -319,7 +319,7 @@ def test_transformers_chat_is_seeded_and_stops(tiny_hf_model, tmp_path, monkeypa
 def test_llm_chat_cli(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from audit import models
+    import audit.models.specs as models
     from audit.cli import main
 
     seen = []
@@ -340,7 +340,7 @@ def test_llm_chat_cli(tmp_path, monkeypatch):
 
 
 def test_extract_json_list_finds_the_list_in_chatter_and_objects():
-    from audit.llm import extract_json_list
+    from audit.models.llm import extract_json_list
 
     assert extract_json_list('["a", "b"]') == ["a", "b"]
     assert extract_json_list('Here are my guesses: ["Ankara", "Izmir"] — hope this helps') == ["Ankara", "Izmir"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from audit.llm import ChatRequest
+from audit.models.llm import ChatRequest
 
 pytestmark = pytest.mark.slow
 

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from audit.data import Corpus, Document, Span
-from audit.errors import AnonauditError, DataError
-from audit.loaders import (FORMATS, detect_format, load_corpus, load_releases, load_tri,
+from audit.core.data import Corpus, Document, Span
+from audit.core.errors import AnonauditError, DataError
+from audit.io.loaders import (FORMATS, detect_format, load_corpus, load_releases, load_tri,
                            parse_release_spec, save_jsonl)
 
 TEXT1 = 'Serco Limited ("Serco") hired Mr Galip Yalman in Ankara on 3 August 2003.'
@@ -383,7 +383,7 @@ def test_release_ids_absent_from_originals(tmp_path, originals_file):
 
 
 def test_problem_count_is_capped(tmp_path, monkeypatch):
-    from audit.errors import Problems
+    from audit.core.errors import Problems
 
     monkeypatch.setattr(Problems.__init__, "__defaults__", (3,))
     path = write(tmp_path / "many.jsonl", "{bad\n" * 10)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from audit import models
-from audit.models import EmbeddedGGUF, ModelError, assemble_parts, cached_sha256, parse_llm_spec
+import audit.models.specs as models
+from audit.models.specs import EmbeddedGGUF, ModelError, assemble_parts, cached_sha256, parse_llm_spec
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 
 from attackers.ngram_index import NgramIndex, Tokenizer
 from attackers.phrase_search import PhraseSearchAttack
-from audit.data import Corpus, Document, Release, Scenario, Span, sanitize_corpus
-from audit.errors import AnonauditError
+from audit.core.data import Corpus, Document, Release, Scenario, Span, sanitize_corpus
+from audit.core.errors import AnonauditError
 
 COMMON = "The Court held a hearing on the matter. The applicant complained about the length of the proceedings."
 
@@ -305,7 +305,7 @@ def test_bad_parameters_are_user_errors():
 
 
 def test_registered_under_its_name():
-    from audit.registry import registry
+    from audit.core.registry import registry
 
     assert registry.get("attack", "phrase-search") is PhraseSearchAttack
 

@@ -3,7 +3,7 @@
 import io
 import time
 
-from audit import progress
+from audit.core import progress
 
 
 def _run(monkeypatch, steps: int, pause: float) -> str:

@@ -2,11 +2,11 @@ import json
 
 import pytest
 
-from audit.errors import AnonauditError, DataError
-from audit.interfaces import Attack
-from audit.registry import Registry
-from audit.results import Result, ResultsFile, SCHEMA
-from audit.stats import risk
+from audit.core.errors import AnonauditError, DataError
+from audit.core.interfaces import Attack
+from audit.core.registry import Registry
+from audit.core.results import Result, ResultsFile, SCHEMA
+from audit.core.stats import risk
 
 
 class Dummy(Attack):
@@ -93,8 +93,8 @@ def test_non_finite_values_survive_a_round_trip(tmp_path):
 
 
 def test_terminal_summary_repeats_a_components_warning_once(capsys):
-    from audit.cli_common import echo_summary
-    from audit.results import Result
+    from audit.cli.common import echo_summary
+    from audit.core.results import Result
 
     weak = "the attacker is under-trained"
     echo_summary([Result("attack", "trir", "a", 0.0, None, 10, details={"warning": weak}),

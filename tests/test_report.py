@@ -7,10 +7,10 @@ import pytest
 from click.testing import CliRunner
 
 from audit.cli import main
-from audit.demo_data import write as write_demo
-from audit.results import Result, ResultsFile
-from audit.runner import Audit, load_spec
-from audit.stats import risk
+from audit.demo.data import write as write_demo
+from audit.core.results import Result, ResultsFile
+from audit.pipeline.runner import Audit, load_spec
+from audit.core.stats import risk
 from reports.render import load_release_texts, render, segments, write_report
 from reports.shareable import shareable
 from tests.test_runner import make_spec, toy_registry

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from audit.interfaces import Attack, Metric
-from audit.registry import Registry
-from audit.results import Result
-from audit.stats import mean_interval, risk
+from audit.core.interfaces import Attack, Metric
+from audit.core.registry import Registry
+from audit.core.results import Result
+from audit.core.stats import mean_interval, risk
 
 
 def _log(path: str | None, line: str) -> None:
@@ -126,10 +126,10 @@ def log_lines(path: Path) -> list[str]:
 import pytest
 import yaml
 
-from audit.demo_data import write as write_demo
-from audit.errors import AnonauditError, DataError
-from audit.results import ResultsFile
-from audit.runner import Audit, load_spec, parse_spec
+from audit.demo.data import write as write_demo
+from audit.core.errors import AnonauditError, DataError
+from audit.core.results import ResultsFile
+from audit.pipeline.runner import Audit, load_spec, parse_spec
 
 
 @pytest.fixture
@@ -304,12 +304,12 @@ def test_spec_syntax_errors_and_toml(demo_dir):
 def test_cli_run_and_rerun(demo_dir, monkeypatch):
     from click.testing import CliRunner
 
-    import audit.registry as registry_mod
+    import audit.core.registry as registry_mod
     from audit.cli import main
 
     reg = toy_registry()
     monkeypatch.setattr(registry_mod, "registry", reg)
-    import audit.runner as runner_mod
+    import audit.pipeline.runner as runner_mod
 
     monkeypatch.setattr(runner_mod, "default_registry", reg)
     path = make_spec(demo_dir, gate={"max": {"toy_leak": 0.0}})
@@ -322,8 +322,8 @@ def test_cli_run_and_rerun(demo_dir, monkeypatch):
 
 
 def test_params_that_are_not_a_mapping_are_reported_not_raised(tmp_path):
-    from audit.errors import DataError
-    from audit.runner import parse_spec
+    from audit.core.errors import DataError
+    from audit.pipeline.runner import parse_spec
 
     orig = tmp_path / "o.jsonl"
     orig.write_text('{"id": "a", "text": "x", "subject": "s"}\n')

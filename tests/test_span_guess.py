@@ -8,9 +8,9 @@ import pytest
 
 from attackers.span_guess import (Matcher, SpanGuessAttack, SpanGuesser, match, match_reason,
                                   parse_guesses)
-from audit.data import Corpus, Document, Release, Scenario, Span, sanitize_corpus
-from audit.llm import ScriptedLLM
-from audit.registry import registry
+from audit.core.data import Corpus, Document, Release, Scenario, Span, sanitize_corpus
+from audit.models.llm import ScriptedLLM
+from audit.core.registry import registry
 
 # --------------------------------------------------------------------------- MATCH
 
@@ -296,7 +296,7 @@ def test_cli_writes_results(home, monkeypatch):
     span_file = {d.id: [[s.orig_start, s.orig_end, s.replacement] for s in d.spans] for d in release}
     (home / "intact.json").write_text(json.dumps(span_file))
     llm = _scripted()
-    monkeypatch.setattr("audit.models.load_llm", lambda spec=None, **kw: llm)
+    monkeypatch.setattr("audit.models.specs.load_llm", lambda spec=None, **kw: llm)
     out = home / "results.json"
     res = CliRunner().invoke(main, ["attack", "span-guess", "--originals", str(orig_path), "--release",
                                     f"intact={home / 'intact.json'}", "--guesses", "2", "--sample", "5",

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from audit.stats import describe, mean_interval, risk, success_rate, wilson_interval
+from audit.core.stats import describe, mean_interval, risk, success_rate, wilson_interval
 
 
 def test_wilson_matches_known_values():
@@ -57,7 +57,7 @@ def test_mean_interval():
 
 
 def test_sign_test_on_discordant_pairs():
-    from audit.stats import sign_test
+    from audit.core.stats import sign_test
 
     assert sign_test(0, 0) == 1.0
     assert sign_test(3, 3) == pytest.approx(1.0)

@@ -2,7 +2,7 @@
 
 Fast tests check the pure parts (window splitting, logit summing, ranks) and the
 tokenizer windows. The slow tests fine-tune the embedded MiniLM on a tiny
-synthetic population (audit.demo_data) for a few epochs on short windows.
+synthetic population (audit.demo.data) for a few epochs on short windows.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from attackers.trir import TRIRAttack, make_windows, rank_of, resolve_base, split_windows, sum_window_logits
-from audit.data import Corpus, Document, Release, Scenario
-from audit.errors import AnonauditError
-from audit.registry import registry
+from audit.core.data import Corpus, Document, Release, Scenario
+from audit.core.errors import AnonauditError
+from audit.core.registry import registry
 
 # ---------------------------------------------------------------------------- pure functions
 
@@ -93,7 +93,7 @@ def test_minilm_has_no_mlm_head():
 
 def test_ner_masking_and_curation_texts():
     from attackers.trir import curated, ner_masked
-    from audit.nlp import Spacy
+    from audit.models.nlp import Spacy
 
     nlp = Spacy()
     text = "Maria Jensen moved to Copenhagen in March 2004 and was working as a nurse."
@@ -129,7 +129,7 @@ TINY = dict(window=40, overlap=8, epochs=3, batch_size=8, learning_rate=3e-4, nu
 
 @pytest.fixture(scope="module")
 def demo():
-    from audit.demo_data import generate
+    from audit.demo.data import generate
 
     data = generate(8, seed=1, background_per_person=3, extra_people=4)
     releases = (Release("originals", data.originals), data.releases["suppressed"])
@@ -215,8 +215,8 @@ def test_same_seed_same_result_and_people_outside_background(demo, trained, tmp_
 @pytest.mark.slow
 def test_cli_with_dev_release_selects_the_epoch_on_it(demo, tmp_path):
     from audit.cli import main
-    from audit.demo_data import generate
-    from audit.loaders import save_jsonl
+    from audit.demo.data import generate
+    from audit.io.loaders import save_jsonl
 
     save_jsonl(demo.background, tmp_path / "bg.jsonl")
     save_jsonl(demo.originals, tmp_path / "orig.jsonl")

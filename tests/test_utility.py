@@ -13,11 +13,11 @@ import random
 
 import pytest
 
-from audit.data import Corpus, Document, Span, sanitize_corpus
-from audit.llm import LLM
-from audit.nlp import Spacy
-from audit.registry import registry
-from audit.utility import (
+from audit.core.data import Corpus, Document, Span, sanitize_corpus
+from audit.models.llm import LLM
+from audit.models.nlp import Spacy
+from audit.core.registry import registry
+from audit.metrics import (
     CausalIC,
     ICCache,
     MaskedIC,
@@ -34,8 +34,8 @@ from audit.utility import (
     corpus_ic,
     term_fates,
 )
-from audit.text import rouge_l_text
-from audit.data import Scenario
+from audit.core.text import rouge_l_text
+from audit.core.data import Scenario
 
 COURT = ("The applicant, Mr Galip Yalman, lodged an application against Turkey on 3 May 1996. "
          "The court in Istanbul dismissed the complaint of Mr Yalman.")
@@ -233,7 +233,7 @@ def test_one_pass_causal_ic_matches_per_term_log_probabilities(tmp_path, nlp):
                       num_key_value_heads=1, intermediate_size=32, max_position_embeddings=128)
 
     class LocalLM(LLM):
-        """An in-process model (like audit.llm_backends.TransformersLLM) with exact logprobs."""
+        """An in-process model (like audit.models.backends.TransformersLLM) with exact logprobs."""
 
         identity = "tiny"
         model = Qwen2ForCausalLM(cfg).eval()
@@ -263,7 +263,7 @@ def test_one_pass_causal_ic_matches_per_term_log_probabilities(tmp_path, nlp):
 
 
 def test_masked_ic_refuses_a_missing_folder(tmp_path):
-    from audit.errors import AnonauditError
+    from audit.core.errors import AnonauditError
 
     with pytest.raises(AnonauditError, match="not a local model folder"):
         MaskedIC(str(tmp_path / "nope")).estimate("a b", [Term(0, 1, "a")])
@@ -304,8 +304,8 @@ def test_tps_is_at_least_tpi_for_label_replacements_and_both_below_one(make_ctx,
 
 
 def test_unaligned_release_is_refused_with_a_clear_message(make_ctx):
-    from audit.data import Release
-    from audit.errors import AnonauditError
+    from audit.core.data import Release
+    from audit.core.errors import AnonauditError
 
     originals = _corpus(COURT)
     rel = Release("synthetic", Corpus([Document("x", "text")]), aligned=False)
@@ -416,7 +416,7 @@ def test_precision_and_recall_against_hand_made_gold_spans(make_ctx):
 
 
 def test_precision_recall_need_gold_spans(make_ctx):
-    from audit.errors import AnonauditError
+    from audit.core.errors import AnonauditError
 
     originals = _corpus(COURT)
     with pytest.raises(AnonauditError, match="gold spans"):
@@ -437,13 +437,13 @@ def test_metrics_are_registered_with_their_result_names():
 def test_cli_writes_utility_results(tmp_path, monkeypatch, nlp):
     from click.testing import CliRunner
 
-    import audit.embed
-    import audit.models
+    import audit.models.embed
+    import audit.models.specs
     from audit.cli import main
 
     monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(audit.models, "load_llm", lambda spec=None, cache=True, **kw: FakeLLM())
-    monkeypatch.setattr(audit.embed, "Embedder", lambda model=None, cache=False, **kw: FakeEmbedder())
+    monkeypatch.setattr(audit.models.specs, "load_llm", lambda spec=None, cache=True, **kw: FakeLLM())
+    monkeypatch.setattr(audit.models.embed, "Embedder", lambda model=None, cache=False, **kw: FakeEmbedder())
     originals = _topic_corpus()
     with open(tmp_path / "orig.jsonl", "w") as fh:
         for d in originals:
@@ -497,9 +497,9 @@ def test_tps_with_minilm_rewards_a_faithful_generalisation(minilm, nlp, tmp_path
 
 
 def test_metrics_built_separately_share_one_context():
-    from audit.data import Scenario
-    from audit.demo_data import generate
-    from audit.utility.metrics import RecallMetric, TPIMetric
+    from audit.core.data import Scenario
+    from audit.demo.data import generate
+    from audit.metrics.utility import RecallMetric, TPIMetric
 
     data = generate(n=3, seed=0)
     scenario = Scenario(originals=data.originals)

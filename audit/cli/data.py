@@ -1,0 +1,110 @@
+"""``anonaudit data``: check input files and convert them to JSONL.
+
+``validate`` reports every problem of a file at once (file, line or document, and
+what is wrong) so it can be fixed in one pass; ``convert`` writes the normalised
+JSONL form that every other command reads fastest.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from audit.core.data import Corpus
+from audit.core.errors import AnonauditError
+from audit.io.loaders import FORMATS, detect_format, load_corpus, load_releases, load_tri, save_jsonl
+
+_format = click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default=None,
+                       help="Input format (default: detected from extension and content).")
+_originals = click.option("--originals", type=click.Path(dir_okay=False), default=None,
+                          help="Original documents a span file is applied to (also checks that a "
+                               "release's ids exist in them).")
+_annotator = click.option("--annotator", default=None, metavar="NAME",
+                          help="TAB files: keep this annotator's mentions (default: merge all).")
+
+
+def _spec(path: str) -> str:
+    """A release spec that names ``path`` unambiguously (file names may contain '=')."""
+    return f"{Path(path).stem.replace('=', '_') or 'release'}={path}"
+
+
+def _n_spans(corpus: Corpus) -> int:
+    return sum(len(d.spans) for d in corpus)
+
+
+@click.group("data")
+def data() -> None:
+    """Check and convert corpora and releases (JSONL, CSV, JSON map, TAB, TRI, span files)."""
+
+
+@data.command("validate")
+@click.argument("file", type=click.Path(dir_okay=False))
+@_format
+@_originals
+@_annotator
+def validate(file: str, fmt: str | None, originals: str | None, annotator: str | None) -> None:
+    """Check FILE and list every problem found (exit code 1), or print a summary (exit code 0).
+
+    A span file {doc_id: [[start, end, replacement?], ...]} needs --originals. With
+    --originals, FILE is checked as a release of those originals.
+    """
+    fmt = fmt or detect_format(file)
+    if fmt == "tri":
+        background, releases = load_tri(file)
+        click.echo(f"OK: {file}: {len(background)} documents, {_n_spans(background)} spans, format tri")
+        for r in releases:
+            click.echo(f"  method {r.name}: {len(r)} documents")
+        return
+    if originals is not None:
+        orig = load_corpus(originals)
+        (release,) = load_releases(_spec(file), originals=orig, format=fmt)
+        corpus = release.corpus
+    else:
+        corpus = load_corpus(file, fmt, annotator=annotator)
+    click.echo(f"OK: {file}: {len(corpus)} documents, {_n_spans(corpus)} spans, format {fmt}")
+
+
+@data.command("convert")
+@click.argument("src", type=click.Path(dir_okay=False))
+@click.argument("dst", type=click.Path(dir_okay=False))
+@_format
+@_originals
+@_annotator
+def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotator: str | None) -> None:
+    """Convert SRC to JSONL at DST (one document per line, spans included).
+
+    A span file is applied to --originals: DST is the sanitized release, each
+    document recording its replaced spans (offsets in the sanitized text and in
+    the original). A TRI file gives several corpora: DST receives the background
+    documents (public_knowledge) and each method column goes next to it as
+    DST_STEM.METHOD.jsonl.
+    """
+    if Path(dst).suffix.lower() not in (".jsonl", ".ndjson"):
+        raise AnonauditError(f"{dst}: the output is JSONL; give it a .jsonl name")
+    if os.path.exists(src) and os.path.exists(dst) and os.path.samefile(src, dst):
+        raise AnonauditError(f"{dst}: the output would overwrite the input")
+    fmt = fmt or detect_format(src)
+    if fmt == "tri":
+        background, releases = load_tri(src)
+        out = Path(dst)
+        save_jsonl(background, out)
+        click.echo(f"wrote {out}: {len(background)} documents (background)")
+        for r in releases:
+            path = out.with_name(f"{out.stem}.{r.name}{out.suffix}")
+            save_jsonl(r.corpus, path)
+            click.echo(f"wrote {path}: {len(r)} documents (method {r.name})")
+        return
+    if fmt == "spans" or originals is not None:
+        orig = load_corpus(originals) if originals is not None else None
+        (release,) = load_releases(_spec(src), originals=orig, format=fmt)
+        corpus = release.corpus
+    else:
+        corpus = load_corpus(src, fmt, annotator=annotator)
+    save_jsonl(corpus, dst)
+    click.echo(f"wrote {dst}: {len(corpus)} documents, {_n_spans(corpus)} spans (from {fmt})")
+
+
+def commands() -> list[click.Command]:
+    return [data]

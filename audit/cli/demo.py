@@ -1,0 +1,24 @@
+"""``anonaudit demo-data``: write the synthetic population to a folder."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("demo-data")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Folder to write into.")
+@click.option("--n", type=click.IntRange(1, 2000), default=40, show_default=True, help="People in the release.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def demo_data(out_dir: str, n: int, seed: int) -> None:
+    """Write a deterministic synthetic population: originals.jsonl (private records with gold
+    PII spans), background.jsonl (public documents, more people than the release) and
+    releases/suppressed.jsonl, releases/labels.jsonl."""
+    from audit.demo.data import write
+
+    data = write(out_dir, n=n, seed=seed)
+    click.echo(f"wrote {len(data.originals)} originals, {len(data.background)} background documents "
+               f"about {len({d.subject for d in data.background})} people, and releases "
+               f"{', '.join(sorted(data.releases))} to {out_dir}")
+
+
+COMMANDS = [demo_data]

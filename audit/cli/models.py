@@ -1,0 +1,69 @@
+"""``anonaudit models list`` and ``anonaudit llm chat``: see and smoke-test the models."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from audit.cli.common import llm_option, no_cache_option
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+@click.group("models")
+def models_group() -> None:
+    """The models anonaudit can use offline."""
+
+
+@models_group.command("list")
+def models_list() -> None:
+    """Each known model: installed?, path, size, checksum status, default for which role."""
+    from audit.models.specs import list_models
+
+    rows = [("NAME", "ROLES", "INSTALLED", "SIZE", "CHECKSUM", "DEFAULT FOR", "PATH")]
+    for m in list_models():
+        rows.append((m.name, ", ".join(m.roles), "yes" if m.installed else "no", _size(m.size), m.checksum,
+                     ", ".join(m.default_for) or "-", m.path or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        line = "  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1]
+        click.secho(line, bold=r is rows[0], fg="red" if "MISMATCH" in r else None)
+    click.echo("\nOther LLMs: --llm PATH.gguf, --llm HF_FOLDER, or --llm openai:MODEL@http://host:port/v1 "
+               "(key in ANONAUDIT_API_KEY or OPENAI_API_KEY).")
+
+
+@click.group("llm")
+def llm_group() -> None:
+    """Talk to the configured LLM (a smoke test)."""
+
+
+@llm_group.command("chat")
+@click.argument("prompt")
+@llm_option
+@click.option("--system", default=None, help="A system message.")
+@click.option("--max-tokens", type=int, default=256, show_default=True)
+@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@no_cache_option
+def llm_chat(prompt: str, llm_spec: str | None, system: str | None, max_tokens: int, temperature: float,
+             seed: int, no_cache: bool) -> None:
+    """Send PROMPT to the LLM and print its answer (cache statistics with -v)."""
+    from audit.models.specs import load_llm
+
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    with load_llm(llm_spec, cache=not no_cache, n_parallel=1) as llm:
+        answer = llm.complete(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        click.echo(answer)
+        logging.getLogger("audit.models.llm").info("model %s; cache %s", llm.identity, llm.stats)
+
+
+COMMANDS = [models_group, llm_group]

@@ -1,0 +1,297 @@
+"""``anonaudit run | report | gate | sanitize | demo``: the commands a privacy officer and a CI job use."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from audit.core.errors import AnonauditError
+
+
+def _echo_err(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+def _thresholds(max_: tuple[str, ...], min_: tuple[str, ...]):
+    from audit.pipeline.gate import parse_threshold
+
+    return [parse_threshold(t, "max") for t in max_] + [parse_threshold(t, "min") for t in min_]
+
+
+def _render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_documents: int = 50,
+            title: str | None = None, notes=()) -> Path:
+    from audit.core.results import ResultsFile
+    from reports.render import load_release_texts, write_report
+
+    rf = ResultsFile.load(results_path)
+    return write_report(out, rf, shareable=shareable, checks=checks, texts=load_release_texts(results_path, rf),
+                        max_documents=max_documents, title=title, notes=notes)
+
+
+# --------------------------------------------------------------------------- run
+
+
+@click.command("run")
+@click.argument("spec_file", type=click.Path(dir_okay=False), metavar="AUDIT.yaml")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Output folder (overrides the spec's `out`).")
+@click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report.html at the end.")
+@click.option("--shareable", is_flag=True, help="Write the report's shareable edition (no original text).")
+def run_cmd(spec_file: str, out_dir: str | None, report: bool, shareable: bool) -> None:
+    """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
+
+    Results go to OUT/results.json, saved after each (component, release) pair; running the
+    same command again resumes and recomputes nothing that finished. Exits 1 when the spec's
+    `gate` thresholds fail.
+    """
+    from audit.cli.common import echo_summary
+    from audit.pipeline.gate import Threshold, evaluate, format_table
+    from audit.pipeline.runner import Audit, load_spec
+
+    overrides = {"out": str(Path(out_dir).resolve())} if out_dir else None
+    spec = load_spec(spec_file, overrides=overrides)
+    outcome = Audit(spec, progress=True).run()
+    rf = outcome.results
+    click.echo("")
+    echo_summary(rf.results)
+    click.echo(f"\n{len(outcome.computed)} pair(s) computed, {len(outcome.reused)} reused from an earlier run, "
+               f"in {outcome.seconds:.1f}s; results: {outcome.path}")
+    for s in outcome.skipped + outcome.errors:
+        click.secho(f"not run: {s['component']}: {s['reason']}", fg="yellow", err=True)
+    checks = None
+    thresholds = [Threshold(k, "max", v) for k, v in spec.gate.max.items()] + \
+                 [Threshold(k, "min", v) for k, v in spec.gate.min.items()]
+    if thresholds:
+        checks = evaluate(rf, thresholds, on_upper_ci=spec.gate.on_upper_ci)
+        click.echo("\n" + format_table(checks))
+    if report:
+        path = _render(outcome.path, spec.out / "report.html", shareable=shareable or bool(spec.report.get("shareable")),
+                       checks=checks, max_documents=int(spec.report.get("max_documents", 50)))
+        click.echo(f"report: {path}")
+    if checks and not all(c.passed for c in checks):
+        sys.exit(1)
+
+
+# --------------------------------------------------------------------------- report
+
+
+@click.command("report")
+@click.argument("results", type=click.Path(dir_okay=False), metavar="RESULTS.json")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="HTML file to write (default: report.html beside the results).")
+@click.option("--shareable", is_flag=True,
+              help="Leave out every original text, original span, guess and predicted identity.")
+@click.option("--max", "max_", multiple=True, metavar="NAME=VALUE", help="Gate threshold to show (see `gate`).")
+@click.option("--min", "min_", multiple=True, metavar="NAME=VALUE", help="Gate threshold to show (see `gate`).")
+@click.option("--on-upper-ci", is_flag=True, help="Judge thresholds on the cautious CI bound.")
+@click.option("--max-documents", type=click.IntRange(0, 100_000), default=50, show_default=True,
+              help="Documents shown per release in the drill-down (the JSON has all).")
+@click.option("--title", default=None, help="Report title.")
+def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, ...], min_: tuple[str, ...],
+               on_upper_ci: bool, max_documents: int, title: str | None) -> None:
+    """Render any results file as one self-contained HTML report."""
+    from audit.pipeline.gate import evaluate
+    from audit.core.results import ResultsFile
+
+    path = Path(results)
+    checks = None
+    if max_ or min_:
+        checks = evaluate(ResultsFile.load(path), _thresholds(max_, min_), on_upper_ci=on_upper_ci)
+    target = Path(out) if out else path.with_name("report.shareable.html" if shareable else "report.html")
+    written = _render(path, target, shareable=shareable, checks=checks, max_documents=max_documents, title=title)
+    click.echo(str(written))
+
+
+# --------------------------------------------------------------------------- gate
+
+
+@click.command("gate")
+@click.argument("results", type=click.Path(dir_okay=False), metavar="RESULTS.json")
+@click.option("--max", "max_", multiple=True, metavar="NAME=VALUE",
+              help="Fail when result NAME is above VALUE (e.g. trir=0.1 or trir=10%). Repeatable.")
+@click.option("--min", "min_", multiple=True, metavar="NAME=VALUE",
+              help="Fail when result NAME is below VALUE (e.g. tpi=0.5). Repeatable.")
+@click.option("--release", "releases", multiple=True, metavar="NAME",
+              help="Judge only this release (repeatable; default: every release).")
+@click.option("--on-upper-ci", is_flag=True,
+              help="Compare the CI's upper bound for --max (lower bound for --min): the cautious reading.")
+@click.option("--junit", type=click.Path(dir_okay=False), default=None, help="Also write JUnit XML here.")
+def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], releases: tuple[str, ...],
+             on_upper_ci: bool, junit: str | None) -> None:
+    """Pass/fail thresholds on a results file, for CI.
+
+    Exit status: 0 when every check passes, 1 when any fails, 2 when the input is unusable
+    (missing or malformed file, unknown result or release name, bad threshold).
+    """
+    from audit.pipeline.gate import evaluate, format_table, write_junit
+    from audit.core.results import ResultsFile
+
+    try:
+        checks = evaluate(ResultsFile.load(results), _thresholds(max_, min_), releases=releases,
+                          on_upper_ci=on_upper_ci)
+    except AnonauditError as exc:
+        click.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(2)
+    click.echo(format_table(checks))
+    failed = sum(not c.passed for c in checks)
+    if junit:
+        write_junit(junit, checks)
+    if failed:
+        click.secho(f"{failed} of {len(checks)} check(s) failed", fg="red", err=True)
+        sys.exit(1)
+    click.secho(f"all {len(checks)} check(s) passed", fg="green", err=True)
+
+
+# --------------------------------------------------------------------------- sanitize
+
+
+@click.command("sanitize")
+@click.argument("name")
+@click.option("--input", "input_", type=click.Path(dir_okay=False), required=True,
+              help="Documents to sanitize (JSONL, CSV, JSON map, TAB JSON).")
+@click.option("--out", type=click.Path(dir_okay=False), required=True, help="Released documents (JSONL).")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="A sanitizer parameter; VALUE is read as YAML (e.g. labels=[PERSON,DATE]). Repeatable.")
+@click.option("--format", "fmt", default=None, help="Input format (default: detected).")
+def sanitize_cmd(name: str, input_: str, out: str, params: tuple[str, ...], fmt: str | None) -> None:
+    """Run the registered sanitizer NAME (e.g. suppression, labels, spacy-ner, presidio) on a corpus.
+
+    Each released document records its replaced spans (offsets in the new text, label,
+    replacement, original), so attacks and utility metrics can use them.
+    """
+    import yaml
+
+    from audit.io.loaders import load_corpus
+    from audit.core.registry import registry
+    from audit.pipeline.runner import write_release_jsonl
+
+    kwargs = {}
+    for p in params:
+        key, sep, value = p.partition("=")
+        if not sep or not key:
+            raise AnonauditError(f"--param {p!r}: expected KEY=VALUE")
+        try:
+            kwargs[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise AnonauditError(f"--param {p!r}: the value is not valid YAML ({exc.__class__.__name__})") from None
+    try:
+        san = registry.create("sanitizer", name, **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise AnonauditError(f"sanitizer {name!r}: {exc}") from None
+    corpus = load_corpus(input_, format=fmt)
+    t0 = time.time()
+    release = san.sanitize(corpus, name=Path(out).stem)
+    write_release_jsonl(release, Path(out))
+    spans = sum(len(d.spans) for d in release.corpus)
+    click.echo(f"{name}: sanitized {len(release)} documents ({spans} spans replaced) in {time.time() - t0:.1f}s "
+               f"-> {out}")
+
+
+# --------------------------------------------------------------------------- demo
+
+
+@click.command("demo")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="anonaudit-demo", show_default=True,
+              help="Folder for the data, results.json and report.html.")
+@click.option("--n", type=click.IntRange(2, 2000), default=40, show_default=True, help="People in the release.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--llm", "llm_spec", default=None, metavar="SPEC",
+              help="LLM for the attacks that use one (default: the best embedded model installed).")
+@click.option("--sample", type=click.IntRange(1, 100_000), default=20, show_default=True,
+              help="Documents per release for the stages that call a language model per document.")
+@click.option("--presidio/--no-presidio", default=None,
+              help="Include the Presidio release (default: when Presidio is installed).")
+def demo_cmd(out_dir: str, n: int, seed: int, llm_spec: str | None, sample: int, presidio: bool | None) -> None:
+    """The whole audit on a synthetic population: data, baseline sanitizers, every installed attack
+    and utility metric, results.json and report.html (prints the report's path)."""
+    path = run_demo(out_dir, n=n, seed=seed, llm=llm_spec, sample=sample, presidio=presidio)
+    click.echo(str(path))
+
+
+#: Settings that keep the demo's language-model stages within minutes on a laptop CPU;
+#: each is stated in the report. A real audit (``anonaudit run``) uses the attacks' defaults.
+DEMO_PARAMS: dict[str, dict] = {
+    "claim_linker": {"paraphrase": False, "score_sample": 2, "repeats": 1, "judge_check": 4},
+    "span_guess": {"sample": 8, "guesses": 3, "context_tokens": 384},
+}
+
+
+def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None = None, sample: int = 20,
+             presidio: bool | None = None, registry=None, attacks: list[str] | None = None,
+             metrics: list[str] | None = None, sanitizers: list[str] | None = None,
+             progress: bool | None = None) -> Path:
+    """Build and run the demo audit; returns the report's path. ``attacks``/``metrics``
+    default to every registered one, ``sanitizers`` (run on the originals besides the two
+    releases that come with the data) to spacy_ner and presidio when installed; the
+    tests pass their own registry and lists."""
+    import yaml
+
+    from audit.demo.data import write
+    from audit.core.registry import registry as default_registry
+    from audit.pipeline.runner import Audit, parse_spec
+
+    reg = registry or default_registry
+    out = Path(out_dir).resolve()
+    t0 = time.time()
+    _echo_err(f"demo: writing a synthetic population of {n} people to {out / 'data'}")
+    write(out / "data", n=n, seed=seed)
+    notes = []
+    if presidio is None:
+        presidio = importlib.util.find_spec("presidio_analyzer") is not None
+        if not presidio and sanitizers is None:
+            skipped = ("The Presidio release was skipped: Presidio is not installed "
+                       "(pip install 'anonaudit[presidio]').")
+            _echo_err(f"demo: {skipped}")
+            notes.append(skipped)
+    if sanitizers is None:
+        sanitizers = ["spacy_ner", *(["presidio"] if presidio else [])]
+    releases = [{"name": "suppressed", "path": "data/releases/suppressed.jsonl"},
+                {"name": "labels", "path": "data/releases/labels.jsonl"},
+                *[{"name": name, "sanitizer": name} for name in sanitizers]]
+    components = {"attacks": [], "metrics": []}
+    heavy: list[str] = []
+    for kind, key, names in (("attack", "attacks", attacks), ("metric", "metrics", metrics)):
+        for name in (reg.names(kind) if names is None else names):
+            entry: dict = {"name": name}
+            if name in DEMO_PARAMS:
+                entry["params"] = dict(DEMO_PARAMS[name])
+            try:
+                # Attacks that call the LLM per document run on a sample; the utility
+                # metrics score every document (one forward pass per window, cached).
+                if kind == "attack" and "llm" in reg.get(kind, name).param_names():
+                    entry["sample"] = sample
+                    heavy.append(name)
+            except AnonauditError:
+                pass  # cannot be loaded: the runner skips it and the report says so
+            components[key].append(entry)
+        # Cheap components first, so an interrupted demo already has results to show.
+        components[key].sort(key=lambda e: "sample" in e)
+    spec_data = {"title": f"Demo audit: {n} synthetic people", "seed": seed, "out": ".",
+                 "originals": "data/originals.jsonl", "background": "data/background.jsonl",
+                 "releases": releases, **components, "models": {"llm": llm}}
+    spec_path = out / "audit.yaml"
+    spec_path.write_text("# Written by `anonaudit demo`; re-run with: anonaudit run audit.yaml\n"
+                         + yaml.safe_dump(spec_data, sort_keys=False), encoding="utf-8")
+    spec = parse_spec(spec_data, base=out, source=str(spec_path), registry=reg, check_components=False)
+    audit = Audit(spec, registry=reg, on_error="skip", command="demo",
+                  progress=True if progress is None else progress)
+    outcome = audit.run()
+    if heavy:
+        notes.append(f"Language-model stages ({', '.join(heavy)}) ran on a seeded sample of {sample} documents "
+                     "per release to keep the demo short; run `anonaudit run audit.yaml` without `sample` for all.")
+    for name, params in DEMO_PARAMS.items():
+        if any(e["name"] == name for e in components["attacks"]):
+            shown = ", ".join(f"{k}={v}" for k, v in params.items())
+            notes.append(f"{name} ran with demo settings ({shown}); its defaults are stronger and slower.")
+    notes.append(f"The whole demo took {time.time() - t0:.0f} s.")
+    from audit.cli.common import echo_summary
+
+    echo_summary(outcome.results.results)
+    return _render(outcome.path, out / "report.html", shareable=False, notes=notes)
+
+
+COMMANDS = [run_cmd, report_cmd, gate_cmd, sanitize_cmd, demo_cmd]

@@ -1,0 +1,318 @@
+"""The data model: spans, documents, corpora, releases and scenarios.
+
+Plain frozen dataclasses passed between stages, like Presidio's ``RecognizerResult``:
+sanitizers produce :class:`Release` objects whose documents record every replaced
+span (:class:`Span` with ``original`` set), and attacks read those records to know
+exactly what was hidden.
+
+Offsets are character offsets into ``Document.text``; ``end`` is exclusive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from audit.core.errors import DataError, Problem
+
+
+def span_order(span: "Span") -> tuple[int, int, int]:
+    """Sort key for spans: by start, then end, then original offset (never by optional fields)."""
+    return (span.start, span.end, span.orig_start if span.orig_start is not None else -1)
+
+
+@dataclass(frozen=True)
+class Span:
+    """A labelled region ``text[start:end]`` of a document.
+
+    On an original document a span is an annotation (e.g. a gold PII mention), and
+    ``replacement`` is what a sanitizer should put in its place, if known.
+    On a released (sanitized) document a span records one applied replacement:
+    ``start``/``end`` locate the replacement in the sanitized text, ``original``
+    is the text it replaced and ``orig_start``/``orig_end`` its offsets in the
+    original document.
+    """
+
+    start: int
+    end: int
+    label: str = ""
+    entity_id: str | None = None
+    identifier_type: str | None = None
+    replacement: str | None = None
+    original: str | None = None
+    orig_start: int | None = None
+    orig_end: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.start < 0 or self.end < self.start:
+            raise ValueError(f"invalid span offsets [{self.start}, {self.end})")
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+    def overlaps(self, other: Span) -> bool:
+        return self.start < other.end and other.start < self.end
+
+    def contains(self, other: Span) -> bool:
+        return self.start <= other.start and other.end <= self.end
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: only the fields that are set."""
+        return {k: v for k, v in asdict(self).items() if v is not None and v != ""}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Span:
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown span field(s): {', '.join(sorted(unknown))}")
+        if "start" not in data or "end" not in data:
+            raise ValueError("a span needs 'start' and 'end'")
+        values = dict(data)
+        for key in ("start", "end", "orig_start", "orig_end"):
+            if values.get(key) is not None and not _is_int(values[key]):
+                raise ValueError(f"span field {key!r} must be an integer, got {values[key]!r}")
+        return cls(**values)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Document:
+    """One text. ``subject`` names the individual it is about (re-identification
+    ground truth); ``spans`` are annotations (originals) or applied replacements
+    (releases), sorted by start."""
+
+    id: str
+    text: str
+    subject: str | None = None
+    spans: tuple[Span, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.spans, tuple):
+            object.__setattr__(self, "spans", tuple(self.spans))
+
+    def span_text(self, span: Span) -> str:
+        return self.text[span.start : span.end]
+
+    def with_spans(self, spans: Iterable[Span]) -> Document:
+        return replace(self, spans=tuple(sorted(spans, key=span_order)))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "text": self.text}
+        if self.subject is not None:
+            out["subject"] = self.subject
+        if self.spans:
+            out["spans"] = [s.to_dict() for s in self.spans]
+        if self.meta:
+            out["meta"] = dict(self.meta)
+        return out
+
+
+class Corpus(Sequence[Document]):
+    """An ordered, id-unique collection of documents.
+
+    Indexing by position returns a document; :meth:`get` and ``corpus[id]`` (a
+    string) look one up by id. ``source`` is the file it came from, for messages.
+    """
+
+    def __init__(self, documents: Iterable[Document], *, name: str = "corpus", source: str | None = None):
+        self._docs: tuple[Document, ...] = tuple(documents)
+        self.name = name
+        self.source = source
+        self._index: dict[str, int] = {}
+        problems = []
+        for i, doc in enumerate(self._docs):
+            if doc.id in self._index:
+                problems.append(Problem(source or name, "duplicate document id", doc_id=doc.id))
+            else:
+                self._index[doc.id] = i
+        if problems:
+            raise DataError(problems)
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __iter__(self) -> Iterator[Document]:
+        return iter(self._docs)
+
+    def __getitem__(self, key):  # type: ignore[override]
+        if isinstance(key, str):
+            return self._docs[self._index[key]]
+        if isinstance(key, slice):
+            return Corpus(self._docs[key], name=self.name, source=self.source)
+        return self._docs[key]
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, Document):
+            return key.id in self._index
+        return key in self._index
+
+    def __repr__(self) -> str:
+        return f"Corpus(name={self.name!r}, documents={len(self)})"
+
+    def get(self, doc_id: str, default: Document | None = None) -> Document | None:
+        i = self._index.get(doc_id)
+        return default if i is None else self._docs[i]
+
+    @property
+    def ids(self) -> list[str]:
+        return [d.id for d in self._docs]
+
+    @property
+    def subjects(self) -> list[str | None]:
+        return [d.subject for d in self._docs]
+
+    def by_subject(self) -> dict[str, list[Document]]:
+        out: dict[str, list[Document]] = {}
+        for doc in self._docs:
+            if doc.subject is not None:
+                out.setdefault(doc.subject, []).append(doc)
+        return out
+
+    def fingerprint(self) -> str:
+        """sha256 of the content (ids, texts, subjects, spans), for cache keys."""
+        h = hashlib.sha256()
+        for doc in self._docs:
+            h.update(json.dumps(doc.to_dict(), sort_keys=True, ensure_ascii=False).encode())
+            h.update(b"\n")
+        return h.hexdigest()
+
+    def rename(self, name: str) -> Corpus:
+        return Corpus(self._docs, name=name, source=self.source)
+
+
+@dataclass(frozen=True)
+class Release:
+    """A named sanitized corpus.
+
+    ``aligned`` is true when each released document has the id of the original it
+    was made from (span masking, INTACT, LLM rewriting); synthetic releases are
+    unaligned and attacks must not assume ids match.
+    """
+
+    name: str
+    corpus: Corpus
+    aligned: bool = True
+    sanitizer: str | None = None
+    source: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.corpus)
+
+    def __iter__(self) -> Iterator[Document]:
+        return iter(self.corpus)
+
+    def check_against(self, originals: Corpus) -> None:
+        """For an aligned release, every id must exist in the originals."""
+        if not self.aligned:
+            return
+        missing = [d.id for d in self.corpus if d.id not in originals]
+        if missing:
+            raise DataError(
+                [Problem(self.source or self.name, "id not found in the originals", doc_id=i) for i in missing]
+            )
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What the auditor holds and what the attacker is assumed to know.
+
+    ``originals`` are private (the ground truth); ``background`` are public
+    documents per subject, possibly about more people than the release covers;
+    ``releases`` are the sanitized corpora under test.
+    """
+
+    originals: Corpus | None = None
+    background: Corpus | None = None
+    releases: tuple[Release, ...] = ()
+
+    def release(self, name: str) -> Release:
+        for r in self.releases:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------- spans
+
+
+def outermost(spans: Iterable[Span]) -> tuple[list[Span], list[Span]]:
+    """Sort spans by start (longest first on ties) and keep the outermost ones.
+
+    A span that starts inside an already kept span is dropped: nested mentions
+    (``Serco Limited ("Serco")`` and ``Serco``) and crossing overlaps alike.
+    Returns ``(kept, dropped)``.
+    """
+    kept: list[Span] = []
+    dropped: list[Span] = []
+    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
+        if kept and span.start < kept[-1].end:
+            dropped.append(span)
+        else:
+            kept.append(span)
+    return kept, dropped
+
+
+def apply_spans(doc: Document, spans: Iterable[Span], *, default: str = "") -> Document:
+    """Return the sanitized version of ``doc`` with every outermost span replaced.
+
+    Each span's ``replacement`` is used; ``None`` means ``default`` (suppression
+    by default). The returned document records, as its spans, every applied
+    replacement with its offsets in the sanitized text and the original it replaced.
+    Offsets must lie inside the text (``ValueError`` otherwise; loaders turn it
+    into a :class:`~audit.core.errors.DataError` naming file and document).
+    """
+    text = doc.text
+    kept, _ = outermost(spans)
+    pieces: list[str] = []
+    records: list[Span] = []
+    cursor = 0
+    out_len = 0
+    for span in kept:
+        if span.end > len(text):
+            raise ValueError(f"span [{span.start}, {span.end}) ends past the text (length {len(text)})")
+        gap = text[cursor : span.start]
+        pieces.append(gap)
+        out_len += len(gap)
+        repl = span.replacement if span.replacement is not None else default
+        pieces.append(repl)
+        records.append(
+            Span(
+                start=out_len,
+                end=out_len + len(repl),
+                label=span.label,
+                entity_id=span.entity_id,
+                identifier_type=span.identifier_type,
+                replacement=repl,
+                original=text[span.start : span.end],
+                orig_start=span.start,
+                orig_end=span.end,
+            )
+        )
+        out_len += len(repl)
+        cursor = span.end
+    pieces.append(text[cursor:])
+    return Document(id=doc.id, text="".join(pieces), subject=doc.subject, spans=tuple(records), meta=doc.meta)
+
+
+def sanitize_corpus(
+    originals: Corpus,
+    spans_by_id: Mapping[str, Iterable[Span]],
+    *,
+    name: str,
+    default: str = "",
+    sanitizer: str | None = None,
+    source: str | None = None,
+) -> Release:
+    """Apply span lists to the originals (documents with no entry are released unchanged)."""
+    docs = [apply_spans(doc, spans_by_id.get(doc.id, ()), default=default) for doc in originals]
+    return Release(name=name, corpus=Corpus(docs, name=name, source=source), aligned=True,
+                   sanitizer=sanitizer, source=source)

@@ -1,0 +1,95 @@
+"""The small interfaces every attack, sanitizer and utility metric implements.
+
+Parameters are explicit keyword arguments of ``__init__``, stored under the same
+names (as in scikit-learn), so an object can be logged, compared and rebuilt from
+a config file: :meth:`Component.get_params` returns them.
+
+Life of an attack (as in anonymeter): construct with parameters, :meth:`Attack.fit`
+once per scenario (train a classifier, build an index), then :meth:`Attack.evaluate`
+for each release. Everything an attack finds goes into :class:`~audit.core.results.Result`
+objects, so the runner and the report need to know nothing about it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    import click
+
+    from audit.core.data import Corpus, Release, Scenario
+    from audit.core.results import Result
+
+
+class Component(ABC):
+    """Common base: a registry name, a one-paragraph description, and its parameters."""
+
+    name: ClassVar[str] = ""
+    #: What the component does, in plain words (shown in the report).
+    description: ClassVar[str] = ""
+
+    @classmethod
+    def param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values()
+                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+    def get_params(self) -> dict[str, Any]:
+        """Constructor parameters as given (JSON-friendly where possible)."""
+        return {k: getattr(self, k) for k in self.param_names() if hasattr(self, k)}
+
+    def close(self) -> None:
+        """Release what the component loaded itself (a language model, an index), never what it
+        was given. The runner calls it once the component has evaluated every release; a
+        closed component loads its resources again if it is used after all."""
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({params})"
+
+
+class Attack(Component):
+    """An attack on a release. Results have ``kind="attack"`` and values where
+    higher means more risk."""
+
+    #: Which parts of the scenario it needs: any of "originals", "background".
+    requires: ClassVar[frozenset[str]] = frozenset({"originals"})
+
+    def fit(self, scenario: Scenario) -> Attack:
+        """Prepare once per scenario (train, index). Default: nothing to prepare."""
+        return self
+
+    @abstractmethod
+    def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
+        """Attack one release; return its results (first one = the headline risk)."""
+
+    @classmethod
+    def cli_command(cls) -> click.Command | None:
+        """The ``anonaudit attack NAME`` command for this attack, if it has one."""
+        return None
+
+
+class Sanitizer(Component):
+    """A sanitizer (defender): originals in, a release out, recording every
+    replaced span on the released documents."""
+
+    @abstractmethod
+    def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
+        """Sanitize every document of ``corpus``."""
+
+
+class Metric(Component):
+    """A utility metric of a release against its originals. Results have
+    ``kind="utility"`` and values where higher means more utility."""
+
+    requires: ClassVar[frozenset[str]] = frozenset({"originals"})
+
+    def fit(self, scenario: Scenario) -> Metric:
+        """Prepare once per scenario (e.g. information content of the originals)."""
+        return self
+
+    @abstractmethod
+    def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
+        """Measure one release."""

@@ -1,0 +1,187 @@
+"""The results schema every attack and metric writes.
+
+A results file is JSON::
+
+    {"schema": "anonaudit.results/1",
+     "provenance": {...},
+     "results": [{"kind": "attack" | "utility", "name": "phrase_search", "release": "NAME",
+                  "value": 0.42, "ci": [0.33, 0.51], "n": 127, "baseline": 0.0079,
+                  "beats_baseline": true, "details": {...}, "documents": [...]}]}
+
+Orientation: attack values are risks (higher = more risk); utility values are
+utilities (higher = more utility). ``documents`` holds per-document findings with
+evidence; ``details`` holds anything else an attack wants to explain itself.
+Files are written atomically, so an interrupted run never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from audit.core.errors import DataError, Problem, read_text
+from audit.core.stats import Risk
+
+SCHEMA = "anonaudit.results/1"
+KINDS = ("attack", "utility")
+
+
+@dataclass
+class Result:
+    """One figure for one release: an attack's risk or a utility metric."""
+
+    kind: Literal["attack", "utility"]
+    name: str
+    release: str
+    value: float
+    ci: tuple[float, float] | None = None
+    n: int = 0
+    baseline: float | None = None
+    beats_baseline: bool | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    documents: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.name, self.release)
+
+    @classmethod
+    def from_risk(cls, name: str, release: str, risk: Risk, *, details: dict | None = None,
+                  documents: list[dict] | None = None) -> Result:
+        """An attack result from a :class:`~audit.core.stats.Risk`."""
+        det = dict(details or {})
+        if risk.residual is not None:
+            det.setdefault("residual_risk", risk.residual)
+            det.setdefault("residual_ci", list(risk.residual_ci or ()))
+        det.setdefault("successes", risk.rate.successes)
+        return cls(
+            kind="attack", name=name, release=release, value=risk.rate.value, ci=risk.rate.ci,
+            n=risk.rate.n, baseline=risk.baseline, beats_baseline=risk.beats_baseline,
+            details=det, documents=list(documents or []),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "release": self.release,
+            "value": _finite(self.value),
+            "ci": None if self.ci is None else [_finite(self.ci[0]), _finite(self.ci[1])],
+            "n": self.n,
+            "baseline": None if self.baseline is None else _finite(self.baseline),
+            "beats_baseline": self.beats_baseline,
+            "details": self.details,
+            "documents": self.documents,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        ci = data.get("ci")
+        value = data["value"]
+        return cls(
+            kind=data["kind"], name=data["name"], release=data["release"],
+            value=math.nan if value is None else float(value),  # non-finite values are saved as null
+            ci=None if ci is None else (float(ci[0]), float(ci[1])), n=int(data.get("n", 0)),
+            baseline=data.get("baseline"), beats_baseline=data.get("beats_baseline"),
+            details=dict(data.get("details") or {}), documents=list(data.get("documents") or []),
+        )
+
+
+def grouped_warnings(results: Iterable[Result]) -> list[tuple[str, str, list[str]]]:
+    """Each component's doubt about its own figure (``details["warning"]``), once per
+    distinct (result name, warning), with the releases it applies to, in first-seen order."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        text = r.details.get("warning")
+        if isinstance(text, str) and text:
+            grouped.setdefault((r.name, text), []).append(r.release)
+    return [(name, text, releases) for (name, text), releases in grouped.items()]
+
+
+def _finite(x: float) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+@dataclass
+class ResultsFile:
+    """All results of an audit plus its provenance. ``add`` replaces a result with
+    the same (kind, name, release), so re-running one attack updates it in place."""
+
+    results: list[Result] = field(default_factory=list)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, result: Result) -> None:
+        self.results = [r for r in self.results if r.key != result.key]
+        self.results.append(result)
+
+    def extend(self, results: Iterable[Result]) -> None:
+        for r in results:
+            self.add(r)
+
+    def get(self, name: str, release: str, kind: str | None = None) -> Result | None:
+        for r in self.results:
+            if r.name == name and r.release == release and (kind is None or r.kind == kind):
+                return r
+        return None
+
+    @property
+    def releases(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for r in self.results:
+            seen.setdefault(r.release, None)
+        return list(seen)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "provenance": self.provenance,
+                "results": [r.to_dict() for r in self.results]}
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write atomically (temporary file in the same folder, then rename)."""
+        path = Path(path)
+        write_json_atomic(path, self.to_dict())
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> ResultsFile:
+        src = str(path)
+        text = read_text(path, "results file")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(Problem(src, f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno)) from None
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise DataError(Problem(src, f"not an anonaudit results file (expected \"schema\": \"{SCHEMA}\")"))
+        problems: list[Problem] = []
+        results: list[Result] = []
+        for i, item in enumerate(data.get("results") or []):
+            try:
+                results.append(Result.from_dict(item))
+            except (KeyError, TypeError, ValueError) as exc:
+                problems.append(Problem(src, f"results[{i}] is malformed: {exc}"))
+        if problems:
+            raise DataError(problems)
+        return cls(results=results, provenance=dict(data.get("provenance") or {}))
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False, indent=1, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

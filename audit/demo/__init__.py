@@ -1,0 +1,1 @@
+"""The synthetic population and the audit spec of ``anonaudit demo``."""

@@ -1,0 +1,385 @@
+"""Information content of terms: IC(t) = -log P(t | context), with pluggable estimators.
+
+* :class:`CausalIC` (default): the log-probability of the term (with its leading
+  space) given its left context, through the LLM layer's ``logprobs(prefix,
+  continuation)`` call. The left context is cut to a token budget; its start moves
+  in steps of half the budget, so consecutive terms share the same prefix and a
+  llama.cpp backend reuses its prompt cache instead of re-reading the context.
+* :class:`MaskedIC`: a local BERT-like folder with a masked-LM head (as in the TPI
+  and TPS papers): one term in every ``every`` is replaced by mask tokens while the
+  others stay visible, shifting the masked set over ``every`` passes; a multi-token
+  term takes the minimum token probability.
+
+IC of a corpus's terms is computed once and cached on disk (:class:`ICCache`), keyed
+by the corpus fingerprint and the estimator's identity, so every release of an
+audit and every later run reuses it; an interrupted computation resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from audit.core import config
+from audit.core.errors import AnonauditError
+from audit.core.results import write_json_atomic
+from audit.metrics.terms import Term
+
+if TYPE_CHECKING:
+    from audit.core.data import Corpus
+    from audit.models.llm import LLM
+
+#: Bump when term extraction or IC computation changes meaning (invalidates caches).
+IC_VERSION = "1"
+#: Decimals of the information content kept in the cache, and so used by every run.
+IC_DECIMALS = 6
+#: Probabilities are floored here so a term the model "cannot" produce has a finite IC.
+MIN_PROB = 1e-12
+
+
+class ICEstimator(ABC):
+    """Estimates the information content (nats) of each term of a text."""
+
+    @property
+    @abstractmethod
+    def identity(self) -> str:
+        """What determines the values (model checksum, parameters): part of the cache key."""
+
+    @abstractmethod
+    def estimate(self, text: str, terms: Sequence[Term]) -> np.ndarray:
+        """IC of each term of ``text`` (same order as ``terms``), as float64 nats >= 0."""
+
+
+# --------------------------------------------------------------------------- causal
+
+
+class CausalIC(ICEstimator):
+    """-log P(term | left context) from a causal LLM (sum over the term's tokens).
+
+    ``llm``: an :class:`~audit.models.llm.LLM` with ``logprobs`` (e.g. from
+    :func:`audit.models.specs.load_llm`). ``context_tokens``: the most context a term sees;
+    each term sees between half of it and all of it (whole document when shorter).
+    ``chars_per_token`` converts the budget to characters (4 fits English BPE).
+    """
+
+    def __init__(self, llm: LLM, context_tokens: int = 256, chars_per_token: float = 4.0,
+                 one_pass: bool | None = None, batch_size: int = 4):
+        self.llm = llm
+        self.context_tokens = int(context_tokens)
+        self.chars_per_token = float(chars_per_token)
+        self.one_pass = one_pass
+        self.batch_size = int(batch_size)
+
+    def _local_model(self) -> tuple[Any, Any] | None:
+        """(model, tokenizer) of an in-process transformers backend, if that is what ``llm`` is."""
+        backend = getattr(self.llm, "backend", self.llm)  # CachedLLM wraps the backend
+        model, tok = getattr(backend, "model", None), getattr(backend, "tokenizer", None)
+        if model is None or tok is None or not hasattr(model, "forward") or not callable(tok):
+            return None
+        return model, tok
+
+    @property
+    def uses_one_pass(self) -> bool:
+        return self._local_model() is not None if self.one_pass is None else bool(self.one_pass)
+
+    @property
+    def identity(self) -> str:
+        mode = ":one-pass" if self.uses_one_pass else ""
+        return f"causal:{self.llm.identity or type(self.llm).__name__}:ctx={self.context_tokens}{mode}"
+
+    def estimate(self, text: str, terms: Sequence[Term]) -> np.ndarray:
+        if self.uses_one_pass:
+            local = self._local_model()
+            if local is None:
+                raise AnonauditError("one-pass causal IC needs an in-process transformers model "
+                                     "(e.g. --llm transformers:qwen2.5-coder-0.5b)")
+            return self._estimate_one_pass(text, terms, *local)
+        return self._estimate_per_term(text, terms)
+
+    def _estimate_one_pass(self, text: str, terms: Sequence[Term], model: Any, tok: Any) -> np.ndarray:
+        """Score every token of the text in overlapping windows (each token sees between half
+        the budget and the whole budget of left context), then sum the log-probabilities of
+        the tokens that overlap each term. One forward pass per window instead of one per term."""
+        import torch
+
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+        n = len(ids)
+        logp = np.zeros(n)
+        if n == 0:
+            return np.zeros(len(terms))
+        bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+        size = max(4, self.context_tokens)
+        half = max(1, size // 2)
+        jobs = []  # (window token ids, first scored index in window, absolute start)
+        jobs.append(([bos, *ids[:size]], 1, 0))  # first window: tokens 0..size-1, on BOS
+        start = half
+        while start + half < n:
+            jobs.append((ids[start:start + size], half, start))  # scores tokens start+half .. start+size-1
+            start += half
+        device = next(model.parameters()).device
+        pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+        for j in range(0, len(jobs), self.batch_size):
+            batch = jobs[j:j + self.batch_size]
+            width = max(len(w) for w, _, _ in batch)
+            x = torch.tensor([w + [pad] * (width - len(w)) for w, _, _ in batch], device=device)
+            m = torch.tensor([[1] * len(w) + [0] * (width - len(w)) for w, _, _ in batch], device=device)
+            with torch.no_grad():
+                lp = torch.log_softmax(model(input_ids=x, attention_mask=m).logits.float(), dim=-1)
+            for row, (w, first, abs_start) in enumerate(batch):
+                shift = 1 if abs_start == 0 and w[0] == bos and first == 1 else 0
+                for p in range(first, len(w)):
+                    tok_index = abs_start + p - shift
+                    logp[tok_index] = float(lp[row, p - 1, w[p]])
+        out = np.zeros(len(terms))
+        starts = np.array([a for a, _ in offsets])
+        ends = np.array([b for _, b in offsets])
+        for k, t in enumerate(terms):
+            hit = (starts < t.end) & (ends > t.start)
+            out[k] = max(0.0, -float(logp[hit].sum()))
+        return out
+
+    def _estimate_per_term(self, text: str, terms: Sequence[Term]) -> np.ndarray:
+        budget = max(8, int(self.context_tokens * self.chars_per_token))
+        step = max(1, budget // 2)
+        starts = [t.start for t in terms]
+        out = np.zeros(len(terms))
+        for i, term in enumerate(terms):
+            prefix, continuation = self.split(text, term, budget, step, starts)
+            lps = self.llm.logprobs(prefix, continuation)
+            out[i] = max(0.0, -float(sum(lps)))
+        return out
+
+    @staticmethod
+    def split(text: str, term: Term, budget: int, step: int, starts: Sequence[int]) -> tuple[str, str]:
+        """(prefix, continuation) for one term: the continuation is the term with its
+        leading space; the prefix starts at a term boundary between ``budget - step``
+        and ``budget`` characters before it (snapped in steps, so neighbours share it)."""
+        anchor = 0
+        if term.start > budget:
+            anchor = ((term.start - (budget - step)) // step) * step  # start - anchor in [budget-step, budget)
+            # snap forward to the start of a term (a word boundary) at or after the anchor
+            snapped = next((s for s in starts if s >= anchor), term.start)
+            anchor = min(snapped, term.start)
+        prefix = text[anchor:term.start]
+        continuation = term.text
+        if prefix.endswith(" "):
+            prefix, continuation = prefix[:-1], " " + continuation
+        return prefix, continuation
+
+
+# --------------------------------------------------------------------------- masked
+
+
+class MaskedIC(ICEstimator):
+    """-log of the minimum masked-token probability of a term (BERT-style MLM).
+
+    ``model``: a local folder with a masked-LM head and a fast tokenizer. ``every``:
+    mask one term in every ``every`` (``every`` passes per window; the TPI/TPS papers
+    use 6). Long documents are cut into windows of at most ``max_length`` tokens at
+    term boundaries.
+    """
+
+    def __init__(self, model: str, every: int = 6, max_length: int = 512, batch_size: int = 6,
+                 device: str | None = None):
+        if every < 1:
+            raise AnonauditError(f"--mask-every must be at least 1, got {every}")
+        self.model = model
+        self.every = int(every)
+        self.max_length = int(max_length)
+        self.batch_size = int(batch_size)
+        self.device = device
+        self._loaded: tuple[Any, Any] | None = None
+        self._identity: str | None = None
+
+    def _load(self) -> tuple[Any, Any]:
+        if self._loaded is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            import torch
+            from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+            path = Path(self.model).expanduser()
+            if not path.is_dir():
+                raise AnonauditError(f"--ic-model {self.model!r} is not a local model folder "
+                                     "(nothing is downloaded from a hub)")
+            try:
+                tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+                mlm = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True)
+            except Exception as exc:  # noqa: BLE001 - transformers raises many kinds
+                raise AnonauditError(f"{path}: not a masked language model folder ({exc})") from None
+            if not getattr(tok, "is_fast", False) or tok.mask_token_id is None:
+                raise AnonauditError(f"{path}: the tokenizer must be a fast tokenizer with a mask token")
+            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            self._loaded = (tok, mlm.to(device).eval())
+        return self._loaded
+
+    @property
+    def identity(self) -> str:
+        if self._identity is None:
+            h = hashlib.sha256()
+            root = Path(self.model).expanduser()
+            files = sorted(f for f in root.rglob("*") if f.is_file()) if root.is_dir() else []
+            for f in files:
+                h.update(f"{f.relative_to(root)}:{f.stat().st_size}\n".encode())
+                if f.suffix == ".json" and f.stat().st_size < 1_000_000:
+                    h.update(f.read_bytes())
+            self._identity = f"masked:{root.name}:{h.hexdigest()[:16]}:every={self.every}"
+        return self._identity
+
+    def _windows(self, offsets: list[tuple[int, int]], term_tokens: list[list[int]]) -> list[tuple[int, int]]:
+        """Token windows [a, b) of at most max_length-2 tokens that never cut a term."""
+        limit = max(8, self.max_length - 2)
+        windows, start, n = [], 0, len(offsets)
+        term_at = {}
+        for toks in term_tokens:
+            if toks:
+                term_at[toks[0]] = toks[-1] + 1
+        while start < n:
+            end = min(n, start + limit)
+            if end < n:  # do not cut a term: end at the start of the term that crosses
+                for first, stop in term_at.items():
+                    if first < end < stop and first > start:
+                        end = first
+                        break
+            windows.append((start, end))
+            start = end
+        return windows
+
+    def estimate(self, text: str, terms: Sequence[Term]) -> np.ndarray:
+        import torch
+
+        tok, mlm = self._load()
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids: list[int] = enc["input_ids"]
+        offsets: list[tuple[int, int]] = [tuple(o) for o in enc["offset_mapping"]]
+        term_tokens = [[i for i, (a, b) in enumerate(offsets) if a < t.end and t.start < b and b > a]
+                       for t in terms]
+        out = np.zeros(len(terms))
+        if not ids:
+            return out
+        cls_id = tok.cls_token_id if tok.cls_token_id is not None else tok.bos_token_id
+        sep_id = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
+        jobs: list[tuple[list[int], list[tuple[int, list[int]]]]] = []  # (input ids, [(term, positions)])
+        for a, b in self._windows(offsets, term_tokens):
+            inside = [k for k, toks in enumerate(term_tokens) if toks and a <= toks[0] < b]
+            for shift in range(self.every):
+                masked = inside[shift::self.every]
+                if not masked:
+                    continue
+                window = list(ids[a:b])
+                targets = []
+                for k in masked:
+                    pos = [p - a for p in term_tokens[k] if p < b]
+                    for p in pos:
+                        window[p] = tok.mask_token_id
+                    targets.append((k, pos))
+                head = [cls_id] if cls_id is not None else []
+                tail = [sep_id] if sep_id is not None else []
+                off = len(head)
+                jobs.append((head + window + tail, [(k, [p + off for p in pos]) for k, pos in targets]))
+        device = next(mlm.parameters()).device
+        for j in range(0, len(jobs), self.batch_size):
+            batch = jobs[j:j + self.batch_size]
+            width = max(len(x) for x, _ in batch)
+            pad = tok.pad_token_id or 0
+            input_ids = torch.tensor([x + [pad] * (width - len(x)) for x, _ in batch], device=device)
+            mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x, _ in batch], device=device)
+            with torch.no_grad():
+                logp = torch.log_softmax(mlm(input_ids=input_ids, attention_mask=mask).logits.float(), dim=-1)
+            for row, (_, targets) in enumerate(batch):
+                for k, pos in targets:  # pos[i] is where term_tokens[k][i] sits in this row
+                    out[k] = self._term_ic(logp[row], pos, term_tokens[k], ids)
+        return out
+
+    @staticmethod
+    def _term_ic(logp_row, positions: list[int], token_ids: list[int], ids: list[int]) -> float:
+        """-log of the least probable original token of a term (positions align with token_ids)."""
+        lps = [float(logp_row[p, ids[t]]) for p, t in zip(positions, token_ids)]
+        return max(0.0, -max(min(lps), math.log(MIN_PROB))) if lps else 0.0
+
+
+# --------------------------------------------------------------------------- cache
+
+
+class ICCache:
+    """IC of every term of a corpus on disk, keyed by corpus fingerprint + estimator identity.
+
+    One JSON file per (corpus, estimator) under ``config.subdir("utility")`` (or
+    ``folder``): ``{"identity", "fingerprint", "version", "documents": {id: {"terms":
+    [[start, end, text, kind, ic], ...], "seconds": s}}}``. Saved after every document,
+    so an interrupted run resumes where it stopped.
+    """
+
+    def __init__(self, corpus: Corpus, identity: str, folder: str | os.PathLike | None = None,
+                 enabled: bool = True):
+        self.identity = identity
+        self.fingerprint = corpus.fingerprint()
+        self.enabled = enabled
+        key = hashlib.sha256(f"{self.fingerprint}|{identity}|{IC_VERSION}".encode()).hexdigest()[:24]
+        base = Path(folder) if folder else config.subdir("utility")
+        self.path = base / f"ic-{key}.json"
+        self.documents: dict[str, dict[str, Any]] = {}
+        if enabled and self.path.exists():
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                if data.get("identity") == identity and data.get("fingerprint") == self.fingerprint:
+                    self.documents = dict(data.get("documents") or {})
+            except (OSError, ValueError):
+                self.documents = {}
+
+    def get(self, doc_id: str) -> tuple[list[Term], np.ndarray] | None:
+        entry = self.documents.get(doc_id)
+        if entry is None:
+            return None
+        terms = [Term(int(s), int(e), str(t), str(k)) for s, e, t, k, _ in entry["terms"]]
+        return terms, np.array([float(x[4]) for x in entry["terms"]], dtype=float)
+
+    def put(self, doc_id: str, terms: Sequence[Term], ic: np.ndarray, seconds: float) -> None:
+        self.documents[doc_id] = {
+            "terms": [[t.start, t.end, t.text, t.kind, round(float(v), IC_DECIMALS)] for t, v in zip(terms, ic)],
+            "seconds": round(seconds, 4),
+        }
+        if self.enabled:
+            write_json_atomic(self.path, {"identity": self.identity, "fingerprint": self.fingerprint,
+                                          "version": IC_VERSION, "documents": self.documents})
+
+    def seconds(self) -> list[float]:
+        return [float(d.get("seconds", 0.0)) for d in self.documents.values()]
+
+
+def corpus_ic(corpus: Corpus, estimator: ICEstimator, extract, *, cache: ICCache | None = None,
+              progress: bool = False) -> dict[str, tuple[list[Term], np.ndarray]]:
+    """Terms and IC of every document of ``corpus`` (from ``cache`` where present).
+
+    ``extract``: a callable text -> list[Term] (e.g. :class:`~audit.metrics.terms.TermExtractor`).
+    """
+    from audit.core.progress import bar as progress_bar
+
+    out: dict[str, tuple[list[Term], np.ndarray]] = {}
+    todo = []
+    for doc in corpus:
+        hit = cache.get(doc.id) if cache is not None else None
+        if hit is not None:
+            out[doc.id] = hit
+        else:
+            todo.append(doc)
+    for doc in progress_bar(todo, desc="information content", unit="doc", enabled=progress):
+        t0 = time.perf_counter()
+        terms = extract(doc.text)
+        ic = estimator.estimate(doc.text, terms) if terms else np.zeros(0)
+        ic = np.nan_to_num(np.asarray(ic, dtype=float), nan=0.0, posinf=-math.log(MIN_PROB))
+        # Use exactly what the cache keeps (6 decimals), so a cold run and a warm one agree.
+        ic = np.round(ic, IC_DECIMALS)
+        if cache is not None:
+            cache.put(doc.id, terms, ic, time.perf_counter() - t0)
+        out[doc.id] = (terms, ic)
+    return out

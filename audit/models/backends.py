@@ -1,0 +1,387 @@
+"""The LLM backends: in-process llama.cpp, OpenAI-compatible HTTP, local transformers.
+
+All implement :class:`audit.models.llm.LLM` without any caching; :func:`audit.models.specs.load_llm`
+wraps them in :class:`audit.models.cache.CachedLLM`. Nothing here downloads anything:
+transformers runs with ``HF_HUB_OFFLINE=1``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from audit.core import config
+from audit.models.llm import LLM, ChatRequest, LLMError
+
+log = logging.getLogger(__name__)
+
+
+def _offline() -> None:
+    """Make sure transformers / huggingface_hub never reach the network."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _map_concurrently(fn, items: Sequence[Any], workers: int, progress: bool, desc: str = "LLM") -> list[Any]:
+    """``[fn(x) for x in items]`` on a thread pool, in order, with an optional progress bar."""
+    from audit.core.progress import bar as progress_bar
+
+    if len(items) <= 1 or workers <= 1:
+        return [fn(x) for x in progress_bar(items, enabled=progress, desc=desc, unit="req")]
+    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+        return list(progress_bar(pool.map(fn, items), total=len(items), enabled=progress, desc=desc, unit="req"))
+
+
+def _schema_hint(request: ChatRequest) -> list[dict[str, str]]:
+    """Messages for a backend that cannot enforce a schema: say the schema in words."""
+    msgs = request.message_dicts
+    if request.json_schema is None:
+        return msgs
+    note = f"Answer only with JSON that matches this JSON schema: {request.json_schema}"
+    if msgs and msgs[0]["role"] == "system":
+        return [{"role": "system", "content": msgs[0]["content"] + "\n\n" + note}, *msgs[1:]]
+    return [{"role": "system", "content": note}, *msgs]
+
+
+# --------------------------------------------------------------------------- tokenizer
+
+
+def gguf_tokenizer(gguf_path: str | Path, folder: str | Path):
+    """A Hugging Face tokenizer rebuilt from a GGUF file's vocabulary.
+
+    Converting it takes tens of seconds, so the result is saved once in ``folder``
+    (``config.subdir("models")/tokenizers/KEY``) and later loads take a fraction of a second.
+    """
+    _offline()
+    from transformers import AutoTokenizer
+
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if (folder / "tokenizer.json").exists():
+        return AutoTokenizer.from_pretrained(folder)
+    path = Path(gguf_path)
+    tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+    tok.save_pretrained(tmp)
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another process won the race; its copy is as good
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tok
+
+
+def _key_of(identity: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(identity.encode()).hexdigest()[:24]
+
+
+# --------------------------------------------------------------------------- llama.cpp
+
+
+class LlamaCppLLM(LLM):
+    """In-process llama.cpp through ``xllamacpp`` (its embedded HTTP-less server).
+
+    The server runs ``n_parallel`` slots with continuous batching; :meth:`complete_batch`
+    sends independent requests from threads so they share decoding steps. Each slot gets
+    the full ``n_ctx`` tokens (``context_size``). ``json_schema`` is enforced by llama.cpp's
+    grammar sampler; temperature and seed are passed through.
+
+    :meth:`logprobs` uses llama.cpp itself, exactly: prefix and continuation are tokenized
+    together with the model's own tokenizer (rebuilt once from the GGUF file and cached),
+    the prefix tokens are the prompt, and a token-level grammar forces the continuation
+    tokens while ``n_probs`` reports each forced token's log-probability under the raw
+    (pre-sampling) distribution.
+    """
+
+    supports_schema = True
+
+    def __init__(self, model_path: str | Path, *, n_ctx: int = 4096, n_parallel: int = 4,
+                 n_threads: int | None = None, identity: str = "", verbose: bool = False):
+        import xllamacpp as xlc
+
+        self.model_path = str(model_path)
+        self.identity = identity or f"llamacpp:{Path(model_path).name}"
+        self.context_size = int(n_ctx)
+        self.n_parallel = max(1, int(n_parallel))
+        threads = n_threads or max(1, os.cpu_count() or 1)
+        params = xlc.CommonParams()
+        params.model.path = self.model_path
+        params.n_parallel = self.n_parallel
+        params.n_ctx = self.context_size * self.n_parallel  # llama.cpp splits n_ctx across slots
+        params.cpuparams.n_threads = threads
+        params.cpuparams_batch.n_threads = threads
+        params.warmup = False
+        if not verbose:
+            params.verbosity = -1
+        self._xlc = xlc
+        try:
+            self._server = xlc.Server(params)
+        except Exception as exc:  # noqa: BLE001 - the C++ side raises plain exceptions
+            raise LLMError(f"llama.cpp could not load {self.model_path}: {exc}") from exc
+        self._tok = None
+        self._tok_lock = threading.Lock()
+        # decided now, not at first use: the tokenizer cache sits beside the assembled models
+        self._tok_dir = config.subdir("models") / "tokenizers" / _key_of(self.identity)
+
+    # chat ------------------------------------------------------------------------
+    def _request_body(self, request: ChatRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "messages": request.message_dicts,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "seed": request.seed,
+            "stream": False,
+        }
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.json_schema is not None:
+            body["json_schema"] = request.schema
+        return body
+
+    def _complete(self, request: ChatRequest) -> str:
+        result = self._call(self._server.handle_chat_completions, self._request_body(request))
+        try:
+            return result["choices"][0]["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError) as exc:
+            raise LLMError(f"llama.cpp returned an unexpected answer: {str(result)[:300]}") from exc
+
+    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool = False) -> list[str]:
+        return _map_concurrently(self._complete, requests, self.n_parallel, progress)
+
+    def _call(self, handler, body: dict[str, Any]) -> dict[str, Any]:
+        if self._server is None:
+            raise LLMError("this llama.cpp model was closed")
+        result = handler(body)
+        if isinstance(result, dict) and "error" in result:
+            err = result["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            raise LLMError(f"llama.cpp refused the request: {msg}")
+        return result
+
+    # tokens ----------------------------------------------------------------------
+    @property
+    def tokenizer(self):
+        with self._tok_lock:
+            if self._tok is None:
+                self._tok = gguf_tokenizer(self.model_path, self._tok_dir)
+            return self._tok
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def logprobs(self, prefix: str, continuation: str) -> list[float]:
+        if not continuation:
+            return []
+        tok = self.tokenizer
+        full = tok(prefix + continuation, add_special_tokens=False, return_offsets_mapping=True)
+        ids, offsets = full["input_ids"], full["offset_mapping"]
+        # first token that ends after the prefix belongs to the continuation
+        split = next((i for i, (_, end) in enumerate(offsets) if end > len(prefix)), len(ids))
+        prompt_ids, cont_ids = ids[:split], ids[split:]
+        if not prompt_ids:  # empty prefix: condition on BOS
+            bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+            prompt_ids = [bos]
+        grammar = "root ::= " + " ".join(f"<[{i}]>" for i in cont_ids)
+        body = {"prompt": prompt_ids, "max_tokens": len(cont_ids), "n_probs": 1, "grammar": grammar,
+                "temperature": 0.0, "post_sampling_probs": False, "cache_prompt": True}
+        result = self._call(self._server.handle_completions, body)
+        try:
+            content = result["choices"][0]["logprobs"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise LLMError(f"llama.cpp returned no log-probabilities: {str(result)[:300]}") from exc
+        got = [c["id"] for c in content]
+        if got != cont_ids:
+            raise LLMError(f"llama.cpp did not follow the forced continuation ({got} != {cont_ids})")
+        return [float(c["logprob"]) for c in content]
+
+    def close(self) -> None:
+        self._server = None  # the C++ server shuts down when the object is collected
+
+
+# --------------------------------------------------------------------------- OpenAI HTTP
+
+
+class OpenAILLM(LLM):
+    """Any OpenAI-compatible server (vLLM, llama.cpp server, Ollama, OpenAI).
+
+    Requests are sent concurrently from a thread pool (``max_workers``), each with a
+    timeout, retried with exponential backoff (and jitter) on 429, 5xx and connection
+    errors. ``json_schema`` goes out as ``response_format`` (type ``json_schema``), which
+    vLLM, llama.cpp and OpenAI enforce. :meth:`logprobs` uses ``/completions`` with
+    ``echo`` and ``logprobs`` (vLLM and llama.cpp-compatible servers; OpenAI chat models
+    do not offer it). The API key comes from ``ANONAUDIT_API_KEY``, else ``OPENAI_API_KEY``.
+    """
+
+    supports_schema = True
+    RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+    def __init__(self, model: str, base_url: str, *, api_key: str | None = None, timeout: float = 120.0,
+                 max_retries: int = 5, backoff: float = 1.0, max_workers: int = 4, context_size: int = 4096):
+        import httpx
+
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.identity = f"openai:{model}@{self.base_url}"
+        self.context_size = context_size
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_workers = max(1, max_workers)
+        key = api_key or os.environ.get("ANONAUDIT_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._httpx = httpx
+        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout,
+                                    limits=httpx.Limits(max_connections=self.max_workers * 2))
+
+    def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        httpx = self._httpx
+        url = f"{self.base_url}{path}"
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            try:
+                resp = self._client.post(path, json=payload)
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if resp.status_code < 400:
+                    try:
+                        return resp.json()
+                    except ValueError as exc:
+                        raise LLMError(f"{url} answered with invalid JSON: {resp.text[:200]}") from exc
+                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                if resp.status_code not in self.RETRY_STATUS:
+                    raise LLMError(f"{url} refused the request ({last})")
+            if attempt < self.max_retries:
+                delay = self.backoff * (2 ** attempt) * (0.5 + random.random() / 2)
+                log.info("retrying %s in %.1fs after %s", url, delay, last)
+                time.sleep(delay)
+        raise LLMError(f"{url} failed after {self.max_retries + 1} attempts (last error: {last})")
+
+    def _complete(self, request: ChatRequest) -> str:
+        payload: dict[str, Any] = {"model": self.model, "messages": request.message_dicts,
+                                   "temperature": request.temperature, "max_tokens": request.max_tokens,
+                                   "seed": request.seed}
+        if request.stop:
+            payload["stop"] = list(request.stop)
+        if request.json_schema is not None:
+            payload["response_format"] = {"type": "json_schema",
+                                          "json_schema": {"name": "answer", "schema": request.schema,
+                                                          "strict": True}}
+        data = self._post("/chat/completions", payload)
+        try:
+            return data["choices"][0]["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError) as exc:
+            raise LLMError(f"{self.base_url} returned an unexpected answer: {str(data)[:300]}") from exc
+
+    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool = False) -> list[str]:
+        return _map_concurrently(self._complete, requests, self.max_workers, progress)
+
+    def logprobs(self, prefix: str, continuation: str) -> list[float]:
+        full = prefix + continuation
+        data = self._post("/completions", {"model": self.model, "prompt": full, "max_tokens": 1,
+                                           "temperature": 0.0, "echo": True, "logprobs": 1})
+        try:
+            lp = data["choices"][0]["logprobs"]
+            offsets, values = lp["text_offset"], lp["token_logprobs"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise LLMError(f"{self.base_url} does not return prompt log-probabilities (/completions with "
+                           "echo and logprobs); use a vLLM server or a local model for this") from exc
+        out = [float(v) for off, v in zip(offsets, values) if len(prefix) <= off < len(full) and v is not None]
+        if not out:
+            raise LLMError(f"{self.base_url} returned no log-probabilities for the continuation")
+        return out
+
+    def close(self) -> None:
+        self._client.close()
+
+
+# --------------------------------------------------------------------------- transformers
+
+
+class TransformersLLM(LLM):
+    """A local causal LM with transformers: a model folder, or a GGUF file (dequantised on
+    load through the ``gguf`` package, so it needs float32 memory: ~2 GB for 0.5B).
+
+    Chat uses the tokenizer's chat template; ``json_schema`` is not enforced (the schema
+    is stated in a system note, and callers parse tolerantly). :meth:`logprobs` is exact:
+    prefix + continuation are tokenized together and the continuation's tokens scored.
+    """
+
+    supports_schema = False
+
+    def __init__(self, path: str | Path, *, identity: str = "", n_ctx: int = 4096, device: str | None = None):
+        _offline()
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(path)
+        self.identity = identity or f"transformers:{path.name}"
+        kwargs: dict[str, Any] = {}
+        folder = path
+        if path.is_file():
+            folder, kwargs = path.parent, {"gguf_file": path.name}
+        elif not (path / "config.json").exists():
+            ggufs = sorted(path.glob("*.gguf"))
+            if ggufs:
+                kwargs = {"gguf_file": ggufs[0].name}
+        self._torch = torch
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, **kwargs)
+            self.model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, **kwargs)
+        except Exception as exc:  # noqa: BLE001
+            raise LLMError(f"transformers could not load {path}: {exc}") from exc
+        self.model.to(self.device).eval()
+        self.context_size = min(int(n_ctx), int(getattr(self.model.config, "max_position_embeddings", n_ctx)))
+        self._lock = threading.Lock()
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _complete(self, request: ChatRequest) -> str:
+        torch = self._torch
+        msgs = _schema_hint(request)
+        if getattr(self.tokenizer, "chat_template", None):
+            prompt = self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        else:
+            prompt = "\n".join(f"{m['role']}: {m['content']}" for m in msgs) + "\nassistant:"
+        inputs = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False).to(self.device)
+        sample = request.temperature > 0
+        with self._lock, torch.no_grad():
+            torch.manual_seed(request.seed)
+            out = self.model.generate(**inputs, max_new_tokens=request.max_tokens, do_sample=sample,
+                                      temperature=request.temperature if sample else None,
+                                      top_p=None, top_k=None,
+                                      pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
+        text = self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+        for s in request.stop:
+            cut = text.find(s)
+            if cut >= 0:
+                text = text[:cut]
+        return text
+
+    def logprobs(self, prefix: str, continuation: str) -> list[float]:
+        if not continuation:
+            return []
+        torch = self._torch
+        enc = self.tokenizer(prefix + continuation, add_special_tokens=False, return_offsets_mapping=True)
+        ids, offsets = enc["input_ids"], enc["offset_mapping"]
+        split = next((i for i, (_, end) in enumerate(offsets) if end > len(prefix)), len(ids))
+        if split == 0:  # empty prefix: condition on BOS (or EOS when there is none)
+            bos = self.tokenizer.bos_token_id
+            ids = [bos if bos is not None else self.tokenizer.eos_token_id, *ids]
+            split = 1
+        with self._lock, torch.no_grad():
+            logits = self.model(torch.tensor([ids], device=self.device)).logits[0].float()
+        logp = torch.log_softmax(logits, dim=-1)
+        return [float(logp[i - 1, ids[i]]) for i in range(split, len(ids))]

@@ -1,0 +1,172 @@
+"""A persistent answer cache in front of any :class:`~audit.models.llm.LLM`.
+
+Why: an audit asks an LLM thousands of questions; a re-run (or a resumed run after an
+interruption) must ask none of them again and must get the same answers. The cache is
+one sqlite file (WAL mode, busy timeout), safe with several processes and threads.
+
+Key = sha256 of (backend identity — backend kind plus model checksum or server model
+name —, method, the full request). For chat that is :meth:`ChatRequest.to_dict`
+(messages, temperature, max_tokens, seed, stop, schema), so changing any parameter or
+the model gives a new key. A request with temperature > 0 is cached too: with a fixed
+seed it is the same request, and the cache makes it reproducible even where the backend
+is not. Failed calls are never cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from audit.models.llm import LLM, ChatRequest
+
+_SCHEMA = "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
+
+
+def cache_key(identity: str, method: str, payload: object) -> str:
+    """The cache key of one call: stable JSON of everything that can change the answer."""
+    blob = json.dumps({"identity": identity, "method": method, "payload": payload},
+                      sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class AnswerStore:
+    """Key → JSON value in sqlite. One connection per thread; WAL for concurrent processes."""
+
+    def __init__(self, path: str | Path, *, timeout: float = 60.0):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.timeout = timeout
+        self._local = threading.local()
+        conn = self._conn()
+        with conn:
+            conn.execute(_SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, object]:
+        found: dict[str, object] = {}
+        conn = self._conn()
+        unique = list(dict.fromkeys(keys))
+        for i in range(0, len(unique), 500):
+            chunk = unique[i:i + 500]
+            rows = conn.execute(f"SELECT key, value FROM answers WHERE key IN ({','.join('?' * len(chunk))})",
+                                chunk).fetchall()
+            found.update((k, json.loads(v)) for k, v in rows)
+        return found
+
+    def put_many(self, items: dict[str, object]) -> None:
+        if not items:
+            return
+        now = time.time()
+        conn = self._conn()
+        with conn:
+            conn.executemany("INSERT OR REPLACE INTO answers (key, value, created) VALUES (?, ?, ?)",
+                             [(k, json.dumps(v, ensure_ascii=False), now) for k, v in items.items()])
+
+    def __len__(self) -> int:
+        return int(self._conn().execute("SELECT COUNT(*) FROM answers").fetchone()[0])
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+class CachedLLM(LLM):
+    """Wraps a backend: hits come from disk, only misses reach the backend (in order).
+
+    ``enabled=False`` (``--no-cache``) passes everything through and touches no file.
+    ``stats`` counts ``hits``, ``misses`` and ``backend_calls`` (requests actually sent),
+    for provenance. Misses are sent in chunks and stored as each chunk finishes, so an
+    interrupted batch resumes where it stopped.
+    """
+
+    def __init__(self, backend: LLM, path: str | Path, enabled: bool = True, *, chunk_size: int = 16):
+        self.backend = backend
+        self.path = Path(path)
+        self.enabled = enabled
+        self.chunk_size = max(1, chunk_size)
+        self.store = AnswerStore(self.path) if enabled else None
+        self.stats: dict[str, int] = {"hits": 0, "misses": 0, "backend_calls": 0}
+        self._lock = threading.Lock()
+
+    # the LLM interface, delegated -------------------------------------------------
+    @property
+    def identity(self) -> str:  # type: ignore[override]
+        return self.backend.identity
+
+    @property
+    def context_size(self) -> int:  # type: ignore[override]
+        return self.backend.context_size
+
+    @property
+    def supports_schema(self) -> bool:  # type: ignore[override]
+        return self.backend.supports_schema
+
+    def count_tokens(self, text: str) -> int:
+        return self.backend.count_tokens(text)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+        self.backend.close()
+
+    def _count(self, **deltas: int) -> None:
+        with self._lock:
+            for k, v in deltas.items():
+                self.stats[k] += v
+
+    # chat ------------------------------------------------------------------------
+    def _complete(self, request: ChatRequest) -> str:
+        return self._complete_batch([request])[0]
+
+    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool = False) -> list[str]:
+        if self.store is None:
+            self._count(misses=len(requests), backend_calls=len(requests))
+            return self.backend.complete_batch(requests, progress=progress)
+        keys = [cache_key(self.identity, "chat", r.to_dict()) for r in requests]
+        found = self.store.get_many(keys)
+        todo: dict[str, ChatRequest] = {k: r for k, r in zip(keys, requests) if k not in found}
+        self._count(hits=len(requests) - sum(k not in found for k in keys), misses=sum(k not in found for k in keys))
+        items = list(todo.items())
+        from audit.core.progress import bar as progress_bar
+
+        with progress_bar(total=len(items), enabled=progress and bool(items), desc="LLM", unit="req") as bar:
+            for i in range(0, len(items), self.chunk_size):
+                chunk = items[i:i + self.chunk_size]
+                answers = self.backend.complete_batch([r for _, r in chunk])
+                self._count(backend_calls=len(chunk))
+                fresh = {k: a for (k, _), a in zip(chunk, answers)}
+                self.store.put_many(fresh)
+                found.update(fresh)
+                bar.update(len(chunk))
+        return [str(found[k]) for k in keys]
+
+    # log-probabilities -------------------------------------------------------------
+    def logprobs(self, prefix: str, continuation: str) -> list[float]:
+        if self.store is None:
+            self._count(misses=1, backend_calls=1)
+            return self.backend.logprobs(prefix, continuation)
+        key = cache_key(self.identity, "logprobs", {"prefix": prefix, "continuation": continuation})
+        found = self.store.get_many([key])
+        if key in found:
+            self._count(hits=1)
+            return [float(x) for x in found[key]]  # type: ignore[union-attr]
+        self._count(misses=1, backend_calls=1)
+        values = [float(x) for x in self.backend.logprobs(prefix, continuation)]
+        self.store.put_many({key: values})
+        return values

