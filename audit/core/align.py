@@ -31,12 +31,14 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
 from audit.core.data import Document, Span, span_order
 
-if TYPE_CHECKING:
-    from audit.models.nlp import Spacy
+#: A spaCy pipeline (e.g. :class:`audit.models.nlp.Spacy`): text in, a doc with ``.ents`` out.
+#: Typed loosely so that the core does not depend on the models layer.
+Spacy = Callable[[str], Any]
 
 UNKNOWN = "UNKNOWN"
 

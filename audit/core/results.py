@@ -21,8 +21,10 @@ import math
 import os
 import tempfile
 from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 from audit.core.errors import DataError, Problem, read_text
@@ -30,6 +32,94 @@ from audit.core.stats import Risk
 
 SCHEMA = "anonaudit.results/1"
 KINDS = ("attack", "utility")
+#: Keys a serialized finding uses itself; an attack's own facts may not take them.
+FINDING_KEYS = ("id", "success", "summary", "highlights", "highlights_in", "private")
+
+
+@dataclass(frozen=True)
+class Highlight:
+    """A stretch of a sanitized document that the report marks as evidence.
+
+    ``start``/``end`` are character offsets into the sanitized text of the finding's document
+    (or of ``Finding.highlights_in`` when the evidence lies in another document); ``kind`` is a
+    category ("rare n-gram", "recovered span"); ``note`` is free text for the reader and may
+    quote private data, so the shareable edition drops it.
+    """
+
+    start: int
+    end: int
+    kind: str
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"start": self.start, "end": self.end, "kind": self.kind}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Highlight:
+        return cls(int(data["start"]), int(data["end"]), str(data.get("kind", "")), str(data.get("note", "") or ""))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one attack found about one document: the typed record the report and the
+    shareable filter read, whatever the attack is.
+
+    ``success``: did the attack succeed on this document (re-identified, linked, recovered);
+    ``None`` when the document was not scored. ``summary``: one plain sentence for a reader.
+    ``highlights``: the evidence, as offsets. ``facts``: everything else the attack wants to
+    show, by name (JSON values). ``private``: the names of the facts that may hold private data
+    (an original span, a guess, a predicted identity, a claim of the original); the shareable
+    edition drops them, and a summary is private when ``"summary"`` is named.
+    """
+
+    id: str
+    success: bool | None = None
+    summary: str = ""
+    highlights: tuple[Highlight, ...] = ()
+    highlights_in: str | None = None
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    private: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        clash = set(self.facts) & set(FINDING_KEYS)
+        if clash:
+            raise ValueError(f"finding facts may not use the reserved key(s) {', '.join(sorted(clash))}")
+        object.__setattr__(self, "facts", MappingProxyType(dict(self.facts)))
+        object.__setattr__(self, "highlights", tuple(self.highlights))
+        object.__setattr__(self, "private", frozenset(self.private))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A fact, or one of the finding's own fields, by name."""
+        if key in FINDING_KEYS:
+            return getattr(self, key)
+        return self.facts.get(key, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "success": self.success}
+        if self.summary:
+            out["summary"] = self.summary
+        out.update(self.facts)
+        if self.highlights_in is not None:
+            out["highlights_in"] = self.highlights_in
+        out["highlights"] = [h.to_dict() for h in self.highlights]
+        if self.private:
+            out["private"] = sorted(self.private)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        success = data.get("success")
+        return cls(
+            id=str(data["id"]), success=success if isinstance(success, bool) else None,
+            summary=str(data.get("summary") or ""),
+            highlights=tuple(Highlight.from_dict(h) for h in data.get("highlights") or () if isinstance(h, dict)),
+            highlights_in=data.get("highlights_in"),
+            facts={k: v for k, v in data.items() if k not in FINDING_KEYS},
+            private=frozenset(data.get("private") or ()),
+        )
 
 
 @dataclass

@@ -1,0 +1,102 @@
+"""The import rules of the README's architecture section, checked on the source.
+
+Layers point down only: ``audit.cli`` -> ``audit.pipeline`` / ``audit.demo`` -> plugins
+(``attackers``, ``defenders``, ``audit.metrics``, ``reports``) -> ``audit.models``, ``audit.io``
+-> ``audit.core``. Plugins receive data objects and shared resources, never files or options,
+so they never import ``audit.cli`` or ``audit.io``; ``reports`` reads results only.
+Every import counts, including those inside functions and under TYPE_CHECKING.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("audit", "attackers", "defenders", "reports")
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out[name] = path
+    return out
+
+
+def imports_of(path: Path, name: str) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+    return {m for m in found if m.split(".")[0] in PACKAGES}
+
+
+def within(module: str, *prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+#: (who, what it must not import)
+RULES = [
+    (("audit.core",), ("audit.io", "audit.models", "audit.metrics", "audit.pipeline", "audit.cli", "audit.demo",
+                       "attackers", "defenders", "reports")),
+    (("audit.io", "audit.models"), ("audit.metrics", "audit.pipeline", "audit.cli", "audit.demo",
+                                   "attackers", "defenders", "reports")),
+    (("attackers", "defenders", "audit.metrics"), ("audit.cli", "audit.io", "audit.pipeline", "audit.demo",
+                                                   "reports")),
+    (("attackers", "audit.metrics"), ("defenders",)),
+    (("reports",), ("audit.io", "audit.models", "audit.metrics", "audit.pipeline", "audit.cli", "audit.demo",
+                    "attackers", "defenders")),
+    (("audit.pipeline", "audit.demo"), ("audit.cli",)),
+    (("audit",), ("attackers", "defenders")),  # the core finds plugins through the registry only
+]
+
+
+def violations() -> list[str]:
+    mods = modules()
+    found = []
+    for name, path in sorted(mods.items()):
+        imported = imports_of(path, name)
+        for who, banned in RULES:
+            if not within(name, *who):
+                continue
+            for target in sorted(imported):
+                if within(target, *banned):
+                    found.append(f"{path.relative_to(ROOT)}: {name} imports {target}")
+    return sorted(set(found))
+
+
+def test_imports_point_down_only():
+    assert violations() == []
+
+
+def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
+    """A plugin importing the command line is caught (the rule is not vacuous)."""
+    fake = tmp_path / "attackers"
+    fake.mkdir()
+    (fake / "bad.py").write_text("def f():\n    from audit.cli.common import out_option\n")
+    assert imports_of(fake / "bad.py", "attackers.bad") >= {"audit.cli.common"}
+    monkeypatch.setattr("tests.test_architecture.modules", lambda: {"attackers.bad": fake / "bad.py"})
+    monkeypatch.setattr("tests.test_architecture.ROOT", tmp_path)
+    assert violations() == ["attackers/bad.py: attackers.bad imports audit.cli.common",
+                            "attackers/bad.py: attackers.bad imports audit.cli.common.out_option"]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: ",".join(r[0]))
+def test_rules_name_real_packages(rule):
+    mods = modules()
+    for prefix in rule[0]:
+        assert any(within(m, prefix) for m in mods), prefix
