@@ -35,13 +35,14 @@ import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 import numpy as np
 
 from attackers.claims import (
     AUX_SELECT,
+    AuxSelect,
     Claim,
     make_splitter,
     paraphrase_claims,
@@ -51,27 +52,18 @@ from attackers.claims import (
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack
 from audit.core.registry import register
-from audit.core.results import Result
+from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import mean_interval, risk
 from audit.core.text import RougeTokenizer, bitmasks, rouge_l, word_tokens
+from audit.models.resources import resources_of
 
 if TYPE_CHECKING:
-    import click
-
     from audit.core.data import Document, Release, Scenario
     from audit.models.llm import LLM
 
-LINKERS = ("dense", "dense-single", "bm25", "bm25-single", "rouge")
-
-
-# --------------------------------------------------------------------------- embeddings
-
-
-def load_embedder(spec: str | None = None):
-    """The sentence embedder (``audit.models.embed.Embedder``; MiniLM unless ``spec`` names a folder)."""
-    from audit.models.embed import Embedder
-
-    return Embedder(spec)
+#: The linkers: ``dense`` is the paper's attack, the others are baselines.
+LinkerName = Literal["dense", "dense-single", "bm25", "bm25-single", "rouge"]
+LINKERS: tuple[str, ...] = get_args(LinkerName)
 
 
 # --------------------------------------------------------------------------- linkers
@@ -372,6 +364,21 @@ def leakage_of(ratings: Sequence[int]) -> float:
     return 1.0 - sum((s - 1) / 2 for s in ratings) / len(ratings)
 
 
+def _link_summary(linked: str | None, ok: bool, votes: int, known: int) -> str:
+    """One sentence on a link, for the report (names no claim: claims quote the original)."""
+    if linked is None:
+        return "Not linked: none of the known claims matched a record"
+    by = f"{votes} of {known} known claim{'s' if known != 1 else ''}"
+    return f"Linked to the right record by {by}" if ok else f"Linked to the wrong record ({linked}) by {by}"
+
+
+def _leakage_summary(correct: bool, leaked: int, scored: int, value: float) -> str:
+    """One sentence on what the linked record says about the person (no claim quoted)."""
+    s = (f"The linked record supports {leaked} of {scored} further claim{'s' if scored != 1 else ''} "
+         f"of the original (leakage {value:.2f})")
+    return s if correct else s + ", but it is the wrong record"
+
+
 # --------------------------------------------------------------------------- the attack
 
 
@@ -390,13 +397,34 @@ class ClaimLinkerAttack(Attack):
         "word-overlap (ROUGE-L) figure that surface metrics would give."
     )
     requires = frozenset({"originals"})
+    #: Older command-line spellings (``--no-scoring``).
+    cli_aliases: ClassVar[dict[str, str]] = {"no_scoring": "no_score"}
 
-    def __init__(self, claims: str = "sentences", linker: str = "dense", aux_claims: int = 3,
-                 aux_select: str = "random", paraphrase: bool = True, score: bool = True,
+    def __init__(self, claims: Literal["sentences", "llm"] = "sentences", linker: LinkerName = "dense",
+                 aux_claims: int = 3, aux_select: AuxSelect = "random", paraphrase: bool = True, score: bool = True,
                  score_sample: int | None = None, repeats: int = 3, llm: Any = None,
                  embedder: Any = None, tolerance: float = 0.02, top_k: int = 10,
                  evidence_sentences: int = 3, judge_check: int = 8,
                  approx_threshold: int = 200_000, seed: int = 0, progress: bool = False):
+        """
+        claims: how documents are split into claims: spaCy sentences and clauses (fast) or the LLM.
+        linker: dense = per-claim embedding search with majority vote (the paper's attack); the
+            others are baselines.
+        aux_claims: claims of each original that the attacker knows.
+        aux_select: which claims of each original the attacker knows.
+        paraphrase: reword the attacker's claims with the LLM before searching.
+        score: measure semantic and lexical leakage after linking (off: only link).
+        score_sample: score semantic leakage on a seeded sample of N linked documents (linking
+            always covers every document).
+        repeats: times each rating is asked; the mode is kept.
+        llm: the LLM that paraphrases, judges (and splits claims with claims=llm).
+        embedder: sentence embedder of the dense linker (default: MiniLM).
+        tolerance: matches within this score of a claim's best match also vote.
+        top_k: claims each known claim retrieves.
+        evidence_sentences: sentences of the linked record shown to the judge with each claim.
+        judge_check: claims in the judge's self-consistency control (own vs another document); 0 = off.
+        approx_threshold: above this many claims the dense index is approximate (HNSW).
+        """
         self.claims = claims
         self.linker = linker
         self.aux_claims = aux_claims
@@ -438,47 +466,28 @@ class ClaimLinkerAttack(Attack):
         if self.judge_check < 0:
             raise AnonauditError("judge_check must be 0 (off) or a number of claims")
 
-    # -- resources, loaded on first use
+    # -- resources: the run's shared models (see audit.models.resources), asked for on first use
 
     def _get_llm(self) -> LLM:
         if self._llm_obj is None:
-            from audit.models.llm import LLM as _LLM
-
-            if isinstance(self.llm, _LLM):
-                self._llm_obj = self.llm
-            else:
-                from audit.models.specs import load_llm
-                from audit.core.progress import stage
-
-                with stage(f"loading the LLM {self.llm or '(default)'}", enabled=self.progress):
-                    self._llm_obj = load_llm(self.llm)
+            self._llm_obj = resources_of(self).llm(self.llm)
         return self._llm_obj
 
-    def stats(self) -> dict[str, Any]:
-        """LLM cache use so far (hits, misses, backend calls), for the run's provenance."""
-        llm_stats = getattr(self._llm_obj, "stats", None)
-        return {"llm_cache": dict(llm_stats)} if isinstance(llm_stats, dict) else {}
-
     def close(self) -> None:
-        if self._llm_obj is not None and self._llm_obj is not self.llm:
-            self._llm_obj.close()  # loaded from a spec here: ours to release
         self._llm_obj = None
         self._embedder_obj = None
+        self._splitter = None
+        super().close()
 
     def _get_embedder(self):
         if self._embedder_obj is None:
-            if self.embedder is None or isinstance(self.embedder, str):
-                from audit.core.progress import stage
-
-                with stage(f"loading the embedder {self.embedder or '(default)'}", enabled=self.progress):
-                    self._embedder_obj = load_embedder(self.embedder)
-            else:
-                self._embedder_obj = self.embedder
+            self._embedder_obj = resources_of(self).embedder(self.embedder)
         return self._embedder_obj
 
     def _get_splitter(self):
         if self._splitter is None:
-            self._splitter = make_splitter(self.claims, self._get_llm)
+            self._splitter = make_splitter(self.claims, self._get_llm,
+                                           spacy=resources_of(self).spacy(disable=("ner",)))
         return self._splitter
 
     def _make_linker(self) -> Linker:
@@ -586,7 +595,8 @@ class ClaimLinkerAttack(Attack):
             results += self._score(originals, trials, links, docs, rel_claims, linker, release.name,
                                    correct_flags, timings)
             timings["score"] = time.perf_counter() - t
-        results[0].details["timings"] = {k: round(v, 3) for k, v in timings.items()}
+        results[0] = replace(results[0], details={**results[0].details,
+                                                  "timings": {k: round(v, 3) for k, v in timings.items()}})
         return results
 
     @staticmethod
@@ -598,7 +608,7 @@ class ClaimLinkerAttack(Attack):
         return {j for j, d in enumerate(docs) if d.id == orig.id}
 
     def _link_evidence(self, orig: Document, i: int, link: Link, ok: bool, docs: list[Document],
-                       rel_claims: list[list[Claim]]) -> dict[str, Any]:
+                       rel_claims: list[list[Claim]]) -> Finding:
         aux_idx = self.aux_index_[orig.id]
         aux = []
         highlights = []
@@ -610,8 +620,7 @@ class ClaimLinkerAttack(Attack):
                     cl = rel_claims[d][c]
                     m.update(claim=cl.text, start=cl.start, end=cl.end)
                     if d == link.doc:
-                        highlights.append({"start": cl.start, "end": cl.end, "kind": "claim",
-                                           "note": f"matches aux claim {k + 1}"})
+                        highlights.append(Highlight(cl.start, cl.end, "claim", f"matches aux claim {k + 1}"))
                 matches.append(m)
             entry: dict[str, Any] = {"matches": matches}
             if len(link.hits) == len(aux_idx):
@@ -621,9 +630,14 @@ class ClaimLinkerAttack(Attack):
                 entry.update(claims=[self.orig_claims_[i][a].text for a in aux_idx],
                              query=" ".join(self.aux_queries_[orig.id]))
             aux.append(entry)
-        return {"id": orig.id, "linked": docs[link.doc].id if link.doc >= 0 else None, "correct": ok,
-                "votes": link.votes, "score": round(link.score, 4), "aux": aux,
-                "highlights_in": docs[link.doc].id if link.doc >= 0 else None, "highlights": highlights}
+        linked = docs[link.doc].id if link.doc >= 0 else None
+        # The evidence lies in the linked record, which for a wrong link is another document
+        # (and for an unaligned release never has the original's id): ``highlights_in`` says which.
+        return Finding(
+            id=orig.id, success=ok, summary=_link_summary(linked, ok, link.votes, len(aux)),
+            highlights=highlights, highlights_in=linked,
+            facts={"linked": linked, "correct": ok, "votes": link.votes, "score": round(link.score, 4), "aux": aux},
+            private={"aux"})  # the original's claims the attacker knew, and their rewordings
 
     # -- scoring
 
@@ -763,16 +777,19 @@ class ClaimLinkerAttack(Attack):
                 if rank:
                     sup = rel_claims[j][rank[0]]
                     item.update(support=sup.text, start=sup.start, end=sup.end)
-                    highlights.append({"start": sup.start, "end": sup.end, "kind": "claim",
-                                       "note": f"{'same' if r == 1 else 'similar'} information: {c.text}"})
+                    highlights.append(Highlight(sup.start, sup.end, "claim",
+                                                f"{'same' if r == 1 else 'similar'} information: {c.text}"))
                 evidence.append(item)
-            documents.append({
-                "id": originals[i].id, "linked": docs[j].id, "correct": correct_flags[p],
-                "leakage": round(value, 4), "lexical_leakage": round(lexical[p], 4),
-                "claims_scored": len(valid), "claims_unrated": len(ratings) - len(valid),
-                "ratings": dict(sorted(Counter(valid).items())), "leaked": evidence,
-                "highlights_in": docs[j].id, "highlights": highlights,
-            })
+            # Success: the attacker linked the right record and it tells something more about the person.
+            documents.append(Finding(
+                id=originals[i].id, success=bool(correct_flags[p] and evidence),
+                summary=_leakage_summary(correct_flags[p], len(evidence), len(valid), value),
+                highlights=highlights, highlights_in=docs[j].id,
+                facts={"linked": docs[j].id, "correct": correct_flags[p],
+                       "leakage": round(value, 4), "lexical_leakage": round(lexical[p], 4),
+                       "claims_scored": len(valid), "claims_unrated": len(ratings) - len(valid),
+                       "ratings": dict(sorted(Counter(valid).items())), "leaked": evidence},
+                private={"leaked"}))  # claims of the original, with what supports them
         mean, ci = mean_interval(values)
         sampled = self.score_sample is not None and self.score_sample < len(trials)
         llm_id = getattr(llm, "identity", "") or type(llm).__name__
@@ -801,75 +818,11 @@ class ClaimLinkerAttack(Attack):
                      ci=lci, n=len(lexical),
                      details={"metric": "ROUGE-L F-measure between each original and its linked document",
                               "semantic_on_same_sample": mean if values else None},
-                     documents=[{"id": originals[i].id, "linked": docs[link.doc].id if link.doc >= 0 else None,
-                                 "rouge_l": round(v, 4)} for i, link, v in zip(trials, links, lexical)])
+                     documents=[Finding(id=originals[i].id, success=ok,
+                                        summary=(f"ROUGE-L {v:.2f} between the original and the record it was "
+                                                 f"linked to{'' if ok else ' (a wrong link)'}"
+                                                 if link.doc >= 0 else "Not linked to any record"),
+                                        facts={"linked": docs[link.doc].id if link.doc >= 0 else None,
+                                               "rouge_l": round(v, 4)})
+                                for i, link, v, ok in zip(trials, links, lexical, correct_flags)])
         return [semantic, lex]
-
-    # -- command line
-
-    @classmethod
-    def cli_command(cls) -> click.Command:
-        import click
-
-        import audit.cli.common as cc
-
-        @click.command(help="Link known facts to sanitized records by meaning, then measure what else leaks.")
-        @cc.originals_option
-        @cc.releases_option
-        @cc.format_option
-        @click.option("--claims", type=click.Choice(["sentences", "llm"]), default="sentences", show_default=True,
-                      help="How documents are split into claims: spaCy sentences/clauses (fast) or the LLM.")
-        @click.option("--linker", type=click.Choice(list(LINKERS)), default="dense", show_default=True,
-                      help="dense = per-claim embedding search with majority vote (the paper's attack); "
-                           "the others are baselines.")
-        @click.option("--aux-claims", type=int, default=3, show_default=True,
-                      help="Claims of each original that the attacker knows.")
-        @click.option("--aux-select", type=click.Choice(list(AUX_SELECT)), default="random", show_default=True)
-        @click.option("--paraphrase/--no-paraphrase", default=True, show_default=True,
-                      help="Reword the attacker's claims with the LLM before searching.")
-        @click.option("--score-sample", type=int, default=None, metavar="N",
-                      help="Score semantic leakage on a seeded sample of N linked documents (linking "
-                           "always covers every document).")
-        @click.option("--no-scoring", is_flag=True, help="Only link; skip semantic and lexical leakage.")
-        @click.option("--repeats", type=int, default=3, show_default=True,
-                      help="Times each rating is asked; the mode is kept.")
-        @click.option("--evidence-sentences", type=int, default=3, show_default=True,
-                      help="Sentences of the linked record shown to the judge with each claim.")
-        @click.option("--judge-check", type=int, default=8, show_default=True, metavar="N",
-                      help="Claims in the judge's self-consistency control (own vs another document); 0 = off.")
-        @click.option("--embedder", default=None, metavar="PATH",
-                      help="sentence-transformers folder for the dense linker (default: MiniLM).")
-        @click.option("--tolerance", type=float, default=0.02, show_default=True,
-                      help="Matches within this score of a claim's best match also vote.")
-        @cc.llm_option
-        @cc.seed_option
-        @cc.out_option
-        def command(originals, releases, fmt, claims, linker, aux_claims, aux_select, paraphrase, score_sample,
-                    no_scoring, repeats, evidence_sentences, judge_check, embedder, tolerance, llm_spec, seed, out):
-            from audit.core.data import Scenario
-
-            started = time.time()
-            corpus = cc.load_originals(originals, fmt)
-            rels = cc.load_release_specs(releases, corpus, fmt)
-            attack = cls(claims=claims, linker=linker, aux_claims=aux_claims, aux_select=aux_select,
-                         paraphrase=paraphrase, score=not no_scoring, score_sample=score_sample,
-                         repeats=repeats, evidence_sentences=evidence_sentences, judge_check=judge_check,
-                         llm=llm_spec, embedder=embedder, tolerance=tolerance, seed=seed,
-                         progress=True)
-            scenario = Scenario(originals=corpus, releases=tuple(rels))
-            attack.fit(scenario)
-            results = []
-            for rel in rels:
-                results += attack.evaluate(scenario, rel)
-            params = {k: v for k, v in attack.get_params().items() if k not in ("progress",)}
-            params["llm"] = llm_spec
-            params["embedder"] = embedder
-            extra = {}
-            if attack._llm_obj is not None:
-                extra["llm"] = getattr(attack._llm_obj, "identity", "")
-            cc.write_results(out, results, cc.provenance(command="attack claim-linker", params=params,
-                                                         inputs={"originals": originals, "releases": list(releases)},
-                                                         started=started, extra=extra))
-            cc.echo_summary(results)
-
-        return command

@@ -26,7 +26,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 from audit.core.progress import bar as progress_bar
 
@@ -96,8 +96,7 @@ class SentenceSplitter(ClaimSplitter):
             if clauses:
                 spacy = Spacy(disable=("ner",))
             else:  # the statistical sentence recogniser alone: about 2x faster than the parser
-                spacy = Spacy(disable=("parser", "tagger", "attribute_ruler", "lemmatizer", "ner"))
-                spacy.nlp.enable_pipe("senter")
+                spacy = Spacy(disable=("parser", "tagger", "attribute_ruler", "lemmatizer", "ner"), enable=("senter",))
         self.spacy = spacy
         self.clauses = clauses
         self.min_words = min_words
@@ -312,7 +311,9 @@ def make_splitter(kind: str, llm_getter=None, spacy: Spacy | None = None) -> Cla
 
 # --------------------------------------------------------------------------- auxiliary information
 
-AUX_SELECT = ("random", "first", "last")
+#: How the attacker's known claims are chosen among a document's claims.
+AuxSelect = Literal["random", "first", "last"]
+AUX_SELECT: tuple[str, ...] = get_args(AuxSelect)
 
 
 def select_aux(claims: Sequence[Claim], k: int, how: str, rng: random.Random) -> list[int]:

@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 
 from audit.core.errors import AnonauditError
+from audit.core.files import atomic_open, atomic_write_json
 
 FORMAT = "anonaudit.ngram_index/1"
 TOKENIZER_NAME = "anonaudit-words/1"
@@ -558,11 +559,10 @@ class NgramIndex:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.json").unlink(missing_ok=True)  # an interrupted save leaves no valid index
         for name, arr in (("keys", self.keys), ("offsets", self.offsets), ("postings", self.posting_docs)):
-            tmp = folder / f".{name}.tmp.npy"
-            np.save(tmp, np.asarray(arr))
-            os.replace(tmp, folder / f"{name}.npy")
-        _write_json(folder / "docs.json", asdict(self.docs))
-        _write_json(folder / "config.json", self.config)  # last: its presence marks a complete index
+            with atomic_open(folder / f"{name}.npy", "wb") as fh:
+                np.save(fh, np.asarray(arr))
+        atomic_write_json(folder / "docs.json", asdict(self.docs), allow_nan=True)
+        atomic_write_json(folder / "config.json", self.config, allow_nan=True)  # last: marks a complete index
         return folder
 
     @classmethod
@@ -841,8 +841,3 @@ def _progress(enabled: bool, total: int, desc: str):
 
     return progress_bar(total=total, desc=desc, unit="chunk")
 
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
-    os.replace(tmp, path)

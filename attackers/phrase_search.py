@@ -55,7 +55,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -64,7 +64,7 @@ from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack
 from audit.core.registry import register
-from audit.core.results import Result
+from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import risk
 
 #: Placeholder tokens sanitizers leave behind: bracketed or angled labels
@@ -159,7 +159,9 @@ def rare_combinations(index: NgramIndex, tn: TextNgrams, k: int, arity: int = 2,
 
 @register("attack")
 class PhraseSearchAttack(Attack):
-    """Search-based linkage through rare n-grams and n-gram combinations (see the module docstring)."""
+    """Search-based linkage through rare n-grams and n-gram combinations.
+
+    The method, step by step, is in the module docstring."""
 
     name = "phrase_search"
     description = (
@@ -170,13 +172,16 @@ class PhraseSearchAttack(Attack):
         "evidence shows the linking phrases and how many documents contain them."
     )
     requires = frozenset({"originals"})
+    #: Older command-line spellings.
+    cli_aliases: ClassVar[dict[str, str]] = {"corpus": "extra_corpus", "index": "index_dir",
+                                             "case_sensitive": "no_lowercase"}
 
     def __init__(
         self,
         k: int = 2,
         max_n: int = 7,
         arity: int = 1,
-        extra_corpus: Corpus | str | None = None,
+        extra_corpus: Corpus | None = None,
         index_dir: str | None = None,
         lowercase: bool = True,
         placeholder_pattern: str | None = DEFAULT_PLACEHOLDER_PATTERN,
@@ -187,6 +192,20 @@ class PhraseSearchAttack(Attack):
         max_evidence: int = 10,
         progress: bool = False,
     ):
+        """
+        k: a phrase links when it occurs in fewer than k documents of the collection.
+        max_n: longest phrase (n-gram), in words.
+        arity: also combine 2 or 3 common phrases (posting-list intersection); 1 = single phrases.
+        extra_corpus: extra documents searched with the originals (the attacker's larger collection).
+        index_dir: folder to save the n-gram index to, or reuse it from when it matches.
+        lowercase: fold case before matching (off: case-sensitive).
+        placeholder_pattern: regex of placeholder tokens never used in a phrase ('' for none).
+        use_spans: never let a phrase cross a span the release records as replaced.
+        df_cap: combinations only use phrases found in at most this many documents.
+        max_candidates: combinations use at most this many of the rarest phrases per document.
+        exhaustive: look for combinations (arity 2 or 3) in documents already linked by a single phrase too.
+        max_evidence: linking phrases kept as evidence per document.
+        """
         self.k = k
         self.max_n = max_n
         self.arity = arity
@@ -226,10 +245,9 @@ class PhraseSearchAttack(Attack):
     def _extra(self) -> Corpus | None:
         if self.extra_corpus is None or isinstance(self.extra_corpus, Corpus):
             return self.extra_corpus
-        from audit.io.loaders import load_corpus
-
-        self.extra_corpus = load_corpus(self.extra_corpus)
-        return self.extra_corpus
+        raise AnonauditError(f"phrase_search: extra_corpus must be a loaded corpus, got {self.extra_corpus!r} "
+                             "(in an audit spec: declare it under corpora and pass corpus:NAME; on the "
+                             "command line: --extra-corpus FILE)")
 
     def fit(self, scenario: Scenario) -> PhraseSearchAttack:
         """Build the index over originals (+ extra corpus), or load it from
@@ -292,8 +310,10 @@ class PhraseSearchAttack(Attack):
             self._orig_rare[i] = tn.hash[sel]
         return self._orig_rare[i]
 
-    def attack_document(self, doc: Document, truth: Sequence[int] | None) -> dict[str, Any]:
-        """Everything found for one released document (a JSON-ready dict)."""
+    def attack_document(self, doc: Document, truth: Sequence[int] | None) -> Finding:
+        """Everything found for one released document. Its facts ``truth``, ``guess`` and
+        ``evidence`` are private: they name the source document and the collection's
+        documents that hold each phrase (the phrases themselves are sanitized text)."""
         index, k = self.index_, self.k
         ids = index.docs.ids
         tn = index.ngrams(doc.text, self.blocked_ranges(doc))
@@ -339,8 +359,7 @@ class PhraseSearchAttack(Attack):
             for g in ev["ngrams"]:
                 note = (f"found in {g['df']} document(s)" if ev["kind"] == "ngram"
                         else f"with {len(ev['ngrams']) - 1} other phrase(s): {len(ev['docs'])} document(s)")
-                highlights.append({"start": g["start"], "end": g["end"], "kind": "ngram",
-                                   "note": f"{note}: {', '.join(ev['docs'][:3])}"})
+                highlights.append(Highlight(g["start"], g["end"], "ngram", f"{note}: {', '.join(ev['docs'][:3])}"))
         # the attacker's single best guess: the document most rare phrases point to
         votes: Counter[int] = Counter()
         mdocs, _ = tn.gather_postings(index, minimal_set(tn, rare))
@@ -352,8 +371,16 @@ class PhraseSearchAttack(Attack):
         orig_rare = (np.concatenate([self._original_rare(i) for i in truth if i < self._n_orig])
                      if truth else np.zeros(0, dtype=np.uint64))
         still = int(np.isin(orig_rare, tn.hash).sum()) if len(orig_rare) else 0
-        return {
-            "id": doc.id,
+        if outcome == "linked":
+            n_link = len(minimal_set(tn, linking))
+            summary = (f"Linked to its source by {n_link} rare phrase{'s' if n_link != 1 else ''}" if n_link
+                       else f"Linked to its source by a combination of {len(combo_ok[0].members)} phrases")
+        else:
+            summary = {"wrong": "Its rare phrases point to other documents, not to its source",
+                       "unlinked": (f"No phrase{' or combination of phrases' if self.arity > 1 else ''} "
+                                    f"is found in fewer than {k} documents"),
+                       "unscored": "Not scored: its source is not in the collection"}[outcome]
+        facts = {
             "outcome": outcome,
             "linked_by": ("ngram" if len(linking) else ("combination" if combo_ok else None)),
             "truth": [ids[i] for i in truth] if truth else [],
@@ -365,8 +392,10 @@ class PhraseSearchAttack(Attack):
             "original_rare_ngrams": int(len(orig_rare)),
             "original_rare_still_present": still,
             "evidence": evidence,
-            "highlights": sorted(highlights, key=lambda h: (h["start"], h["end"])),
         }
+        return Finding(id=doc.id, success=None if outcome == "unscored" else outcome == "linked", summary=summary,
+                       highlights=sorted(highlights, key=lambda h: (h.start, h.end)), facts=facts,
+                       private={"truth", "guess", "evidence"})
 
     # ------------------------------------------------------------------ evaluate
 
@@ -383,7 +412,7 @@ class PhraseSearchAttack(Attack):
             it = progress_bar(it, desc=f"phrase search {release.name}", unit="doc")
         for doc in it:
             docs_out.append(self.attack_document(doc, self._truth(doc, release)))
-        scored = [d for d in docs_out if d["outcome"] != "unscored"]
+        scored = [d.facts for d in docs_out if d.success is not None]
         n = len(scored)
         linked = sum(d["outcome"] == "linked" for d in scored)
         wrong = sum(d["outcome"] == "wrong" for d in scored)
@@ -422,61 +451,3 @@ class PhraseSearchAttack(Attack):
                                     f"set of n-grams with df < {self.k}) still present in the sanitized text; "
                                     "single n-grams only")})
         return [head, residual]
-
-    # ------------------------------------------------------------------ CLI
-
-    @classmethod
-    def cli_command(cls):
-        import click
-
-        from audit.cli.common import (echo_summary, format_option, load_originals, load_release_specs,
-                                      originals_option, out_option, provenance, releases_option, write_results)
-
-        @click.command(name="phrase-search")
-        @originals_option
-        @releases_option
-        @click.option("--corpus", "corpus_path", type=click.Path(dir_okay=False), default=None,
-                      help="Extra documents searched with the originals (the attacker's superset collection).")
-        @click.option("--k", type=int, default=2, show_default=True,
-                      help="A phrase links when it occurs in fewer than k documents.")
-        @click.option("--max-n", type=int, default=7, show_default=True, help="Longest n-gram, in words.")
-        @click.option("--arity", type=click.IntRange(1, 3), default=1, show_default=True,
-                      help="Also combine 2 or 3 common phrases (posting-list intersection).")
-        @click.option("--index", "index_dir", type=click.Path(file_okay=False), default=None,
-                      help="Folder to save the n-gram index to, or reuse it from when it matches.")
-        @click.option("--df-cap", type=int, default=1000, show_default=True,
-                      help="Combinations only use phrases found in at most this many documents.")
-        @click.option("--max-candidates", type=int, default=40, show_default=True,
-                      help="Combinations use at most this many of the rarest phrases per document.")
-        @click.option("--placeholder-pattern", default=DEFAULT_PLACEHOLDER_PATTERN, show_default=False,
-                      help="Regex of placeholder tokens never used in a phrase ('' for none).")
-        @click.option("--case-sensitive", is_flag=True, help="Do not fold case.")
-        @format_option
-        @out_option
-        def command(originals, releases, corpus_path, k, max_n, arity, index_dir, df_cap, max_candidates,
-                    placeholder_pattern, case_sensitive, fmt, out):
-            """Link sanitized documents to their originals by searching their rare phrases."""
-            started = time.time()
-            orig = load_originals(originals, fmt)
-            rels = load_release_specs(releases, orig, fmt)
-            extra = None
-            if corpus_path:
-                from audit.io.loaders import load_corpus
-
-                extra = load_corpus(corpus_path)
-            attack = cls(k=k, max_n=max_n, arity=arity, extra_corpus=extra, index_dir=index_dir,
-                         lowercase=not case_sensitive, placeholder_pattern=placeholder_pattern or None,
-                         df_cap=df_cap, max_candidates=max_candidates, progress=True)
-            scenario = Scenario(originals=orig, releases=tuple(rels))
-            attack.fit(scenario)
-            results = [r for rel in rels for r in attack.evaluate(scenario, rel)]
-            params = attack.get_params()
-            params["extra_corpus"] = corpus_path
-            params.pop("progress", None)
-            write_results(out, results, provenance(
-                command="attack phrase-search", params=params,
-                inputs={"originals": originals, "release": list(releases), "corpus": corpus_path},
-                started=started))
-            echo_summary(results)
-
-        return command

@@ -56,15 +56,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from audit.core.align import UNKNOWN, replaced_spans
 from audit.core.data import Span
 from audit.core.errors import AnonauditError
+from audit.core.files import atomic_write
 from audit.core.interfaces import Attack
 from audit.models.llm import LLM, ChatRequest, extract_json_list
+from audit.models.resources import resources_of
 from audit.core.registry import register
-from audit.core.results import Result
+from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import risk, success_rate
 
 if TYPE_CHECKING:
-    import click
-
     from audit.core.data import Release, Scenario
     from audit.models.nlp import Spacy
 
@@ -496,6 +496,16 @@ class SpanGuessAttack(Attack):
     def __init__(self, guesses: int = 5, sample: int | None = None, llm: str | LLM | None = None, seed: int = 0,
                  labels: Sequence[str] | None = None, frequent_lemmas: int = 200, context_tokens: int | None = None,
                  cache: bool = True, ner: bool = True, progress: bool = True):
+        """
+        guesses: guesses asked for per span.
+        sample: attack a seeded random sample of this many spans per release (default: all spans).
+        llm: the LLM that guesses (a spec, see ``anonaudit models list``, or an LLM object).
+        labels: only attack spans with these entity labels.
+        frequent_lemmas: leave the N most frequent lemmas of the originals out of lemma matching.
+        context_tokens: at most this many tokens of document context per prompt (default: what fits).
+        cache: read and write the LLM answer cache.
+        ner: label spans that a release does not label with spaCy NER on their original text.
+        """
         self.guesses = guesses
         self.sample = sample
         self.llm = llm
@@ -506,6 +516,14 @@ class SpanGuessAttack(Attack):
         self.cache = cache
         self.ner = ner
         self.progress = progress
+        if not 1 <= guesses <= 20:
+            raise AnonauditError(f"span_guess: guesses must be between 1 and 20, got {guesses!r}")
+        if sample is not None and sample < 1:
+            raise AnonauditError(f"span_guess: sample must be a positive number of spans, got {sample!r}")
+        if context_tokens is not None and context_tokens < 16:
+            raise AnonauditError(f"span_guess: context_tokens must be at least 16, got {context_tokens!r}")
+        if frequent_lemmas < 0:
+            raise AnonauditError(f"span_guess: frequent_lemmas must be 0 or more, got {frequent_lemmas!r}")
         self._llm: LLM | None = None
         self._matcher: Matcher | None = None
         self._matcher_key: str | None = None
@@ -521,27 +539,19 @@ class SpanGuessAttack(Attack):
 
     # ------------------------------------------------------------------ resources
 
+    # The run's shared models (audit.models.resources), asked for on first use.
+
     def _get_llm(self) -> LLM:
         if self._llm is None:
-            if isinstance(self.llm, LLM):
-                self._llm = self.llm
-            else:
-                from audit.models.specs import load_llm
-                from audit.core.progress import stage
-
-                with stage(f"loading the LLM {self.llm or '(default)'}", enabled=self.progress):
-                    self._llm = load_llm(self.llm, cache=self.cache)
+            self._llm = resources_of(self).llm(self.llm, cache=self.cache)
         return self._llm
 
-    def stats(self) -> dict[str, Any]:
-        """LLM cache use so far (hits, misses, backend calls), for the run's provenance."""
-        llm_stats = getattr(self._llm, "stats", None)
-        return {"llm_cache": dict(llm_stats)} if isinstance(llm_stats, dict) else {}
-
     def close(self) -> None:
-        if self._llm is not None and self._llm is not self.llm:
-            self._llm.close()  # loaded from a spec here: ours to release
         self._llm = None
+        self._ner_nlp = None
+        if self._matcher is not None:
+            self._matcher.nlp = None  # a matcher outlives a close; its pipeline may not
+        super().close()
 
     def guesser(self) -> SpanGuesser:
         return SpanGuesser(self._get_llm(), guesses=self.guesses, context_tokens=self.context_tokens, seed=self.seed)
@@ -551,8 +561,11 @@ class SpanGuessAttack(Attack):
         originals = scenario.originals
         key = f"{originals.fingerprint() if originals is not None else 'none'}:{self.frequent_lemmas}"
         if self._matcher is None or self._matcher_key != key:
-            self._matcher = _corpus_matcher(originals, self.frequent_lemmas)
+            self._matcher = _corpus_matcher(originals, self.frequent_lemmas,
+                                            resources_of(self).spacy(disable=("parser", "ner")))
             self._matcher_key = key
+        if self._matcher.nlp is None:  # lemmas from the run's shared pipeline (parser and NER left out)
+            self._matcher.nlp = resources_of(self).spacy(disable=("parser", "ner"))
         return self._matcher
 
     def fit(self, scenario: Scenario) -> SpanGuessAttack:
@@ -590,9 +603,7 @@ class SpanGuessAttack(Attack):
 
     def _ner(self) -> Spacy:
         if self._ner_nlp is None:
-            from audit.models.nlp import Spacy
-
-            self._ner_nlp = Spacy()
+            self._ner_nlp = resources_of(self).spacy()
         return self._ner_nlp
 
     def _sample(self, targets: list[_Target]) -> list[_Target]:
@@ -643,28 +654,22 @@ class SpanGuessAttack(Attack):
         return [Result.from_risk(self.name, release.name, headline, details=details,
                                  documents=_documents(findings))]
 
-    # ------------------------------------------------------------------ CLI
 
-    @classmethod
-    def cli_command(cls) -> click.Command:
-        return _make_command(cls)
-
-
-def _corpus_matcher(originals: Any, top: int) -> Matcher:
+def _corpus_matcher(originals: Any, top: int, nlp: Spacy | None = None) -> Matcher:
     """A matcher with the frequent lemmas of ``originals``, remembered on disk by corpus fingerprint."""
     if originals is None or top <= 0:
-        return Matcher()
+        return Matcher(nlp=nlp)
     from audit.core import config
 
     key = hashlib.sha256(f"{originals.fingerprint()}:{top}".encode()).hexdigest()[:24]
     path = config.subdir("span_guess") / f"frequent-lemmas-{key}.json"
     try:
-        return Matcher(frequent=frozenset(json.loads(path.read_text(encoding="utf-8"))))
+        return Matcher(frequent=frozenset(json.loads(path.read_text(encoding="utf-8"))), nlp=nlp)
     except (OSError, ValueError):
         pass
-    matcher = Matcher.from_corpus((d.text for d in originals), top=top)
+    matcher = Matcher.from_corpus((d.text for d in originals), top=top, nlp=nlp)
     try:
-        path.write_text(json.dumps(sorted(matcher.frequent)), encoding="utf-8")
+        atomic_write(path, json.dumps(sorted(matcher.frequent)))
     except OSError:
         log.warning("could not cache frequent lemmas at %s", path)
     return matcher
@@ -698,11 +703,12 @@ def _per_label(findings: list, base_hits: list[bool]) -> dict[str, dict[str, Any
     return out
 
 
-def _documents(findings: list) -> list[dict[str, Any]]:
+def _documents(findings: list) -> list[Finding]:
+    """One finding per document: it succeeds when a guess recovered at least one of its spans.
+    ``spans`` is private (originals, guesses, the matching guess)."""
     docs: dict[str, dict[str, Any]] = {}
     for t, gs, hit in findings:
-        entry = docs.setdefault(t.doc_id, {"id": t.doc_id, "attacked": 0, "recovered": 0, "spans": [],
-                                           "highlights": []})
+        entry = docs.setdefault(t.doc_id, {"attacked": 0, "recovered": 0, "spans": [], "highlights": []})
         s = t.span
         entry["attacked"] += 1
         record = {"start": s.start, "end": s.end, "label": s.label, "original": s.original,
@@ -714,62 +720,15 @@ def _documents(findings: list) -> list[dict[str, Any]]:
         entry["spans"].append(record)
         if hit is not None:
             entry["recovered"] += 1
-            entry["highlights"].append({"start": s.start, "end": s.end, "kind": "span",
-                                        "note": f"{s.label}: guessed {gs[hit[0]]!r} for {s.original!r} "
-                                                f"({hit[1]})"})
-    return list(docs.values())
-
-
-# =========================================================================== CLI
-
-
-def _make_command(cls: type[SpanGuessAttack]) -> click.Command:
-    import click
-
-    from audit.cli.common import (echo_summary, format_option, llm_option, no_cache_option, originals_option,
-                                  out_option, provenance, releases_option, seed_option, write_results)
-
-    @click.command(name="span-guess", help=(
-        "LLM span guessing: for every replaced or masked span of each release, show the sanitized document "
-        "to an LLM with that span marked and ask for guesses of the original; report the share of spans "
-        "recovered, overall and per entity type, beside a context-free baseline."))
-    @originals_option
-    @releases_option
-    @click.option("--guesses", type=click.IntRange(1, 20), default=5, show_default=True,
-                  help="Guesses asked for per span.")
-    @click.option("--sample", type=click.IntRange(1), default=None,
-                  help="Attack a seeded random sample of N spans per release (default: all spans).")
-    @click.option("--labels", default=None, metavar="L1,L2",
-                  help="Only attack spans with these entity labels (comma-separated).")
-    @click.option("--context-tokens", type=click.IntRange(16), default=None,
-                  help="At most this many tokens of document context per prompt (default: what fits).")
-    @click.option("--frequent-lemmas", type=click.IntRange(0), default=200, show_default=True,
-                  help="Leave the N most frequent lemmas of the originals out of lemma matching.")
-    @llm_option
-    @seed_option
-    @no_cache_option
-    @format_option
-    @out_option
-    def command(originals, releases, guesses, sample, labels, context_tokens, frequent_lemmas, llm_spec, seed,
-                no_cache, fmt, out):
-        from audit.cli.common import load_originals, load_release_specs
-        from audit.core.data import Scenario
-
-        started = time.time()
-        orig = load_originals(originals, fmt)
-        rels = load_release_specs(releases, orig, fmt)
-        attack = cls(guesses=guesses, sample=sample, llm=llm_spec, seed=seed,
-                     labels=[x.strip() for x in labels.split(",") if x.strip()] if labels else None,
-                     frequent_lemmas=frequent_lemmas, context_tokens=context_tokens, cache=not no_cache)
-        scenario = Scenario(originals=orig, releases=tuple(rels))
-        attack.fit(scenario)
-        results = []
-        for rel in rels:
-            results.extend(attack.evaluate(scenario, rel))
-        prov = provenance(command="attack span-guess", params=attack.get_params(),
-                          inputs={"originals": originals, "release": list(releases)}, started=started,
-                          extra={"llm": results[0].details.get("llm") if results else None})
-        write_results(out, results, prov)
-        echo_summary(results)
-
-    return command
+            entry["highlights"].append(Highlight(s.start, s.end, "span",
+                                                 f"{s.label}: guessed {gs[hit[0]]!r} for {s.original!r} ({hit[1]})"))
+    out = []
+    for doc_id, entry in docs.items():
+        highlights = entry.pop("highlights")
+        rec, att = entry["recovered"], entry["attacked"]
+        summary = (f"{rec} of {att} replaced span{'s' if att != 1 else ''} recovered by the guesses" if rec
+                   else "Its replaced span was not recovered by the guesses" if att == 1
+                   else f"None of its {att} replaced spans was recovered by the guesses")
+        out.append(Finding(id=doc_id, success=rec > 0, summary=summary, highlights=highlights, facts=entry,
+                           private={"spans"}))
+    return out

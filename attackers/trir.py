@@ -48,11 +48,10 @@ from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError, DataError, Problem
 from audit.core.interfaces import Attack
 from audit.core.registry import register
-from audit.core.results import Result
+from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import risk
 
 if TYPE_CHECKING:
-    import click
     import torch
 
 log = logging.getLogger(__name__)
@@ -349,6 +348,8 @@ class TRIRAttack(Attack):
         "whose subject it names correctly; a random guess scores one over the population size. "
         "It is the field's standard re-identification figure.")
     requires: ClassVar[frozenset[str]] = frozenset({"background"})
+    #: Older command-line spellings (``--threads``).
+    cli_aliases: ClassVar[dict[str, str]] = {"threads": "num_threads"}
 
     def __init__(
         self,
@@ -378,18 +379,30 @@ class TRIRAttack(Attack):
     ):
         """
         base: local Hugging Face encoder folder or embedded model name (default: MiniLM).
-        window / overlap: fine-tuning and prediction windows in tokens (specials included).
+        window: fine-tuning and prediction window length in tokens (specials included).
+        overlap: tokens shared by consecutive windows.
         epochs: training epochs; with ``dev`` the best epoch on dev is kept.
+        batch_size: training batch size (windows).
+        learning_rate: AdamW learning rate of the fine-tuning.
+        weight_decay: AdamW weight decay of the fine-tuning.
         dev: a release (or its name in the scenario) of sanitized documents of people in the
-            background, used only to choose the epoch; never the release under test.
-        augment_ner: add an NER-masked copy of the background to the training data.
-        curate: drop stop words and punctuation and lemmatize (background and releases).
+            background, used only to choose the epoch; never a release under test.
+        augment_ner: add an NER-masked copy of the background to the training data (spaCy).
+        curate: drop stop words and punctuation and lemmatize (background and releases; spaCy).
         pretrain: further masked-LM pre-training on the background before fine-tuning
             (only when the base has an MLM head; otherwise recorded as skipped).
+        pretrain_window / pretrain_overlap: windows of the masked-LM pre-training, in tokens.
+        pretrain_epochs: epochs of the masked-LM pre-training.
+        device: cpu, cuda or cuda:N (default: cuda when available, else cpu).
         max_windows_per_class: train on at most this many windows per person per epoch
             (resampled every epoch), to bound training time on long backgrounds.
         cache_dir: where trained attackers are kept (default: ANONAUDIT_HOME/trir).
-        use_cache: load a trained attacker with the same key instead of retraining.
+        use_cache: load a trained attacker with the same key instead of retraining (off: always
+            retrain, and do not read or write the attacker cache).
+        predict_batch_size: windows per batch when predicting.
+        num_threads: CPU threads (default: torch's default, the physical cores); fix it for
+            bitwise-repeatable runs across machines.
+        spacy_model: spaCy pipeline for augment_ner and curate.
         """
         self.base = base
         self.window = window
@@ -430,6 +443,7 @@ class TRIRAttack(Attack):
             "base": t.info.get("base"),
             "train_seconds": t.info.get("train_seconds"),
             "last_predict_seconds": getattr(self, "predict_seconds_", None),
+            **{k: t.info.get(k) for k in ("chosen_epoch", "dev", "history", "notes")},
         }}
 
     # ------------------------------------------------------------------ configuration
@@ -458,11 +472,15 @@ class TRIRAttack(Attack):
             raise AnonauditError(f"overlap ({self.overlap}) must be smaller than window ({self.window})")
 
     def _spacy_nlp(self):
-        if self._spacy is None:
-            from audit.models.nlp import Spacy
+        if self._spacy is None:  # the run's shared pipeline (audit.models.resources)
+            from audit.models.resources import resources_of
 
-            self._spacy = Spacy(self.spacy_model)
+            self._spacy = resources_of(self).spacy(self.spacy_model)
         return self._spacy
+
+    def close(self) -> None:
+        self._spacy = None
+        super().close()
 
     def _prepare(self, texts: Sequence[str]) -> list[str]:
         return curated(self._spacy_nlp(), texts) if self.curate else list(texts)
@@ -470,10 +488,14 @@ class TRIRAttack(Attack):
     def _dev_release(self, scenario: Scenario) -> Release | None:
         if self.dev is None:
             return None
-        if isinstance(self.dev, Release):
-            return self.dev
-        if isinstance(self.dev, Corpus):
-            return Release(name=self.dev.name, corpus=self.dev)
+        if isinstance(self.dev, (Release, Corpus)):
+            dev = self.dev if isinstance(self.dev, Release) else Release(name=self.dev.name, corpus=self.dev)
+            for rel in scenario.releases:  # given apart from the releases: it must not be one of them
+                if rel.name == dev.name or rel.corpus.fingerprint() == dev.corpus.fingerprint():
+                    raise AnonauditError(f"the dev release {dev.name!r} is also a release under test "
+                                         f"({rel.name!r}): choosing the epoch on it would overstate TRIR; "
+                                         "use a separate dev release")
+            return dev
         try:
             return scenario.release(self.dev)
         except KeyError:
@@ -779,7 +801,7 @@ class TRIRAttack(Attack):
         self.predict_seconds_ = round(time.time() - started, 2)
         originals = scenario.originals
 
-        documents: list[dict[str, Any]] = []
+        documents: list[Finding] = []
         outside: list[str] = []
         unknown: list[str] = []
         hits = hits5 = 0
@@ -793,32 +815,39 @@ class TRIRAttack(Attack):
             probs = softmax(row / max(1, n_win))
             top = np.argsort(-row, kind="stable")[:5]
             pred = int(top[0])
-            entry: dict[str, Any] = {
-                "id": doc.id,
+            entry: dict[str, Any] = {  # the finding's facts
                 "subject": subject,
                 "predicted": labels[pred],
                 "probability": round(float(probs[pred]), 4),
                 "top5": [[labels[j], round(float(probs[j]), 4)] for j in top],
                 "windows": n_win,
             }
+            success: bool | None = None
             if subject is None:
                 entry["status"] = "unknown subject"
+                summary = "Not scored: the subject of this document is not known"
                 unknown.append(doc.id)
             elif subject not in label_of:
                 entry["status"] = "subject not in background"
+                summary = f"Not scored: its subject is not among the {len(labels)} people of the background"
                 outside.append(doc.id)
             else:
                 true = label_of[subject]
                 rank = rank_of(row, true)
-                entry.update(correct=pred == true, true_rank=rank, true_probability=round(float(probs[true]), 4))
-                entry["status"] = "re-identified" if pred == true else ("top-5" if rank <= 5 else "not re-identified")
-                hits += pred == true
+                success = pred == true
+                entry.update(correct=success, true_rank=rank, true_probability=round(float(probs[true]), 4))
+                entry["status"] = "re-identified" if success else ("top-5" if rank <= 5 else "not re-identified")
+                summary = (f"Predicted subject is the true person (rank 1 of {len(labels)})" if success else
+                           f"Predicted subject is someone else; the true person ranks {rank} of {len(labels)}")
+                hits += success
                 hits5 += rank <= 5
             evidence = None if self.curate else _evidence_window(windows, logits, of_doc[i], pred)
-            if evidence is not None:
-                entry["highlights"] = [{"start": evidence[0], "end": evidence[1], "kind": "trir_evidence",
-                                        "note": f"passage that points most strongly at {labels[pred]}"}]
-            documents.append(entry)
+            highlights = () if evidence is None else (
+                Highlight(evidence[0], evidence[1], "trir_evidence",
+                          f"passage that points most strongly at {labels[pred]}"),)
+            # Names of people (the true subject, the prediction, the top 5) are private.
+            documents.append(Finding(id=doc.id, success=success, summary=summary, highlights=highlights,
+                                     facts=entry, private={"subject", "predicted", "top5"}))
 
         n = len(docs) - len(outside) - len(unknown)
         population = len(labels)
@@ -868,12 +897,6 @@ class TRIRAttack(Attack):
                                                  "highest-scoring people; baseline 5/population"})
         return [head, top5]
 
-    # ------------------------------------------------------------------ CLI
-
-    @classmethod
-    def cli_command(cls) -> click.Command:
-        return _make_command(cls)
-
 
 def _subject_of(doc: Document, originals: Corpus | None) -> str | None:
     if doc.subject:
@@ -893,100 +916,3 @@ def _evidence_window(windows: Windows, logits: np.ndarray, members: Sequence[int
         if windows.chars[i] is not None and logits[i, label] > best_val:
             best, best_val = windows.chars[i], float(logits[i, label])
     return best
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def _make_command(cls: type[TRIRAttack]) -> click.Command:
-    """``anonaudit attack trir``: train on --background once, evaluate every --release."""
-    import click
-
-    from audit.cli.common import (echo_summary, format_option, out_option, provenance, seed_option,
-                                  write_results)
-
-    @click.command(name="trir", help=(
-        "Text re-identification risk: train a classifier on public background documents (one class "
-        "per person) and measure how often it names the subject of each sanitized document. The "
-        "trained attacker is cached, so auditing another release of the same background does not retrain."))
-    @click.option("--background", type=click.Path(dir_okay=False), default=None,
-                  help="Public documents with a subject (JSONL, CSV, {id: text} JSON map, ...).")
-    @click.option("--tri", "tri_file", type=click.Path(dir_okay=False), default=None,
-                  help="A TRI dataframe file: background and releases in one file.")
-    @click.option("--originals", type=click.Path(dir_okay=False), default=None,
-                  help="Original documents, needed when a release is a span file.")
-    @click.option("--release", "releases", multiple=True, metavar="NAME=FILE",
-                  help="A sanitized release (NAME=FILE or FILE). Repeatable.")
-    @click.option("--dev", "dev_spec", default=None, metavar="NAME=FILE",
-                  help="Sanitized dev release of people in the background, used only to choose the epoch.")
-    @click.option("--base", default=None, metavar="PATH|NAME",
-                  help="Encoder to fine-tune: a local Hugging Face folder (default: embedded MiniLM).")
-    @click.option("--epochs", type=int, default=5, show_default=True)
-    @click.option("--window", type=int, default=100, show_default=True, help="Window length in tokens.")
-    @click.option("--overlap", type=int, default=25, show_default=True, help="Tokens shared by consecutive windows.")
-    @click.option("--batch-size", type=int, default=16, show_default=True)
-    @click.option("--learning-rate", type=float, default=2e-4, show_default=True)
-    @click.option("--max-windows-per-class", type=int, default=None,
-                  help="Train on at most this many windows per person per epoch (bounds training time).")
-    @click.option("--augment-ner", is_flag=True, help="Add an NER-masked copy of the background (spaCy).")
-    @click.option("--curate", is_flag=True, help="Remove stop words and lemmatize all texts (spaCy).")
-    @click.option("--pretrain", is_flag=True, help="Masked-LM further pre-training when the base has an MLM head.")
-    @click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
-                  help="Default: cuda when available, else cpu.")
-    @click.option("--threads", "num_threads", type=int, default=None,
-                  help="CPU threads (default: torch's default, the physical cores). Fix it for bitwise-repeatable runs across machines.")
-    @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
-                  help="Where trained attackers are kept (default: ANONAUDIT_HOME/trir).")
-    @click.option("--no-cache", is_flag=True, help="Always retrain; do not read or write the attacker cache.")
-    @seed_option
-    @format_option
-    @out_option
-    def command(background, tri_file, originals, releases, dev_spec, base, epochs, window, overlap, batch_size,
-                learning_rate, max_windows_per_class, augment_ner, curate, pretrain, device, num_threads, cache_dir,
-                no_cache, seed, fmt, out):
-        from audit.cli.common import load_release_specs
-        from audit.io.loaders import load_corpus, load_releases
-
-        started = time.time()
-        if (background is None) == (tri_file is None):
-            raise AnonauditError("give the background with --background FILE, or --tri FILE (not both)")
-        orig_corpus = load_corpus(originals) if originals else None
-        rels: list[Release] = []
-        if tri_file is not None:
-            from audit.io.loaders import load_tri
-
-            bg, rels = load_tri(tri_file)
-        else:
-            bg = load_corpus(background)
-        rels = list(rels) + load_release_specs(releases, orig_corpus, fmt)
-        if not rels:
-            raise AnonauditError("nothing to attack: give at least one --release NAME=FILE")
-        dev = None
-        if dev_spec is not None:
-            dev_list = load_releases(dev_spec, originals=orig_corpus, format=fmt)
-            if len(dev_list) != 1:
-                raise AnonauditError(f"--dev {dev_spec}: expected one release, got {len(dev_list)}")
-            dev = dev_list[0]
-            if any(r.name == dev.name or r.corpus.fingerprint() == dev.corpus.fingerprint() for r in rels):
-                raise AnonauditError(f"--dev {dev_spec} is also a release under test: choosing the epoch on it "
-                                     "would overstate TRIR; use a separate dev release")
-        attack = cls(base=base, window=window, overlap=overlap, epochs=epochs, batch_size=batch_size,
-                     learning_rate=learning_rate, dev=dev, augment_ner=augment_ner, curate=curate,
-                     pretrain=pretrain, device=device, seed=seed, max_windows_per_class=max_windows_per_class,
-                     cache_dir=cache_dir, use_cache=not no_cache, num_threads=num_threads)
-        scenario = Scenario(originals=orig_corpus, background=bg, releases=tuple(rels))
-        attack.fit(scenario)
-        results: list[Result] = []
-        for rel in rels:
-            results.extend(attack.evaluate(scenario, rel))
-        inputs = {"background": background or tri_file, "originals": originals, "release": list(releases),
-                  "dev": dev_spec}
-        prov = provenance(command="attack trir", params=attack.get_params(),
-                          inputs={k: v for k, v in inputs.items() if v}, started=started,
-                          extra={"trir": {k: attack.trained_.info.get(k) for k in
-                                          ("cache_key", "loaded_from_cache", "train_seconds", "history",
-                                           "chosen_epoch", "notes")}})
-        write_results(out, results, prov)
-        echo_summary(results)
-
-    return command

@@ -26,11 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from attackers.claim_linker import (  # noqa: E402
-    BM25Linker, ClaimLinkerAttack, DenseLinker, RougeLinker, load_embedder,
+    BM25Linker, ClaimLinkerAttack, DenseLinker, RougeLinker,
 )
 from attackers.claims import LLMSplitter, SentenceSplitter, paraphrase_claims, select_aux  # noqa: E402
 from audit.core.data import Corpus, Release, Scenario  # noqa: E402
-from audit.io.loaders import load_corpus, load_releases  # noqa: E402
+from audit.io.loaders import load_corpus, load_release_file  # noqa: E402
+from audit.models.embed import Embedder  # noqa: E402
 from audit.models.nlp import Spacy  # noqa: E402
 from audit.core.stats import risk  # noqa: E402
 
@@ -83,7 +84,7 @@ def main() -> None:
     if args.quick:
         files = [f for f, n in zip(files, names) if n in QUICK]
         names = [n for n in names if n in QUICK]
-    releases = [timed("load_releases", timings, load_releases, f"{n}={f}", originals=originals)[0]
+    releases = [timed("load_releases", timings, load_release_file, f, name=n, originals=originals)[0]
                 for n, f in zip(names, files)]
     if args.semantic_only:
         keep = sorted(originals, key=lambda d: len(d.text))[: args.semantic_pool]
@@ -121,7 +122,7 @@ def main() -> None:
         report["paraphrase_failures"] = failed
         report["paraphrased_claims"] = len(flat)
         report["paraphrase_examples"] = list(zip(flat[:6], paras[:6]))
-    embedder = timed("load_embedder", timings, load_embedder)
+    embedder = timed("load_embedder", timings, Embedder)
     memo = MemoEmbedder(embedder)
 
     # ---------------------------------------------------------------- linking, all releases
@@ -206,7 +207,7 @@ def main() -> None:
                 "lexical_leakage_all": round(lex.value, 3), "rating_counts": sem.details["rating_counts"],
                 "malformed_answers": sem.details["malformed_answers"], "llm_requests": sem.details["llm_requests"],
                 "judge_check": sem.details["judge_check"], "seconds": round(time.perf_counter() - t, 1),
-                "per_document": [{k: d[k] for k in ("id", "leakage", "lexical_leakage", "ratings")}
+                "per_document": [{k: d.get(k) for k in ("id", "leakage", "lexical_leakage", "ratings")}
                                  for d in sem.documents],
                 "timings": link.details["timings"],
             }

@@ -38,7 +38,7 @@ import numpy as np
 from attackers.ngram_index import NgramIndex, Tokenizer
 from attackers.phrase_search import PhraseSearchAttack
 from audit.core.data import Corpus, Release, Scenario
-from audit.io.loaders import load_corpus, load_releases
+from audit.io.loaders import load_corpus, load_release_file
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tab"
 
@@ -179,7 +179,7 @@ def main() -> None:
 
     # --- queries on Manual_Entity against originals + background
     spans = args.data / "anonymizations" / "TAB_test_Manual_Entity.json"
-    release = load_releases(f"Manual_Entity={spans}", originals=originals)[0]
+    release = load_release_file(spans, name="Manual_Entity", originals=originals)[0]
     if args.quick:  # the first 40 documents
         release = Release(release.name, Corpus(list(release.corpus)[:40], name=release.name))
     scenario = Scenario(originals=originals, releases=(release,))
@@ -189,7 +189,7 @@ def main() -> None:
         t0 = time.process_time()
         head = attack.evaluate(scenario, release)[0]
         per_doc = (time.process_time() - t0) / len(release)
-        combos = [d["rare_combinations"] for d in head.documents]
+        combos = [d.facts["rare_combinations"] for d in head.documents]
         q[f"arity{arity}"] = {"cpu_ms_per_doc": 1000 * per_doc, "linked": head.details["linked"],
                               "mean_combinations_found": float(np.mean(combos))}
         print(f"query arity {arity}{' (combinations on every doc)' if exhaustive else ''}: "

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from attackers.phrase_search import PhraseSearchAttack
 from audit.core.data import Scenario
-from audit.io.loaders import load_corpus, load_releases
+from audit.io.loaders import load_corpus, load_release_file
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tab"
 
@@ -37,7 +37,7 @@ def main() -> None:
     files = sorted((args.data / "anonymizations").glob("TAB_test_*.json"))
     if args.quick:
         files = [f for f in files if any(s in f.name for s in ("Manual_Entity", "Presidio_Entity.json", "spaCy"))]
-    releases = [load_releases(f"{f.stem.removeprefix('TAB_test_')}={f}", originals=originals)[0] for f in files]
+    releases = [load_release_file(f, name=f.stem.removeprefix("TAB_test_"), originals=originals)[0] for f in files]
     scenario = Scenario(originals=originals, releases=tuple(releases))
 
     rows: dict[str, dict[str, object]] = {r.name: {} for r in releases}

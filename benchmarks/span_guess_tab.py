@@ -32,7 +32,7 @@ from pathlib import Path
 
 from attackers.span_guess import SpanGuessAttack
 from audit.core.data import Corpus, Document, Release, Scenario, Span, span_order
-from audit.io.loaders import load_corpus, load_releases
+from audit.io.loaders import load_corpus, load_release_file
 
 TAB = Path("/work/shared/data/tab")
 RELEASES = {
@@ -102,7 +102,7 @@ def main() -> None:
     t0 = time.perf_counter()
     originals = labelled_originals(args.data)
     names = [n.strip() for n in args.releases.split(",") if n.strip()]
-    releases = [load_releases(f"{n}={args.data / 'anonymizations' / RELEASES[n]}", originals=originals)[0]
+    releases = [load_release_file(args.data / "anonymizations" / RELEASES[n], name=n, originals=originals)[0]
                 for n in names]
     # the same seeded sample of (doc, original offsets) for every release, from the recorded spans
     keys = sorted({(d.id, s.orig_start, s.orig_end) for d in releases[0] for s in d.spans
@@ -131,15 +131,15 @@ def main() -> None:
         (again,) = attack.evaluate(scenario, small)
         warm = time.perf_counter() - t
         assert again.value == res.value
-        outcomes[rel.name] = {(d["id"], sp["orig_start"], sp["orig_end"]): sp["recovered"]
-                              for d in res.documents for sp in d["spans"]}
+        outcomes[rel.name] = {(d.id, sp["orig_start"], sp["orig_end"]): sp["recovered"]
+                              for d in res.documents for sp in d.facts["spans"]}
         rows.append({"release": rel.name, "recovered": res.value, "ci": res.ci, "n": res.n,
                      "baseline": res.baseline, "per_label": {k: (v["successes"], v["n"])
                                                              for k, v in res.details["per_label"].items()},
                      "rules": res.details["rules"], "cold_s": round(cold, 1), "warm_s": round(warm, 2),
                      "spans_per_min": round(60 * res.n / cold, 2) if cold else None,
                      "examples": [(s["original"], s["replacement"], s["guesses"][:3], s["rule"])
-                                  for d in res.documents for s in d["spans"]][:4]})
+                                  for d in res.documents for s in d.facts["spans"]][:4]})
         r = rows[-1]
         print(f"{rel.name:22s} recovered {r['recovered']:.3f} [{r['ci'][0]:.2f},{r['ci'][1]:.2f}] n={r['n']} "
               f"baseline {r['baseline']:.3f}  cold {cold:6.1f}s ({r['spans_per_min']} spans/min)  "

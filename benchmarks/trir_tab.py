@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from attackers.trir import TRIRAttack, make_windows, pad_batch, resolve_base  # noqa: E402
 from audit.core.data import Corpus, Release, Scenario  # noqa: E402
-from audit.io.loaders import load_corpus, load_releases  # noqa: E402
+from audit.io.loaders import load_corpus, load_release_file  # noqa: E402
 
 DATA = Path("/work/shared/data/tab")
 BACKGROUNDS = {"public": "TAB_test_BK=Public.json", "all10": "TAB_all_BK=Public10%.json"}
@@ -69,7 +69,7 @@ def load_tab(data: Path, background: str, people: int | None, releases: list[str
     for f in sorted((data / "anonymizations").glob("TAB_test_*.json")):
         name = f.stem.removeprefix("TAB_test_")
         if releases is None or name in releases:
-            for r in load_releases(f"{name}={f}", originals=full):
+            for r in load_release_file(f, name=name, originals=full):
                 rels.append(Release(r.name, Corpus([d for d in r.corpus if d.id in keep], name=r.name),
                                     sanitizer=r.sanitizer, source=r.source))
     return originals, bg, rels
@@ -216,7 +216,7 @@ def main() -> None:
                 head, top5 = attack.evaluate(scenario, rel)
                 row["trir"][rel.name] = head.value
                 row["top5"][rel.name] = top5.value
-                row["correct"][rel.name] = {d["id"]: d["correct"] for d in head.documents if "correct" in d}
+                row["correct"][rel.name] = {d.id: d.success for d in head.documents if d.success is not None}
                 predict_s = attack.stats()["trained_attacker"]["last_predict_seconds"]
                 row["predict_wps"][rel.name] = round(head.details["prediction_windows"] / max(1e-9, predict_s), 1)
                 print(f"  seed {seed} {rel.name:45s} TRIR {head.value:.3f}  top5 {top5.value:.3f}", flush=True)

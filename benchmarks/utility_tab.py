@@ -49,9 +49,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from audit.core.data import Corpus, Document, Scenario
-    from audit.io.loaders import load_corpus, load_releases
+    from audit.core.registry import registry
+    from audit.io.loaders import load_corpus, load_release_file
     from audit.metrics import UtilityContext
-    from audit.metrics.utility import METRIC_CLASSES
 
     data = Path(args.data)
     full = load_corpus(data / "bks" / "TAB_test_BK=Original.json", name="TAB_test")
@@ -73,7 +73,7 @@ def main() -> None:
     releases = []
     for f in files:
         name = f.stem.removeprefix("TAB_test_")
-        for r in load_releases(f"{name}={f}", originals=full):
+        for r in load_release_file(f, name=name, originals=full):
             sub = Corpus([r.corpus[d.id] for d in docs], name=r.name)
             releases.append(dataclasses.replace(r, corpus=sub))
     metrics = [m.strip() for m in args.metrics.split(",")]
@@ -90,7 +90,7 @@ def main() -> None:
         print(f"IC wall {ic_wall:.1f}s (incl. model load); per document {sum(secs) / max(1, len(secs)):.1f}s "
               f"(cached runs: from disk); terms {sum(len(t) for t, _ in ctx.terms_ic().values())}")
     scenario = Scenario(originals=originals, releases=tuple(releases))
-    objs = [METRIC_CLASSES[m](context=ctx) for m in metrics]
+    objs = [registry.create("metric", m, context=ctx) for m in metrics]
     table: dict[str, dict[str, float]] = {}
     all_results = []
     for rel in releases:

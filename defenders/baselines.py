@@ -8,7 +8,10 @@
 
 All of them go through :func:`audit.core.data.sanitize_corpus`, so every released
 document records each replacement (its offsets in the sanitized text, the label and
-the original it replaced), which the attacks and utility metrics read.
+the original it replaced), which the attacks and utility metrics read. Models come from
+the run's :class:`~audit.models.resources.Resources` (``resources_of(self)``; a private
+set when used alone, released by ``close()``), and the runner fills a sanitizer's ``seed``
+and ``llm`` parameters from the audit spec when it takes them.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from collections.abc import Iterable, Sequence
 from audit.core.data import Corpus, Release, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
-from audit.models.nlp import DEFAULT_SPACY_MODEL, Spacy
+from audit.models.nlp import DEFAULT_SPACY_MODEL
+from audit.models.resources import resources_of
 from audit.core.registry import register
 
 #: spaCy entity labels that point at people, places, organisations, dates and numbers.
@@ -66,6 +70,7 @@ class Suppression(_AnnotationSanitizer):
                    "the simplest redaction a data owner can do with gold annotations.")
 
     def __init__(self, labels: Sequence[str] | None = None):
+        """labels: only spans with these labels (default: every annotated span)."""
         self.labels = labels
 
     def _replacement(self, span: Span) -> str:
@@ -81,6 +86,10 @@ class LabelMasking(_AnnotationSanitizer):
                    "so a reader still sees that something was there and what kind it was.")
 
     def __init__(self, labels: Sequence[str] | None = None, template: str = "[{label}]"):
+        """
+        labels: only spans with these labels (default: every annotated span).
+        template: the replacement, with {label} for the span's label.
+        """
         self.labels = labels
         self.template = template
 
@@ -98,16 +107,22 @@ class SpacyNER(Sanitizer):
 
     def __init__(self, model: str = DEFAULT_SPACY_MODEL, labels: Sequence[str] | None = SPACY_PII_LABELS,
                  template: str = "[{label}]", batch_size: int = 16):
+        """
+        model: the spaCy pipeline (an installed package name or a folder).
+        labels: the entity labels masked.
+        template: the replacement, with {label} for the entity label.
+        batch_size: documents per spaCy batch.
+        """
         self.model = model
         self.labels = labels
         self.template = template
         self.batch_size = batch_size
-        self._nlp = Spacy(model, disable=("lemmatizer",))
 
     def detect(self, texts: Iterable[str]) -> list[list[Span]]:
         """Entity spans (with the replacement to use) of each text."""
+        nlp = resources_of(self).spacy(self.model, disable=("lemmatizer",))  # the run's shared pipeline
         out: list[list[Span]] = []
-        for parsed in self._nlp.pipe(texts, batch_size=self.batch_size):
+        for parsed in nlp.pipe(texts, batch_size=self.batch_size):
             out.append([Span(e.start_char, e.end_char, e.label_, replacement=_label_text(self.template, e.label_))
                         for e in parsed.ents if _wanted(self.labels, e.label_)])
         return out
@@ -131,6 +146,13 @@ class PresidioSanitizer(Sanitizer):
 
     def __init__(self, model: str = DEFAULT_SPACY_MODEL, entities: Sequence[str] | None = None,
                  score_threshold: float = 0.35, language: str = "en", template: str = "[{label}]"):
+        """
+        model: the spaCy pipeline Presidio's NLP engine uses.
+        entities: the Presidio entity types masked (default: every type it knows).
+        score_threshold: lowest recogniser score that counts as a detection.
+        language: the documents' language.
+        template: the replacement, with {label} for the entity type.
+        """
         self.model = model
         self.entities = entities
         self.score_threshold = score_threshold

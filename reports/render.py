@@ -26,15 +26,14 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from audit import __version__
+from audit.core.files import atomic_write
 from audit.core.registry import Registry, normalise
 from audit.core.registry import registry as default_registry
-from audit.core.results import Result, ResultsFile, grouped_warnings
+from audit.core.results import Finding, Highlight, Result, ResultsFile, grouped_warnings
 from reports.shareable import shareable as make_shareable
 
 TEMPLATES = Path(__file__).parent / "templates"
 PALETTE = ("#1f5f8b", "#b5542d", "#3a7d44", "#7a4f9a", "#8a6d1d", "#4a5560", "#2b8a8a", "#a23b62")
-SUCCESS_KEYS = ("success", "correct", "linked", "reidentified", "re_identified", "recovered", "leaked", "hit",
-                "matched", "match")
 PREFERRED_UTILITY = ("tpi", "tps")
 MAX_TEXT = 20_000
 # Bidirectional-text controls would reorder what surrounds them: show them as visible codes.
@@ -90,7 +89,7 @@ class Segment:
     title: str = ""
 
 
-def segments(text: str, highlights: Sequence[Mapping[str, Any]], kinds: dict[str, str]) -> list[Segment]:
+def segments(text: str, highlights: Sequence[Highlight | Mapping[str, Any]], kinds: dict[str, str]) -> list[Segment]:
     """Split ``text`` at highlight offsets into plain and marked segments.
 
     Overlapping highlights are flattened: each piece of text is marked with the
@@ -100,14 +99,15 @@ def segments(text: str, highlights: Sequence[Mapping[str, Any]], kinds: dict[str
     n = len(text)
     hs = []
     for h in highlights:
+        get = (lambda k, h=h: getattr(h, k, None)) if isinstance(h, Highlight) else h.get
         try:
-            s, e = int(h.get("start")), int(h.get("end"))
+            s, e = int(get("start")), int(get("end"))
         except (TypeError, ValueError):
             continue
         s, e = max(0, min(s, n)), max(0, min(e, n))
         if e > s:
-            kind = str(h.get("kind") or "finding")
-            note = h.get("note")
+            kind = str(get("kind") or "finding")
+            note = get("note")
             hs.append((s, e, kind, "" if note is None else str(note)))
     if not hs:
         return [Segment(visible(text))]
@@ -132,18 +132,11 @@ def segments(text: str, highlights: Sequence[Mapping[str, Any]], kinds: dict[str
     return merged
 
 
-def _success(doc: Mapping[str, Any]) -> bool | None:
-    for k in SUCCESS_KEYS:
-        v = doc.get(k)
-        if isinstance(v, bool):
-            return v
-    return None
-
-
-def _facts(doc: Mapping[str, Any], limit: int = 6) -> list[tuple[str, str]]:
+def _facts(finding: Finding, limit: int = 6) -> list[tuple[str, str]]:
+    """The first short facts of a finding (numbers, booleans, short strings), for its cell."""
     out = []
-    for k, v in doc.items():
-        if k in ("id", "text", "sanitized_text", "highlights") or k in SUCCESS_KEYS:
+    for k, v in finding.facts.items():
+        if k in ("text", "sanitized_text"):
             continue
         if isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) <= 200):
             out.append((k.replace("_", " "), visible(num(v))))
@@ -353,21 +346,22 @@ def _drilldown(rf: ResultsFile, release: str, texts: Mapping[str, str], limit: i
         if r.name not in names:
             names.append(r.name)
         for d in r.documents:
-            doc_id = str(d.get("id", ""))
+            doc_id = d.id
             if not doc_id:
                 continue
             entry = by_doc.setdefault(doc_id, {"id": doc_id, "findings": {}, "highlights": [], "text": None})
             entry["findings"][r.name] = d
             # Evidence may lie in another released document (the claim linker marks the
-            # document it linked to, which for a wrong link is not this one).
-            target_id = str(d.get("highlights_in") or doc_id)
-            target = by_doc.setdefault(target_id, {"id": target_id, "findings": {}, "highlights": [], "text": None})
-            for h in d.get("highlights") or []:
-                if isinstance(h, Mapping):
-                    target["highlights"].append(h)
-            t = d.get("sanitized_text")
+            # document it linked to, which for a wrong link is not this one): it is drawn
+            # on that document only, never on the finding's own.
+            if d.highlights:
+                target_id = d.highlights_in or doc_id
+                target = by_doc.setdefault(target_id, {"id": target_id, "findings": {}, "highlights": [],
+                                                       "text": None})
+                target["highlights"].extend(d.highlights)
+            t = d.facts.get("sanitized_text")
             if t is None and not shareable:
-                t = d.get("text")
+                t = d.facts.get("text")
             if entry["text"] is None and isinstance(t, str):
                 entry["text"] = t
     if not by_doc:
@@ -375,7 +369,7 @@ def _drilldown(rf: ResultsFile, release: str, texts: Mapping[str, str], limit: i
     for doc_id, entry in by_doc.items():
         if doc_id in texts:
             entry["text"] = texts[doc_id]
-        entry["hits"] = sum(1 for d in entry["findings"].values() if _success(d))
+        entry["hits"] = sum(1 for d in entry["findings"].values() if d.success)
     ordered = sorted(by_doc.values(), key=lambda e: (-e["hits"], -len(e["highlights"]), e["id"]))
     rows = []
     for e in ordered[:limit]:
@@ -385,12 +379,12 @@ def _drilldown(rf: ResultsFile, release: str, texts: Mapping[str, str], limit: i
         for n in names:
             d = e["findings"].get(n)
             if d is None:
-                cells.append({"state": "na", "word": "–", "facts": [], "sort": -1})
+                cells.append({"state": "na", "word": "–", "facts": [], "summary": "", "sort": -1})
             else:
-                s = _success(d)
+                s = d.success
                 cells.append({"state": {True: "hit", False: "miss", None: "info"}[s],
                               "word": {True: "hit", False: "miss", None: "·"}[s], "facts": _facts(d),
-                              "sort": {True: 2, False: 0, None: 1}[s]})
+                              "summary": visible(d.summary), "sort": {True: 2, False: 0, None: 1}[s]})
         rows.append({"id": visible(e["id"]), "hits": e["hits"], "cells": cells,
                      "n_highlights": len(e["highlights"]),
                      "segments": segments(text[:MAX_TEXT], e["highlights"], kinds) if text else [],
@@ -562,12 +556,7 @@ def render(rf: ResultsFile, **kwargs: Any) -> str:
 
 def write_report(path: str | os.PathLike, rf: ResultsFile, **kwargs: Any) -> Path:
     """Render and write atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(render(rf, **kwargs), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, render(rf, **kwargs))
 
 
 __all__ = ["render", "write_report", "build_context", "load_release_texts", "segments"]

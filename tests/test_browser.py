@@ -61,6 +61,11 @@ def test_demo_report_opens_cleanly_in_chromium(demo_report, tmp_path):
         assert anchor in dom, anchor
     assert len(re.findall(r"<circle", dom)) >= 4  # a point per release in each chart
     assert len(re.findall(r"<tr>", dom)) > 10
+    # The drill-down reads each finding's success: hit or miss, never "·", with its summary.
+    docs = dom[dom.index('id="documents"'):dom.index('id="provenance"')]
+    chips = re.findall(r'<span class="chip (\w+)">', docs)
+    assert chips and set(chips) == {"hit", "miss"}, set(chips)
+    assert "Shares a rare word with public posts about its subject" in docs
 
     shot = tmp_path / "report.png"
     run = chromium(demo_report, tmp_path, "--window-size=1200,2400", f"--screenshot={shot}")

@@ -295,16 +295,25 @@ def test_attack_links_and_scores_without_ever_scoring_aux_claims(spacy_resource)
     # Masked names: claims naming a person are unsupported, the others leak.
     assert 0.0 < semantic.value < 1.0
     for doc in semantic.documents:
-        aux = {c.text for c in [attack.orig_claims_[originals.ids.index(doc["id"])][i]
-                                for i in attack.aux_index_[doc["id"]]]}
-        assert doc["claims_scored"] == 5 - len(aux)
-        assert not aux & {e["claim"] for e in doc["leaked"]}
-        text = release.corpus[doc["linked"]].text
-        for h, e in zip(doc["highlights"], doc["leaked"]):
-            assert h["kind"] == "claim" and text[h["start"]:h["end"]] == e["support"]
+        aux = {c.text for c in [attack.orig_claims_[originals.ids.index(doc.id)][i]
+                                for i in attack.aux_index_[doc.id]]}
+        assert doc.facts["claims_scored"] == 5 - len(aux)
+        assert not aux & {e["claim"] for e in doc.facts["leaked"]}
+        text = release.corpus[doc.facts["linked"]].text
+        assert doc.highlights_in == doc.facts["linked"]
+        for h, e in zip(doc.highlights, doc.facts["leaked"]):
+            assert h.kind == "claim" and text[h.start:h.end] == e["support"]
+        # success: the right record, and it supports some further claim; the claims are private
+        assert doc.success is (doc.facts["correct"] and bool(doc.facts["leaked"]))
+        assert doc.private == {"leaked"} and doc.summary.startswith("The linked record supports ")
+    assert {d.success for d in semantic.documents} == {True, False}  # one record supports no further claim
+    assert [d.success for d in link.documents] == [True] * 4
+    assert link.documents[0].summary == "Linked to the right record by 3 of 3 known claims"
+    assert link.documents[0].private == {"aux"}
+    assert [d.success for d in lexical.documents] == [True] * 4
     judged = judged_facts(llm.calls)
     for d in link.documents:
-        for a in d["aux"]:
+        for a in d.facts["aux"]:
             assert a["claim"] not in judged  # neither scored nor used in the judge's control
     # 4 documents x 2 scored claims x 3 repeats, plus the control: 8 claims x (own, other document).
     assert len(judged) == 4 * 2 * 3 + 8 * 2
@@ -346,7 +355,7 @@ def test_score_sample_is_seeded_and_reported(spacy_resource):
         _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
         assert semantic.n == 2 and semantic.details["sampled"] is True
         assert "sample of 2 of 4" in semantic.details["note"]
-        return [d["id"] for d in semantic.documents]
+        return [d.id for d in semantic.documents]
 
     first = scored(0)
     assert scored(0) == first
@@ -361,9 +370,11 @@ def test_unaligned_release_is_linked_by_subject_and_scored_against_the_true_orig
     scenario = Scenario(originals=originals, releases=(release,))
     link, semantic, _ = _attack(spacy_resource, aux_select="first").fit(scenario).evaluate(scenario, release)
     assert link.value == 1.0 and link.n == 4
-    by_id = {d["id"]: d for d in link.documents}
-    assert by_id["p1"]["linked"] == "syn-3"
-    assert {d["id"] for d in semantic.documents} == set(ORIGINALS)
+    by_id = {d.id: d for d in link.documents}
+    assert by_id["p1"].facts["linked"] == "syn-3" and by_id["p1"].success is True
+    # the evidence lies in the linked record, not in a document with the original's id
+    assert by_id["p1"].highlights_in == "syn-3" and by_id["p1"].highlights
+    assert {d.id for d in semantic.documents} == set(ORIGINALS)
 
 
 def test_paraphrased_aux_claims_are_the_queries(spacy_resource):
@@ -376,7 +387,7 @@ def test_paraphrased_aux_claims_are_the_queries(spacy_resource):
     scenario = Scenario(originals=originals, releases=(release,))
     attack = _attack(spacy_resource, llm=ScriptedLLM(script), paraphrase=True, score=False)
     (link,) = attack.fit(scenario).evaluate(scenario, release)
-    assert all(a["query"].startswith("Reportedly, ") for d in link.documents for a in d["aux"])
+    assert all(a["query"].startswith("Reportedly, ") for d in link.documents for a in d.facts["aux"])
     assert link.details["paraphrase_failures"] == 0
 
 
@@ -418,9 +429,9 @@ def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
     assert link.value >= 0.5 and link.beats_baseline
     assert semantic.n == 1 and semantic.details["sampled"] is True
     doc = semantic.documents[0]
-    assert 0.0 <= doc["leakage"] <= 1.0 and doc["claims_scored"] + doc["claims_unrated"] > 0
-    text = release.corpus[doc["linked"]].text
-    assert all(text[h["start"]:h["end"]] for h in doc["highlights"])
+    assert 0.0 <= doc.facts["leakage"] <= 1.0 and doc.facts["claims_scored"] + doc.facts["claims_unrated"] > 0
+    text = release.corpus[doc.highlights_in].text
+    assert all(text[h.start:h.end] for h in doc.highlights)
     check = semantic.details["judge_check"]
     assert check["claims"] == 4 and check["self"] is not None and isinstance(check["passed"], bool)
     assert semantic.details["evidence_ranking"] == "dense"
@@ -452,7 +463,9 @@ def test_cli_links_a_release_without_models(tmp_path):
     assert bad.exit_code == 1 and "aux_claims must be at least 1" in bad.output
 
 
-def test_close_releases_only_a_model_the_attack_loaded_itself():
+def test_close_releases_only_a_model_the_attack_loaded_itself(monkeypatch):
+    from audit.models.resources import Resources
+
     class Recording(ScriptedLLM):
         closed = 0
 
@@ -461,10 +474,20 @@ def test_close_releases_only_a_model_the_attack_loaded_itself():
 
     given = Recording(judge)
     attack = ClaimLinkerAttack(llm=given)
-    attack._get_llm()
+    assert attack._get_llm() is given
     attack.close()
     assert Recording.closed == 0 and attack._llm_obj is None  # the caller's model stays open
-    loaded = ClaimLinkerAttack(llm="some-spec")
-    loaded._llm_obj = Recording(judge)  # as if load_llm("some-spec") had run
+    loads = []
+    monkeypatch.setattr("audit.models.specs.load_llm", lambda spec=None, **kw: loads.append(spec) or Recording(judge))
+    loaded = ClaimLinkerAttack(llm="some-spec")  # used alone: a private set of resources
+    loaded._get_llm()
     loaded.close()
-    assert Recording.closed == 1 and loaded._llm_obj is None
+    assert Recording.closed == 1 and loaded._llm_obj is None and loaded.resources is None
+    # With the run's resources, the model is loaded once for every component and released by its owner.
+    with Resources() as shared:
+        first, second = (ClaimLinkerAttack(llm="some-spec").use(shared) for _ in range(2))
+        assert first._get_llm() is second._get_llm()
+        first.close()
+        second.close()
+        assert Recording.closed == 1
+    assert Recording.closed == 2 and loads == ["some-spec", "some-spec"]

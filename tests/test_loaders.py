@@ -220,6 +220,17 @@ def test_release_name_defaults_to_file_stem(tmp_path, originals_file):
     assert r.name == "mine"
 
 
+def test_release_file_takes_name_and_path_apart(tmp_path, originals_file):
+    from audit.io.loaders import load_release_file
+
+    orig = load_corpus(originals_file)
+    rel = write_jsonl(tmp_path / "a=b.jsonl", [{"id": "d2", "text": "Ms *** was born."}])
+    (r,) = load_release_file(rel, name="x=y", originals=orig)  # no string to split: "=" is fine on both sides
+    assert r.name == "x=y" and r.corpus.ids == ["d2"] and r.source == str(rel)
+    (r,) = load_release_file(rel, originals=orig)
+    assert r.name == "a=b"
+
+
 # --------------------------------------------------------------------------- span files
 
 

@@ -31,7 +31,7 @@ def run(originals: Corpus, release: Release, **params):
     scenario = Scenario(originals=originals, releases=(release,))
     attack.fit(scenario)
     head, residual = attack.evaluate(scenario, release)
-    return head, residual, {d["id"]: d for d in head.documents}
+    return head, residual, {d.id: d for d in head.documents}
 
 
 def visit_collection() -> Corpus:
@@ -46,16 +46,20 @@ def test_a_unique_phrase_links_its_document_with_evidence():
     orig = visit_collection()
     release = sanitize_corpus(orig, {}, name="unchanged")
     head, _, docs = run(orig, release)
-    assert docs["a"]["outcome"] == "linked"
+    assert docs["a"].facts["outcome"] == "linked"
     # b and c are identical: every phrase occurs in 2 documents, so k=2 cannot single either out
-    assert docs["b"]["outcome"] == docs["c"]["outcome"] == "unlinked"
+    assert docs["b"].facts["outcome"] == docs["c"].facts["outcome"] == "unlinked"
     assert head.value == pytest.approx(1 / 3) and head.n == 3 and head.baseline == pytest.approx(1 / 3)
-    ev = docs["a"]["evidence"][0]
+    ev = docs["a"].facts["evidence"][0]
     g = ev["ngrams"][0]
     text = orig["a"].text
     assert g["text"].lower() == "oslo" and g["df"] == 1 and ev["docs"] == ["a"]
     assert text[g["start"]:g["end"]] == g["text"]
-    assert any(h["kind"] == "ngram" and text[h["start"]:h["end"]] == "Oslo" for h in docs["a"]["highlights"])
+    assert any(h.kind == "ngram" and text[h.start:h.end] == "Oslo" for h in docs["a"].highlights)
+    # the typed finding: linked = success, a plain summary, the source's identity private
+    assert (docs["a"].success, docs["b"].success) == (True, False)
+    assert docs["a"].summary == "Linked to its source by 1 rare phrase"
+    assert {"truth", "guess", "evidence"} <= docs["a"].private
 
 
 def test_a_mask_blocks_the_phrase_that_would_link():
@@ -64,8 +68,8 @@ def test_a_mask_blocks_the_phrase_that_would_link():
     for replacement in ("[LOC]", "LOCATION", ""):
         release = sanitize_corpus(orig, {"a": [span_of(text, "Oslo", replacement)]}, name="masked")
         head, residual, docs = run(orig, release)
-        assert docs["a"]["outcome"] == "unlinked", replacement
-        assert docs["a"]["evidence"] == []
+        assert docs["a"].facts["outcome"] == "unlinked", replacement
+        assert docs["a"].facts["evidence"] == []
         assert head.value == 0.0
         # the original's only uniquely-linking n-gram ("oslo") is gone
         assert residual.value == 0.0 and residual.details["original_rare_ngrams"] >= 1
@@ -82,10 +86,10 @@ def test_ngrams_never_span_a_deleted_span():
     release = sanitize_corpus(orig, {"a": [span_of(orig["a"].text, "Oslo ", "")]}, name="suppressed")
     assert "visited yesterday" in release.corpus["a"].text
     _, _, docs = run(orig, release)
-    assert docs["a"]["outcome"] == "unlinked" and docs["a"]["evidence"] == []
+    assert docs["a"].facts["outcome"] == "unlinked" and docs["a"].facts["evidence"] == []
     # without the span record the attacker would be fooled: the check above is not vacuous
     _, _, docs = run(orig, release, use_spans=False)
-    assert docs["a"]["outcome"] == "wrong"
+    assert docs["a"].facts["outcome"] == "wrong"
 
 
 def combo_collection() -> Corpus:
@@ -99,10 +103,10 @@ def test_only_a_combination_of_two_common_phrases_links():
     orig = combo_collection()
     release = sanitize_corpus(orig, {}, name="unchanged")
     head1, _, docs1 = run(orig, release, arity=1)
-    assert head1.value == 0.0 and all(d["rare_ngrams"] == 0 for d in docs1.values())
+    assert head1.value == 0.0 and all(d.facts["rare_ngrams"] == 0 for d in docs1.values())
     head2, _, docs2 = run(orig, release, arity=2)
     assert head2.value == 1.0
-    ev = docs2["a"]["evidence"][0]
+    ev = docs2["a"].facts["evidence"][0]
     assert ev["kind"] == "combination2" and ev["docs"] == ["a"] and ev["correct"]
     assert all(g["df"] == 2 for g in ev["ngrams"])
     phrases = " | ".join(g["text"].lower() for g in ev["ngrams"])
@@ -117,10 +121,10 @@ def test_arity_three_finds_a_triple_when_no_pair_links():
                    "e": f"{x} {y}", "f": f"{y} {z}", "g": f"{x} {z}"})
     release = sanitize_corpus(orig, {}, name="unchanged")
     _, _, docs2 = run(orig, release, arity=2)
-    assert docs2["a"]["outcome"] == "unlinked"
+    assert docs2["a"].facts["outcome"] == "unlinked"
     _, _, docs3 = run(orig, release, arity=3)
-    assert docs3["a"]["outcome"] == "linked"
-    assert docs3["a"]["evidence"][0]["kind"] == "combination3"
+    assert docs3["a"].facts["outcome"] == "linked"
+    assert docs3["a"].facts["evidence"][0]["kind"] == "combination3"
 
 
 def test_k_changes_the_outcome():
@@ -130,7 +134,7 @@ def test_k_changes_the_outcome():
     head3, _, docs3 = run(orig, release, k=3)
     assert head2.value == 0.0
     assert head3.value == 1.0  # each phrase occurs in 2 < 3 documents, one of them the original
-    assert docs3["a"]["evidence"][0]["ngrams"][0]["df"] == 2
+    assert docs3["a"].facts["evidence"][0]["ngrams"][0]["df"] == 2
 
 
 def test_placeholders_are_never_part_of_an_ngram():
@@ -151,10 +155,10 @@ def test_placeholders_are_never_part_of_an_ngram():
     assert seen and not any(w in g for g in seen for w in ("PERSON", "***", "SENSITIVE", "CODE_0", "REDACTED"))
     assert not any("was here" in g for g in seen)  # "was *** ... here" must not bridge the placeholders
     head, _ = attack.evaluate(scenario, release)
-    assert head.documents[0]["outcome"] == "unlinked"
+    assert head.documents[0].facts["outcome"] == "unlinked"
     # with no placeholder pattern, the same text does link to the wrong document
     attack2 = PhraseSearchAttack(placeholder_pattern=None).fit(scenario)
-    assert attack2.evaluate(scenario, release)[0].documents[0]["outcome"] == "wrong"
+    assert attack2.evaluate(scenario, release)[0].documents[0].facts["outcome"] == "wrong"
 
 
 def test_a_wrong_link_is_counted_as_wrong():
@@ -167,9 +171,9 @@ def test_a_wrong_link_is_counted_as_wrong():
     rewritten = Document("a", orig["a"].text.replace("Oslo", "Bergen"), subject="a")
     release = Release("rewrite", Corpus([rewritten, orig["b"], orig["c"]], name="rewrite"))
     head, _, docs = run(orig, release)
-    assert docs["a"]["outcome"] == "wrong"
-    assert docs["a"]["evidence"][0]["docs"] == ["b"] and not docs["a"]["evidence"][0]["correct"]
-    assert docs["b"]["outcome"] == "linked" and docs["c"]["outcome"] == "linked"
+    assert docs["a"].facts["outcome"] == "wrong"
+    assert docs["a"].facts["evidence"][0]["docs"] == ["b"] and not docs["a"].facts["evidence"][0]["correct"]
+    assert docs["b"].facts["outcome"] == "linked" and docs["c"].facts["outcome"] == "linked"
     assert head.details["wrong_links"] == 1 and head.details["linked"] == 2
     assert head.value == pytest.approx(2 / 3)
 
@@ -179,11 +183,14 @@ def test_unaligned_release_uses_the_subject_as_ground_truth():
                    "b": f"{COMMON} Later she visited Paris yesterday evening."},
                   subjects={"a": "Alice", "b": "Bob"})
     synth = Corpus([Document("s1", "In the end she visited Oslo yesterday evening.", subject="Alice"),
-                    Document("s2", "She had visited Oslo yesterday evening.", subject="Bob")], name="synthetic")
+                    Document("s2", "She had visited Oslo yesterday evening.", subject="Bob"),
+                    Document("s3", "She visited Oslo.", subject="Carol")], name="synthetic")  # no source
     release = Release("synthetic", synth, aligned=False)
     head, _, docs = run(orig, release)
-    assert docs["s1"]["outcome"] == "linked" and docs["s1"]["truth"] == ["a"]
-    assert docs["s2"]["outcome"] == "wrong"
+    assert docs["s1"].facts["outcome"] == "linked" and docs["s1"].facts["truth"] == ["a"]
+    assert docs["s2"].facts["outcome"] == "wrong" and docs["s2"].success is False
+    assert docs["s2"].summary == "Its rare phrases point to other documents, not to its source"
+    assert docs["s3"].facts["outcome"] == "unscored" and docs["s3"].success is None and head.n == 2
     assert "subject" in head.details["ground_truth"]
 
 

@@ -5,7 +5,7 @@ import pytest
 from audit.core.errors import AnonauditError, DataError
 from audit.core.interfaces import Attack
 from audit.core.registry import Registry
-from audit.core.results import Result, ResultsFile, SCHEMA
+from audit.core.results import Finding, Highlight, Result, ResultsFile, SCHEMA
 from audit.core.stats import risk
 
 
@@ -56,7 +56,7 @@ def test_lazy_entries_load_on_demand():
 
 def test_results_roundtrip_and_replace(tmp_path):
     rf = ResultsFile(provenance={"seed": 1})
-    r = Result.from_risk("x", "rel", risk(3, 4, 0.25), documents=[{"id": "a", "linked": True}])
+    r = Result.from_risk("x", "rel", risk(3, 4, 0.25), documents=[Finding("a", True, facts={"linked": True})])
     rf.add(r)
     rf.add(Result("utility", "tpi", "rel", 0.8, (0.7, 0.9), 4))
     rf.add(Result.from_risk("x", "rel", risk(4, 4, 0.25)))  # replaces the first
@@ -70,6 +70,61 @@ def test_results_roundtrip_and_replace(tmp_path):
     assert list(tmp_path.joinpath("out").iterdir()) == [path]  # no temporary files left
 
 
+def test_findings_round_trip_through_dict_and_file(tmp_path):
+    findings = [
+        Finding("a", True, "Linked to its source by 2 rare phrases",
+                highlights=[Highlight(3, 9, "ngram", "found in 1 document(s): a"), Highlight(12, 15, "ngram")],
+                facts={"outcome": "linked", "rare_ngrams": 2, "evidence": [{"docs": ["a"]}], "guess": "a"},
+                private={"guess", "evidence"}),
+        Finding("b", False, highlights_in="c", highlights=[Highlight(0, 4, "claim")], facts={"linked": "c"}),
+        Finding("d"),  # not scored: success None, no summary, no facts
+    ]
+    r = Result.from_risk("x", "rel", risk(1, 2, 0.25), details={"k": 3}, documents=findings)
+    assert isinstance(r.documents, tuple) and r.documents == tuple(findings)
+    data = r.to_dict()
+    # facts are flat keys of the document, beside the finding's own fields
+    assert data["documents"][0] == {
+        "id": "a", "success": True, "summary": "Linked to its source by 2 rare phrases", "outcome": "linked",
+        "rare_ngrams": 2, "evidence": [{"docs": ["a"]}], "guess": "a",
+        "highlights": [{"start": 3, "end": 9, "kind": "ngram", "note": "found in 1 document(s): a"},
+                       {"start": 12, "end": 15, "kind": "ngram"}], "private": ["evidence", "guess"]}
+    assert data["documents"][1]["highlights_in"] == "c" and "private" not in data["documents"][1]
+    assert data["documents"][2] == {"id": "d", "success": None, "highlights": []}
+    back = Result.from_dict(json.loads(json.dumps(data)))
+    assert back == r
+    rf = ResultsFile()
+    rf.add(r)
+    assert ResultsFile.load(rf.save(tmp_path / "r.json")).results == [r]
+
+
+def test_documents_written_before_typed_findings_still_load():
+    old = {"kind": "attack", "name": "trir", "release": "rel", "value": 0.5, "ci": [0.1, 0.9], "n": 2,
+           "baseline": 0.1, "beats_baseline": True, "details": {},
+           "documents": [{"id": "a", "subject": "p1", "predicted": "p1", "correct": True,
+                          "highlights": [{"start": 0, "end": 4, "kind": "trir_evidence", "note": "x"}]},
+                         {"id": "b", "correct": False}]}
+    r = Result.from_dict(old)
+    a, b = r.documents
+    assert a.success is None and b.success is None  # no guessing from key names
+    assert a.facts == {"subject": "p1", "predicted": "p1", "correct": True} and a.private == frozenset()
+    assert a.highlights == (Highlight(0, 4, "trir_evidence", "x"),)
+    # written back with the same keys and values, plus "success" (and an empty "highlights" list)
+    assert [{k: v for k, v in d.items() if k != "success"} for d in r.to_dict()["documents"]] == \
+        [old["documents"][0], {**old["documents"][1], "highlights": []}]
+
+
+def test_results_are_frozen_and_refuse_untyped_documents():
+    import dataclasses
+
+    r = Result.from_risk("x", "rel", risk(1, 2, 0.25))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.value = 1.0  # type: ignore[misc]
+    with pytest.raises(TypeError, match="documents must be Finding objects"):
+        Result.from_risk("x", "rel", risk(1, 2, 0.25), documents=[{"id": "a"}])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="reserved key"):
+        Finding("a", facts={"success": True})
+
+
 def test_results_load_errors(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "anonaudit.results/1",\n "results": [}')
@@ -81,6 +136,11 @@ def test_results_load_errors(tmp_path):
         ResultsFile.load(other)
     with pytest.raises(AnonauditError, match="no such results file"):
         ResultsFile.load(tmp_path / "missing.json")
+    untyped = tmp_path / "untyped.json"
+    untyped.write_text(json.dumps({"schema": SCHEMA, "results": [
+        {"kind": "attack", "name": "x", "release": "r", "value": 0.5, "documents": [{"id": "a"}, "b"]}]}))
+    with pytest.raises(DataError, match=r"results\[0\] is malformed: documents\[1\] is not a finding"):
+        ResultsFile.load(untyped)
 
 
 def test_non_finite_values_survive_a_round_trip(tmp_path):

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from audit.cli import main
 from audit.demo.data import write as write_demo
-from audit.core.results import Result, ResultsFile
+from audit.core.results import Finding, Highlight, Result, ResultsFile
 from audit.pipeline.runner import Audit, load_spec
 from audit.core.stats import risk
 from reports.render import load_release_texts, render, segments, write_report
@@ -35,11 +35,12 @@ def tags_of(html: str) -> list[tuple[str, dict]]:
 
 
 def hostile_results() -> ResultsFile:
-    docs = [{"id": "<b>doc</b>\u202e1", "linked": True, "confidence": 0.8, "predicted": "<i>Mr X</i>",
-             "text": HOSTILE,
-             "highlights": [{"start": 0, "end": 8, "kind": "<script>", "note": "</mark><script>alert(3)</script>"},
-                            {"start": 5, "end": 20, "kind": "n-gram", "note": "{{ config }}"},
-                            {"start": 10**9, "end": 10**9 + 5, "kind": "bad"}, {"start": "x", "end": 3}]}]
+    docs = [Finding(id="<b>doc</b>\u202e1", success=True, summary="<script>alert(5)</script> {{ 6*6 }}",
+                    facts={"linked": True, "confidence": 0.8, "predicted": "<i>Mr X</i>", "text": HOSTILE},
+                    highlights=[Highlight(0, 8, "<script>", "</mark><script>alert(3)</script>"),
+                                Highlight(5, 20, "n-gram", "{{ config }}"), Highlight(10**9, 10**9 + 5, "bad"),
+                                Highlight("x", 3, "")],  # type: ignore[arg-type]  # a malformed offset is skipped
+                    private={"predicted", "text"})]
     rf = ResultsFile(provenance={"title": "<script>t()</script>", "argv": ["{{ 1+1 }}"]})
     rf.add(Result.from_risk("<svg onload=alert(4)>", "rel\u202e<x>", risk(3, 4, 0.1), documents=docs,
                             details={"description": "<script>d()</script>"}))
@@ -58,6 +59,7 @@ def test_hostile_text_renders_inert():
     assert "\u202e" not in html and "[U+202E]evil[U+202C]" in html  # bidi overrides made visible
     assert "Shown: the first 20,000 of" in html  # a 30,000-character line is cut, not rendered whole
     assert "&lt;/mark&gt;&lt;script&gt;alert(3)" in html
+    assert "&lt;script&gt;alert(5)&lt;/script&gt; {{ 6*6 }}" in html  # the summary, escaped
     # highlights are real <mark> elements around the right text, bad offsets ignored
     assert re.search(r'<mark class="hl\d" title="[^"]*">&lt;scri</mark>', html)
     assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", html)
@@ -119,15 +121,20 @@ def test_shareable_pass_keeps_numbers_and_drops_strings():
     rf = ResultsFile()
     rf.add(Result.from_risk("a", "r", risk(1, 2, 0.1), details={
         "per_type": {"PERSON": 0.5, "Galip Yalman": 1.0}, "examples": ["Galip Yalman"], "unit": "spans",
-        "orig_text": "x"}, documents=[{"id": "d1", "original": "Galip", "orig_start": 3, "guess": "Galip",
-                                       "claims": ["Galip lives in Ankara"], "correct": True, "rank": 2,
-                                       "sanitized_text": "[PERSON] lives", "label": "PERSON",
-                                       "highlights": [{"start": 0, "end": 8, "kind": "span", "note": "Galip"}]}]))
+        "orig_text": "x"}, documents=[Finding(
+            id="d1", success=True, summary="Recovered the name",
+            facts={"original": "Galip", "orig_start": 3, "guess": "Galip", "claims": ["Galip lives in Ankara"],
+                   "correct": True, "rank": 2, "sanitized_text": "[PERSON] lives", "label": "PERSON"},
+            private={"original", "orig_start", "guess", "claims"},
+            highlights=[Highlight(0, 8, "span", "Galip"), Highlight(9, 14, "Galip Yalman", "x")])]))
     out = shareable(rf).results[0]
     assert out.details["per_type"] == {"PERSON": 0.5} and out.details["unit"] == "spans"
     assert "examples" not in out.details and "orig_text" not in out.details
-    assert out.documents == [{"id": "d1", "correct": True, "rank": 2, "sanitized_text": "[PERSON] lives",
-                              "label": "PERSON", "highlights": [{"start": 0, "end": 8, "kind": "span"}]}]
+    assert out.documents == (Finding(id="d1", success=True, summary="Recovered the name",
+                                     facts={"correct": True, "rank": 2, "sanitized_text": "[PERSON] lives",
+                                            "label": "PERSON"},
+                                     private={"original", "orig_start", "guess", "claims"},
+                                     highlights=[Highlight(0, 8, "span"), Highlight(9, 14, "finding")]),)
 
 
 def test_verdict_in_plain_language_highest_first_and_not_beating_chance():
@@ -187,7 +194,7 @@ def test_tradeoff_chart_with_utility_and_gate_in_report(audited):
 
 def test_report_of_results_without_runner_provenance(tmp_path):
     rf = ResultsFile(provenance={"tool": "anonaudit", "runs": [{"command": "attack trir"}]})
-    rf.add(Result.from_risk("trir", "r1", risk(5, 10, 0.1), documents=[{"id": "a", "correct": True}]))
+    rf.add(Result.from_risk("trir", "r1", risk(5, 10, 0.1), documents=[Finding("a", True, facts={"correct": True})]))
     path = write_report(tmp_path / "x.html", rf)
     html = path.read_text()
     assert "Documents" in html and "attack trir" in html and "TRIR" in html
@@ -200,7 +207,75 @@ def test_highlights_are_drawn_on_the_document_they_point_into():
     texts = {"r": {"a": "alpha text here", "b": "bravo words there"}}
     # Document a was (wrongly) linked to b: its evidence lies in b's text.
     rf.add(Result.from_risk("claim_linker", "r", risk(0, 1, 0.5), documents=[
-        {"id": "a", "correct": False, "highlights_in": "b",
-         "highlights": [{"start": 0, "end": 5, "kind": "claim"}]}]))
-    html = render(rf, texts=texts)
-    assert ">bravo</mark>" in html and ">alpha</mark>" not in html
+        Finding("a", False, highlights_in="b", highlights=[Highlight(0, 5, "claim", "a claim of the original")],
+                facts={"correct": False})]))
+    for shareable_edition in (False, True):  # the shareable filter keeps where the evidence lies
+        html = render(rf, texts=texts, shareable=shareable_edition)
+        assert ">bravo</mark>" in html and ">alpha</mark>" not in html
+
+
+def test_private_facts_of_a_finding_never_reach_the_shareable_report():
+    rf = ResultsFile()
+    finding = Finding("d1", True, "Guessed PRIVSUMMARY for the span", private={"guess", "orig_note", "summary"},
+                      highlights=[Highlight(0, 5, "span", "PRIVNOTE: guessed PRIVGUESS")],
+                      facts={"guess": "PRIVGUESS", "orig_note": "PRIVORIGINAL", "rank": 7, "label": "PUBLABEL",
+                             "verdict": "PUBVERDICT"})
+    rf.add(Result.from_risk("span_guess", "r", risk(1, 1, 0.1), documents=[finding]))
+    texts = {"r": {"d1": "Hello there"}}
+    internal = render(rf, texts=texts)
+    for s in ("PRIVSUMMARY", "PRIVNOTE", "PRIVGUESS", "PRIVORIGINAL", "PUBLABEL", "PUBVERDICT"):
+        assert s in internal  # the internal edition shows them all (so the test can fail)
+    html = render(rf, texts=texts, shareable=True)
+    assert not any(s in html for s in ("PRIVSUMMARY", "PRIVNOTE", "PRIVGUESS", "PRIVORIGINAL"))
+    assert "PUBLABEL" in html and "PUBVERDICT" in html and "rank: 7" in html
+    assert ">Hello</mark>" in html and "chip hit" in html  # the evidence and the verdict stay
+    out = shareable(rf).results[0].documents[0]
+    assert dict(out.facts) == {"rank": 7, "label": "PUBLABEL", "verdict": "PUBVERDICT"}
+    assert out.summary == "" and out.highlights == (Highlight(0, 5, "span"),) and out.success is True
+
+
+def _four_attack_results(tmp_path, monkeypatch) -> ResultsFile:
+    """Each of the four attacks run for real on a small scenario, with scripted models."""
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
+    from attackers.span_guess import SpanGuessAttack
+    from attackers.trir import TRIRAttack
+    from audit.core.data import Corpus, Document, Release, Scenario, sanitize_corpus
+    from audit.models.nlp import Spacy
+    from tests import test_claim_linker as cl, test_phrase_search as ps, test_span_guess as sg
+    from tests.test_trir import fake_trained
+
+    rf = ResultsFile()
+    orig = ps.visit_collection()
+    head, _, _ = ps.run(orig, sanitize_corpus(orig, {}, name="phrases"))
+    rf.add(head)
+    scenario, release = sg._scenario()
+    rf.extend(SpanGuessAttack(llm=sg._scripted(), guesses=1, frequent_lemmas=0, progress=False)
+              .fit(scenario).evaluate(scenario, release))
+    attack = cl._attack(Spacy(disable=("ner",)))
+    scenario = Scenario(originals=cl._originals(), releases=(cl._masked(),))
+    rf.extend(attack.fit(scenario).evaluate(scenario, cl._masked()))
+    docs = [Document(f"d{i}", f"text about p{i}", subject=f"p{i}") for i in range(3)]
+    rel = Release("people", Corpus(docs, name="people"))
+    rf.extend(fake_trained(TRIRAttack(progress=False), ["p0", "p1", "p2"], [0, 2, 2])
+              .evaluate(Scenario(background=rel.corpus, releases=(rel,)), rel))
+    return rf
+
+
+def test_drilldown_shows_hit_or_miss_for_each_of_the_four_attacks(tmp_path, monkeypatch):
+    from reports.render import build_context
+
+    rf = _four_attack_results(tmp_path, monkeypatch)
+    ctx = build_context(rf)
+    seen = {}
+    for table in ctx["drill"]:
+        for col, name in enumerate(table["names"]):
+            seen.setdefault(name, set()).update(row["cells"][col]["word"] for row in table["rows"]
+                                                if row["cells"][col]["state"] != "na")
+    for name in ("Phrase search", "Span guess", "Claim linker", "TRIR"):
+        assert seen[name] and seen[name] <= {"hit", "miss"}, (name, seen.get(name))
+    assert seen["TRIR"] == {"hit", "miss"} and "hit" in seen["Phrase search"] and "miss" in seen["Phrase search"]
+    assert seen["Claim linker: leakage"] == {"hit", "miss"}
+    html = render(rf)
+    assert "Linked to its source by 1 rare phrase" in html and "replaced spans recovered by the guesses" in html
+    assert "Predicted subject is the true person (rank 1 of 3)" in html
+    assert "Linked to the right record by 3 of 3 known claims" in html

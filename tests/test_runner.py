@@ -6,11 +6,12 @@ They go through the registry like the real ones. Each appends a line to ``log``
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from audit.core.interfaces import Attack, Metric
 from audit.core.registry import Registry
-from audit.core.results import Result
+from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import mean_interval, risk
 
 
@@ -63,13 +64,14 @@ class LeakAttack(Attack):
                     found = (i, i + len(w), w)
                     break
             hits += found is not None
-            doc = {"id": d.id, "linked": found is not None, "confidence": 0.9 if found else 0.1,
-                   "predicted": orig.subject, "original": orig.text,
-                   "guesses": [s.original for s in d.spans if s.original]}
-            if found:
-                doc["highlights"] = [{"start": found[0], "end": found[1], "kind": "rare word",
-                                      "note": f"also in public posts about {orig.subject}"}]
-            docs.append(doc)
+            docs.append(Finding(
+                id=d.id, success=found is not None,
+                summary="Shares a rare word with public posts about its subject" if found else "No rare word shared",
+                highlights=[Highlight(found[0], found[1], "rare word", f"also in public posts about {orig.subject}")]
+                if found else (),
+                facts={"linked": found is not None, "confidence": 0.9 if found else 0.1, "predicted": orig.subject,
+                       "original": orig.text, "guesses": [s.original for s in d.spans if s.original]},
+                private={"predicted", "original", "guesses"}))
         n_subjects = len({d.subject for d in scenario.background or ()}) or 1
         r = risk(hits, len(release), 1 / n_subjects)
         return [Result.from_risk(self.name, release.name, r, documents=docs,
@@ -220,9 +222,10 @@ def test_resume_after_crash_recomputes_only_missing_pair(demo_dir):
     spec_path = make_spec(demo_dir)
     spec = load_spec(spec_path, registry=reg)
     # Simulate a crash after the first pair: run with a release filter, then the full audit.
-    first = load_spec(spec_path, registry=reg)
-    first.releases = first.releases[:1]
-    first.metrics = []
+    full = load_spec(spec_path, registry=reg)
+    first = dataclasses.replace(full, releases=full.releases[:1], metrics=())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        full.metrics = ()  # specs are frozen: a variant is a copy
     Audit(first, registry=reg, progress=False, echo=None).run()
     assert log_lines(log) == ["fit", "evaluate suppressed"]
     log.unlink()
@@ -248,7 +251,7 @@ def test_sampling_budget_is_recorded(demo_dir):
     assert r.n == 4 and r.details["sampled"] == {"documents": 4, "of": 6, "seed": 3}
     assert rf.get("toy_keep", "suppressed").n == 6
     # Same ids sampled for every release, so releases are compared on the same documents.
-    ids = [{d["id"] for d in rf.get("toy_leak", rel).documents} for rel in ("suppressed", "masked")]
+    ids = [{d.id for d in rf.get("toy_leak", rel).documents} for rel in ("suppressed", "masked")]
     assert ids[0] == ids[1]
 
 
@@ -301,23 +304,18 @@ def test_spec_syntax_errors_and_toml(demo_dir):
     assert spec.out == (demo_dir / "audit-out")
 
 
-def test_cli_run_and_rerun(demo_dir, monkeypatch):
+def test_cli_run_and_rerun(demo_dir):
     from click.testing import CliRunner
 
-    import audit.core.registry as registry_mod
     from audit.cli import main
 
-    reg = toy_registry()
-    monkeypatch.setattr(registry_mod, "registry", reg)
-    import audit.pipeline.runner as runner_mod
-
-    monkeypatch.setattr(runner_mod, "default_registry", reg)
+    reg = {"registry": toy_registry()}  # the command line's registry, as its context object
     path = make_spec(demo_dir, gate={"max": {"toy_leak": 0.0}})
-    res = CliRunner().invoke(main, ["run", str(path)])
+    res = CliRunner().invoke(main, ["run", str(path)], obj=reg)
     assert res.exit_code == 1, res.output  # the spec's gate fails: risk > 0
     assert "toy_leak" in res.output and "FAIL" in res.output and "report:" in res.output
     assert (demo_dir / "out" / "report.html").is_file()
-    res = CliRunner().invoke(main, ["run", str(path), "--no-report"])
+    res = CliRunner().invoke(main, ["run", str(path), "--no-report"], obj=reg)
     assert "0 pair(s) computed, 4 reused" in res.output
 
 
@@ -345,3 +343,62 @@ def test_sanitize_bad_param_is_a_message_not_a_traceback(tmp_path):
     res = CliRunner().invoke(main, ["sanitize", "labels", "--input", str(src), "--out", str(tmp_path / "r.jsonl"),
                                     "--param", "x=[oops"])
     assert res.exit_code == 1 and "not valid YAML" in res.output and "Traceback" not in res.output
+
+
+# --------------------------------------------------------------------------- shared resources, releases
+
+
+def test_sanitizers_get_the_spec_seed_llm_and_the_run_resources_and_are_closed(demo_dir):
+    from audit.core.data import sanitize_corpus
+    from audit.core.interfaces import Sanitizer
+    from audit.models.resources import Resources
+
+    seen = []
+
+    class Seeded(Sanitizer):
+        name = "toy_seeded"
+        closes = 0
+
+        def __init__(self, seed: int = 0, llm: str | None = None, progress: bool = False):
+            self.seed, self.llm, self.progress = seed, llm, progress
+
+        def sanitize(self, corpus, *, name=None):
+            seen.append((self.seed, self.llm, self.resources))
+            return sanitize_corpus(corpus, {}, name=name or self.name, sanitizer=self.name, source=corpus.source)
+
+        def close(self):
+            type(self).closes += 1
+            super().close()
+
+    class Probe(LeakAttack):
+        name = "toy_probe"
+
+        def evaluate(self, scenario, release):
+            seen.append(("attack", self.resources))
+            return super().evaluate(scenario, release)
+
+    reg = toy_registry()
+    reg.register("sanitizer")(Seeded)
+    reg.register("attack")(Probe)
+    path = make_spec(demo_dir, releases=[{"name": "s", "sanitizer": "toy_seeded"}], metrics=[],
+                     attacks=["toy_probe"], models={"llm": "some-llm"})
+    Audit(load_spec(path, registry=reg), registry=reg, progress=False, echo=None).run()
+    (seed, llm, res), (_, attack_res) = seen
+    assert (seed, llm, Seeded.closes) == (3, "some-llm", 1)
+    assert isinstance(res, Resources) and res is attack_res and res.seed == 3  # one set for the whole run
+    prov = ResultsFile.load(demo_dir / "out" / "results.json").provenance
+    assert prov["releases"]["s"]["params"] == {"seed": 3, "llm": "some-llm"}  # what decides the output
+
+
+def test_release_names_and_paths_may_contain_equals_signs(demo_dir):
+    reg = toy_registry()
+    src = demo_dir / "data" / "releases" / "suppressed.jsonl"
+    odd = src.with_name("a=b.jsonl")
+    odd.write_bytes(src.read_bytes())
+    path = make_spec(demo_dir, releases=[{"name": "x=y", "path": "data/releases/a=b.jsonl"},
+                                         {"path": "data/releases/a=b.jsonl"}], metrics=[])
+    spec = load_spec(path, registry=reg)
+    assert spec.releases[0].name == "x=y" and spec.releases[0].path == odd
+    outcome = Audit(spec, registry=reg, progress=False, echo=None).run()
+    assert set(outcome.releases) == {"x=y", "a=b"}
+    assert len(outcome.releases["x=y"]) == len(outcome.releases["a=b"]) == 6

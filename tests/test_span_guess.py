@@ -221,14 +221,17 @@ def test_attack_end_to_end_with_scripted_llm(home):
     assert (per["LOC"]["n"], per["LOC"]["successes"]) == (3, 1)
     assert (per["ORG"]["successes"], per["DATETIME"]["successes"]) == (1, 0)
     assert result.details["rules"] == {"lemma": 1, "exact": 1, "acronym": 1}
-    d1 = next(d for d in result.documents if d["id"] == "d1")
-    warsaw = next(s for s in d1["spans"] if s["original"] == "Warsaw")
+    d1 = next(d for d in result.documents if d.id == "d1")
+    warsaw = next(s for s in d1.facts["spans"] if s["original"] == "Warsaw")
     assert warsaw["replacement"] == "a European capital" and warsaw["guesses"] == ["Warsaw", "Prague"]
     assert warsaw["rule"] == "exact" and warsaw["matched_guess"] == "Warsaw"
     # highlights point at the replacement in the sanitized text
     text = release.corpus["d1"].text
-    (hl,) = d1["highlights"]
-    assert text[hl["start"]:hl["end"]] == "a European capital" and hl["kind"] == "span"
+    (hl,) = d1.highlights
+    assert text[hl.start:hl.end] == "a European capital" and hl.kind == "span"
+    # per document: a success when a guess recovered one of its spans; the spans (originals, guesses) private
+    assert d1.success is True and (d1.facts["attacked"], d1.facts["recovered"]) == (4, 1)
+    assert d1.summary == "1 of 4 replaced spans recovered by the guesses" and d1.private == {"spans"}
     # every span was asked once; re-evaluation of the same release asks the same requests
     assert len(llm.calls) == 7
 
@@ -251,6 +254,8 @@ def test_attack_baseline_uses_most_frequent_originals_of_the_label(home):
     release = sanitize_corpus(originals, spans, name="r")
     (result,) = attack.evaluate(Scenario(originals=originals), release)
     assert result.baseline == 0.0
+    assert result.value == 0.0 and [d.success for d in result.documents] == [False] * 10
+    assert result.documents[0].summary == "Its replaced span was not recovered by the guesses"
 
 
 def test_attack_sample_and_labels_are_seeded_subsets(home):
@@ -258,7 +263,7 @@ def test_attack_sample_and_labels_are_seeded_subsets(home):
     a = SpanGuessAttack(llm=_scripted(), sample=3, seed=1, frequent_lemmas=0, progress=False)
     b = SpanGuessAttack(llm=_scripted(), sample=3, seed=1, frequent_lemmas=0, progress=False)
     ra, rb = a.evaluate(scenario, release)[0], b.evaluate(scenario, release)[0]
-    spans = lambda r: [(d["id"], s["original"]) for d in r.documents for s in d["spans"]]  # noqa: E731
+    spans = lambda r: [(d.id, s["original"]) for d in r.documents for s in d.facts["spans"]]  # noqa: E731
     assert ra.n == 3 and spans(ra) == spans(rb)
     assert ra.details["spans_total"] == 7
     only = SpanGuessAttack(llm=_scripted(), labels=["loc"], frequent_lemmas=0, progress=False)
@@ -275,7 +280,7 @@ def test_attack_aligns_releases_without_recorded_spans(home):
     attack = SpanGuessAttack(llm=ScriptedLLM(lambda r: '["Warsaw"]'), frequent_lemmas=0, ner=False, progress=False)
     (result,) = attack.evaluate(scenario, release)
     assert result.n == 1 and result.value == 1.0
-    assert result.documents[0]["spans"][0]["label"] == "UNKNOWN"
+    assert result.documents[0].facts["spans"][0]["label"] == "UNKNOWN" and result.documents[0].success is True
 
 
 def test_attack_is_registered_and_has_params():
@@ -328,9 +333,9 @@ def test_real_llm_attack_end_to_end(small_llm, home):
                              progress=False)
     (result,) = attack.evaluate(scenario, release)
     assert result.n == 3
-    spans = [s for d in result.documents for s in d["spans"]]
+    spans = [s for d in result.documents for s in d.facts["spans"]]
     assert len(spans) == 3 and all(1 <= len(s["guesses"]) <= 3 for s in spans)
     assert all((s["rule"] is None) is (not s["recovered"]) for s in spans)
     # a second run is answered from the cache: same guesses
     (again,) = attack.evaluate(scenario, release)
-    assert [s["guesses"] for d in again.documents for s in d["spans"]] == [s["guesses"] for s in spans]
+    assert [s["guesses"] for d in again.documents for s in d.facts["spans"]] == [s["guesses"] for s in spans]

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from attackers.trir import TRIRAttack, make_windows, rank_of, resolve_base, split_windows, sum_window_logits
+from attackers.trir import (TRIRAttack, TrainedTRIR, Windows, make_windows, rank_of, resolve_base, split_windows,
+                            sum_window_logits)
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.core.registry import registry
@@ -121,6 +122,43 @@ def test_fit_needs_background_with_subjects(tmp_path):
         attack.fit(Scenario(background=bg))
 
 
+def fake_trained(attack: TRIRAttack, labels: list[str], predicted: list[int]) -> TRIRAttack:
+    """``attack`` as if trained on ``labels``: document i gets the largest logit for ``predicted[i]``
+    (one window each, over its first 4 characters)."""
+    attack.trained_ = TrainedTRIR(model=None, tokenizer=None, labels=labels, info={})
+
+    def predict(texts):
+        logits = np.zeros((len(texts), len(labels)))
+        for i, j in enumerate(predicted):
+            logits[i, j] = 2.0
+            logits[i, (j + 1) % len(labels)] = 1.0
+        return logits.copy(), Windows(ids=[[0]] * len(texts), doc=list(range(len(texts))),
+                                      chars=[(0, 4)] * len(texts)), logits
+
+    attack.predict = predict
+    return attack
+
+
+def test_findings_say_whether_the_subject_was_named_and_keep_names_private():
+    people = ["p0", "p1", "p2", "p3"]
+    docs = [Document(f"d{i}", f"text about p{i}", subject=f"p{i}") for i in range(4)]
+    docs += [Document("x", "text about an outsider", subject="outsider"), Document("y", "about nobody")]
+    rel = Release("rel", Corpus(docs, name="rel"))
+    attack = fake_trained(TRIRAttack(progress=False), people, [0, 1, 3, 0, 2, 1])
+    head, _ = attack.evaluate(Scenario(background=Corpus(docs[:4], name="bg"), releases=(rel,)), rel)
+    by = {d.id: d for d in head.documents}
+    assert [by[i].success for i in ("d0", "d1", "d2", "d3", "x", "y")] == [True, True, False, False, None, None]
+    assert head.n == 4 and head.value == 0.5
+    assert by["d0"].summary == "Predicted subject is the true person (rank 1 of 4)"
+    assert by["d2"].summary == "Predicted subject is someone else; the true person ranks 3 of 4"
+    assert by["x"].summary == "Not scored: its subject is not among the 4 people of the background"
+    assert by["d2"].facts["predicted"] == "p3" and by["d2"].facts["subject"] == "p2"
+    assert by["d2"].private == {"subject", "predicted", "top5"} and "p3" not in by["d2"].summary
+    assert by["d2"].facts["status"] == "top-5" and by["d2"].facts["true_rank"] == 3
+    (hl,) = by["d0"].highlights
+    assert (hl.start, hl.end, hl.kind) == (0, 4, "trir_evidence") and by["d0"].highlights_in is None
+
+
 # ---------------------------------------------------------------------------- real model (slow)
 
 TINY = dict(window=40, overlap=8, epochs=3, batch_size=8, learning_rate=3e-4, num_threads=1, pretrain=True,
@@ -157,15 +195,16 @@ def test_trir_separates_unsanitized_from_suppressed_and_reuses_cache(demo, train
     assert plain.value - supp.value >= 0.2
 
     def mean_true_probability(res):
-        return np.mean([d["true_probability"] for d in res.documents])
+        return np.mean([d.facts["true_probability"] for d in res.documents])
 
     assert mean_true_probability(plain) > mean_true_probability(supp)
     assert plain5.value >= plain.value
     doc = plain.documents[0]
-    assert {"id", "subject", "predicted", "probability", "true_rank", "top5"} <= set(doc)
-    assert doc["correct"] == (doc["predicted"] == doc["subject"]) == (doc["true_rank"] == 1)
-    start, end = doc["highlights"][0]["start"], doc["highlights"][0]["end"]
-    assert 0 <= start < end <= len(demo.originals[doc["id"]].text)
+    assert {"subject", "predicted", "probability", "true_rank", "top5"} <= set(doc.facts)
+    assert doc.success == doc.facts["correct"] == (doc.facts["predicted"] == doc.facts["subject"]) \
+        == (doc.facts["true_rank"] == 1)
+    start, end = doc.highlights[0].start, doc.highlights[0].end
+    assert 0 <= start < end <= len(demo.originals[doc.id].text)
     notes = " ".join(plain.details["notes"])
     assert "no dev release" in notes
     # the attacker learned its background: no under-training warning
@@ -181,7 +220,7 @@ def test_trir_separates_unsanitized_from_suppressed_and_reuses_cache(demo, train
     again = TRIRAttack(seed=0, cache_dir=str(cache), **TINY).fit(demo)
     assert again.trained_.info["loaded_from_cache"] is True
     plain_again, _ = again.evaluate(demo, demo.release("originals"))
-    assert [d["predicted"] for d in plain_again.documents] == [d["predicted"] for d in plain.documents]
+    assert [d.facts["predicted"] for d in plain_again.documents] == [d.facts["predicted"] for d in plain.documents]
     # The cache hit is recorded for the provenance, never in the result, which must not depend on it.
     assert again.stats()["trained_attacker"]["loaded_from_cache"] is True
     assert "loaded_from_cache" not in plain_again.details and plain_again.details == plain.details
@@ -201,15 +240,16 @@ def test_same_seed_same_result_and_people_outside_background(demo, trained, tmp_
     a = attack.evaluate(demo, demo.release("suppressed"))[0]
     b = other.evaluate(demo, demo.release("suppressed"))[0]
     assert a.value == b.value
-    assert [(d["predicted"], d["probability"]) for d in a.documents] == \
-        [(d["predicted"], d["probability"]) for d in b.documents]
+    assert [(d.facts["predicted"], d.facts["probability"]) for d in a.documents] == \
+        [(d.facts["predicted"], d.facts["probability"]) for d in b.documents]
 
     # A document about someone the attacker never saw is listed, not counted as a failure.
     stranger = Document("x-1", "A note about somebody else entirely.", subject="nobody-known")
     rel = Release("mixed", Corpus(list(demo.originals)[:3] + [stranger], name="mixed"))
     res = attack.evaluate(demo, rel)[0]
     assert res.n == 3 and res.details["not_in_background"] == 1
-    assert [d["status"] for d in res.documents if d["id"] == "x-1"] == ["subject not in background"]
+    assert [(d.facts["status"], d.success) for d in res.documents if d.id == "x-1"] == \
+        [("subject not in background", None)]
 
 
 @pytest.mark.slow
@@ -234,7 +274,7 @@ def test_cli_with_dev_release_selects_the_epoch_on_it(demo, tmp_path):
     data = json.loads(out.read_text())
     names = {(r["name"], r["release"]) for r in data["results"]}
     assert names == {("trir", "plain"), ("trir.top5", "plain"), ("trir", "supp"), ("trir.top5", "supp")}
-    run = data["provenance"]["runs"][-1]["trir"]
+    run = data["provenance"]["components"]["attack:trir"]["stats"]["trained_attacker"]
     assert run["loaded_from_cache"] is False
     assert all("dev_accuracy" in h for h in run["history"])
     best = max(run["history"], key=lambda h: h["dev_accuracy"])["epoch"]  # first best epoch wins

@@ -279,7 +279,9 @@ def test_originals_score_one_and_full_suppression_scores_zero(make_ctx, nlp):
     for cls in (TPIMetric, TPSMetric):
         r = _run(cls, ctx, same)
         assert r.value == pytest.approx(1.0) and r.kind == "utility" and r.n == 2
-        assert [d["value"] for d in r.documents] == [pytest.approx(1.0)] * 2
+        assert [d.facts["value"] for d in r.documents] == [pytest.approx(1.0)] * 2
+        assert [d.success for d in r.documents] == [None, None]  # a utility is not an attack's success
+        assert r.documents[0].summary.startswith("Information kept") and not r.documents[0].private
     gone = sanitize_corpus(originals, {d.id: [Span(0, len(d.text))] for d in originals}, name="gone")
     for cls in (TPIMetric, TPSMetric):
         r = _run(cls, ctx, gone)
@@ -294,13 +296,14 @@ def test_tps_is_at_least_tpi_for_label_replacements_and_both_below_one(make_ctx,
     assert 0 < tpi.value < 1 and 0 < tps.value < 1
     assert tps.value >= tpi.value
     for a, b in zip(tpi.documents, tps.documents):
-        assert b["value"] >= a["value"] and a["replaced"] > 0
+        assert b.facts["value"] >= a.facts["value"] and a.facts["replaced"] > 0
     suppressed = _labels_release(originals, nlp, "suppressed", replacement="")
     assert _run(TPSMetric, ctx, suppressed).value == pytest.approx(_run(TPIMetric, ctx, suppressed).value)
     # a close generalisation keeps more than a label
     close = sanitize_corpus(originals, {"d0": [Span(COURT.index("Istanbul"), COURT.index("Istanbul") + 8,
                                                      replacement="Istanbul province")]}, name="close")
-    assert _run(TPSMetric, ctx, close).documents[0]["value"] > _run(TPIMetric, ctx, close).documents[0]["value"]
+    assert _run(TPSMetric, ctx, close).documents[0].facts["value"] > \
+        _run(TPIMetric, ctx, close).documents[0].facts["value"]
 
 
 def test_unaligned_release_is_refused_with_a_clear_message(make_ctx):
@@ -373,6 +376,8 @@ def test_similarity_and_rouge(make_ctx):
     half = sanitize_corpus(originals, {d.id: [Span(0, len(d.text) // 2)] for d in originals}, name="half")
     sim, rouge = _run(SimilarityMetric, ctx, half), _run(RougeMetric, ctx, half)
     assert 0 < sim.value < 1 and 0 < rouge.value < 1 and rouge.ci[0] <= rouge.value <= rouge.ci[1]
+    d = rouge.documents[0]
+    assert d.summary == f"ROUGE-L with its original: {d.facts['value']:.2f}" and d.success is None
 
 
 def test_rouge_l_matches_rouge_score():
@@ -461,7 +466,10 @@ def test_cli_writes_utility_results(tmp_path, monkeypatch, nlp):
     assert all(r["kind"] == "utility" and r["release"] == "masked" for r in got.values())
     assert 0 < got["tpi"]["value"] < 1 and got["tps"]["value"] >= got["tpi"]["value"]
     assert "no gold spans" in res.output
-    assert data["provenance"]["runs"][0]["ic_estimator"].startswith("causal:fake-llm")
+    # the one provenance layout: each component's self-description under its label
+    tpi = data["provenance"]["components"]["metric:tpi"]
+    assert tpi["provenance"]["ic_estimator"].startswith("causal:fake-llm")
+    assert data["provenance"]["command"] == "utility"
     bad = CliRunner().invoke(main, ["utility", "--originals", str(tmp_path / "orig.jsonl"), "--release",
                                     str(tmp_path / "spans.json"), "--metrics", "tpi,bleu", "--out", str(out)])
     assert bad.exit_code != 0 and "bleu" in bad.output
@@ -496,15 +504,23 @@ def test_tps_with_minilm_rewards_a_faithful_generalisation(minilm, nlp, tmp_path
     assert 1 > sg > sl >= tpi
 
 
-def test_metrics_built_separately_share_one_context():
+def test_metrics_built_separately_share_one_context_through_the_run_resources():
     from audit.core.data import Scenario
     from audit.demo.data import generate
     from audit.metrics.utility import RecallMetric, TPIMetric
+    from audit.models.resources import Resources
 
     data = generate(n=3, seed=0)
     scenario = Scenario(originals=data.originals)
-    a = TPIMetric(llm="some-spec").fit(scenario)
-    b = RecallMetric(llm="some-spec").fit(scenario)
-    c = TPIMetric(llm="other-spec").fit(scenario)
-    assert a.context is b.context  # the scorer model would be loaded once
-    assert c.context is not a.context
+    with Resources() as run:
+        a = TPIMetric(llm="some-spec").use(run).fit(scenario)
+        b = RecallMetric(llm="some-spec").use(run).fit(scenario)
+        c = TPIMetric(llm="other-spec").use(run).fit(scenario)
+        assert a.context is b.context and a.context.resources is run  # the scorer model would be loaded once
+        assert c.context is not a.context
+        a.close()
+        assert a.context is None and b.context.resources is run  # the run's context outlives one metric
+    alone = TPIMetric(llm="some-spec").fit(scenario)  # used alone: its own context and resources
+    assert alone.context is not b.context and alone.resources is not run
+    alone.close()
+    assert alone.context is None and alone.resources is None

@@ -1,8 +1,12 @@
 """The ``anonaudit`` command line.
 
-Each command lives beside the code it drives (``audit/*_cli.py`` modules and the
-attacks' own ``cli_command``); this module only assembles them and turns every
-:class:`~audit.core.errors.AnonauditError` into a readable message and exit code 1.
+The commands live in the modules of this package (listed in :mod:`audit.cli.commands`);
+``attack NAME``, ``sanitize NAME`` and ``utility`` are built for every registered component
+by the generic driver (:mod:`audit.cli.driver`). This module only assembles them and turns
+every :class:`~audit.core.errors.AnonauditError` into a readable message and exit code 1.
+
+The registry the commands use is the process' one, or the one given as the context object:
+``main(obj={"registry": reg})`` (``CliRunner().invoke(main, args, obj=...)`` in tests).
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import click  # noqa: E402
 
 from audit import __version__  # noqa: E402
 from audit.core.errors import AnonauditError  # noqa: E402
-from audit.core.registry import normalise, registry  # noqa: E402
 
 
 class FriendlyGroup(click.Group):
@@ -37,28 +40,6 @@ class FriendlyGroup(click.Group):
             ctx.exit(130)
 
 
-class AttackGroup(FriendlyGroup):
-    """``anonaudit attack NAME``: one sub-command per registered attack."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        names = []
-        for name in registry.names("attack"):
-            try:
-                if registry.get("attack", name).cli_command() is not None:
-                    names.append(name.replace("_", "-"))
-            except AnonauditError:
-                continue  # a broken plugin must not hide the others
-        return names
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if normalise(cmd_name) not in registry.names("attack"):
-            return None
-        cmd = registry.get("attack", cmd_name).cli_command()
-        if cmd is not None:
-            cmd.name = cmd_name
-        return cmd
-
-
 @click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="anonaudit")
 @click.option("-v", "--verbose", is_flag=True, help="Log what happens (model loading, cache use).")
@@ -68,11 +49,6 @@ def main(verbose: bool) -> None:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-
-
-@main.group(cls=AttackGroup)
-def attack() -> None:
-    """Run one attack on one or more releases."""
 
 
 def _add_commands() -> None:

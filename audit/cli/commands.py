@@ -1,4 +1,4 @@
-"""The list of top-level CLI commands besides ``attack`` (one entry per command module)."""
+"""The list of top-level CLI commands (one entry per command module)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import click
 def all_commands() -> list[click.Command]:
     import audit.cli.data as data_cli
     import audit.cli.demo as demo_cli
+    import audit.cli.driver as driver
     import audit.cli.models as models_cli
     import audit.cli.run as run_cli
-    import audit.cli.utility as utility_cli
 
-    return [*data_cli.commands(), *demo_cli.COMMANDS, *run_cli.COMMANDS, *models_cli.COMMANDS,
-            *utility_cli.COMMANDS]
+    return [*driver.groups(), *data_cli.commands(), *demo_cli.COMMANDS, *run_cli.COMMANDS, *models_cli.COMMANDS]

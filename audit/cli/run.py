@@ -1,4 +1,4 @@
-"""``anonaudit run | report | gate | sanitize | demo``: the commands a privacy officer and a CI job use."""
+"""``anonaudit run | report | gate | demo``: the commands a privacy officer and a CI job use."""
 
 from __future__ import annotations
 
@@ -23,13 +23,14 @@ def _thresholds(max_: tuple[str, ...], min_: tuple[str, ...]):
 
 
 def _render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_documents: int = 50,
-            title: str | None = None, notes=()) -> Path:
+            title: str | None = None, notes=(), registry=None) -> Path:
     from audit.core.results import ResultsFile
     from reports.render import load_release_texts, write_report
 
     rf = ResultsFile.load(results_path)
+    extra = {} if registry is None else {"registry": registry}  # component descriptions
     return write_report(out, rf, shareable=shareable, checks=checks, texts=load_release_texts(results_path, rf),
-                        max_documents=max_documents, title=title, notes=notes)
+                        max_documents=max_documents, title=title, notes=notes, **extra)
 
 
 # --------------------------------------------------------------------------- run
@@ -41,7 +42,8 @@ def _render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_
               help="Output folder (overrides the spec's `out`).")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report.html at the end.")
 @click.option("--shareable", is_flag=True, help="Write the report's shareable edition (no original text).")
-def run_cmd(spec_file: str, out_dir: str | None, report: bool, shareable: bool) -> None:
+@click.pass_context
+def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: bool, shareable: bool) -> None:
     """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
 
     Results go to OUT/results.json, saved after each (component, release) pair; running the
@@ -49,12 +51,14 @@ def run_cmd(spec_file: str, out_dir: str | None, report: bool, shareable: bool) 
     `gate` thresholds fail.
     """
     from audit.cli.common import echo_summary
+    from audit.cli.driver import registry_of
     from audit.pipeline.gate import Threshold, evaluate, format_table
     from audit.pipeline.runner import Audit, load_spec
 
+    reg = registry_of(ctx)
     overrides = {"out": str(Path(out_dir).resolve())} if out_dir else None
-    spec = load_spec(spec_file, overrides=overrides)
-    outcome = Audit(spec, progress=True).run()
+    spec = load_spec(spec_file, overrides=overrides, registry=reg)
+    outcome = Audit(spec, registry=reg, progress=True).run()
     rf = outcome.results
     click.echo("")
     echo_summary(rf.results)
@@ -70,7 +74,7 @@ def run_cmd(spec_file: str, out_dir: str | None, report: bool, shareable: bool) 
         click.echo("\n" + format_table(checks))
     if report:
         path = _render(outcome.path, spec.out / "report.html", shareable=shareable or bool(spec.report.get("shareable")),
-                       checks=checks, max_documents=int(spec.report.get("max_documents", 50)))
+                       checks=checks, max_documents=int(spec.report.get("max_documents", 50)), registry=reg)
         click.echo(f"report: {path}")
     if checks and not all(c.passed for c in checks):
         sys.exit(1)
@@ -146,51 +150,6 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
     click.secho(f"all {len(checks)} check(s) passed", fg="green", err=True)
 
 
-# --------------------------------------------------------------------------- sanitize
-
-
-@click.command("sanitize")
-@click.argument("name")
-@click.option("--input", "input_", type=click.Path(dir_okay=False), required=True,
-              help="Documents to sanitize (JSONL, CSV, JSON map, TAB JSON).")
-@click.option("--out", type=click.Path(dir_okay=False), required=True, help="Released documents (JSONL).")
-@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
-              help="A sanitizer parameter; VALUE is read as YAML (e.g. labels=[PERSON,DATE]). Repeatable.")
-@click.option("--format", "fmt", default=None, help="Input format (default: detected).")
-def sanitize_cmd(name: str, input_: str, out: str, params: tuple[str, ...], fmt: str | None) -> None:
-    """Run the registered sanitizer NAME (e.g. suppression, labels, spacy-ner, presidio) on a corpus.
-
-    Each released document records its replaced spans (offsets in the new text, label,
-    replacement, original), so attacks and utility metrics can use them.
-    """
-    import yaml
-
-    from audit.io.loaders import load_corpus
-    from audit.core.registry import registry
-    from audit.pipeline.runner import write_release_jsonl
-
-    kwargs = {}
-    for p in params:
-        key, sep, value = p.partition("=")
-        if not sep or not key:
-            raise AnonauditError(f"--param {p!r}: expected KEY=VALUE")
-        try:
-            kwargs[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise AnonauditError(f"--param {p!r}: the value is not valid YAML ({exc.__class__.__name__})") from None
-    try:
-        san = registry.create("sanitizer", name, **kwargs)
-    except (TypeError, ValueError) as exc:
-        raise AnonauditError(f"sanitizer {name!r}: {exc}") from None
-    corpus = load_corpus(input_, format=fmt)
-    t0 = time.time()
-    release = san.sanitize(corpus, name=Path(out).stem)
-    write_release_jsonl(release, Path(out))
-    spans = sum(len(d.spans) for d in release.corpus)
-    click.echo(f"{name}: sanitized {len(release)} documents ({spans} spans replaced) in {time.time() - t0:.1f}s "
-               f"-> {out}")
-
-
 # --------------------------------------------------------------------------- demo
 
 
@@ -205,10 +164,15 @@ def sanitize_cmd(name: str, input_: str, out: str, params: tuple[str, ...], fmt:
               help="Documents per release for the stages that call a language model per document.")
 @click.option("--presidio/--no-presidio", default=None,
               help="Include the Presidio release (default: when Presidio is installed).")
-def demo_cmd(out_dir: str, n: int, seed: int, llm_spec: str | None, sample: int, presidio: bool | None) -> None:
+@click.pass_context
+def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str | None, sample: int,
+             presidio: bool | None) -> None:
     """The whole audit on a synthetic population: data, baseline sanitizers, every installed attack
     and utility metric, results.json and report.html (prints the report's path)."""
-    path = run_demo(out_dir, n=n, seed=seed, llm=llm_spec, sample=sample, presidio=presidio)
+    from audit.cli.driver import registry_of
+
+    path = run_demo(out_dir, n=n, seed=seed, llm=llm_spec, sample=sample, presidio=presidio,
+                    registry=registry_of(ctx))
     click.echo(str(path))
 
 
@@ -291,7 +255,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     from audit.cli.common import echo_summary
 
     echo_summary(outcome.results.results)
-    return _render(outcome.path, out / "report.html", shareable=False, notes=notes)
+    return _render(outcome.path, out / "report.html", shareable=False, notes=notes, registry=reg)
 
 
-COMMANDS = [run_cmd, report_cmd, gate_cmd, sanitize_cmd, demo_cmd]
+COMMANDS = [run_cmd, report_cmd, gate_cmd, demo_cmd]

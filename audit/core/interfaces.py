@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
-    import click
-
     from audit.core.data import Corpus, Release, Scenario
     from audit.core.results import Result
 
@@ -27,8 +25,13 @@ class Component(ABC):
     """Common base: a registry name, a one-paragraph description, and its parameters."""
 
     name: ClassVar[str] = ""
-    #: What the component does, in plain words (shown in the report).
+    #: What the component does, in plain words (shown in the report and the command's help).
     description: ClassVar[str] = ""
+    #: Extra command-line spellings of parameters, for the generic driver (``audit.cli``), which
+    #: makes an option of each parameter from its type hint, default and docstring line
+    #: ``name: help``: ``{"threads": "num_threads"}`` adds ``--threads`` for ``--num-threads``,
+    #: ``{"no_scoring": "no_score"}`` adds ``--no-scoring`` for the off side of ``--score``.
+    cli_aliases: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def param_names(cls) -> list[str]:
@@ -40,10 +43,28 @@ class Component(ABC):
         """Constructor parameters as given (JSON-friendly where possible)."""
         return {k: getattr(self, k) for k in self.param_names() if hasattr(self, k)}
 
+    #: The run's shared models (an :class:`audit.models.resources.Resources`, typed loosely so
+    #: the core does not depend on the models layer), given with :meth:`use`; ``None`` until a
+    #: component used on its own makes a private set (``audit.models.resources.resources_of``).
+    resources: Any = None
+
+    def use(self, resources: Any) -> Self:
+        """Share ``resources`` (the run's LLMs, embedders, spaCy pipelines, seed) instead of
+        loading models of its own. The runner calls it right after construction; the caller
+        keeps ownership: the component never closes what it was given."""
+        self.resources = resources
+        return self
+
     def close(self) -> None:
-        """Release what the component loaded itself (a language model, an index), never what it
-        was given. The runner calls it once the component has evaluated every release; a
-        closed component loads its resources again if it is used after all."""
+        """Release what the component loaded itself (a private set of resources, an index),
+        never what it was given. The runner calls it once the component has evaluated every
+        release; a closed component loads its resources again if it is used after all.
+        Subclasses that hold more call ``super().close()``."""
+        private = self.__dict__.pop("_private_resources", None)
+        if private is not None:
+            if self.__dict__.get("resources") is private:
+                del self.__dict__["resources"]
+            private.close()
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
@@ -64,11 +85,6 @@ class Attack(Component):
     @abstractmethod
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         """Attack one release; return its results (first one = the headline risk)."""
-
-    @classmethod
-    def cli_command(cls) -> click.Command | None:
-        """The ``anonaudit attack NAME`` command for this attack, if it has one."""
-        return None
 
 
 class Sanitizer(Component):

@@ -10,7 +10,9 @@ A results file is JSON::
 
 Orientation: attack values are risks (higher = more risk); utility values are
 utilities (higher = more utility). ``documents`` holds per-document findings with
-evidence; ``details`` holds anything else an attack wants to explain itself.
+evidence (one :class:`Finding` each, written as ``{"id", "success", "summary"?, <facts>...,
+"highlights_in"?, "highlights", "private"?}``); ``details`` holds anything else an attack
+wants to explain itself.
 Files are written atomically, so an interrupted run never leaves half a file.
 """
 
@@ -19,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from audit.core.errors import DataError, Problem, read_text
+from audit.core.files import atomic_write_json
 from audit.core.stats import Risk
 
 SCHEMA = "anonaudit.results/1"
@@ -122,9 +124,15 @@ class Finding:
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Result:
-    """One figure for one release: an attack's risk or a utility metric."""
+    """One figure for one release: an attack's risk or a utility metric.
+
+    Frozen: a stage that adds to a result (the runner noting a sample) makes a new one with
+    :func:`dataclasses.replace` and a new ``details`` dict; ``details`` is read-only by
+    convention. ``documents`` holds one :class:`Finding` per document (a list given here is
+    kept as a tuple).
+    """
 
     kind: Literal["attack", "utility"]
     name: str
@@ -135,11 +143,17 @@ class Result:
     baseline: float | None = None
     beats_baseline: bool | None = None
     details: dict[str, Any] = field(default_factory=dict)
-    documents: list[dict[str, Any]] = field(default_factory=list)
+    documents: tuple[Finding, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        documents = tuple(self.documents)
+        for d in documents:
+            if not isinstance(d, Finding):
+                raise TypeError(f"result {self.name!r}: documents must be Finding objects "
+                                f"(audit.core.results.Finding), got {type(d).__name__}")
+        object.__setattr__(self, "documents", documents)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -147,7 +161,7 @@ class Result:
 
     @classmethod
     def from_risk(cls, name: str, release: str, risk: Risk, *, details: dict | None = None,
-                  documents: list[dict] | None = None) -> Result:
+                  documents: Iterable[Finding] = ()) -> Result:
         """An attack result from a :class:`~audit.core.stats.Risk`."""
         det = dict(details or {})
         if risk.residual is not None:
@@ -157,7 +171,7 @@ class Result:
         return cls(
             kind="attack", name=name, release=release, value=risk.rate.value, ci=risk.rate.ci,
             n=risk.rate.n, baseline=risk.baseline, beats_baseline=risk.beats_baseline,
-            details=det, documents=list(documents or []),
+            details=det, documents=tuple(documents or ()),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -171,7 +185,7 @@ class Result:
             "baseline": None if self.baseline is None else _finite(self.baseline),
             "beats_baseline": self.beats_baseline,
             "details": self.details,
-            "documents": self.documents,
+            "documents": [d.to_dict() for d in self.documents],
         }
 
     @classmethod
@@ -183,8 +197,16 @@ class Result:
             value=math.nan if value is None else float(value),  # non-finite values are saved as null
             ci=None if ci is None else (float(ci[0]), float(ci[1])), n=int(data.get("n", 0)),
             baseline=data.get("baseline"), beats_baseline=data.get("beats_baseline"),
-            details=dict(data.get("details") or {}), documents=list(data.get("documents") or []),
+            details=dict(data.get("details") or {}),
+            # a document written before findings were typed has no "success": it loads as None
+            documents=tuple(_finding_of(i, d) for i, d in enumerate(data.get("documents") or ())),
         )
+
+
+def _finding_of(i: int, data: Any) -> Finding:
+    if not isinstance(data, dict) or "id" not in data:
+        raise ValueError(f"documents[{i}] is not a finding (an object with an \"id\")")
+    return Finding.from_dict(data)
 
 
 def grouped_warnings(results: Iterable[Result]) -> list[tuple[str, str, list[str]]]:
@@ -238,9 +260,7 @@ class ResultsFile:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write atomically (temporary file in the same folder, then rename)."""
-        path = Path(path)
-        write_json_atomic(path, self.to_dict())
-        return path
+        return atomic_write_json(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> ResultsFile:
@@ -262,16 +282,3 @@ class ResultsFile:
         if problems:
             raise DataError(problems)
         return cls(results=results, provenance=dict(data.get("provenance") or {}))
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False, indent=1, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

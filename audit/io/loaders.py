@@ -52,13 +52,13 @@ import csv
 import json
 import os
 import sys
-import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from audit.core.data import Corpus, Document, Release, Span, sanitize_corpus, span_order
 from audit.core.errors import AnonauditError, DataError, Problem, Problems
+from audit.core.files import atomic_open
 
 FORMATS: dict[str, str] = {
     "jsonl": "one JSON document per line: id, text, subject?, spans?",
@@ -132,14 +132,24 @@ def _load_documents(source: str, fmt: str, data: Any, annotator: str | None = No
 
 
 def load_releases(spec: str, *, originals: Corpus | None = None, format: str | None = None) -> list[Release]:
-    """Load the release(s) named by ``spec`` (``NAME=PATH`` or ``PATH``; name = file stem).
+    """Load the release(s) named by a command-line ``spec`` (``NAME=PATH`` or ``PATH``; see
+    :func:`parse_release_spec`). Code that has the name and the path apart calls
+    :func:`load_release_file`, which never splits a string."""
+    name, path = parse_release_spec(spec)
+    return load_release_file(path, name=name, originals=originals, format=format)
+
+
+def load_release_file(path: str | os.PathLike, *, name: str | None = None, originals: Corpus | None = None,
+                      format: str | None = None) -> list[Release]:
+    """Load the release(s) in the file ``path``, named ``name`` (default: the file stem).
 
     A span file is applied to ``originals``. A TRI file gives one release per
-    method column (``NAME=FILE`` selects the column ``NAME``); its releases are
+    method column (``name`` selects the column of that name); its releases are
     aligned when every name is an id of ``originals``. Other formats give one
     release; when ``originals`` are given, its ids must all be among them.
+    Name and path are separate arguments, so either may contain ``=``.
     """
-    name, path = parse_release_spec(spec)
+    path = str(path)
     fmt, data = _sniff(path, format)
     if fmt == "tri":
         _, releases = _load_tri(path, data)
@@ -181,20 +191,10 @@ def load_tri(path: str | os.PathLike) -> tuple[Corpus, list[Release]]:
 def save_jsonl(corpus: Iterable[Document], path: str | os.PathLike) -> Path:
     """Write documents as JSONL (one per line, spans included), atomically."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8", newline="\n") as fh:
-            for doc in corpus:
-                fh.write(json.dumps(doc.to_dict(), ensure_ascii=False))
-                fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_open(path, "w", encoding="utf-8", newline="\n") as fh:
+        for doc in corpus:
+            fh.write(json.dumps(doc.to_dict(), ensure_ascii=False))
+            fh.write("\n")
     return path
 
 

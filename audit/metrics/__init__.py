@@ -9,8 +9,6 @@ precision/recall, similarity, ROUGE-L as :class:`~audit.core.interfaces.Metric` 
 from audit.metrics.context import TermFate, UtilityContext, term_fates
 from audit.metrics.ic import CausalIC, ICCache, ICEstimator, MaskedIC, corpus_ic
 from audit.metrics.utility import (
-    ALL_METRICS,
-    METRIC_CLASSES,
     NMIMetric,
     PrecisionMetric,
     RecallMetric,
@@ -23,7 +21,7 @@ from audit.metrics.utility import (
 from audit.metrics.terms import Term, TermExtractor, terms_of_doc
 
 __all__ = [
-    "ALL_METRICS", "METRIC_CLASSES", "CausalIC", "ICCache", "ICEstimator", "MaskedIC", "NMIMetric",
+    "CausalIC", "ICCache", "ICEstimator", "MaskedIC", "NMIMetric",
     "PrecisionMetric", "RecallMetric", "RougeMetric", "SimilarityMetric", "TPIMetric", "TPSMetric", "Term",
     "TermExtractor", "TermFate", "UtilityContext", "UtilityMetric", "corpus_ic", "term_fates",
     "terms_of_doc",

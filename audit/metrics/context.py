@@ -17,15 +17,12 @@ import numpy as np
 
 from audit.core.data import Corpus, Document, Release, Span
 from audit.core.errors import AnonauditError
-from audit.models.nlp import Spacy
 from audit.metrics.ic import CausalIC, ICCache, ICEstimator, MaskedIC, corpus_ic
 from audit.metrics.terms import Term, TermExtractor
+from audit.models.nlp import Spacy
+from audit.models.resources import Resources
 
 KEPT, REPLACED, DELETED = "kept", "replaced", "deleted"
-
-#: Contexts shared by the metrics of one process (see :meth:`UtilityContext.shared`).
-_SHARED: dict[tuple, UtilityContext] = {}
-_SHARED_MAX = 2
 
 
 @dataclass
@@ -89,7 +86,10 @@ class UtilityContext:
     ``ic``: ``"causal"`` (``llm``: an LLM spec or object) or ``"masked"`` (``ic_model``:
     a local MLM folder), or an :class:`~audit.metrics.ic.ICEstimator`. ``embedder``: a
     spec for :class:`audit.models.embed.Embedder` or any object with ``encode(texts)`` returning
-    unit rows. ``cache``: keep IC (and embeddings) on disk.
+    unit rows. ``cache``: keep IC (and embeddings) on disk. ``resources``: the run's
+    :class:`~audit.models.resources.Resources`, where the scorer LLM, the embedder and spaCy come
+    from (a private set when not given, released by :meth:`close`). The metrics of a run share
+    one context through :meth:`Resources.shared <audit.models.resources.Resources.shared>`.
     """
 
     originals: Corpus
@@ -104,6 +104,8 @@ class UtilityContext:
     spacy: Spacy | None = None
     chunk_words: int = 200
     progress: bool = False
+    resources: Resources | None = None
+    _own_resources: bool = field(default=False, init=False, repr=False)
     _estimator: ICEstimator | None = field(default=None, init=False, repr=False)
     _ic_cache: ICCache | None = field(default=None, init=False, repr=False)
     _ic: dict[str, tuple[list[Term], np.ndarray]] = field(default_factory=dict, init=False, repr=False)
@@ -114,26 +116,18 @@ class UtilityContext:
     memo: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.resources is None:
+            self.resources = Resources(progress=self.progress)
+            self._own_resources = True
         if self.spacy is None:
-            self.spacy = Spacy()
+            self.spacy = self.resources.spacy()
 
-    @classmethod
-    def shared(cls, originals: Corpus, **settings: Any) -> UtilityContext:
-        """The context for these originals and settings, made once per process.
-
-        Metrics are separate objects (the runner builds one per metric), yet they
-        should load the scorer model and embed the originals once: this keeps the two
-        most recent contexts alive, keyed by the originals' content and the settings.
-        Settings must be plain values (model specs, not model objects).
-        """
-        key = (originals.fingerprint(), tuple(sorted(settings.items())))
-        ctx = _SHARED.pop(key, None)
-        if ctx is None:
-            ctx = cls(originals, **settings)
-        _SHARED[key] = ctx  # most recent last
-        while len(_SHARED) > _SHARED_MAX:
-            _SHARED.pop(next(iter(_SHARED)))
-        return ctx
+    def close(self) -> None:
+        """Release the models of a private set of resources (a shared set is its owner's)."""
+        self._estimator = None
+        self._encoder = None
+        if self._own_resources and self.resources is not None:
+            self.resources.close()
 
     # ------------------------------------------------------------------ IC
     @property
@@ -149,12 +143,8 @@ class UtilityContext:
             elif self.ic == "causal":
                 llm = self.llm
                 if llm is None or isinstance(llm, str):
-                    from audit.models.specs import load_llm
-                    from audit.core.progress import stage
-
-                    spec = self.ic_model or llm or "scorer"
-                    with stage(f"loading the information-content scorer {spec}", enabled=self.progress):
-                        llm = load_llm(spec, cache=self.cache)
+                    llm = self.resources.llm(self.ic_model or llm or "scorer", cache=self.cache,
+                                             what="the information-content model")
                 self._estimator = CausalIC(llm, context_tokens=self.context_tokens)
             else:
                 raise AnonauditError(f"unknown IC estimator {self.ic!r} (use causal or masked)")
@@ -195,14 +185,7 @@ class UtilityContext:
     @property
     def encoder(self) -> Any:
         if self._encoder is None:
-            if self.embedder is None or isinstance(self.embedder, str):
-                from audit.models.embed import Embedder
-                from audit.core.progress import stage
-
-                with stage(f"loading the embedder {self.embedder or '(default)'}", enabled=self.progress):
-                    self._encoder = Embedder(self.embedder, cache=self.cache)
-            else:
-                self._encoder = self.embedder
+            self._encoder = self.resources.embedder(self.embedder, cache=self.cache)
         return self._encoder
 
     def similarity(self, pairs: Sequence[tuple[str, str]]) -> list[float]:

@@ -31,7 +31,7 @@ import numpy as np
 
 from audit.core import config
 from audit.core.errors import AnonauditError
-from audit.core.results import write_json_atomic
+from audit.core.files import atomic_write_json
 from audit.metrics.terms import Term
 
 if TYPE_CHECKING:
@@ -349,7 +349,7 @@ class ICCache:
             "seconds": round(seconds, 4),
         }
         if self.enabled:
-            write_json_atomic(self.path, {"identity": self.identity, "fingerprint": self.fingerprint,
+            atomic_write_json(self.path, {"identity": self.identity, "fingerprint": self.fingerprint,
                                           "version": IC_VERSION, "documents": self.documents})
 
     def seconds(self) -> list[float]:

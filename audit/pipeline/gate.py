@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from audit.core.errors import AnonauditError
+from audit.core.files import atomic_write
 from audit.core.registry import normalise
 from audit.core.results import Result, ResultsFile
 
@@ -139,7 +140,4 @@ def junit_xml(checks: Sequence[Check], *, suite: str = "anonaudit gate") -> str:
 
 
 def write_junit(path: str | Path, checks: Sequence[Check]) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(junit_xml(checks), encoding="utf-8")
-    return path
+    return atomic_write(path, junit_xml(checks))

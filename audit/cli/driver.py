@@ -1,0 +1,515 @@
+"""The generic driver: ``anonaudit attack NAME``, ``anonaudit sanitize NAME`` and
+``anonaudit utility`` for every registered component, built from its constructor.
+
+A component is one class plus one registration; this module gives it its command. Each
+simple constructor parameter becomes a typed option (see :mod:`audit.cli.params`), any
+other one is set with ``--param KEY=VALUE``, and the common options name the data
+(``--originals``, ``--background``/``--tri``, ``--release NAME=FILE``, ``--format``), the
+results file (``--out``), the seed, the models (``--llm``, ``--embedder``) and a document
+budget (``--sample``). The commands then build an audit spec in memory and run it with the
+pipeline's :class:`~audit.pipeline.runner.Audit`, the same loop as ``anonaudit run``:
+results and provenance merge into the ``--out`` file, and release copies are written beside
+it for the report (``releases/NAME.jsonl`` beside ``results.json``, ``X.releases/NAME.jsonl``
+beside any other ``X.json``).
+
+The registry comes from the click context: ``main(obj={"registry": reg})`` (tests, an
+application embedding the CLI), else the process' registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from audit.cli.common import LLM_HELP
+from audit.cli.params import (
+    Param,
+    param_option,
+    parameters,
+    parse_param_values,
+    simple,
+    split_list,
+    summary,
+)
+from audit.core.errors import AnonauditError
+from audit.core.registry import Registry, normalise
+
+EMBEDDER_HELP = "Sentence embedder: a local sentence-transformers folder (default: the embedded MiniLM)."
+DATA, PARAMS, OTHER = "Inputs and output", "Parameters", "Other options"
+
+
+def registry_of(ctx: click.Context | None) -> Registry:
+    """The registry of this command line: ``obj={"registry": reg}`` (or a :class:`Registry`
+    as ``obj``) given to ``main``, else the process' registry."""
+    from audit.core import registry as registry_module
+
+    obj = ctx.find_root().obj if ctx is not None else None
+    if isinstance(obj, Registry):
+        return obj
+    if isinstance(obj, Mapping) and isinstance(obj.get("registry"), Registry):
+        return obj["registry"]
+    return registry_module.registry
+
+
+# --------------------------------------------------------------------------- help layout
+
+
+class SectionOption(click.Option):
+    """An option listed under a heading of the help (``section``)."""
+
+    def __init__(self, *args: Any, section: str = OTHER, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.section = section
+
+
+def _in_section(option: click.Option, section: str) -> click.Option:
+    option.section = section  # type: ignore[attr-defined]
+    return option
+
+
+class SectionedCommand(click.Command):
+    """A command whose options are listed under headings (inputs, parameters, other)."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                sections.setdefault(getattr(param, "section", OTHER), []).append(record)
+        order = [s for s in sections if s != OTHER] + ([OTHER] if OTHER in sections else [])
+        for title in order:
+            with formatter.section(title):
+                formatter.write_dl(sections[title])
+
+
+# --------------------------------------------------------------------------- options of a component
+
+
+@dataclass
+class ComponentOptions:
+    """The typed options of one or more components (``utility``: every metric)."""
+
+    classes: dict[str, type]  # registry name -> class
+    params: dict[str, list[Param]]  # registry name -> its parameters
+    options: list[click.Option]
+    dest: dict[str, str]  # parameter name -> option destination
+    flags: dict[str, str]  # parameter name -> its main spelling
+
+    def takes(self, param: str) -> bool:
+        return any(param in cls.param_names() for cls in self.classes.values())
+
+    def given(self, ctx: click.Context, values: Mapping[str, Any], name: str) -> dict[str, Any]:
+        """The parameters of component ``name`` given on the command line (typed options only)."""
+        out: dict[str, Any] = {}
+        for p in self.params[name]:
+            dest = self.dest.get(p.name)
+            if dest is None or ctx.get_parameter_source(dest) not in (ParameterSource.COMMANDLINE,
+                                                                         ParameterSource.ENVIRONMENT):
+                continue
+            value = values[dest]
+            out[p.name] = split_list(value) if p.kind == "list" and isinstance(value, str) else value
+        return out
+
+
+def component_options(classes: Mapping[str, type], *, taken: set[str], label_users: bool = False) -> ComponentOptions:
+    """Options for the simple parameters of ``classes`` (the first class to declare a name
+    decides its type). Spellings in ``taken`` (the driver's own options) are left to ``--param``.
+    ``label_users``: say which components take a parameter when not all do."""
+    params = {name: parameters(cls) for name, cls in classes.items()}
+    seen: dict[str, Param] = {}
+    users: dict[str, list[str]] = {}
+    aliases: dict[str, dict[str, str]] = {}
+    for name, cls in classes.items():
+        for p in params[name]:
+            if not simple(p):
+                continue
+            users.setdefault(p.name, []).append(name)
+            if p.name not in seen:
+                seen[p.name] = p
+                aliases[p.name] = {a: t for a, t in (getattr(cls, "cli_aliases", None) or {}).items()
+                                   if normalise(t).removeprefix("no_") in (p.name, p.flag.replace("-", "_"))}
+    options, dest, flags = [], {}, {}
+    spelled = set(taken)
+    for pname, p in seen.items():
+        if p.flag in spelled or pname.replace("_", "-") in spelled:
+            continue  # e.g. a parameter called "out": settable with --param only
+        used_by = ", ".join(users[pname]) if label_users and len(users[pname]) < len(classes) else ""
+        opt = param_option(p, aliases[pname], used_by=used_by, taken=frozenset(spelled))
+        opt.name = f"param__{pname}"  # never collides with the driver's own destinations
+        options.append(_in_section(opt, PARAMS))
+        spelled.update(o.lstrip("-") for o in opt.opts + opt.secondary_opts)
+        dest[pname] = opt.name
+        flags[pname] = p.flag
+    return ComponentOptions(dict(classes), params, options, dest, flags)
+
+
+def _common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sample: bool) -> list[click.Option]:
+    """The data, output, seed, model and budget options of ``attack``/``utility`` commands."""
+    needs_orig = "originals" in requires
+    opts = [
+        SectionOption(["--originals", "originals"], type=click.Path(dir_okay=False), default=None,
+                      metavar="FILE", section=DATA,
+                      help=("The original (private) documents" + (" (required)" if needs_orig else "")
+                            + ": JSONL, CSV, JSON map, TAB JSON. Span-file releases are applied to them.")),
+    ]
+    if "background" in requires:
+        opts += [
+            SectionOption(["--background", "background"], type=click.Path(dir_okay=False), default=None,
+                          metavar="FILE", section=DATA,
+                          help="Public documents with a subject: the attacker's background knowledge (required, "
+                               "or --tri)."),
+            SectionOption(["--tri", "--tri-file", "tri"], type=click.Path(dir_okay=False), default=None,
+                          metavar="FILE", section=DATA,
+                          help="A TRI dataframe file: the background and one release per method column."),
+        ]
+    opts += [
+        SectionOption(["--release", "releases"], multiple=True, metavar="NAME=FILE", section=DATA,
+                      help="A sanitized release, as NAME=FILE or FILE (name = file stem). Repeatable. A span "
+                           "file {doc_id: [[start, end, replacement?], ...]} is applied to --originals."),
+        SectionOption(["--format", "fmt"], default=None, metavar="FORMAT", section=DATA,
+                      help="Format of the release files (default: detected from extension and content; the "
+                           "originals take it when it is a corpus format)."),
+        SectionOption(["--out", "out"], type=click.Path(dir_okay=False), required=True, metavar="FILE",
+                      section=DATA, help="Results JSON to write (merged into it if it exists); copies of the "
+                                         "releases go beside it, for the report."),
+        SectionOption(["--sample-documents" if own_sample else "--sample", "sample_documents"],
+                      type=click.IntRange(1), default=None, metavar="N", section=DATA,
+                      help="Run on a seeded sample of N documents of each release (the same ids in every "
+                           "release; default: all)."),
+        SectionOption(["--seed", "seed"], type=int, default=0, show_default=True, section=DATA,
+                      help="Seed for every random choice."),
+    ]
+    if comps.takes("llm"):
+        opts.append(SectionOption(["--llm", "llm"], default=None, metavar="SPEC", section=DATA, help=LLM_HELP))
+    if comps.takes("embedder"):
+        opts.append(SectionOption(["--embedder", "embedder"], default=None, metavar="SPEC", section=DATA,
+                                  help=EMBEDDER_HELP))
+    return opts
+
+
+def _param_option(comps: ComponentOptions) -> click.Option:
+    rest = sorted({p.name for ps in comps.params.values() for p in ps if p.name not in comps.dest
+                   and p.name not in ("seed", "llm", "embedder", "progress")})
+    more = f" Parameters without an option of their own: {', '.join(rest)}." if rest else ""
+    return SectionOption(["--param", "param_values"], multiple=True, metavar="KEY=VALUE", section=OTHER,
+                         help="Set any parameter; VALUE is read as YAML (e.g. labels=[PERSON,DATE]). "
+                              f"Repeatable.{more}")
+
+
+def _spellings(options: Sequence[click.Option]) -> set[str]:
+    return {o.lstrip("-") for opt in options for o in opt.opts + opt.secondary_opts}
+
+
+def _merge_params(typed: dict[str, Any], extra: Mapping[str, Any], comps: ComponentOptions) -> dict[str, Any]:
+    for k in extra:
+        if k in typed:
+            raise AnonauditError(f"parameter {k!r} is given twice: --{comps.flags.get(k, k)} and --param")
+    return {**typed, **extra}
+
+
+# --------------------------------------------------------------------------- the one loop
+
+
+@dataclass
+class DataArgs:
+    """What the common options named."""
+
+    originals: str | None
+    background: str | None
+    tri: str | None
+    releases: Sequence[str]
+    fmt: str | None
+    out: str
+    seed: int
+    llm: str | None
+    embedder: str | None
+    sample: int | None
+
+    @classmethod
+    def of(cls, kw: Mapping[str, Any]) -> DataArgs:
+        return cls(kw.get("originals"), kw.get("background"), kw.get("tri"), tuple(kw.get("releases") or ()),
+                   kw.get("fmt"), kw["out"], kw.get("seed", 0), kw.get("llm"), kw.get("embedder"),
+                   kw.get("sample_documents"))
+
+
+def _file_params(params: dict[str, Any], plist: Sequence[Param], corpora: dict[str, Any]) -> dict[str, Any]:
+    """Corpus- and release-typed parameters given as ``NAME=FILE`` or ``FILE``: declared as
+    corpora of the spec, the parameter refers to it (``corpus:NAME``)."""
+    from audit.io.loaders import parse_release_spec
+    from audit.pipeline.spec import CORPUS_REF
+
+    kinds = {p.name: p.kind for p in plist}
+    out = dict(params)
+    for k, v in params.items():
+        if kinds.get(k) not in ("corpus", "release") or not isinstance(v, str) or v.startswith(CORPUS_REF):
+            continue
+        name, path = parse_release_spec(v)
+        key = name or Path(path).stem or k
+        while key in corpora and corpora[key]["path"] != path:
+            key += "_"
+        corpora[key] = {"path": path}
+        out[k] = f"{CORPUS_REF}{key}"
+    return out
+
+
+def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str, Any]], data: DataArgs,
+                   corpora: Mapping[str, Any], command: str, on_error: str = "raise"):
+    """Run ``entries`` (``{"name", "params", "sample"?}`` of ``kind``) on the releases of ``data``
+    through the pipeline's :class:`~audit.pipeline.runner.Audit`, merging into ``data.out``."""
+    from audit.cli.common import echo_summary
+    from audit.io.loaders import parse_release_spec
+    from audit.pipeline.runner import Audit
+    from audit.pipeline.spec import parse_spec
+
+    reg = registry_of(ctx)
+    if data.background and data.tri:
+        raise AnonauditError("give the background with --background FILE, or --tri FILE (not both)")
+    releases: list[dict[str, Any]] = []
+    for item in data.releases:
+        name, path = parse_release_spec(item)
+        releases.append({k: v for k, v in (("name", name), ("path", path), ("format", data.fmt)) if v is not None})
+    if data.tri:
+        releases.append({"path": data.tri, "format": "tri"})
+    if not releases:
+        raise AnonauditError("nothing to do: give at least one --release NAME=FILE")
+    out = Path(data.out).resolve()
+    spec_data: dict[str, Any] = {
+        "seed": data.seed, "out": str(out.parent),
+        "releases": releases, f"{kind}s": list(entries),
+        "models": {"llm": data.llm, "embedder": data.embedder},
+    }
+    if data.originals:
+        spec_data["originals"] = {"path": data.originals,
+                                  "format": None if data.fmt in (None, "spans", "tri") else data.fmt}
+    if data.background:
+        spec_data["background"] = data.background
+    elif data.tri:
+        spec_data["background"] = {"path": data.tri, "format": "tri"}
+    if corpora:
+        spec_data["corpora"] = dict(corpora)
+    spec = parse_spec(spec_data, base=Path.cwd(), source="command line", registry=reg)
+    outcome = Audit(spec, registry=reg, on_error=on_error, command=command, results_path=out,
+                    resume=False).run()
+    keys = set(outcome.keys)
+    echo_summary([r for r in outcome.results.results if r.key in keys])
+    for s in outcome.skipped + outcome.errors:
+        click.secho(f"not run: {s['component']}: {s['reason']}", fg="yellow", err=True)
+    return outcome
+
+
+def _check_requires(label: str, requires: frozenset[str], data: DataArgs) -> None:
+    if "originals" in requires and not data.originals:
+        raise AnonauditError(f"{label} needs the original documents: --originals FILE")
+    if "background" in requires and not (data.background or data.tri):
+        raise AnonauditError(f"{label} needs background knowledge: public documents with a subject "
+                             "(--background FILE, or --tri FILE)")
+
+
+# --------------------------------------------------------------------------- attack NAME
+
+
+def attack_command(reg: Registry, name: str) -> click.Command:
+    """``anonaudit attack NAME`` for the registered attack ``name``."""
+    cls = reg.get("attack", name)
+    key = normalise(name)
+    cli_name = key.replace("_", "-")
+    own = {p.name for p in parameters(cls)}
+    requires = frozenset(getattr(cls, "requires", frozenset()))
+    # The common options first (their spellings win), then the attack's own.
+    draft = ComponentOptions({key: cls}, {key: parameters(cls)}, [], {}, {})
+    common = _common_options(requires=requires, comps=draft, own_sample="sample" in own)
+    comps = component_options({key: cls}, taken=_spellings(common) | {"param", "help", "h"})
+    options = [*common, *comps.options, _param_option(comps)]
+
+    def callback(**kw: Any) -> None:
+        ctx = click.get_current_context()
+        data = DataArgs.of(kw)
+        _check_requires(key, requires, data)
+        params = _merge_params(comps.given(ctx, kw, key), parse_param_values(kw["param_values"]), comps)
+        corpora: dict[str, Any] = {}
+        params = _file_params(params, comps.params[key], corpora)
+        entry: dict[str, Any] = {"name": key, "params": params}
+        if data.sample:
+            entry["sample"] = data.sample
+        run_components(ctx, kind="attack", entries=[entry], data=data, corpora=corpora,
+                       command=f"attack {cli_name}")
+
+    description = (getattr(cls, "description", "") or summary(cls)).strip()
+    return SectionedCommand(cli_name, params=options, callback=callback, short_help=summary(cls),
+                            help=description + "\n\nResults merge into the --out file; the same attack on the "
+                                               "same release replaces its earlier result.")
+
+
+# --------------------------------------------------------------------------- utility
+
+
+class UtilityCommand(SectionedCommand):
+    """``anonaudit utility``: its options are those of the metrics of the context's registry."""
+
+    def __init__(self) -> None:
+        super().__init__("utility", callback=self._run, params=[],
+                         help="Measure how much utility each --release keeps, with every registered utility "
+                              "metric (or those of --metrics); the metrics share one context, so the "
+                              "information content and embeddings of the originals are computed once.",
+                         short_help="Utility metrics of each release against the originals.")
+        self._built: dict[int, tuple[list[click.Option], ComponentOptions]] = {}
+
+    def _options(self, ctx: click.Context) -> tuple[list[click.Option], ComponentOptions]:
+        reg = registry_of(ctx)
+        if id(reg) not in self._built:
+            classes, broken = {}, []
+            for name in reg.names("metric"):
+                try:
+                    classes[name] = reg.get("metric", name)
+                except AnonauditError:
+                    broken.append(name)  # a broken plugin must not hide the others
+            draft = ComponentOptions(classes, {n: parameters(c) for n, c in classes.items()}, [], {}, {})
+            requires = frozenset().union(*(getattr(c, "requires", frozenset()) for c in classes.values())) \
+                - {"background"}
+            note = f" Registered but not loadable: {', '.join(broken)}." if broken else ""
+            metrics = SectionOption(["--metrics", "metrics"], default=",".join(classes), show_default=True,
+                                    metavar="A,B", section=PARAMS, help=f"Comma-separated metrics.{note}")
+            common = _common_options(requires=requires, comps=draft, own_sample=draft.takes("sample"))
+            comps = component_options(classes, taken=_spellings([*common, metrics]) | {"param", "help", "h"},
+                                      label_users=True)
+            self._built[id(reg)] = ([*common, metrics, *comps.options, _param_option(comps)], comps)
+        return self._built[id(reg)]
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        return [*self._options(ctx)[0], *super().get_params(ctx)]
+
+    def _run(self, **kw: Any) -> None:
+        ctx = click.get_current_context()
+        comps = self._options(ctx)[1]
+        names = [normalise(m) for m in split_list(kw["metrics"])]
+        unknown = [m for m in names if m not in comps.classes]
+        if unknown or not names:
+            raise click.BadParameter(f"unknown metric(s) {', '.join(unknown) or '(none)'}; "
+                                     f"choose from {','.join(comps.classes)}", ctx=ctx, param_hint="--metrics")
+        data = DataArgs.of(kw)
+        extra = parse_param_values(kw["param_values"])
+        for k in extra:
+            if not any(k in comps.classes[n].param_names() for n in names):
+                raise AnonauditError(f"--param {k}: none of the metrics {', '.join(names)} takes it")
+        corpora: dict[str, Any] = {}
+        entries = []
+        for n in names:
+            _check_requires(n, frozenset(getattr(comps.classes[n], "requires", frozenset())) - {"background"}, data)
+            accepted = set(comps.classes[n].param_names())
+            typed = comps.given(ctx, kw, n)
+            params = _merge_params(typed, {k: v for k, v in extra.items() if k in accepted}, comps)
+            entry: dict[str, Any] = {"name": n, "params": _file_params(params, comps.params[n], corpora)}
+            if data.sample:
+                entry["sample"] = data.sample
+            entries.append(entry)
+        outcome = run_components(ctx, kind="metric", entries=entries, data=data, corpora=corpora,
+                                 command="utility", on_error="skip")
+        if outcome.skipped:  # a metric that could not even be created: a usage error
+            ctx.exit(1)
+
+
+# --------------------------------------------------------------------------- sanitize NAME
+
+
+def sanitize_command(reg: Registry, name: str) -> click.Command:
+    """``anonaudit sanitize NAME`` for the registered sanitizer ``name``."""
+    cls = reg.get("sanitizer", name)
+    key = normalise(name)
+    common: list[click.Option] = [
+        SectionOption(["--input", "input_"], type=click.Path(dir_okay=False), required=True, metavar="FILE",
+                      section=DATA, help="Documents to sanitize (JSONL, CSV, JSON map, TAB JSON)."),
+        SectionOption(["--out", "out"], type=click.Path(dir_okay=False), required=True, metavar="FILE",
+                      section=DATA, help="Released documents (JSONL)."),
+        SectionOption(["--format", "fmt"], default=None, metavar="FORMAT", section=DATA,
+                      help="Input format (default: detected)."),
+    ]
+    draft = ComponentOptions({key: cls}, {key: parameters(cls)}, [], {}, {})
+    if draft.takes("seed"):
+        common.append(SectionOption(["--seed", "seed"], type=int, default=0, show_default=True, section=DATA,
+                                    help="Seed for every random choice."))
+    if draft.takes("llm"):
+        common.append(SectionOption(["--llm", "llm"], default=None, metavar="SPEC", section=DATA, help=LLM_HELP))
+    if draft.takes("embedder"):
+        common.append(SectionOption(["--embedder", "embedder"], default=None, metavar="SPEC", section=DATA,
+                                    help=EMBEDDER_HELP))
+    comps = component_options({key: cls}, taken=_spellings(common) | {"param", "help", "h"})
+
+    def callback(**kw: Any) -> None:
+        import time
+
+        from audit.io.loaders import load_corpus
+        from audit.pipeline.releases import write_release_jsonl
+
+        ctx = click.get_current_context()
+        params = _merge_params(comps.given(ctx, kw, key), parse_param_values(kw["param_values"]), comps)
+        for p in ("seed", "llm", "embedder"):
+            if draft.takes(p) and kw.get(p) is not None and p not in params:
+                params[p] = kw[p]
+        if draft.takes("progress") and "progress" not in params:
+            params["progress"] = True
+        try:
+            san = reg.create("sanitizer", key, **params)
+        except (TypeError, ValueError) as exc:
+            raise AnonauditError(f"sanitizer {name!r}: {exc}") from None
+        corpus = load_corpus(kw["input_"], format=kw["fmt"])
+        t0 = time.time()
+        try:
+            release = san.sanitize(corpus, name=Path(kw["out"]).stem)
+        finally:
+            san.close()
+        write_release_jsonl(release, Path(kw["out"]))
+        spans = sum(len(d.spans) for d in release.corpus)
+        click.echo(f"{key}: sanitized {len(release)} documents ({spans} spans replaced) in "
+                   f"{time.time() - t0:.1f}s -> {kw['out']}")
+
+    description = (cls.__dict__.get("__doc__") or getattr(cls, "description", "") or "").strip()
+    return SectionedCommand(key.replace("_", "-"), params=[*common, *comps.options, _param_option(comps)],
+                            callback=callback, short_help=summary(cls),
+                            help=(description + "\n\n" if description else "") +
+                            "Each released document records its replaced spans (offsets in the new text, label, "
+                            "replacement, original), so attacks and utility metrics can use them.")
+
+
+# --------------------------------------------------------------------------- the groups
+
+
+class ComponentGroup(click.Group):
+    """A group with one sub-command per registered component of ``kind`` (``attack NAME``)."""
+
+    def __init__(self, *args: Any, kind: str, make: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.kind = kind
+        self.make = make
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        reg = registry_of(ctx)
+        names = []
+        for name in reg.names(self.kind):
+            try:
+                reg.get(self.kind, name)
+            except AnonauditError:
+                continue  # a broken plugin must not hide the others
+            names.append(name.replace("_", "-"))
+        return names
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        reg = registry_of(ctx)
+        if normalise(cmd_name) not in reg.names(self.kind):
+            return None
+        return self.make(reg, cmd_name)
+
+
+def groups() -> list[click.Command]:
+    """``attack``, ``sanitize`` and ``utility``."""
+    attack = ComponentGroup("attack", kind="attack", make=attack_command,
+                            help="Run one attack on one or more releases. Each attack's options come from its "
+                                 "parameters: `anonaudit attack NAME --help`.")
+    sanitize = ComponentGroup("sanitize", kind="sanitizer", make=sanitize_command,
+                              help="Run a registered sanitizer on a corpus and write the release (JSONL). Each "
+                                   "sanitizer's options come from its parameters: `anonaudit sanitize NAME --help`.")
+    return [attack, sanitize, UtilityCommand()]

@@ -1,0 +1,81 @@
+"""Writing files atomically and hashing them: the one implementation of each.
+
+Every file the toolkit writes (results, released documents, caches, indexes, reports) goes
+through :func:`atomic_open` (or :func:`atomic_write` / :func:`atomic_write_json` built on
+it): the content goes to a temporary file in the same folder, which replaces the target
+with :func:`os.replace` only once it is complete. An interrupted write never leaves half a
+file, and a reader never sees one; on any error the temporary file is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+_BLOCK = 1 << 20
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a file's content, read in blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(_BLOCK):
+            h.update(block)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "w", *, encoding: str | None = "utf-8",
+                newline: str | None = None, fsync: bool = False) -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path`` for writing (``mode`` ``"w"`` or ``"wb"``); when the
+    ``with`` block ends without an error it replaces ``path``, otherwise it is deleted and
+    ``path`` is left as it was. The folder is created. ``fsync``: flush to disk before the
+    replace (for large files that must survive a crash, e.g. assembled models)."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open writes only: mode must be 'w' or 'wb', got {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        if mode == "wb":
+            fh = os.fdopen(fd, "wb")
+        else:
+            fh = os.fdopen(fd, "w", encoding=encoding, newline=newline)
+        with fh:
+            yield fh
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write(path: str | os.PathLike[str], data: str | bytes, *, encoding: str = "utf-8") -> Path:
+    """Write ``data`` (text or bytes) to ``path`` atomically; returns the path."""
+    path = Path(path)
+    if isinstance(data, bytes):
+        with atomic_open(path, "wb") as fh:
+            fh.write(data)
+    else:
+        with atomic_open(path, "w", encoding=encoding, newline="") as fh:
+            fh.write(data)
+    return path
+
+
+def atomic_write_json(path: str | os.PathLike[str], data: Any, *, indent: int | None = 1,
+                      allow_nan: bool = False) -> Path:
+    """Write ``data`` as UTF-8 JSON (non-ASCII kept, a final newline) atomically; returns the path."""
+    path = Path(path)
+    with atomic_open(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, ensure_ascii=False, indent=indent, allow_nan=allow_nan)
+        fh.write("\n")
+    return path

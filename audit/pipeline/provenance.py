@@ -1,0 +1,131 @@
+"""Provenance: what produced a results file. The one builder of it.
+
+:func:`build_provenance` makes the ``provenance`` of every results file, whoever runs the
+components (the spec runner, a command-line driver): one layout, in this order, with the
+keys a caller has nothing for left out::
+
+    tool, version, command, title, spec {path, sha256}, argv, python, platform,
+    seed, models {llm, embedder}, sampling {documents, ...}, params,
+    inputs {ROLE: {path, sha256, documents, fingerprint}},
+    releases {NAME: {...}}, components {LABEL: {...}}, pairs {KEY: {...}},
+    skipped [...], errors [...], gate {max, min, on_upper_ci}, started, seconds, <extra>
+
+With an :class:`~audit.pipeline.spec.AuditSpec` the spec-derived keys (title, spec, seed,
+models, sampling, gate) come from it. :func:`input_record` describes one input file the
+same way for everyone; :func:`canonical` and :func:`digest` make the JSON-friendly values
+and the resume keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from audit import __version__
+from audit.core.data import Corpus
+from audit.core.files import sha256_file
+
+if TYPE_CHECKING:
+    from audit.pipeline.spec import AuditSpec
+
+
+def canonical(obj: Any) -> Any:
+    """A JSON-friendly form of a parameter value (corpora become their fingerprint)."""
+    if isinstance(obj, Corpus):
+        return {"corpus": obj.name, "fingerprint": obj.fingerprint()}
+    if isinstance(obj, Mapping):
+        return {str(k): canonical(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        items = [canonical(v) for v in obj]
+        return sorted(items, key=repr) if isinstance(obj, (set, frozenset)) else items
+    if isinstance(obj, Path):
+        return str(obj)
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    return repr(obj)
+
+
+def digest(obj: Any) -> str:
+    """sha256 of the canonical JSON of ``obj`` (resume keys)."""
+    return hashlib.sha256(json.dumps(canonical(obj), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def timestamp(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def input_record(path: str | os.PathLike[str], corpus: Corpus | None = None) -> dict[str, Any]:
+    """One input file: its path and sha256, and with the loaded ``corpus`` its number of
+    documents and content fingerprint."""
+    record: dict[str, Any] = {"path": str(path), "sha256": sha256_file(path)}
+    if corpus is not None:
+        record.update(documents=len(corpus), fingerprint=corpus.fingerprint())
+    return record
+
+
+def component_info(obj: Any) -> dict[str, Any]:
+    """What a component says about itself: ``provenance()`` (models, checksums) and ``stats``
+    (e.g. how its attacker was trained), when it exposes them."""
+    info: dict[str, Any] = {}
+    for attr in ("provenance", "stats"):
+        value = getattr(obj, attr, None)
+        try:
+            if callable(value):
+                value = value()
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
+                value = dataclasses.asdict(value)
+        except Exception as exc:  # a component's self-description must never break an audit
+            value = {"error": f"{type(exc).__name__}: {exc}"}
+        if isinstance(value, Mapping) and value:
+            info[attr] = canonical(value)
+    return info
+
+
+def build_provenance(*, command: str, started: float, spec: AuditSpec | None = None,
+                     params: Mapping[str, Any] | None = None, inputs: Mapping[str, Any] | None = None,
+                     releases: Mapping[str, Any] | None = None, components: Mapping[str, Any] | None = None,
+                     pairs: Mapping[str, Any] | None = None, skipped: Sequence[Mapping[str, str]] | None = None,
+                     errors: Sequence[Mapping[str, str]] | None = None,
+                     extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The provenance of a results file (layout in the module doc).
+
+    ``command``: what ran (``"run"``, ``"demo"``, ``"attack trir"``); ``started``: its start
+    (``time.time()``); ``spec``: the audit spec, if there is one; ``params``: the parameters of
+    a command without a spec; ``inputs``: role -> :func:`input_record`; ``releases``,
+    ``components``, ``pairs``, ``skipped``, ``errors``: what the run did; ``extra``: anything
+    else, added last.
+    """
+    prov: dict[str, Any] = {"tool": "anonaudit", "version": __version__, "command": command}
+    if spec is not None:
+        spec_file = Path(spec.source)
+        prov["title"] = spec.title
+        prov["spec"] = {"path": str(spec_file), "sha256": sha256_file(spec_file) if spec_file.is_file() else None}
+    prov.update(argv=sys.argv[1:], python=platform.python_version(), platform=platform.platform())
+    if spec is not None:
+        prov["seed"] = spec.seed
+        prov["models"] = {"llm": spec.llm, "embedder": spec.embedder}
+        prov["sampling"] = {"documents": spec.sample_documents, **canonical(spec.sampling_params)}
+    if params is not None:
+        prov["params"] = canonical(params)
+    prov["inputs"] = dict(inputs or {})
+    for key, value in (("releases", releases), ("components", components), ("pairs", pairs)):
+        if value is not None:
+            prov[key] = value
+    for key, value in (("skipped", skipped), ("errors", errors)):
+        if value is not None:
+            prov[key] = value
+    if spec is not None:
+        prov["gate"] = {"max": dict(spec.gate.max), "min": dict(spec.gate.min), "on_upper_ci": spec.gate.on_upper_ci}
+    prov["started"] = timestamp(started)
+    prov["seconds"] = round(time.time() - started, 3)
+    if extra:
+        prov.update(extra)
+    return prov

@@ -1,0 +1,121 @@
+"""The releases of an audit: loaded from files or made by sanitizers, then written beside the results.
+
+A file release travels as a :class:`~audit.pipeline.spec.ReleaseSpec` (name, path and format
+apart) to :func:`audit.io.loaders.load_release_file`. A sanitizer release is made by the
+registered sanitizer, which gets the spec's seed and models like any component, the run's
+:class:`~audit.models.resources.Resources` and is closed once it has run; its output is kept
+in ``OUT/releases/NAME.jsonl`` and reused while its key (sanitizer, parameters, originals)
+and the file's checksum are unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from audit.core.data import Corpus, Document, Release, Span
+from audit.core.errors import AnonauditError
+from audit.core.files import sha256_file
+from audit.core.registry import Registry, normalise
+from audit.pipeline.provenance import canonical, digest
+from audit.pipeline.spec import NOT_IN_KEY, AuditSpec, component_params
+
+
+def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[str, Any], *,
+                   registry: Registry, resources: Any, progress: bool,
+                   echo: Callable[[str], None], folder: Path | None = None) -> tuple[list[Release], dict[str, Any]]:
+    """Every release of ``spec`` and its provenance entry; ``previous`` is the ``releases``
+    provenance of an earlier run into the same folder (sanitizer outputs are reused from it).
+    ``folder``: where the releases are written (default ``OUT/releases``)."""
+    from audit.io.loaders import load_release_file
+
+    prov: dict[str, Any] = {}
+    releases: list[Release] = []
+    folder = folder or spec.out / "releases"
+    for rs in spec.releases:
+        if rs.path is not None:
+            for rel in load_release_file(rs.path, name=rs.name, originals=originals, format=rs.format):
+                releases.append(rel)
+                prov[rel.name] = {"source": str(rs.path), "sha256": sha256_file(rs.path)}
+            continue
+        assert originals is not None and rs.sanitizer is not None and rs.name is not None
+        cls = registry.get("sanitizer", rs.sanitizer)
+        params = component_params(spec, cls.param_names(), rs.params, progress=progress, sampling=False)
+        keyed = {k: v for k, v in params.items() if k not in NOT_IN_KEY}
+        key = digest({"sanitizer": normalise(rs.sanitizer), "params": keyed, "originals": originals.fingerprint()})
+        cached = folder / f"{safe_name(rs.name)}.jsonl"
+        old = previous.get(rs.name, {})
+        if old.get("key") == key and cached.exists() and old.get("sha256") == sha256_file(cached):
+            rel = read_release_jsonl(cached, rs.name, sanitizer=normalise(rs.sanitizer))
+            echo(f"  release {rs.name}: reused {cached.name} ({len(rel)} documents)")
+        else:
+            t0 = time.time()
+            san = registry.create("sanitizer", rs.sanitizer, **params).use(resources)
+            try:
+                rel = san.sanitize(originals, name=rs.name)
+            finally:
+                with contextlib.suppress(Exception):  # releasing is best effort
+                    san.close()
+            if rel.name != rs.name:
+                rel = dataclasses.replace(rel, name=rs.name)
+            echo(f"  release {rs.name}: sanitized {len(rel)} documents with {rs.sanitizer} "
+                 f"in {time.time() - t0:.1f}s")
+        releases.append(rel)
+        prov[rs.name] = {"sanitizer": normalise(rs.sanitizer), "params": canonical(keyed), "key": key}
+    names = [r.name for r in releases]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise AnonauditError(f"{spec.source}: two releases are named {sorted(dup)[0]!r}; give each a name")
+    # Every release is written beside the results, so the report can show sanitized texts.
+    for rel in releases:
+        if originals is not None:
+            rel.check_against(originals)
+        path = folder / f"{safe_name(rel.name)}.jsonl"
+        if not (rel.source and path.exists() and os.path.exists(rel.source) and os.path.samefile(rel.source, path)):
+            write_release_jsonl(rel, path)  # (never over the input file itself, e.g. --out beside it)
+        prov[rel.name].update({"path": os.path.relpath(path, folder.parent), "documents": len(rel),
+                               "aligned": rel.aligned, "fingerprint": rel.corpus.fingerprint(),
+                               "sha256": sha256_file(path)})
+    return releases, prov
+
+
+def sample_release(release: Release, k: int | None, seed: int) -> Release:
+    """A seeded sample of ``k`` documents (the same ids for every release of an audit)."""
+    if k is None or len(release) <= k:
+        return release
+    ids = sorted(release.corpus.ids)
+    keep = set(random.Random(f"{seed}:sample").sample(ids, k))
+    docs = [d for d in release.corpus if d.id in keep]
+    return dataclasses.replace(release, corpus=Corpus(docs, name=release.corpus.name, source=release.source))
+
+
+def write_release_jsonl(release: Release | Corpus, path: Path) -> Path:
+    """Write documents (with their recorded spans) as JSONL, atomically."""
+    from audit.io.loaders import save_jsonl
+
+    return save_jsonl(release.corpus if isinstance(release, Release) else release, path)
+
+
+def read_release_jsonl(path: Path, name: str, sanitizer: str | None = None) -> Release:
+    """Read back a release written by :func:`write_release_jsonl`."""
+    docs = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                d = json.loads(line)
+                docs.append(Document(d["id"], d["text"], d.get("subject"),
+                                     tuple(Span.from_dict(s) for s in d.get("spans", ())), d.get("meta") or {}))
+    return Release(name=name, corpus=Corpus(docs, name=name, source=str(path)), sanitizer=sanitizer,
+                   source=str(path))
+
+
+def safe_name(name: str) -> str:
+    """A release name as a file name."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "release"

@@ -1,0 +1,448 @@
+"""The audit spec: what to audit, parsed and validated into frozen dataclasses.
+
+An audit spec (YAML or TOML) names the data, the releases (files, or sanitizers to
+run on the originals), the attacks and utility metrics with their parameters, the
+models, sampling budgets, a seed and an output folder::
+
+    title: Court decisions, June release
+    seed: 0
+    out: audit-out                       # relative to the spec file
+    originals: data/originals.jsonl      # or {path: ..., format: jsonl}
+    background: data/background.jsonl
+    corpora: {population: data/people.jsonl}   # extra corpora; a parameter "corpus:population" gets it
+    releases:
+      - {name: manual, path: releases/manual.json}     # span file, JSONL, ...
+      - {name: ner, sanitizer: spacy_ner}
+    attacks:
+      - phrase_search
+      - {name: span_guess, sample: 30, params: {max_spans: 200}}
+    metrics: [tpi]
+    models: {llm: qwen2.5-coder-1.5b, embedder: null}
+    sampling: {documents: 100}           # per-release document budget; other keys are parameters
+    gate: {max: {trir: 0.1}, min: {tpi: 0.5}, on_upper_ci: false}
+
+Components are created only through the registry (``registry.create(kind, name,
+**params)``); the spec's ``seed``, ``models.llm`` and ``models.embedder`` fill the
+parameters ``seed``, ``llm`` and ``embedder`` of every component (and sanitizer) that
+takes them, and each key of ``sampling`` other than ``documents`` fills the parameter
+of that name. Beside ``name``, ``sample: N`` is the runner's budget (a seeded sample of
+N documents of each release, the same ids for every release) and ``params`` holds the
+component's parameters; any other key is a parameter too (a component's own parameter
+called ``sample`` must go under ``params``).
+
+Every spec object is frozen: it is built complete by :func:`parse_spec`, and a variant is
+made with :func:`dataclasses.replace`. Sequences are tuples; parameter mappings are plain
+dicts that nobody mutates.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from audit.core.errors import AnonauditError, DataError, Problem, Problems, read_text
+from audit.core.registry import Registry, normalise
+from audit.core.registry import registry as default_registry
+
+from audit.core.registry import Registry, normalise
+from audit.core.registry import registry as default_registry
+
+#: Component (and sanitizer) parameters the runner fills from the spec when the spec does not set them.
+INJECTED = {"seed": "seed", "llm": "models.llm", "embedder": "models.embedder"}
+#: Parameters that change how a component runs but not what it finds: left out of resume keys.
+NOT_IN_KEY = frozenset({"progress", "num_threads", "cache", "use_cache", "cache_dir", "index_dir"})
+TOP_KEYS = ("title", "seed", "out", "originals", "background", "corpora", "releases", "attacks", "metrics",
+            "models", "sampling", "gate", "report")
+COMPONENT_KEYS = ("name", "params", "sample")
+RELEASE_KEYS = ("name", "path", "format", "sanitizer", "params", "aligned")
+CORPUS_REF = "corpus:"
+
+
+# --------------------------------------------------------------------------- spec
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A corpus file and its format (``None`` = detected)."""
+
+    path: Path
+    format: str | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """A release: a file (``path``, with ``name`` and ``format`` kept apart from it: loaded by
+    :func:`audit.io.loaders.load_release_file`), or a ``sanitizer`` run on the originals."""
+
+    name: str | None
+    path: Path | None = None
+    format: str | None = None
+    sanitizer: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """An attack or metric with its parameters and optional document budget."""
+
+    kind: str  # "attack" | "metric"
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    sample: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{normalise(self.name)}"
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    max: Mapping[str, float] = field(default_factory=dict)
+    min: Mapping[str, float] = field(default_factory=dict)
+    on_upper_ci: bool = False
+
+
+@dataclass(frozen=True)
+class AuditSpec:
+    """A parsed and validated audit spec. Paths are absolute (resolved against the spec's folder)."""
+
+    originals: InputSpec | None
+    background: InputSpec | None = None
+    corpora: Mapping[str, InputSpec] = field(default_factory=dict)
+    releases: tuple[ReleaseSpec, ...] = ()
+    attacks: tuple[ComponentSpec, ...] = ()
+    metrics: tuple[ComponentSpec, ...] = ()
+    llm: str | None = None
+    embedder: str | None = None
+    sample_documents: int | None = None
+    sampling_params: Mapping[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    out: Path = Path("audit-out")
+    title: str = "Audit"
+    gate: GateSpec = field(default_factory=GateSpec)
+    report: Mapping[str, Any] = field(default_factory=dict)
+    source: str = "<spec>"
+
+    def __post_init__(self) -> None:
+        for name in ("releases", "attacks", "metrics"):  # a list given by a caller is kept as a tuple
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    @property
+    def components(self) -> tuple[ComponentSpec, ...]:
+        return self.attacks + self.metrics
+
+
+def read_spec_file(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) file into a dict."""
+    path = Path(path)
+    src = str(path)
+    text = read_text(path, "audit spec file")
+    if path.suffix.lower() == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise DataError(Problem(src, f"invalid TOML: {exc}")) from None
+    else:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = None if mark is None else mark.line + 1
+            what = getattr(exc, "problem", None) or str(exc)
+            raise DataError(Problem(src, f"invalid YAML: {what}", line=line)) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise DataError(Problem(src, f"the top level must be a mapping of keys, got {type(data).__name__}"))
+    return data
+
+
+def load_spec(path: str | os.PathLike, *, registry: Registry | None = None,
+              overrides: Mapping[str, Any] | None = None) -> AuditSpec:
+    """Read and validate an audit spec file; ``overrides`` replace top-level keys."""
+    data = read_spec_file(path)
+    data.update(overrides or {})
+    return parse_spec(data, base=Path(path).resolve().parent, source=str(path), registry=registry)
+
+
+def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str = "<spec>",
+               registry: Registry | None = None, check_components: bool = True) -> AuditSpec:
+    """Validate a spec mapping. Every problem is reported at once, each with its key path."""
+    reg = registry or default_registry
+    base = base or Path.cwd()
+    p = Problems(source)
+    unknown = [k for k in data if k not in TOP_KEYS]
+    for k in unknown:
+        p.at(k, f"unknown key (known keys: {', '.join(TOP_KEYS)})")
+
+    def path_of(value: Any, where: str, required: bool = False) -> InputSpec | None:
+        if value is None:
+            if required:
+                p.at(where, "is required (a file path)")
+            return None
+        fmt = None
+        if isinstance(value, Mapping):
+            extra = set(value) - {"path", "format"}
+            if extra:
+                p.at(where, f"unknown key(s) {', '.join(sorted(extra))} (use path, format)")
+            fmt = value.get("format")
+            value = value.get("path")
+        if not isinstance(value, str) or not value:
+            p.at(where, f"must be a file path, got {value!r}")
+            return None
+        full = (base / value).expanduser()
+        if not full.exists():
+            p.at(where, f"file not found: {full}")
+        return InputSpec(full, fmt)
+
+    originals = path_of(data.get("originals"), "originals")
+    background = path_of(data.get("background"), "background")
+    corpora: dict[str, InputSpec] = {}
+    raw_corpora = data.get("corpora") or {}
+    if not isinstance(raw_corpora, Mapping):
+        p.at("corpora", "must be a mapping NAME: PATH")
+    else:
+        for k, v in raw_corpora.items():
+            spec = path_of(v, f"corpora.{k}", required=True)
+            if spec is not None:
+                corpora[str(k)] = spec
+
+    seed = data.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        p.at("seed", f"must be an integer, got {seed!r}")
+        seed = 0
+
+    models = data.get("models") or {}
+    llm = embedder = None
+    if not isinstance(models, Mapping):
+        p.at("models", "must be a mapping with keys llm, embedder")
+    else:
+        for k in set(models) - {"llm", "embedder"}:
+            p.at(f"models.{k}", "unknown key (use llm, embedder)")
+        llm, embedder = models.get("llm"), models.get("embedder")
+        for k, v in (("llm", llm), ("embedder", embedder)):
+            if v is not None and not isinstance(v, str):
+                p.at(f"models.{k}", f"must be a string (a model name, path or URL), got {v!r}")
+
+    sampling = data.get("sampling") or {}
+    sample_documents = None
+    sampling_params: dict[str, Any] = {}
+    if not isinstance(sampling, Mapping):
+        p.at("sampling", "must be a mapping (documents: N, or parameter: value)")
+    else:
+        for k, v in sampling.items():
+            if k == "documents":
+                if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                    p.at("sampling.documents", f"must be a positive integer, got {v!r}")
+                else:
+                    sample_documents = v
+            else:
+                sampling_params[str(k)] = v
+
+    releases = _parse_releases(data.get("releases"), p, base, reg, check_components, originals is not None)
+    attacks = _parse_components(data.get("attacks"), "attacks", "attack", p, reg, check_components)
+    metrics = _parse_components(data.get("metrics"), "metrics", "metric", p, reg, check_components)
+    if not attacks and not metrics and "attacks" not in unknown:
+        p.at("attacks", "the audit names no attack and no metric: nothing to do")
+
+    # Corpus references and sampling parameters must point somewhere.
+    accepted: set[str] = set()
+    for comp in attacks + metrics:
+        cls = _get_class(reg, comp.kind, comp.name) if check_components else None
+        if cls is not None:
+            accepted |= set(cls.param_names())
+        for k, v in comp.params.items():
+            if isinstance(v, str) and v.startswith(CORPUS_REF) and v[len(CORPUS_REF):] not in corpora:
+                known = ", ".join(corpora) or "none declared under corpora"
+                p.at(f"{comp.kind}s.{comp.name}.params.{k}", f"unknown corpus {v!r} (known: {known})")
+    if check_components:
+        for k in sampling_params:
+            if k not in accepted:
+                p.at(f"sampling.{k}", "no configured attack or metric takes this parameter "
+                                       f"(they take: {', '.join(sorted(accepted)) or 'none'})")
+
+    limits: dict[str, dict[str, float]] = {"max": {}, "min": {}}
+    on_upper_ci = False
+    raw_gate = data.get("gate") or {}
+    if not isinstance(raw_gate, Mapping):
+        p.at("gate", "must be a mapping with keys max, min, on_upper_ci")
+    else:
+        for k in set(raw_gate) - {"max", "min", "on_upper_ci"}:
+            p.at(f"gate.{k}", "unknown key (use max, min, on_upper_ci)")
+        for side in ("max", "min"):
+            section = raw_gate.get(side) or {}
+            if not isinstance(section, Mapping):
+                p.at(f"gate.{side}", "must be a mapping RESULT: VALUE")
+                continue
+            for k, v in section.items():
+                if not isinstance(v, (int, float)) or isinstance(v, bool):
+                    p.at(f"gate.{side}.{k}", f"must be a number, got {v!r}")
+                else:
+                    limits[side][str(k)] = float(v)
+        on_upper_ci = bool(raw_gate.get("on_upper_ci", False))
+    gate = GateSpec(max=limits["max"], min=limits["min"], on_upper_ci=on_upper_ci)
+
+    report = data.get("report") or {}
+    if not isinstance(report, Mapping):
+        p.at("report", "must be a mapping (shareable, max_documents)")
+        report = {}
+    else:
+        for k in set(report) - {"shareable", "max_documents"}:
+            p.at(f"report.{k}", "unknown key (use shareable, max_documents)")
+
+    out = data.get("out", "audit-out")
+    if not isinstance(out, str) or not out:
+        p.at("out", f"must be a folder path, got {out!r}")
+        out = "audit-out"
+    title = data.get("title") or "Audit"
+    p.raise_if_any()
+    return AuditSpec(originals=originals, background=background, corpora=corpora, releases=tuple(releases),
+                     attacks=tuple(attacks), metrics=tuple(metrics), llm=llm, embedder=embedder,
+                     sample_documents=sample_documents, sampling_params=sampling_params, seed=seed,
+                     out=(base / out).expanduser(), title=str(title), gate=gate, report=dict(report),
+                     source=source)
+
+
+def _get_class(reg: Registry, kind: str, name: str):
+    try:
+        return reg.get(kind, name)
+    except AnonauditError:
+        return None
+
+
+def _parse_components(raw: Any, key: str, kind: str, p: Problems, reg: Registry,
+                      check: bool) -> list[ComponentSpec]:
+    if raw is None:
+        return []
+    items: list[tuple[str, Any]] = []
+    if isinstance(raw, Mapping):  # {name: {params...}}
+        items = [(f"{key}.{n}", {"name": n, **(v or {})} if isinstance(v, Mapping) or v is None else v)
+                 for n, v in raw.items()]
+    elif isinstance(raw, list):
+        items = [(f"{key}[{i}]", v) for i, v in enumerate(raw)]
+    else:
+        p.at(key, f"must be a list of {kind} names or mappings, got {type(raw).__name__}")
+        return []
+    out: list[ComponentSpec] = []
+    seen: set[str] = set()
+    for where, item in items:
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            p.at(where, f"must be a {kind} name or a mapping with a 'name', got {item!r}")
+            continue
+        name = item["name"]
+        raw_params = item.get("params") or {}
+        if isinstance(raw_params, Mapping):
+            params = dict(raw_params)
+        else:
+            p.at(f"{where}.params", "must be a mapping of parameter: value")
+            params = {}
+        for k, v in item.items():  # inline parameters are allowed beside name/sample
+            if k not in COMPONENT_KEYS:
+                params[k] = v
+        sample = item.get("sample")
+        if sample is not None and (not isinstance(sample, int) or isinstance(sample, bool) or sample < 1):
+            p.at(f"{where}.sample", f"must be a positive integer (documents per release), got {sample!r}")
+            sample = None
+        if normalise(name) in seen:
+            p.at(where, f"{kind} {name!r} is listed twice")
+        seen.add(normalise(name))
+        if check:
+            try:
+                cls = reg.get(kind, name)
+            except AnonauditError as exc:
+                p.at(where, str(exc))
+                continue
+            accepted = cls.param_names()
+            for k in params:
+                if k not in accepted:
+                    p.at(f"{where}.params.{k}",
+                          f"{kind} {name!r} has no parameter {k!r} (it takes: {', '.join(accepted) or 'none'})")
+        out.append(ComponentSpec(kind, name, params, sample))
+    return out
+
+
+def _parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool,
+                    have_originals: bool) -> list[ReleaseSpec]:
+    if raw is None:
+        p.at("releases", "is required: a list of release files or sanitizers")
+        return []
+    if isinstance(raw, Mapping):  # {name: path-or-mapping}
+        raw = [{"name": k, **(v if isinstance(v, Mapping) else {"path": v})} for k, v in raw.items()]
+    if not isinstance(raw, list):
+        p.at("releases", "must be a list")
+        return []
+    out: list[ReleaseSpec] = []
+    for i, item in enumerate(raw):
+        where = f"releases[{i}]"
+        if isinstance(item, str):
+            item = {"path": item}
+        if not isinstance(item, Mapping):
+            p.at(where, f"must be a file path or a mapping, got {item!r}")
+            continue
+        for k in set(item) - set(RELEASE_KEYS):
+            p.at(f"{where}.{k}", f"unknown key (use {', '.join(RELEASE_KEYS)})")
+        path, san = item.get("path"), item.get("sanitizer")
+        if (path is None) == (san is None):
+            p.at(where, "give exactly one of 'path' (a release file) or 'sanitizer' (run on the originals)")
+            continue
+        raw_params = item.get("params") or {}
+        if not isinstance(raw_params, Mapping):
+            p.at(f"{where}.params", "must be a mapping of parameter: value")
+            raw_params = {}
+        params = dict(raw_params)
+        name = item.get("name")
+        if path is not None:
+            full = (base / str(path)).expanduser()
+            if not full.exists():
+                p.at(f"{where}.path", f"file not found: {full}")
+            out.append(ReleaseSpec(name=name, path=full, format=item.get("format"), params=params))
+        else:
+            san = str(san)
+            if not have_originals:
+                p.at(f"{where}.sanitizer", "a sanitizer needs 'originals' to run on")
+            if check:
+                try:
+                    cls = reg.get("sanitizer", san)
+                except AnonauditError as exc:
+                    p.at(f"{where}.sanitizer", str(exc))
+                else:
+                    accepted = cls.param_names()
+                    for k in params:
+                        if k not in accepted:
+                            p.at(f"{where}.params.{k}", f"sanitizer {san!r} has no parameter {k!r} "
+                                                         f"(it takes: {', '.join(accepted) or 'none'})")
+            out.append(ReleaseSpec(name=name or normalise(san), format=item.get("format"), sanitizer=san,
+                                   params=params))
+    names = [r.name for r in out if r.name]
+    for n in {n for n in names if names.count(n) > 1}:
+        p.at("releases", f"two releases are named {n!r}")
+    return out
+
+
+
+
+def component_params(spec: AuditSpec, accepted: Sequence[str], params: Mapping[str, Any], *,
+                     progress: bool, sampling: bool = True) -> dict[str, Any]:
+    """``params`` completed from the spec for a component (or sanitizer) that takes the
+    parameters ``accepted``: :data:`INJECTED` (seed, llm, embedder), the ``sampling``
+    parameters (components only) and ``progress``, each where the spec does not set it."""
+    out = dict(params)
+    values = {"seed": spec.seed, "models.llm": spec.llm, "models.embedder": spec.embedder}
+    for param, source in INJECTED.items():
+        if param in accepted and param not in out and values[source] is not None:
+            out[param] = values[source]
+    if sampling:
+        for k, v in spec.sampling_params.items():
+            if k in accepted and k not in out:
+                out[k] = v
+    if "progress" in accepted and "progress" not in out:
+        out["progress"] = progress
+    return out
