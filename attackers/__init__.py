@@ -1,1 +1,1 @@
-"""Attacks on sanitized releases. Each module is one attack, registered by entry point."""
+"""Attacks on sanitized releases. Each package is one attack, registered by entry point."""

@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from attackers.claim_linker import (  # noqa: E402
-    BM25Linker, ClaimLinkerAttack, DenseLinker, RougeLinker,
+    BM25Linker, ClaimLinkerAttack, DenseLinker, LLMSplitter, RougeLinker, SentenceSplitter, paraphrase_claims,
+    select_aux,
 )
-from attackers.claims import LLMSplitter, SentenceSplitter, paraphrase_claims, select_aux  # noqa: E402
 from audit.core.data import Corpus, Release, Scenario  # noqa: E402
 from audit.io.loaders import load_corpus, load_release_file  # noqa: E402
 from audit.models.embed import Embedder  # noqa: E402

@@ -92,7 +92,7 @@ def speed(bg: Corpus, args) -> dict:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from attackers.trir import _quiet_transformers
+    from attackers.trir import quiet_transformers
 
     threads = args.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -113,7 +113,7 @@ def speed(bg: Corpus, args) -> dict:
 
     def bare() -> float:
         torch.manual_seed(0)
-        with _quiet_transformers():
+        with quiet_transformers():
             model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=len(labels))
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
         model.train()

@@ -11,14 +11,12 @@ import numpy as np
 import pytest
 
 from attackers.claim_linker import (
-    BM25Linker, ClaimLinkerAttack, DenseLinker, evidence_text, judge_request, leakage_of, majority_vote,
-    mode_rating, parse_verdict, rank_evidence,
-)
-from audit.core.text import RougeTokenizer, rouge_l
-from attackers.claims import (
-    Claim, LLMSplitter, SentenceSplitter, parse_claim_list, parse_paraphrase, select_aux,
+    BM25Linker, Claim, ClaimLinkerAttack, DenseLinker, LLMSplitter, SentenceSplitter, evidence_text, judge_request,
+    leakage_of, majority_vote, mode_rating, parse_claim_list, parse_paraphrase, parse_verdict, rank_evidence,
+    select_aux,
 )
 from audit.core.data import Corpus, Document, Release, Scenario
+from audit.core.text import RougeTokenizer, rouge_l
 from audit.models.llm import ScriptedLLM
 
 STOP = {"the", "a", "an", "in", "on", "of", "her", "his", "she", "he", "and", "at", "was", "to", "from", "while", "for"}

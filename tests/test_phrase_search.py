@@ -8,7 +8,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from attackers.ngram_index import NgramIndex, Tokenizer
+from attackers.phrase_search.index import NgramIndex, Tokenizer
 from attackers.phrase_search import PhraseSearchAttack
 from audit.core.data import Corpus, Document, Release, Scenario, Span, sanitize_corpus
 from audit.core.errors import AnonauditError

@@ -1,4 +1,4 @@
-"""Tests of the TRIR attack (attackers/trir.py).
+"""Tests of the TRIR attack (attackers/trir/).
 
 Fast tests check the pure parts (window splitting, logit summing, ranks) and the
 tokenizer windows. The slow tests fine-tune the embedded MiniLM on a tiny

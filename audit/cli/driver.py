@@ -24,23 +24,24 @@ from pathlib import Path
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
 from audit.cli.common import LLM_HELP
-from audit.cli.params import (
-    Param,
-    param_option,
-    parameters,
-    parse_param_values,
-    simple,
-    split_list,
-    summary,
+from audit.cli.options import (
+    DATA,
+    EMBEDDER_HELP,
+    PARAMS,
+    ComponentOptions,
+    SectionedCommand,
+    SectionOption,
+    common_options,
+    component_options,
+    extra_param_option,
+    merge_params,
+    spellings,
 )
+from audit.cli.params import Param, parameters, parse_param_values, split_list, summary
 from audit.core.errors import AnonauditError
 from audit.core.registry import Registry, normalise
-
-EMBEDDER_HELP = "Sentence embedder: a local sentence-transformers folder (default: the embedded MiniLM)."
-DATA, PARAMS, OTHER = "Inputs and output", "Parameters", "Other options"
 
 
 def registry_of(ctx: click.Context | None) -> Registry:
@@ -54,162 +55,6 @@ def registry_of(ctx: click.Context | None) -> Registry:
     if isinstance(obj, Mapping) and isinstance(obj.get("registry"), Registry):
         return obj["registry"]
     return registry_module.registry
-
-
-# --------------------------------------------------------------------------- help layout
-
-
-class SectionOption(click.Option):
-    """An option listed under a heading of the help (``section``)."""
-
-    def __init__(self, *args: Any, section: str = OTHER, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.section = section
-
-
-def _in_section(option: click.Option, section: str) -> click.Option:
-    option.section = section  # type: ignore[attr-defined]
-    return option
-
-
-class SectionedCommand(click.Command):
-    """A command whose options are listed under headings (inputs, parameters, other)."""
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        sections: dict[str, list[tuple[str, str]]] = {}
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record is not None:
-                sections.setdefault(getattr(param, "section", OTHER), []).append(record)
-        order = [s for s in sections if s != OTHER] + ([OTHER] if OTHER in sections else [])
-        for title in order:
-            with formatter.section(title):
-                formatter.write_dl(sections[title])
-
-
-# --------------------------------------------------------------------------- options of a component
-
-
-@dataclass
-class ComponentOptions:
-    """The typed options of one or more components (``utility``: every metric)."""
-
-    classes: dict[str, type]  # registry name -> class
-    params: dict[str, list[Param]]  # registry name -> its parameters
-    options: list[click.Option]
-    dest: dict[str, str]  # parameter name -> option destination
-    flags: dict[str, str]  # parameter name -> its main spelling
-
-    def takes(self, param: str) -> bool:
-        return any(param in cls.param_names() for cls in self.classes.values())
-
-    def given(self, ctx: click.Context, values: Mapping[str, Any], name: str) -> dict[str, Any]:
-        """The parameters of component ``name`` given on the command line (typed options only)."""
-        out: dict[str, Any] = {}
-        for p in self.params[name]:
-            dest = self.dest.get(p.name)
-            if dest is None or ctx.get_parameter_source(dest) not in (ParameterSource.COMMANDLINE,
-                                                                         ParameterSource.ENVIRONMENT):
-                continue
-            value = values[dest]
-            out[p.name] = split_list(value) if p.kind == "list" and isinstance(value, str) else value
-        return out
-
-
-def component_options(classes: Mapping[str, type], *, taken: set[str], label_users: bool = False) -> ComponentOptions:
-    """Options for the simple parameters of ``classes`` (the first class to declare a name
-    decides its type). Spellings in ``taken`` (the driver's own options) are left to ``--param``.
-    ``label_users``: say which components take a parameter when not all do."""
-    params = {name: parameters(cls) for name, cls in classes.items()}
-    seen: dict[str, Param] = {}
-    users: dict[str, list[str]] = {}
-    aliases: dict[str, dict[str, str]] = {}
-    for name, cls in classes.items():
-        for p in params[name]:
-            if not simple(p):
-                continue
-            users.setdefault(p.name, []).append(name)
-            if p.name not in seen:
-                seen[p.name] = p
-                aliases[p.name] = {a: t for a, t in (getattr(cls, "cli_aliases", None) or {}).items()
-                                   if normalise(t).removeprefix("no_") in (p.name, p.flag.replace("-", "_"))}
-    options, dest, flags = [], {}, {}
-    spelled = set(taken)
-    for pname, p in seen.items():
-        if p.flag in spelled or pname.replace("_", "-") in spelled:
-            continue  # e.g. a parameter called "out": settable with --param only
-        used_by = ", ".join(users[pname]) if label_users and len(users[pname]) < len(classes) else ""
-        opt = param_option(p, aliases[pname], used_by=used_by, taken=frozenset(spelled))
-        opt.name = f"param__{pname}"  # never collides with the driver's own destinations
-        options.append(_in_section(opt, PARAMS))
-        spelled.update(o.lstrip("-") for o in opt.opts + opt.secondary_opts)
-        dest[pname] = opt.name
-        flags[pname] = p.flag
-    return ComponentOptions(dict(classes), params, options, dest, flags)
-
-
-def _common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sample: bool) -> list[click.Option]:
-    """The data, output, seed, model and budget options of ``attack``/``utility`` commands."""
-    needs_orig = "originals" in requires
-    opts = [
-        SectionOption(["--originals", "originals"], type=click.Path(dir_okay=False), default=None,
-                      metavar="FILE", section=DATA,
-                      help=("The original (private) documents" + (" (required)" if needs_orig else "")
-                            + ": JSONL, CSV, JSON map, TAB JSON. Span-file releases are applied to them.")),
-    ]
-    if "background" in requires:
-        opts += [
-            SectionOption(["--background", "background"], type=click.Path(dir_okay=False), default=None,
-                          metavar="FILE", section=DATA,
-                          help="Public documents with a subject: the attacker's background knowledge (required, "
-                               "or --tri)."),
-            SectionOption(["--tri", "--tri-file", "tri"], type=click.Path(dir_okay=False), default=None,
-                          metavar="FILE", section=DATA,
-                          help="A TRI dataframe file: the background and one release per method column."),
-        ]
-    opts += [
-        SectionOption(["--release", "releases"], multiple=True, metavar="NAME=FILE", section=DATA,
-                      help="A sanitized release, as NAME=FILE or FILE (name = file stem). Repeatable. A span "
-                           "file {doc_id: [[start, end, replacement?], ...]} is applied to --originals."),
-        SectionOption(["--format", "fmt"], default=None, metavar="FORMAT", section=DATA,
-                      help="Format of the release files (default: detected from extension and content; the "
-                           "originals take it when it is a corpus format)."),
-        SectionOption(["--out", "out"], type=click.Path(dir_okay=False), required=True, metavar="FILE",
-                      section=DATA, help="Results JSON to write (merged into it if it exists); copies of the "
-                                         "releases go beside it, for the report."),
-        SectionOption(["--sample-documents" if own_sample else "--sample", "sample_documents"],
-                      type=click.IntRange(1), default=None, metavar="N", section=DATA,
-                      help="Run on a seeded sample of N documents of each release (the same ids in every "
-                           "release; default: all)."),
-        SectionOption(["--seed", "seed"], type=int, default=0, show_default=True, section=DATA,
-                      help="Seed for every random choice."),
-    ]
-    if comps.takes("llm"):
-        opts.append(SectionOption(["--llm", "llm"], default=None, metavar="SPEC", section=DATA, help=LLM_HELP))
-    if comps.takes("embedder"):
-        opts.append(SectionOption(["--embedder", "embedder"], default=None, metavar="SPEC", section=DATA,
-                                  help=EMBEDDER_HELP))
-    return opts
-
-
-def _param_option(comps: ComponentOptions) -> click.Option:
-    rest = sorted({p.name for ps in comps.params.values() for p in ps if p.name not in comps.dest
-                   and p.name not in ("seed", "llm", "embedder", "progress")})
-    more = f" Parameters without an option of their own: {', '.join(rest)}." if rest else ""
-    return SectionOption(["--param", "param_values"], multiple=True, metavar="KEY=VALUE", section=OTHER,
-                         help="Set any parameter; VALUE is read as YAML (e.g. labels=[PERSON,DATE]). "
-                              f"Repeatable.{more}")
-
-
-def _spellings(options: Sequence[click.Option]) -> set[str]:
-    return {o.lstrip("-") for opt in options for o in opt.opts + opt.secondary_opts}
-
-
-def _merge_params(typed: dict[str, Any], extra: Mapping[str, Any], comps: ComponentOptions) -> dict[str, Any]:
-    for k in extra:
-        if k in typed:
-            raise AnonauditError(f"parameter {k!r} is given twice: --{comps.flags.get(k, k)} and --param")
-    return {**typed, **extra}
 
 
 # --------------------------------------------------------------------------- the one loop
@@ -322,15 +167,15 @@ def attack_command(reg: Registry, name: str) -> click.Command:
     requires = frozenset(getattr(cls, "requires", frozenset()))
     # The common options first (their spellings win), then the attack's own.
     draft = ComponentOptions({key: cls}, {key: parameters(cls)}, [], {}, {})
-    common = _common_options(requires=requires, comps=draft, own_sample="sample" in own)
-    comps = component_options({key: cls}, taken=_spellings(common) | {"param", "help", "h"})
-    options = [*common, *comps.options, _param_option(comps)]
+    common = common_options(requires=requires, comps=draft, own_sample="sample" in own)
+    comps = component_options({key: cls}, taken=spellings(common) | {"param", "help", "h"})
+    options = [*common, *comps.options, extra_param_option(comps)]
 
     def callback(**kw: Any) -> None:
         ctx = click.get_current_context()
         data = DataArgs.of(kw)
         _check_requires(key, requires, data)
-        params = _merge_params(comps.given(ctx, kw, key), parse_param_values(kw["param_values"]), comps)
+        params = merge_params(comps.given(ctx, kw, key), parse_param_values(kw["param_values"]), comps)
         corpora: dict[str, Any] = {}
         params = _file_params(params, comps.params[key], corpora)
         entry: dict[str, Any] = {"name": key, "params": params}
@@ -374,10 +219,10 @@ class UtilityCommand(SectionedCommand):
             note = f" Registered but not loadable: {', '.join(broken)}." if broken else ""
             metrics = SectionOption(["--metrics", "metrics"], default=",".join(classes), show_default=True,
                                     metavar="A,B", section=PARAMS, help=f"Comma-separated metrics.{note}")
-            common = _common_options(requires=requires, comps=draft, own_sample=draft.takes("sample"))
-            comps = component_options(classes, taken=_spellings([*common, metrics]) | {"param", "help", "h"},
+            common = common_options(requires=requires, comps=draft, own_sample=draft.takes("sample"))
+            comps = component_options(classes, taken=spellings([*common, metrics]) | {"param", "help", "h"},
                                       label_users=True)
-            self._built[id(reg)] = ([*common, metrics, *comps.options, _param_option(comps)], comps)
+            self._built[id(reg)] = ([*common, metrics, *comps.options, extra_param_option(comps)], comps)
         return self._built[id(reg)]
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
@@ -402,7 +247,7 @@ class UtilityCommand(SectionedCommand):
             _check_requires(n, frozenset(getattr(comps.classes[n], "requires", frozenset())) - {"background"}, data)
             accepted = set(comps.classes[n].param_names())
             typed = comps.given(ctx, kw, n)
-            params = _merge_params(typed, {k: v for k, v in extra.items() if k in accepted}, comps)
+            params = merge_params(typed, {k: v for k, v in extra.items() if k in accepted}, comps)
             entry: dict[str, Any] = {"name": n, "params": _file_params(params, comps.params[n], corpora)}
             if data.sample:
                 entry["sample"] = data.sample
@@ -437,7 +282,7 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
     if draft.takes("embedder"):
         common.append(SectionOption(["--embedder", "embedder"], default=None, metavar="SPEC", section=DATA,
                                     help=EMBEDDER_HELP))
-    comps = component_options({key: cls}, taken=_spellings(common) | {"param", "help", "h"})
+    comps = component_options({key: cls}, taken=spellings(common) | {"param", "help", "h"})
 
     def callback(**kw: Any) -> None:
         import time
@@ -446,7 +291,7 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
         from audit.pipeline.releases import write_release_jsonl
 
         ctx = click.get_current_context()
-        params = _merge_params(comps.given(ctx, kw, key), parse_param_values(kw["param_values"]), comps)
+        params = merge_params(comps.given(ctx, kw, key), parse_param_values(kw["param_values"]), comps)
         for p in ("seed", "llm", "embedder"):
             if draft.takes(p) and kw.get(p) is not None and p not in params:
                 params[p] = kw[p]
@@ -468,7 +313,7 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
                    f"{time.time() - t0:.1f}s -> {kw['out']}")
 
     description = (cls.__dict__.get("__doc__") or getattr(cls, "description", "") or "").strip()
-    return SectionedCommand(key.replace("_", "-"), params=[*common, *comps.options, _param_option(comps)],
+    return SectionedCommand(key.replace("_", "-"), params=[*common, *comps.options, extra_param_option(comps)],
                             callback=callback, short_help=summary(cls),
                             help=(description + "\n\n" if description else "") +
                             "Each released document records its replaced spans (offsets in the new text, label, "

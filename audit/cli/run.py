@@ -216,24 +216,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     releases = [{"name": "suppressed", "path": "data/releases/suppressed.jsonl"},
                 {"name": "labels", "path": "data/releases/labels.jsonl"},
                 *[{"name": name, "sanitizer": name} for name in sanitizers]]
-    components = {"attacks": [], "metrics": []}
-    heavy: list[str] = []
-    for kind, key, names in (("attack", "attacks", attacks), ("metric", "metrics", metrics)):
-        for name in (reg.names(kind) if names is None else names):
-            entry: dict = {"name": name}
-            if name in DEMO_PARAMS:
-                entry["params"] = dict(DEMO_PARAMS[name])
-            try:
-                # Attacks that call the LLM per document run on a sample; the utility
-                # metrics score every document (one forward pass per window, cached).
-                if kind == "attack" and "llm" in reg.get(kind, name).param_names():
-                    entry["sample"] = sample
-                    heavy.append(name)
-            except AnonauditError:
-                pass  # cannot be loaded: the runner skips it and the report says so
-            components[key].append(entry)
-        # Cheap components first, so an interrupted demo already has results to show.
-        components[key].sort(key=lambda e: "sample" in e)
+    components, heavy = _demo_components(reg, attacks, metrics, sample)
     spec_data = {"title": f"Demo audit: {n} synthetic people", "seed": seed, "out": ".",
                  "originals": "data/originals.jsonl", "background": "data/background.jsonl",
                  "releases": releases, **components, "models": {"llm": llm}}
@@ -256,6 +239,31 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
 
     echo_summary(outcome.results.results)
     return _render(outcome.path, out / "report.html", shareable=False, notes=notes, registry=reg)
+
+
+def _demo_components(reg, attacks: list[str] | None, metrics: list[str] | None,
+                     sample: int) -> tuple[dict[str, list[dict]], list[str]]:
+    """The demo spec's ``attacks`` and ``metrics`` entries (every registered one unless named),
+    and the names of the attacks that run on a sample because they call the LLM per document."""
+    components: dict[str, list[dict]] = {"attacks": [], "metrics": []}
+    heavy: list[str] = []
+    for kind, key, names in (("attack", "attacks", attacks), ("metric", "metrics", metrics)):
+        for name in (reg.names(kind) if names is None else names):
+            entry: dict = {"name": name}
+            if name in DEMO_PARAMS:
+                entry["params"] = dict(DEMO_PARAMS[name])
+            try:
+                # Attacks that call the LLM per document run on a sample; the utility
+                # metrics score every document (one forward pass per window, cached).
+                if kind == "attack" and "llm" in reg.get(kind, name).param_names():
+                    entry["sample"] = sample
+                    heavy.append(name)
+            except AnonauditError:
+                pass  # cannot be loaded: the runner skips it and the report says so
+            components[key].append(entry)
+        # Cheap components first, so an interrupted demo already has results to show.
+        components[key].sort(key=lambda e: "sample" in e)
+    return components, heavy
 
 
 COMMANDS = [run_cmd, report_cmd, gate_cmd, demo_cmd]

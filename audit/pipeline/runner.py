@@ -120,6 +120,9 @@ class Audit:
             return self._run(resources)
 
     def _run(self, resources: Resources) -> AuditOutcome:
+        """The three steps of :meth:`run`. The component loop stays in one piece: each of its steps
+        updates the run's shared state (results, pairs, provenance) and saves it, and the resume
+        guarantee (save after every pair, on failure and on interruption) reads in one place."""
         spec = self.spec
         t_start = time.time()
         spec.out.mkdir(parents=True, exist_ok=True)
@@ -130,16 +133,7 @@ class Audit:
         components_prov: dict[str, Any] = dict(old_prov.get("components", {}))
 
         self.echo("[1/3] loading data")
-        originals = self._load_corpus(spec.originals, "originals") if spec.originals else None
-        background = self._load_corpus(spec.background, "background") if spec.background else None
-        corpora = {k: self._load_corpus(v, k) for k, v in spec.corpora.items()}
-        # A results file may gather several runs (``anonaudit attack`` commands merging into one
-        # file): the inputs and releases of earlier runs stay described beside this run's.
-        inputs: dict[str, Any] = dict(old_prov.get("inputs") or {})
-        for role, inp, corpus in [("originals", spec.originals, originals), ("background", spec.background, background),
-                                  *[(f"corpora.{k}", spec.corpora[k], c) for k, c in corpora.items()]]:
-            if inp is not None and corpus is not None:
-                inputs[role] = input_record(inp.path, corpus)
+        originals, background, corpora, inputs = self._load_inputs(old_prov)
         self.echo(f"[2/3] preparing {len(spec.releases)} release spec(s)")
         previous = rf.provenance.get("releases")
         releases, releases_prov = build_releases(spec, originals, previous if isinstance(previous, dict) else {},
@@ -180,19 +174,7 @@ class Audit:
                 "description": getattr(cls, "description", "") or "", "params": canonical(obj.get_params()),
                 "sample": comp.sample or spec.sample_documents,
             }
-            budget = comp.sample or spec.sample_documents
-            todo: list[tuple[Release, Release, str]] = []
-            for rel in releases:
-                sampled = sample_release(rel, budget, spec.seed)
-                key = digest({"component": comp.label, "params": params, "release": rel.name,
-                              "release_fp": sampled.corpus.fingerprint(), **base_fp})
-                done = pairs.get(key)
-                if self.resume and done and all(rf.get(n, r, k) is not None
-                                                for k, n, r in map(tuple, done.get("results", []))):
-                    outcome.reused.append(f"{comp.label}@{rel.name}")
-                    outcome.keys.extend(tuple(k) for k in done.get("results", []))
-                    continue
-                todo.append((rel, sampled, key))
+            todo = self._pending(comp, params, releases, pairs, base_fp, outcome)
             if not todo:
                 self.echo(f"  {label}: all {len(releases)} release(s) already done, reused")
                 continue
@@ -240,6 +222,44 @@ class Audit:
         save()
         outcome.seconds = time.time() - t_start
         return outcome
+
+    def _load_inputs(self, old_prov: Mapping[str, Any]
+                     ) -> tuple[Corpus | None, Corpus | None, dict[str, Corpus], dict[str, Any]]:
+        """``(originals, background, corpora, inputs)``: the spec's corpora and the provenance
+        record of each input."""
+        spec = self.spec
+        originals = self._load_corpus(spec.originals, "originals") if spec.originals else None
+        background = self._load_corpus(spec.background, "background") if spec.background else None
+        corpora = {k: self._load_corpus(v, k) for k, v in spec.corpora.items()}
+        # A results file may gather several runs (``anonaudit attack`` commands merging into one
+        # file): the inputs and releases of earlier runs stay described beside this run's.
+        inputs: dict[str, Any] = dict(old_prov.get("inputs") or {})
+        for role, inp, corpus in [("originals", spec.originals, originals), ("background", spec.background, background),
+                                  *[(f"corpora.{k}", spec.corpora[k], c) for k, c in corpora.items()]]:
+            if inp is not None and corpus is not None:
+                inputs[role] = input_record(inp.path, corpus)
+        return originals, background, corpora, inputs
+
+    def _pending(self, comp: ComponentSpec, params: Any, releases: list[Release], pairs: Mapping[str, Any],
+                 base_fp: Mapping[str, Any], outcome: AuditOutcome) -> list[tuple[Release, Release, str]]:
+        """``(release, sampled release, pair key)`` of each pair still to compute. A pair an earlier
+        run finished (its key recorded, every result present) is counted in ``outcome`` as reused."""
+        spec = self.spec
+        rf = outcome.results
+        budget = comp.sample or spec.sample_documents
+        todo: list[tuple[Release, Release, str]] = []
+        for rel in releases:
+            sampled = sample_release(rel, budget, spec.seed)
+            key = digest({"component": comp.label, "params": params, "release": rel.name,
+                          "release_fp": sampled.corpus.fingerprint(), **base_fp})
+            done = pairs.get(key)
+            if self.resume and done and all(rf.get(n, r, k) is not None
+                                            for k, n, r in map(tuple, done.get("results", []))):
+                outcome.reused.append(f"{comp.label}@{rel.name}")
+                outcome.keys.extend(tuple(k) for k in done.get("results", []))
+                continue
+            todo.append((rel, sampled, key))
+        return todo
 
     def _create(self, comp: ComponentSpec, corpora: Mapping[str, Corpus], resources: Resources):
         cls = self.registry.get(comp.kind, comp.name)

@@ -32,7 +32,8 @@ called ``sample`` must go under ``params``).
 
 Every spec object is frozen: it is built complete by :func:`parse_spec`, and a variant is
 made with :func:`dataclasses.replace`. Sequences are tuples; parameter mappings are plain
-dicts that nobody mutates.
+dicts that nobody mutates. The entries of ``releases``, ``attacks`` and ``metrics`` are parsed
+in :mod:`audit.pipeline.entries`.
 """
 
 from __future__ import annotations
@@ -45,11 +46,14 @@ from pathlib import Path
 from typing import Any
 
 from audit.core.errors import AnonauditError, DataError, Problem, Problems, read_text
-from audit.core.registry import Registry, normalise
+from audit.core.registry import Registry
 from audit.core.registry import registry as default_registry
-
-from audit.core.registry import Registry, normalise
-from audit.core.registry import registry as default_registry
+from audit.pipeline.entries import (  # noqa: F401  (re-exported: the spec's public names)
+    ComponentSpec,
+    ReleaseSpec,
+    parse_components,
+    parse_releases,
+)
 
 #: Component (and sanitizer) parameters the runner fills from the spec when the spec does not set them.
 INJECTED = {"seed": "seed", "llm": "models.llm", "embedder": "models.embedder"}
@@ -57,8 +61,6 @@ INJECTED = {"seed": "seed", "llm": "models.llm", "embedder": "models.embedder"}
 NOT_IN_KEY = frozenset({"progress", "num_threads", "cache", "use_cache", "cache_dir", "index_dir"})
 TOP_KEYS = ("title", "seed", "out", "originals", "background", "corpora", "releases", "attacks", "metrics",
             "models", "sampling", "gate", "report")
-COMPONENT_KEYS = ("name", "params", "sample")
-RELEASE_KEYS = ("name", "path", "format", "sanitizer", "params", "aligned")
 CORPUS_REF = "corpus:"
 
 
@@ -71,32 +73,6 @@ class InputSpec:
 
     path: Path
     format: str | None = None
-
-
-@dataclass(frozen=True)
-class ReleaseSpec:
-    """A release: a file (``path``, with ``name`` and ``format`` kept apart from it: loaded by
-    :func:`audit.io.loaders.load_release_file`), or a ``sanitizer`` run on the originals."""
-
-    name: str | None
-    path: Path | None = None
-    format: str | None = None
-    sanitizer: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ComponentSpec:
-    """An attack or metric with its parameters and optional document budget."""
-
-    kind: str  # "attack" | "metric"
-    name: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-    sample: int | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind}:{normalise(self.name)}"
 
 
 @dataclass(frozen=True)
@@ -181,112 +157,24 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
     for k in unknown:
         p.at(k, f"unknown key (known keys: {', '.join(TOP_KEYS)})")
 
-    def path_of(value: Any, where: str, required: bool = False) -> InputSpec | None:
-        if value is None:
-            if required:
-                p.at(where, "is required (a file path)")
-            return None
-        fmt = None
-        if isinstance(value, Mapping):
-            extra = set(value) - {"path", "format"}
-            if extra:
-                p.at(where, f"unknown key(s) {', '.join(sorted(extra))} (use path, format)")
-            fmt = value.get("format")
-            value = value.get("path")
-        if not isinstance(value, str) or not value:
-            p.at(where, f"must be a file path, got {value!r}")
-            return None
-        full = (base / value).expanduser()
-        if not full.exists():
-            p.at(where, f"file not found: {full}")
-        return InputSpec(full, fmt)
-
-    originals = path_of(data.get("originals"), "originals")
-    background = path_of(data.get("background"), "background")
-    corpora: dict[str, InputSpec] = {}
-    raw_corpora = data.get("corpora") or {}
-    if not isinstance(raw_corpora, Mapping):
-        p.at("corpora", "must be a mapping NAME: PATH")
-    else:
-        for k, v in raw_corpora.items():
-            spec = path_of(v, f"corpora.{k}", required=True)
-            if spec is not None:
-                corpora[str(k)] = spec
+    originals = _input(data.get("originals"), "originals", p, base)
+    background = _input(data.get("background"), "background", p, base)
+    corpora = _corpora(data.get("corpora") or {}, p, base)
 
     seed = data.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         p.at("seed", f"must be an integer, got {seed!r}")
         seed = 0
+    llm, embedder = _models(data.get("models") or {}, p)
+    sample_documents, sampling_params = _sampling(data.get("sampling") or {}, p)
 
-    models = data.get("models") or {}
-    llm = embedder = None
-    if not isinstance(models, Mapping):
-        p.at("models", "must be a mapping with keys llm, embedder")
-    else:
-        for k in set(models) - {"llm", "embedder"}:
-            p.at(f"models.{k}", "unknown key (use llm, embedder)")
-        llm, embedder = models.get("llm"), models.get("embedder")
-        for k, v in (("llm", llm), ("embedder", embedder)):
-            if v is not None and not isinstance(v, str):
-                p.at(f"models.{k}", f"must be a string (a model name, path or URL), got {v!r}")
-
-    sampling = data.get("sampling") or {}
-    sample_documents = None
-    sampling_params: dict[str, Any] = {}
-    if not isinstance(sampling, Mapping):
-        p.at("sampling", "must be a mapping (documents: N, or parameter: value)")
-    else:
-        for k, v in sampling.items():
-            if k == "documents":
-                if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-                    p.at("sampling.documents", f"must be a positive integer, got {v!r}")
-                else:
-                    sample_documents = v
-            else:
-                sampling_params[str(k)] = v
-
-    releases = _parse_releases(data.get("releases"), p, base, reg, check_components, originals is not None)
-    attacks = _parse_components(data.get("attacks"), "attacks", "attack", p, reg, check_components)
-    metrics = _parse_components(data.get("metrics"), "metrics", "metric", p, reg, check_components)
+    releases = parse_releases(data.get("releases"), p, base, reg, check_components, originals is not None)
+    attacks = parse_components(data.get("attacks"), "attacks", "attack", p, reg, check_components)
+    metrics = parse_components(data.get("metrics"), "metrics", "metric", p, reg, check_components)
     if not attacks and not metrics and "attacks" not in unknown:
         p.at("attacks", "the audit names no attack and no metric: nothing to do")
-
-    # Corpus references and sampling parameters must point somewhere.
-    accepted: set[str] = set()
-    for comp in attacks + metrics:
-        cls = _get_class(reg, comp.kind, comp.name) if check_components else None
-        if cls is not None:
-            accepted |= set(cls.param_names())
-        for k, v in comp.params.items():
-            if isinstance(v, str) and v.startswith(CORPUS_REF) and v[len(CORPUS_REF):] not in corpora:
-                known = ", ".join(corpora) or "none declared under corpora"
-                p.at(f"{comp.kind}s.{comp.name}.params.{k}", f"unknown corpus {v!r} (known: {known})")
-    if check_components:
-        for k in sampling_params:
-            if k not in accepted:
-                p.at(f"sampling.{k}", "no configured attack or metric takes this parameter "
-                                       f"(they take: {', '.join(sorted(accepted)) or 'none'})")
-
-    limits: dict[str, dict[str, float]] = {"max": {}, "min": {}}
-    on_upper_ci = False
-    raw_gate = data.get("gate") or {}
-    if not isinstance(raw_gate, Mapping):
-        p.at("gate", "must be a mapping with keys max, min, on_upper_ci")
-    else:
-        for k in set(raw_gate) - {"max", "min", "on_upper_ci"}:
-            p.at(f"gate.{k}", "unknown key (use max, min, on_upper_ci)")
-        for side in ("max", "min"):
-            section = raw_gate.get(side) or {}
-            if not isinstance(section, Mapping):
-                p.at(f"gate.{side}", "must be a mapping RESULT: VALUE")
-                continue
-            for k, v in section.items():
-                if not isinstance(v, (int, float)) or isinstance(v, bool):
-                    p.at(f"gate.{side}.{k}", f"must be a number, got {v!r}")
-                else:
-                    limits[side][str(k)] = float(v)
-        on_upper_ci = bool(raw_gate.get("on_upper_ci", False))
-    gate = GateSpec(max=limits["max"], min=limits["min"], on_upper_ci=on_upper_ci)
+    _check_references(attacks + metrics, corpora, sampling_params, p, reg, check_components)
+    gate = _gate(data.get("gate") or {}, p)
 
     report = data.get("report") or {}
     if not isinstance(report, Mapping):
@@ -309,6 +197,94 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
                      source=source)
 
 
+def _input(value: Any, where: str, p: Problems, base: Path, required: bool = False) -> InputSpec | None:
+    """A corpus file given as ``PATH`` or ``{path, format}``, resolved against ``base``."""
+    if value is None:
+        if required:
+            p.at(where, "is required (a file path)")
+        return None
+    fmt = None
+    if isinstance(value, Mapping):
+        extra = set(value) - {"path", "format"}
+        if extra:
+            p.at(where, f"unknown key(s) {', '.join(sorted(extra))} (use path, format)")
+        fmt = value.get("format")
+        value = value.get("path")
+    if not isinstance(value, str) or not value:
+        p.at(where, f"must be a file path, got {value!r}")
+        return None
+    full = (base / value).expanduser()
+    if not full.exists():
+        p.at(where, f"file not found: {full}")
+    return InputSpec(full, fmt)
+
+
+def _corpora(raw: Any, p: Problems, base: Path) -> dict[str, InputSpec]:
+    """The extra corpora, ``{NAME: PATH}``."""
+    corpora: dict[str, InputSpec] = {}
+    if not isinstance(raw, Mapping):
+        p.at("corpora", "must be a mapping NAME: PATH")
+    else:
+        for k, v in raw.items():
+            spec = _input(v, f"corpora.{k}", p, base, required=True)
+            if spec is not None:
+                corpora[str(k)] = spec
+    return corpora
+
+
+def _models(models: Any, p: Problems) -> tuple[Any, Any]:
+    """``(llm, embedder)`` of the ``models`` section."""
+    llm = embedder = None
+    if not isinstance(models, Mapping):
+        p.at("models", "must be a mapping with keys llm, embedder")
+    else:
+        for k in set(models) - {"llm", "embedder"}:
+            p.at(f"models.{k}", "unknown key (use llm, embedder)")
+        llm, embedder = models.get("llm"), models.get("embedder")
+        for k, v in (("llm", llm), ("embedder", embedder)):
+            if v is not None and not isinstance(v, str):
+                p.at(f"models.{k}", f"must be a string (a model name, path or URL), got {v!r}")
+    return llm, embedder
+
+
+def _sampling(sampling: Any, p: Problems) -> tuple[int | None, dict[str, Any]]:
+    """``(documents, parameters)`` of the ``sampling`` section: the per-release document budget,
+    and every other key as a parameter value."""
+    sample_documents = None
+    sampling_params: dict[str, Any] = {}
+    if not isinstance(sampling, Mapping):
+        p.at("sampling", "must be a mapping (documents: N, or parameter: value)")
+    else:
+        for k, v in sampling.items():
+            if k == "documents":
+                if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                    p.at("sampling.documents", f"must be a positive integer, got {v!r}")
+                else:
+                    sample_documents = v
+            else:
+                sampling_params[str(k)] = v
+    return sample_documents, sampling_params
+
+
+def _check_references(components: Sequence[ComponentSpec], corpora: Mapping[str, InputSpec],
+                      sampling_params: Mapping[str, Any], p: Problems, reg: Registry, check: bool) -> None:
+    """Corpus references and sampling parameters must point somewhere."""
+    accepted: set[str] = set()
+    for comp in components:
+        cls = _get_class(reg, comp.kind, comp.name) if check else None
+        if cls is not None:
+            accepted |= set(cls.param_names())
+        for k, v in comp.params.items():
+            if isinstance(v, str) and v.startswith(CORPUS_REF) and v[len(CORPUS_REF):] not in corpora:
+                known = ", ".join(corpora) or "none declared under corpora"
+                p.at(f"{comp.kind}s.{comp.name}.params.{k}", f"unknown corpus {v!r} (known: {known})")
+    if check:
+        for k in sampling_params:
+            if k not in accepted:
+                p.at(f"sampling.{k}", "no configured attack or metric takes this parameter "
+                                       f"(they take: {', '.join(sorted(accepted)) or 'none'})")
+
+
 def _get_class(reg: Registry, kind: str, name: str):
     try:
         return reg.get(kind, name)
@@ -316,117 +292,27 @@ def _get_class(reg: Registry, kind: str, name: str):
         return None
 
 
-def _parse_components(raw: Any, key: str, kind: str, p: Problems, reg: Registry,
-                      check: bool) -> list[ComponentSpec]:
-    if raw is None:
-        return []
-    items: list[tuple[str, Any]] = []
-    if isinstance(raw, Mapping):  # {name: {params...}}
-        items = [(f"{key}.{n}", {"name": n, **(v or {})} if isinstance(v, Mapping) or v is None else v)
-                 for n, v in raw.items()]
-    elif isinstance(raw, list):
-        items = [(f"{key}[{i}]", v) for i, v in enumerate(raw)]
+def _gate(raw_gate: Any, p: Problems) -> GateSpec:
+    """The ``gate`` section: ``max`` and ``min`` thresholds per result, and ``on_upper_ci``."""
+    limits: dict[str, dict[str, float]] = {"max": {}, "min": {}}
+    on_upper_ci = False
+    if not isinstance(raw_gate, Mapping):
+        p.at("gate", "must be a mapping with keys max, min, on_upper_ci")
     else:
-        p.at(key, f"must be a list of {kind} names or mappings, got {type(raw).__name__}")
-        return []
-    out: list[ComponentSpec] = []
-    seen: set[str] = set()
-    for where, item in items:
-        if isinstance(item, str):
-            item = {"name": item}
-        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
-            p.at(where, f"must be a {kind} name or a mapping with a 'name', got {item!r}")
-            continue
-        name = item["name"]
-        raw_params = item.get("params") or {}
-        if isinstance(raw_params, Mapping):
-            params = dict(raw_params)
-        else:
-            p.at(f"{where}.params", "must be a mapping of parameter: value")
-            params = {}
-        for k, v in item.items():  # inline parameters are allowed beside name/sample
-            if k not in COMPONENT_KEYS:
-                params[k] = v
-        sample = item.get("sample")
-        if sample is not None and (not isinstance(sample, int) or isinstance(sample, bool) or sample < 1):
-            p.at(f"{where}.sample", f"must be a positive integer (documents per release), got {sample!r}")
-            sample = None
-        if normalise(name) in seen:
-            p.at(where, f"{kind} {name!r} is listed twice")
-        seen.add(normalise(name))
-        if check:
-            try:
-                cls = reg.get(kind, name)
-            except AnonauditError as exc:
-                p.at(where, str(exc))
+        for k in set(raw_gate) - {"max", "min", "on_upper_ci"}:
+            p.at(f"gate.{k}", "unknown key (use max, min, on_upper_ci)")
+        for side in ("max", "min"):
+            section = raw_gate.get(side) or {}
+            if not isinstance(section, Mapping):
+                p.at(f"gate.{side}", "must be a mapping RESULT: VALUE")
                 continue
-            accepted = cls.param_names()
-            for k in params:
-                if k not in accepted:
-                    p.at(f"{where}.params.{k}",
-                          f"{kind} {name!r} has no parameter {k!r} (it takes: {', '.join(accepted) or 'none'})")
-        out.append(ComponentSpec(kind, name, params, sample))
-    return out
-
-
-def _parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool,
-                    have_originals: bool) -> list[ReleaseSpec]:
-    if raw is None:
-        p.at("releases", "is required: a list of release files or sanitizers")
-        return []
-    if isinstance(raw, Mapping):  # {name: path-or-mapping}
-        raw = [{"name": k, **(v if isinstance(v, Mapping) else {"path": v})} for k, v in raw.items()]
-    if not isinstance(raw, list):
-        p.at("releases", "must be a list")
-        return []
-    out: list[ReleaseSpec] = []
-    for i, item in enumerate(raw):
-        where = f"releases[{i}]"
-        if isinstance(item, str):
-            item = {"path": item}
-        if not isinstance(item, Mapping):
-            p.at(where, f"must be a file path or a mapping, got {item!r}")
-            continue
-        for k in set(item) - set(RELEASE_KEYS):
-            p.at(f"{where}.{k}", f"unknown key (use {', '.join(RELEASE_KEYS)})")
-        path, san = item.get("path"), item.get("sanitizer")
-        if (path is None) == (san is None):
-            p.at(where, "give exactly one of 'path' (a release file) or 'sanitizer' (run on the originals)")
-            continue
-        raw_params = item.get("params") or {}
-        if not isinstance(raw_params, Mapping):
-            p.at(f"{where}.params", "must be a mapping of parameter: value")
-            raw_params = {}
-        params = dict(raw_params)
-        name = item.get("name")
-        if path is not None:
-            full = (base / str(path)).expanduser()
-            if not full.exists():
-                p.at(f"{where}.path", f"file not found: {full}")
-            out.append(ReleaseSpec(name=name, path=full, format=item.get("format"), params=params))
-        else:
-            san = str(san)
-            if not have_originals:
-                p.at(f"{where}.sanitizer", "a sanitizer needs 'originals' to run on")
-            if check:
-                try:
-                    cls = reg.get("sanitizer", san)
-                except AnonauditError as exc:
-                    p.at(f"{where}.sanitizer", str(exc))
+            for k, v in section.items():
+                if not isinstance(v, (int, float)) or isinstance(v, bool):
+                    p.at(f"gate.{side}.{k}", f"must be a number, got {v!r}")
                 else:
-                    accepted = cls.param_names()
-                    for k in params:
-                        if k not in accepted:
-                            p.at(f"{where}.params.{k}", f"sanitizer {san!r} has no parameter {k!r} "
-                                                         f"(it takes: {', '.join(accepted) or 'none'})")
-            out.append(ReleaseSpec(name=name or normalise(san), format=item.get("format"), sanitizer=san,
-                                   params=params))
-    names = [r.name for r in out if r.name]
-    for n in {n for n in names if names.count(n) > 1}:
-        p.at("releases", f"two releases are named {n!r}")
-    return out
-
-
+                    limits[side][str(k)] = float(v)
+        on_upper_ci = bool(raw_gate.get("on_upper_ci", False))
+    return GateSpec(max=limits["max"], min=limits["min"], on_upper_ci=on_upper_ci)
 
 
 def component_params(spec: AuditSpec, accepted: Sequence[str], params: Mapping[str, Any], *,

@@ -1,51 +1,5 @@
-"""Phrase-search linkage: link a sanitized document back to its source by searching its phrases.
-
-The threat (Lison & Anderson, "Protecting de-identified documents from
-search-based linkage attacks"): an adversary holds the original collection, or
-a superset of it, takes phrases that survived sanitization and searches for
-them. A phrase (or a combination of phrases) found in fewer than ``k``
-documents narrows the source down to fewer than ``k`` candidates: the
-sanitized text is linked. No model is needed, so this is the cheapest strong
-attack a data owner must expect.
-
-How it runs (:class:`PhraseSearchAttack`):
-
-1. ``fit`` builds (or loads from ``index_dir``) an :class:`~attackers.ngram_index.NgramIndex`
-   of word n-grams (n <= ``max_n``, lower-cased, never crossing a sentence)
-   over the originals plus the optional ``extra_corpus``.
-2. For each released document, the attacker sees only the text between
-   replacements: n-grams never include a replaced span recorded in
-   ``Document.spans`` nor a placeholder token (``placeholder_pattern``: ``[PERSON]``,
-   ``***``, ``SENSITIVE``, ``REDACTED``, ``CODE_0``, ...).
-3. Arity 1: every visible n-gram with document frequency ``1 <= df < k`` is a
-   link to its posting list. Evidence keeps the paper's minimal set: the
-   shortest such n-grams first, dropping any that overlaps a kept one.
-4. Arity 2 and 3 (only for documents not already linked, unless
-   ``exhaustive``): combinations of common n-grams whose posting lists
-   intersect in fewer than ``k`` documents. Pruning keeps this tractable on
-   long documents and large collections: only n-grams with
-   ``k <= df <= df_cap`` are candidates (a phrase in thousands of documents
-   rarely narrows anything down), one per distinct phrase, and greedily the
-   ``max_candidates`` rarest that do not overlap each other; pair and triple
-   intersection sizes are then counted at once with 0/1 matrix products over
-   the documents shared by at least two (three) candidates. A triple is only
-   reported when none of its pairs links alone (it is minimal).
-
-A document is **linked** when some candidate set (posting list or
-intersection) has fewer than ``k`` documents and contains its original; it is
-a **wrong link** when it has such candidate sets but none contains the
-original. Ground truth: the original with the same id for aligned releases;
-for unaligned releases (synthetic rewrites, where ids need not match), any
-original about the document's ``subject`` (or the same id when no subject is
-given); a document with neither is reported but not scored. The collection
-may hold several documents per subject (an extra corpus of public texts), but
-only the originals count as the right answer. Risk = linked fraction with a Wilson interval against the chance
-baseline ``(k - 1) / |collection|`` (a guesser naming k - 1 documents at random; ``1 / |collection|``
-at the default k = 2). The paper's n-gram-level figure is reported as
-``phrase_search.ngram_residual``: of the original's uniquely-linking n-grams
-(its minimal set of n-grams with df < k), the share still present in the
-sanitized text.
-"""
+"""The registered phrase-search attack: the index over the attacker's collection, the visible
+phrases of each released document, the links they make, and the results."""
 
 from __future__ import annotations
 
@@ -53,13 +7,13 @@ import re
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from attackers.ngram_index import NgramIndex, TextNgrams, collection_fingerprint, minimal_set
+from attackers.phrase_search.combinations import Combination, rare_combinations
+from attackers.phrase_search.index import NgramIndex, TextNgrams, collection_fingerprint, minimal_set
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack
@@ -80,88 +34,11 @@ DEFAULT_PLACEHOLDER_PATTERN = (
 )
 
 
-# --------------------------------------------------------------------------- combinations
-
-
-@dataclass
-class Combination:
-    """N-grams (indices into a :class:`TextNgrams`) whose posting lists intersect in ``docs``."""
-
-    members: tuple[int, ...]
-    docs: np.ndarray
-
-
-def combination_candidates(tn: TextNgrams, k: int, df_cap: int, max_candidates: int) -> np.ndarray:
-    """The pruned candidate n-grams for combinations (see the module docstring)."""
-    cand = np.flatnonzero((tn.df >= k) & (tn.df <= df_cap))
-    if len(cand) == 0:
-        return cand
-    _, first = np.unique(tn.hash[cand], return_index=True)
-    cand = cand[np.sort(first)]
-    order = cand[np.lexsort((tn.first[cand], -tn.n[cand].astype(np.int64), tn.df[cand]))]
-    taken = bytearray(int(tn.last.max()) + 2)
-    chosen: list[int] = []
-    for i, a, b in zip(order.tolist(), tn.first[order].tolist(), tn.last[order].tolist()):
-        if not any(taken[a : b + 1]):
-            taken[a : b + 1] = b"\x01" * (b + 1 - a)
-            chosen.append(i)
-            if len(chosen) >= max_candidates:
-                break
-    return np.asarray(chosen, dtype=np.int64)
-
-
-def rare_combinations(index: NgramIndex, tn: TextNgrams, k: int, arity: int = 2, *, df_cap: int = 1000,
-                      max_candidates: int = 40, block: int = 256) -> list[Combination]:
-    """Pairs (and, for ``arity >= 3``, minimal triples) of the text's common
-    n-grams whose posting lists intersect in 1..k-1 documents."""
-    if arity < 2:
-        return []
-    chosen = combination_candidates(tn, k, df_cap, max_candidates)
-    m = len(chosen)
-    if m < 2:
-        return []
-    lists = [index.postings_at(int(tn.post_start[i]), int(tn.df[i])) for i in chosen]
-    lens = np.array([len(x) for x in lists])
-    docs_all = np.concatenate(lists).astype(np.int64)
-    cols = np.repeat(np.arange(m), lens)
-    universe, rows = np.unique(docs_all, return_inverse=True)
-    M = np.zeros((len(universe), m), dtype=np.float32)
-    M[rows, cols] = 1.0
-    shared = M.sum(axis=1)
-    M2, U2 = M[shared >= 2], universe[shared >= 2]
-    C2 = M2.T @ M2  # C2[i, j] = |postings_i ∩ postings_j|
-    iu, ju = np.triu_indices(m, 1)
-    c = C2[iu, ju]
-    out: list[Combination] = []
-    for i, j in zip(iu[(c >= 1) & (c < k)], ju[(c >= 1) & (c < k)]):
-        sel = (M2[:, i] > 0) & (M2[:, j] > 0)
-        out.append(Combination((int(chosen[i]), int(chosen[j])), U2[sel]))
-    if arity >= 3:
-        M3, U3 = M[shared >= 3], universe[shared >= 3]
-        pi, pj = iu[c >= k], ju[c >= k]  # pairs that do not link on their own
-        ok_pair = C2 >= k
-        cols_idx = np.arange(m)
-        for s in range(0, len(pi), block):
-            bi, bj = pi[s : s + block], pj[s : s + block]
-            V = M3[:, bi] * M3[:, bj]
-            C3 = V.T @ M3  # (pairs, m): |postings_i ∩ postings_j ∩ postings_l|
-            hit = ((C3 >= 1) & (C3 < k) & (cols_idx[None, :] > bj[:, None])
-                   & ok_pair[bi][:, :] & ok_pair[bj][:, :])
-            for p, l in zip(*np.nonzero(hit)):
-                i, j = bi[p], bj[p]
-                sel = (M3[:, i] > 0) & (M3[:, j] > 0) & (M3[:, l] > 0)
-                out.append(Combination((int(chosen[i]), int(chosen[j]), int(chosen[l])), U3[sel]))
-    return out
-
-
-# --------------------------------------------------------------------------- the attack
-
-
 @register("attack")
 class PhraseSearchAttack(Attack):
     """Search-based linkage through rare n-grams and n-gram combinations.
 
-    The method, step by step, is in the module docstring."""
+    The method, step by step, is in the package docstring (:mod:`attackers.phrase_search`)."""
 
     name = "phrase_search"
     description = (
@@ -333,53 +210,13 @@ class PhraseSearchAttack(Attack):
         outcome = "linked" if linked else ("wrong" if (len(wrong) or combo_wrong) else "unlinked")
         if truth is None:
             outcome = "unscored"
-
-        def ngram_info(i: int) -> dict[str, Any]:
-            r = tn.rare(index, i) if tn.df[i] < k else None
-            s, e = int(tn.char_start[i]), int(tn.char_end[i])
-            info = {"text": doc.text[s:e], "start": s, "end": e, "n": int(tn.n[i]), "df": int(tn.df[i])}
-            if r is not None:
-                info["docs"] = [ids[d] for d in r.docs]
-            return info
-
-        evidence: list[dict[str, Any]] = []
-        for group, correct in ((linking, True), (wrong, False)):
-            for i in minimal_set(tn, group)[: self.max_evidence]:
-                info = ngram_info(int(i))
-                evidence.append({"kind": "ngram", "correct": correct, "ngrams": [info], "docs": info["docs"]})
-        for group, correct in ((combo_ok, True), (combo_wrong, False)):
-            for c in group[: self.max_evidence]:
-                evidence.append({"kind": f"combination{len(c.members)}", "correct": correct,
-                                 "ngrams": [ngram_info(i) for i in c.members],
-                                 "docs": [ids[int(d)] for d in c.docs]})
-        highlights = []
-        for ev in evidence:
-            if not ev["correct"] and linked:
-                continue
-            for g in ev["ngrams"]:
-                note = (f"found in {g['df']} document(s)" if ev["kind"] == "ngram"
-                        else f"with {len(ev['ngrams']) - 1} other phrase(s): {len(ev['docs'])} document(s)")
-                highlights.append(Highlight(g["start"], g["end"], "ngram", f"{note}: {', '.join(ev['docs'][:3])}"))
-        # the attacker's single best guess: the document most rare phrases point to
-        votes: Counter[int] = Counter()
-        mdocs, _ = tn.gather_postings(index, minimal_set(tn, rare))
-        votes.update(mdocs.tolist())
-        for c in combos:
-            votes.update(int(d) for d in c.docs)
-        guess = min(votes, key=lambda d: (-votes[d], d)) if votes else None
+        evidence = self._evidence(doc, tn, ((linking, True), (wrong, False)),
+                                  ((combo_ok, True), (combo_wrong, False)))
+        guess = _best_guess(index, tn, rare, combos)
         # the paper's n-gram-level figure
         orig_rare = (np.concatenate([self._original_rare(i) for i in truth if i < self._n_orig])
                      if truth else np.zeros(0, dtype=np.uint64))
         still = int(np.isin(orig_rare, tn.hash).sum()) if len(orig_rare) else 0
-        if outcome == "linked":
-            n_link = len(minimal_set(tn, linking))
-            summary = (f"Linked to its source by {n_link} rare phrase{'s' if n_link != 1 else ''}" if n_link
-                       else f"Linked to its source by a combination of {len(combo_ok[0].members)} phrases")
-        else:
-            summary = {"wrong": "Its rare phrases point to other documents, not to its source",
-                       "unlinked": (f"No phrase{' or combination of phrases' if self.arity > 1 else ''} "
-                                    f"is found in fewer than {k} documents"),
-                       "unscored": "Not scored: its source is not in the collection"}[outcome]
         facts = {
             "outcome": outcome,
             "linked_by": ("ngram" if len(linking) else ("combination" if combo_ok else None)),
@@ -393,9 +230,48 @@ class PhraseSearchAttack(Attack):
             "original_rare_still_present": still,
             "evidence": evidence,
         }
-        return Finding(id=doc.id, success=None if outcome == "unscored" else outcome == "linked", summary=summary,
-                       highlights=sorted(highlights, key=lambda h: (h.start, h.end)), facts=facts,
+        return Finding(id=doc.id, success=None if outcome == "unscored" else outcome == "linked",
+                       summary=self._summary(outcome, tn, linking, combo_ok),
+                       highlights=sorted(_highlights(evidence, linked), key=lambda h: (h.start, h.end)), facts=facts,
                        private={"truth", "guess", "evidence"})
+
+    def _evidence(self, doc: Document, tn: TextNgrams, ngram_groups, combo_groups) -> list[dict[str, Any]]:
+        """The linking phrases (``ngram_groups``: arrays of n-gram indices, with whether they
+        link correctly) and combinations (``combo_groups``), at most ``max_evidence`` of each
+        group; for single phrases, the minimal set."""
+        index, k = self.index_, self.k
+        ids = index.docs.ids
+
+        def ngram_info(i: int) -> dict[str, Any]:
+            r = tn.rare(index, i) if tn.df[i] < k else None
+            s, e = int(tn.char_start[i]), int(tn.char_end[i])
+            info = {"text": doc.text[s:e], "start": s, "end": e, "n": int(tn.n[i]), "df": int(tn.df[i])}
+            if r is not None:
+                info["docs"] = [ids[d] for d in r.docs]
+            return info
+
+        evidence: list[dict[str, Any]] = []
+        for group, correct in ngram_groups:
+            for i in minimal_set(tn, group)[: self.max_evidence]:
+                info = ngram_info(int(i))
+                evidence.append({"kind": "ngram", "correct": correct, "ngrams": [info], "docs": info["docs"]})
+        for group, correct in combo_groups:
+            for c in group[: self.max_evidence]:
+                evidence.append({"kind": f"combination{len(c.members)}", "correct": correct,
+                                 "ngrams": [ngram_info(i) for i in c.members],
+                                 "docs": [ids[int(d)] for d in c.docs]})
+        return evidence
+
+    def _summary(self, outcome: str, tn: TextNgrams, linking: np.ndarray, combo_ok: list[Combination]) -> str:
+        """One sentence on the outcome, for the report."""
+        if outcome == "linked":
+            n_link = len(minimal_set(tn, linking))
+            return (f"Linked to its source by {n_link} rare phrase{'s' if n_link != 1 else ''}" if n_link
+                    else f"Linked to its source by a combination of {len(combo_ok[0].members)} phrases")
+        return {"wrong": "Its rare phrases point to other documents, not to its source",
+                "unlinked": (f"No phrase{' or combination of phrases' if self.arity > 1 else ''} "
+                             f"is found in fewer than {self.k} documents"),
+                "unscored": "Not scored: its source is not in the collection"}[outcome]
 
     # ------------------------------------------------------------------ evaluate
 
@@ -451,3 +327,27 @@ class PhraseSearchAttack(Attack):
                                     f"set of n-grams with df < {self.k}) still present in the sanitized text; "
                                     "single n-grams only")})
         return [head, residual]
+
+
+def _highlights(evidence: list[dict[str, Any]], linked: bool) -> list[Highlight]:
+    """The phrases of the evidence, marked in the released text (only the correct ones when
+    the document is linked)."""
+    highlights = []
+    for ev in evidence:
+        if not ev["correct"] and linked:
+            continue
+        for g in ev["ngrams"]:
+            note = (f"found in {g['df']} document(s)" if ev["kind"] == "ngram"
+                    else f"with {len(ev['ngrams']) - 1} other phrase(s): {len(ev['docs'])} document(s)")
+            highlights.append(Highlight(g["start"], g["end"], "ngram", f"{note}: {', '.join(ev['docs'][:3])}"))
+    return highlights
+
+
+def _best_guess(index: NgramIndex, tn: TextNgrams, rare: np.ndarray, combos: list[Combination]) -> int | None:
+    """The attacker's single best guess: the document most rare phrases point to."""
+    votes: Counter[int] = Counter()
+    mdocs, _ = tn.gather_postings(index, minimal_set(tn, rare))
+    votes.update(mdocs.tolist())
+    for c in combos:
+        votes.update(int(d) for d in c.docs)
+    return min(votes, key=lambda d: (-votes[d], d)) if votes else None

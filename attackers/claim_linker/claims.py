@@ -1,8 +1,7 @@
-"""Atomic claims: splitting documents into small facts, and choosing the attacker's facts.
+"""Atomic claims: splitting documents into small facts.
 
-The claim linker (``attackers/claim_linker.py``) works on *claims*, short statements
-that each carry one piece of information. Two splitters share one interface
-(:class:`ClaimSplitter`):
+The claim linker works on *claims*, short statements that each carry one piece of
+information. Two splitters share one interface (:class:`ClaimSplitter`):
 
 * :class:`SentenceSplitter` — deterministic and fast: spaCy sentences, cut further at
   semicolons and between coordinated clauses that have their own subject. Good for large
@@ -12,26 +11,19 @@ that each carry one piece of information. Two splitters share one interface
 
 Every :class:`Claim` keeps a pointer into its document (``start``/``end`` of the text
 it came from and of its sentence), so evidence can be highlighted in the sanitized text.
-
-The attacker's auxiliary information is a few claims per original document
-(:func:`select_aux`: random with a seed, first or last), optionally paraphrased by the
-LLM (:func:`paraphrase_claims`), since facts rarely reach an adversary word for word.
 """
 
 from __future__ import annotations
 
-import json
-import random
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING
 
 from audit.core.progress import bar as progress_bar
-
-from audit.models.llm import extract_json_list
 from audit.core.text import word_tokens
+from audit.models.llm import extract_json_list
 
 if TYPE_CHECKING:
     from audit.core.data import Document
@@ -71,8 +63,7 @@ class ClaimSplitter(ABC):
 # --------------------------------------------------------------------------- sentences
 
 
-
-def _words(text: str) -> int:
+def word_count(text: str) -> int:
     return len(word_tokens(text))
 
 
@@ -111,7 +102,7 @@ class SentenceSplitter(ClaimSplitter):
             for sent in sdoc.sents:
                 for start, end in self._clauses(sent):
                     text = doc.text[start:end].strip()
-                    if _words(text) < self.min_words:
+                    if word_count(text) < self.min_words:
                         continue
                     lead = len(doc.text[start:end]) - len(doc.text[start:end].lstrip())
                     claims.append(Claim(doc.id, len(claims), " ".join(text.split()), start + lead,
@@ -143,11 +134,11 @@ class SentenceSplitter(ClaimSplitter):
         merged: list[tuple[int, int]] = []
         text = sent.doc.text
         for start, end in ranges:
-            if merged and _words(text[start:end]) < self.min_words:
+            if merged and word_count(text[start:end]) < self.min_words:
                 merged[-1] = (merged[-1][0], end)
             else:
                 merged.append((start, end))
-        if len(merged) > 1 and _words(text[merged[0][0]:merged[0][1]]) < self.min_words:
+        if len(merged) > 1 and word_count(text[merged[0][0]:merged[0][1]]) < self.min_words:
             merged[0:2] = [(merged[0][0], merged[1][1])]
         # Very long pieces (enumerations) are cut at the last space before max_chars.
         final: list[tuple[int, int]] = []
@@ -207,7 +198,7 @@ def parse_claim_list(answer: str) -> list[str]:
     seen: set[str] = set()
     for item in items:
         item = " ".join(item.strip().strip('"').split())
-        if _words(item) >= 2 and item.lower() not in seen:
+        if word_count(item) >= 2 and item.lower() not in seen:
             seen.add(item.lower())
             out.append(item)
     return out
@@ -287,7 +278,7 @@ class LLMSplitter(ClaimSplitter):
                 self.fallbacks += 1
                 for s, e in chunk:
                     piece = " ".join(doc.text[s:e].split())
-                    if _words(piece) >= 2:
+                    if word_count(piece) >= 2:
                         out[i].append(Claim(doc.id, len(out[i]), piece, s, e, s, e))
                 continue
             for text in texts:
@@ -307,80 +298,3 @@ def make_splitter(kind: str, llm_getter=None, spacy: Spacy | None = None) -> Cla
     from audit.core.errors import AnonauditError
 
     raise AnonauditError(f"unknown claim splitter {kind!r} (use 'sentences' or 'llm')")
-
-
-# --------------------------------------------------------------------------- auxiliary information
-
-#: How the attacker's known claims are chosen among a document's claims.
-AuxSelect = Literal["random", "first", "last"]
-AUX_SELECT: tuple[str, ...] = get_args(AuxSelect)
-
-
-def select_aux(claims: Sequence[Claim], k: int, how: str, rng: random.Random) -> list[int]:
-    """Indices of the ``k`` claims the attacker knows (all of them if there are fewer)."""
-    n = len(claims)
-    k = min(k, n)
-    if how == "first":
-        return list(range(k))
-    if how == "last":
-        return list(range(n - k, n))
-    if how == "random":
-        return sorted(rng.sample(range(n), k))
-    from audit.core.errors import AnonauditError
-
-    raise AnonauditError(f"unknown aux selection {how!r} (use one of {', '.join(AUX_SELECT)})")
-
-
-_PARA_SYSTEM = (
-    "You paraphrase facts. Say the same thing with different words and sentence structure. "
-    "Keep every piece of information, add nothing, and keep placeholders such as [PERSON] unchanged."
-)
-_PREFIX = re.compile(r"^\s*(?:paraphrase[d]?(?:\s+(?:fact|text|version))?|rewritten|answer|fact)\s*:\s*", re.IGNORECASE)
-
-
-def paraphrase_request(claim: str, seed: int):
-    from audit.models.llm import ChatRequest
-
-    user = f'Paraphrase this fact. Answer with a JSON string.\n\nFact: {claim}'
-    return ChatRequest.make([{"role": "system", "content": _PARA_SYSTEM}, {"role": "user", "content": user}],
-                            temperature=0.0, max_tokens=96, seed=seed,
-                            json_schema={"type": "string", "minLength": 3})
-
-
-def parse_paraphrase(answer: str) -> str:
-    """The paraphrase in an answer: a JSON string, ``{"...": "..."}``, or the first line
-    with any "Paraphrase:" prefix and quotes removed. Empty when nothing usable."""
-    text = answer.strip()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        data = None
-    if isinstance(data, str):
-        text = data
-    elif isinstance(data, dict):
-        text = next((v for v in data.values() if isinstance(v, str)), "")
-    elif isinstance(data, list) and data and isinstance(data[0], str):
-        text = data[0]
-    else:
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        lines = [ln for ln in lines if not (ln.strip().endswith(":") and _words(ln) <= 6)]
-        text = lines[0] if lines else ""
-    text = _PREFIX.sub("", text).strip().strip('"').strip("'").strip()
-    return " ".join(text.split()) if _words(text) >= 2 else ""
-
-
-def paraphrase_claims(llm: LLM, claims: Sequence[str], *, seed: int = 0,
-                      progress: bool = False) -> tuple[list[str], int]:
-    """Paraphrase each claim; returns ``(paraphrases, failures)``. A claim whose answer
-    cannot be used, or only repeats it, is kept as it is (and counted as a failure)."""
-    if not claims:
-        return [], 0
-    answers = llm.complete_batch([paraphrase_request(c, seed) for c in claims], progress=progress)
-    out, failed = [], 0
-    for claim, answer in zip(claims, answers):
-        para = parse_paraphrase(answer)
-        if not para or word_tokens(para) == word_tokens(claim):
-            failed += 1
-            para = claim
-        out.append(para)
-    return out, failed

@@ -1,0 +1,53 @@
+"""Claim linker: link known facts to a sanitized record, then measure what else it reveals.
+
+The threat model of "A false sense of privacy" (see ``../shared/papers``): an adversary
+knows a few facts about a person (auxiliary information, usually reworded), searches the
+sanitized release for the record that matches them, and learns everything else that
+record says. Two stages:
+
+1. **Linking.** Every document is split into atomic claims (:mod:`.claims`).
+   The attacker gets ``aux_claims`` claims of each original, optionally paraphrased.
+   Each aux claim retrieves the most similar sanitized claims (dense embeddings in a faiss
+   inner-product index; matches within ``tolerance`` of the best score count) and votes for
+   their documents; the document with most votes is the link (ties: summed score).
+   Baselines: one concatenated query (dense or BM25), BM25 per-claim votes, and ROUGE-L.
+   Headline: the correct-linkage rate with a Wilson interval, against chance 1/|release|.
+2. **Semantic scoring.** Each of the original's other claims (never the aux claims) is
+   judged by an LLM against the ``evidence_sentences`` sentences of the linked sanitized
+   document most related to it (dense retrieval): same information (1), similar (2) or not
+   stated (3); each question is asked ``repeats`` times and the mode kept. Leakage per
+   document is ``1 - mean((s - 1) / 2)``: 1 means everything is still there. The lexical
+   counterpart is ROUGE-L between the original and the linked document, which misses
+   reworded facts. Before scoring, the judge passes a self-consistency control once per fit:
+   original claims against their own document must leak (near 1) and against another
+   document must not; a judge that fails it is named in the result as unreliable.
+
+Releases that are not one-to-one with the originals (synthetic data) work too: a link is
+correct when the linked record is about the same subject, and claims are always scored
+against the true original.
+
+Modules: :mod:`~attackers.claim_linker.attack` (the attack: fit, link, evaluate),
+:mod:`~attackers.claim_linker.linkers` (dense, BM25 and ROUGE-L linkers, majority vote),
+:mod:`~attackers.claim_linker.judge` (judge requests, verdict parsing, the self-consistency
+control), :mod:`~attackers.claim_linker.scoring` (semantic and lexical leakage),
+:mod:`~attackers.claim_linker.claims` (claims and the splitters) and
+:mod:`~attackers.claim_linker.auxiliary` (the attacker's known claims and their paraphrases).
+"""
+
+from attackers.claim_linker.attack import ClaimLinkerAttack
+from attackers.claim_linker.auxiliary import (AUX_SELECT, AuxSelect, paraphrase_claims, paraphrase_request,
+                                              parse_paraphrase, select_aux)
+from attackers.claim_linker.claims import (Claim, ClaimSplitter, LLMSplitter, SentenceSplitter, claims_schema,
+                                           make_splitter, parse_claim_list, word_overlap)
+from attackers.claim_linker.judge import (JUDGE_OTHER_MAX, JUDGE_SELF_MIN, VERDICTS, evidence_text, judge_request,
+                                          leakage_of, mode_rating, parse_verdict, rank_evidence)
+from attackers.claim_linker.linkers import (LINKERS, BM25Linker, DenseLinker, Link, Linker, LinkerName, RougeLinker,
+                                            majority_vote)
+
+__all__ = [
+    "AUX_SELECT", "AuxSelect", "BM25Linker", "Claim", "ClaimLinkerAttack", "ClaimSplitter", "DenseLinker",
+    "JUDGE_OTHER_MAX", "JUDGE_SELF_MIN", "LINKERS", "LLMSplitter", "Link", "Linker", "LinkerName", "RougeLinker",
+    "SentenceSplitter", "VERDICTS", "claims_schema", "evidence_text", "judge_request", "leakage_of",
+    "majority_vote", "make_splitter", "mode_rating", "paraphrase_claims", "paraphrase_request", "parse_claim_list",
+    "parse_paraphrase", "parse_verdict", "rank_evidence", "select_aux", "word_overlap",
+]

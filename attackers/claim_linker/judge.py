@@ -1,0 +1,182 @@
+"""The judge: how much of an original's claims a linked record still states.
+
+Each claim is asked once (or ``repeats`` times, the mode kept) against the few sentences of
+the linked record most related to it (:func:`rank_evidence`, :func:`evidence_text`): same
+information (1), similar (2) or not stated (3) (:func:`judge_request`, :func:`parse_verdict`,
+:func:`mode_rating`); :func:`leakage_of` turns ratings into a leakage figure. Before it is
+trusted, the judge passes a self-consistency control (:meth:`Judging._check_judge`).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attackers.claim_linker.claims import word_overlap
+
+if TYPE_CHECKING:
+    from attackers.claim_linker.claims import Claim
+    from audit.core.data import Document
+    from audit.models.llm import LLM
+
+_JUDGE_SYSTEM = (
+    "You check what a text reveals. Read the text, then decide whether it tells the reader "
+    "the given fact. Reply with one word: same, similar or no."
+)
+
+#: The judge passes its self-consistency control when claims judged against their own document
+#: leak at least this much ...
+JUDGE_SELF_MIN = 0.7
+#: ... and against another document at most this much (a judge that calls everything "similar"
+#: scores 0.5 there and fails).
+JUDGE_OTHER_MAX = 0.4
+
+#: The judge's answers and the ratings they stand for (1 same, 2 similar, 3 unsupported).
+VERDICTS = {"same": 1, "similar": 2, "no": 3}
+
+
+def judge_request(evidence: str, claim: str, *, seed: int, temperature: float):
+    """One claim against the few sentences of the sanitized document most related to it.
+
+    Small judges fail at rating a batch of claims against a whole document (an unsanitized
+    document judged against itself came out mostly "unsupported"); one claim at a time
+    against retrieved evidence is a question they can answer. The rubric comes after the
+    evidence and the claim, and the answer is one word from a closed set (a grammar where
+    the backend supports JSON schemas).
+    """
+    from audit.models.llm import ChatRequest
+
+    user = (f"Text:\n{evidence}\n\nFact: {claim}\n\n"
+            "same = the text states this fact, in the same or other words.\n"
+            "similar = the text states a vaguer or partly different version of it (a year instead of "
+            "the exact date, 'a relative' instead of 'his brother'), or the fact with its key detail "
+            "hidden by a placeholder such as [PERSON], [DATE] or ***.\n"
+            "no = the text does not state this fact.\n"
+            "Does the text state the fact? Answer same, similar or no.")
+    return ChatRequest.make([{"role": "system", "content": _JUDGE_SYSTEM}, {"role": "user", "content": user}],
+                            temperature=temperature, max_tokens=10, seed=seed,
+                            json_schema={"type": "string", "enum": list(VERDICTS)})
+
+
+_VERDICT_WORD = re.compile(r"\b(?:same|similar|no|not|none|unsupported|[123])\b")
+_VERDICT_ALIASES = {**VERDICTS, "1": 1, "2": 2, "3": 3, "unsupported": 3, "not": 3, "none": 3}
+
+
+def parse_verdict(answer: str) -> int | None:
+    """The rating in a judge's answer: the first word that is a verdict (``same``, ``similar``,
+    ``no``, or the digits 1-3), ignoring quotes, JSON and case; ``None`` when there is none."""
+    m = _VERDICT_WORD.search(answer.lower())
+    return _VERDICT_ALIASES[m.group(0)] if m else None
+
+
+def rank_evidence(claim: str, candidates: Sequence[Claim], qvec: np.ndarray | None = None,
+                  cand_vecs: np.ndarray | None = None) -> list[int]:
+    """Indices of ``candidates``, most related to ``claim`` first: cosine of the embeddings
+    when given, else word overlap."""
+    if qvec is not None and cand_vecs is not None and len(cand_vecs):
+        order = np.argsort(-(cand_vecs @ qvec), kind="stable")
+        return [int(k) for k in order]
+    return sorted(range(len(candidates)), key=lambda k: -word_overlap(claim, candidates[k].text))
+
+
+def evidence_text(doc: Document, candidates: Sequence[Claim], ranked: Sequence[int], k: int) -> str:
+    """The sentences of the ``k`` best-ranked claims, each once, in document order."""
+    spans: list[tuple[int, int]] = []
+    for idx in ranked:
+        c = candidates[idx]
+        span = (c.sent_start, c.sent_end)
+        if span not in spans:
+            spans.append(span)
+        if len(spans) == k:
+            break
+    return " ".join(doc.text[a:b].strip() for a, b in sorted(spans))
+
+
+def mode_rating(values: Sequence[int | None]) -> int | None:
+    """Most frequent valid rating; ties go to the lower rating (more leakage: an audit
+    should not understate a risk). ``None`` when no repeat gave a valid rating."""
+    valid = [v for v in values if v is not None]
+    if not valid:
+        return None
+    counts = Counter(valid)
+    return min(counts, key=lambda r: (-counts[r], r))
+
+
+def leakage_of(ratings: Sequence[int]) -> float:
+    """``1 - mean((s - 1) / 2)``: 1 when every claim is fully supported, 0 when none is."""
+    return 1.0 - sum((s - 1) / 2 for s in ratings) / len(ratings)
+
+
+class Judging:
+    """The judge's steps of :class:`~attackers.claim_linker.attack.ClaimLinkerAttack`, which
+    mixes them in: evidence for a claim, a batch of ratings, and the self-consistency control.
+    They read the attack's parameters, its fitted claims and its models from ``self``.
+    """
+
+    def _evidence(self, claims: Sequence[str], doc: Document, cands: list[Claim],
+                  cand_vecs: np.ndarray | None) -> tuple[list[str], list[list[int]]]:
+        """For each claim, the sentences of ``doc`` most related to it (the judge's evidence)
+        and the ranking of ``doc``'s claims behind them. Dense embeddings rank when the attack
+        links densely (vectors already exist), word overlap otherwise."""
+        if not cands:
+            return ["" for _ in claims], [[] for _ in claims]
+        qvecs = self._get_embedder().encode(list(claims)) if cand_vecs is not None else None
+        ranked = [rank_evidence(c, cands, None if qvecs is None else qvecs[k], cand_vecs)
+                  for k, c in enumerate(claims)]
+        return [evidence_text(doc, cands, r, self.evidence_sentences) for r in ranked], ranked
+
+    def _judge(self, llm: LLM, items: Sequence[tuple[str, str]], *, repeats: int) -> tuple[list[int | None], int]:
+        """Ratings (mode over ``repeats`` answers) of ``(evidence, claim)`` pairs, and the
+        number of answers that held no verdict."""
+        temperature = 0.0 if repeats == 1 else 0.7
+        requests = [judge_request(ev, claim, seed=self.seed + r, temperature=temperature)
+                    for ev, claim in items for r in range(repeats)]
+        answers = llm.complete_batch(requests, progress=self.progress)
+        verdicts = [parse_verdict(a) for a in answers]
+        ratings = [mode_rating(verdicts[k * repeats:(k + 1) * repeats]) for k in range(len(items))]
+        return ratings, sum(v is None for v in verdicts)
+
+    def _check_judge(self, llm: LLM, originals, dense: bool) -> dict[str, Any] | None:
+        """Self-consistency control of the judge, once per fit: ``judge_check`` claims of the
+        originals (never aux claims) rated against their own document, where the true
+        leakage is 1, and against another original, where it is near 0. A judge that cannot
+        tell the two apart makes every leakage figure meaningless, and the result says so."""
+        if self.judge_check == 0 or len(originals) < 2:
+            return None
+        if self._judge_check_ is not None:
+            return self._judge_check_
+        rng = random.Random(f"{self.seed}:judge-check")
+        aux = [set(self.aux_index_[d.id]) for d in originals]  # claims the adversary already holds
+        pool = [(i, k) for i in range(len(originals)) for k in range(len(self.orig_claims_[i])) if k not in aux[i]]
+        with_claims = [i for i in range(len(originals)) if self.orig_claims_[i]]
+        if not pool or len(with_claims) < 2:
+            return None
+        picks = sorted(rng.sample(pool, min(self.judge_check, len(pool))))
+        targets = [(i, rng.choice([o for o in with_claims if o != i])) for i, _ in picks]
+        vecs: dict[int, np.ndarray | None] = {}  # claim vectors of each document used, embedded once
+        for t in {t for pair in targets for t in pair}:
+            vecs[t] = self._get_embedder().encode([c.text for c in self.orig_claims_[t]]) if dense else None
+        pairs = {"self": [], "unrelated": []}
+        for (i, k), (own, other) in zip(picks, targets):
+            claim = self.orig_claims_[i][k].text
+            for kind, t in (("self", own), ("unrelated", other)):
+                (ev,), _ = self._evidence([claim], originals[t], self.orig_claims_[t], vecs[t])
+                pairs[kind].append((ev, claim))
+        ratings, _ = self._judge(llm, pairs["self"] + pairs["unrelated"], repeats=1)  # one batch
+        out: dict[str, Any] = {"claims": len(picks)}
+        for kind, part in (("self", ratings[:len(picks)]), ("unrelated", ratings[len(picks):])):
+            valid = [r for r in part if r is not None]
+            out[kind] = round(leakage_of(valid), 4) if valid else None
+            out[f"{kind}_ratings"] = dict(sorted(Counter(valid).items()))
+        ok = (out["self"] is not None and out["unrelated"] is not None
+              and out["self"] >= JUDGE_SELF_MIN and out["unrelated"] <= JUDGE_OTHER_MAX)
+        out["passed"] = ok
+        out["rule"] = (f"leakage of claims against their own document >= {JUDGE_SELF_MIN}, "
+                       f"against another document <= {JUDGE_OTHER_MAX}")
+        self._judge_check_ = out
+        return out

@@ -1,0 +1,207 @@
+"""Semantic scoring: what the linked record still tells the adversary about the person.
+
+Each of the original's claims other than the aux claims is judged against the sentences of
+the linked record most related to it (:mod:`attackers.claim_linker.judge`), on every linked
+document or a seeded sample; leakage per document is ``1 - mean((s - 1) / 2)``. The lexical
+counterpart is ROUGE-L between the original and the linked record, on every trial.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attackers.claim_linker.judge import leakage_of
+from attackers.claim_linker.linkers import DenseLinker, Link, Linker
+from audit.core.results import Finding, Highlight, Result
+from audit.core.stats import mean_interval
+from audit.core.text import RougeTokenizer, rouge_l
+
+if TYPE_CHECKING:
+    from attackers.claim_linker.claims import Claim
+    from audit.core.data import Document
+
+
+@dataclass
+class _Tally:
+    """What the judge's ratings add up to over the scored documents."""
+
+    values: list[float] = field(default_factory=list)  # leakage of each scored document
+    lexical: list[float] = field(default_factory=list)  # ROUGE-L of the same documents
+    documents: list[Finding] = field(default_factory=list)
+    unrated: int = 0  # claims no answer gave a rating for
+    ratings: Counter[int] = field(default_factory=Counter)
+
+
+class LeakageScoring:
+    """The scoring steps of :class:`~attackers.claim_linker.attack.ClaimLinkerAttack`, which
+    mixes them in (with :class:`~attackers.claim_linker.judge.Judging`). They read the attack's
+    parameters, its fitted claims and its models from ``self``.
+    """
+
+    def _sample(self, trials: list[int]) -> list[int]:
+        """Positions (into ``trials``) of the documents to score: all, or a seeded sample."""
+        positions = list(range(len(trials)))
+        if self.score_sample is None or self.score_sample >= len(positions):
+            return positions
+        return sorted(random.Random(f"{self.seed}:score-sample").sample(positions, self.score_sample))
+
+    def _score(self, originals, trials: list[int], links: list[Link], docs: list[Document],
+               rel_claims: list[list[Claim]], linker: Linker, release_name: str, correct_flags: list[bool],
+               timings: dict[str, float]) -> list[Result]:
+        """The semantic leakage result (LLM-judged, on the sampled linked trials) and the lexical
+        one (ROUGE-L, on every trial)."""
+        chosen = self._sample(trials)
+        t = time.perf_counter()
+        lexical = self._lexical_leakage(originals, trials, links, docs)
+        timings["lexical"] = time.perf_counter() - t
+
+        # Semantic scoring of the sampled, linked trials: every claim except the aux ones, each
+        # against the sentences of the linked document most related to it.
+        llm = self._get_llm()
+        dense = isinstance(linker, DenseLinker) and linker.vectors is not None
+        plan, items = self._plan(originals, [(p, trials[p], links[p].doc) for p in chosen], docs, rel_claims,
+                                 linker.vectors if dense else None)
+        t = time.perf_counter()
+        check = self._check_judge(llm, originals, dense) if plan else None
+        timings["judge_check"] = time.perf_counter() - t
+        all_ratings, malformed = self._judge(llm, items, repeats=self.repeats)
+
+        tally = _Tally()
+        pos = 0
+        for p, claims, ranked in plan:
+            i, j = trials[p], links[p].doc
+            ratings = all_ratings[pos:pos + len(claims)]
+            pos += len(claims)
+            valid = [r for r in ratings if r is not None]
+            tally.unrated += len(ratings) - len(valid)
+            tally.ratings.update(valid)
+            if not valid:
+                continue
+            value = leakage_of(valid)
+            tally.values.append(value)
+            tally.lexical.append(lexical[p])
+            tally.documents.append(self._leakage_finding(originals[i], docs[j], rel_claims[j], claims, ratings,
+                                                         ranked, correct_flags[p], value, lexical[p]))
+        mean, ci = mean_interval(tally.values)
+        llm_id = getattr(llm, "identity", "") or type(llm).__name__
+        details = self._semantic_details(tally, check, llm_id, dense, len(chosen), len(trials), malformed,
+                                         len(items) * self.repeats)
+        semantic = Result(kind="attack", name=f"{self.name}.leakage", release=release_name, value=mean, ci=ci,
+                          n=len(tally.values), details=details, documents=tally.documents)
+        lmean, lci = mean_interval(lexical)
+        lex = Result(kind="attack", name=f"{self.name}.lexical_leakage", release=release_name, value=lmean,
+                     ci=lci, n=len(lexical),
+                     details={"metric": "ROUGE-L F-measure between each original and its linked document",
+                              "semantic_on_same_sample": mean if tally.values else None},
+                     documents=[_lexical_finding(originals[i].id, docs, link, v, ok)
+                                for i, link, v, ok in zip(trials, links, lexical, correct_flags)])
+        return [semantic, lex]
+
+    def _lexical_leakage(self, originals, trials: list[int], links: list[Link], docs: list[Document]) -> list[float]:
+        """ROUGE-L of each original with its linked document (0 when not linked), every trial."""
+        tok = RougeTokenizer()
+        lexical = []
+        for i, link in zip(trials, links):
+            if link.doc < 0:
+                lexical.append(0.0)
+                continue
+            key = originals[i].id
+            if key not in self._orig_tokens:
+                self._orig_tokens[key] = tok(originals[i].text)
+            lexical.append(rouge_l(self._orig_tokens[key], tok(docs[link.doc].text)))
+        return lexical
+
+    def _plan(self, originals, chosen: list[tuple[int, int, int]], docs: list[Document],
+              rel_claims: list[list[Claim]], vectors: np.ndarray | None,
+              ) -> tuple[list[tuple[int, list[Claim], list[list[int]]]], list[tuple[str, str]]]:
+        """What to ask the judge about the ``chosen`` trials ``(position, original, linked
+        document)``: per linked trial with claims beyond the aux ones, ``(position, claims,
+        evidence rankings)``, and every ``(evidence, claim)`` pair, in that order. ``vectors``:
+        the dense linker's claim vectors, which rank the evidence when given."""
+        offsets = np.cumsum([0] + [len(c) for c in rel_claims])
+        plan = []  # (position, claims, evidence rankings)
+        items: list[tuple[str, str]] = []
+        for p, i, j in chosen:
+            if j < 0:
+                continue
+            aux = set(self.aux_index_[originals[i].id])
+            claims = [c for k, c in enumerate(self.orig_claims_[i]) if k not in aux]
+            if not claims:
+                continue
+            vecs = vectors[offsets[j]:offsets[j + 1]] if vectors is not None else None
+            evidence, ranked = self._evidence([c.text for c in claims], docs[j], rel_claims[j], vecs)
+            plan.append((p, claims, ranked))
+            items += [(ev, c.text) for ev, c in zip(evidence, claims)]
+        return plan, items
+
+    def _leakage_finding(self, orig: Document, linked: Document, linked_claims: list[Claim], claims: list[Claim],
+                         ratings: list[int | None], ranked: list[list[int]], correct: bool, value: float,
+                         lexical: float) -> Finding:
+        """What the judge found ``linked`` to state of the original's ``claims``."""
+        valid = [r for r in ratings if r is not None]
+        evidence, highlights = [], []
+        for c, r, rank in zip(claims, ratings, ranked):
+            if r not in (1, 2):
+                continue
+            item: dict[str, Any] = {"claim": c.text, "rating": r, "orig_start": c.start, "orig_end": c.end}
+            if rank:
+                sup = linked_claims[rank[0]]
+                item.update(support=sup.text, start=sup.start, end=sup.end)
+                highlights.append(Highlight(sup.start, sup.end, "claim",
+                                            f"{'same' if r == 1 else 'similar'} information: {c.text}"))
+            evidence.append(item)
+        # Success: the attacker linked the right record and it tells something more about the person.
+        return Finding(
+            id=orig.id, success=bool(correct and evidence),
+            summary=_leakage_summary(correct, len(evidence), len(valid), value),
+            highlights=highlights, highlights_in=linked.id,
+            facts={"linked": linked.id, "correct": correct,
+                   "leakage": round(value, 4), "lexical_leakage": round(lexical, 4),
+                   "claims_scored": len(valid), "claims_unrated": len(ratings) - len(valid),
+                   "ratings": dict(sorted(Counter(valid).items())), "leaked": evidence},
+            private={"leaked"})  # claims of the original, with what supports them
+
+    def _semantic_details(self, tally: _Tally, check: dict[str, Any] | None, llm_id: str, dense: bool,
+                          n_chosen: int, n_trials: int, malformed: int, requests: int) -> dict[str, Any]:
+        """The semantic result's details, with a warning when the judge failed its control."""
+        sampled = self.score_sample is not None and self.score_sample < n_trials
+        note = (f"semantic leakage scored on a seeded sample of {n_chosen} of {n_trials} linked documents"
+                if sampled else "semantic leakage scored on every linked document")
+        warning = None
+        if check is not None and not check["passed"]:
+            warning = (f"the judge ({llm_id}) failed its self-consistency control: claims judged against their own "
+                       f"document leaked {check['self']}, against another document {check['unrelated']}, so the "
+                       "semantic leakage figure is not reliable; use a stronger --llm")
+            note += "; WARNING: " + warning
+        return {
+            "scored_documents": len(tally.values), "linked_documents": n_trials, "sampled": sampled,
+            "score_sample": self.score_sample, "sample_seed": self.seed, "repeats": self.repeats,
+            "evidence_sentences": self.evidence_sentences, "evidence_ranking": "dense" if dense else "word overlap",
+            "llm": llm_id, "malformed_answers": malformed, "llm_requests": requests,
+            "unrated_claims": tally.unrated,
+            "rating_counts": {str(k): v for k, v in sorted(tally.ratings.items())},
+            "judge_check": check, "warning": warning,
+            "lexical_leakage_same_documents": (sum(tally.lexical) / len(tally.lexical)) if tally.lexical else None,
+            "note": note,
+        }
+
+
+def _lexical_finding(orig_id: str, docs: list[Document], link: Link, value: float, ok: bool) -> Finding:
+    return Finding(id=orig_id, success=ok,
+                   summary=(f"ROUGE-L {value:.2f} between the original and the record it was "
+                            f"linked to{'' if ok else ' (a wrong link)'}"
+                            if link.doc >= 0 else "Not linked to any record"),
+                   facts={"linked": docs[link.doc].id if link.doc >= 0 else None, "rouge_l": round(value, 4)})
+
+
+def _leakage_summary(correct: bool, leaked: int, scored: int, value: float) -> str:
+    """One sentence on what the linked record says about the person (no claim quoted)."""
+    s = (f"The linked record supports {leaked} of {scored} further claim{'s' if scored != 1 else ''} "
+         f"of the original (leakage {value:.2f})")
+    return s if correct else s + ", but it is the wrong record"

@@ -1,0 +1,270 @@
+"""Building the index: every (n-gram hash, document) pair of a collection, sorted into CSR arrays.
+
+The build packs each ``(hash, document)`` pair into one ``uint64`` (the document number
+takes the hash's lowest bits) so that one plain ``np.sort`` orders pairs by hash then
+document; up to 8 more hash bits are kept by first routing pairs to 2^t buckets by their
+top bits (the "Hashing" section of the package docstring says how many bits are kept and
+what that costs in collisions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from attackers.phrase_search.index.hashing import MASK64, U64, iter_ngram_hashes
+from attackers.phrase_search.index.tokenizer import Tokenizer
+from audit.core.errors import AnonauditError
+
+FORMAT = "anonaudit.ngram_index/1"
+
+
+@dataclass
+class DocInfo:
+    """What the index knows about each document number."""
+
+    ids: list[str]
+    subjects: list[str | None]
+    sources: list[str]
+
+
+def collection_fingerprint(corpora: Sequence[tuple[str, Iterable[tuple[str, str]]]]) -> str:
+    """sha256 over (source, id, text) of every document, in order."""
+    h = hashlib.sha256()
+    for source, docs in corpora:
+        h.update(f"\x00source\x00{source}\x00".encode())
+        for doc_id, text in docs:
+            h.update(doc_id.encode("utf-8", "surrogatepass"))
+            h.update(b"\x00")
+            h.update(text.encode("utf-8", "surrogatepass"))
+            h.update(b"\x01")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class _Packing:
+    """How a ``(hash, document)`` pair is packed into one ``uint64``: the document number
+    replaces the hash's lowest ``doc_bits`` bits, shifted up by ``t_bits`` whose top bits go
+    to a bucket. Effective hash bits = 64 - doc_bits + t_bits >= min_hash_bits."""
+
+    doc_bits: int
+    t_bits: int
+
+    @classmethod
+    def for_collection(cls, n_docs: int, min_hash_bits: int) -> _Packing:
+        doc_bits = max(1, int(n_docs - 1).bit_length())
+        return cls(doc_bits, min(8, max(0, min_hash_bits - 64 + doc_bits)))
+
+    @property
+    def lost(self) -> int:
+        """Low hash bits given up to the document number."""
+        return self.doc_bits - self.t_bits
+
+    @property
+    def hash_mask(self) -> int:
+        return MASK64 ^ ((1 << self.lost) - 1) if self.lost > 0 else MASK64
+
+    @property
+    def n_buckets(self) -> int:
+        return 1 << self.t_bits
+
+    @property
+    def docmask(self) -> np.uint64:
+        return U64((1 << self.doc_bits) - 1)
+
+
+def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: Sequence[str | None] | None,
+                 sources: Sequence[str] | None, max_n: int, lowercase: bool, chunk_chars: int, min_hash_bits: int,
+                 workers: int, fingerprint: str | None, progress: bool) -> dict[str, Any]:
+    """The fields of an :class:`~attackers.phrase_search.index.query.NgramIndex` over ``texts``
+    (the parameters are those of :meth:`NgramIndex.build <attackers.phrase_search.index.query.NgramIndex.build>`)."""
+    if not 1 <= max_n <= 32:
+        raise AnonauditError(f"max_n must be between 1 and 32, got {max_n}")
+    t0 = time.perf_counter()
+    texts = list(texts)
+    D = len(texts)
+    if D >= 2**32 - 1:
+        raise AnonauditError("an index holds at most 2^32 - 2 documents")
+    ids = [str(i) for i in range(D)] if ids is None else [str(i) for i in ids]
+    subjects = [None] * D if subjects is None else list(subjects)
+    sources = ["collection"] * D if sources is None else list(sources)
+    if not (len(ids) == len(subjects) == len(sources) == D):
+        raise ValueError("ids, subjects and sources must have one entry per text")
+    tok = Tokenizer(lowercase=lowercase)
+    packing = _Packing.for_collection(D, min_hash_bits)
+    clock = _Clock()
+    n_tokens, buckets = _sorted_keys(texts, tok, max_n, packing, chunk_chars, workers, progress, clock)
+    keys, offsets, doc = _csr(buckets, packing, clock)
+    fp = fingerprint or collection_fingerprint([("collection", zip(ids, texts))])
+    config = {
+        "format": FORMAT,
+        "tokenizer": tok.config(),
+        "max_n": max_n,
+        "hash": {"tokens": "polynomial mod 2^64 over code points + splitmix64",
+                 "ngrams": "polynomial mod 2^64 over token hashes + n * constant",
+                 "hash_bits": 64 - max(packing.lost, 0), "hash_mask": packing.hash_mask},
+        "collection_fingerprint": fp,
+        "n_docs": D,
+        "n_tokens": int(n_tokens),
+        "n_ngrams": int(len(keys)),
+        "n_postings": int(len(doc)),
+        "build_seconds": round(time.perf_counter() - t0, 3),
+        "build_phases": clock.rounded(),
+    }
+    return dict(keys=keys, offsets=offsets, posting_docs=doc, docs=DocInfo(ids, subjects, sources), max_n=max_n,
+                tokenizer=tok, hash_mask=packing.hash_mask, config=config)
+
+
+def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing, chunk_chars: int,
+                 workers: int, progress: bool, clock: _Clock) -> tuple[int, list[np.ndarray]]:
+    """The number of tokens, and per bucket the sorted, distinct packed keys of every n-gram."""
+    chunks = _chunks(texts, chunk_chars)
+    bar = _progress(progress, total=len(chunks), desc="indexing")
+    # numpy releases the GIL in the heavy loops, so threads share the work of
+    # independent chunks (and later of independent buckets) without copies
+    pool = ThreadPoolExecutor(workers) if workers > 1 and len(chunks) > 1 else None
+    mapper = pool.map if pool is not None else map
+    buckets: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
+    n_tokens = 0
+
+    def keys_of(span: tuple[int, int]) -> tuple[int, list[np.ndarray]]:
+        return _chunk_keys(texts, span, tok, max_n, packing.t_bits, packing.docmask, packing.n_buckets)
+
+    try:
+        for nt, parts in mapper(keys_of, chunks):
+            n_tokens += nt
+            for b, part in enumerate(parts):
+                buckets[b].append(part)
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+        clock.lap("keys")
+        return n_tokens, list(mapper(_sort_unique, buckets))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def _csr(sorted_buckets: list[np.ndarray], packing: _Packing,
+         clock: _Clock) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``keys``, ``offsets`` and ``postings`` from the sorted keys of every bucket. Empties
+    ``sorted_buckets`` once merged, so the buckets and the arrays made from them never all
+    live at once (the build's memory peak)."""
+    docmask, t_bits = packing.docmask, packing.t_bits
+    counts = np.array([len(x) for x in sorted_buckets], dtype=np.int64)
+    key = np.concatenate(sorted_buckets) if sorted_buckets else np.zeros(0, dtype=U64)
+    sorted_buckets.clear()
+    clock.lap("sort")
+    # a posting list starts where the hash part changes, or at a bucket boundary
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    new = np.empty(len(key), dtype=bool)
+    if len(key):
+        new[0] = True
+        np.greater(key[1:] ^ key[:-1], docmask, out=new[1:])
+        new[bounds[:-1][counts > 0]] = True
+    starts = np.flatnonzero(new)
+    del new
+    with np.errstate(over="ignore"):
+        keys = key[starts] & ~docmask
+        if t_bits:
+            keys >>= U64(t_bits)
+            per_bucket = np.diff(np.searchsorted(starts, bounds))
+            keys |= np.repeat(np.arange(packing.n_buckets, dtype=U64), per_bucket) << U64(64 - t_bits)
+    doc = (key & docmask).astype(np.uint32)
+    del key
+    off_dtype = np.uint32 if len(doc) < 2**32 else np.uint64
+    offsets = np.empty(len(keys) + 1, dtype=off_dtype)
+    offsets[:-1] = starts
+    offsets[-1] = len(doc)
+    clock.lap("csr")
+    return keys, offsets, doc
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, t_bits: int,
+                docmask: np.uint64, n_buckets: int) -> tuple[int, list[np.ndarray]]:
+    """Packed ``(hash, doc)`` keys of the n-grams of ``texts[lo:hi]``, split by bucket."""
+    lo, hi = span
+    joined = "\n".join(texts[lo:hi])
+    lens = np.fromiter((len(t) + 1 for t in texts[lo:hi]), dtype=np.int64, count=hi - lo)
+    doc_starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    toks = tok.tokenize(joined, doc_starts=doc_starts)
+    per_doc = np.diff(np.searchsorted(toks.start, doc_starts), append=len(toks))
+    doc_of_tok = np.repeat(np.arange(lo, hi, dtype=U64), per_doc)
+    key = np.empty(len(toks) * max_n, dtype=U64)
+    bucket = np.empty(len(key) if t_bits else 0, dtype=np.uint8)
+    filled = 0
+    for _n, valid, h in iter_ngram_hashes(toks, max_n):
+        end = filled + len(h)
+        with np.errstate(over="ignore"):
+            if t_bits:
+                np.right_shift(h, U64(64 - t_bits), out=bucket[filled:end], casting="unsafe")
+                h <<= U64(t_bits)
+            h &= ~docmask
+            h |= doc_of_tok[: len(valid)][valid]
+        key[filled:end] = h
+        filled = end
+    key, bucket = key[:filled], bucket[:filled]
+    if not t_bits:
+        return len(toks), [key]
+    # route to buckets by the hash's top bits (radix sort of 8-bit values, chunk-sized: in cache)
+    key = key[np.argsort(bucket, kind="stable")]
+    return len(toks), np.split(key, np.cumsum(np.bincount(bucket, minlength=n_buckets))[:-1])
+
+
+def _sort_unique(pieces: list[np.ndarray]) -> np.ndarray:
+    """One bucket's keys, sorted, duplicate (hash, doc) pairs dropped."""
+    merged = np.concatenate(pieces) if pieces else np.zeros(0, dtype=U64)
+    merged.sort()
+    if len(merged) > 1:
+        keep = np.empty(len(merged), dtype=bool)
+        keep[0] = True
+        np.not_equal(merged[1:], merged[:-1], out=keep[1:])
+        merged = merged[keep]
+    return merged
+
+
+class _Clock:
+    """Accumulates wall time per build phase (reported in the index config)."""
+
+    def __init__(self) -> None:
+        self.t = time.perf_counter()
+        self.phases: dict[str, float] = {}
+
+    def lap(self, name: str | None = None) -> None:
+        now = time.perf_counter()
+        if name:
+            self.phases[name] = self.phases.get(name, 0.0) + now - self.t
+        self.t = now
+
+    def rounded(self) -> dict[str, float]:
+        return {k: round(v, 3) for k, v in self.phases.items()}
+
+
+def _chunks(texts: Sequence[str], chunk_chars: int) -> list[tuple[int, int]]:
+    out, lo, size = [], 0, 0
+    for i, t in enumerate(texts):
+        size += len(t) + 1
+        if size >= chunk_chars:
+            out.append((lo, i + 1))
+            lo, size = i + 1, 0
+    if lo < len(texts):
+        out.append((lo, len(texts)))
+    return out
+
+
+def _progress(enabled: bool, total: int, desc: str):
+    if not enabled or total <= 1:
+        return None
+    from audit.core.progress import bar as progress_bar
+
+    return progress_bar(total=total, desc=desc, unit="chunk")

@@ -1,0 +1,253 @@
+"""The n-gram index (:class:`NgramIndex`) and its queries: document frequencies and posting
+lists of phrases, the visible n-grams of a text, and its rare ones (:func:`minimal_set`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attackers.phrase_search.index.build import DocInfo, build_fields, collection_fingerprint
+from attackers.phrase_search.index.hashing import MASK64, U64, ngram_hashes
+from attackers.phrase_search.index.storage import load_fields, save_index
+from attackers.phrase_search.index.tokenizer import Tokenizer
+
+
+@dataclass
+class NgramIndex:
+    """An inverted index of word n-grams over a document collection (see the package docstring).
+
+    Build with :meth:`build` (or :meth:`from_corpora` for audit corpora), persist
+    with :meth:`save`/:meth:`load`. Document numbers follow the order of the
+    documents given to :meth:`build`.
+    """
+
+    keys: np.ndarray
+    offsets: np.ndarray
+    posting_docs: np.ndarray
+    docs: DocInfo
+    max_n: int = 7
+    tokenizer: Tokenizer = field(default_factory=Tokenizer)
+    hash_mask: int = MASK64
+    config: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ build
+
+    @classmethod
+    def build(
+        cls,
+        texts: Iterable[str],
+        *,
+        ids: Sequence[str] | None = None,
+        subjects: Sequence[str | None] | None = None,
+        sources: Sequence[str] | None = None,
+        max_n: int = 7,
+        lowercase: bool = True,
+        chunk_chars: int = 2_000_000,
+        min_hash_bits: int = 52,
+        workers: int = 1,
+        fingerprint: str | None = None,
+        progress: bool = False,
+    ) -> NgramIndex:
+        """Index ``texts`` (document number = position). ``chunk_chars`` bounds
+        the text tokenised at once. ``min_hash_bits`` (<= 64) trades build speed
+        for fewer hash collisions in very large collections (see the package docstring).
+        ``workers`` > 1 threads share chunks and buckets (numpy releases the GIL
+        in its loops); it helps only on otherwise idle cores, so the default is 1."""
+        return cls(**build_fields(texts, ids=ids, subjects=subjects, sources=sources, max_n=max_n,
+                                  lowercase=lowercase, chunk_chars=chunk_chars, min_hash_bits=min_hash_bits,
+                                  workers=workers, fingerprint=fingerprint, progress=progress))
+
+    @classmethod
+    def from_corpora(cls, corpora: Sequence[tuple[str, Iterable[Any]]], *, max_n: int = 7,
+                     lowercase: bool = True, progress: bool = False, **kw: Any) -> NgramIndex:
+        """Index several corpora of :class:`~audit.core.data.Document` as one collection,
+        e.g. ``[("originals", originals), ("extra", background)]``: document
+        numbers follow that order and ``docs.sources`` names each one's corpus."""
+        parts = [(src, list(docs)) for src, docs in corpora]
+        docs = [d for _, ds in parts for d in ds]
+        fp = kw.pop("fingerprint", None) or collection_fingerprint(
+            [(src, ((d.id, d.text) for d in ds)) for src, ds in parts])
+        return cls.build([d.text for d in docs], ids=[d.id for d in docs], subjects=[d.subject for d in docs],
+                         sources=[src for src, ds in parts for _ in ds], max_n=max_n, lowercase=lowercase,
+                         fingerprint=fp, progress=progress, **kw)
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write the index to ``folder`` (created): three .npy arrays, docs.json, config.json."""
+        return save_index(self, folder)
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike, *, mmap: bool = True) -> NgramIndex:
+        """Open a saved index; arrays are memory-mapped unless ``mmap=False``."""
+        return cls(**load_fields(folder, mmap=mmap))
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.docs.ids)
+
+    def lookup(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Document frequency and posting-list start of each n-gram hash (df 0 if absent)."""
+        h = np.asarray(hashes, dtype=U64) & U64(self.hash_mask)
+        keys = self.keys
+        order = np.argsort(h)  # sorted needles: cache- and page-friendly on a memory-mapped index
+        pos = np.empty(len(h), dtype=np.int64)
+        pos[order] = np.searchsorted(keys, h[order])
+        inside = pos < len(keys)
+        found = np.zeros(len(h), dtype=bool)
+        found[inside] = keys[pos[inside]] == h[inside]
+        df = np.zeros(len(h), dtype=np.int64)
+        start = np.zeros(len(h), dtype=np.int64)
+        p = pos[found]
+        start[found] = self.offsets[p]
+        df[found] = self.offsets[p + 1].astype(np.int64) - start[found]
+        return df, start
+
+    def phrase_hash(self, phrase: str) -> int | None:
+        """Hash of ``phrase`` as one n-gram (None if it is empty, longer than
+        max_n tokens, or crosses a sentence boundary)."""
+        toks = self.tokenizer.tokenize(phrase)
+        n = len(toks)
+        if n == 0 or n > self.max_n or toks.seg[0] != toks.seg[-1]:
+            return None
+        ng = ngram_hashes(toks, n)
+        sel = (ng.n == n) & (ng.first == 0)
+        return int(ng.hash[sel][0]) if sel.any() else None
+
+    def document_frequency(self, phrase: str) -> int:
+        """In how many documents of the collection ``phrase`` occurs (as whole tokens)."""
+        h = self.phrase_hash(phrase)
+        if h is None:
+            return 0
+        return int(self.lookup(np.array([h], dtype=U64))[0][0])
+
+    def postings(self, phrase: str) -> np.ndarray:
+        """Sorted document numbers where ``phrase`` occurs (empty if none)."""
+        h = self.phrase_hash(phrase)
+        if h is None:
+            return np.zeros(0, dtype=np.uint32)
+        df, start = self.lookup(np.array([h], dtype=U64))
+        return np.asarray(self.postings_at(int(start[0]), int(df[0])))
+
+    def postings_at(self, start: int, df: int) -> np.ndarray:
+        return np.asarray(self.posting_docs[start : start + df])
+
+    def ngrams(self, text: str, blocked: Sequence[tuple[int, int]] = ()) -> TextNgrams:
+        """The visible n-grams of ``text`` with character offsets and document frequencies."""
+        toks = self.tokenizer.tokenize(text, blocked=blocked)
+        ng = ngram_hashes(toks, self.max_n)
+        df, start = self.lookup(ng.hash)
+        last = ng.first + ng.n.astype(np.int64) - 1
+        return TextNgrams(text=text, hash=ng.hash, n=ng.n, first=ng.first, last=last,
+                          char_start=toks.start[ng.first] if len(ng) else np.zeros(0, dtype=np.int64),
+                          char_end=toks.end[last] if len(ng) else np.zeros(0, dtype=np.int64),
+                          df=df, post_start=start)
+
+    def rare_ngrams(self, text: str, k: int = 2, *, blocked: Sequence[tuple[int, int]] = (),
+                    minimal: bool = True) -> list[RareNgram]:
+        """N-grams of ``text`` found in fewer than ``k`` documents (but at least one).
+
+        With ``minimal`` (the paper's step 2), shorter n-grams win and any rare
+        n-gram overlapping an already kept one is dropped, which leaves the
+        smallest set of non-overlapping phrases a rewriter must change.
+        """
+        tn = self.ngrams(text, blocked)
+        sel = np.flatnonzero((tn.df >= 1) & (tn.df < k))
+        if minimal:
+            sel = minimal_set(tn, sel)
+        return [tn.rare(self, i) for i in sel]
+
+
+@dataclass
+class RareNgram:
+    """One phrase of a text with its location and where it occurs in the collection."""
+
+    text: str
+    start: int
+    end: int
+    n: int
+    df: int
+    docs: list[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TextNgrams:
+    """Visible n-grams of one text: parallel arrays, plus the text for excerpts."""
+
+    text: str
+    hash: np.ndarray
+    n: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    char_start: np.ndarray
+    char_end: np.ndarray
+    df: np.ndarray
+    post_start: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.hash)
+
+    def gather_postings(self, index: NgramIndex, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Posting lists of the n-grams ``sel``, concatenated: ``(docs, owner)``
+        where ``owner[j]`` is the position in ``sel`` that ``docs[j]`` belongs to."""
+        sel = np.asarray(sel, dtype=np.int64)
+        df = self.df[sel]
+        owner = np.repeat(np.arange(len(sel)), df)
+        base = np.repeat(self.post_start[sel] - np.concatenate(([0], np.cumsum(df)[:-1])), df)
+        pos = base + np.arange(int(df.sum()))
+        return np.asarray(index.posting_docs[pos]).astype(np.int64), owner
+
+    def rare(self, index: NgramIndex, i: int) -> RareNgram:
+        s, e = int(self.char_start[i]), int(self.char_end[i])
+        docs = index.postings_at(int(self.post_start[i]), int(self.df[i]))
+        return RareNgram(text=self.text[s:e], start=s, end=e, n=int(self.n[i]), df=int(self.df[i]),
+                         docs=[int(d) for d in docs])
+
+
+def minimal_set(tn: TextNgrams, candidates: np.ndarray) -> np.ndarray:
+    """Greedy minimal non-overlapping subset: shortest first, then leftmost; an
+    n-gram sharing a token with a kept one is dropped. Returned in text order.
+
+    Vectorised per length n: candidates overlapping a kept shorter n-gram are
+    dropped at once (prefix sums); only the survivors of one length, which may
+    overlap each other, are scanned left to right.
+    """
+    candidates = np.asarray(candidates, dtype=np.int64)
+    if len(candidates) == 0:
+        return candidates
+    size = int(tn.last[candidates].max()) + 2
+    taken = np.zeros(size, dtype=np.int64)
+    kept: list[np.ndarray] = []
+    ns = tn.n[candidates]
+    for n in np.unique(ns):
+        c = candidates[ns == n]
+        c = c[np.argsort(tn.first[c], kind="stable")]
+        cum = np.concatenate(([0], np.cumsum(taken)))
+        c = c[cum[tn.last[c] + 1] - cum[tn.first[c]] == 0]
+        if len(c) == 0:
+            continue
+        firsts, lasts = tn.first[c], tn.last[c]
+        if len(c) > 1 and (firsts[1:] <= lasts[:-1]).any():  # same-length overlaps: leftmost wins
+            sel, end = [], -1
+            for j, (a, b) in enumerate(zip(firsts.tolist(), lasts.tolist())):
+                if a > end:
+                    sel.append(j)
+                    end = b
+            c, firsts, lasts = c[sel], firsts[sel], lasts[sel]
+        mark = np.zeros(size + 1, dtype=np.int64)
+        np.add.at(mark, firsts, 1)
+        np.add.at(mark, lasts + 1, -1)
+        taken |= np.cumsum(mark)[:size] > 0
+        kept.append(c)
+    out = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
+    return out[np.lexsort((tn.n[out], tn.first[out]))]

@@ -1,0 +1,271 @@
+"""The registered span-guessing attack: which spans to attack, the guesses, the matches,
+the context-free baseline and the results per label and per document."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from attackers.span_guess.guesser import SpanGuesser
+from attackers.span_guess.matcher import Matcher, corpus_matcher, normalise
+from audit.core.align import replaced_spans
+from audit.core.data import Span
+from audit.core.errors import AnonauditError
+from audit.core.interfaces import Attack
+from audit.core.registry import register
+from audit.core.results import Finding, Highlight, Result
+from audit.core.stats import risk, success_rate
+from audit.models.llm import LLM
+from audit.models.resources import resources_of
+
+if TYPE_CHECKING:
+    from audit.core.data import Release, Scenario
+    from audit.models.nlp import Spacy
+
+
+@dataclass
+class _Target:
+    doc_id: str
+    text: str  # sanitized document
+    span: Span  # start/end in the sanitized text, original set, label set
+
+
+@register("attack")
+class SpanGuessAttack(Attack):
+    """For every replaced or masked span, an LLM guesses the original from the sanitized document."""
+
+    name: ClassVar[str] = "span_guess"
+    description: ClassVar[str] = (
+        "An adversary who knows which parts of a document were replaced (masked, generalised or deleted) "
+        "shows the sanitized document to a language model, one replaced span at a time, and asks for a few "
+        "guesses of what was there originally. A span counts as recovered when a guess matches the "
+        "original by shared word lemmas, acronyms, shared word stems for names, or, for dates, the exact "
+        "same date. It shows whether generalisations such as \"a European capital\" still give \"Warsaw\" "
+        "away. The baseline is a context-free adversary who guesses, for every span, the most frequent "
+        "originals of its entity type."
+    )
+    requires: ClassVar[frozenset[str]] = frozenset({"originals"})
+
+    def __init__(self, guesses: int = 5, sample: int | None = None, llm: str | LLM | None = None, seed: int = 0,
+                 labels: Sequence[str] | None = None, frequent_lemmas: int = 200, context_tokens: int | None = None,
+                 cache: bool = True, ner: bool = True, progress: bool = True):
+        """
+        guesses: guesses asked for per span.
+        sample: attack a seeded random sample of this many spans per release (default: all spans).
+        llm: the LLM that guesses (a spec, see ``anonaudit models list``, or an LLM object).
+        labels: only attack spans with these entity labels.
+        frequent_lemmas: leave the N most frequent lemmas of the originals out of lemma matching.
+        context_tokens: at most this many tokens of document context per prompt (default: what fits).
+        cache: read and write the LLM answer cache.
+        ner: label spans that a release does not label with spaCy NER on their original text.
+        """
+        self.guesses = guesses
+        self.sample = sample
+        self.llm = llm
+        self.seed = seed
+        self.labels = labels
+        self.frequent_lemmas = frequent_lemmas
+        self.context_tokens = context_tokens
+        self.cache = cache
+        self.ner = ner
+        self.progress = progress
+        if not 1 <= guesses <= 20:
+            raise AnonauditError(f"span_guess: guesses must be between 1 and 20, got {guesses!r}")
+        if sample is not None and sample < 1:
+            raise AnonauditError(f"span_guess: sample must be a positive number of spans, got {sample!r}")
+        if context_tokens is not None and context_tokens < 16:
+            raise AnonauditError(f"span_guess: context_tokens must be at least 16, got {context_tokens!r}")
+        if frequent_lemmas < 0:
+            raise AnonauditError(f"span_guess: frequent_lemmas must be 0 or more, got {frequent_lemmas!r}")
+        self._llm: LLM | None = None
+        self._matcher: Matcher | None = None
+        self._matcher_key: str | None = None
+        self._ner_nlp: Spacy | None = None
+
+    def get_params(self) -> dict[str, Any]:
+        params = super().get_params()
+        if isinstance(params.get("llm"), LLM):
+            params["llm"] = params["llm"].identity or type(params["llm"]).__name__
+        if params.get("labels") is not None:
+            params["labels"] = list(params["labels"])
+        return params
+
+    # ------------------------------------------------------------------ resources
+
+    # The run's shared models (audit.models.resources), asked for on first use.
+
+    def _get_llm(self) -> LLM:
+        if self._llm is None:
+            self._llm = resources_of(self).llm(self.llm, cache=self.cache)
+        return self._llm
+
+    def close(self) -> None:
+        self._llm = None
+        self._ner_nlp = None
+        if self._matcher is not None:
+            self._matcher.nlp = None  # a matcher outlives a close; its pipeline may not
+        super().close()
+
+    def guesser(self) -> SpanGuesser:
+        return SpanGuesser(self._get_llm(), guesses=self.guesses, context_tokens=self.context_tokens, seed=self.seed)
+
+    def matcher(self, scenario: Scenario) -> Matcher:
+        """The matcher for this scenario's originals (frequent lemmas computed once, cached on disk)."""
+        originals = scenario.originals
+        key = f"{originals.fingerprint() if originals is not None else 'none'}:{self.frequent_lemmas}"
+        if self._matcher is None or self._matcher_key != key:
+            self._matcher = corpus_matcher(originals, self.frequent_lemmas,
+                                            resources_of(self).spacy(disable=("parser", "ner")))
+            self._matcher_key = key
+        if self._matcher.nlp is None:  # lemmas from the run's shared pipeline (parser and NER left out)
+            self._matcher.nlp = resources_of(self).spacy(disable=("parser", "ner"))
+        return self._matcher
+
+    def fit(self, scenario: Scenario) -> SpanGuessAttack:
+        self.matcher(scenario)
+        return self
+
+    # ------------------------------------------------------------------ spans
+
+    def targets(self, scenario: Scenario, release: Release) -> tuple[list[_Target], dict[str, int]]:
+        """Every attackable replaced span of the release (before sampling), and skip counts."""
+        originals = scenario.originals
+        if originals is None:
+            raise AnonauditError("span_guess needs the original documents (--originals)")
+        if not release.aligned:
+            raise AnonauditError(f"release {release.name!r} is not aligned with the originals by id: "
+                                 "span guessing needs to know which original each document came from")
+        wanted = None if self.labels is None else {lab.upper() for lab in self.labels}
+        skipped = Counter[str]()
+        targets: list[_Target] = []
+        for doc in release:
+            orig = originals.get(doc.id)
+            if orig is None:
+                skipped["no original"] += 1
+                continue
+            for span in replaced_spans(orig, doc, nlp=self._ner() if self.ner else None):
+                if not (span.original or "").strip():
+                    skipped["insertion (nothing hidden)"] += 1
+                elif normalise(span.original or "") == normalise(span.replacement or ""):
+                    skipped["unchanged"] += 1
+                elif wanted is not None and span.label.upper() not in wanted:
+                    skipped["label not selected"] += 1
+                else:
+                    targets.append(_Target(doc.id, doc.text, span))
+        return targets, dict(skipped)
+
+    def _ner(self) -> Spacy:
+        if self._ner_nlp is None:
+            self._ner_nlp = resources_of(self).spacy()
+        return self._ner_nlp
+
+    def _sample(self, targets: list[_Target]) -> list[_Target]:
+        if self.sample is None or self.sample >= len(targets):
+            return targets
+        chosen = sorted(random.Random(self.seed).sample(range(len(targets)), self.sample))
+        return [targets[i] for i in chosen]
+
+    # ------------------------------------------------------------------ evaluate
+
+    def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
+        matcher = self.matcher(scenario)
+        all_targets, skipped = self.targets(scenario, release)
+        targets = self._sample(all_targets)
+        started = time.perf_counter()
+        guesses = self.guesser().guess_many([(t.text, t.span) for t in targets], progress=self.progress)
+        llm_seconds = time.perf_counter() - started
+
+        matcher.analyse_many([t.span.original or "" for t in all_targets] + [g for gs in guesses for g in gs])
+        findings = []
+        for t, gs in zip(targets, guesses):
+            hit = matcher.first_match(t.span.original or "", gs, t.span.label)
+            findings.append((t, gs, hit))
+
+        base_hits = _baseline_hits(matcher, all_targets, targets, self.guesses)
+        n = len(targets)
+        successes = sum(hit is not None for _, _, hit in findings)
+        baseline = sum(base_hits) / n if n else None
+        headline = risk(successes, n, baseline)
+
+        per_label = _per_label(findings, base_hits)
+        rules = Counter(hit[1] for _, _, hit in findings if hit is not None)
+        details = {
+            "per_label": per_label,
+            "rules": dict(rules.most_common()),
+            "spans_total": len(all_targets),
+            "spans_attacked": n,
+            "skipped": skipped,
+            "guesses": self.guesses,
+            "baseline_method": (f"context-free: the {self.guesses} most frequent originals of the span's label "
+                                "among the release's other replaced spans"),
+            "frequent_lemmas": sorted(matcher.frequent),
+            "llm": getattr(self._get_llm(), "identity", "") or type(self._get_llm()).__name__,
+            "llm_seconds": round(llm_seconds, 3),
+            "spans_per_minute": round(60 * n / llm_seconds, 2) if llm_seconds > 0 and n else None,
+            "params": self.get_params(),
+        }
+        return [Result.from_risk(self.name, release.name, headline, details=details,
+                                 documents=_documents(findings))]
+
+
+def _baseline_hits(matcher: Matcher, all_targets: list[_Target], attacked: list[_Target], p: int) -> list[bool]:
+    """For each attacked span: do the ``p`` most frequent *other* originals of its label match it?"""
+    counts: dict[str, Counter[str]] = {}
+    for t in all_targets:
+        counts.setdefault(t.span.label, Counter())[(t.span.original or "").strip()] += 1
+    tops = {lab: c.most_common(p + 1) for lab, c in counts.items()}
+    hits = []
+    for t in attacked:
+        own = (t.span.original or "").strip()
+        ranked = sorted(((cnt - (w == own), w) for w, cnt in tops[t.span.label]), key=lambda x: (-x[0], x[1]))
+        guesses = [w for cnt, w in ranked if cnt > 0][:p]
+        hits.append(matcher.first_match(own, guesses, t.span.label) is not None)
+    return hits
+
+
+def _per_label(findings: list, base_hits: list[bool]) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[tuple[bool, bool]]] = {}
+    for (t, _, hit), base in zip(findings, base_hits):
+        groups.setdefault(t.span.label, []).append((hit is not None, base))
+    out = {}
+    for label in sorted(groups):
+        rows = groups[label]
+        rate = success_rate(sum(h for h, _ in rows), len(rows))
+        out[label] = {"rate": rate.value, "ci": list(rate.ci), "n": rate.n, "successes": rate.successes,
+                      "baseline": sum(b for _, b in rows) / len(rows)}
+    return out
+
+
+def _documents(findings: list) -> list[Finding]:
+    """One finding per document: it succeeds when a guess recovered at least one of its spans.
+    ``spans`` is private (originals, guesses, the matching guess)."""
+    docs: dict[str, dict[str, Any]] = {}
+    for t, gs, hit in findings:
+        entry = docs.setdefault(t.doc_id, {"attacked": 0, "recovered": 0, "spans": [], "highlights": []})
+        s = t.span
+        entry["attacked"] += 1
+        record = {"start": s.start, "end": s.end, "label": s.label, "original": s.original,
+                  "replacement": s.replacement if s.replacement is not None else t.text[s.start:s.end],
+                  "guesses": gs, "recovered": hit is not None,
+                  "matched_guess": gs[hit[0]] if hit else None, "rule": hit[1] if hit else None}
+        if s.orig_start is not None:
+            record["orig_start"], record["orig_end"] = s.orig_start, s.orig_end
+        entry["spans"].append(record)
+        if hit is not None:
+            entry["recovered"] += 1
+            entry["highlights"].append(Highlight(s.start, s.end, "span",
+                                                 f"{s.label}: guessed {gs[hit[0]]!r} for {s.original!r} ({hit[1]})"))
+    out = []
+    for doc_id, entry in docs.items():
+        highlights = entry.pop("highlights")
+        rec, att = entry["recovered"], entry["attacked"]
+        summary = (f"{rec} of {att} replaced span{'s' if att != 1 else ''} recovered by the guesses" if rec
+                   else "Its replaced span was not recovered by the guesses" if att == 1
+                   else f"None of its {att} replaced spans was recovered by the guesses")
+        out.append(Finding(id=doc_id, success=rec > 0, summary=summary, highlights=highlights, facts=entry,
+                           private={"spans"}))
+    return out

@@ -1,0 +1,319 @@
+"""Training the TRIR attacker: text preparation, masked-LM pre-training, fine-tuning, fit check.
+
+:class:`TRIRTraining` is the training half of :class:`~attackers.trir.attack.TRIRAttack`:
+the attack fine-tunes the base encoder as a classifier with one class per person of the
+background, on overlapping token windows, optionally after further masked-LM pre-training
+on the background, and keeps the epoch that does best on a dev release when it has one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attackers.trir.cache import TrainedTRIR, cache_root
+from attackers.trir.encoder import has_mlm_head, quiet_transformers, torch_settings
+from attackers.trir.windows import Windows, make_windows, pad_batch, predict_logits, sum_window_logits
+from audit.core.errors import AnonauditError
+
+if TYPE_CHECKING:
+    import torch
+
+    from audit.core.data import Corpus, Release
+
+log = logging.getLogger(__name__)
+
+#: Training windows the fit check re-reads after training, and the accuracy below which the
+#: attacker counts as under-trained (it cannot name the person in half of its own training text).
+FIT_CHECK_WINDOWS = 256
+FIT_CHECK_MIN = 0.5
+
+
+# --------------------------------------------------------------------------- text preparation
+
+
+def ner_masked(spacy, texts: Sequence[str]) -> list[str]:
+    """Copies of ``texts`` with every named entity replaced by its spaCy label."""
+    out = []
+    for doc in spacy.pipe(texts):
+        pieces, cursor = [], 0
+        for ent in doc.ents:
+            pieces.append(doc.text[cursor : ent.start_char])
+            pieces.append(ent.label_)
+            cursor = ent.end_char
+        pieces.append(doc.text[cursor:])
+        out.append("".join(pieces))
+    return out
+
+
+def curated(spacy, texts: Sequence[str]) -> list[str]:
+    """Stop words, punctuation and spaces removed; remaining words lemmatized."""
+    return [" ".join(t.lemma_ for t in doc if not (t.is_stop or t.is_punct or t.is_space))
+            for doc in spacy.pipe(texts)]
+
+
+def epoch_sampler(y: Sequence[int], max_per_class: int | None, seed: int) -> tuple[Callable[[], list[int]], int]:
+    """A function giving each epoch's order of the training windows (labels ``y``), and the
+    number of windows per epoch. The order is a seeded permutation; with ``max_per_class``, of
+    at most that many windows per person, drawn again every epoch."""
+    import torch
+
+    by_class: dict[int, list[int]] = {}
+    for i, c in enumerate(y):
+        by_class.setdefault(c, []).append(i)
+    gen = torch.Generator().manual_seed(seed)
+    rng = random.Random(seed)
+
+    def epoch_order() -> list[int]:
+        if max_per_class is None:
+            chosen = list(range(len(y)))
+        else:
+            chosen = [i for c in sorted(by_class) for i in
+                      (by_class[c] if len(by_class[c]) <= max_per_class
+                       else rng.sample(by_class[c], max_per_class))]
+        perm = torch.randperm(len(chosen), generator=gen).tolist()
+        return [chosen[p] for p in perm]
+
+    per_epoch = len(y) if max_per_class is None else sum(min(len(v), max_per_class) for v in by_class.values())
+    return epoch_order, per_epoch
+
+
+# --------------------------------------------------------------------------- training
+
+
+class TRIRTraining:
+    """Training steps of :class:`~attackers.trir.attack.TRIRAttack`, which mixes them in.
+
+    They read the attack's parameters (window, epochs, learning rate, seed and the rest),
+    its spaCy pipeline (``_spacy_nlp``) and its text preparation (``_prepare``) from ``self``.
+    """
+
+    def _train(self, background: Corpus, base_path: str, dev: Release | None, device: str) -> TrainedTRIR:
+        """Fine-tune the base encoder as a one-class-per-person classifier."""
+        import torch
+        from transformers import AutoTokenizer
+
+        started = time.time()
+        labels = sorted({d.subject for d in background if d.subject})
+        label_of = {s: i for i, s in enumerate(labels)}
+        notes: list[str] = []
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(base_path)
+        texts, subjects = self._training_texts(background, notes)
+
+        with torch_settings(self.seed, device, self.num_threads):
+            threads_used = torch.get_num_threads() if device == "cpu" else None
+            model, pretrained, mlm_losses = self._classifier(base_path, tokenizer, texts, label_of, device, notes)
+            windows = make_windows(tokenizer, texts, self.window, self.overlap)
+            y = [label_of[subjects[d]] for d in windows.doc]
+            dev_set = None if dev is None else self._dev_set(dev, tokenizer, label_of)
+            pad_id = tokenizer.pad_token_id or 0
+            history, chosen_epoch, per_epoch = self._fine_tune(model, windows, y, pad_id, device, dev, dev_set,
+                                                               notes)
+            fit_check = self._fit_check(model, windows, y, pad_id, device, len(labels))
+            notes.append(f"fit check: the attacker names the right person for {fit_check['accuracy']:.1%} of "
+                         f"{fit_check['windows']} of its own training windows (chance {fit_check['chance']:.2%})")
+        model.eval()
+        info = {
+            "attack": self.name,
+            "params": self.get_params(),
+            "base": base_path,
+            "population": len(labels),
+            "background_documents": len(background),
+            "background_fingerprint": background.fingerprint(),
+            "training_windows": len(windows),
+            "windows_per_epoch": per_epoch,
+            "epochs_trained": self.epochs,
+            "chosen_epoch": chosen_epoch,
+            "dev": None if dev is None else dev.name,
+            "pretrained": pretrained,
+            "pretrain_loss": mlm_losses,
+            "history": history,
+            "fit_check": fit_check,
+            "device": device,
+            "threads": threads_used,
+            "train_seconds": round(time.time() - started, 2),
+            "notes": notes,
+        }
+        return TrainedTRIR(model=model, tokenizer=tokenizer, labels=labels, info=info)
+
+    def _training_texts(self, background: Corpus, notes: list[str]) -> tuple[list[str], list[str | None]]:
+        """The training texts and their subjects: the background, plus an NER-masked copy with
+        ``augment_ner``, curated with ``curate``."""
+        texts = [d.text for d in background]
+        subjects = [d.subject for d in background]
+        if self.augment_ner:
+            texts = texts + ner_masked(self._spacy_nlp(), texts)
+            subjects = subjects + subjects
+            notes.append("background augmented with an NER-masked copy (entities replaced by their label)")
+        texts = self._prepare(texts)
+        if self.curate:
+            notes.append("texts curated: stop words and punctuation removed, words lemmatized")
+        return texts, subjects
+
+    def _classifier(self, base_path: str, tokenizer, texts: Sequence[str], label_of: dict[str, int], device: str,
+                    notes: list[str]) -> tuple[Any, bool, list[float]]:
+        """The model to fine-tune: the base (further pre-trained as a masked LM on ``texts`` when
+        asked and possible) with a new head of one class per person; whether it was pre-trained,
+        and the mean MLM loss of each pre-training epoch."""
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        model_path = base_path
+        pretrained = False
+        mlm_losses: list[float] = []
+        if self.pretrain:
+            if has_mlm_head(base_path):
+                mlm_path, mlm_losses = self._pretrain_mlm(base_path, tokenizer, texts, device)
+                model_path = str(mlm_path)
+                pretrained = True
+                notes.append(f"masked-LM further pre-training on the background: {self.pretrain_epochs} "
+                             f"epoch(s), windows {self.pretrain_window}/{self.pretrain_overlap}, "
+                             f"mean MLM loss per epoch {', '.join(f'{v:.3f}' for v in mlm_losses)}")
+            else:
+                notes.append("pretraining skipped: base has no MLM head")
+        torch.manual_seed(self.seed)
+        labels = list(label_of)
+        with quiet_transformers():
+            model = AutoModelForSequenceClassification.from_pretrained(
+                model_path, num_labels=len(labels), id2label=dict(enumerate(labels)),
+                label2id=label_of).to(device)
+        if pretrained:
+            shutil.rmtree(model_path, ignore_errors=True)  # its weights now live in the classifier
+        return model, pretrained, mlm_losses
+
+    def _dev_set(self, dev: Release, tokenizer, label_of: dict[str, int]) -> tuple[Windows, np.ndarray]:
+        """Windows of the dev release's documents about people in the background, and their classes."""
+        dev_docs = [d for d in dev.corpus if d.subject in label_of]
+        if not dev_docs:
+            raise AnonauditError(f"dev release {dev.name!r} has no document about a person in the "
+                                 "background, so it cannot select the epoch")
+        dev_windows = make_windows(tokenizer, self._prepare([d.text for d in dev_docs]), self.window, self.overlap)
+        return dev_windows, np.array([label_of[d.subject] for d in dev_docs])
+
+    def _fine_tune(self, model, windows: Windows, y: Sequence[int], pad_id: int, device: str, dev: Release | None,
+                   dev_set: tuple[Windows, np.ndarray] | None,
+                   notes: list[str]) -> tuple[list[dict[str, Any]], int, int]:
+        """Train ``epochs`` epochs; with a dev set, go back to the epoch with the best accuracy on it.
+        Returns the history (one entry per epoch), the epoch kept and the windows per epoch."""
+        import torch
+
+        next_order, per_epoch = epoch_sampler(y, self.max_windows_per_class, self.seed)
+        total_steps = math.ceil(per_epoch / self.batch_size) * self.epochs
+        optimizer, scheduler = self._optimizer(model, total_steps)
+        y_t = torch.tensor(y, dtype=torch.long)
+        history: list[dict[str, Any]] = []
+        best = (-1.0, 0, None)
+        for epoch in range(1, self.epochs + 1):
+            entry = self._run_epoch(model, windows, next_order, y_t, (optimizer, scheduler), pad_id, device, epoch)
+            if dev_set is not None:
+                acc = self._accuracy(model, *dev_set, pad_id, device)
+                entry["dev_accuracy"] = round(acc, 5)
+                if acc > best[0]:
+                    best = (acc, epoch, {k: v.detach().clone() for k, v in model.state_dict().items()})
+            history.append(entry)
+            log.info("TRIR epoch %s: %s", epoch, entry)
+        if dev_set is not None and best[2] is not None:
+            model.load_state_dict(best[2])
+            notes.append(f"epoch {best[1]} of {self.epochs} chosen by accuracy on the dev release "
+                         f"{dev.name!r} ({best[0]:.3f}); the release under test was not used")
+            return history, best[1], per_epoch
+        notes.append(f"no dev release: trained a fixed {self.epochs} epoch(s), no model selection")
+        return history, self.epochs, per_epoch
+
+    def _optimizer(self, model, total_steps: int):
+        """AdamW with a linear warm-up over 6% of the steps, then linear decay to zero."""
+        import torch
+
+        optimizer = torch.optim.AdamW(model.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
+        warmup = max(1, int(0.06 * total_steps))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup))))
+        return optimizer, scheduler
+
+    def _run_epoch(self, model, windows: Windows, next_order: Callable[[], list[int]], y_t: torch.Tensor,
+                   steppers: tuple[Any, Any], pad_id: int, device: str, epoch: int) -> dict[str, Any]:
+        """One epoch over the windows ``next_order()`` picks; its history entry."""
+        from audit.core.progress import bar as progress_bar
+
+        optimizer, scheduler = steppers
+        model.train()
+        t0 = time.time()
+        order = next_order()
+        total_loss = 0.0
+        bar = progress_bar(range(0, len(order), self.batch_size), desc=f"TRIR training, epoch {epoch}/{self.epochs}",
+                           unit="batch", enabled=self.progress)
+        for b in bar:
+            idx = order[b : b + self.batch_size]
+            ids, mask = pad_batch([windows.ids[i] for i in idx], pad_id)
+            out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=y_t[idx].to(device))
+            out.loss.backward()
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            total_loss += out.loss.item() * len(idx)
+        bar.close()
+        return {"epoch": epoch, "loss": round(total_loss / max(1, len(order)), 5),
+                "seconds": round(time.time() - t0, 2), "windows": len(order)}
+
+    def _accuracy(self, model, windows: Windows, truth: np.ndarray, pad_id: int, device: str) -> float:
+        """Share of the dev documents whose subject the model names (summed window logits)."""
+        logits = predict_logits(model, windows, pad_id=pad_id, device=device, batch_size=self.predict_batch_size,
+                                progress=self.progress, desc="TRIR dev")
+        scores = sum_window_logits(logits, windows.doc, len(truth))
+        return float(np.mean(scores.argmax(axis=1) == truth))
+
+    def _fit_check(self, model, windows: Windows, y: Sequence[int], pad_id: int, device: str,
+                   population: int) -> dict[str, Any]:
+        """Accuracy on a seeded sample of the training windows, read back after training. An
+        attacker that cannot name the subject of its own training text has not learned enough
+        for its TRIR to mean much: a low TRIR from it says nothing about the release."""
+        picked = sorted(random.Random(self.seed).sample(range(len(windows)), min(FIT_CHECK_WINDOWS, len(windows))))
+        sub = Windows(ids=[windows.ids[i] for i in picked], doc=list(range(len(picked))),
+                      chars=[windows.chars[i] for i in picked])
+        logits = predict_logits(model, sub, pad_id=pad_id, device=device, batch_size=self.predict_batch_size,
+                                progress=False)
+        acc = float(np.mean(logits.argmax(axis=1) == np.array([y[i] for i in picked])))
+        return {"windows": len(picked), "accuracy": round(acc, 4), "chance": 1.0 / population}
+
+    def _pretrain_mlm(self, base_path: str, tokenizer, texts: Sequence[str], device: str) -> tuple[Path, list[float]]:
+        """Further masked-LM pre-training of the base on the background; returns the new
+        (temporary) folder and the mean MLM loss of each epoch."""
+        import torch
+        from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
+
+        from audit.core.progress import bar as progress_bar
+
+        with quiet_transformers():
+            mlm = AutoModelForMaskedLM.from_pretrained(base_path).to(device)
+        windows = make_windows(tokenizer, texts, self.pretrain_window, self.pretrain_overlap)
+        collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
+        optimizer = torch.optim.AdamW(mlm.parameters(), lr=5e-5, weight_decay=self.weight_decay)
+        gen = torch.Generator().manual_seed(self.seed)
+        mlm.train()
+        losses = []
+        for epoch in range(1, self.pretrain_epochs + 1):
+            order = torch.randperm(len(windows), generator=gen).tolist()
+            total = 0.0
+            for b in progress_bar(range(0, len(order), self.batch_size), desc=f"TRIR MLM pretraining, epoch {epoch}",
+                                  unit="batch", enabled=self.progress):
+                batch = collator([{"input_ids": windows.ids[i]} for i in order[b : b + self.batch_size]])
+                loss = mlm(**{k: v.to(device) for k, v in batch.items()}).loss
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                total += float(loss.detach()) * len(batch["input_ids"])
+            losses.append(total / max(1, len(order)))
+        out = Path(tempfile.mkdtemp(prefix=".pretrained.", dir=cache_root(self.cache_dir)))
+        with quiet_transformers():
+            mlm.save_pretrained(out)
+        return out, losses

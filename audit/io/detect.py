@@ -1,0 +1,161 @@
+"""Which format a file is in (:data:`FORMATS`), from its extension and its content, and the
+reading helpers every format shares (JSON with duplicate keys remembered, CSV headers, the
+errors for unreadable or non-UTF-8 files)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from audit.core.errors import AnonauditError, DataError, Problem
+
+FORMATS: dict[str, str] = {
+    "jsonl": "one JSON document per line: id, text, subject?, spans?",
+    "csv": "CSV with columns id, text, subject?, spans (JSON string)?",
+    "json-map": "a JSON object {id: text}; subject = id",
+    "json-list": "a JSON list of document objects (id or doc_id, text, subject?, spans?)",
+    "tab": "TAB JSON: documents with annotations per annotator",
+    "tri": "TRI dataframe: name, public_knowledge, one text column per method",
+    "spans": "span file {doc_id: [[start, end, replacement?], ...]} applied to originals",
+}
+
+
+def sniff(source: str, format: str | None = None) -> tuple[str, Any]:
+    """``(format, parsed JSON or None)``; validates an explicit ``format``."""
+    if format is not None and format not in FORMATS:
+        raise AnonauditError(f"unknown format {format!r}; choose one of: {', '.join(FORMATS)}")
+    p = Path(source)
+    if not p.exists():
+        raise DataError(Problem(source, "file not found"))
+    if p.is_dir():
+        raise DataError(Problem(source, "is a folder, not a file"))
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        raise unreadable(source, exc) from None
+    if not head.lstrip(b"\xef\xbb\xbf").strip():
+        raise DataError(Problem(source, "the file is empty"))
+    ext = p.suffix.lower()
+    if format in ("jsonl", "csv"):
+        return format, None
+    if format == "tri" and ext in (".csv", ".tsv"):
+        return "tri", None
+    if format is None:
+        if ext in (".jsonl", ".ndjson"):
+            return "jsonl", None
+        if ext in (".csv", ".tsv"):
+            header = csv_header(source)
+            return ("tri" if {"name", "public_knowledge"} <= set(header) else "csv"), None
+        first = head.lstrip(b"\xef\xbb\xbf").lstrip()[:1]
+        if ext != ".json" and first not in (b"{", b"["):
+            header = csv_header(source)
+            if "text" in header or {"name", "public_knowledge"} <= set(header):
+                return ("tri" if "name" in header and "public_knowledge" in header else "csv"), None
+            raise AnonauditError(f"{source}: cannot tell the format from the name or content; "
+                                 f"pass --format ({', '.join(FORMATS)})")
+        if first == b"{" and _looks_like_jsonl(source):
+            return "jsonl", None
+    data = _read_json(source)
+    if format is not None:
+        return format, data
+    return _json_kind(data), data
+
+
+def _looks_like_jsonl(source: str) -> bool:
+    """True when the first line is a complete JSON object and more content follows."""
+    with open(source, encoding="utf-8-sig", errors="replace") as fh:
+        first = fh.readline()
+        rest = fh.read(64)
+    if not rest.strip():
+        return False
+    try:
+        return isinstance(json.loads(first), dict)
+    except ValueError:
+        return False
+
+
+def _json_kind(data: Any) -> str:
+    if isinstance(data, list):
+        records = [r for r in data[:50] if isinstance(r, dict)]
+        if any("annotations" in r for r in records):
+            return "tab"
+        if records and all("name" in r and "public_knowledge" in r for r in records):
+            return "tri"
+        return "json-list"
+    if isinstance(data, dict):
+        if not data:
+            return "json-map"
+        if isinstance(data.get("data"), list) and ("columns" in data or "schema" in data):
+            return "tri"  # pandas orient="split" / "table"
+        if "name" in data and "public_knowledge" in data and isinstance(data["name"], (dict, list)):
+            return "tri"  # pandas orient="columns"
+        values = list(data.values())
+        if all(isinstance(v, dict) and "name" in v for v in values):
+            return "tri"  # pandas orient="index"
+        if all(isinstance(v, list) for v in values):
+            return "spans"
+        return "json-map"
+    return "json-list"  # validation reports the wrong top-level type
+
+
+def _read_json(source: str) -> Any:
+    try:
+        with open(source, encoding="utf-8-sig") as fh:
+            return json.load(fh, object_pairs_hook=_DupDict.from_pairs)
+    except json.JSONDecodeError as exc:
+        raise DataError(Problem(source, f"invalid JSON at column {exc.colno}: {exc.msg}", line=exc.lineno)) from None
+    except UnicodeDecodeError:
+        raise utf8_error(source) from None
+    except OSError as exc:
+        raise unreadable(source, exc) from None
+
+
+def unreadable(source: str, exc: OSError) -> DataError:
+    """A DataError for a file the system refused to read (permissions, I/O)."""
+    return DataError(Problem(source, f"cannot read the file: {exc.strerror or exc}"))
+
+
+def utf8_error(source: str) -> DataError:
+    """A DataError naming the line of the first byte that is not UTF-8."""
+    with open(source, "rb") as fh:
+        raw = fh.read()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        return DataError(Problem(source, f"not valid UTF-8 text (byte {col} of the line); save the file as UTF-8",
+                                 line=line))
+    return DataError(Problem(source, "not valid UTF-8 text; save the file as UTF-8"))
+
+
+class _DupDict(dict):
+    """A JSON object that remembers keys given twice (json keeps only the last)."""
+
+    duplicates: tuple[str, ...] = ()
+
+    @classmethod
+    def from_pairs(cls, pairs: list[tuple[str, Any]]) -> dict:
+        out = cls(pairs)
+        if len(out) != len(pairs):
+            seen: set[str] = set()
+            out.duplicates = tuple(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        return out
+
+
+def csv_header(source: str) -> list[str]:
+    try:
+        with open(source, encoding="utf-8-sig", newline="") as fh:
+            row = next(csv.reader(fh, delimiter=delimiter(source)), [])
+    except UnicodeDecodeError:
+        raise utf8_error(source) from None
+    except (OSError, csv.Error):
+        return []
+    return [c.strip() for c in row]
+
+
+def delimiter(source: str) -> str:
+    return "\t" if source.lower().endswith(".tsv") else ","

@@ -1,0 +1,167 @@
+"""Document records (a JSON object or a CSV row) and their annotation spans, validated into
+:class:`~audit.core.data.Document` and :class:`~audit.core.data.Span`, every problem recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from audit.core.data import Document, Span, span_order
+from audit.core.errors import Problems
+
+_SPAN_FIELDS = frozenset(Span.__dataclass_fields__)
+_LABEL_ALIASES = ("entity_type", "type")
+_IGNORED_SPAN_KEYS = frozenset({"text", "span_text"})
+
+
+def as_id(value: Any) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def record_to_doc(rec: Any, problems: Problems, *, line: int | None = None, item: int | None = None,
+                   seen: dict[str, int | None]) -> Document | None:
+    """One JSON/CSV record to a Document, or None with problems recorded."""
+    where = "" if item is None else f"item {item}: "
+    if not isinstance(rec, dict):
+        problems.add(f"{where}expected a JSON object, got {type(rec).__name__}", line=line)
+        return None
+    id_key = "id" if "id" in rec else "doc_id" if "doc_id" in rec else None
+    if id_key is None:
+        problems.add(f"{where}missing field 'id'", line=line)
+        doc_id = None
+    else:
+        doc_id = as_id(rec[id_key])
+        if doc_id is None:
+            problems.add(f"{where}field '{id_key}' must be a non-empty string, got {rec[id_key]!r}", line=line)
+    ok = doc_id is not None
+    if doc_id is not None:
+        if doc_id in seen:
+            first = seen[doc_id]
+            at = f" (first at line {first})" if first is not None else ""
+            problems.add(f"{where}duplicate id{at}", line=line, doc_id=doc_id)
+            ok = False
+        else:
+            seen[doc_id] = line
+    text = rec.get("text")
+    if "text" not in rec:
+        problems.add(f"{where}missing field 'text'", line=line, doc_id=doc_id)
+        ok = False
+    elif not isinstance(text, str):
+        problems.add(f"{where}field 'text' must be a string, got {type(text).__name__}", line=line, doc_id=doc_id)
+        ok = False
+    elif not text.strip():
+        problems.add(f"{where}empty text", line=line, doc_id=doc_id)
+        ok = False
+    subject = rec.get("subject")
+    if subject is not None:
+        subject = as_id(subject)
+        if subject is None:
+            problems.add(f"{where}field 'subject' must be a non-empty string, got {rec['subject']!r}",
+                         line=line, doc_id=doc_id)
+            ok = False
+    elif id_key == "doc_id":
+        subject = doc_id
+    spans: list[Span] = []
+    if rec.get("spans") is not None and ok:
+        spans = _parse_spans(rec["spans"], text, problems, line=line, doc_id=doc_id, where=where)
+    meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
+    extra = {k: v for k, v in rec.items() if k not in ("id", "doc_id", "text", "subject", "spans", "meta")}
+    if extra:
+        meta = {**meta, **extra}
+    if not ok or doc_id is None:
+        return None
+    return Document(doc_id, text, subject=subject, spans=tuple(sorted(spans, key=span_order)), meta=meta)
+
+
+def _parse_spans(raw: Any, text: str, problems: Problems, *, line: int | None, doc_id: str | None,
+                 where: str = "", crossing: bool = True) -> list[Span]:
+    """Validate and build annotation spans (dicts or ``[start, end, label?]``)."""
+    if not isinstance(raw, list):
+        problems.add(f"{where}'spans' must be a list, got {type(raw).__name__}", line=line, doc_id=doc_id)
+        return []
+    spans: list[Span] = []
+    for i, item in enumerate(raw):
+        tag = f"{where}span {i}"
+        if isinstance(item, list):
+            if len(item) not in (2, 3):
+                problems.add(f"{tag}: a list span is [start, end, label?], got {item!r}", line=line, doc_id=doc_id)
+                continue
+            fields: dict[str, Any] = {"start": item[0], "end": item[1]}
+            if len(item) == 3:
+                fields["label"] = item[2]
+        elif isinstance(item, dict):
+            fields = {k: v for k, v in item.items() if k not in _IGNORED_SPAN_KEYS}
+            for alias in _LABEL_ALIASES:
+                if alias in fields:
+                    value = fields.pop(alias)
+                    fields.setdefault("label", value)
+            unknown = set(fields) - _SPAN_FIELDS
+            if unknown:
+                problems.add(f"{tag}: unknown field(s) {', '.join(sorted(unknown))}", line=line, doc_id=doc_id)
+                continue
+        else:
+            problems.add(f"{tag}: expected an object or a list, got {item!r}", line=line, doc_id=doc_id)
+            continue
+        span = make_span(fields, len(text), problems, tag=tag, line=line, doc_id=doc_id, text=text)
+        if span is not None:
+            spans.append(span)
+    if crossing:
+        for a, b in _crossing_pairs(spans):
+            problems.add(f"{where}spans [{a.start}, {a.end}) and [{b.start}, {b.end}) overlap without one "
+                         "containing the other", line=line, doc_id=doc_id)
+    return spans
+
+
+def make_span(fields: dict[str, Any], n: int, problems: Problems, *, tag: str, line: int | None,
+               doc_id: str | None, text: str | None = None) -> Span | None:
+    if "start" not in fields or "end" not in fields:
+        problems.add(f"{tag}: needs 'start' and 'end'", line=line, doc_id=doc_id)
+        return None
+    start, end = fields["start"], fields["end"]
+    for key in ("start", "end", "orig_start", "orig_end"):
+        v = fields.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+            problems.add(f"{tag}: {key!r} must be an integer, got {v!r}", line=line, doc_id=doc_id)
+            return None
+    for key in ("label", "entity_id", "identifier_type", "replacement", "original"):
+        v = fields.get(key)
+        if v is not None and not isinstance(v, str):
+            if key in ("label", "entity_id") and isinstance(v, int) and not isinstance(v, bool):
+                fields[key] = str(v)
+            else:
+                problems.add(f"{tag}: {key!r} must be a string, got {v!r}", line=line, doc_id=doc_id)
+                return None
+    if fields.get("label") is None:
+        fields["label"] = ""
+    if end < start:
+        problems.add(f"{tag}: end {end} is before start {start}", line=line, doc_id=doc_id)
+        return None
+    if start < 0 or end > n:
+        problems.add(f"{tag}: [{start}, {end}) is outside the text (length {n})", line=line, doc_id=doc_id)
+        return None
+    if fields.get("original") is not None and fields.get("replacement") is None and text is not None:
+        # A release record: what stands in the text is the replacement ("" for a
+        # suppression, which Span.to_dict leaves out).
+        fields["replacement"] = text[start:end]
+    return Span(**fields)
+
+
+def _crossing_pairs(spans: Iterable[Span]) -> Iterator[tuple[Span, Span]]:
+    """Pairs of spans that partially overlap (neither contains the other)."""
+    stack: list[Span] = []
+    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
+        while stack and stack[-1].end <= span.start:
+            stack.pop()
+        if stack and span.end > stack[-1].end:
+            yield stack[-1], span
+            continue  # report once, do not nest it
+        stack.append(span)
+
+
+def top_duplicates(data: Any, problems: Problems) -> None:
+    for key in getattr(data, "duplicates", ()):
+        problems.add("duplicate id (the key appears more than once)", doc_id=key)

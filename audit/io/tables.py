@@ -1,0 +1,102 @@
+"""The line formats: JSONL (read line by line, so large files stream) and CSV/TSV."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from audit.core.data import Document
+from audit.core.errors import DataError, Problem, Problems
+from audit.io.detect import csv_header, delimiter, unreadable, utf8_error
+from audit.io.records import record_to_doc
+
+
+def load_jsonl(source: str) -> list[Document]:
+    problems = Problems(source)
+    docs: list[Document] = []
+    seen: dict[str, int | None] = {}
+    try:
+        with open(source, "rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    problems.add(f"not valid UTF-8 text (byte {exc.start + 1} of the line)", line=lineno)
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    problems.add(f"invalid JSON at column {exc.colno}: {exc.msg}", line=lineno)
+                    continue
+                doc = record_to_doc(rec, problems, line=lineno, seen=seen)
+                if doc is not None:
+                    docs.append(doc)
+    except OSError as exc:
+        raise unreadable(source, exc) from None
+    if not docs and not problems:
+        problems.add("no documents in the file")
+    problems.raise_if_any()
+    return docs
+
+
+def open_csv(source: str) -> Iterator[tuple[int, list[str], list[str]]]:
+    """Yield ``(line number where the row starts, cells, header)`` for each non-blank CSV row."""
+    csv.field_size_limit(max(csv.field_size_limit(), min(sys.maxsize, 2**31 - 1)))
+    with open(source, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.reader(fh, delimiter=delimiter(source))
+        header = [c.strip() for c in next(reader, [])]
+        prev = reader.line_num
+        for row in reader:
+            start = prev + 1
+            prev = reader.line_num
+            if any(c.strip() for c in row):
+                yield start, row, header
+
+
+def load_csv(source: str) -> list[Document]:
+    problems = Problems(source)
+    docs: list[Document] = []
+    seen: dict[str, int | None] = {}
+    try:
+        header = csv_header(source)
+        missing = [c for c in ("id", "text") if c not in header]
+        if missing:
+            cols = ", ".join(repr(c) for c in header) or "(none)"
+            problems.add(f"missing column(s) {', '.join(missing)}; the header has {cols}", line=1)
+            problems.raise_if_any()
+        for lineno, row, header in open_csv(source):
+            if len(row) != len(header):
+                problems.add(f"row has {len(row)} fields, the header has {len(header)}", line=lineno)
+                continue
+            rec: dict[str, Any] = {k: v for k, v in zip(header, row) if k}
+            if rec.get("subject", None) == "":
+                rec.pop("subject")
+            spans_raw = rec.get("spans", "")
+            if spans_raw.strip():
+                try:
+                    rec["spans"] = json.loads(spans_raw)
+                except json.JSONDecodeError as exc:
+                    problems.add(f"column 'spans' is not valid JSON ({exc.msg})", line=lineno, doc_id=rec.get("id"))
+                    continue
+            else:
+                rec.pop("spans", None)
+            doc = record_to_doc(rec, problems, line=lineno, seen=seen)
+            if doc is not None:
+                docs.append(doc)
+    except UnicodeDecodeError:
+        raise utf8_error(source) from None
+    except csv.Error as exc:
+        raise DataError(Problem(source, f"unreadable CSV: {exc}")) from None
+    except OSError as exc:
+        raise unreadable(source, exc) from None
+    if not docs and not problems:
+        problems.add("no documents in the file")
+    problems.raise_if_any()
+    return docs

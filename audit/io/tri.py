@@ -1,0 +1,113 @@
+"""The TRI dataframe layout: one row per individual, ``name``, ``public_knowledge`` and one
+text column per method, as JSON records, a pandas ``to_json`` dict or a CSV."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from audit.core.data import Corpus, Document, Release
+from audit.core.errors import DataError, Problem, Problems
+from audit.io.detect import utf8_error
+from audit.io.records import as_id
+from audit.io.tables import open_csv
+
+_TRI_SKIP = {"name", "public_knowledge", "", "index", "level_0"}
+
+
+def _tri_records(source: str, data: Any) -> list[tuple[int | None, dict[str, Any]]]:
+    """Rows of a TRI file as ``(line or None, record)``, whatever the layout."""
+    if data is None:  # CSV
+        try:
+            return [(line, dict(zip(header, row))) for line, row, header in open_csv(source)]
+        except UnicodeDecodeError:
+            raise utf8_error(source) from None
+        except (csv.Error, OSError) as exc:
+            raise DataError(Problem(source, f"unreadable CSV: {exc}")) from None
+    if isinstance(data, list):
+        return [(None, r) for r in data]
+    if isinstance(data, dict):
+        if isinstance(data.get("data"), list):
+            if "columns" in data:  # orient="split"
+                cols = data["columns"]
+                return [(None, dict(zip(cols, row)) if isinstance(row, list) else row) for row in data["data"]]
+            return [(None, r) for r in data["data"]]  # orient="table"
+        if "name" in data and isinstance(data["name"], (dict, list)):  # orient="columns"
+            columns = {k: (v if isinstance(v, dict) else dict(enumerate(v))) for k, v in data.items()
+                       if isinstance(v, (dict, list))}
+            index = list(columns["name"])
+            return [(None, {c: col.get(i) for c, col in columns.items()}) for i in index]
+        if all(isinstance(v, dict) for v in data.values()):  # orient="index"
+            return [(None, v) for v in data.values()]
+    raise DataError(Problem(source, "not a TRI table: expected records with 'name', 'public_knowledge' and "
+                                    "one column per method (JSON records, a pandas to_json dict, or CSV)"))
+
+
+def _is_number_text(v: Any) -> bool:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return True
+    if isinstance(v, str):
+        try:
+            float(v)
+            return True
+        except ValueError:
+            return False
+    return False
+
+
+def read_tri(source: str, data: Any) -> tuple[Corpus, list[Release]]:
+    problems = Problems(source)
+    rows = _tri_records(source, data)
+    columns: list[str] = []
+    for _, rec in rows:
+        if isinstance(rec, dict):
+            columns += [c for c in rec if c not in columns]  # first-seen order
+    missing = [c for c in ("name", "public_knowledge") if c not in columns]
+    if missing:
+        cols = ", ".join(map(str, columns)) or "(none)"
+        raise DataError(Problem(source, f"not a TRI table: missing column(s) {', '.join(missing)}; columns: {cols}",
+                                line=1 if data is None else None))
+
+    def values(col: str) -> list[Any]:
+        return [r.get(col) for _, r in rows if isinstance(r, dict) and r.get(col) not in (None, "")]
+
+    methods = []
+    for col in columns:
+        if col in _TRI_SKIP or str(col).startswith("Unnamed:"):
+            continue
+        vals = values(col)
+        if vals and all(isinstance(v, str) for v in vals) and not all(_is_number_text(v) for v in vals):
+            methods.append(col)
+    seen: dict[str, int | None] = {}
+    names: list[tuple[str, int | None, dict]] = []
+    for i, (line, rec) in enumerate(rows):
+        where = "" if line is not None else f"row {i}: "
+        if not isinstance(rec, dict):
+            problems.add(f"{where}expected a record, got {type(rec).__name__}", line=line)
+            continue
+        name = as_id(rec.get("name"))
+        if name is None:
+            problems.add(f"{where}missing or empty 'name'", line=line)
+            continue
+        if name in seen:
+            first = seen[name]
+            problems.add(f"{where}duplicate name" + (f" (first at line {first})" if first else ""),
+                         line=line, doc_id=name)
+            continue
+        seen[name] = line
+        for col in ["public_knowledge", *methods]:
+            v = rec.get(col)
+            if v is not None and not isinstance(v, str):
+                problems.add(f"{where}column {col!r} must be text, got {type(v).__name__}", line=line, doc_id=name)
+        names.append((name, line, rec))
+    problems.raise_if_any()
+
+    def corpus(col: str, cname: str) -> Corpus:
+        docs = [Document(n, rec[col], subject=n) for n, _, rec in names
+                if isinstance(rec.get(col), str) and rec[col].strip()]
+        return Corpus(docs, name=cname, source=source)
+
+    background = corpus("public_knowledge", Path(source).stem)
+    releases = [Release(name=m, corpus=corpus(m, m), aligned=True, source=source) for m in methods]
+    return background, releases

@@ -1,0 +1,119 @@
+"""Precision and recall of the replaced regions against the originals' gold spans (TAB's
+definitions)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from audit.core.data import Release, Scenario
+from audit.core.errors import AnonauditError
+from audit.core.registry import register
+from audit.core.results import Result
+from audit.metrics.base import UtilityMetric, bootstrap_ratio, findings_of
+from audit.metrics.context import UtilityContext
+
+
+def _gold_spans(doc) -> list:
+    return [s for s in doc.spans if (s.identifier_type or "").upper() != "NO_MASK"]
+
+
+class _GoldMetric(UtilityMetric):
+    """Token-level and entity-level agreement of the replaced regions with gold spans."""
+
+    def _tables(self, ctx: UtilityContext, release: Release) -> list[dict]:
+        key = ("gold", release.name, release.corpus.fingerprint())
+        if key in ctx.memo:
+            return ctx.memo[key]
+        ids = [i for i in self._aligned_ids(ctx, release) if ctx.originals[i].spans]
+        if not ids:
+            raise AnonauditError("precision/recall need gold spans on the originals (a \"spans\" list per "
+                                 "document); these originals carry no gold spans")
+        table = ctx.terms_ic(ids) if self.weighted else {}
+        rows = []
+        for i, parsed in zip(ids, ctx.spacy.pipe([ctx.originals[i].text for i in ids])):
+            orig = ctx.originals[i]
+            toks = [(t.idx, t.idx + len(t.text)) for t in parsed if not (t.is_space or t.is_punct)]
+            masked_spans = [(s.orig_start, s.orig_end) for s in ctx.replaced(orig, release.corpus[i])
+                            if s.orig_start is not None and s.orig_end > s.orig_start]
+            gold = _gold_spans(orig)
+
+            def inside(tok, spans):
+                return any(a < tok[1] and tok[0] < b for a, b in spans)
+
+            masked = np.array([inside(t, masked_spans) for t in toks], bool)
+            is_gold = np.array([inside(t, [(g.start, g.end) for g in gold]) for t in toks], bool)
+            weight = np.zeros(len(toks))
+            if self.weighted:
+                terms, ic = table[i]
+                for term, v in zip(terms, ic):
+                    covered = [j for j, t in enumerate(toks) if t[0] < term.end and term.start < t[1]]
+                    for j in covered:
+                        weight[j] += v / len(covered)
+            entities: dict[str, list] = {}
+            for n, g in enumerate(gold):
+                entities.setdefault(g.entity_id or f"mention-{n}", []).append(g)
+            ent_total = ent_masked = 0
+            for mentions in entities.values():
+                idx = [j for j, t in enumerate(toks) if inside(t, [(g.start, g.end) for g in mentions])]
+                if idx:
+                    ent_total += 1
+                    ent_masked += bool(masked[idx].all())
+            rows.append({"id": i, "tp": int((masked & is_gold).sum()), "masked": int(masked.sum()),
+                         "gold": int(is_gold.sum()), "w_tp": float(weight[masked & is_gold].sum()),
+                         "w_masked": float(weight[masked].sum()), "w_gold": float(weight[is_gold].sum()),
+                         "entities": ent_total, "entities_masked": ent_masked})
+        ctx.memo[key] = rows
+        return rows
+
+    weighted = True
+
+
+def _ratio(rows: list[dict], num: str, den: str) -> float | None:
+    d = sum(r[den] for r in rows)
+    return sum(r[num] for r in rows) / d if d > 0 else None
+
+
+@register("metric")
+class PrecisionMetric(_GoldMetric):
+    name = "precision"
+    description = ("Token-level precision of the release against gold annotations: of the words the "
+                   "sanitizer replaced, the share that the annotators marked (over-masking lowers it). "
+                   "Also weighted by the words' information content.")
+
+    def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
+        rows = self._tables(self._context(scenario), release)
+        value = _ratio(rows, "tp", "masked")
+        docs = findings_of([{"id": r["id"], "value": (r["tp"] / r["masked"]) if r["masked"] else None, "masked_tokens":
+                           r["masked"], "true_positives": r["tp"]} for r in rows],
+                         lambda r: f"{r['true_positives']} of its {r['masked_tokens']} replaced words are annotated "
+                                   "as identifying" if r["masked_tokens"] else "No word of it was replaced")
+        details = {"token_precision": value, "token_precision_ic": _ratio(rows, "w_tp", "w_masked"),
+                   "masked_tokens": sum(r["masked"] for r in rows)}
+        return [Result(kind="utility", name="precision", release=release.name,
+                       value=0.0 if value is None else value,
+                       ci=bootstrap_ratio([r["tp"] for r in rows], [r["masked"] for r in rows], seed=self.seed),
+                       n=len(rows), details=details, documents=docs)]
+
+
+@register("metric")
+class RecallMetric(_GoldMetric):
+    name = "recall"
+    description = ("Recall of the release against gold annotations (TAB's definitions): the headline is "
+                   "entity-level recall, the share of annotated entities all of whose mentions were "
+                   "replaced; token-level recall (uniform and IC-weighted) is in the details.")
+
+    def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
+        rows = self._tables(self._context(scenario), release)
+        value = _ratio(rows, "entities_masked", "entities")
+        docs = findings_of([{"id": r["id"], "value": r["entities_masked"] / r["entities"] if r["entities"] else None,
+                           "entities": r["entities"], "entities_masked": r["entities_masked"],
+                           "token_recall": r["tp"] / r["gold"] if r["gold"] else None} for r in rows],
+                         lambda r: f"{r['entities_masked']} of its {r['entities']} annotated entities are replaced "
+                                   "in every mention" if r["entities"] else "No annotated entity")
+        details = {"entity_recall": value, "token_recall": _ratio(rows, "tp", "gold"),
+                   "token_recall_ic": _ratio(rows, "w_tp", "w_gold"),
+                   "entities": sum(r["entities"] for r in rows), "gold_tokens": sum(r["gold"] for r in rows)}
+        return [Result(kind="utility", name="recall", release=release.name, value=0.0 if value is None else value,
+                       ci=bootstrap_ratio([r["entities_masked"] for r in rows], [r["entities"] for r in rows],
+                                          seed=self.seed),
+                       n=len(rows), details=details, documents=docs)]

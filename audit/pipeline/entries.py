@@ -1,0 +1,153 @@
+"""The audit spec's lists, entry by entry: the releases (files, or sanitizers run on the
+originals) and the components (attacks, metrics) with their parameters, each checked against
+the registry; every problem is recorded with its key path."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from audit.core.errors import AnonauditError, Problems
+from audit.core.registry import Registry, normalise
+
+COMPONENT_KEYS = ("name", "params", "sample")
+RELEASE_KEYS = ("name", "path", "format", "sanitizer", "params", "aligned")
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """A release: a file (``path``, with ``name`` and ``format`` kept apart from it: loaded by
+    :func:`audit.io.loaders.load_release_file`), or a ``sanitizer`` run on the originals."""
+
+    name: str | None
+    path: Path | None = None
+    format: str | None = None
+    sanitizer: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """An attack or metric with its parameters and optional document budget."""
+
+    kind: str  # "attack" | "metric"
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    sample: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{normalise(self.name)}"
+
+
+def parse_components(raw: Any, key: str, kind: str, p: Problems, reg: Registry,
+                      check: bool) -> list[ComponentSpec]:
+    if raw is None:
+        return []
+    items: list[tuple[str, Any]] = []
+    if isinstance(raw, Mapping):  # {name: {params...}}
+        items = [(f"{key}.{n}", {"name": n, **(v or {})} if isinstance(v, Mapping) or v is None else v)
+                 for n, v in raw.items()]
+    elif isinstance(raw, list):
+        items = [(f"{key}[{i}]", v) for i, v in enumerate(raw)]
+    else:
+        p.at(key, f"must be a list of {kind} names or mappings, got {type(raw).__name__}")
+        return []
+    out: list[ComponentSpec] = []
+    seen: set[str] = set()
+    for where, item in items:
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            p.at(where, f"must be a {kind} name or a mapping with a 'name', got {item!r}")
+            continue
+        name = item["name"]
+        raw_params = item.get("params") or {}
+        if isinstance(raw_params, Mapping):
+            params = dict(raw_params)
+        else:
+            p.at(f"{where}.params", "must be a mapping of parameter: value")
+            params = {}
+        for k, v in item.items():  # inline parameters are allowed beside name/sample
+            if k not in COMPONENT_KEYS:
+                params[k] = v
+        sample = item.get("sample")
+        if sample is not None and (not isinstance(sample, int) or isinstance(sample, bool) or sample < 1):
+            p.at(f"{where}.sample", f"must be a positive integer (documents per release), got {sample!r}")
+            sample = None
+        if normalise(name) in seen:
+            p.at(where, f"{kind} {name!r} is listed twice")
+        seen.add(normalise(name))
+        if check:
+            try:
+                cls = reg.get(kind, name)
+            except AnonauditError as exc:
+                p.at(where, str(exc))
+                continue
+            accepted = cls.param_names()
+            for k in params:
+                if k not in accepted:
+                    p.at(f"{where}.params.{k}",
+                          f"{kind} {name!r} has no parameter {k!r} (it takes: {', '.join(accepted) or 'none'})")
+        out.append(ComponentSpec(kind, name, params, sample))
+    return out
+
+
+def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool,
+                    have_originals: bool) -> list[ReleaseSpec]:
+    if raw is None:
+        p.at("releases", "is required: a list of release files or sanitizers")
+        return []
+    if isinstance(raw, Mapping):  # {name: path-or-mapping}
+        raw = [{"name": k, **(v if isinstance(v, Mapping) else {"path": v})} for k, v in raw.items()]
+    if not isinstance(raw, list):
+        p.at("releases", "must be a list")
+        return []
+    out: list[ReleaseSpec] = []
+    for i, item in enumerate(raw):
+        where = f"releases[{i}]"
+        if isinstance(item, str):
+            item = {"path": item}
+        if not isinstance(item, Mapping):
+            p.at(where, f"must be a file path or a mapping, got {item!r}")
+            continue
+        for k in set(item) - set(RELEASE_KEYS):
+            p.at(f"{where}.{k}", f"unknown key (use {', '.join(RELEASE_KEYS)})")
+        path, san = item.get("path"), item.get("sanitizer")
+        if (path is None) == (san is None):
+            p.at(where, "give exactly one of 'path' (a release file) or 'sanitizer' (run on the originals)")
+            continue
+        raw_params = item.get("params") or {}
+        if not isinstance(raw_params, Mapping):
+            p.at(f"{where}.params", "must be a mapping of parameter: value")
+            raw_params = {}
+        params = dict(raw_params)
+        name = item.get("name")
+        if path is not None:
+            full = (base / str(path)).expanduser()
+            if not full.exists():
+                p.at(f"{where}.path", f"file not found: {full}")
+            out.append(ReleaseSpec(name=name, path=full, format=item.get("format"), params=params))
+        else:
+            san = str(san)
+            if not have_originals:
+                p.at(f"{where}.sanitizer", "a sanitizer needs 'originals' to run on")
+            if check:
+                try:
+                    cls = reg.get("sanitizer", san)
+                except AnonauditError as exc:
+                    p.at(f"{where}.sanitizer", str(exc))
+                else:
+                    accepted = cls.param_names()
+                    for k in params:
+                        if k not in accepted:
+                            p.at(f"{where}.params.{k}", f"sanitizer {san!r} has no parameter {k!r} "
+                                                         f"(it takes: {', '.join(accepted) or 'none'})")
+            out.append(ReleaseSpec(name=name or normalise(san), format=item.get("format"), sanitizer=san,
+                                   params=params))
+    names = [r.name for r in out if r.name]
+    for n in {n for n in names if names.count(n) > 1}:
+        p.at("releases", f"two releases are named {n!r}")
+    return out
