@@ -153,7 +153,8 @@ class UtilityContext:
                     from audit.progress import stage
 
                     spec = self.ic_model or llm or "scorer"
-                    with stage(f"loading the information-content scorer {spec}", enabled=self.progress):
+                    shown = "(default: the embedded 0.5B model through transformers)" if spec == "scorer" else spec
+                    with stage(f"loading the information-content scorer {shown}", enabled=self.progress):
                         llm = load_llm(spec, cache=self.cache)
                 self._estimator = CausalIC(llm, context_tokens=self.context_tokens)
             else:
@@ -172,6 +173,17 @@ class UtilityContext:
             self._ic.update(corpus_ic(sub, self.estimator, TermExtractor(self.spacy), cache=self._ic_cache,
                                       progress=self.progress))
         return {i: self._ic[i] for i in want if i in self._ic}
+
+    def cache_stats(self) -> dict[str, Any]:
+        """What came from the disk caches (information content, embeddings, scorer answers)."""
+        out: dict[str, Any] = {}
+        if self._ic_cache is not None:
+            out["information_content"] = dict(self._ic_cache.stats)
+        for name, obj in (("embeddings", self._encoder), ("scorer", getattr(self._estimator, "llm", None))):
+            stats = getattr(obj, "stats", None)
+            if isinstance(stats, dict):
+                out[name] = dict(stats)
+        return out
 
     def ic_seconds(self) -> list[float]:
         return [] if self._ic_cache is None else self._ic_cache.seconds()
