@@ -389,6 +389,50 @@ def test_paraphrased_aux_claims_are_the_queries(spacy_resource):
     assert link.details["paraphrase_failures"] == 0
 
 
+def test_leakage_is_the_same_cold_and_warm_on_llama_cpp(spacy_resource, tmp_path, monkeypatch):
+    """Issue 13: leakage 0.312 from a warm cache, 0.375 from a cold one, same seed. llama.cpp
+    answers a judge question differently beside other requests or on a reused prompt
+    (tests/test_llm.py:FakeLlamaServer); with such a server behind the cache, a cold run, a
+    run on a cache that earlier runs filled with other batches, and the same judge asked one
+    question at a time must all give the same ratings."""
+    xlc = pytest.importorskip("xllamacpp")
+    from audit.models.llm import ChatRequest
+    from audit.models.backends import LlamaCppLLM
+    from audit.models.cache import CachedLLM
+    from tests.test_llm import FakeLlamaServer
+
+    class JudgeServer(FakeLlamaServer):
+        @staticmethod
+        def answer(body, disturbed):
+            verdict = judge(ChatRequest.make(body["messages"], json_schema=body.get("json_schema")))
+            return '"similar"' if disturbed and verdict == '"same"' else verdict
+
+    monkeypatch.setattr(xlc, "Server", JudgeServer)
+    originals, release = _originals(), _masked()
+    scenario = Scenario(originals=originals, releases=(release,))
+
+    def semantic(llm, **kw):
+        attack = _attack(spacy_resource, llm=llm, repeats=1, **kw)
+        return attack.fit(scenario).evaluate(scenario, release)[1]
+
+    def cached(name):
+        return CachedLLM(LlamaCppLLM("/nonexistent/model.gguf", identity="llamacpp:fake"), tmp_path / name)
+
+    alone = semantic(ScriptedLLM(judge))
+    cold = semantic(cached("cold.sqlite"))
+    semantic(cached("warm.sqlite"), score_sample=2)  # earlier runs: part of the questions,
+    semantic(cached("warm.sqlite"), score_sample=1, seed=3)  # in other batches
+    warm_llm = cached("warm.sqlite")
+    warm = semantic(warm_llm)
+    assert warm_llm.stats["hits"] > 0 and warm_llm.stats["misses"] > 0
+    assert 0.0 < alone.value < 1.0
+    assert cold.value == warm.value == alone.value
+    assert all(d.get("ratings") for d in cold.documents)
+    assert [d.get("ratings") for d in cold.documents] == [d.get("ratings") for d in warm.documents] \
+        == [d.get("ratings") for d in alone.documents]
+    assert cold.details["judge_check"] == warm.details["judge_check"] == alone.details["judge_check"]
+
+
 def test_select_aux_modes():
     claims = claims_of("x", [f"Claim number {i} here." for i in range(6)])
     assert select_aux(claims, 3, "first", random.Random(0)) == [0, 1, 2]

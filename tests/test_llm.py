@@ -147,6 +147,91 @@ def test_concurrent_processes(tmp_path):
     assert "MISS" not in llm.complete_batch(reqs) and backend.calls == []
 
 
+# --------------------------------------------------------------------------- llama.cpp backend
+
+
+class FakeLlamaServer:
+    """Stands in for ``xllamacpp.Server`` and, like llama.cpp, is not batch-invariant: a prompt
+    decoded while another request is being decoded (several slots), or evaluated on top of the
+    KV cache of an earlier prompt (``cache_prompt``, llama.cpp's default), gets other logits
+    than the same prompt alone on a fresh slot, which can change the answer. ``answer(body,
+    disturbed)`` gives the answer; ``disturbed`` is True in either case. One slot serves one
+    request at a time, as in llama.cpp."""
+
+    def __init__(self, params):
+        self.slots = params.n_parallel
+        self._free = threading.Semaphore(self.slots)
+        self._lock = threading.Lock()
+        self._busy = 0
+        self._last_prompt: str | None = None
+        self.bodies: list[dict] = []
+
+    @staticmethod
+    def answer(body: dict, disturbed: bool) -> str:
+        return body["messages"][-1]["content"] + (" (disturbed)" if disturbed else "")
+
+    def handle_chat_completions(self, body: dict) -> dict:
+        prompt = "".join(m["content"] for m in body["messages"])
+        with self._free:
+            with self._lock:
+                self.bodies.append(body)
+                self._busy += 1
+                crowded = self._busy > 1
+                reused = body.get("cache_prompt", True) and self._last_prompt is not None
+                self._last_prompt = prompt
+            time.sleep(0.02)  # decoding: neighbours sent from other threads overlap it
+            with self._lock:
+                crowded = crowded or self._busy > 1
+                self._busy -= 1
+        content = self.answer(body, crowded or reused)
+        return {"choices": [{"message": {"role": "assistant", "content": content}}]}
+
+
+@pytest.fixture
+def fake_llama(monkeypatch):
+    """LlamaCppLLM on :class:`FakeLlamaServer` (no model is loaded)."""
+    xlc = pytest.importorskip("xllamacpp")
+    monkeypatch.setattr(xlc, "Server", FakeLlamaServer)
+    from audit.models.backends import LlamaCppLLM
+
+    def make(**kw):
+        return LlamaCppLLM("/nonexistent/model.gguf", identity="llamacpp:fake", **kw)
+
+    return make
+
+
+def test_llamacpp_answers_do_not_depend_on_neighbours_or_on_the_cache(tmp_path, fake_llama):
+    """Issue 13: the same requests gave other answers cold than from a warm cache, because the
+    cached ones had been decoded beside other requests. Every answer must be the one the
+    request gets alone on a fresh slot, whatever was sent with it or before it."""
+    reqs = [ChatRequest.make([{"role": "system", "content": "Judge."},
+                              {"role": "user", "content": f"fact {i}"}], seed=0) for i in range(8)]
+    alone = [f"fact {i}" for i in range(8)]
+    cold = CachedLLM(fake_llama(n_parallel=4), tmp_path / "cold.sqlite")
+    assert cold.complete_batch(reqs) == alone
+    assert cold.backend.n_parallel == 1 and cold.backend._server.slots == 1
+    assert all(b["cache_prompt"] is False for b in cold.backend._server.bodies)
+    # A warm cache filled by earlier runs with other neighbours, in another order.
+    earlier = CachedLLM(fake_llama(n_parallel=4), tmp_path / "warm.sqlite")
+    earlier.complete_batch(reqs[5:1:-1])
+    earlier.complete_batch([reqs[7], reqs[0]])
+    warm = CachedLLM(fake_llama(n_parallel=4), tmp_path / "warm.sqlite")
+    assert warm.complete_batch(reqs) == alone
+    assert warm.stats["hits"] == 6
+
+
+def test_batched_llamacpp_answers_are_cached_apart(tmp_path, fake_llama):
+    """deterministic=False decodes in several slots with prompt reuse: faster, but its answers
+    depend on their neighbours, so a deterministic run never reads them from the cache."""
+    reqs = [ChatRequest.make([{"role": "user", "content": f"q{i}"}]) for i in range(6)]
+    batched = CachedLLM(fake_llama(n_parallel=4, deterministic=False), tmp_path / "c.sqlite")
+    assert batched.backend._server.slots == 4
+    assert any(a.endswith("(disturbed)") for a in batched.complete_batch(reqs))
+    serial = CachedLLM(fake_llama(), tmp_path / "c.sqlite")
+    assert serial.complete_batch(reqs) == [f"q{i}" for i in range(6)]
+    assert serial.stats["hits"] == 0 and serial.identity == batched.identity == "llamacpp:fake"
+
+
 # --------------------------------------------------------------------------- OpenAI backend
 
 

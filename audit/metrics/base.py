@@ -93,6 +93,10 @@ class UtilityMetric(Metric):
         params.pop("context", None)  # not JSON; its settings are logged by the CLI
         return params
 
+    def stats(self) -> dict[str, Any]:
+        """Cache use of the shared context so far, for the run's provenance (never the results)."""
+        return {"caches": self.context.cache_stats()} if self.context is not None else {}
+
     def fit(self, scenario: Scenario) -> UtilityMetric:
         self._context(scenario)
         return self

@@ -163,6 +163,16 @@ class UtilityContext:
                                       progress=self.progress))
         return {i: self._ic[i] for i in want if i in self._ic}
 
+    def cache_stats(self) -> dict[str, Any]:
+        """What came from the disk caches (information content, embeddings), for the provenance."""
+        out: dict[str, Any] = {}
+        if self._ic_cache is not None:
+            out["information_content"] = dict(self._ic_cache.stats)
+        stats = getattr(self._encoder, "stats", None)
+        if isinstance(stats, dict):
+            out["embeddings"] = dict(stats)
+        return out
+
     def ic_seconds(self) -> list[float]:
         return [] if self._ic_cache is None else self._ic_cache.seconds()
 

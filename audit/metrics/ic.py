@@ -328,6 +328,7 @@ class ICCache:
         base = Path(folder) if folder else config.subdir("utility")
         self.path = base / f"ic-{key}.json"
         self.documents: dict[str, dict[str, Any]] = {}
+        self.stats = {"hits": 0, "misses": 0}
         if enabled and self.path.exists():
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
@@ -338,6 +339,7 @@ class ICCache:
 
     def get(self, doc_id: str) -> tuple[list[Term], np.ndarray] | None:
         entry = self.documents.get(doc_id)
+        self.stats["hits" if entry is not None else "misses"] += 1
         if entry is None:
             return None
         terms = [Term(int(s), int(e), str(t), str(k)) for s, e, t, k, _ in entry["terms"]]

@@ -92,10 +92,18 @@ def _key_of(identity: str) -> str:
 class LlamaCppLLM(LLM):
     """In-process llama.cpp through ``xllamacpp`` (its embedded HTTP-less server).
 
-    The server runs ``n_parallel`` slots with continuous batching; :meth:`complete_batch`
-    sends independent requests from threads so they share decoding steps. Each slot gets
-    the full ``n_ctx`` tokens (``context_size``). ``json_schema`` is enforced by llama.cpp's
-    grammar sampler; temperature and seed are passed through.
+    ``deterministic=True`` (the default): an answer depends on its request alone, so a cold
+    run and a cached (warm) one agree. llama.cpp's numbers are not batch-invariant: when
+    several slots decode together, or a slot reuses the KV cache of an earlier prompt
+    (``cache_prompt``), the same prompt gets other logits (measured on the 0.5B judge: up
+    to 0.08 nats on the top token, 0.17 on the margin between the top two), enough to flip
+    a close greedy or seeded answer (issue 13). So the server gets one slot, requests go
+    one at a time, and every chat prompt is evaluated from scratch. ``deterministic=False``
+    runs ``n_parallel`` slots with continuous batching and prompt reuse (requests sent from
+    threads share decoding steps): faster for long answers, but an answer then depends on
+    its neighbours, and the cache keys such answers apart (:attr:`cache_identity`).
+    Each slot gets the full ``n_ctx`` tokens (``context_size``). ``json_schema`` is enforced
+    by llama.cpp's grammar sampler; temperature and seed are passed through.
 
     :meth:`logprobs` uses llama.cpp itself, exactly: prefix and continuation are tokenized
     together with the model's own tokenizer (rebuilt once from the GGUF file and cached),
@@ -107,13 +115,16 @@ class LlamaCppLLM(LLM):
     supports_schema = True
 
     def __init__(self, model_path: str | Path, *, n_ctx: int = 4096, n_parallel: int = 4,
-                 n_threads: int | None = None, identity: str = "", verbose: bool = False):
+                 n_threads: int | None = None, identity: str = "", verbose: bool = False,
+                 deterministic: bool = True):
         import xllamacpp as xlc
 
         self.model_path = str(model_path)
         self.identity = identity or f"llamacpp:{Path(model_path).name}"
         self.context_size = int(n_ctx)
-        self.n_parallel = max(1, int(n_parallel))
+        self.deterministic = bool(deterministic)
+        # one slot: no request is ever decoded beside another (see the class doc)
+        self.n_parallel = 1 if self.deterministic else max(1, int(n_parallel))
         threads = n_threads or max(1, os.cpu_count() or 1)
         params = xlc.CommonParams()
         params.model.path = self.model_path
@@ -142,12 +153,20 @@ class LlamaCppLLM(LLM):
             "temperature": request.temperature,
             "seed": request.seed,
             "stream": False,
+            # a reused prompt prefix is evaluated in other batches than a fresh one: other logits
+            "cache_prompt": not self.deterministic,
         }
         if request.stop:
             body["stop"] = list(request.stop)
         if request.json_schema is not None:
             body["json_schema"] = request.schema
         return body
+
+    @property
+    def cache_identity(self) -> str:
+        """Answers made with batching and prompt reuse differ from one-at-a-time answers (and
+        from run to run): they never share cache entries with them."""
+        return f"{self.identity}:decode={'serial' if self.deterministic else 'batched'}"
 
     def _complete(self, request: ChatRequest) -> str:
         result = self._call(self._server.handle_chat_completions, self._request_body(request))

@@ -5,11 +5,12 @@ interruption) must ask none of them again and must get the same answers. The cac
 one sqlite file (WAL mode, busy timeout), safe with several processes and threads.
 
 Key = sha256 of (backend identity — backend kind plus model checksum or server model
-name —, method, the full request). For chat that is :meth:`ChatRequest.to_dict`
-(messages, temperature, max_tokens, seed, stop, schema), so changing any parameter or
-the model gives a new key. A request with temperature > 0 is cached too: with a fixed
-seed it is the same request, and the cache makes it reproducible even where the backend
-is not. Failed calls are never cached.
+name; for chat also how the backend decodes, :attr:`LLM.cache_identity` —, method, the
+full request). For chat that is :meth:`ChatRequest.to_dict` (messages, temperature,
+max_tokens, seed, stop, schema), so changing any parameter or the model gives a new key.
+A request with temperature > 0 is cached too: with a fixed seed it is the same request,
+and the cache makes it reproducible even where the backend is not. Failed calls are never
+cached.
 """
 
 from __future__ import annotations
@@ -110,6 +111,10 @@ class CachedLLM(LLM):
         return self.backend.identity
 
     @property
+    def cache_identity(self) -> str:
+        return self.backend.cache_identity
+
+    @property
     def context_size(self) -> int:  # type: ignore[override]
         return self.backend.context_size
 
@@ -138,7 +143,7 @@ class CachedLLM(LLM):
         if self.store is None:
             self._count(misses=len(requests), backend_calls=len(requests))
             return self.backend.complete_batch(requests, progress=progress)
-        keys = [cache_key(self.identity, "chat", r.to_dict()) for r in requests]
+        keys = [cache_key(self.cache_identity, "chat", r.to_dict()) for r in requests]
         found = self.store.get_many(keys)
         todo: dict[str, ChatRequest] = {k: r for k, r in zip(keys, requests) if k not in found}
         self._count(hits=len(requests) - sum(k not in found for k in keys), misses=sum(k not in found for k in keys))

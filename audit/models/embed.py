@@ -94,9 +94,16 @@ class Embedder:
         self.stats["misses"] += len(todo)
         if todo:
             first = {k: t for k, t in zip(keys, texts)}
-            vecs = self._model.encode([first[k] for k in todo], batch_size=batch_size,
-                                      show_progress_bar=progress, convert_to_numpy=True,
-                                      normalize_embeddings=True).astype(np.float32)
+            from audit.core.progress import bar as progress_bar
+
+            # sentence-transformers' own bar would redraw with "\r" in a log: ours prints lines.
+            step = max(batch_size, 1024)
+            parts = [self._model.encode([first[k] for k in todo[i:i + step]], batch_size=batch_size,
+                                        show_progress_bar=False, convert_to_numpy=True,
+                                        normalize_embeddings=True).astype(np.float32)
+                     for i in progress_bar(range(0, len(todo), step), desc="embedding", unit="batch",
+                                           enabled=progress)]
+            vecs = np.concatenate(parts)
             fresh = dict(zip(todo, vecs))
             known.update(fresh)
             if self.cache_path is not None:

@@ -5,7 +5,8 @@ Every attack and sanitizer that needs a language model talks to :class:`LLM`:
 * :meth:`LLM.complete` — a chat completion (messages, temperature, max_tokens,
   seed, stop, optional JSON schema for structured output);
 * :meth:`LLM.complete_batch` — the same for many independent requests (server
-  backends send them concurrently; llama.cpp batches them across its slots);
+  backends send them concurrently; llama.cpp answers them one at a time unless told
+  otherwise, since its batched answers depend on their neighbours);
 * :meth:`LLM.logprobs` — log-probabilities of the tokens of a continuation given
   a prefix (information content of terms).
 
@@ -116,6 +117,13 @@ class LLM(ABC):
     context_size: int = 4096
     #: Whether ``json_schema`` requests are enforced by the backend (grammar / guided decoding).
     supports_schema: bool = False
+
+    @property
+    def cache_identity(self) -> str:
+        """What the answer cache keys chat answers on: :attr:`identity`, plus any backend
+        setting that changes answers (llama.cpp's batched decoding), so answers made one way
+        are never served to a run that makes them the other way."""
+        return self.identity
 
     def complete(
         self,
