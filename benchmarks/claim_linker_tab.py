@@ -181,7 +181,7 @@ def main() -> None:
             llm_claims_rows[kind] = {"rate": res.value, "n": res.n, "claims_originals": res.details["claims_originals"],
                                      "claims_release": res.details["claims_release"],
                                      "seconds": round(time.perf_counter() - t, 1),
-                                     "timings": res.details["timings"],
+                                     "timings": attack.stats()["timings"][sub_rel.name],
                                      "examples": [attack.orig_claims_[0][k].text for k in range(min(4, len(attack.orig_claims_[0])))]}
         report["llm_claims_sample"] = {"release": rel0.name, "docs": llm_docs, "chars_per_doc": 1200,
                                        "rows": llm_claims_rows}
@@ -209,7 +209,7 @@ def main() -> None:
                 "judge_check": sem.details["judge_check"], "seconds": round(time.perf_counter() - t, 1),
                 "per_document": [{k: d.get(k) for k in ("id", "leakage", "lexical_leakage", "ratings")}
                                  for d in sem.documents],
-                "timings": link.details["timings"],
+                "timings": attack.stats()["timings"][link.release],
             }
             report["semantic_sample"] = scored
             Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False))  # partial results

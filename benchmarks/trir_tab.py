@@ -217,7 +217,7 @@ def main() -> None:
                 row["trir"][rel.name] = head.value
                 row["top5"][rel.name] = top5.value
                 row["correct"][rel.name] = {d.id: d.success for d in head.documents if d.success is not None}
-                predict_s = attack.stats()["trained_attacker"]["last_predict_seconds"]
+                predict_s = attack.stats()["timings"][rel.name]["predict"]
                 row["predict_wps"][rel.name] = round(head.details["prediction_windows"] / max(1e-9, predict_s), 1)
                 print(f"  seed {seed} {rel.name:45s} TRIR {head.value:.3f}  top5 {top5.value:.3f}", flush=True)
                 report["runs"][bgname]["seeds"][seed] = row  # written after every release: a cut run keeps its rows

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from attackers.claim_linker.auxiliary import AUX_SELECT, AuxSelect, paraphrase_claims, select_aux
@@ -148,10 +147,10 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         originals = scenario.originals
         if originals is None:
             raise AnonauditError("the claim linker needs the original documents (--originals)")
-        self.timings_: dict[str, float] = {}
+        self.fit_timings_: dict[str, float] = {}
         t = time.perf_counter()
         self.orig_claims_ = self._get_splitter().split(list(originals), progress=self.progress)
-        self.timings_["atomise_originals"] = time.perf_counter() - t
+        self.fit_timings_["atomise_originals"] = time.perf_counter() - t
         self.aux_index_: dict[str, list[int]] = {}
         for doc, claims in zip(originals, self.orig_claims_):
             rng = random.Random(f"{self.seed}:aux:{doc.id}")
@@ -164,7 +163,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
             t = time.perf_counter()
             queries, self.paraphrase_failures_ = paraphrase_claims(self._get_llm(), aux_texts, seed=self.seed,
                                                                   progress=self.progress)
-            self.timings_["paraphrase"] = time.perf_counter() - t
+            self.fit_timings_["paraphrase"] = time.perf_counter() - t
         it = iter(queries)
         self.aux_queries_ = {doc.id: [next(it) for _ in self.aux_index_[doc.id]] for doc in originals}
         self._fitted_on = originals
@@ -181,7 +180,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         docs = list(release.corpus)
         if not docs:
             raise AnonauditError(f"release {release.name!r} has no documents")
-        timings = dict(self.timings_)
+        timings = dict(self.fit_timings_)
         t = time.perf_counter()
         splitter = self._get_splitter()
         fallbacks_before = getattr(splitter, "fallbacks", 0)
@@ -226,8 +225,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
             results += self._score(originals, trials, links, docs, rel_claims, linker, release.name,
                                    correct_flags, timings)
             timings["score"] = time.perf_counter() - t
-        results[0] = replace(results[0], details={**results[0].details,
-                                                  "timings": {k: round(v, 3) for k, v in timings.items()}})
+        self.record_timing(release.name, timings)
         return results
 
     def _check_links(self, originals, trials: list[int], links: list[Link], docs: list[Document],

@@ -310,11 +310,11 @@ class PhraseSearchAttack(Attack):
             "index": {"dir": self.index_dir, "n_ngrams": index.config.get("n_ngrams"),
                       "hash_bits": index.config.get("hash", {}).get("hash_bits"),
                       "collection_fingerprint": index.config.get("collection_fingerprint")},
-            "seconds": round(time.perf_counter() - t0, 3),
             "explanation": (f"{linked} of {n} sanitized documents contain a phrase"
                             + (" or a combination of phrases" if self.arity > 1 else "")
                             + f" found in fewer than {self.k} documents of the collection, including the original."),
         }
+        self.record_timing(release.name, {"attack": time.perf_counter() - t0})
         head = Result.from_risk(self.name, release.name, risk(linked, n, min(1.0, (self.k - 1) / max(index.n_docs, 1))),
                                 details=details, documents=docs_out)
         total = sum(d["original_rare_ngrams"] for d in scored)

@@ -177,7 +177,7 @@ class SpanGuessAttack(Attack):
         targets = self._sample(all_targets)
         started = time.perf_counter()
         guesses = self.guesser().guess_many([(t.text, t.span) for t in targets], progress=self.progress)
-        llm_seconds = time.perf_counter() - started
+        self.record_timing(release.name, {"llm": time.perf_counter() - started})
 
         matcher.analyse_many([t.span.original or "" for t in all_targets] + [g for gs in guesses for g in gs])
         findings = []
@@ -204,8 +204,6 @@ class SpanGuessAttack(Attack):
                                 "among the release's other replaced spans"),
             "frequent_lemmas": sorted(matcher.frequent),
             "llm": getattr(self._get_llm(), "identity", "") or type(self._get_llm()).__name__,
-            "llm_seconds": round(llm_seconds, 3),
-            "spans_per_minute": round(60 * n / llm_seconds, 2) if llm_seconds > 0 and n else None,
             "params": self.get_params(),
         }
         return [Result.from_risk(self.name, release.name, headline, details=details,

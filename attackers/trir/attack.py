@@ -127,16 +127,16 @@ class TRIRAttack(TRIRTraining, Attack):
     def stats(self) -> dict[str, Any]:
         """How this run got its attacker (trained, or a cache hit) and how long things took: for
         the provenance, never the results, which must not depend on the state of the cache."""
+        out = super().stats()  # per-release timings
         t = self.trained_
         if t is None:
-            return {}
-        return {"trained_attacker": {
+            return out
+        return {**out, "trained_attacker": {
             "loaded_from_cache": bool(t.info.get("loaded_from_cache", False)),
             "cache_path": None if t.path is None else str(t.path),
             "cache_key": t.info.get("cache_key"),
             "base": t.info.get("base"),
             "train_seconds": t.info.get("train_seconds"),
-            "last_predict_seconds": getattr(self, "predict_seconds_", None),
             **{k: t.info.get(k) for k in ("chosen_epoch", "dev", "history", "notes")},
         }}
 
@@ -264,7 +264,7 @@ class TRIRAttack(TRIRTraining, Attack):
         docs = list(release.corpus)
         started = time.time()
         scores, windows, logits = self.predict([d.text for d in docs])
-        self.predict_seconds_ = round(time.time() - started, 2)
+        self.record_timing(release.name, {"predict": time.time() - started})
 
         of_doc: list[list[int]] = [[] for _ in docs]
         for w, d in enumerate(windows.doc):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
@@ -54,6 +55,19 @@ class Component(ABC):
         keeps ownership: the component never closes what it was given."""
         self.resources = resources
         return self
+
+    def record_timing(self, release: str, seconds: Mapping[str, float]) -> None:
+        """Keep how long the parts of the work on ``release`` took. They reach the run's
+        provenance through :meth:`stats`, never a result: results must be the same on any
+        machine, cold or warm, so two runs with one seed can be compared byte for byte."""
+        timings = self.__dict__.setdefault("timings_by_release_", {})
+        timings.setdefault(release, {}).update({k: round(float(v), 3) for k, v in seconds.items()})
+
+    def stats(self) -> dict[str, Any]:
+        """What this run of the component did that is not a finding (timings, cache hits, how a
+        model was obtained): the runner records it in the provenance after every release."""
+        timings = self.__dict__.get("timings_by_release_")
+        return {"timings": {k: dict(v) for k, v in timings.items()}} if timings else {}
 
     def close(self) -> None:
         """Release what the component loaded itself (a private set of resources, an index),

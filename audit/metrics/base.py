@@ -95,7 +95,10 @@ class UtilityMetric(Metric):
 
     def stats(self) -> dict[str, Any]:
         """Cache use of the shared context so far, for the run's provenance (never the results)."""
-        return {"caches": self.context.cache_stats()} if self.context is not None else {}
+        out = super().stats()
+        if self.context is not None:
+            out["caches"] = self.context.cache_stats()
+        return out
 
     def fit(self, scenario: Scenario) -> UtilityMetric:
         self._context(scenario)

@@ -88,7 +88,9 @@ class Resources:
                     from audit.core.progress import stage
                     from audit.models import specs
 
-                    with stage(f"loading {what} {spec or '(default)'}", enabled=self.progress):
+                    shown = {None: "(default)", "scorer": "(default scorer: the embedded 0.5B model through "
+                                                          "transformers)"}.get(spec, spec)
+                    with stage(f"loading {what} {shown}", enabled=self.progress):
                         found = specs.load_llm(spec, cache=bool(cache), cache_path=self.llm_cache_path)
                 self._llms[key] = found
             return found
