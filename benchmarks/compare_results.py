@@ -5,8 +5,9 @@
 Prints "identical" and exits 0 when every result (kind, name, release, value, interval, n,
 baseline, details and per-document findings) is the same; otherwise lists the first differences
 and exits 1. ``--legacy`` compares a file written before findings were typed with one written
-after: the keys a finding adds (success, summary, private, and an empty highlights list) are
-left out of the comparison, so what is compared is everything both layouts hold.
+after: the keys a finding adds (success, summary, private, and an empty highlights list) and the
+timings that moved from the results to the provenance are left out of the comparison, so what is
+compared is everything both layouts hold.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import json
 import sys
 
 ADDED = ("success", "summary", "private")
+#: Timings that results carried before they moved to the provenance (issue 13).
+MOVED = ("timings", "seconds", "llm_seconds", "spans_per_minute", "ic_seconds_per_document")
 
 
 def normalised(path: str, legacy: bool) -> dict[tuple[str, str, str], dict]:
@@ -24,6 +27,7 @@ def normalised(path: str, legacy: bool) -> dict[tuple[str, str, str], dict]:
     for r in data["results"]:
         r = dict(r)
         if legacy:
+            r["details"] = {k: v for k, v in (r.get("details") or {}).items() if k not in MOVED}
             docs = []
             for d in r.get("documents") or []:
                 d = {k: v for k, v in d.items() if k not in ADDED}
