@@ -7,6 +7,7 @@ They go through the registry like the real ones. Each appends a line to ``log``
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from audit.core.interfaces import Attack, Metric
@@ -402,3 +403,23 @@ def test_release_names_and_paths_may_contain_equals_signs(demo_dir):
     outcome = Audit(spec, registry=reg, progress=False, echo=None).run()
     assert set(outcome.releases) == {"x=y", "a=b"}
     assert len(outcome.releases["x=y"]) == len(outcome.releases["a=b"]) == 6
+
+
+def test_demo_says_when_presidio_is_not_installed(tmp_path, monkeypatch, capsys):
+    """The README promises a Presidio release in the demo; without the extra the demo must say
+    that it skipped it (on stderr and in the report), not silently run one release fewer."""
+    import importlib.util
+
+    from audit.cli.run import run_demo
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("presidio") else real(name, *a))
+    report = run_demo(tmp_path / "demo", n=4, seed=0, registry=toy_registry(), attacks=["toy_leak"],
+                      metrics=["toy_keep"], progress=False)
+    err = capsys.readouterr().err
+    assert "The Presidio release was skipped: Presidio is not installed (pip install 'anonaudit[presidio]')" in err
+    html = report.read_text(encoding="utf-8")
+    assert "The Presidio release was skipped" in html
+    releases = json.loads((tmp_path / "demo" / "results.json").read_text())["provenance"]["releases"]
+    assert "presidio" not in releases and "spacy_ner" in releases
