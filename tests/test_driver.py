@@ -211,3 +211,19 @@ def test_the_same_attack_through_an_audit_spec_and_the_report(data):
     html = Path(data / "out" / "report.html").read_text(encoding="utf-8")
     assert "toy_words" in html or "toy-words" in html
     assert "A toy adversary that looks for long words" in html
+
+
+def test_a_missing_input_file_is_named_by_its_option(tmp_path):
+    """A user typed --release, not releases[0].path: the error names the option and the file."""
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    runner = CliRunner()
+    orig = tmp_path / "orig.jsonl"
+    orig.write_text('{"id": "a", "text": "Alice went home."}\n')
+    result = runner.invoke(main, ["attack", "phrase-search", "--originals", str(orig),
+                                  "--release", f"x={tmp_path / 'nope.jsonl'}", "--out", str(tmp_path / "r.json")])
+    assert result.exit_code == 1
+    assert f"--release {tmp_path / 'nope.jsonl'}: file not found" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "r.json").exists()

@@ -114,6 +114,11 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
     reg = registry_of(ctx)
     if data.background and data.tri:
         raise AnonauditError("give the background with --background FILE, or --tri FILE (not both)")
+    # Name the option the user typed, not the key of the audit spec built from it below.
+    for option, value in (("--originals", data.originals), ("--background", data.background), ("--tri", data.tri),
+                          *(("--release", parse_release_spec(r)[1]) for r in data.releases)):
+        if value and not Path(value).expanduser().exists():
+            raise AnonauditError(f"{option} {value}: file not found")
     releases: list[dict[str, Any]] = []
     for item in data.releases:
         name, path = parse_release_spec(item)
