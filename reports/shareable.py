@@ -13,7 +13,9 @@ copy of the results that keeps only what can be shown outside the data owner:
 * ``details`` keep numbers and booleans at any depth, strings only under
   :data:`DETAIL_STRING_KEYS`, and nested mapping keys only when they look like a
   category (``PERSON``, ``direct_identifier``), never like a name;
-* keys named like originals (:data:`DENY`) are dropped even when their value is a number.
+* keys named like originals (:data:`DENY`) are dropped even when their value is a number, and
+  so are such facts of a finding that its attack forgot to name private (a safety net: a new
+  attack's ``guess`` or ``original`` never reaches a shared report by an oversight).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def _finding(f: Finding) -> Finding:
     """The finding without its private facts (and summary, when private) and highlight notes."""
     return Finding(id=f.id, success=f.success, summary="" if "summary" in f.private else f.summary,
                    highlights=tuple(_highlight(h) for h in f.highlights), highlights_in=f.highlights_in,
-                   facts={k: v for k, v in f.facts.items() if k not in f.private}, private=f.private)
+                   facts={k: v for k, v in f.facts.items() if k not in f.private and not DENY.match(k)},
+                   private=f.private)
 
 
 def _highlight(h: Highlight) -> Highlight:

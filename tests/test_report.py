@@ -234,6 +234,17 @@ def test_private_facts_of_a_finding_never_reach_the_shareable_report():
     assert out.summary == "" and out.highlights == (Highlight(0, 5, "span"),) and out.success is True
 
 
+def test_facts_named_like_originals_stay_out_even_when_not_marked_private():
+    """A new attack that forgets to mark its ``original`` or ``guesses`` private still does not
+    leak them into a shared report: key names like those of originals are a safety net."""
+    rf = ResultsFile()
+    finding = Finding("d1", False, facts={"original": "PRIVORIG", "guesses": ["PRIVGUESS"], "rank": 2})
+    rf.add(Result.from_risk("new_attack", "r", risk(0, 1, 0.1), documents=[finding]))
+    assert dict(shareable(rf).results[0].documents[0].facts) == {"rank": 2}
+    html = render(rf, texts={"r": {"d1": "Hello there"}}, shareable=True)
+    assert "PRIVORIG" not in html and "PRIVGUESS" not in html
+
+
 def _four_attack_results(tmp_path, monkeypatch) -> ResultsFile:
     """Each of the four attacks run for real on a small scenario, with scripted models."""
     monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
