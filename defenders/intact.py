@@ -150,8 +150,15 @@ class _Entity:
     choice: str | None = None
 
 
+#: The counts of :meth:`IntactSanitizer.stats`, per release. ``unparsable_candidates``: candidate
+#: answers with no usable candidate; ``unparsable_guesses``: attack answers with no guess (the
+#: candidate then counts as risky); ``fallbacks`` = ``fallbacks_no_candidate`` +
+#: ``fallbacks_all_risky``; ``chosen_rank``: how often the k-th candidate (1 = most specific) won.
 _COUNTS = ("documents", "entities", "mentions", "placeholders", "date_rules", "candidate_requests",
-           "attack_requests", "llm_requests", "unparsable", "fallbacks", "dropped_candidates")
+           "attack_requests", "llm_requests", "unparsable_candidates", "unparsable_guesses", "fallbacks",
+           "fallbacks_no_candidate", "fallbacks_all_risky", "dropped_candidates")
+#: Longer "candidates" are explanations or refusals, not replacements.
+MAX_CANDIDATE_WORDS = 15
 
 
 @register("sanitizer")
@@ -233,7 +240,8 @@ class IntactSanitizer(Sanitizer):
     def stats(self) -> dict[str, Any]:
         out = super().stats()
         if self._counts:
-            out["counts"] = {k: dict(v) for k, v in self._counts.items()}
+            out["counts"] = {k: {**v, "chosen_rank": dict(sorted(v["chosen_rank"].items(), key=lambda kv: int(kv[0])))}
+                             for k, v in self._counts.items()}
         return out
 
     # ------------------------------------------------------------------ spans
@@ -336,11 +344,12 @@ class IntactSanitizer(Sanitizer):
             parsed = parse_guesses(answer)
             original = normalise(ent.original)
             kept = [c for c in parsed  # no candidate repeats the original, or any other original of the document
-                    if original not in normalise(c) and not any(o.search(normalise(c)) for o in others)]
+                    if original not in normalise(c) and not any(o.search(normalise(c)) for o in others)
+                    and len(c.split()) <= MAX_CANDIDATE_WORDS]
             counts["dropped_candidates"] += len(parsed) - len(kept)
             ent.candidates = kept[:self.candidates]
             if not parsed:
-                counts["unparsable"] += 1
+                counts["unparsable_candidates"] += 1
 
     # ------------------------------------------------------------------ selection
 
@@ -389,7 +398,7 @@ class IntactSanitizer(Sanitizer):
                 counts["attack_requests"] += len(items)
                 for candidate, guesses in zip(ent.candidates, answers):
                     if not guesses:
-                        counts["unparsable"] += 1
+                        counts["unparsable_guesses"] += 1
                         continue  # an attack answer we cannot read proves nothing: not safe
                     if matcher.first_match(ent.original, guesses, ent.label or None) is None:
                         ent.choice = candidate
@@ -397,6 +406,10 @@ class IntactSanitizer(Sanitizer):
             if ent.choice is None:
                 ent.choice = self._fallback(ent.label)
                 counts["fallbacks"] += 1
+                counts["fallbacks_all_risky" if ent.candidates else "fallbacks_no_candidate"] += 1
+            elif ent.kind != "placeholder":
+                rank = str(ent.candidates.index(ent.choice) + 1)
+                counts["chosen_rank"][rank] = counts["chosen_rank"].get(rank, 0) + 1
 
     # ------------------------------------------------------------------ sanitize
 
@@ -404,7 +417,7 @@ class IntactSanitizer(Sanitizer):
         name = name or self.name
         started = time.perf_counter()
         spans = self._spans(corpus)
-        counts: dict[str, Any] = {"selection": self.selection, **dict.fromkeys(_COUNTS, 0)}
+        counts: dict[str, Any] = {"selection": self.selection, **dict.fromkeys(_COUNTS, 0), "chosen_rank": {}}
         guesser = matcher = None
         if self.selection == "attack":
             nlp = resources_of(self).spacy(disable=("parser", "ner"))

@@ -66,6 +66,8 @@ def sanitize(llm, **kw) -> tuple[IntactSanitizer, Release]:
 
 
 def check_release(orig: Corpus, rel: Release) -> None:
+    rel.check_against(orig)
+    assert rel.aligned and rel.corpus.ids == orig.ids
     for doc in rel.corpus:
         src = orig[doc.id]
         for s in doc.spans:
@@ -91,7 +93,10 @@ def test_attack_selection_takes_the_first_safe_candidate_and_records_every_repla
     assert counts["entities"] == 6 + 3 and counts["mentions"] == 8 + 3
     assert counts["placeholders"] == 3 + 1 and counts["date_rules"] == 2
     assert counts["candidate_requests"] == 2 + 1  # Ankara and Serco in d1, Serco in d2
-    assert counts["fallbacks"] == 2 and counts["unparsable"] == 0
+    assert counts["fallbacks"] == counts["fallbacks_all_risky"] == 2
+    assert counts["unparsable_candidates"] == counts["unparsable_guesses"] == 0
+    # Ankara: 2nd candidate; d1's date: 2nd (year); d2's date: 1st (month year)
+    assert counts["chosen_rank"] == {"1": 1, "2": 2}
     assert counts["llm_requests"] == counts["candidate_requests"] + counts["attack_requests"] == len(llm.calls)
 
 
@@ -156,7 +161,7 @@ def test_unparsable_answers_fall_back_to_the_label():
     reps = {s.original: s.replacement for s in rel.corpus["d1"].spans}
     assert reps["Ankara"] == reps["ankara"] == "[LOC]"
     counts = san.stats()["counts"]["rel"]
-    assert counts["unparsable"] == 1 and counts["fallbacks"] == 1
+    assert counts["unparsable_candidates"] == 1 and counts["fallbacks"] == counts["fallbacks_no_candidate"] == 1
 
 
 def test_unreadable_attack_answers_count_as_risky():
@@ -165,8 +170,8 @@ def test_unreadable_attack_answers_count_as_risky():
     san, rel = sanitize(ScriptedLLM(answer))
     assert {s.replacement for s in rel.corpus["d1"].spans if s.label == "LOC"} == {"[LOC]"}
     counts = san.stats()["counts"]["rel"]
-    assert counts["fallbacks"] == 3 + 2  # LOC, DATETIME, ORG in d1; ORG, DATE in d2
-    assert counts["unparsable"] == counts["attack_requests"]
+    assert counts["fallbacks"] == counts["fallbacks_all_risky"] == 3 + 2  # LOC, DATETIME, ORG in d1; ORG, DATE in d2
+    assert counts["unparsable_guesses"] == counts["attack_requests"] and counts["chosen_rank"] == {}
 
 
 def test_candidates_repeating_the_original_are_dropped():
@@ -177,10 +182,12 @@ def test_candidates_repeating_the_original_are_dropped():
 
 
 def test_candidates_naming_another_entity_are_dropped():
-    cands = {**CANDIDATES, "Serco Limited": ["Ali Yalman", "a company run by ali yalman", "a company", "a firm"]}
+    cands = {**CANDIDATES, "Serco Limited": ["Ali Yalman", "a company run by ali yalman",
+                                             "I am sorry but I cannot help with replacing the names of real companies in legal documents like this one",
+                                             "a company", "a firm"]}
     san, rel = sanitize(ScriptedLLM(script(candidates=cands)), selection="most_specific")
     assert {s.original: s.replacement for s in rel.corpus["d1"].spans}["Serco Limited"] == "a company"
-    assert san.stats()["counts"]["rel"]["dropped_candidates"] == 2
+    assert san.stats()["counts"]["rel"]["dropped_candidates"] == 3 + 1  # d2 has no Ali Yalman: only the refusal goes
 
 
 def test_structured_requests_ask_for_exactly_m_strings():
