@@ -1,0 +1,442 @@
+"""INTACT: replace each personal detail with a truthful generalisation that an LLM cannot invert.
+
+After "INTACT: truthful sanitization" (Algorithm 1), with our own prompts:
+
+1. **Spans.** The spans to sanitize are the documents' annotations (gold spans), or what a
+   registered detector finds (``detector="spacy_ner"`` or ``"presidio"``). Overlapping spans
+   keep the outermost one, exactly as :func:`audit.core.data.sanitize_corpus` does (nested
+   mentions such as ``Serco Limited ("Serco")`` are sanitized as the outer span).
+2. **Entities.** Mentions are grouped per document by ``entity_id`` when the span has one, else
+   by their text (case-insensitive); later mentions reuse the first mention's replacement.
+3. **Candidates.** ``PERSON`` and ``CODE`` entities become placeholders numbered per label and
+   document in order of first mention (``PERSON_1``, ``PERSON_2``, ``CODE_1``); dates in a
+   standard format ("12 March 1999", "March 12, 1999", "March 1999", "1999-03-12", "1999")
+   get rule-based generalisations (month year, year, part of the decade, decade, century)
+   without the LLM; every other entity gets one LLM request with its sentence, the span
+   marked, asking for ``candidates`` replacements that are true of the original, from the
+   most to the least specific (a JSON array, enforced by schema where the backend can).
+   Candidates that contain the original, or the original text of any span of the document,
+   are dropped (counted as ``dropped_candidates``).
+4. **Selection.** ``most_specific`` / ``least_specific`` take the first / last candidate.
+   ``attack`` runs the inference attack of the paper: the current document, with the
+   replacements already chosen, the most specific candidate for the entities still to come
+   and the candidate under test for this entity, goes to the span-guessing prompt of
+   :mod:`attackers.span_guess` for ``guesses`` guesses; a candidate is risky when a guess
+   recovers the original under the MATCH rules. The first candidate that is not risky wins;
+   when all are (or no answer could be parsed) the entity gets its label (``[LOC]``).
+
+Every LLM request goes through ``resources_of(self).llm(self.llm)`` (the answer cache), seeded
+with ``seed``; the requests of one step are sent as one batch. :meth:`IntactSanitizer.stats`
+gives the counts of each release (entities, requests, fallbacks, unparsable answers).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from attackers.span_guess.guesser import SpanGuesser, parse_guesses
+from attackers.span_guess.matcher import DATE_LABELS, Matcher, corpus_matcher, normalise
+from audit.core.data import Corpus, Document, Release, Span, outermost, sanitize_corpus
+from audit.core.errors import AnonauditError
+from audit.core.interfaces import Sanitizer
+from audit.core.progress import bar
+from audit.core.registry import register, registry
+from audit.models.llm import LLM, ChatRequest
+from audit.models.resources import resources_of
+
+Selection = Literal["attack", "most_specific", "least_specific"]
+SELECTIONS = ("attack", "most_specific", "least_specific")
+
+#: Labels replaced by numbered placeholders instead of generalisations.
+PLACEHOLDER_LABELS = ("PERSON", "CODE")
+
+
+# =========================================================================== dates
+
+_MONTHS = ("January February March April May June July August September October November "
+           "December").split()
+_MONTH_OF = {m.lower(): m for m in _MONTHS} | {m[:3].lower(): m for m in _MONTHS} | {"sept": "September"}
+_M = r"(?P<month>" + "|".join(sorted(_MONTH_OF, key=len, reverse=True)) + r")\.?"
+_D = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_Y = r"(?P<year>(?:1[0-9]|20)\d\d)"
+_DATE_FORMS = [
+    re.compile(rf"^(?:the\s+)?{_D}\s+(?:of\s+)?{_M},?\s+{_Y}$", re.I),  # 12 March 1999, 12th of March 1999
+    re.compile(rf"^{_M}\s+{_D},?\s+{_Y}$", re.I),  # March 12, 1999
+    re.compile(rf"^{_Y}-(?P<mnum>[01]?\d)-(?P<day>[0-3]?\d)$"),  # 1999-03-12
+    re.compile(rf"^(?:in\s+)?{_M},?\s+{_Y}$", re.I),  # March 1999
+    re.compile(rf"^(?:in\s+)?{_Y}$"),  # 1999
+]
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def date_generalisations(text: str) -> list[str] | None:
+    """Truthful generalisations of a date in a standard format, most specific first
+    (``None`` when ``text`` is not one): "12 March 1999" gives "March 1999", "1999",
+    "late 1990s", "1990s", "20th century". Parts of a decade: early (0-3), mid (4-6),
+    late (7-9); centuries are counted strictly (2000 is in the 20th century)."""
+    text = " ".join(text.split()).strip(" .,;")
+    for form in _DATE_FORMS:
+        m = form.match(text)
+        if not m:
+            continue
+        groups = m.groupdict()
+        year = int(groups["year"])
+        month = None
+        if groups.get("month"):
+            month = _MONTH_OF[groups["month"].lower()]
+        elif groups.get("mnum"):
+            n = int(groups["mnum"])
+            if not 1 <= n <= 12:
+                return None
+            month = _MONTHS[n - 1]
+        day = groups.get("day")
+        if day is not None and not 1 <= int(day) <= 31:
+            return None
+        out = []
+        if day is not None and month:
+            out.append(f"{month} {year}")
+        if month:
+            out.append(str(year))
+        decade = year - year % 10
+        part = "early" if year % 10 <= 3 else ("mid" if year % 10 <= 6 else "late")
+        out += [f"{part} {decade}s", f"{decade}s", f"{_ordinal((year - 1) // 100 + 1)} century"]
+        return out
+    return None
+
+
+# =========================================================================== candidates prompt
+
+_CANDIDATE_SYSTEM = (
+    "You help publish documents without exposing personal details. In the sentence below, the words "
+    "between double square brackets [[...]] must be replaced. Propose exactly {m} replacements, each a "
+    "short phrase that is still TRUE of the bracketed words (a broader category, region, period, range "
+    "or description) but says less than they do. Order them from the most specific (closest to the "
+    "original) to the least specific (most general). Never repeat the original words or any part of "
+    "them.\nAnswer with a JSON array of {m} strings and nothing else."
+)
+_CANDIDATE_EXAMPLE = ("Sentence: She moved to [[Gdansk]] after the war.\nType of detail: LOC\n"
+                      "Replacements, most specific first:")
+_CANDIDATE_EXAMPLE_ANSWER = ["a port city in northern Poland", "a city in Poland", "a city in Central Europe",
+                             "a European city", "a city"]
+
+
+def _candidate_user(sentence: str, label: str) -> str:
+    kind = f"\nType of detail: {label}" if label else ""
+    return f"Sentence: {sentence}{kind}\nReplacements, most specific first:"
+
+
+# =========================================================================== bookkeeping
+
+
+@dataclass
+class _Entity:
+    """One entity of a document: its mentions (outermost spans, in order) and its fate."""
+
+    key: str
+    label: str
+    mentions: list[Span]
+    original: str
+    candidates: list[str] = field(default_factory=list)
+    kind: str = "llm"  # "placeholder", "date" or "llm"
+    choice: str | None = None
+
+
+#: The counts of :meth:`IntactSanitizer.stats`, per release. ``unparsable_candidates``: candidate
+#: answers with no usable candidate; ``unparsable_guesses``: attack answers with no guess (the
+#: candidate then counts as risky); ``fallbacks`` = ``fallbacks_no_candidate`` +
+#: ``fallbacks_all_risky``; ``chosen_rank``: how often the k-th candidate (1 = most specific) won.
+_COUNTS = ("documents", "entities", "mentions", "placeholders", "date_rules", "candidate_requests",
+           "attack_requests", "llm_requests", "unparsable_candidates", "unparsable_guesses", "fallbacks",
+           "fallbacks_no_candidate", "fallbacks_all_risky", "dropped_candidates")
+#: Longer "candidates" are explanations or refusals, not replacements.
+MAX_CANDIDATE_WORDS = 15
+
+
+@register("sanitizer")
+class IntactSanitizer(Sanitizer):
+    """Truthful generalisations chosen against an LLM inference attack (INTACT)."""
+
+    name: ClassVar[str] = "intact"
+    description: ClassVar[str] = (
+        "Replaces each personal detail with a truthful but more general description proposed by a language "
+        "model (a city becomes \"a port city in northern Poland\", a date its month or decade), names and "
+        "codes with numbered placeholders, and keeps the most specific description that the same model "
+        "cannot turn back into the original when it reads the sanitized document; a detail that every "
+        "description gives away is replaced by its category.")
+
+    def __init__(self, selection: Selection = "attack", candidates: int = 5, guesses: int = 5,
+                 llm: str | LLM | None = None, seed: int = 0, detector: str | None = None,
+                 labels: Sequence[str] | None = None, placeholders: Sequence[str] | None = PLACEHOLDER_LABELS,
+                 template: str = "[{label}]", frequent_lemmas: int = 200, context_tokens: int | None = None,
+                 structured: bool | None = None, cache: bool = True, progress: bool = True):
+        """
+        selection: how a candidate is chosen: attack (the first the LLM cannot invert), most_specific or least_specific.
+        candidates: generalisations asked for per entity, most specific first.
+        guesses: guesses of the attack per candidate.
+        llm: the LLM that proposes and attacks (a spec, see ``anonaudit models list``, or an LLM object).
+        detector: a span detector (spacy_ner or presidio) instead of the documents' annotated spans.
+        labels: only sanitize spans with these labels (default: every span).
+        placeholders: labels replaced by numbered placeholders such as PERSON_1.
+        template: the fallback replacement, with {label} for the span's label.
+        frequent_lemmas: the attack's MATCH leaves out the N most frequent lemmas of the corpus.
+        context_tokens: at most this many tokens of document context per attack prompt (default: what fits).
+        structured: ask for JSON by schema (default: when the backend enforces schemas).
+        cache: read and write the LLM answer cache.
+        """
+        self.selection = selection
+        self.candidates = candidates
+        self.guesses = guesses
+        self.llm = llm
+        self.seed = seed
+        self.detector = detector
+        self.labels = labels
+        self.placeholders = placeholders
+        self.template = template
+        self.frequent_lemmas = frequent_lemmas
+        self.context_tokens = context_tokens
+        self.structured = structured
+        self.cache = cache
+        self.progress = progress
+        if selection not in SELECTIONS:
+            raise AnonauditError(f"intact: selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
+        if not 1 <= candidates <= 20:
+            raise AnonauditError(f"intact: candidates must be between 1 and 20, got {candidates!r}")
+        if not 1 <= guesses <= 20:
+            raise AnonauditError(f"intact: guesses must be between 1 and 20, got {guesses!r}")
+        if detector is not None and detector not in ("spacy_ner", "presidio"):
+            raise AnonauditError(f"intact: detector must be spacy_ner or presidio, got {detector!r}")
+        self._llm: LLM | None = None
+        self._counts: dict[str, dict[str, Any]] = {}
+
+    def get_params(self) -> dict[str, Any]:
+        params = super().get_params()
+        if isinstance(params.get("llm"), LLM):
+            params["llm"] = params["llm"].identity or type(params["llm"]).__name__
+        for key in ("labels", "placeholders"):
+            if params.get(key) is not None:
+                params[key] = list(params[key])
+        return params
+
+    # ------------------------------------------------------------------ resources
+
+    def _get_llm(self) -> LLM:
+        if self._llm is None:
+            self._llm = resources_of(self).llm(self.llm, cache=self.cache)
+        return self._llm
+
+    def close(self) -> None:
+        self._llm = None
+        super().close()
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        if self._counts:
+            out["counts"] = {k: {**v, "chosen_rank": dict(sorted(v["chosen_rank"].items(), key=lambda kv: int(kv[0])))}
+                             for k, v in self._counts.items()}
+        return out
+
+    # ------------------------------------------------------------------ spans
+
+    def _spans(self, corpus: Corpus) -> dict[str, list[Span]]:
+        if self.detector is None:
+            missing = [doc.id for doc in corpus if not doc.spans]
+            if missing:
+                more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+                raise AnonauditError(
+                    f"intact: document {missing[0]!r}{more} has no spans to sanitize: give annotated documents "
+                    "or detector=spacy_ner")
+            found = {doc.id: list(doc.spans) for doc in corpus}
+        else:
+            det = registry.create("sanitizer", self.detector).use(resources_of(self))
+            if self.detector == "spacy_ner":
+                found = dict(zip(corpus.ids, det.detect(doc.text for doc in corpus)))
+            else:
+                found = {doc.id: det.detect(doc.text) for doc in corpus}
+        wanted = None if self.labels is None else {x.upper() for x in self.labels}
+        return {doc_id: [Span(s.start, s.end, s.label, s.entity_id, s.identifier_type) for s in spans
+                         if wanted is None or (s.label or "").upper() in wanted]
+                for doc_id, spans in found.items()}
+
+    def _entities(self, doc: Document, spans: list[Span]) -> list[_Entity]:
+        kept, _ = outermost(spans)
+        entities: dict[str, _Entity] = {}
+        for span in kept:
+            text = doc.text[span.start:span.end]
+            key = f"id:{span.entity_id}" if span.entity_id else f"text:{' '.join(text.lower().split())}"
+            ent = entities.get(key)
+            if ent is None:
+                entities[key] = _Entity(key, span.label or "", [span], text)
+            else:
+                ent.mentions.append(span)
+        return list(entities.values())
+
+    def _fallback(self, label: str) -> str:
+        return self.template.format(label=(label or "REDACTED").upper())
+
+    # ------------------------------------------------------------------ candidates
+
+    def _schema(self, n: int) -> dict[str, Any] | None:
+        structured = self.structured
+        if structured is None:
+            structured = bool(getattr(self._get_llm(), "supports_schema", False))
+        if not structured:
+            return None
+        return {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": n, "maxItems": n}
+
+    def candidate_request(self, sentence: str, label: str) -> ChatRequest:
+        """The request for the generalisations of the span marked ``[[...]]`` in ``sentence``."""
+        m = self.candidates
+        example = (_CANDIDATE_EXAMPLE_ANSWER * (1 + m // len(_CANDIDATE_EXAMPLE_ANSWER)))[:m]
+        messages = [
+            {"role": "system", "content": _CANDIDATE_SYSTEM.format(m=m)},
+            {"role": "user", "content": _CANDIDATE_EXAMPLE},
+            {"role": "assistant", "content": json.dumps(example, ensure_ascii=False)},
+            {"role": "user", "content": _candidate_user(sentence, label)},
+        ]
+        return ChatRequest.make(messages, temperature=0.0, max_tokens=32 + 20 * m, seed=self.seed,
+                                json_schema=self._schema(m))
+
+    def _sentence(self, text: str, bounds: list[tuple[int, int]], span: Span) -> str:
+        inside = [(s, e) for s, e in bounds if s < span.end and span.start < e] or [(span.start, span.end)]
+        lo, hi = min(s for s, _ in inside), max(e for _, e in inside)
+        lo, hi = min(lo, span.start), max(hi, span.end)
+        return (text[lo:span.start] + "[[" + text[span.start:span.end] + "]]" + text[span.end:hi]).strip()
+
+    def _candidates(self, doc: Document, entities: list[_Entity], counts: dict[str, Any]) -> None:
+        placeholder_labels = {x.upper() for x in (self.placeholders or ())}
+        numbers: dict[str, int] = {}
+        asked: list[_Entity] = []
+        for ent in entities:
+            label = ent.label.upper()
+            if label in placeholder_labels:
+                numbers[label] = numbers.get(label, 0) + 1
+                ent.kind, ent.candidates = "placeholder", [f"{label}_{numbers[label]}"]
+                counts["placeholders"] += 1
+                continue
+            if label in DATE_LABELS or not label:
+                rules = date_generalisations(ent.original)
+                if rules:
+                    ent.kind, ent.candidates = "date", rules
+                    counts["date_rules"] += 1
+                    continue
+            asked.append(ent)
+        if not asked:
+            return
+        bounds = resources_of(self).spacy(disable=("ner",)).sentences(doc.text)
+        requests = [self.candidate_request(self._sentence(doc.text, bounds, ent.mentions[0]), ent.label)
+                    for ent in asked]
+        answers = self._get_llm().complete_batch(requests)
+        counts["candidate_requests"] += len(requests)
+        # every original of the document, so that no candidate names another entity in clear
+        # (a small model readily proposes a person of the same sentence for an organisation)
+        others = [re.compile(rf"(?<!\w){re.escape(o)}(?!\w)")
+                  for o in {normalise(doc.text[s.start:s.end]) for e in entities for s in e.mentions} if o]
+        for ent, answer in zip(asked, answers):
+            parsed = parse_guesses(answer)
+            original = normalise(ent.original)
+            kept = [c for c in parsed  # no candidate repeats the original, or any other original of the document
+                    if original not in normalise(c) and not any(o.search(normalise(c)) for o in others)
+                    and len(c.split()) <= MAX_CANDIDATE_WORDS]
+            counts["dropped_candidates"] += len(parsed) - len(kept)
+            ent.candidates = kept[:self.candidates]
+            if not parsed:
+                counts["unparsable_candidates"] += 1
+
+    # ------------------------------------------------------------------ selection
+
+    def _render(self, doc: Document, entities: list[_Entity], testing: _Entity | None = None,
+                candidate: str = "") -> tuple[str, Span | None]:
+        """The document with every entity replaced (chosen, else most specific candidate, else the
+        label; ``testing`` by ``candidate``) and the offsets of ``testing``'s first mention in it."""
+        by_span: list[tuple[Span, str, bool]] = []
+        for ent in entities:
+            if ent is testing:
+                repl = candidate
+            elif ent.choice is not None:
+                repl = ent.choice
+            else:
+                repl = ent.candidates[0] if ent.candidates else self._fallback(ent.label)
+            for i, span in enumerate(ent.mentions):
+                by_span.append((span, repl, ent is testing and i == 0))
+        by_span.sort(key=lambda t: t[0].start)
+        pieces, cursor, out_len, marked = [], 0, 0, None
+        for span, repl, is_target in by_span:
+            gap = doc.text[cursor:span.start]
+            pieces += [gap, repl]
+            out_len += len(gap)
+            if is_target:
+                marked = Span(out_len, out_len + len(repl), span.label)
+            out_len += len(repl)
+            cursor = span.end
+        pieces.append(doc.text[cursor:])
+        return "".join(pieces), marked
+
+    def _select(self, doc: Document, entities: list[_Entity], counts: dict[str, Any], guesser: SpanGuesser | None,
+                matcher: Matcher | None) -> None:
+        for ent in bar(entities, desc=f"intact {doc.id}", unit="entity", enabled=self.progress):
+            if ent.kind == "placeholder":
+                ent.choice = ent.candidates[0]
+            elif not ent.candidates:
+                ent.choice = None
+            elif self.selection == "most_specific":
+                ent.choice = ent.candidates[0]
+            elif self.selection == "least_specific":
+                ent.choice = ent.candidates[-1]
+            else:
+                assert guesser is not None and matcher is not None
+                items = [self._render(doc, entities, ent, c) for c in ent.candidates]
+                answers = guesser.guess_many([(text, span) for text, span in items])
+                counts["attack_requests"] += len(items)
+                for candidate, guesses in zip(ent.candidates, answers):
+                    if not guesses:
+                        counts["unparsable_guesses"] += 1
+                        continue  # an attack answer we cannot read proves nothing: not safe
+                    if matcher.first_match(ent.original, guesses, ent.label or None) is None:
+                        ent.choice = candidate
+                        break
+            if ent.choice is None:
+                ent.choice = self._fallback(ent.label)
+                counts["fallbacks"] += 1
+                counts["fallbacks_all_risky" if ent.candidates else "fallbacks_no_candidate"] += 1
+            elif ent.kind != "placeholder":
+                rank = str(ent.candidates.index(ent.choice) + 1)
+                counts["chosen_rank"][rank] = counts["chosen_rank"].get(rank, 0) + 1
+
+    # ------------------------------------------------------------------ sanitize
+
+    def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
+        name = name or self.name
+        started = time.perf_counter()
+        spans = self._spans(corpus)
+        counts: dict[str, Any] = {"selection": self.selection, **dict.fromkeys(_COUNTS, 0), "chosen_rank": {}}
+        guesser = matcher = None
+        if self.selection == "attack":
+            nlp = resources_of(self).spacy(disable=("parser", "ner"))
+            matcher = corpus_matcher(corpus, self.frequent_lemmas, nlp)
+            if matcher.nlp is None:
+                matcher.nlp = nlp
+            guesser = SpanGuesser(self._get_llm(), guesses=self.guesses, context_tokens=self.context_tokens,
+                                  seed=self.seed, structured=self.structured)
+        replaced: dict[str, list[Span]] = {}
+        for doc in corpus:
+            entities = self._entities(doc, spans.get(doc.id, []))
+            counts["documents"] += 1
+            counts["entities"] += len(entities)
+            counts["mentions"] += sum(len(e.mentions) for e in entities)
+            self._candidates(doc, entities, counts)
+            self._select(doc, entities, counts, guesser, matcher)
+            replaced[doc.id] = [Span(s.start, s.end, s.label, s.entity_id, s.identifier_type, replacement=e.choice)
+                                for e in entities for s in e.mentions]
+        counts["llm_requests"] = counts["candidate_requests"] + counts["attack_requests"]
+        self._counts[name] = counts
+        self.record_timing(name, {"sanitize": time.perf_counter() - started})
+        return sanitize_corpus(corpus, replaced, name=name, sanitizer=self.name, source=corpus.source)

@@ -1,0 +1,246 @@
+"""INTACT sanitizer: candidates, placeholders, date rules, the three selections, the release, resume."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from audit.core.data import Corpus, Document, Release, Span
+from audit.core.errors import AnonauditError
+from audit.models.cache import CachedLLM
+from audit.models.llm import ChatRequest, ScriptedLLM
+from defenders.intact import IntactSanitizer, date_generalisations
+
+TEXT = ("Galip Yalman was born in Ankara on 12 March 1999. Yalman later left ankara to work for "
+        "Serco Limited under reference 36110/97; his brother Ali Yalman stayed.")
+
+CANDIDATES = {
+    "Ankara": ["the capital of Turkey", "a city in central Anatolia", "a Turkish city", "a city in Asia", "a city"],
+    "Serco Limited": ["a British outsourcing company", "an outsourcing company", "a services company",
+                      "a company", "an organisation"],
+}
+#: attack answers by the candidate shown in [[...]]; anything else gets harmless guesses
+RISKY = {"the capital of Turkey": ["Ankara", "Istanbul"], "March 1999": ["12 March 1999"],
+         **{c: ["Serco Limited"] for c in CANDIDATES["Serco Limited"]}}
+
+
+def _sp(text: str, s: str, label: str, entity_id: str | None = None, nth: int = 0) -> Span:
+    i = -1
+    for _ in range(nth + 1):
+        i = text.index(s, i + 1)
+    return Span(i, i + len(s), label, entity_id)
+
+
+def corpus() -> Corpus:
+    spans = (_sp(TEXT, "Galip Yalman", "PERSON", "e1"), _sp(TEXT, "Ankara", "LOC"),
+             _sp(TEXT, "12 March 1999", "DATETIME"), _sp(TEXT, "Yalman", "PERSON", "e1", nth=1),
+             _sp(TEXT, "ankara", "LOC"), _sp(TEXT, "Serco Limited", "ORG"), _sp(TEXT, "36110/97", "CODE"),
+             _sp(TEXT, "Ali Yalman", "PERSON", "e2"))
+    other = "Serco Limited hired Maria Lopez in 2003-07-15."
+    return Corpus([Document("d1", TEXT, "p1", spans),
+                   Document("d2", other, "p2", (_sp(other, "Serco Limited", "ORG"), _sp(other, "Maria Lopez", "PERSON"),
+                                                _sp(other, "2003-07-15", "DATE")))], name="orig")
+
+
+def _marked(request: ChatRequest) -> str:
+    return re.findall(r"\[\[(.*?)\]\]", request.messages[-1][1])[-1]
+
+
+def is_candidate_request(request: ChatRequest) -> bool:
+    return request.messages[0][1].startswith("You help publish")
+
+
+def script(candidates=CANDIDATES, risky=RISKY):
+    def answer(request: ChatRequest) -> str:
+        if is_candidate_request(request):
+            return json.dumps(candidates.get(_marked(request), []))
+        return json.dumps(risky.get(_marked(request), ["Izmir", "Bursa"]))
+    return answer
+
+
+def sanitize(llm, **kw) -> tuple[IntactSanitizer, Release]:
+    san = IntactSanitizer(llm=llm, frequent_lemmas=0, progress=False, **kw)
+    return san, san.sanitize(corpus(), name="rel")
+
+
+def check_release(orig: Corpus, rel: Release) -> None:
+    rel.check_against(orig)
+    assert rel.aligned and rel.corpus.ids == orig.ids
+    for doc in rel.corpus:
+        src = orig[doc.id]
+        for s in doc.spans:
+            assert doc.text[s.start:s.end] == s.replacement
+            assert src.text[s.orig_start:s.orig_end] == s.original
+            assert s.replacement and s.replacement.lower() != s.original.lower()
+
+
+def test_attack_selection_takes_the_first_safe_candidate_and_records_every_replacement():
+    llm = ScriptedLLM(script())
+    san, rel = sanitize(llm)
+    doc = rel.corpus["d1"]
+    assert doc.text == ("PERSON_1 was born in a city in central Anatolia on 1999. PERSON_1 later left a city in "
+                        "central Anatolia to work for [ORG] under reference CODE_1; his brother PERSON_2 stayed.")
+    assert [(s.original, s.replacement) for s in doc.spans][:3] == [
+        ("Galip Yalman", "PERSON_1"), ("Ankara", "a city in central Anatolia"), ("12 March 1999", "1999")]
+    check_release(corpus(), rel)
+    assert rel.sanitizer == "intact" and rel.name == "rel"
+    # d2: placeholders restart per document; the date's first generalisation is safe
+    assert rel.corpus["d2"].text == "[ORG] hired PERSON_1 in July 2003."
+    counts = san.stats()["counts"]["rel"]
+    assert counts["selection"] == "attack"
+    assert counts["entities"] == 6 + 3 and counts["mentions"] == 8 + 3
+    assert counts["placeholders"] == 3 + 1 and counts["date_rules"] == 2
+    assert counts["candidate_requests"] == 2 + 1  # Ankara and Serco in d1, Serco in d2
+    assert counts["fallbacks"] == counts["fallbacks_all_risky"] == 2
+    assert counts["unparsable_candidates"] == counts["unparsable_guesses"] == 0
+    # Ankara: 2nd candidate; d1's date: 2nd (year); d2's date: 1st (month year)
+    assert counts["chosen_rank"] == {"1": 1, "2": 2}
+    assert counts["llm_requests"] == counts["candidate_requests"] + counts["attack_requests"] == len(llm.calls)
+
+
+def test_attack_prompt_shows_chosen_and_most_specific_replacements_document_first():
+    llm = ScriptedLLM(script())
+    sanitize(llm)
+    attacks = [r for r in llm.calls if not is_candidate_request(r)]
+    first_ankara = next(r for r in attacks if _marked(r) == "the capital of Turkey")
+    text = first_ankara.messages[-1][1]
+    assert text.startswith("Document:") and text.rstrip().endswith("in this document:")
+    # entities still to come show their most specific candidate, the other mention the candidate under test
+    assert "on March 1999." in text and "left the capital of Turkey" in text and "Galip" not in text
+    serco = next(r for r in attacks if _marked(r) == "a company")
+    assert "in a city in central Anatolia on 1999." in serco.messages[-1][1]  # choices already made
+
+
+def test_candidate_order_is_kept_and_one_request_per_entity():
+    llm = ScriptedLLM(script())
+    _, rel = sanitize(llm, selection="most_specific")
+    cand = [r for r in llm.calls if is_candidate_request(r)]
+    assert sorted(_marked(r) for r in cand) == ["Ankara", "Serco Limited", "Serco Limited"]
+    assert all(is_candidate_request(r) for r in llm.calls)  # no attack requests
+    ankara = next(r for r in cand if _marked(r) == "Ankara")
+    assert "was born in [[Ankara]] on 12 March 1999." in ankara.messages[-1][1]  # its sentence only
+    assert "Serco" not in ankara.messages[-1][1]
+    doc = rel.corpus["d1"]
+    assert [s.replacement for s in doc.spans if s.original.lower() == "ankara"] == ["the capital of Turkey"] * 2
+    assert [s.replacement for s in doc.spans if s.label == "DATETIME"] == ["March 1999"]
+
+
+def test_least_specific_selection():
+    _, rel = sanitize(ScriptedLLM(script()), selection="least_specific")
+    reps = {s.original: s.replacement for s in rel.corpus["d1"].spans}
+    assert reps["Ankara"] == "a city" and reps["Serco Limited"] == "an organisation"
+    assert reps["12 March 1999"] == "20th century"
+
+
+def test_placeholders_are_consistent_within_a_document():
+    _, rel = sanitize(ScriptedLLM(script()), selection="most_specific")
+    reps = [(s.original, s.replacement) for s in rel.corpus["d1"].spans if s.label in ("PERSON", "CODE")]
+    assert reps == [("Galip Yalman", "PERSON_1"), ("Yalman", "PERSON_1"), ("36110/97", "CODE_1"),
+                    ("Ali Yalman", "PERSON_2")]
+
+
+def test_dates_need_no_llm():
+    llm = ScriptedLLM(script())
+    _, rel = sanitize(llm, selection="most_specific")
+    assert not any("1999" in _marked(r) or "2003" in _marked(r) for r in llm.calls)
+    assert date_generalisations("12 March 1999") == ["March 1999", "1999", "late 1990s", "1990s", "20th century"]
+    assert date_generalisations("March 12, 1999") == date_generalisations("1999-03-12")
+    assert date_generalisations("the 3rd of June 2004")[0] == "June 2004"
+    assert date_generalisations("March 1999") == ["1999", "late 1990s", "1990s", "20th century"]
+    assert date_generalisations("2001") == ["early 2000s", "2000s", "21st century"]
+    assert date_generalisations("1985") == ["mid 1980s", "1980s", "20th century"]
+    assert date_generalisations("last Tuesday") is None and date_generalisations("1999-13-01") is None
+
+
+def test_unparsable_answers_fall_back_to_the_label():
+    def answer(request):
+        return "" if is_candidate_request(request) and _marked(request) == "Ankara" else script()(request)
+    san, rel = sanitize(ScriptedLLM(answer), selection="most_specific")
+    reps = {s.original: s.replacement for s in rel.corpus["d1"].spans}
+    assert reps["Ankara"] == reps["ankara"] == "[LOC]"
+    counts = san.stats()["counts"]["rel"]
+    assert counts["unparsable_candidates"] == 1 and counts["fallbacks"] == counts["fallbacks_no_candidate"] == 1
+
+
+def test_unreadable_attack_answers_count_as_risky():
+    def answer(request):
+        return script()(request) if is_candidate_request(request) else ""
+    san, rel = sanitize(ScriptedLLM(answer))
+    assert {s.replacement for s in rel.corpus["d1"].spans if s.label == "LOC"} == {"[LOC]"}
+    counts = san.stats()["counts"]["rel"]
+    assert counts["fallbacks"] == counts["fallbacks_all_risky"] == 3 + 2  # LOC, DATETIME, ORG in d1; ORG, DATE in d2
+    assert counts["unparsable_guesses"] == counts["attack_requests"] and counts["chosen_rank"] == {}
+
+
+def test_candidates_repeating_the_original_are_dropped():
+    cands = {**CANDIDATES, "Ankara": ["Ankara, Turkey", "a Turkish city"]}
+    san, rel = sanitize(ScriptedLLM(script(candidates=cands)), selection="most_specific")
+    assert {s.original: s.replacement for s in rel.corpus["d1"].spans}["Ankara"] == "a Turkish city"
+    assert san.stats()["counts"]["rel"]["dropped_candidates"] == 1
+
+
+def test_candidates_naming_another_entity_are_dropped():
+    cands = {**CANDIDATES, "Serco Limited": ["Ali Yalman", "a company run by ali yalman",
+                                             "I am sorry but I cannot help with replacing the names of real companies in legal documents like this one",
+                                             "a company", "a firm"]}
+    san, rel = sanitize(ScriptedLLM(script(candidates=cands)), selection="most_specific")
+    assert {s.original: s.replacement for s in rel.corpus["d1"].spans}["Serco Limited"] == "a company"
+    assert san.stats()["counts"]["rel"]["dropped_candidates"] == 3 + 1  # d2 has no Ali Yalman: only the refusal goes
+
+
+def test_structured_requests_ask_for_exactly_m_strings():
+    llm = ScriptedLLM(script())
+    sanitize(llm, selection="most_specific", structured=True, candidates=3)
+    schema = llm.calls[0].schema
+    assert schema == {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 3, "maxItems": 3}
+    assert "exactly 3" in llm.calls[0].messages[0][1]
+
+
+def test_documents_without_spans_are_an_error():
+    bare = Corpus([Document("d9", "Nothing annotated here.")], name="x")
+    with pytest.raises(AnonauditError, match="document 'd9' has no spans to sanitize.*detector=spacy_ner"):
+        IntactSanitizer(llm=ScriptedLLM([]), progress=False).sanitize(bare)
+    with pytest.raises(AnonauditError, match="selection"):
+        IntactSanitizer(selection="random")
+
+
+def test_detector_finds_the_spans():
+    text = "Maria Lopez moved to Berlin in 1999."
+    llm = ScriptedLLM(script(candidates={"Berlin": ["the German capital", "a German city"]}))
+    san = IntactSanitizer(llm=llm, detector="spacy_ner", selection="most_specific", progress=False)
+    rel = san.sanitize(Corpus([Document("a", text)]))
+    doc = rel.corpus["a"]
+    assert "Maria" not in doc.text and "Berlin" not in doc.text and "1999" not in doc.text
+    check_release(Corpus([Document("a", text)]), rel)
+
+
+def test_resume_makes_no_backend_call(tmp_path):
+    first = ScriptedLLM(script())
+    _, rel1 = sanitize(CachedLLM(first, tmp_path / "c.sqlite"))
+    assert first.calls
+    again = ScriptedLLM(script())
+    cached = CachedLLM(again, tmp_path / "c.sqlite")
+    _, rel2 = sanitize(cached)
+    assert again.calls == [] and cached.stats["backend_calls"] == 0
+    assert [d.text for d in rel1.corpus] == [d.text for d in rel2.corpus]
+
+
+def test_registered_and_driver_options():
+    from audit.core.registry import registry
+
+    assert registry.get("sanitizer", "intact") is IntactSanitizer
+    assert "selection" in IntactSanitizer.param_names()
+
+
+@pytest.mark.slow
+def test_real_model_on_two_documents(small_llm):
+    orig = corpus()
+    san = IntactSanitizer(llm=small_llm, frequent_lemmas=0, progress=False, guesses=3, candidates=3)
+    rel = san.sanitize(orig, name="real")
+    check_release(orig, rel)
+    for doc, src in zip(rel.corpus, orig):
+        assert len(doc.spans) == len(src.spans)
+    counts = san.stats()["counts"]["real"]
+    assert counts["entities"] == 9 and counts["llm_requests"] >= counts["candidate_requests"] >= 2
