@@ -260,3 +260,36 @@ def test_a_sentence_longer_than_the_budget_is_cut_between_words(monkeypatch):
     assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
     assert all(anon._count_tokens(text[s:e]) <= 32 for s, e in chunks)
     assert all(re.fullmatch(r"\s?(word\d+ ?)+\.?", text[s:e]) for s, e in chunks)  # no word cut in two
+
+
+# --------------------------------------------------------------------------- command line
+
+def test_sanitize_prompt_from_the_generic_driver(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+    from audit.core.registry import Registry
+    from audit.models import specs
+    from audit.models.cache import CachedLLM
+
+    reg = Registry()
+    reg._entry_points_loaded = True  # this checkout's class, whatever the installed metadata says
+    reg.register("sanitizer")(PromptAnonymizer)
+    res = CliRunner().invoke(main, ["sanitize", "prompt", "--help"], obj={"registry": reg})
+    assert res.exit_code == 0, res.output
+    assert "[mvm|sparks|student|ppdp]" in res.output and "--chunk-tokens" in res.output
+
+    backend = ScriptedLLM(lambda r: '["Ann", "Oslo"]')
+    monkeypatch.setattr(specs, "load_llm", lambda spec=None, **kw: CachedLLM(backend, tmp_path / "c", enabled=False))
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps({"id": "a", "text": "Ann lives in Oslo."}) + "\n")
+    res = CliRunner().invoke(main, ["sanitize", "prompt", "--family", "mvm", "--input", str(src), "--out", str(out)],
+                             obj={"registry": reg})
+    assert res.exit_code == 0, res.output
+    (doc,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert doc["text"] == "SENSITIVE lives in SENSITIVE."
+    assert [s["original"] for s in doc["spans"]] == ["Ann", "Oslo"]
+    assert [r for r, _ in backend.calls[0].messages] == ["system", "user"]  # the mvm family
+    res = CliRunner().invoke(main, ["sanitize", "prompt", "--family", "other", "--input", str(src), "--out",
+                                    str(out)], obj={"registry": reg})
+    assert res.exit_code != 0 and "other" in res.output
