@@ -459,7 +459,7 @@ class PromptAnonymizer(Sanitizer):
     def _ask(self, doc: Document, text: str, first: bool) -> tuple[list[str], int]:
         """One round for one document: every chunk of ``text`` in one batch; the pooled terms."""
         ranges = self.chunks(text)
-        texts = [text[s:e].strip() for s, e in ranges]
+        texts = [chunk for chunk in (text[s:e].strip() for s, e in ranges) if chunk]
         reqs = []
         for i, chunk in enumerate(texts):
             note = self._note(doc, i, len(texts))
@@ -475,10 +475,13 @@ class PromptAnonymizer(Sanitizer):
             if how != "json":
                 self.counts[f"answers_{how}"] += 1
             terms.extend(found)
-        return terms, len(ranges)
+        return terms, len(texts)
 
     def anonymize(self, doc: Document) -> DocumentResult:
         """The terms the LLM proposes for ``doc`` and the regions of ``doc.text`` they mask."""
+        self.counts["documents"] += 1
+        if not doc.text.strip():  # nothing to ask about
+            return DocumentResult([], [], [], 0, 0)
         proposed, n_chunks = self._ask(doc, doc.text, first=True)
         pool = list(dict.fromkeys(t.strip() for t in proposed if t.strip()))
         regions, missing = find_terms(doc.text, pool)
@@ -497,7 +500,6 @@ class PromptAnonymizer(Sanitizer):
                 break
             regions, missing = grown, grown_missing
         self.counts["terms_not_found"] += len(missing)
-        self.counts["documents"] += 1
         self.counts["chunks"] += n_chunks
         self.counts["rounds"] += rounds
         return DocumentResult(pool, regions, missing, rounds, n_chunks)

@@ -293,3 +293,10 @@ def test_sanitize_prompt_from_the_generic_driver(tmp_path, monkeypatch):
     res = CliRunner().invoke(main, ["sanitize", "prompt", "--family", "other", "--input", str(src), "--out",
                                     str(out)], obj={"registry": reg})
     assert res.exit_code != 0 and "other" in res.output
+
+
+def test_an_empty_document_is_released_without_asking():
+    anon, llm = _anon(lambda r: '["x"]')
+    rel = anon.sanitize(_corpus("", "  \n"))
+    assert [d.text for d in rel] == ["", "  \n"] and not llm.calls
+    assert anon.stats()["counts"]["documents"] == 2
