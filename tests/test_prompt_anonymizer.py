@@ -1,0 +1,302 @@
+"""The prompt-based LLM anonymizer: the four prompt families, tolerant parsing, masking of every
+occurrence, chunking, iterative rounds, recorded replacements and the answer cache."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from audit.core.data import Corpus, Document
+from audit.core.errors import AnonauditError
+from audit.core.registry import registry
+from audit.models.llm import ScriptedLLM
+from defenders.prompt_anonymizer import (PROMPTS, PromptAnonymizer, find_terms, pack_chunks, parse_terms)
+
+
+def _anon(script, **kw) -> tuple[PromptAnonymizer, ScriptedLLM]:
+    llm = script if isinstance(script, ScriptedLLM) else ScriptedLLM(script)
+    return PromptAnonymizer(llm=llm, progress=False, **kw), llm
+
+
+def _corpus(*texts: str, subject: str | None = None) -> Corpus:
+    return Corpus([Document(f"d{i}", t, subject=subject) for i, t in enumerate(texts)])
+
+
+def _check_records(original: Document, released: Document) -> None:
+    """Every recorded replacement lies at its offsets in the release and replaced what it says."""
+    assert released.spans
+    for s in released.spans:
+        assert released.text[s.start:s.end] == s.replacement
+        assert original.text[s.orig_start:s.orig_end] == s.original
+
+
+# --------------------------------------------------------------------------- prompt structure
+
+@pytest.mark.parametrize(("family", "roles", "example_in_user"), [
+    ("mvm", ["system", "user"], False),
+    ("sparks", ["user"], False),
+    ("student", ["user"], True),
+    ("ppdp", ["system", "user", "assistant", "user"], False),
+])
+def test_each_family_keeps_its_structure(family, roles, example_in_user):
+    msgs = PROMPTS[family]("Jane Roe was born in Lyon.")
+    assert [m["role"] for m in msgs] == roles
+    assert msgs[-1]["content"].rstrip().endswith("Jane Roe was born in Lyon.\"\"\"" if family == "sparks"
+                                                 else "Jane Roe was born in Lyon.")
+    assert "JSON" in " ".join(m["content"] for m in msgs)
+    if family == "ppdp":  # one shot: the example answer is the assistant's, a JSON list of spans of the example
+        example = json.loads(msgs[2]["content"])
+        assert isinstance(example, list) and all(t in msgs[1]["content"] for t in example)
+        assert "TEXT" in msgs[-1]["content"] and "named entities" in msgs[1]["content"]
+    if family == "sparks":
+        assert "STATEMENT" in msgs[0]["content"]
+        assert len(re.findall(r"^\s+[a-h]\. ", msgs[0]["content"], re.M)) == 8  # the eight PII types
+    if family == "student":  # one shot inside the single user message: an example and its answer
+        assert "discord.gg" in msgs[0]["content"] and '["https://discord.gg/' in msgs[0]["content"]
+    if family == "mvm":
+        assert "[" not in msgs[1]["content"]  # zero-shot: no example answer
+
+
+def test_requests_use_the_schema_only_where_the_backend_enforces_it():
+    anon, llm = _anon(lambda r: '["Lyon"]', family="sparks")
+    anon.sanitize(_corpus("Jane was born in Lyon."))
+    assert llm.calls[0].json_schema is None  # a plain backend: a schema hint would add a system message
+    llm2 = ScriptedLLM(lambda r: '["Lyon"]')
+    llm2.supports_schema = True
+    anon2, _ = _anon(llm2, family="sparks", seed=7)
+    anon2.sanitize(_corpus("Jane was born in Lyon."))
+    (req,) = llm2.calls
+    assert req.schema == {"type": "array", "items": {"type": "string"}}
+    assert req.seed == 7 and req.temperature == 0.0
+    assert [r for r, _ in req.messages] == ["user"]
+
+
+def test_family_is_checked_and_registered():
+    with pytest.raises(AnonauditError, match="family"):
+        PromptAnonymizer(family="nope")  # type: ignore[arg-type]
+    registry.get("sanitizer", "prompt")  # the entry point / decorator name
+
+
+# --------------------------------------------------------------------------- parsing
+
+@pytest.mark.parametrize(("answer", "terms", "how"), [
+    ('["Ann", "Oslo"]', ["Ann", "Oslo"], "json"),
+    ('Sure! ```json\n["Ann", "Oslo"]\n``` done', ["Ann", "Oslo"], "json"),
+    ('{"pii": ["Ann", 1984]}', ["Ann", "1984"], "json"),
+    ('[{"text": "Ann", "type": "PERSON"}, ["Oslo"]]', ["Ann", "Oslo"], "json"),
+    ("LIST: ['Ann', 'Oslo']", ["Ann", "Oslo"], "repaired"),
+    ('["Ann", "Oslo", "the nurs', ["Ann", "Oslo"], "repaired"),  # cut off by the token limit
+    ("- Ann\n- \"Oslo\"\n1. nurse", ["Ann", "Oslo", "nurse"], "repaired"),
+    ("I cannot help with that.", [], "unparsable"),
+    ("[]", [], "json"),
+])
+def test_answers_are_parsed_tolerantly(answer, terms, how):
+    assert parse_terms(answer) == (terms, how)
+
+
+def test_unparsable_and_repaired_answers_are_counted():
+    answers = iter(["no idea", "LIST: ['Oslo']", '["Ann"]'])
+    anon, _ = _anon(lambda r: next(answers))
+    rel = anon.sanitize(_corpus("Ann left.", "Oslo is cold.", "Ann again."))
+    counts = anon.stats()["counts"]
+    assert counts["answers_unparsable"] == 1 and counts["answers_repaired"] == 1
+    assert counts["requests"] == 3 and counts["documents"] == 3
+    assert [d.text for d in rel] == ["Ann left.", "SENSITIVE is cold.", "SENSITIVE again."]
+    assert anon.stats()["timings"]["prompt"]["sanitize"] >= 0
+
+
+# --------------------------------------------------------------------------- masking
+
+def test_every_occurrence_case_insensitive_and_word_bounded():
+    text = "Ann wrote the Annex. ANN signed it; later ann's sister read ann’s Annex."
+    anon, _ = _anon(lambda r: '["ann", "Ann\'s"]')
+    rel = anon.sanitize(_corpus(text))
+    (doc,) = rel
+    assert doc.text == ("SENSITIVE wrote the Annex. SENSITIVE signed it; later SENSITIVE sister read "
+                        "SENSITIVE Annex.")
+    _check_records(_corpus(text)[0], doc)
+    assert [s.original for s in doc.spans] == ["Ann", "ANN", "ann's", "ann’s"]
+    assert all(s.label == "" for s in doc.spans)  # the LLM gives no type
+
+
+def test_longest_term_first_and_crossing_matches_merge():
+    regions, missing = find_terms("John Smith met Smith Street people.", ["Smith", "John Smith", "Smith Street"])
+    text = "John Smith met Smith Street people."
+    assert [text[s:e] for s, e in regions] == ["John Smith", "Smith Street"]
+    assert missing == []
+    # crossing: neither contains the other, so the union is masked (nothing of either left visible)
+    regions, _ = find_terms("born in New York City Hall", ["New York City", "City Hall"])
+    assert regions == [(8, 26)]
+
+
+def test_terms_not_in_the_text_are_ignored_and_counted():
+    anon, _ = _anon(lambda r: '["Oslo", "Bergen", "Ann", "  ", "\\"Oslo.\\""]')
+    rel = anon.sanitize(_corpus("Anna lives in Oslo."))
+    assert rel.corpus[0].text == "Anna lives in SENSITIVE."  # "Ann" is not a word of "Anna"
+    counts = anon.stats()["counts"]
+    assert counts["terms_not_found"] == 2  # Bergen, Ann (the quoted "Oslo." is found as Oslo)
+    assert counts["terms_proposed"] == 4
+
+
+def test_replacement_is_configurable_and_offsets_are_recorded():
+    text = "Dr Lee treated Mr Park in Busan in 2019."
+    anon, _ = _anon(lambda r: '["Lee", "Park", "Busan", "2019"]', replacement="[REDACTED]")
+    (doc,) = anon.sanitize(_corpus(text))
+    assert doc.text == "Dr [REDACTED] treated Mr [REDACTED] in [REDACTED] in [REDACTED]."
+    _check_records(_corpus(text)[0], doc)
+    assert [(s.orig_start, s.orig_end) for s in doc.spans] == [(3, 6), (18, 22), (26, 31), (35, 39)]
+    assert [(s.start, s.end) for s in doc.spans][:2] == [(3, 13), (25, 35)]
+
+
+# --------------------------------------------------------------------------- chunking
+
+def _regex_sentences(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in re.finditer(r"[^.]+\.", text)]
+
+
+def test_pack_chunks_cover_the_text_within_the_budget():
+    text = "Aa aa. Bb bb bb. Cc. Dd dd dd dd."
+    sents = _regex_sentences(text)
+    chunks = pack_chunks(sents, lambda s, e: e - s, 12, len(text))
+    assert chunks[0][0] == 0 and chunks[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+    assert all(e - s <= 12 for s, e in chunks[:-1])
+
+
+def test_terms_from_one_chunk_are_masked_in_every_chunk(monkeypatch):
+    text = ("Lee was born in a small village near the sea in the north. " * 3
+            + "Many years later Lee moved to Busan and opened a bakery there with a friend.")
+
+    def script(req):
+        last = req.messages[-1][1]
+        assert "(This is part" in last and "'p-17'" in last  # the chunk note names the subject
+        return '["Busan", "bakery", "Lee"]' if "Busan" in last else '["village"]'
+
+    anon, llm = _anon(script, chunk_tokens=32)
+    monkeypatch.setattr(anon, "sentences", _regex_sentences)
+    calls = []
+    real = llm.complete_batch
+    monkeypatch.setattr(llm, "complete_batch", lambda reqs, **kw: calls.append(len(reqs)) or real(reqs, **kw))
+    (doc,) = anon.sanitize(_corpus(text, subject="p-17"))
+    assert calls == [len(llm.calls)] and len(llm.calls) > 1  # every chunk in one batch
+    assert "Lee" not in doc.text and "village" not in doc.text and "Busan" not in doc.text
+    assert doc.text.startswith("SENSITIVE was born in a small SENSITIVE")  # chunk 1 got chunk N's "Lee"
+    _check_records(_corpus(text)[0], doc)
+    assert anon.stats()["counts"]["chunks"] == len(llm.calls)
+
+
+def test_a_short_document_gets_the_plain_prompt():
+    anon, llm = _anon(lambda r: "[]")
+    anon.sanitize(_corpus("Lee left.", subject="p-1"))
+    assert "part" not in llm.calls[0].messages[-1][1] and "p-1" not in llm.calls[0].messages[-1][1]
+
+
+# --------------------------------------------------------------------------- rounds
+
+def test_rounds_mask_what_is_still_inferable_and_stop_when_nothing_is_new():
+    text = "Lee, a baker from Busan, won the 2019 bread prize."
+    answers = {0: '["Lee"]', 1: '["baker", "Busan"]', 2: '["Lee", "SENSITIVE"]'}
+
+    def script(req):
+        return answers[len(llm.calls) - 1]
+
+    llm = ScriptedLLM(script)
+    anon, _ = _anon(llm, rounds=5)
+    (doc,) = anon.sanitize(_corpus(text))
+    assert len(llm.calls) == 3  # the third round found nothing new: no fourth
+    assert "SENSITIVE, a SENSITIVE from SENSITIVE" in doc.text
+    second = llm.calls[1].messages[-1][1]
+    assert "SENSITIVE, a baker from Busan" in second  # the later rounds read the masked text
+    assert anon.stats()["counts"]["rounds"] == 3
+
+
+def test_one_round_by_default():
+    anon, llm = _anon(lambda r: '["Lee"]')
+    anon.sanitize(_corpus("Lee left."))
+    assert len(llm.calls) == 1
+
+
+# --------------------------------------------------------------------------- cache
+
+def test_a_second_run_on_the_answer_cache_makes_no_backend_call(tmp_path):
+    from audit.models.cache import CachedLLM
+
+    texts = ("Ann lives in Oslo.", "Per works in Bergen.")
+    first = ScriptedLLM(lambda r: '["Ann", "Oslo", "Per", "Bergen"]')
+    with CachedLLM(first, tmp_path / "llm.sqlite") as cached:
+        a = PromptAnonymizer(llm=cached, progress=False).sanitize(_corpus(*texts))
+    assert len(first.calls) == 2
+    second = ScriptedLLM([])  # would raise if asked anything
+    with CachedLLM(second, tmp_path / "llm.sqlite") as cached:
+        b = PromptAnonymizer(llm=cached, progress=False).sanitize(_corpus(*texts))
+        assert cached.stats["backend_calls"] == 0 and cached.stats["hits"] == 2
+    assert [d.to_dict() for d in a] == [d.to_dict() for d in b]
+
+
+# --------------------------------------------------------------------------- real model
+
+@pytest.mark.slow
+def test_real_small_model_masks_something(small_llm):
+    corpus = _corpus("Maria Lopez, a 34-year-old nurse from Seville, was arrested in Madrid on 3 May 2010.",
+                     "John Carter, a retired pilot, lives in Denver with his two daughters.")
+    anon = PromptAnonymizer(llm=small_llm, max_answer_tokens=160, progress=False)
+    rel = anon.sanitize(corpus)
+    assert [d.id for d in rel] == corpus.ids
+    assert sum(len(d.spans) for d in rel) >= 1
+    for orig, doc in zip(corpus, rel):
+        for s in doc.spans:
+            assert doc.text[s.start:s.end] == "SENSITIVE"
+            assert orig.text[s.orig_start:s.orig_end] == s.original
+
+
+def test_a_sentence_longer_than_the_budget_is_cut_between_words(monkeypatch):
+    text = " ".join(f"word{i}" for i in range(120)) + "."
+    anon, _ = _anon(lambda r: "[]", chunk_tokens=32)
+    monkeypatch.setattr(anon, "sentences", _regex_sentences)
+    chunks = anon.chunks(text)
+    assert len(chunks) > 1 and chunks[0][0] == 0 and chunks[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+    assert all(anon._count_tokens(text[s:e]) <= 32 for s, e in chunks)
+    assert all(re.fullmatch(r"\s?(word\d+ ?)+\.?", text[s:e]) for s, e in chunks)  # no word cut in two
+
+
+# --------------------------------------------------------------------------- command line
+
+def test_sanitize_prompt_from_the_generic_driver(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+    from audit.core.registry import Registry
+    from audit.models import specs
+    from audit.models.cache import CachedLLM
+
+    reg = Registry()
+    reg._entry_points_loaded = True  # this checkout's class, whatever the installed metadata says
+    reg.register("sanitizer")(PromptAnonymizer)
+    res = CliRunner().invoke(main, ["sanitize", "prompt", "--help"], obj={"registry": reg})
+    assert res.exit_code == 0, res.output
+    assert "[mvm|sparks|student|ppdp]" in res.output and "--chunk-tokens" in res.output
+
+    backend = ScriptedLLM(lambda r: '["Ann", "Oslo"]')
+    monkeypatch.setattr(specs, "load_llm", lambda spec=None, **kw: CachedLLM(backend, tmp_path / "c", enabled=False))
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps({"id": "a", "text": "Ann lives in Oslo."}) + "\n")
+    res = CliRunner().invoke(main, ["sanitize", "prompt", "--family", "mvm", "--input", str(src), "--out", str(out)],
+                             obj={"registry": reg})
+    assert res.exit_code == 0, res.output
+    (doc,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert doc["text"] == "SENSITIVE lives in SENSITIVE."
+    assert [s["original"] for s in doc["spans"]] == ["Ann", "Oslo"]
+    assert [r for r, _ in backend.calls[0].messages] == ["system", "user"]  # the mvm family
+    res = CliRunner().invoke(main, ["sanitize", "prompt", "--family", "other", "--input", str(src), "--out",
+                                    str(out)], obj={"registry": reg})
+    assert res.exit_code != 0 and "other" in res.output
+
+
+def test_an_empty_document_is_released_without_asking():
+    anon, llm = _anon(lambda r: '["x"]')
+    rel = anon.sanitize(_corpus("", "  \n"))
+    assert [d.text for d in rel] == ["", "  \n"] and not llm.calls
+    assert anon.stats()["counts"]["documents"] == 2
