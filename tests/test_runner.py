@@ -365,6 +365,7 @@ def test_sanitizers_get_the_spec_seed_llm_and_the_run_resources_and_are_closed(d
 
         def sanitize(self, corpus, *, name=None):
             seen.append((self.seed, self.llm, self.resources))
+            self.record_timing(name or self.name, {"llm": 1.5})
             return sanitize_corpus(corpus, {}, name=name or self.name, sanitizer=self.name, source=corpus.source)
 
         def close(self):
@@ -389,6 +390,7 @@ def test_sanitizers_get_the_spec_seed_llm_and_the_run_resources_and_are_closed(d
     assert isinstance(res, Resources) and res is attack_res and res.seed == 3  # one set for the whole run
     prov = ResultsFile.load(demo_dir / "out" / "results.json").provenance
     assert prov["releases"]["s"]["params"] == {"seed": 3, "llm": "some-llm"}  # what decides the output
+    assert prov["releases"]["s"]["stats"] == {"timings": {"s": {"llm": 1.5}}}  # what it says of its run
 
 
 def test_release_names_and_paths_may_contain_equals_signs(demo_dir):

@@ -24,7 +24,7 @@ from audit.core.data import Corpus, Document, Release, Span
 from audit.core.errors import AnonauditError
 from audit.core.files import sha256_file
 from audit.core.registry import Registry, normalise
-from audit.pipeline.provenance import canonical, digest
+from audit.pipeline.provenance import canonical, component_info, digest
 from audit.pipeline.spec import NOT_IN_KEY, AuditSpec, component_params
 
 
@@ -55,11 +55,13 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
         if old.get("key") == key and cached.exists() and old.get("sha256") == sha256_file(cached):
             rel = read_release_jsonl(cached, rs.name, sanitizer=normalise(rs.sanitizer))
             echo(f"  release {rs.name}: reused {cached.name} ({len(rel)} documents)")
+            info = {k: old[k] for k in ("stats", "provenance") if k in old}  # what the run that made it said
         else:
             t0 = time.time()
             san = registry.create("sanitizer", rs.sanitizer, **params).use(resources)
             try:
                 rel = san.sanitize(originals, name=rs.name)
+                info = component_info(san)  # its counts and timings (LLM requests, fallbacks...)
             finally:
                 with contextlib.suppress(Exception):  # releasing is best effort
                     san.close()
@@ -68,7 +70,7 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
             echo(f"  release {rs.name}: sanitized {len(rel)} documents with {rs.sanitizer} "
                  f"in {time.time() - t0:.1f}s")
         releases.append(rel)
-        prov[rs.name] = {"sanitizer": normalise(rs.sanitizer), "params": canonical(keyed), "key": key}
+        prov[rs.name] = {"sanitizer": normalise(rs.sanitizer), "params": canonical(keyed), "key": key, **info}
     names = [r.name for r in releases]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
