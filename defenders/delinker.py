@@ -16,10 +16,13 @@ holds the original collection: a phrase, or a combination of phrases, found in f
    spans the de-identifier replaced, and placeholder tokens, is never part of an n-gram, so it
    is never rewritten.
 3. The document is cut into chunks of ``chunk_sentences`` spaCy sentences. Each chunk with
-   something to rewrite goes to the LLM with those spans marked ``[[like this]]``, two worked
+   something to rewrite goes to the LLM with those spans (at most ``max_spans`` per request;
+   more make several requests) marked ``[[like this]]``, two worked
    examples, and a request for a JSON object: a short reasoning, then one truthful rephrasing
-   per marked span (a JSON schema enforces it where the backend supports schemas). The
-   rephrasings are spliced in; the requests of a round are sent as one batch.
+   per marked span (a JSON schema enforces it where the backend supports schemas). A
+   rephrasing is refused when it copies the phrase's words, holds brackets (small models copy
+   the marks), or is much longer (:func:`usable_rewrite`); the others are spliced in. The
+   requests of a round are sent as one batch.
 4. The new text's n-grams are checked against the index again, and what still links is sent
    again (later rounds sample at ``retry_temperature`` with another seed, so a refused
    rewrite is not just replayed from the answer cache), up to ``max_rounds`` rounds.
@@ -107,6 +110,7 @@ _EXAMPLES_PLAIN = [
 ]
 
 _MARK = re.compile(r"\{\{(\d+)\}\}")
+_NON_WORD = re.compile(r"\W+")
 
 
 def _norm(text: str) -> str:
@@ -161,12 +165,23 @@ def parse_rewrites(answer: str, marked: Sequence[str]) -> list[str | None]:
         if slot is None or not isinstance(new, str):
             continue
         new = new.strip()
-        orig = marked[slot]
-        if (not new or "\n" in new or "[[" in new or "]]" in new or _norm(new) == _norm(orig)
-                or len(new) > 3 * len(orig) + 60):
-            continue
-        out[slot] = new
+        if usable_rewrite(marked[slot], new):
+            out[slot] = new
     return out
+
+
+def usable_rewrite(original: str, new: str) -> bool:
+    """Whether ``new`` can replace ``original``: one line, no brackets or braces (small models
+    copy the [[marks]] or invent placeholders), not much longer, and not containing the
+    original's words in their order (a copy, or the phrase padded with more words)."""
+    if not new or "\n" in new or any(c in new for c in "[]{}") or len(new) > 2 * len(original) + 30:
+        return False
+    words_old = _words(original)
+    return bool(words_old) and f" {words_old} " not in f" {_words(new)} "
+
+
+def _words(text: str) -> str:
+    return _norm(_NON_WORD.sub(" ", text))
 
 
 def parse_plain(answer: str, n_markers: int) -> list[str] | None:
@@ -285,7 +300,8 @@ class Delinker(Sanitizer):
                  max_n: int = 7, arity: int = 1, max_rounds: int = 3,
                  on_failure: Literal["redact", "keep"] = "redact", plain: bool = False,
                  llm: str | LLM | None = None, seed: int = 0, temperature: float = 0.0,
-                 retry_temperature: float = 0.7, chunk_sentences: int = 3, spacy_model: str = DEFAULT_SPACY_MODEL,
+                 retry_temperature: float = 0.7, chunk_sentences: int = 3, max_spans: int = 8,
+                 spacy_model: str = DEFAULT_SPACY_MODEL,
                  placeholder_pattern: str | None = DEFAULT_PLACEHOLDER_PATTERN, lowercase: bool = True,
                  df_cap: int = 1000, max_candidates: int = 40, cache: bool = True, progress: bool = True):
         """
@@ -302,6 +318,7 @@ class Delinker(Sanitizer):
         temperature: sampling temperature of the first round.
         retry_temperature: sampling temperature of later rounds (another answer than the refused one).
         chunk_sentences: sentences per LLM request.
+        max_spans: most phrases marked in one request (a chunk with more is sent in several requests).
         spacy_model: the spaCy pipeline that splits sentences.
         placeholder_pattern: regex of placeholder tokens never used in a phrase nor rewritten ('' for none).
         lowercase: fold case before matching phrases (off: case-sensitive).
@@ -322,6 +339,7 @@ class Delinker(Sanitizer):
         self.temperature = temperature
         self.retry_temperature = retry_temperature
         self.chunk_sentences = chunk_sentences
+        self.max_spans = max_spans
         self.spacy_model = spacy_model
         self.placeholder_pattern = placeholder_pattern
         self.lowercase = lowercase
@@ -347,8 +365,9 @@ class Delinker(Sanitizer):
             bad.append(f"max_rounds must be at least 1, got {self.max_rounds!r}")
         if self.on_failure not in ("redact", "keep"):
             bad.append(f"on_failure must be 'redact' or 'keep', got {self.on_failure!r}")
-        if self.chunk_sentences < 1:
-            bad.append(f"chunk_sentences must be at least 1, got {self.chunk_sentences!r}")
+        if self.chunk_sentences < 1 or self.max_spans < 1:
+            bad.append(f"chunk_sentences and max_spans must be at least 1, got {self.chunk_sentences!r} "
+                       f"and {self.max_spans!r}")
         if self.df_cap < self.k or self.max_candidates < 2:
             bad.append("df_cap must be >= k and max_candidates >= 2")
         for what, corpus in (("collection", self.collection), ("extra_corpus", self.extra_corpus)):
@@ -508,9 +527,11 @@ class Delinker(Sanitizer):
                     req = self._request(_SYSTEM_PLAIN, _EXAMPLES_PLAIN, passage, self._schema(None),
                                         96 + 2 * llm.count_tokens(passage), rnd)
                     jobs.append((req, pieces))
-                elif inside:
-                    jobs.append((self.marked_request(draft.text, chunk, inside, rnd), inside))
-                    counts["spans_sent"] += len(inside)
+                else:
+                    for j in range(0, len(inside), self.max_spans):
+                        group = inside[j:j + self.max_spans]
+                        jobs.append((self.marked_request(draft.text, chunk, group, rnd), group))
+                        counts["spans_sent"] += len(group)
             if not jobs:
                 break
             answers = llm.complete_batch([r for r, _ in jobs])

@@ -212,8 +212,8 @@ def test_parse_rewrites_matches_by_text_then_position_and_rejects_copies():
     ans = json.dumps({"reasoning": "r", "rewrites": [{"marked": "b phrase", "new": "B"},
                                                      {"marked": "?", "new": "A"}]})
     assert parse_rewrites(ans, ["a phrase", "b phrase"]) == [None, "B"]  # "A" lands on a taken slot
-    ans = json.dumps({"rewrites": [{"marked": "a phrase", "new": "A phrase"}, {"marked": "b", "new": "new b"}]})
-    assert parse_rewrites(ans, ["a phrase", "b"]) == [None, "new b"]
+    ans = json.dumps({"rewrites": [{"marked": "a phrase", "new": "A phrase"}, {"marked": "b", "new": "another"}]})
+    assert parse_rewrites(ans, ["a phrase", "b"]) == [None, "another"]
     assert parse_rewrites("chatter {not json", ["x"]) == [None]
     assert parse_rewrites('["one", "two"]', ["x", "y"]) == [None, None]
 
@@ -242,3 +242,18 @@ def test_real_small_model_gives_a_well_formed_release(small_llm):
         assert doc.meta["delinker"]["still_linking"] == 0
     totals = d.stats()["delinker"]["delinked"]
     assert totals["llm_requests"] >= 1 and totals["spans_sent"] >= 1
+
+
+def test_unusable_rephrasings_are_refused_and_many_spans_are_split_over_requests():
+    from defenders.delinker import usable_rewrite
+
+    assert usable_rewrite("Oslo", "a Nordic capital")
+    for bad in ("near [Oslo]", "near Oslo", "OSLO", "x" * 40, "two\nlines", "{{1}}"):
+        assert not usable_rewrite("Oslo", bad), bad
+    orig = originals()
+    release = deidentified(orig)
+    llm = rewriter()
+    _, out = delink(release, llm, chunk_sentences=10, max_spans=1)
+    assert all(len(marked(r)) == 1 for r in llm.calls) and len(llm.calls) > 1
+    assert out.corpus["a"].meta["delinker"]["llm_requests"] == len(llm.calls)
+    check_offsets(release, out)
