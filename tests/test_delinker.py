@@ -228,20 +228,25 @@ def test_registered_validated_and_needs_a_collection():
 
 @pytest.mark.slow
 def test_real_small_model_gives_a_well_formed_release(small_llm):
-    orig = Corpus([Document("a", "Anna moved to Oslo in 2003. She worked at the fish market near the old "
-                                 "harbour and sang in a church choir."),
-                   Document("b", "Bob moved to Paris in 2005. He worked at a bakery near the station and "
-                                 "played chess in a club.")], name="originals")
+    orig = Corpus([Document("a", "Anna moved to Oslo in 2003. She worked at the fish market near the harbour."),
+                   Document("b", "Bob moved to Paris in 2005. He worked at the bakery near the station.")],
+                  name="originals")
+    # public texts that share most of the wording, so only a few phrases link
+    extra = Corpus([Document("x1", "Carl moved to Bergen in 2003. She worked at the fish market near the station."),
+                    Document("x2", "Dina moved to Oslo in 2010. He worked at the bakery near the harbour."),
+                    Document("x3", "Eve moved to Paris in 2010. He worked at the bakery near the harbour.")])
     release = deidentified(orig)
-    d, out = delink(release, small_llm, collection=orig, max_rounds=2)
+    d, out = delink(release, small_llm, collection=orig, extra_corpus=extra, max_rounds=2)
     for doc in out:
         src = release.corpus[doc.id]
         for s in doc.spans:
             assert doc.text[s.start:s.end] == s.replacement
         assert [s.original for s in doc.spans if s.label == "PERSON"] == [s.original for s in src.spans]
         assert doc.meta["delinker"]["still_linking"] == 0
+    check_offsets_for(orig, release, out)
     totals = d.stats()["delinker"]["delinked"]
     assert totals["llm_requests"] >= 1 and totals["spans_sent"] >= 1
+    print({doc.id: (doc.text, doc.meta["delinker"]) for doc in out})
 
 
 def test_unusable_rephrasings_are_refused_and_many_spans_are_split_over_requests():
