@@ -352,3 +352,21 @@ def test_cli_end_to_end(tmp_path):
     # a user error is one readable line, not a traceback
     res = CliRunner().invoke(main, args[:-2] + ["--k", "0", "--out", str(out)])
     assert res.exit_code != 0 and "k must be a positive integer" in res.output
+
+
+def test_a_rephrased_span_stays_searchable_unlike_a_mask():
+    # a rewrite recorded with label REPHRASED (the delinker's) shows new words the attacker can
+    # search: it is not blocked like a replaced span, so unchanged rare words in it still link
+    from audit.core.data import REPHRASED
+
+    orig = visit_collection()
+    text = orig["a"].text
+    start = text.index("Oslo yesterday")
+    span = Span(start, start + len("Oslo yesterday"), label=REPHRASED, replacement="Oslo the other day")
+    release = sanitize_corpus(orig, {"a": [span]}, name="rephrased")
+    _, _, docs = run(orig, release)
+    assert docs["a"].facts["outcome"] == "linked"
+    masked = sanitize_corpus(orig, {"a": [Span(span.start, span.end, label="X", replacement="Oslo the other day")]},
+                             name="masked")
+    _, _, docs = run(orig, masked)
+    assert docs["a"].facts["outcome"] == "unlinked"

@@ -47,12 +47,14 @@ at the default k = 2). The paper's n-gram-level figure is reported as
 sanitized text.
 
 Modules: :mod:`~attackers.phrase_search.attack` (the attack),
-:mod:`~attackers.phrase_search.combinations` (phrase combinations) and the n-gram index,
+:mod:`~attackers.phrase_search.combinations` (phrase combinations),
+:mod:`~attackers.phrase_search.linking` (what links a text: shared with the delinker sanitizer) and the n-gram index,
 :mod:`attackers.phrase_search.index`.
 """
 
 from attackers.phrase_search.attack import DEFAULT_PLACEHOLDER_PATTERN, PhraseSearchAttack
 from attackers.phrase_search.combinations import Combination, combination_candidates, rare_combinations
+from attackers.phrase_search.linking import Links, blocked_ranges, linking_ngrams, rare_indices
 
-__all__ = ["DEFAULT_PLACEHOLDER_PATTERN", "Combination", "PhraseSearchAttack", "combination_candidates",
-           "rare_combinations"]
+__all__ = ["DEFAULT_PLACEHOLDER_PATTERN", "Combination", "Links", "PhraseSearchAttack", "blocked_ranges",
+           "combination_candidates", "linking_ngrams", "rare_combinations", "rare_indices"]

@@ -14,6 +14,7 @@ import numpy as np
 
 from attackers.phrase_search.combinations import Combination, rare_combinations
 from attackers.phrase_search.index import NgramIndex, TextNgrams, collection_fingerprint, minimal_set
+from attackers.phrase_search.linking import blocked_ranges, rare_indices
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack
@@ -164,11 +165,9 @@ class PhraseSearchAttack(Attack):
     # ------------------------------------------------------------------ per document
 
     def blocked_ranges(self, doc: Document) -> list[tuple[int, int]]:
-        """Character ranges the attacker cannot use: replaced spans and placeholders."""
-        ranges = [(s.start, s.end) for s in doc.spans] if self.use_spans else []
-        if self.placeholder_pattern:
-            ranges += [m.span() for m in re.finditer(self.placeholder_pattern, doc.text)]
-        return ranges
+        """Character ranges the attacker cannot use: replaced spans (not rephrasings, whose words
+        are visible) and placeholders."""
+        return blocked_ranges(doc.text, doc.spans, self.placeholder_pattern, self.use_spans)
 
     def _truth(self, doc: Document, release: Release) -> list[int] | None:
         if release.aligned:
@@ -183,7 +182,7 @@ class PhraseSearchAttack(Attack):
         """Hashes of the original's minimal set of n-grams with df < k."""
         if i not in self._orig_rare:
             tn = self.index_.ngrams(self._originals[i].text)
-            sel = minimal_set(tn, np.flatnonzero((tn.df >= 1) & (tn.df < self.k)))
+            sel = minimal_set(tn, rare_indices(tn, self.k))
             self._orig_rare[i] = tn.hash[sel]
         return self._orig_rare[i]
 
@@ -195,7 +194,7 @@ class PhraseSearchAttack(Attack):
         ids = index.docs.ids
         tn = index.ngrams(doc.text, self.blocked_ranges(doc))
         truth_arr = np.asarray(sorted(truth or ()), dtype=np.int64)
-        rare = np.flatnonzero((tn.df >= 1) & (tn.df < k))
+        rare = rare_indices(tn, k)
         # correct links: the posting list contains a ground-truth document
         pdocs, owner = tn.gather_postings(index, rare)
         hits = np.bincount(owner[np.isin(pdocs, truth_arr)], minlength=len(rare))

@@ -19,6 +19,11 @@ from typing import Any
 from audit.core.errors import DataError, Problem
 
 
+#: Label of a span recording a rewrite whose new words are visible text (a rephrasing by the
+#: delinker), not hidden: attacks search its text like any other, unlike a masked span.
+REPHRASED = "REPHRASED"
+
+
 def span_order(span: "Span") -> tuple[int, int, int]:
     """Sort key for spans: by start, then end, then original offset (never by optional fields)."""
     return (span.start, span.end, span.orig_start if span.orig_start is not None else -1)
