@@ -377,15 +377,6 @@ class Delinker(Sanitizer):
         if bad:
             raise AnonauditError("delinker: " + "; ".join(bad))
 
-    def get_params(self) -> dict[str, Any]:
-        params = super().get_params()
-        if isinstance(params.get("llm"), LLM):
-            params["llm"] = params["llm"].identity or type(params["llm"]).__name__
-        for key in ("collection", "extra_corpus"):
-            if isinstance(params.get(key), Corpus):
-                params[key] = f"{params[key].name} ({len(params[key])} documents)"
-        return params
-
     # ------------------------------------------------------------------ resources
 
     def index(self) -> NgramIndex:

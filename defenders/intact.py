@@ -217,15 +217,6 @@ class IntactSanitizer(Sanitizer):
         self._llm: LLM | None = None
         self._counts: dict[str, dict[str, Any]] = {}
 
-    def get_params(self) -> dict[str, Any]:
-        params = super().get_params()
-        if isinstance(params.get("llm"), LLM):
-            params["llm"] = params["llm"].identity or type(params["llm"]).__name__
-        for key in ("labels", "placeholders"):
-            if params.get(key) is not None:
-                params[key] = list(params[key])
-        return params
-
     # ------------------------------------------------------------------ resources
 
     def _get_llm(self) -> LLM:

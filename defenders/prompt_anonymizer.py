@@ -397,12 +397,6 @@ class PromptAnonymizer(Sanitizer):
         self._llm: LLM | None = None
         self.counts: Counter[str] = Counter()
 
-    def get_params(self) -> dict[str, Any]:
-        params = super().get_params()
-        if isinstance(params.get("llm"), LLM):
-            params["llm"] = params["llm"].identity or type(params["llm"]).__name__
-        return params
-
     def stats(self) -> dict[str, Any]:
         """Timings, and counts of requests, approximate tokens, terms proposed and not found,
         repaired and unparsable answers (for the provenance, never a result)."""

@@ -86,14 +86,6 @@ class SpanGuessAttack(Attack):
         self._matcher_key: str | None = None
         self._ner_nlp: Spacy | None = None
 
-    def get_params(self) -> dict[str, Any]:
-        params = super().get_params()
-        if isinstance(params.get("llm"), LLM):
-            params["llm"] = params["llm"].identity or type(params["llm"]).__name__
-        if params.get("labels") is not None:
-            params["labels"] = list(params["labels"])
-        return params
-
     # ------------------------------------------------------------------ resources
 
     # The run's shared models (audit.models.resources), asked for on first use.

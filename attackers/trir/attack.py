@@ -145,7 +145,7 @@ class TRIRAttack(TRIRTraining, Attack):
     def get_params(self) -> dict[str, Any]:
         params = super().get_params()
         if isinstance(self.dev, (Release, Corpus)):
-            params["dev"] = self.dev.name
+            params["dev"] = self.dev.name  # the trained attacker's record is saved as JSON
         return params
 
     def _device(self) -> str:

@@ -41,8 +41,11 @@ class Component(ABC):
                 if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
     def get_params(self) -> dict[str, Any]:
-        """Constructor parameters as given (JSON-friendly where possible)."""
-        return {k: getattr(self, k) for k in self.param_names() if hasattr(self, k)}
+        """Constructor parameters as given, JSON-friendly: a model object (anything with an
+        ``identity``, e.g. an LLM or an embedder) becomes its identity, a tuple or set a list.
+        Corpora and releases stay objects: the provenance records them by content fingerprint
+        (``audit.pipeline.provenance.canonical``)."""
+        return {k: _plain(getattr(self, k)) for k in self.param_names() if hasattr(self, k)}
 
     #: The run's shared models (an :class:`audit.models.resources.Resources`, typed loosely so
     #: the core does not depend on the models layer), given with :meth:`use`; ``None`` until a
@@ -123,3 +126,15 @@ class Metric(Component):
     @abstractmethod
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         """Measure one release."""
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as :meth:`Component.get_params` reports it (see there)."""
+    if value is None or isinstance(value, (str, int, float, bool, list, dict)):
+        return value
+    if isinstance(value, (tuple, frozenset, set)):
+        return sorted(value) if isinstance(value, (set, frozenset)) else list(value)
+    identity = getattr(value, "identity", None)
+    if identity is not None or hasattr(value, "complete_batch"):
+        return identity or type(value).__name__
+    return value

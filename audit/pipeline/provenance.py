@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from audit import __version__
-from audit.core.data import Corpus
+from audit.core.data import Corpus, Release
 from audit.core.files import sha256_file
 
 if TYPE_CHECKING:
@@ -38,9 +38,11 @@ if TYPE_CHECKING:
 
 
 def canonical(obj: Any) -> Any:
-    """A JSON-friendly form of a parameter value (corpora become their fingerprint)."""
+    """A JSON-friendly form of a parameter value (corpora and releases become their fingerprint)."""
     if isinstance(obj, Corpus):
         return {"corpus": obj.name, "fingerprint": obj.fingerprint()}
+    if isinstance(obj, Release):
+        return {"release": obj.name, "fingerprint": obj.corpus.fingerprint()}
     if isinstance(obj, Mapping):
         return {str(k): canonical(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
