@@ -258,7 +258,8 @@ class FakeServer:
                 time.sleep(outer.delay)
                 if self.path.endswith("/chat/completions"):
                     text = "ANSWER:" + body["messages"][-1]["content"]
-                    return self._send(200, {"choices": [{"message": {"role": "assistant", "content": text}}]})
+                    return self._send(200, {"choices": [{"message": {"role": "assistant", "content": text}}],
+                                            "usage": {"prompt_tokens": 7, "completion_tokens": 3}})
                 prompt = body["prompt"]  # echo + logprobs: one "token" per word
                 offs, lps, pos = [], [], 0
                 for i, w in enumerate(prompt.split(" ")):
@@ -299,6 +300,16 @@ def test_openai_chat_schema_and_key(server, monkeypatch):
     assert path == "/v1/chat/completions" and auth == "Bearer sk-test"
     assert body["response_format"]["json_schema"]["schema"] == schema
     assert (body["model"], body["seed"], body["stop"]) == ("tiny", 4, ["x"])
+
+
+def test_tokens_spent_are_counted_and_cache_hits_cost_nothing(server, tmp_path):
+    """Benchmarks report LLM tokens per document (comparable across machines) from ``usage``."""
+    llm = CachedLLM(OpenAILLM("tiny", server.url, backoff=0.01), tmp_path / "c.sqlite")
+    reqs = [ChatRequest.make([{"role": "user", "content": f"q{i}"}]) for i in range(3)]
+    llm.complete_batch(reqs)
+    assert llm.usage == {"prompt_tokens": 21, "completion_tokens": 9}
+    llm.complete_batch(reqs)  # answered from the cache
+    assert llm.usage == {"prompt_tokens": 21, "completion_tokens": 9}
 
 
 def test_openai_retries_then_succeeds(server):

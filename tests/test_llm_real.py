@@ -15,7 +15,7 @@ def test_chat_with_schema_then_cached_rerun(small_llm):
     schema = {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 3}
     reqs = [ChatRequest.make([{"role": "user", "content": f"Name three {kind}. Answer as a JSON list."}],
                              max_tokens=48, json_schema=schema) for kind in ("fruits", "colours")]
-    before = dict(small_llm.stats)
+    before, spent = dict(small_llm.stats), small_llm.usage
     answers = small_llm.complete_batch(reqs)
     for answer in answers:
         items = json.loads(answer)  # parseable by construction (grammar)
@@ -23,6 +23,8 @@ def test_chat_with_schema_then_cached_rerun(small_llm):
     assert any(x.lower() in {"apple", "banana", "orange", "cherry", "grape", "mango", "pear"}
                for x in json.loads(answers[0]))
     assert small_llm.stats["backend_calls"] - before["backend_calls"] == 2
+    tokens = {k: small_llm.usage[k] - spent[k] for k in spent}
+    assert tokens["prompt_tokens"] > 2 * 10 and 2 * 3 <= tokens["completion_tokens"] <= 2 * 48
     again = small_llm.complete_batch(reqs)  # a re-run: same answers, no backend call
     assert again == answers
     assert small_llm.stats["backend_calls"] - before["backend_calls"] == 2

@@ -170,6 +170,7 @@ class LlamaCppLLM(LLM):
 
     def _complete(self, request: ChatRequest) -> str:
         result = self._call(self._server.handle_chat_completions, self._request_body(request))
+        self._note_usage(result.get("usage") if isinstance(result, dict) else None)
         try:
             return result["choices"][0]["message"]["content"] or ""
         except (KeyError, IndexError, TypeError) as exc:
@@ -297,6 +298,7 @@ class OpenAILLM(LLM):
                                           "json_schema": {"name": "answer", "schema": request.schema,
                                                           "strict": True}}
         data = self._post("/chat/completions", payload)
+        self._note_usage(data.get("usage") if isinstance(data, dict) else None)
         try:
             return data["choices"][0]["message"]["content"] or ""
         except (KeyError, IndexError, TypeError) as exc:
@@ -382,7 +384,9 @@ class TransformersLLM(LLM):
                                       temperature=request.temperature if sample else None,
                                       top_p=None, top_k=None,
                                       pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id)
-        text = self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+        n_prompt = int(inputs["input_ids"].shape[1])
+        self._note_usage({"prompt_tokens": n_prompt, "completion_tokens": int(out.shape[1]) - n_prompt})
+        text = self.tokenizer.decode(out[0, n_prompt:], skip_special_tokens=True)
         for s in request.stop:
             cut = text.find(s)
             if cut >= 0:

@@ -125,6 +125,11 @@ class CachedLLM(LLM):
     def count_tokens(self, text: str) -> int:
         return self.backend.count_tokens(text)
 
+    @property
+    def usage(self) -> dict[str, int]:  # type: ignore[override]
+        """Tokens spent by the backend: cache hits cost nothing."""
+        return self.backend.usage
+
     def close(self) -> None:
         if self.store is not None:
             self.store.close()

@@ -20,6 +20,7 @@ deterministic stand-in for unit tests of parsing logic.
 from __future__ import annotations
 
 import json
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -103,6 +104,10 @@ class ChatRequest:
         }
 
 
+_USAGE_KEYS = ("prompt_tokens", "completion_tokens")
+_USAGE_LOCK = threading.Lock()
+
+
 class LLMError(AnonauditError):
     """The model could not answer (server down, context too long, ...)."""
 
@@ -159,6 +164,22 @@ class LLM(ABC):
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` (a rough estimate unless the backend knows better)."""
         return max(1, len(text) // 4)
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """Tokens the backend reported so far (``prompt_tokens``, ``completion_tokens``):
+        the machine-independent cost of the requests this object sent to a model."""
+        return dict(self.__dict__.get("_usage") or dict.fromkeys(_USAGE_KEYS, 0))
+
+    def _note_usage(self, usage: object) -> None:
+        """Add one answer's OpenAI-style ``usage`` to :attr:`usage` (thread-safe)."""
+        if not isinstance(usage, Mapping):
+            return
+        with _USAGE_LOCK:
+            total = self.__dict__.setdefault("_usage", dict.fromkeys(_USAGE_KEYS, 0))
+            for key in _USAGE_KEYS:
+                value = usage.get(key)
+                total[key] += int(value) if isinstance(value, (int, float)) else 0
 
     def close(self) -> None:
         """Release resources (processes, sockets, model memory)."""
