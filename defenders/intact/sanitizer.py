@@ -1,34 +1,4 @@
-"""INTACT: replace each personal detail with a truthful generalisation that an LLM cannot invert.
-
-After "INTACT: truthful sanitization" (Algorithm 1), with our own prompts:
-
-1. **Spans.** The spans to sanitize are the documents' annotations (gold spans), or what a
-   registered detector finds (``detector="spacy_ner"`` or ``"presidio"``). Overlapping spans
-   keep the outermost one, exactly as :func:`audit.core.data.sanitize_corpus` does (nested
-   mentions such as ``Serco Limited ("Serco")`` are sanitized as the outer span).
-2. **Entities.** Mentions are grouped per document by ``entity_id`` when the span has one, else
-   by their text (case-insensitive); later mentions reuse the first mention's replacement.
-3. **Candidates.** ``PERSON`` and ``CODE`` entities become placeholders numbered per label and
-   document in order of first mention (``PERSON_1``, ``PERSON_2``, ``CODE_1``); dates in a
-   standard format ("12 March 1999", "March 12, 1999", "March 1999", "1999-03-12", "1999")
-   get rule-based generalisations (month year, year, part of the decade, decade, century)
-   without the LLM; every other entity gets one LLM request with its sentence, the span
-   marked, asking for ``candidates`` replacements that are true of the original, from the
-   most to the least specific (a JSON array, enforced by schema where the backend can).
-   Candidates that contain the original, or the original text of any span of the document,
-   are dropped (counted as ``dropped_candidates``).
-4. **Selection.** ``most_specific`` / ``least_specific`` take the first / last candidate.
-   ``attack`` runs the inference attack of the paper: the current document, with the
-   replacements already chosen, the most specific candidate for the entities still to come
-   and the candidate under test for this entity, goes to the span-guessing prompt of
-   :mod:`attackers.span_guess` for ``guesses`` guesses; a candidate is risky when a guess
-   recovers the original under the MATCH rules. The first candidate that is not risky wins;
-   when all are (or no answer could be parsed) the entity gets its label (``[LOC]``).
-
-Every LLM request goes through ``resources_of(self).llm(self.llm)`` (the answer cache), seeded
-with ``seed``; the requests of one step are sent as one batch. :meth:`IntactSanitizer.stats`
-gives the counts of each release (entities, requests, fallbacks, unparsable answers).
-"""
+"""The INTACT sanitizer: candidates from an LLM, chosen against the span-guessing attack."""
 
 from __future__ import annotations
 
@@ -48,70 +18,14 @@ from audit.core.progress import bar
 from audit.core.registry import register, registry
 from audit.models.llm import LLM, ChatRequest
 from audit.models.resources import resources_of
+from defenders.intact.dates import date_generalisations
+
 
 Selection = Literal["attack", "most_specific", "least_specific"]
 SELECTIONS = ("attack", "most_specific", "least_specific")
 
 #: Labels replaced by numbered placeholders instead of generalisations.
 PLACEHOLDER_LABELS = ("PERSON", "CODE")
-
-
-# =========================================================================== dates
-
-_MONTHS = ("January February March April May June July August September October November "
-           "December").split()
-_MONTH_OF = {m.lower(): m for m in _MONTHS} | {m[:3].lower(): m for m in _MONTHS} | {"sept": "September"}
-_M = r"(?P<month>" + "|".join(sorted(_MONTH_OF, key=len, reverse=True)) + r")\.?"
-_D = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
-_Y = r"(?P<year>(?:1[0-9]|20)\d\d)"
-_DATE_FORMS = [
-    re.compile(rf"^(?:the\s+)?{_D}\s+(?:of\s+)?{_M},?\s+{_Y}$", re.I),  # 12 March 1999, 12th of March 1999
-    re.compile(rf"^{_M}\s+{_D},?\s+{_Y}$", re.I),  # March 12, 1999
-    re.compile(rf"^{_Y}-(?P<mnum>[01]?\d)-(?P<day>[0-3]?\d)$"),  # 1999-03-12
-    re.compile(rf"^(?:in\s+)?{_M},?\s+{_Y}$", re.I),  # March 1999
-    re.compile(rf"^(?:in\s+)?{_Y}$"),  # 1999
-]
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
-def date_generalisations(text: str) -> list[str] | None:
-    """Truthful generalisations of a date in a standard format, most specific first
-    (``None`` when ``text`` is not one): "12 March 1999" gives "March 1999", "1999",
-    "late 1990s", "1990s", "20th century". Parts of a decade: early (0-3), mid (4-6),
-    late (7-9); centuries are counted strictly (2000 is in the 20th century)."""
-    text = " ".join(text.split()).strip(" .,;")
-    for form in _DATE_FORMS:
-        m = form.match(text)
-        if not m:
-            continue
-        groups = m.groupdict()
-        year = int(groups["year"])
-        month = None
-        if groups.get("month"):
-            month = _MONTH_OF[groups["month"].lower()]
-        elif groups.get("mnum"):
-            n = int(groups["mnum"])
-            if not 1 <= n <= 12:
-                return None
-            month = _MONTHS[n - 1]
-        day = groups.get("day")
-        if day is not None and not 1 <= int(day) <= 31:
-            return None
-        out = []
-        if day is not None and month:
-            out.append(f"{month} {year}")
-        if month:
-            out.append(str(year))
-        decade = year - year % 10
-        part = "early" if year % 10 <= 3 else ("mid" if year % 10 <= 6 else "late")
-        out += [f"{part} {decade}s", f"{decade}s", f"{_ordinal((year - 1) // 100 + 1)} century"]
-        return out
-    return None
-
 
 # =========================================================================== candidates prompt
 

@@ -1,282 +1,25 @@
-"""The delinker: rewrite what still links a de-identified document to its source.
-
-A de-identifier hides names, dates and places, but a released document keeps most of its
-wording, and the adversary of the phrase-search attack (:mod:`attackers.phrase_search`, after
-Lison & Anderson, "Protecting de-identified documents from search-based linkage attacks")
-holds the original collection: a phrase, or a combination of phrases, found in fewer than
-``k`` of its documents links the release back. The delinker removes those links:
-
-1. The collection the adversary can search (``collection``, plus optional ``extra_corpus``
-   documents) is indexed once with the attack's n-gram index
-   (:class:`~attackers.phrase_search.index.NgramIndex`).
-2. For each released document, :func:`attackers.phrase_search.linking.linking_ngrams` (the
-   attack's own definition) finds what links: the minimal non-overlapping n-grams (n <=
-   ``max_n``) with document frequency < ``k`` and, with ``arity`` 2 or 3, the combinations of
-   common n-grams that link together (their shortest member is rewritten). Text inside the
-   spans the de-identifier replaced, and placeholder tokens, is never part of an n-gram, so it
-   is never rewritten.
-3. The document is cut into chunks of ``chunk_sentences`` spaCy sentences. Each chunk with
-   something to rewrite goes to the LLM with those spans (at most ``max_spans`` per request;
-   more make several requests) marked ``[[like this]]``, two worked
-   examples, and a request for a JSON object: a short reasoning, then one truthful rephrasing
-   per marked span (a JSON schema enforces it where the backend supports schemas). A
-   rephrasing is refused when it copies the phrase's words, holds brackets (small models copy
-   the marks), or is much longer (:func:`usable_rewrite`); the others are spliced in. The
-   requests of a round are sent as one batch.
-4. The new text's n-grams are checked against the index again, and what still links is sent
-   again (later rounds sample at ``retry_temperature`` with another seed, so a refused
-   rewrite is not just replayed from the answer cache), up to ``max_rounds`` rounds.
-5. What still links after the last round is replaced by ``[REDACTED]`` (``on_failure="redact"``)
-   or kept (``"keep"``), and counted.
-
-``plain=True`` is the paper's baseline: the same model rewrites whole chunks without being
-told which spans link (round 1 rewrites every chunk, later rounds the chunks that still
-link); the de-identifier's spans are shown as ``{{1}}``, ``{{2}}`` markers the answer must
-keep, and nothing is redacted.
-
-Every change is recorded on the released document next to the de-identifier's spans: a span
-with label ``REPHRASED`` (:data:`~audit.core.data.REPHRASED`, whose words stay searchable by
-the attacks) or ``REDACTED``, its offsets in the new text, ``original`` (the de-identified
-text it replaced), ``replacement`` and, when the de-identifier's spans say how, ``orig_start``/
-``orig_end`` in the original document. Per-document counts go to ``meta["delinker"]``, run
-totals to :meth:`Delinker.stats`.
-"""
+"""The delinker sanitizer: find what links, ask for rewrites, check again, redact what is left."""
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
 from attackers.phrase_search.attack import DEFAULT_PLACEHOLDER_PATTERN
 from attackers.phrase_search.index import NgramIndex, collection_fingerprint
 from attackers.phrase_search.linking import Links, blocked_ranges, linking_ngrams
-from audit.core.data import REPHRASED, Corpus, Document, Release, Span, span_order
+from audit.core.data import Corpus, Document, Release
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
 from audit.core.registry import register
 from audit.models.llm import LLM, ChatRequest
 from audit.models.nlp import DEFAULT_SPACY_MODEL
 from audit.models.resources import resources_of
-
-#: What a span the LLM could not fix becomes (a placeholder the attacks never search).
-REDACTION = "[REDACTED]"
-REDACTED_LABEL = "REDACTED"
-
-# --------------------------------------------------------------------------- prompts
-
-_SYSTEM_MARKED = (
-    "You help publish a document without letting anyone find its source by searching for exact "
-    "phrases. In the passage, some phrases are wrapped in [[double brackets]]. Give a new wording for "
-    "each bracketed phrase only:\n"
-    "- it must stay true to what the phrase says; it may be vaguer, but never add or change facts;\n"
-    "- it must read naturally in place of the brackets and must not reuse the same word sequence;\n"
-    "- leave placeholders such as [PERSON] or ***, and everything outside the brackets, alone.\n"
-    "Reply with a JSON object only: \"reasoning\" (one short sentence on how you will reword) and "
-    "\"rewrites\", a list with one {\"marked\": <the bracketed phrase>, \"new\": <its new wording>} "
-    "per bracketed phrase, in the order they appear."
-)
-
-_EXAMPLES_MARKED = [
-    ("In [DATE] the applicant, who [[ran a small bakery]] in [LOC], was stopped [[outside the municipal "
-     "swimming pool]] by two police officers.",
-     {"reasoning": "Describe the job and the place in more general words.",
-      "rewrites": [{"marked": "ran a small bakery", "new": "had a food business"},
-                   {"marked": "outside the municipal swimming pool", "new": "near a public sports venue"}]}),
-    ("The [[regional court of appeal upheld]] the sentence of [NUMBER] years and [[ordered the seizure of "
-     "his fishing boat]].",
-     {"reasoning": "Keep the decisions but phrase them differently.",
-      "rewrites": [{"marked": "regional court of appeal upheld", "new": "appellate judges confirmed"},
-                   {"marked": "ordered the seizure of his fishing boat", "new": "had his vessel confiscated"}]}),
-]
-
-_SYSTEM_PLAIN = (
-    "You help publish a document without letting anyone find its source by searching for exact "
-    "phrases. Rewrite the passage in your own words: keep every fact and its meaning, but change the "
-    "wording. Markers such as {{1}} stand for hidden text: keep each of them exactly once, in the same "
-    "order. Reply with a JSON object only: \"reasoning\" (one short sentence on how you will reword) "
-    "and \"rewritten\" (the new passage)."
-)
-
-_EXAMPLES_PLAIN = [
-    ("In {{1}} the applicant, who ran a small bakery in {{2}}, was stopped outside the municipal "
-     "swimming pool by two police officers.",
-     {"reasoning": "Reorder the sentence and use other words for the job and the place.",
-      "rewritten": "Two police officers stopped the applicant, a bakery owner from {{2}}, near the town's "
-                   "public pool in {{1}}."}),
-]
-
-_MARK = re.compile(r"\{\{(\d+)\}\}")
-_NON_WORD = re.compile(r"\W+")
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def _merge(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted ranges with overlapping ones merged."""
-    out: list[list[int]] = []
-    for s, e in sorted(ranges):
-        if out and s < out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
-
-
-def _json_object(answer: str) -> dict[str, Any] | None:
-    """The JSON object in an answer (the whole answer, else its outermost braces)."""
-    for cand in (answer.strip(), answer[answer.find("{"): answer.rfind("}") + 1]):
-        try:
-            data = json.loads(cand)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            return data
-    return None
-
-
-def parse_rewrites(answer: str, marked: Sequence[str]) -> list[str | None]:
-    """The new wording of each marked phrase from an LLM answer (None where there is no usable
-    one: missing, empty, multi-line, still bracketed, or the same words as the phrase). Items
-    are matched to phrases by their ``marked`` text when it names one, else by position."""
-    data = _json_object(answer)
-    items = data.get("rewrites") if data else None
-    if items is None and data:
-        items = next((v for v in data.values() if isinstance(v, list)), None)
-    out: list[str | None] = [None] * len(marked)
-    if not isinstance(items, list):
-        return out
-    wanted = [_norm(m) for m in marked]
-    for pos, item in enumerate(items):
-        if isinstance(item, dict):
-            said, new = item.get("marked"), item.get("new")
-        else:
-            said, new = None, item
-        slot = None
-        if isinstance(said, str):
-            slot = next((j for j, w in enumerate(wanted) if w == _norm(said) and out[j] is None), None)
-        if slot is None and pos < len(marked) and out[pos] is None:
-            slot = pos
-        if slot is None or not isinstance(new, str):
-            continue
-        new = new.strip()
-        if usable_rewrite(marked[slot], new):
-            out[slot] = new
-    return out
-
-
-def usable_rewrite(original: str, new: str) -> bool:
-    """Whether ``new`` can replace ``original``: one line, no brackets or braces (small models
-    copy the [[marks]] or invent placeholders), not much longer, and not containing the
-    original's words in their order (a copy, or the phrase padded with more words)."""
-    if not new or "\n" in new or any(c in new for c in "[]{}") or len(new) > 2 * len(original) + 30:
-        return False
-    words_old = _words(original)
-    return bool(words_old) and f" {words_old} " not in f" {_words(new)} "
-
-
-def _words(text: str) -> str:
-    return _norm(_NON_WORD.sub(" ", text))
-
-
-def parse_plain(answer: str, n_markers: int) -> list[str] | None:
-    """The rewritten passage split at its ``{{i}}`` markers (``n_markers + 1`` pieces), or None
-    when there is none or its markers are not exactly 1..n in order."""
-    data = _json_object(answer)
-    text = data.get("rewritten") if data else None
-    if not isinstance(text, str) or not text.strip():
-        return None
-    parts = _MARK.split(text)
-    numbers = [int(x) for x in parts[1::2]]
-    if numbers != list(range(1, n_markers + 1)):
-        return None
-    return parts[0::2]
-
-
-# --------------------------------------------------------------------------- the draft
-
-
-@dataclass
-class _Edit:
-    """One rewritten region: ``[start, end)`` in the current text, ``[src_start, src_end)`` in
-    the input (de-identified) text; ``redacted`` when it is one redaction and nothing else."""
-
-    start: int
-    end: int
-    src_start: int
-    src_end: int
-    redacted: bool = False
-
-
-class _Draft:
-    """A released document being rewritten: its current text, the de-identifier's spans
-    (shifted to the current text, never touched) and the rewritten regions so far."""
-
-    def __init__(self, doc: Document):
-        self.doc = doc
-        self.text = doc.text
-        self.protected = list(doc.spans)
-        self.edits: list[_Edit] = []
-
-    def _to_src(self, pos: int) -> int:
-        shift = 0
-        for e in self.edits:
-            if e.end <= pos:
-                shift = e.src_end - e.end
-            else:
-                break
-        return pos + shift
-
-    def replace(self, start: int, end: int, new: str, *, redaction: bool = False) -> None:
-        """Put ``new`` in place of ``text[start:end]`` (outside every protected span). Apply
-        several replacements right to left so that the offsets of the others stay valid."""
-        for p in self.protected:
-            if p.start < end and start < p.end:
-                raise AnonauditError(f"delinker: internal error, a rewrite [{start}, {end}) overlaps the "
-                                     f"de-identifier's span [{p.start}, {p.end}) of document {self.doc.id!r}")
-        over = [e for e in self.edits if e.start < end and start < e.end]
-        ms = min([start] + [e.start for e in over])
-        me = max([end] + [e.end for e in over])
-        src_s = over[0].src_start if over and over[0].start == ms else self._to_src(ms)
-        src_e = over[-1].src_end if over and over[-1].end == me else self._to_src(me)
-        delta = len(new) - (end - start)
-        self.text = self.text[:start] + new + self.text[end:]
-        kept = [e for e in self.edits if e not in over]
-        for e in kept:
-            if e.start >= end:
-                e.start += delta
-                e.end += delta
-        kept.append(_Edit(ms, me + delta, src_s, src_e, redacted=redaction and not over))
-        self.edits = sorted(kept, key=lambda e: e.start)
-        self.protected = [replace(p, start=p.start + delta, end=p.end + delta) if p.start >= end else p
-                          for p in self.protected]
-
-    def _orig_offset(self, src_pos: int) -> int | None:
-        """Offset in the original document of a position of the input text outside its spans."""
-        before = [s for s in self.doc.spans if s.end <= src_pos]
-        if not before:
-            return src_pos
-        last = max(before, key=lambda s: s.end)
-        return None if last.orig_end is None else last.orig_end + (src_pos - last.end)
-
-    def document(self, meta: dict[str, Any]) -> Document:
-        spans = list(self.protected)
-        src = self.doc.text
-        for e in self.edits:
-            o_s, o_e = self._orig_offset(e.src_start), self._orig_offset(e.src_end)
-            spans.append(Span(e.start, e.end, REDACTED_LABEL if e.redacted else REPHRASED,
-                              replacement=self.text[e.start:e.end], original=src[e.src_start:e.src_end],
-                              orig_start=o_s if o_e is not None else None,
-                              orig_end=o_e if o_s is not None else None))
-        return Document(self.doc.id, self.text, subject=self.doc.subject,
-                        spans=tuple(sorted(spans, key=span_order)),
-                        meta={**dict(self.doc.meta), "delinker": meta})
-
+from defenders.delinker.draft import Draft
+from defenders.delinker.prompts import (REDACTION, EXAMPLES_MARKED, EXAMPLES_PLAIN, SYSTEM_MARKED,
+                                        SYSTEM_PLAIN, merge_ranges, norm_words, parse_plain, parse_rewrites)
 
 # --------------------------------------------------------------------------- the sanitizer
 
@@ -407,10 +150,10 @@ class Delinker(Sanitizer):
 
     # ------------------------------------------------------------------ what links
 
-    def _blocked(self, draft: _Draft) -> list[tuple[int, int]]:
+    def _blocked(self, draft: Draft) -> list[tuple[int, int]]:
         return blocked_ranges(draft.text, draft.protected, self.placeholder_pattern or None)
 
-    def links(self, draft: _Draft) -> Links:
+    def links(self, draft: Draft) -> Links:
         return linking_ngrams(self.index(), draft.text, self.k, self.arity, blocked=self._blocked(draft),
                               df_cap=self.df_cap, max_candidates=self.max_candidates)
 
@@ -418,7 +161,7 @@ class Delinker(Sanitizer):
     def targets(links: Links) -> list[tuple[int, int]]:
         """Character ranges to rewrite: the n-grams to rephrase, overlapping ones merged."""
         tn = links.tn
-        return _merge([(int(tn.char_start[i]), int(tn.char_end[i])) for i in links.to_rephrase()])
+        return merge_ranges([(int(tn.char_start[i]), int(tn.char_end[i])) for i in links.to_rephrase()])
 
     def chunks(self, text: str, keep_whole: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         """``[start, end)`` of consecutive chunks of ``chunk_sentences`` spaCy sentences covering
@@ -468,10 +211,10 @@ class Delinker(Sanitizer):
             cur = e
         pieces.append(text[cur:b])
         passage = "".join(pieces).strip()
-        return self._request(_SYSTEM_MARKED, _EXAMPLES_MARKED, passage, self._schema(len(spans)),
+        return self._request(SYSTEM_MARKED, EXAMPLES_MARKED, passage, self._schema(len(spans)),
                              96 + 48 * len(spans), rnd)
 
-    def _plain_parts(self, draft: _Draft, chunk: tuple[int, int]) -> tuple[str, list[tuple[int, int]]]:
+    def _plain_parts(self, draft: Draft, chunk: tuple[int, int]) -> tuple[str, list[tuple[int, int]]]:
         """The chunk with protected ranges shown as ``{{i}}`` markers, and the ranges of the text
         between them (its rewritable pieces)."""
         a, b = chunk
@@ -479,7 +222,7 @@ class Delinker(Sanitizer):
         inner = text[a:b]
         lead = len(inner) - len(inner.lstrip())
         a2, b2 = a + lead, a + len(inner.rstrip())
-        hidden = [(max(s, a2), min(e, b2)) for s, e in _merge(self._blocked(draft)) if s < b2 and a2 < e
+        hidden = [(max(s, a2), min(e, b2)) for s, e in merge_ranges(self._blocked(draft)) if s < b2 and a2 < e
                   or (s == e and a2 <= s <= b2)]
         pieces, out, cur = [], [], a2
         for j, (s, e) in enumerate(hidden, 1):
@@ -495,7 +238,7 @@ class Delinker(Sanitizer):
     def delink(self, doc: Document) -> Document:
         """The delinked version of one released document."""
         llm = self._get_llm()
-        draft = _Draft(doc)
+        draft = Draft(doc)
         counts = {"rounds": 0, "spans_sent": 0, "llm_requests": 0, "redacted": 0, "still_linking": 0,
                   "rewritten": 0}
         links = self.links(draft)
@@ -504,7 +247,7 @@ class Delinker(Sanitizer):
                 break
             targets = self.targets(links)
             counts["rounds"] = rnd
-            keep_whole = targets if not self.plain else targets + _merge(self._blocked(draft))
+            keep_whole = targets if not self.plain else targets + merge_ranges(self._blocked(draft))
             chunks = self.chunks(draft.text, keep_whole)
             jobs: list[tuple[ChatRequest, Any]] = []
             for chunk in chunks:
@@ -515,7 +258,7 @@ class Delinker(Sanitizer):
                     passage, pieces = self._plain_parts(draft, chunk)
                     if not any(draft.text[s:e].strip() for s, e in pieces):
                         continue
-                    req = self._request(_SYSTEM_PLAIN, _EXAMPLES_PLAIN, passage, self._schema(None),
+                    req = self._request(SYSTEM_PLAIN, EXAMPLES_PLAIN, passage, self._schema(None),
                                         96 + 2 * llm.count_tokens(passage), rnd)
                     jobs.append((req, pieces))
                 else:
@@ -537,7 +280,7 @@ class Delinker(Sanitizer):
                         old = draft.text[s:e]
                         core_s = s + len(old) - len(old.lstrip())
                         core_e = s + len(old.rstrip())
-                        if core_e > core_s and new.strip() and _norm(new) != _norm(old):
+                        if core_e > core_s and new.strip() and norm_words(new) != norm_words(old):
                             replacements.append((core_s, core_e, new.strip()))
                 else:
                     news = parse_rewrites(answer, [draft.text[s:e] for s, e in spans])

@@ -1,0 +1,89 @@
+"""A released document being rewritten: current text, protected spans and recorded edits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from audit.core.data import REPHRASED, Document, Span, span_order
+from audit.core.errors import AnonauditError
+from defenders.delinker.prompts import REDACTED_LABEL
+
+# --------------------------------------------------------------------------- the draft
+
+
+@dataclass
+class Edit:
+    """One rewritten region: ``[start, end)`` in the current text, ``[src_start, src_end)`` in
+    the input (de-identified) text; ``redacted`` when it is one redaction and nothing else."""
+
+    start: int
+    end: int
+    src_start: int
+    src_end: int
+    redacted: bool = False
+
+
+class Draft:
+    """A released document being rewritten: its current text, the de-identifier's spans
+    (shifted to the current text, never touched) and the rewritten regions so far."""
+
+    def __init__(self, doc: Document):
+        self.doc = doc
+        self.text = doc.text
+        self.protected = list(doc.spans)
+        self.edits: list[Edit] = []
+
+    def _to_src(self, pos: int) -> int:
+        shift = 0
+        for e in self.edits:
+            if e.end <= pos:
+                shift = e.src_end - e.end
+            else:
+                break
+        return pos + shift
+
+    def replace(self, start: int, end: int, new: str, *, redaction: bool = False) -> None:
+        """Put ``new`` in place of ``text[start:end]`` (outside every protected span). Apply
+        several replacements right to left so that the offsets of the others stay valid."""
+        for p in self.protected:
+            if p.start < end and start < p.end:
+                raise AnonauditError(f"delinker: internal error, a rewrite [{start}, {end}) overlaps the "
+                                     f"de-identifier's span [{p.start}, {p.end}) of document {self.doc.id!r}")
+        over = [e for e in self.edits if e.start < end and start < e.end]
+        ms = min([start] + [e.start for e in over])
+        me = max([end] + [e.end for e in over])
+        src_s = over[0].src_start if over and over[0].start == ms else self._to_src(ms)
+        src_e = over[-1].src_end if over and over[-1].end == me else self._to_src(me)
+        delta = len(new) - (end - start)
+        self.text = self.text[:start] + new + self.text[end:]
+        kept = [e for e in self.edits if e not in over]
+        for e in kept:
+            if e.start >= end:
+                e.start += delta
+                e.end += delta
+        kept.append(Edit(ms, me + delta, src_s, src_e, redacted=redaction and not over))
+        self.edits = sorted(kept, key=lambda e: e.start)
+        self.protected = [replace(p, start=p.start + delta, end=p.end + delta) if p.start >= end else p
+                          for p in self.protected]
+
+    def _orig_offset(self, src_pos: int) -> int | None:
+        """Offset in the original document of a position of the input text outside its spans."""
+        before = [s for s in self.doc.spans if s.end <= src_pos]
+        if not before:
+            return src_pos
+        last = max(before, key=lambda s: s.end)
+        return None if last.orig_end is None else last.orig_end + (src_pos - last.end)
+
+    def document(self, meta: dict[str, Any]) -> Document:
+        spans = list(self.protected)
+        src = self.doc.text
+        for e in self.edits:
+            o_s, o_e = self._orig_offset(e.src_start), self._orig_offset(e.src_end)
+            spans.append(Span(e.start, e.end, REDACTED_LABEL if e.redacted else REPHRASED,
+                              replacement=self.text[e.start:e.end], original=src[e.src_start:e.src_end],
+                              orig_start=o_s if o_e is not None else None,
+                              orig_end=o_e if o_s is not None else None))
+        return Document(self.doc.id, self.text, subject=self.doc.subject,
+                        spans=tuple(sorted(spans, key=span_order)),
+                        meta={**dict(self.doc.meta), "delinker": meta})

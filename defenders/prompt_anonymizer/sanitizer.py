@@ -1,0 +1,194 @@
+"""The prompt-based anonymizer: ask, mask every occurrence, ask again (rounds)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from audit.core.data import Corpus, Document, Release, Span, apply_spans, sanitize_corpus
+from audit.core.errors import AnonauditError
+from audit.core.interfaces import Sanitizer
+from audit.core.progress import bar
+from audit.core.registry import register
+from audit.models.llm import LLM, ChatRequest
+from audit.models.resources import resources_of
+from defenders.prompt_anonymizer.prompts import FAMILIES, Family, PROMPTS, TERMS_SCHEMA, inference_messages
+from defenders.prompt_anonymizer.terms import covered, split_long, find_terms, pack_chunks, parse_terms
+
+# =========================================================================== the sanitizer
+
+@dataclass
+class DocumentResult:
+    """What the LLM proposed for one document and where it was masked (not released)."""
+
+    terms: list[str]
+    regions: list[tuple[int, int]]
+    missing: list[str]
+    rounds: int
+    chunks: int
+
+
+@register("sanitizer")
+class PromptAnonymizer(Sanitizer):
+    """An LLM lists the terms to mask (one of four prompt families); every occurrence is masked."""
+
+    name: ClassVar[str] = "prompt"
+    description: ClassVar[str] = (
+        "Asks a language model which words of each document say something about the person it is about "
+        "(one of four published prompt styles: mvm, sparks, student, ppdp), then masks every occurrence "
+        "of those words with SENSITIVE. The ppdp prompt asks for every attribute, not only names, "
+        "places and dates.")
+
+    def __init__(self, family: Family = "ppdp", llm: str | LLM | None = None, replacement: str = "SENSITIVE",
+                 chunk_tokens: int = 1500, rounds: int = 1, max_answer_tokens: int = 1024,
+                 temperature: float = 0.0, seed: int = 0, structured: bool = True, cache: bool = True,
+                 progress: bool = True):
+        """
+        family: the prompt family (mvm, sparks, student, ppdp).
+        llm: the LLM that reads the documents (a spec, see ``anonaudit models list``, or an LLM object).
+        replacement: what replaces every masked occurrence.
+        chunk_tokens: longer documents are cut at sentence boundaries into chunks of at most this many tokens.
+        rounds: rounds of asking; after the first, the model lists what the masked text still reveals.
+        max_answer_tokens: the longest answer asked for.
+        temperature: sampling temperature (0: greedy).
+        seed: the seed of every request.
+        structured: ask for a JSON array of strings through the backend's structured output when it has one.
+        cache: read and write the LLM answer cache.
+        """
+        if family not in FAMILIES:
+            raise AnonauditError(f"prompt: family must be one of {', '.join(FAMILIES)}, got {family!r}")
+        if chunk_tokens < 32:
+            raise AnonauditError(f"prompt: chunk_tokens must be at least 32, got {chunk_tokens!r}")
+        if rounds < 1:
+            raise AnonauditError(f"prompt: rounds must be at least 1, got {rounds!r}")
+        if max_answer_tokens < 1:
+            raise AnonauditError(f"prompt: max_answer_tokens must be positive, got {max_answer_tokens!r}")
+        self.family = family
+        self.llm = llm
+        self.replacement = replacement
+        self.chunk_tokens = chunk_tokens
+        self.rounds = rounds
+        self.max_answer_tokens = max_answer_tokens
+        self.temperature = temperature
+        self.seed = seed
+        self.structured = structured
+        self.cache = cache
+        self.progress = progress
+        self._llm: LLM | None = None
+        self.counts: Counter[str] = Counter()
+
+    def stats(self) -> dict[str, Any]:
+        """Timings, and counts of requests, approximate tokens, terms proposed and not found,
+        repaired and unparsable answers (for the provenance, never a result)."""
+        out = super().stats()
+        if self.counts:
+            out["counts"] = dict(sorted(self.counts.items()))
+        return out
+
+    # ------------------------------------------------------------------ resources
+    def _get_llm(self) -> LLM:
+        if self._llm is None:
+            self._llm = resources_of(self).llm(self.llm, cache=self.cache, what="the anonymizing LLM")
+        return self._llm
+
+    def close(self) -> None:
+        self._llm = None
+        super().close()
+
+    def sentences(self, text: str) -> list[tuple[int, int]]:
+        """Sentence offsets (the run's shared spaCy pipeline)."""
+        return resources_of(self).spacy().sentences(text)
+
+    # ------------------------------------------------------------------ requests
+    def messages(self, document: str, note: str = "") -> list[dict[str, str]]:
+        return PROMPTS[self.family](document, note)
+
+    def _request(self, messages: list[dict[str, str]]) -> ChatRequest:
+        llm = self._get_llm()
+        schema = TERMS_SCHEMA if self.structured and getattr(llm, "supports_schema", False) else None
+        return ChatRequest.make(messages, temperature=self.temperature, max_tokens=self.max_answer_tokens,
+                                seed=self.seed, json_schema=schema)
+
+    def _count_tokens(self, text: str) -> int:
+        count = getattr(self._get_llm(), "count_tokens", None)
+        return int(count(text)) if callable(count) else max(1, len(text) // 4)
+
+    def chunks(self, text: str) -> list[tuple[int, int]]:
+        """Character ranges of the chunks of ``text`` (one when it fits in ``chunk_tokens``)."""
+        budget = self.chunk_tokens
+        if len(text) <= budget or self._count_tokens(text) <= budget:  # a token is at least a character
+            return [(0, len(text))]
+        pieces: list[tuple[int, int]] = []
+        for s, e in self.sentences(text) or [(0, len(text))]:
+            n = self._count_tokens(text[s:e])
+            pieces.extend(split_long(text, s, e, -(-n // budget)) if n > budget else [(s, e)])
+        return pack_chunks(pieces, lambda s, e: self._count_tokens(text[s:e]), budget, len(text))
+
+    def _note(self, doc: Document, i: int, n: int) -> str:
+        if n <= 1:
+            return ""
+        about = f" about the person identified as {doc.subject!r}" if doc.subject else ""
+        return f"(This is part {i + 1} of {n} of a longer text{about}.)"
+
+    def _ask(self, doc: Document, text: str, first: bool) -> tuple[list[str], int]:
+        """One round for one document: every chunk of ``text`` in one batch; the pooled terms."""
+        ranges = self.chunks(text)
+        texts = [chunk for chunk in (text[s:e].strip() for s, e in ranges) if chunk]
+        reqs = []
+        for i, chunk in enumerate(texts):
+            note = self._note(doc, i, len(texts))
+            msgs = self.messages(chunk, note) if first else inference_messages(chunk, self.replacement, note)
+            reqs.append(self._request(msgs))
+        answers = self._get_llm().complete_batch(reqs)
+        terms: list[str] = []
+        for req, answer in zip(reqs, answers):
+            found, how = parse_terms(answer)
+            self.counts["requests"] += 1
+            self.counts["prompt_tokens_approx"] += sum(len(c) for _, c in req.messages) // 4
+            self.counts["answer_tokens_approx"] += len(answer) // 4
+            if how != "json":
+                self.counts[f"answers_{how}"] += 1
+            terms.extend(found)
+        return terms, len(texts)
+
+    def anonymize(self, doc: Document) -> DocumentResult:
+        """The terms the LLM proposes for ``doc`` and the regions of ``doc.text`` they mask."""
+        self.counts["documents"] += 1
+        if not doc.text.strip():  # nothing to ask about
+            return DocumentResult([], [], [], 0, 0)
+        proposed, n_chunks = self._ask(doc, doc.text, first=True)
+        pool = list(dict.fromkeys(t.strip() for t in proposed if t.strip()))
+        regions, missing = find_terms(doc.text, pool)
+        self.counts["terms_proposed"] += len(pool)
+        rounds = 1
+        while rounds < self.rounds:
+            masked = apply_spans(doc, self._spans(regions)).text
+            more, _ = self._ask(doc, masked, first=False)
+            rounds += 1
+            new = [t for t in dict.fromkeys(t.strip() for t in more if t.strip()) if t not in pool]
+            self.counts["terms_proposed"] += len(new)
+            grown, grown_missing = find_terms(doc.text, pool + new)
+            pool += new
+            if covered(grown) <= covered(regions):
+                missing = grown_missing
+                break
+            regions, missing = grown, grown_missing
+        self.counts["terms_not_found"] += len(missing)
+        self.counts["chunks"] += n_chunks
+        self.counts["rounds"] += rounds
+        return DocumentResult(pool, regions, missing, rounds, n_chunks)
+
+    def _spans(self, regions: Iterable[tuple[int, int]]) -> list[Span]:
+        return [Span(s, e, replacement=self.replacement) for s, e in regions]
+
+    def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
+        started = time.perf_counter()
+        spans: dict[str, list[Span]] = {}
+        for doc in bar(corpus, desc=f"prompt ({self.family})", unit="doc", enabled=self.progress):
+            spans[doc.id] = self._spans(self.anonymize(doc).regions)
+        name = name or self.name
+        self.record_timing(name, {"sanitize": time.perf_counter() - started})
+        return sanitize_corpus(corpus, spans, name=name, sanitizer=self.name, source=corpus.source)
