@@ -173,12 +173,12 @@ def test_user_errors_are_one_line(data):
     res = invoke(reg, *base, "--mode", "some")
     assert res.exit_code == 2 and "'some' is not one of 'any', 'all'" in res.output
     res = invoke(reg, *base, "--min-len", "4", "--param", "min_len=5")
-    assert res.exit_code == 1 and "given twice" in res.output
+    assert res.exit_code == 2 and "given twice" in res.output
     res = invoke(reg, *base, "--param", "colour=red")
-    assert res.exit_code == 1 and "no parameter" in res.output and "colour" in res.output
+    assert res.exit_code == 2 and "no parameter" in res.output and "colour" in res.output
     res = invoke(reg, "attack", "toy-words", "--release", data / "data/releases/suppressed.jsonl",
                  "--out", data / "r.json")
-    assert res.exit_code == 1 and "--originals" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "--originals" in res.output and "Traceback" not in res.output
 
 
 def test_utility_takes_the_metrics_of_the_registry(data):
@@ -224,6 +224,6 @@ def test_a_missing_input_file_is_named_by_its_option(tmp_path):
     orig.write_text('{"id": "a", "text": "Alice went home."}\n')
     result = runner.invoke(main, ["attack", "phrase-search", "--originals", str(orig),
                                   "--release", f"x={tmp_path / 'nope.jsonl'}", "--out", str(tmp_path / "r.json")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"--release {tmp_path / 'nope.jsonl'}: file not found" in result.output
     assert "Traceback" not in result.output and not (tmp_path / "r.json").exists()

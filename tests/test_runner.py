@@ -343,7 +343,7 @@ def test_sanitize_bad_param_is_a_message_not_a_traceback(tmp_path):
     src.write_text('{"id": "a", "text": "x"}\n')
     res = CliRunner().invoke(main, ["sanitize", "labels", "--input", str(src), "--out", str(tmp_path / "r.jsonl"),
                                     "--param", "x=[oops"])
-    assert res.exit_code == 1 and "not valid YAML" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "not valid YAML" in res.output and "Traceback" not in res.output
 
 
 # --------------------------------------------------------------------------- shared resources, releases

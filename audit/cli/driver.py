@@ -260,7 +260,7 @@ class UtilityCommand(SectionedCommand):
         outcome = run_components(ctx, kind="metric", entries=entries, data=data, corpora=corpora,
                                  command="utility", on_error="skip")
         if outcome.skipped:  # a metric that could not even be created: a usage error
-            ctx.exit(1)
+            ctx.exit(2)
 
 
 # --------------------------------------------------------------------------- sanitize NAME

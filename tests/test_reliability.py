@@ -1,0 +1,146 @@
+"""Reliability: what a user relies on when things run in parallel, crash or are read back.
+
+- The results file several commands share: parallel writers lose nothing, the file keeps its
+  mode, and a new one is created like any file the user makes (umask, not 0600).
+- Malformed results files and run folders are clear errors, never tracebacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from audit.core.errors import AnonauditError, DataError
+from audit.core.results import Result, ResultsFile
+from audit.demo.data import write as write_demo
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: One writer: runs the toy attack on one release into the shared results file, once the
+#: "go" file exists (so that every writer saves at about the same moment).
+WRITER = r"""
+import sys, time
+from pathlib import Path
+from audit.pipeline.runner import Audit
+from audit.pipeline.spec import parse_spec
+from tests.test_runner import toy_registry
+
+root, out, i, go = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+reg = toy_registry()
+spec = parse_spec({"seed": 0, "out": str(out.parent), "originals": "data/originals.jsonl",
+                   "background": "data/background.jsonl",
+                   "releases": [{"name": f"rel{i}", "path": "data/releases/suppressed.jsonl"},
+                                {"name": f"other{i}", "path": "data/releases/labels.jsonl"}],
+                   "attacks": ["toy_leak"], "metrics": ["toy_keep"]},
+                  base=root, source="test", registry=reg)
+while not go.exists():
+    time.sleep(0.005)
+Audit(spec, registry=reg, progress=False, echo=None, results_path=out, resume=False).run()
+"""
+
+
+@pytest.fixture
+def demo_dir(tmp_path):
+    write_demo(tmp_path / "data", n=6, seed=1)
+    return tmp_path
+
+
+def test_parallel_writers_into_one_results_file_lose_nothing(demo_dir):
+    n = 6
+    out = demo_dir / "shared" / "results.json"
+    go = demo_dir / "go"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(demo_dir), str(out), str(i), str(go)],
+                              cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True) for i in range(n)]
+    time.sleep(3)  # let every writer import and wait at the start line
+    go.touch()
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    rf = ResultsFile.load(out)
+    want = {(kind, name, f"{rel}{i}") for i in range(n) for rel in ("rel", "other")
+            for kind, name in (("attack", "toy_leak"), ("utility", "toy_keep"))}
+    assert {r.key for r in rf.results} == want
+    # Every writer's releases and resume pairs are described, not only the last one's.
+    assert set(rf.provenance["releases"]) == {f"{rel}{i}" for i in range(n) for rel in ("rel", "other")}
+    assert len(rf.provenance["pairs"]) == 4 * n
+    for info in rf.provenance["releases"].values():
+        assert (out.parent / info["path"]).is_file()
+
+
+def _result(release: str, value: float = 0.5) -> Result:
+    return Result("attack", "x", release, value, (0.1, 0.9), 10)
+
+
+def test_results_file_keeps_its_mode_and_a_new_one_follows_the_umask(tmp_path):
+    path = tmp_path / "results.json"
+    old = os.umask(0o022)
+    try:
+        ResultsFile(results=[_result("a")]).save(path)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not 0600 from the temporary file
+    path.chmod(0o640)
+    ResultsFile.update(path, lambda cur: ResultsFile(results=[*cur.results, _result("b")]))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert [r.release for r in ResultsFile.load(path).results] == ["a", "b"]
+
+
+def test_update_rereads_the_file_under_the_lock(tmp_path):
+    """A writer that loaded the file earlier does not overwrite what was added since."""
+    path = tmp_path / "results.json"
+    ResultsFile(results=[_result("a")]).save(path)
+    stale = ResultsFile.load(path)
+    ResultsFile.update(path, lambda cur: ResultsFile(results=[*cur.results, _result("b")]))
+    seen = []
+
+    def merge(cur):
+        seen.append([r.release for r in cur.results])
+        out = ResultsFile(results=list(cur.results))
+        out.add(_result("c"))
+        return out
+
+    ResultsFile.update(path, merge)
+    assert seen == [["a", "b"]] and len(stale.results) == 1
+    assert [r.release for r in ResultsFile.load(path).results] == ["a", "b", "c"]
+
+
+GOOD = {"kind": "attack", "name": "x", "release": "r", "value": 0.5, "ci": [0.1, 0.9], "n": 3, "documents": []}
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"results": [{**GOOD, "ci": [0.1]}]}, r'results\[0\]: "ci" must be a list of two numbers'),
+    ({"results": [{**GOOD, "documents": "abc"}]}, r'"documents" must be a list of findings, not a string'),
+    ({"results": [{**GOOD, "documents": [1, "x"]}]}, r"documents\[0\]: must be a finding"),
+    ({"results": {"a": GOOD}}, r'"results" must be a list of results, not an object'),
+    ({"results": [GOOD], "provenance": "abc"}, r'"provenance" must be an object, not a string'),
+    ({"results": [3]}, r"results\[0\]: must be an object, not a number"),
+    ({"results": [{**GOOD, "value": "high"}]}, r'"value" must be a number or null, not a string'),
+    ({"results": [{**GOOD, "documents": [{"id": "d", "highlights": [{"start": 5, "end": 2}]}]}]},
+     r"each highlight must be an object with whole-number offsets"),
+])
+def test_malformed_results_files_are_clear_errors(tmp_path, data, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"schema": "anonaudit.results/1", **data}), encoding="utf-8")
+    with pytest.raises(DataError, match=message) as info:
+        ResultsFile.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_report_command_on_a_malformed_results_file_says_what_is_wrong(tmp_path):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"schema": "anonaudit.results/1", "results": [{**GOOD, "ci": [1]}]}))
+    res = CliRunner().invoke(main, ["report", str(path)])
+    assert res.exit_code == 2
+    assert '"ci" must be a list of two numbers' in res.output and "Traceback" not in res.output
