@@ -144,3 +144,76 @@ def test_report_command_on_a_malformed_results_file_says_what_is_wrong(tmp_path)
     res = CliRunner().invoke(main, ["report", str(path)])
     assert res.exit_code == 2
     assert '"ci" must be a list of two numbers' in res.output and "Traceback" not in res.output
+
+
+# --------------------------------------------------------------------------- release copies
+
+
+def _run_toy(demo_dir, releases, out="out"):
+    from audit.pipeline.runner import Audit
+    from audit.pipeline.spec import parse_spec
+    from tests.test_runner import toy_registry
+
+    reg = toy_registry()
+    spec = parse_spec({"seed": 0, "out": out, "originals": "data/originals.jsonl",
+                       "background": "data/background.jsonl", "releases": releases, "attacks": ["toy_leak"]},
+                      base=demo_dir, source="test", registry=reg)
+    return Audit(spec, registry=reg, progress=False, echo=None).run()
+
+
+def test_release_names_that_differ_only_in_unsafe_characters_keep_their_own_copies(demo_dir):
+    from reports.render import load_release_texts
+
+    outcome = _run_toy(demo_dir, [{"name": "rel a", "path": "data/releases/suppressed.jsonl"},
+                                  {"name": "rel_a", "path": "data/releases/labels.jsonl"},
+                                  {"name": "REL_A", "sanitizer": "suppression"}])
+    prov = outcome.results.provenance["releases"]
+    paths = {prov[n]["path"] for n in ("rel a", "rel_a", "REL_A")}
+    assert len({p.lower() for p in paths}) == 3  # distinct even on a case-insensitive file system
+    texts = load_release_texts(outcome.path, outcome.results)
+    for name, source in (("rel a", "suppressed"), ("rel_a", "labels")):
+        want = {json.loads(line)["id"]: json.loads(line)["text"]
+                for line in (demo_dir / f"data/releases/{source}.jsonl").read_text().splitlines()}
+        assert texts[name] == want
+
+
+def test_report_refuses_a_release_copy_that_changed_after_the_run(demo_dir):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    outcome = _run_toy(demo_dir, [{"name": "a", "path": "data/releases/suppressed.jsonl"},
+                                  {"name": "b", "path": "data/releases/labels.jsonl"}])
+    prov = outcome.results.provenance["releases"]
+    copy_a, copy_b = (outcome.path.parent / prov[n]["path"] for n in ("a", "b"))
+    copy_a.write_bytes(copy_b.read_bytes())  # another release's text under a's name
+    res = CliRunner().invoke(main, ["report", str(outcome.path)])
+    assert res.exit_code == 2, res.output
+    assert "release 'a' was changed after the audit wrote it" in res.output and "Traceback" not in res.output
+    # A truncated copy is refused the same way, whatever line it stops in.
+    copy_a.write_bytes(copy_b.read_bytes()[:-40])
+    res = CliRunner().invoke(main, ["report", str(outcome.path)])
+    assert res.exit_code == 2 and "was changed after the audit wrote it" in res.output
+
+
+def test_truncated_release_copy_without_a_recorded_checksum_names_the_line(demo_dir):
+    from reports.render import load_release_texts
+
+    outcome = _run_toy(demo_dir, [{"name": "a", "path": "data/releases/suppressed.jsonl"}])
+    rf = outcome.results
+    info = rf.provenance["releases"]["a"]
+    del info["sha256"]  # a results file written by an older version records none
+    copy = outcome.path.parent / info["path"]
+    copy.write_bytes(copy.read_bytes()[:-40])
+    lines = copy.read_text().splitlines()
+    with pytest.raises(AnonauditError, match=rf"{copy.name}:{len(lines)}: damaged copy of release 'a'"):
+        load_release_texts(outcome.path, rf)
+
+
+def test_truncated_sanitizer_output_in_a_run_folder_is_made_again_on_resume(demo_dir):
+    first = _run_toy(demo_dir, [{"name": "masked", "sanitizer": "labels"}])
+    copy = first.path.parent / first.results.provenance["releases"]["masked"]["path"]
+    whole = copy.read_bytes()
+    copy.write_bytes(whole[: len(whole) // 2])
+    again = _run_toy(demo_dir, [{"name": "masked", "sanitizer": "labels"}])
+    assert copy.read_bytes() == whole and len(again.releases["masked"]) == 6

@@ -183,7 +183,7 @@ def test_run_writes_results_provenance_and_releases(demo_dir):
     assert prov["components"]["attack:toy_leak"]["params"]["min_len"] == 6
     assert all(p["seconds"] >= 0 for p in prov["pairs"].values()) and len(prov["pairs"]) == 4
     # The sanitizer ran on the originals and recorded what it replaced.
-    masked = [line for line in (demo_dir / "out/releases/masked.jsonl").read_text().splitlines()]
+    masked = (demo_dir / "out" / prov["releases"]["masked"]["path"]).read_text().splitlines()
     assert "[PERSON]" in masked[0] and '"original"' in masked[0]
     assert len(outcome.computed) == 4 and not outcome.reused
 

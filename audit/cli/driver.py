@@ -9,7 +9,7 @@ results file (``--out``), the seed, the models (``--llm``, ``--embedder``) and a
 budget (``--sample``). The commands then build an audit spec in memory and run it with the
 pipeline's :class:`~audit.pipeline.runner.Audit`, the same loop as ``anonaudit run``:
 results and provenance merge into the ``--out`` file, and release copies are written beside
-it for the report (``releases/NAME.jsonl`` beside ``results.json``, ``X.releases/NAME.jsonl``
+it for the report (``releases/NAME-HASH.jsonl`` beside ``results.json``, ``X.releases/NAME-HASH.jsonl``
 beside any other ``X.json``).
 
 The registry comes from the click context: ``main(obj={"registry": reg})`` (tests, an
