@@ -156,7 +156,8 @@ def test_the_attack_runs_from_its_typed_options_and_merges_results(data):
     assert comp["params"] == {"min_len": 7, "mode": "any", "labels": ["PERSON", "LOC"], "use_case": False,
                               "weight": 0.5, "extra": {"corpus": "more", "fingerprint": comp["params"]["extra"][
                                   "fingerprint"]}, "notes": {"why": "test"}, "seed": 0, "progress": True}
-    assert rf.provenance["command"] == "attack toy-words" and (data / "releases" / "supp.jsonl").is_file()
+    assert rf.provenance["command"] == "attack toy-words" and (data / rf.provenance["releases"]["supp"]["path"]).is_file()
+    assert rf.provenance["releases"]["supp"]["path"].startswith("releases/supp-")
     # a second command merges into the same file: both releases are there
     res = invoke(reg, "attack", "toy-words", "--originals", data / "data/originals.jsonl", "--release",
                  f"labels={data / 'data/releases/labels.jsonl'}", "--mode", "all", "--sample", "3", "--out", out)
@@ -191,7 +192,8 @@ def test_utility_takes_the_metrics_of_the_registry(data):
     assert res.exit_code == 0, res.output
     r = ResultsFile.load(out).get("toy_length", "suppressed", "utility")
     assert r is not None and r.value <= 0.5
-    assert (data / "u.releases" / "suppressed.jsonl").is_file()  # u.json's own copies, for its report
+    copy = ResultsFile.load(out).provenance["releases"]["suppressed"]["path"]
+    assert copy.startswith("u.releases/suppressed-") and (data / copy).is_file()  # u.json's own copies
     res = invoke(reg, "utility", "--originals", data / "data/originals.jsonl", "--release",
                  data / "data/releases/suppressed.jsonl", "--metrics", "bleu", "--out", out)
     assert res.exit_code == 2 and "bleu" in res.output

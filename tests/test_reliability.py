@@ -217,3 +217,53 @@ def test_truncated_sanitizer_output_in_a_run_folder_is_made_again_on_resume(demo
     copy.write_bytes(whole[: len(whole) // 2])
     again = _run_toy(demo_dir, [{"name": "masked", "sanitizer": "labels"}])
     assert copy.read_bytes() == whole and len(again.releases["masked"]) == 6
+
+
+# --------------------------------------------------------------------------- span files
+
+
+def _originals(tmp_path):
+    from audit.io.loaders import load_corpus
+
+    path = tmp_path / "orig.jsonl"
+    path.write_text(json.dumps({"id": "a", "text": "Alice Smith lives in Oslo with Bob Jones."}) + "\n"
+                    + json.dumps({"id": "b", "text": "Carol went to Bergen."}) + "\n", encoding="utf-8")
+    return load_corpus(path)
+
+
+def test_crossing_spans_in_a_span_file_are_an_error_like_in_jsonl(tmp_path):
+    from audit.io.loaders import load_release_file
+
+    orig = _originals(tmp_path)
+    spans = tmp_path / "spans.json"
+    spans.write_text(json.dumps({"a": [[0, 10], [5, 20]], "b": [[0, 5], [1, 3]]}))
+    with pytest.raises(DataError) as info:
+        load_release_file(spans, originals=orig)
+    msg = str(info.value)
+    assert f"{spans} (document 'a'): spans [0, 10) and [5, 20) overlap without one containing the other" in msg
+    assert "'b'" not in msg  # nested spans are fine: the outermost is applied
+    # The same spans in JSONL are refused the same way.
+    jl = tmp_path / "rel.jsonl"
+    jl.write_text(json.dumps({"id": "a", "text": orig["a"].text, "spans": [[0, 10], [5, 20]]}) + "\n")
+    with pytest.raises(DataError, match=r"spans \[0, 10\) and \[5, 20\) overlap without one containing"):
+        load_release_file(jl, originals=orig)
+    spans.write_text(json.dumps({"a": [[0, 10], [12, 20]], "b": [[0, 5], [1, 3]]}))
+    (rel,) = load_release_file(spans, originals=orig)
+    assert rel.corpus["a"].text.startswith(" lives") or "Alice" not in rel.corpus["a"].text
+
+
+def test_a_json_object_that_is_neither_format_is_an_error(tmp_path):
+    from audit.io.loaders import load_corpus, load_release_file
+
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(json.dumps({"a": [[0, 3]], "b": {"text": "x"}}))
+    with pytest.raises(DataError, match=r"neither documents \{id: text\} nor a span file.*'b' is an object"):
+        load_corpus(mixed)
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"doc": "abc"}))
+    with pytest.raises(AnonauditError, match=r"a JSON object \{id: text\} given as a release"):
+        load_release_file(odd)
+    with pytest.raises(DataError, match="id not found in the originals"):
+        load_release_file(odd, originals=_originals(tmp_path))
+    assert len(load_release_file(odd, format="json-map")[0]) == 1  # said explicitly: taken as meant
+    assert len(load_corpus(odd)) == 1  # a background file {subject: text}
