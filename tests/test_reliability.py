@@ -267,3 +267,122 @@ def test_a_json_object_that_is_neither_format_is_an_error(tmp_path):
         load_release_file(odd, originals=_originals(tmp_path))
     assert len(load_release_file(odd, format="json-map")[0]) == 1  # said explicitly: taken as meant
     assert len(load_corpus(odd)) == 1  # a background file {subject: text}
+
+
+# --------------------------------------------------------------------------- validation before the run
+
+
+def _spec_problems(demo_dir, **over):
+    from audit.pipeline.spec import parse_spec
+    from tests.test_runner import toy_registry
+
+    data = {"seed": 0, "out": "out", "originals": "data/originals.jsonl", "background": "data/background.jsonl",
+            "releases": [{"name": "a", "path": "data/releases/suppressed.jsonl"}], "attacks": ["toy_leak"]}
+    data.update(over)
+    with pytest.raises(DataError) as info:
+        parse_spec(data, base=demo_dir, source="audit.yaml", registry=toy_registry())
+    return str(info.value)
+
+
+def test_spec_problems_are_all_found_before_anything_runs(demo_dir):
+    msg = _spec_problems(
+        demo_dir,
+        releases=[{"name": "x=y", "path": "data/releases/suppressed.jsonl"},
+                  {"name": "a/b", "path": "data/releases/labels.jsonl"},
+                  {"name": "m", "sanitizer": "labels", "params": {"labels": "PERSON"}}],
+        attacks=[{"name": "toy_leak", "params": {"min_len": "six", "fail_on": 3}}],
+        metrics=[{"name": "toy_keep"}],
+        models={"llm": "no-such-model"},
+        gate={"max": {"toy_leek": 0.2, "toy_leak": 1.5}, "min": {"toy_keep": -1}})
+    assert "releases[0].name: release name 'x=y' contains '='" in msg
+    assert "releases[1].name: release name 'a/b' contains '/'" in msg
+    assert "attacks[0].params.min_len: attack 'toy_leak': parameter 'min_len' must be a whole number, got 'six'" in msg
+    assert "attacks[0].params.fail_on: attack 'toy_leak': parameter 'fail_on' must be a string or null, got 3" in msg
+    assert "models.llm: unknown model 'no-such-model'" in msg
+    assert "gate.max.toy_leek: no attack or metric of this audit writes this result" in msg
+    assert "gate.max.toy_leak: must be between 0 and 1" in msg and "gate.min.toy_keep: must be between 0 and 1" in msg
+    assert msg.startswith("9 problems found") or "problems found" in msg
+
+
+def test_run_command_refuses_a_bad_spec_with_exit_2_before_running(demo_dir):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+    from tests.test_runner import toy_registry
+
+    spec = demo_dir / "audit.yaml"
+    log = demo_dir / "calls.log"
+    spec.write_text(f"""
+originals: data/originals.jsonl
+background: data/background.jsonl
+releases: [{{name: a, path: data/releases/suppressed.jsonl}}]
+attacks: [{{name: toy_leak, params: {{log: "{log}"}}}}]
+gate: {{max: {{trir: 0.1}}}}
+""", encoding="utf-8")
+    res = CliRunner().invoke(main, ["run", str(spec)], obj={"registry": toy_registry()})
+    assert res.exit_code == 2 and "gate.max.trir: no attack or metric" in res.output
+    assert not log.exists()  # nothing ran
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path):
+    from audit.pipeline.spec import read_spec_file
+
+    path = tmp_path / "audit.yaml"
+    path.write_text("seed: 1\ngate: {max: {trir: 0.1}}\nout: x\ngate: {min: {tpi: 0.5}}\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"audit.yaml:4: duplicate key 'gate' \(first given on line 2\)"):
+        read_spec_file(path)
+    path.write_text("releases:\n  - {name: a, path: x, name: b}\n", encoding="utf-8")
+    with pytest.raises(DataError, match="duplicate key 'name'"):
+        read_spec_file(path)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_utf16_input_gives_one_clear_error(tmp_path, encoding):
+    from audit.io.loaders import load_corpus
+    from audit.pipeline.spec import read_spec_file
+
+    lines = "".join(json.dumps({"id": f"d{i}", "text": f"Text number {i}."}) + "\n" for i in range(30))
+    for name in ("docs.jsonl", "docs.json", "docs.csv"):
+        path = tmp_path / name
+        path.write_text(lines if name != "docs.csv" else "id,text\na,hello\n", encoding=encoding)
+        with pytest.raises(DataError) as info:
+            load_corpus(path)
+        assert len(info.value.problems) == 1
+        assert "not UTF-8 text: it looks like UTF-16" in str(info.value)
+    spec = tmp_path / "audit.yaml"
+    spec.write_text("seed: 1\n", encoding=encoding)
+    with pytest.raises(AnonauditError, match="looks like UTF-16"):
+        read_spec_file(spec)
+
+
+@pytest.mark.parametrize("threshold", ["x=150%", "x=-1", "x=1.5", "x=-0%"])
+def test_gate_thresholds_out_of_range_are_refused(threshold):
+    from audit.pipeline.gate import GateInputError, parse_threshold
+
+    if threshold == "x=-0%":
+        assert parse_threshold(threshold, "max").value == 0.0
+        return
+    with pytest.raises(GateInputError, match="between 0 and 1"):
+        parse_threshold(threshold, "max")
+
+
+def test_gate_command_bad_threshold_exits_2_before_reading_results(tmp_path):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    path = tmp_path / "results.json"
+    ResultsFile(results=[_result("a")]).save(path)
+    res = CliRunner().invoke(main, ["gate", str(path), "--max", "x=150%"])
+    assert res.exit_code == 2 and "between 0 and 1" in res.output
+
+
+def test_release_option_names_a_file_whose_name_holds_equals_signs(demo_dir, monkeypatch):
+    from audit.io.loaders import parse_release_spec
+
+    monkeypatch.chdir(demo_dir)
+    src = demo_dir / "data/releases/suppressed.jsonl"
+    (demo_dir / "word2vec_t=0.5.jsonl").write_bytes(src.read_bytes())
+    assert parse_release_spec("word2vec_t=0.5.jsonl") == (None, "word2vec_t=0.5.jsonl")  # the file as given
+    assert parse_release_spec("w2v=word2vec_t=0.5.jsonl") == ("w2v", "word2vec_t=0.5.jsonl")
+    assert parse_release_spec("data/x=y.jsonl") == (None, "data/x=y.jsonl")  # a path, not a name

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from audit.core.errors import AnonauditError, DataError, Problem
+from audit.core.errors import AnonauditError, DataError, Problem, not_utf8_message, wide_encoding
 
 FORMATS: dict[str, str] = {
     "jsonl": "one JSON document per line: id, text, subject?, spans?",
@@ -36,6 +36,9 @@ def sniff(source: str, format: str | None = None) -> tuple[str, Any]:
             head = fh.read(4096)
     except OSError as exc:
         raise unreadable(source, exc) from None
+    wide = wide_encoding(head)
+    if wide:
+        raise DataError(Problem(source, not_utf8_message(wide)))
     if not head.lstrip(b"\xef\xbb\xbf").strip():
         raise DataError(Problem(source, "the file is empty"))
     ext = p.suffix.lower()
