@@ -386,3 +386,77 @@ def test_release_option_names_a_file_whose_name_holds_equals_signs(demo_dir, mon
     assert parse_release_spec("word2vec_t=0.5.jsonl") == (None, "word2vec_t=0.5.jsonl")  # the file as given
     assert parse_release_spec("w2v=word2vec_t=0.5.jsonl") == ("w2v", "word2vec_t=0.5.jsonl")
     assert parse_release_spec("data/x=y.jsonl") == (None, "data/x=y.jsonl")  # a path, not a name
+
+
+# --------------------------------------------------------------------------- network and secrets
+
+
+@pytest.mark.parametrize("url, env, sent", [
+    ("http://127.0.0.1:8080/v1", {}, True),
+    ("http://localhost:8000/v1", {}, True),
+    ("http://[::1]:8000/v1", {}, True),
+    ("https://api.example.com/v1", {}, True),
+    ("http://gpu-box:8000/v1", {}, False),
+    ("http://10.0.0.5:8000/v1", {}, False),
+    ("http://gpu-box:8000/v1", {"ANONAUDIT_HTTP_KEY_HOSTS": "other, gpu-box"}, True),
+    ("http://gpu-box:8000/v1", {"ANONAUDIT_HTTP_KEY_HOSTS": "gpu-box:9000"}, False),
+    ("http://gpu-box:8000/v1", {"ANONAUDIT_HTTP_KEY_HOSTS": "gpu-box:8000"}, True),
+])
+def test_api_key_goes_over_plain_http_only_to_this_machine_or_named_hosts(monkeypatch, url, env, sent):
+    from audit.models.backends import OpenAILLM
+
+    monkeypatch.delenv("ANONAUDIT_API_KEY", raising=False)
+    monkeypatch.delenv("ANONAUDIT_HTTP_KEY_HOSTS", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    llm = OpenAILLM("m", url)  # no request is made: the client's headers say what would go out
+    try:
+        assert (llm._client.headers.get("Authorization") == "Bearer sk-secret") is sent
+    finally:
+        llm.close()
+
+
+def test_tldextract_answers_from_its_snapshot_without_the_network(monkeypatch):
+    pytest.importorskip("tldextract")
+    import socket
+
+    import tldextract
+    import tldextract.tldextract as tld
+
+    from defenders.baselines import tldextract_offline
+
+    attempts = []
+
+    def refuse(*args, **kwargs):
+        attempts.append(args)
+        raise OSError("network is off in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(tld, "TLD_EXTRACTOR", tld.TLDExtract())  # as imported: online, with a disk cache
+    tldextract_offline()
+    assert tld.TLD_EXTRACTOR.suffix_list_urls == ()
+    assert tldextract.extract("mail.example.co.uk").fqdn == "mail.example.co.uk"
+    assert attempts == []
+
+
+def test_presidio_missing_spacy_model_is_a_clear_error_and_never_downloads(monkeypatch):
+    pytest.importorskip("presidio_analyzer")
+    import spacy.cli
+
+    from defenders.baselines import PresidioSanitizer
+
+    downloads = []
+    monkeypatch.setattr(spacy.cli, "download", lambda *a, **k: downloads.append(a) or sys.exit(1))
+    corpus = _originals_corpus()
+    with pytest.raises(AnonauditError, match=r"spaCy model 'xx_no_such_model' is not installed, and nothing is "
+                                             "downloaded"):
+        PresidioSanitizer(model="xx_no_such_model").sanitize(corpus)
+    assert downloads == []
+
+
+def _originals_corpus():
+    from audit.core.data import Corpus, Document
+
+    return Corpus([Document("a", "Write to alice@example.com today.")])
