@@ -460,3 +460,35 @@ def _originals_corpus():
     from audit.core.data import Corpus, Document
 
     return Corpus([Document("a", "Write to alice@example.com today.")])
+
+
+# --------------------------------------------------------------------------- doubtful releases
+
+
+def test_a_release_missing_originals_or_contradicting_them_is_audited_with_a_warning(demo_dir):
+    lines = (demo_dir / "data/releases/labels.jsonl").read_text(encoding="utf-8").splitlines()
+    half = demo_dir / "half.jsonl"
+    half.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
+    docs = [json.loads(line) for line in lines]
+    span = next(s for s in docs[0]["spans"] if s.get("original"))
+    span["original"] = "Somebody Else"
+    wrong = demo_dir / "wrong.jsonl"
+    wrong.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    messages = []
+    from audit.pipeline.runner import Audit
+    from audit.pipeline.spec import parse_spec
+    from tests.test_runner import toy_registry
+
+    reg = toy_registry()
+    spec = parse_spec({"out": "out", "originals": "data/originals.jsonl", "background": "data/background.jsonl",
+                       "releases": [{"name": "half", "path": "half.jsonl"}, {"name": "wrong", "path": "wrong.jsonl"},
+                                    {"name": "fine", "path": "data/releases/labels.jsonl"}],
+                       "attacks": ["toy_leak"]}, base=demo_dir, source="test", registry=reg)
+    outcome = Audit(spec, registry=reg, progress=False, echo=messages.append).run()
+    warnings = [m for m in messages if "warning" in m]
+    assert any("release 'half' has 3 of the 6 original documents; 3 are missing" in m for m in warnings)
+    assert any(f"release 'wrong': 1 recorded replacement(s) contradict the originals (document '{docs[0]['id']}': "
+               "recorded 'Somebody Else'" in m for m in warnings)
+    assert len(warnings) == 2  # nothing about the release that is fine
+    prov = outcome.results.provenance["releases"]
+    assert prov["half"]["warnings"] and prov["wrong"]["warnings"] and "warnings" not in prov["fine"]

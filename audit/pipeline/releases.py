@@ -84,14 +84,20 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
         raise AnonauditError(f"{spec.source}: two releases are named {sorted(dup)[0]!r}; give each a name")
     # Every release is written beside the results, so the report can show sanitized texts.
     for rel in releases:
+        doubts: list[str] = []
         if originals is not None:
             rel.check_against(originals)
+            doubts = rel.doubts_against(originals)
+            for doubt in doubts:
+                echo(f"  warning: {doubt}")
         path = folder / release_file_name(rel.name)
         if not (rel.source and path.exists() and os.path.exists(rel.source) and os.path.samefile(rel.source, path)):
             write_release_jsonl(rel, path)  # (never over the input file itself, e.g. --out beside it)
         prov[rel.name].update({"path": os.path.relpath(path, folder.parent), "documents": len(rel),
                                "aligned": rel.aligned, "fingerprint": rel.corpus.fingerprint(),
                                "sha256": sha256_file(path)})
+        if doubts:
+            prov[rel.name]["warnings"] = doubts
     return releases, prov
 
 
