@@ -492,3 +492,19 @@ def test_a_release_missing_originals_or_contradicting_them_is_audited_with_a_war
     assert len(warnings) == 2  # nothing about the release that is fine
     prov = outcome.results.provenance["releases"]
     assert prov["half"]["warnings"] and prov["wrong"]["warnings"] and "warnings" not in prov["fine"]
+
+
+def test_two_runs_are_byte_identical_outside_provenance(demo_dir):
+    releases = [{"name": "a", "path": "data/releases/suppressed.jsonl"},
+                {"name": "m", "sanitizer": "labels"}]
+    first = _run_toy(demo_dir, releases, out="run1")
+    second = _run_toy(demo_dir, releases, out="run2")
+
+    def body(path):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.dumps(data["results"], sort_keys=True)
+
+    assert body(first.path) == body(second.path)
+    copies = [[(p.name, p.read_bytes()) for p in sorted((o.path.parent / "releases").iterdir())]
+              for o in (first, second)]
+    assert copies[0] == copies[1]
