@@ -508,3 +508,17 @@ def test_two_runs_are_byte_identical_outside_provenance(demo_dir):
     copies = [[(p.name, p.read_bytes()) for p in sorted((o.path.parent / "releases").iterdir())]
               for o in (first, second)]
     assert copies[0] == copies[1]
+
+
+def test_sanitize_command_names_every_parameter_of_the_wrong_type(tmp_path):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    src = tmp_path / "o.jsonl"
+    src.write_text('{"id": "a", "text": "Alice went home."}\n')
+    res = CliRunner().invoke(main, ["sanitize", "labels", "--input", str(src), "--out", str(tmp_path / "r.jsonl"),
+                                    "--param", "labels=3", "--param", "template=[1, 2]"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "parameter 'labels' must be" in res.output and "parameter 'template' must be a string" in res.output
+    assert not (tmp_path / "r.jsonl").exists()

@@ -41,6 +41,7 @@ from audit.cli.options import (
 )
 from audit.cli.params import Param, parameters, parse_param_values, split_list, summary
 from audit.core.errors import AnonauditError
+from audit.core.paramtypes import check_params
 from audit.core.registry import Registry, normalise
 
 
@@ -302,6 +303,9 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
                 params[p] = kw[p]
         if draft.takes("progress") and "progress" not in params:
             params["progress"] = True
+        wrong = check_params(cls, params)
+        if wrong:  # every wrong value at once, named, before the corpus is read
+            raise AnonauditError("\n".join(f"sanitizer {name!r}: parameter {k!r} {why}" for k, why in wrong.items()))
         try:
             san = reg.create("sanitizer", key, **params)
         except (TypeError, ValueError) as exc:
