@@ -141,7 +141,9 @@ def load_release_texts(results_path: str | os.PathLike, rf: ResultsFile) -> dict
     """Sanitized texts of each release, from the files the runner wrote beside the results
     (``provenance["releases"][NAME]["path"]``); releases whose file is gone are left out.
     A file whose sha256 is not the one recorded (edited, truncated, another release's) is
-    refused with an :class:`AnonauditError`: its texts would not match the findings' offsets."""
+    refused with an :class:`AnonauditError`: its texts would not match the findings' offsets;
+    so is a recorded path outside the results folder (a crafted results file must not pull
+    other files of the machine into a report)."""
     base = Path(results_path).resolve().parent
     releases = rf.provenance.get("releases")
     out: dict[str, dict[str, str]] = {}
@@ -150,7 +152,10 @@ def load_release_texts(results_path: str | os.PathLike, rf: ResultsFile) -> dict
     for name, info in releases.items():
         if not isinstance(info, Mapping) or not isinstance(info.get("path"), str):
             continue
-        path = base / info["path"]
+        path = Path(os.path.normpath(base / info["path"]))  # lexically: a link inside the folder is fine
+        if not path.is_relative_to(base):  # the runner writes copies beside the results, never elsewhere
+            raise AnonauditError(f"{results_path}: the copy of release {name!r} is recorded at {info['path']!r}, "
+                                 "outside the results folder; a results file never points there")
         if not path.is_file():
             continue
         recorded = info.get("sha256")

@@ -522,3 +522,18 @@ def test_sanitize_command_names_every_parameter_of_the_wrong_type(tmp_path):
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert "parameter 'labels' must be" in res.output and "parameter 'template' must be a string" in res.output
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_report_never_reads_a_release_copy_outside_the_results_folder(tmp_path):
+    from audit.core.files import sha256_file
+    from reports.render import load_release_texts
+
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text(json.dumps({"id": "d", "text": "private notes"}) + "\n")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    rf = ResultsFile(results=[_result("a")], provenance={
+        "command": "run", "releases": {"a": {"path": "../secret.jsonl", "sha256": sha256_file(secret)}}})
+    rf.save(folder / "results.json")
+    with pytest.raises(AnonauditError, match="outside the results folder"):
+        load_release_texts(folder / "results.json", ResultsFile.load(folder / "results.json"))
