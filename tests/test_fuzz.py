@@ -160,7 +160,11 @@ def mutated_results(draw):
             obj.pop(key, None)
         else:
             obj[key] = draw(values)
-    top = {"schema": "anonaudit.results/1", "provenance": draw(st.one_of(st.just({}), values)),
+    provenance = draw(st.one_of(st.just({}), values, st.fixed_dictionaries(
+        {"command": st.just("run"), "releases": st.dictionaries(st.text(max_size=5), st.one_of(values, st.fixed_dictionaries(
+            {"path": st.sampled_from(["releases/r.jsonl", "../x.jsonl", "/etc/hostname", "", "."]),
+             "sha256": st.one_of(st.none(), st.text(max_size=64))})), max_size=3)})))
+    top = {"schema": "anonaudit.results/1", "provenance": provenance,
            "results": draw(st.sampled_from(["list", "object", "value"]))}
     top["results"] = {"list": [result], "object": {"r": result}, "value": result}[top["results"]]
     return top
@@ -172,12 +176,15 @@ def test_mutated_results_files(data):
     from audit.core.results import ResultsFile
 
     with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "releases"))
+        _write(tmp, "releases/r.jsonl", b'{"id": "d", "text": "abc"}\n{"id": ')  # a truncated copy
         path = _write(tmp, "results.json", json.dumps(data).encode())
         rf = check(ResultsFile.load, path)
         if rf is not None:  # what loads can be rendered and gated without another error
             from audit.pipeline.gate import evaluate, parse_threshold
-            from reports.render import render
+            from reports.render import load_release_texts, render
 
+            check(load_release_texts, path, rf)
             render(rf)
             check(evaluate, rf, [parse_threshold("x=0.5", "max")])
 
