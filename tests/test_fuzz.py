@@ -161,9 +161,10 @@ def mutated_results(draw):
         else:
             obj[key] = draw(values)
     provenance = draw(st.one_of(st.just({}), values, st.fixed_dictionaries(
-        {"command": st.just("run"), "releases": st.dictionaries(st.text(max_size=5), st.one_of(values, st.fixed_dictionaries(
-            {"path": st.sampled_from(["releases/r.jsonl", "../x.jsonl", "/etc/hostname", "", "."]),
-             "sha256": st.one_of(st.none(), st.text(max_size=64))})), max_size=3)})))
+        {"command": st.just("run"), "releases": st.dictionaries(st.text(max_size=5), st.one_of(
+            values, st.fixed_dictionaries(
+                {"path": st.sampled_from(["releases/r.jsonl", "../x.jsonl", "/etc/hostname", "", "."]),
+                 "sha256": st.one_of(st.none(), st.text(max_size=64))})), max_size=3)})))
     top = {"schema": "anonaudit.results/1", "provenance": provenance,
            "results": draw(st.sampled_from(["list", "object", "value"]))}
     top["results"] = {"list": [result], "object": {"r": result}, "value": result}[top["results"]]

@@ -8,10 +8,10 @@ release. Provenance comes from :func:`audit.pipeline.provenance.build_provenance
 
 Resuming: ``OUT/results.json`` is rewritten atomically after every (component, release)
 pair (under its lock, merged into what other commands wrote meanwhile:
-:meth:`~audit.core.results.ResultsFile.update`), with a key per pair (component, parameters, release and the fingerprints of every
-input) under ``provenance["pairs"]``. A re-run skips every pair whose key is there and
-whose results are present, so an interrupted audit recomputes nothing it finished (and
-``fit`` runs only when some pair is missing).
+:meth:`~audit.core.results.ResultsFile.update`), with a key per pair (component, parameters,
+release and the fingerprints of every input) under ``provenance["pairs"]``. A re-run skips
+every pair whose key is there and whose results are present, so an interrupted audit
+recomputes nothing it finished (and ``fit`` runs only when some pair is missing).
 """
 
 from __future__ import annotations
