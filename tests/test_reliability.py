@@ -304,6 +304,11 @@ def test_spec_problems_are_all_found_before_anything_runs(demo_dir):
     assert msg.startswith("9 problems found") or "problems found" in msg
 
 
+def test_sampling_parameters_are_checked_against_the_components_that_take_them(demo_dir):
+    msg = _spec_problems(demo_dir, sampling={"min_len": 2.5})
+    assert "sampling.min_len: attack 'toy_leak': parameter 'min_len' must be a whole number, got 2.5" in msg
+
+
 def test_run_command_refuses_a_bad_spec_with_exit_2_before_running(demo_dir):
     from click.testing import CliRunner
 

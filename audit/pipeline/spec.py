@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.core.errors import AnonauditError, DataError, Problem, Problems, read_text
+from audit.core.paramtypes import check_params
 from audit.core.registry import Registry
 from audit.core.registry import registry as default_registry
 from audit.pipeline.entries import (  # noqa: F401  (re-exported: the spec's public names)
@@ -345,6 +346,9 @@ def _check_references(components: Sequence[ComponentSpec], corpora: Mapping[str,
         cls = _get_class(reg, comp.kind, comp.name) if check else None
         if cls is not None:
             accepted |= set(cls.param_names())
+            given = {k: v for k, v in sampling_params.items() if k in cls.param_names() and k not in comp.params}
+            for k, wrong in check_params(cls, given).items():
+                p.at(f"sampling.{k}", f"{comp.kind} {comp.name!r}: parameter {k!r} {wrong}")
         for k, v in comp.params.items():
             if isinstance(v, str) and v.startswith(CORPUS_REF) and v[len(CORPUS_REF):] not in corpora:
                 known = ", ".join(corpora) or "none declared under corpora"
