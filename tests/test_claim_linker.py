@@ -505,7 +505,7 @@ def test_cli_links_a_release_without_models(tmp_path):
     assert rf.get("claim_linker.leakage", "masked") is None
     assert "claim_linker" in result.output
     bad = CliRunner().invoke(main, args[:-2] + ["--aux-claims", "0", "--out", str(out)])
-    assert bad.exit_code == 1 and "aux_claims must be at least 1" in bad.output
+    assert bad.exit_code == 2 and "aux_claims must be at least 1" in bad.output
 
 
 def test_close_releases_only_a_model_the_attack_loaded_itself(monkeypatch):

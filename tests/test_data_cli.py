@@ -31,7 +31,7 @@ def test_validate_lists_every_problem_without_traceback(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"id": "a", "text": "x"}\n{oops\n{"id": "a", "text": "y"}\n', encoding="utf-8")
     res = run("validate", path)
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert "Traceback" not in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
     assert f"{path}:2: invalid JSON" in res.output
@@ -40,7 +40,7 @@ def test_validate_lists_every_problem_without_traceback(tmp_path):
 
 def test_validate_missing_file_and_bad_format(tmp_path):
     res = run("validate", tmp_path / "nope.json")
-    assert res.exit_code == 1 and "file not found" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "file not found" in res.output and "Traceback" not in res.output
     res = run("validate", "--format", "xml", tmp_path / "nope.json")
     assert res.exit_code == 2  # click usage error lists the choices
     assert "jsonl" in res.output
@@ -51,13 +51,13 @@ def test_validate_span_file_needs_and_uses_originals(tmp_path):
     spans = tmp_path / "spans.json"
     spans.write_text(json.dumps({"a": [[3, 15, "PERSON"], [25, 31]]}))
     res = run("validate", spans)
-    assert res.exit_code == 1 and "--originals" in res.output
+    assert res.exit_code == 2 and "--originals" in res.output
     res = run("validate", spans, "--originals", orig)
     assert res.exit_code == 0, res.output
     assert "1 documents, 2 spans, format spans" in res.output
     spans.write_text(json.dumps({"a": [[3, 99]], "zz": [[0, 1]]}))
     res = run("validate", spans, "--originals", orig)
-    assert res.exit_code == 1 and "outside the original text" in res.output and "'zz'" in res.output
+    assert res.exit_code == 2 and "outside the original text" in res.output and "'zz'" in res.output
 
 
 def test_convert_round_trip_jsonl_csv_map(tmp_path):
@@ -102,7 +102,7 @@ def test_convert_tri_writes_one_file_per_method(tmp_path):
 def test_convert_refuses_non_jsonl_output(tmp_path):
     src = write_jsonl(tmp_path / "c.jsonl", [{"id": "a", "text": TEXT}])
     res = run("convert", src, tmp_path / "out.csv")
-    assert res.exit_code == 1 and ".jsonl" in res.output
+    assert res.exit_code == 2 and ".jsonl" in res.output
 
 
 def test_validate_tri_lists_methods(tmp_path):

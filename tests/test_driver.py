@@ -156,7 +156,8 @@ def test_the_attack_runs_from_its_typed_options_and_merges_results(data):
     assert comp["params"] == {"min_len": 7, "mode": "any", "labels": ["PERSON", "LOC"], "use_case": False,
                               "weight": 0.5, "extra": {"corpus": "more", "fingerprint": comp["params"]["extra"][
                                   "fingerprint"]}, "notes": {"why": "test"}, "seed": 0, "progress": True}
-    assert rf.provenance["command"] == "attack toy-words" and (data / "releases" / "supp.jsonl").is_file()
+    assert rf.provenance["command"] == "attack toy-words" and (data / rf.provenance["releases"]["supp"]["path"]).is_file()
+    assert rf.provenance["releases"]["supp"]["path"].startswith("releases/supp-")
     # a second command merges into the same file: both releases are there
     res = invoke(reg, "attack", "toy-words", "--originals", data / "data/originals.jsonl", "--release",
                  f"labels={data / 'data/releases/labels.jsonl'}", "--mode", "all", "--sample", "3", "--out", out)
@@ -173,12 +174,12 @@ def test_user_errors_are_one_line(data):
     res = invoke(reg, *base, "--mode", "some")
     assert res.exit_code == 2 and "'some' is not one of 'any', 'all'" in res.output
     res = invoke(reg, *base, "--min-len", "4", "--param", "min_len=5")
-    assert res.exit_code == 1 and "given twice" in res.output
+    assert res.exit_code == 2 and "given twice" in res.output
     res = invoke(reg, *base, "--param", "colour=red")
-    assert res.exit_code == 1 and "no parameter" in res.output and "colour" in res.output
+    assert res.exit_code == 2 and "no parameter" in res.output and "colour" in res.output
     res = invoke(reg, "attack", "toy-words", "--release", data / "data/releases/suppressed.jsonl",
                  "--out", data / "r.json")
-    assert res.exit_code == 1 and "--originals" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "--originals" in res.output and "Traceback" not in res.output
 
 
 def test_utility_takes_the_metrics_of_the_registry(data):
@@ -191,7 +192,8 @@ def test_utility_takes_the_metrics_of_the_registry(data):
     assert res.exit_code == 0, res.output
     r = ResultsFile.load(out).get("toy_length", "suppressed", "utility")
     assert r is not None and r.value <= 0.5
-    assert (data / "u.releases" / "suppressed.jsonl").is_file()  # u.json's own copies, for its report
+    copy = ResultsFile.load(out).provenance["releases"]["suppressed"]["path"]
+    assert copy.startswith("u.releases/suppressed-") and (data / copy).is_file()  # u.json's own copies
     res = invoke(reg, "utility", "--originals", data / "data/originals.jsonl", "--release",
                  data / "data/releases/suppressed.jsonl", "--metrics", "bleu", "--out", out)
     assert res.exit_code == 2 and "bleu" in res.output
@@ -224,6 +226,6 @@ def test_a_missing_input_file_is_named_by_its_option(tmp_path):
     orig.write_text('{"id": "a", "text": "Alice went home."}\n')
     result = runner.invoke(main, ["attack", "phrase-search", "--originals", str(orig),
                                   "--release", f"x={tmp_path / 'nope.jsonl'}", "--out", str(tmp_path / "r.json")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"--release {tmp_path / 'nope.jsonl'}: file not found" in result.output
     assert "Traceback" not in result.output and not (tmp_path / "r.json").exists()

@@ -432,7 +432,7 @@ def test_llm_chat_cli(tmp_path, monkeypatch):
     assert seen == [("x", False)]
     monkeypatch.undo()  # the real loader: a bad spec is one readable error, exit code 1
     res = CliRunner().invoke(main, ["llm", "chat", "Hi", "--llm", "openai:broken"])
-    assert res.exit_code == 1 and "openai:MODEL@" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "openai:MODEL@" in res.output and "Traceback" not in res.output
 
 
 def test_extract_json_list_finds_the_list_in_chatter_and_objects():

@@ -370,3 +370,60 @@ def test_a_rephrased_span_stays_searchable_unlike_a_mask():
                              name="masked")
     _, _, docs = run(orig, masked)
     assert docs["a"].facts["outcome"] == "unlinked"
+
+
+# --------------------------------------------------------------------------- huge documents, in windows
+
+
+def _wordy(n_words: int, seed: int) -> str:
+    import random
+
+    rng = random.Random(seed)
+    vocab = ["alpha", "Beta", "Mr.", "no.", "J.", "Oslo", "1,000", "e.g", "36110/97", "the", "and", "Bob",
+             "end.", "Start", "river", "stone", "quiet", "Maria", "\n"] + [f"w{i}" for i in range(300)]
+    return " ".join(rng.choice(vocab) for _ in range(n_words)).replace(" \n ", "\n")
+
+
+def test_windows_give_exactly_the_ngrams_of_the_whole_text():
+    texts = [_wordy(4000, s) for s in range(3)]
+    index = NgramIndex.build(texts, max_n=5)
+    for t in [*texts, _wordy(6000, 9)]:
+        blocked = [(i, i + 4) for i in range(7, len(t), 997)]
+        whole = index.ngrams(t, blocked)
+        parts = list(index.iter_ngrams(t, blocked, window_chars=700))
+        assert len(parts) > 10
+        rows = lambda tn: sorted(zip(tn.hash.tolist(), tn.char_start.tolist(), tn.char_end.tolist(),  # noqa: E731
+                                     tn.df.tolist(), tn.n.tolist()))
+        assert rows(whole) == sorted(r for p in parts for r in rows(p))
+
+
+def test_index_of_a_huge_document_built_in_windows_is_the_same(monkeypatch):
+    import attackers.phrase_search.index.windows as windows
+
+    texts = [_wordy(300, 1), _wordy(5000, 2), _wordy(200, 3), _wordy(4000, 4)]
+    whole = NgramIndex.build(texts, max_n=5)
+    monkeypatch.setattr(windows, "WINDOW_CHARS", 900)
+    windowed = NgramIndex.build(texts, max_n=5)
+    for field in ("keys", "offsets", "posting_docs"):
+        assert np.array_equal(np.asarray(getattr(whole, field)), np.asarray(getattr(windowed, field)))
+    assert whole.config["n_tokens"] == windowed.config["n_tokens"]
+
+
+def test_a_huge_document_is_attacked_in_windows_with_the_same_outcome(monkeypatch):
+    import attackers.phrase_search.index.windows as windows
+
+    originals = corpus({f"d{i}": _wordy(3000, 10 + i) for i in range(4)})
+    masked = {d.id: [span_of(d.text, "Maria", "[PERSON]")] if "Maria" in d.text else [] for d in originals}
+    release = sanitize_corpus(originals, masked, name="masked")
+    whole, whole_residual, _ = run(originals, release, arity=2)
+    monkeypatch.setattr(windows, "WINDOW_CHARS", 1500)
+    windowed, windowed_residual, _ = run(originals, release, arity=2)
+    assert whole.value == windowed.value == 1.0
+    for a, b in zip(whole.documents, windowed.documents):
+        assert b.facts["read_in_windows"] and "read_in_windows" not in a.facts
+        for fact in ("outcome", "linked_by", "guess", "visible_ngrams", "rare_ngrams", "truth"):
+            assert a.facts[fact] == b.facts[fact], fact
+        # minimal sets are taken per window: a phrase across a window's edge may count twice
+        assert abs(a.facts["original_rare_still_present"] - b.facts["original_rare_still_present"]) <= \
+            0.02 * a.facts["original_rare_still_present"] + 5
+        assert len(b.facts["evidence"]) == len(a.facts["evidence"])

@@ -139,7 +139,7 @@ def test_results_load_errors(tmp_path):
     untyped = tmp_path / "untyped.json"
     untyped.write_text(json.dumps({"schema": SCHEMA, "results": [
         {"kind": "attack", "name": "x", "release": "r", "value": 0.5, "documents": [{"id": "a"}, "b"]}]}))
-    with pytest.raises(DataError, match=r"results\[0\] is malformed: documents\[1\] is not a finding"):
+    with pytest.raises(DataError, match=r"results\[0\]: documents\[1\]: must be a finding"):
         ResultsFile.load(untyped)
 
 

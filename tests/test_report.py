@@ -189,7 +189,7 @@ def test_tradeoff_chart_with_utility_and_gate_in_report(audited):
     assert html.count("<circle") >= 4
     # A report with a bad threshold is refused with a clear message.
     res = CliRunner().invoke(main, ["report", str(outcome.path), "--max", "toy_leak"])
-    assert res.exit_code == 1 and "expected NAME=VALUE" in res.output
+    assert res.exit_code == 2 and "expected NAME=VALUE" in res.output
 
 
 def test_report_of_results_without_runner_provenance(tmp_path):

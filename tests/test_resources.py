@@ -32,6 +32,7 @@ def loads(monkeypatch, tmp_path):
         return CachedLLM(Backend(lambda r: "answer", identity=f"fake:{spec}"), tmp_path / "llm.sqlite", enabled=cache)
 
     monkeypatch.setattr("audit.models.specs.load_llm", fake_load_llm)
+    monkeypatch.setattr("audit.models.specs.check_llm_spec", lambda spec: None)  # every fake spec is known
     Backend.closed = 0
     return seen
 

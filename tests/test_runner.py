@@ -183,7 +183,7 @@ def test_run_writes_results_provenance_and_releases(demo_dir):
     assert prov["components"]["attack:toy_leak"]["params"]["min_len"] == 6
     assert all(p["seconds"] >= 0 for p in prov["pairs"].values()) and len(prov["pairs"]) == 4
     # The sanitizer ran on the originals and recorded what it replaced.
-    masked = [line for line in (demo_dir / "out/releases/masked.jsonl").read_text().splitlines()]
+    masked = (demo_dir / "out" / prov["releases"]["masked"]["path"]).read_text().splitlines()
     assert "[PERSON]" in masked[0] and '"original"' in masked[0]
     assert len(outcome.computed) == 4 and not outcome.reused
 
@@ -343,18 +343,19 @@ def test_sanitize_bad_param_is_a_message_not_a_traceback(tmp_path):
     src.write_text('{"id": "a", "text": "x"}\n')
     res = CliRunner().invoke(main, ["sanitize", "labels", "--input", str(src), "--out", str(tmp_path / "r.jsonl"),
                                     "--param", "x=[oops"])
-    assert res.exit_code == 1 and "not valid YAML" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "not valid YAML" in res.output and "Traceback" not in res.output
 
 
 # --------------------------------------------------------------------------- shared resources, releases
 
 
-def test_sanitizers_get_the_spec_seed_llm_and_the_run_resources_and_are_closed(demo_dir):
+def test_sanitizers_get_the_spec_seed_llm_and_the_run_resources_and_are_closed(demo_dir, monkeypatch):
     from audit.core.data import sanitize_corpus
     from audit.core.interfaces import Sanitizer
     from audit.models.resources import Resources
 
     seen = []
+    monkeypatch.setattr("audit.models.specs.check_llm_spec", lambda spec: None)  # "some-llm" is never loaded
 
     class Seeded(Sanitizer):
         name = "toy_seeded"
@@ -393,18 +394,22 @@ def test_sanitizers_get_the_spec_seed_llm_and_the_run_resources_and_are_closed(d
     assert prov["releases"]["s"]["stats"] == {"timings": {"s": {"llm": 1.5}}}  # what it says of its run
 
 
-def test_release_names_and_paths_may_contain_equals_signs(demo_dir):
+def test_release_paths_may_contain_equals_signs_and_names_may_not(demo_dir):
+    """A name must be writable as --release NAME=FILE (split at the first '='); a file name is free."""
     reg = toy_registry()
     src = demo_dir / "data" / "releases" / "suppressed.jsonl"
     odd = src.with_name("a=b.jsonl")
     odd.write_bytes(src.read_bytes())
-    path = make_spec(demo_dir, releases=[{"name": "x=y", "path": "data/releases/a=b.jsonl"},
+    bad = make_spec(demo_dir, releases=[{"name": "x=y", "path": "data/releases/a=b.jsonl"}], metrics=[])
+    with pytest.raises(DataError, match=r"releases\[0\]\.name: release name 'x=y' contains '='"):
+        load_spec(bad, registry=reg)
+    path = make_spec(demo_dir, releases=[{"name": "xy", "path": "data/releases/a=b.jsonl"},
                                          {"path": "data/releases/a=b.jsonl"}], metrics=[])
     spec = load_spec(path, registry=reg)
-    assert spec.releases[0].name == "x=y" and spec.releases[0].path == odd
+    assert spec.releases[0].name == "xy" and spec.releases[0].path == odd
     outcome = Audit(spec, registry=reg, progress=False, echo=None).run()
-    assert set(outcome.releases) == {"x=y", "a=b"}
-    assert len(outcome.releases["x=y"]) == len(outcome.releases["a=b"]) == 6
+    assert set(outcome.releases) == {"xy", "a=b"}
+    assert len(outcome.releases["xy"]) == len(outcome.releases["a=b"]) == 6
 
 
 def test_demo_says_when_presidio_is_not_installed(tmp_path, monkeypatch, capsys):

@@ -283,9 +283,9 @@ def test_cli_with_dev_release_selects_the_epoch_on_it(demo, tmp_path):
     # the dev release may not be a release under test
     bad = CliRunner().invoke(main, common + ["--release", f"labels={tmp_path / 'labels.jsonl'}",
                                              "--dev", f"labels={tmp_path / 'labels.jsonl'}"])
-    assert bad.exit_code == 1 and "also a release under test" in bad.output
+    assert bad.exit_code == 2 and "also a release under test" in bad.output
     missing = CliRunner().invoke(main, ["attack", "trir", "--release", "x.jsonl", "--out", str(out)])
-    assert missing.exit_code == 1 and "--background" in missing.output
+    assert missing.exit_code == 2 and "--background" in missing.output
 
 
 @pytest.fixture(scope="module")

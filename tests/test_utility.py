@@ -410,14 +410,21 @@ def test_precision_and_recall_against_hand_made_gold_spans(make_ctx):
     masks = [Span(js, js + 10, replacement="PERSON"), Span(acme, acme + 4, replacement="ORG"),
              Span(text.index("lives"), text.index("lives") + 5, replacement="X")]
     rel = sanitize_corpus(originals, {"d0": masks}, name="rel")
+    scored = []  # the information-content scorer (an LLM) is used only when asked for
+    terms_ic = ctx.terms_ic
+    ctx.terms_ic = lambda ids: scored.append(list(ids)) or terms_ic(ids)
     p = _run(PrecisionMetric, ctx, rel)
     r = _run(RecallMetric, ctx, rel)
+    assert scored == []
     # tokens: masked = John, Smith, Acme, lives (4); gold = John, Smith, Oslo, Acme, Corp (5); tp = 3
     assert p.value == pytest.approx(3 / 4) and p.details["masked_tokens"] == 4
     assert r.details["token_recall"] == pytest.approx(3 / 5)
     # entities: e1 fully masked; Oslo not; Acme Corp only partly -> 1 of 3
     assert r.value == pytest.approx(1 / 3) and r.details["entities"] == 3
-    assert 0 < r.details["token_recall_ic"] < 1 and 0 < p.details["token_precision_ic"] <= 1
+    assert r.details["token_recall_ic"] is None and p.details["token_precision_ic"] is None  # no scorer asked for
+    rw, pw = _run(RecallMetric, ctx, rel, ic_weighted=True), _run(PrecisionMetric, ctx, rel, ic_weighted=True)
+    assert 0 < rw.details["token_recall_ic"] < 1 and 0 < pw.details["token_precision_ic"] <= 1
+    assert (rw.value, pw.value) == (r.value, p.value) and scored
     full = sanitize_corpus(originals, {"d0": list(gold[:3])}, name="gold")
     assert _run(PrecisionMetric, ctx, full).value == 1.0 and _run(RecallMetric, ctx, full).value == 1.0
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from attackers.phrase_search.combinations import Combination, rare_combinations
-from attackers.phrase_search.index import NgramIndex, TextNgrams, collection_fingerprint, minimal_set
+from attackers.phrase_search.index import NgramIndex, TextNgrams, collection_fingerprint, minimal_set, windows
 from attackers.phrase_search.linking import blocked_ranges, rare_indices
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
@@ -179,17 +179,22 @@ class PhraseSearchAttack(Attack):
         return None if i is None else [i]
 
     def _original_rare(self, i: int) -> np.ndarray:
-        """Hashes of the original's minimal set of n-grams with df < k."""
+        """Hashes of the original's minimal set of n-grams with df < k (window by window for a
+        huge original: :meth:`NgramIndex.iter_ngrams`)."""
         if i not in self._orig_rare:
-            tn = self.index_.ngrams(self._originals[i].text)
-            sel = minimal_set(tn, rare_indices(tn, self.k))
-            self._orig_rare[i] = tn.hash[sel]
+            parts = [tn.hash[minimal_set(tn, rare_indices(tn, self.k))]
+                     for tn in self.index_.iter_ngrams(self._originals[i].text)]
+            self._orig_rare[i] = parts[0] if len(parts) == 1 else np.concatenate(parts)
         return self._orig_rare[i]
 
     def attack_document(self, doc: Document, truth: Sequence[int] | None) -> Finding:
         """Everything found for one released document. Its facts ``truth``, ``guess`` and
         ``evidence`` are private: they name the source document and the collection's
-        documents that hold each phrase (the phrases themselves are sanitized text)."""
+        documents that hold each phrase (the phrases themselves are sanitized text).
+        A document longer than :data:`~attackers.phrase_search.index.windows.WINDOW_CHARS` is
+        read in windows (:meth:`_attack_huge_document`), so its memory stays bounded."""
+        if len(doc.text) > windows.WINDOW_CHARS:
+            return self._attack_huge_document(doc, truth)
         index, k = self.index_, self.k
         ids = index.docs.ids
         tn = index.ngrams(doc.text, self.blocked_ranges(doc))
@@ -230,7 +235,8 @@ class PhraseSearchAttack(Attack):
             "evidence": evidence,
         }
         return Finding(id=doc.id, success=None if outcome == "unscored" else outcome == "linked",
-                       summary=self._summary(outcome, tn, linking, combo_ok),
+                       summary=self._summary(outcome, len(minimal_set(tn, linking)) if len(linking) else 0,
+                                             combo_ok),
                        highlights=sorted(_highlights(evidence, linked), key=lambda h: (h.start, h.end)), facts=facts,
                        private={"truth", "guess", "evidence"})
 
@@ -261,10 +267,88 @@ class PhraseSearchAttack(Attack):
                                  "docs": [ids[int(d)] for d in c.docs]})
         return evidence
 
-    def _summary(self, outcome: str, tn: TextNgrams, linking: np.ndarray, combo_ok: list[Combination]) -> str:
-        """One sentence on the outcome, for the report."""
+    def _attack_huge_document(self, doc: Document, truth: Sequence[int] | None) -> Finding:
+        """:meth:`attack_document` one window of the text at a time: the same facts, counted
+        over the windows, with the evidence of the first windows that have some (at most
+        ``max_evidence`` per group) and minimal sets taken per window. Combinations, when they
+        are looked for, come from a second pass over the windows."""
+        index, k = self.index_, self.k
+        ids = index.docs.ids
+        blocked = self.blocked_ranges(doc)
+        truth_arr = np.asarray(sorted(truth or ()), dtype=np.int64)
+        orig_rare = (np.concatenate([self._original_rare(i) for i in truth if i < self._n_orig])
+                     if truth else np.zeros(0, dtype=np.uint64))
+        present = np.zeros(len(orig_rare), dtype=bool)
+        visible = n_rare = n_link = 0
+        any_link = any_wrong = False
+        votes: Counter[int] = Counter()
+        ngram_ev: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+        combo_ev: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+        for tn in index.iter_ngrams(doc.text, blocked):
+            visible += len(tn)
+            rare = rare_indices(tn, k)
+            n_rare += len(rare)
+            pdocs, owner = tn.gather_postings(index, rare)
+            hits = np.bincount(owner[np.isin(pdocs, truth_arr)], minlength=len(rare))
+            linking, wrong = rare[hits > 0], rare[hits == 0]
+            any_link |= bool(len(linking))
+            any_wrong |= bool(len(wrong))
+            n_link += len(minimal_set(tn, linking))
+            for group, correct in ((linking, True), (wrong, False)):
+                room = self.max_evidence - len(ngram_ev[correct])
+                if room > 0 and len(group):
+                    ngram_ev[correct] += self._evidence(doc, tn, ((group, correct),), ())[:room]
+            mdocs, _ = tn.gather_postings(index, minimal_set(tn, rare))
+            votes.update(mdocs.tolist())
+            if len(orig_rare):
+                present |= np.isin(orig_rare, tn.hash)
+            del tn, rare, pdocs, owner, hits, linking, wrong, mdocs
+        n_combos = 0
+        combo_first_ok: list[Combination] = []
+        if self.arity >= 2 and (self.exhaustive or not any_link):
+            for tn in index.iter_ngrams(doc.text, blocked):
+                combos = rare_combinations(index, tn, k, self.arity, df_cap=self.df_cap,
+                                           max_candidates=self.max_candidates)
+                n_combos += len(combos)
+                for c in combos:
+                    votes.update(int(d) for d in c.docs)
+                for correct in (True, False):
+                    group = [c for c in combos if bool(np.isin(c.docs, truth_arr).any()) is correct]
+                    if correct and group and not combo_first_ok:
+                        combo_first_ok = group[:1]
+                    room = self.max_evidence - len(combo_ev[correct])
+                    if room > 0 and group:
+                        combo_ev[correct] += self._evidence(doc, tn, (), ((group[:room], correct),))
+        combo_ok_found = bool(combo_first_ok)
+        linked = bool(any_link or combo_ok_found)
+        outcome = "linked" if linked else ("wrong" if (any_wrong or combo_ev[False]) else "unlinked")
+        if truth is None:
+            outcome = "unscored"
+        evidence = ngram_ev[True] + ngram_ev[False] + combo_ev[True] + combo_ev[False]
+        guess = min(votes, key=lambda d: (-votes[d], d)) if votes else None
+        facts = {
+            "outcome": outcome,
+            "linked_by": ("ngram" if any_link else ("combination" if combo_ok_found else None)),
+            "truth": [ids[i] for i in truth] if truth else [],
+            "guess": None if guess is None else ids[guess],
+            "guess_correct": bool(guess is not None and truth is not None and guess in set(truth)),
+            "visible_ngrams": int(visible),
+            "rare_ngrams": int(n_rare),
+            "rare_combinations": n_combos,
+            "original_rare_ngrams": int(len(orig_rare)),
+            "original_rare_still_present": int(present.sum()),
+            "evidence": evidence,
+            "read_in_windows": True,
+        }
+        return Finding(id=doc.id, success=None if outcome == "unscored" else outcome == "linked",
+                       summary=self._summary(outcome, n_link, combo_first_ok),
+                       highlights=sorted(_highlights(evidence, linked), key=lambda h: (h.start, h.end)), facts=facts,
+                       private={"truth", "guess", "evidence"})
+
+    def _summary(self, outcome: str, n_link: int, combo_ok: list[Combination]) -> str:
+        """One sentence on the outcome, for the report (``n_link``: the minimal set of linking
+        phrases)."""
         if outcome == "linked":
-            n_link = len(minimal_set(tn, linking))
             return (f"Linked to its source by {n_link} rare phrase{'s' if n_link != 1 else ''}" if n_link
                     else f"Linked to its source by a combination of {len(combo_ok[0].members)} phrases")
         return {"wrong": "Its rare phrases point to other documents, not to its source",

@@ -3,7 +3,11 @@
 The commands live in the modules of this package (listed in :mod:`audit.cli.commands`);
 ``attack NAME``, ``sanitize NAME`` and ``utility`` are built for every registered component
 by the generic driver (:mod:`audit.cli.driver`). This module only assembles them and turns
-every :class:`~audit.core.errors.AnonauditError` into a readable message and exit code 1.
+every :class:`~audit.core.errors.AnonauditError` into a readable message and exit code 2.
+
+Exit codes: 0 done (and every gate check passed); 1 a gate check failed; 2 the input is
+invalid or the audit could not run as asked (an :class:`AnonauditError`, or a usage error
+click reports); 130 interrupted (finished work is saved).
 
 The registry the commands use is the process' one, or the one given as the context object:
 ``main(obj={"registry": reg})`` (``CliRunner().invoke(main, args, obj=...)`` in tests).
@@ -25,6 +29,13 @@ from audit import __version__  # noqa: E402
 from audit.core.errors import AnonauditError  # noqa: E402
 
 
+#: Exit code of a failed gate check.
+EXIT_GATE_FAILED = 1
+#: Exit code of invalid input: a file, spec, option or threshold that cannot be used (click's
+#: usage errors exit 2 as well).
+EXIT_INVALID = 2
+
+
 class FriendlyGroup(click.Group):
     """A group whose commands report user errors as one message, never a traceback."""
 
@@ -33,7 +44,7 @@ class FriendlyGroup(click.Group):
             return super().invoke(ctx)
         except AnonauditError as exc:
             click.secho(f"error: {exc}", fg="red", err=True)
-            ctx.exit(1)
+            ctx.exit(EXIT_INVALID)
         except KeyboardInterrupt:
             click.secho("interrupted: finished work is saved; run the same command again to resume.",
                         fg="yellow", err=True)

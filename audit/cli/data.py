@@ -45,7 +45,7 @@ def data() -> None:
 @_originals
 @_annotator
 def validate(file: str, fmt: str | None, originals: str | None, annotator: str | None) -> None:
-    """Check FILE and list every problem found (exit code 1), or print a summary (exit code 0).
+    """Check FILE and list every problem found (exit code 2), or print a summary (exit code 0).
 
     A span file {doc_id: [[start, end, replacement?], ...]} needs --originals. With
     --originals, FILE is checked as a release of those originals.

@@ -9,7 +9,7 @@ results file (``--out``), the seed, the models (``--llm``, ``--embedder``) and a
 budget (``--sample``). The commands then build an audit spec in memory and run it with the
 pipeline's :class:`~audit.pipeline.runner.Audit`, the same loop as ``anonaudit run``:
 results and provenance merge into the ``--out`` file, and release copies are written beside
-it for the report (``releases/NAME.jsonl`` beside ``results.json``, ``X.releases/NAME.jsonl``
+it for the report (``releases/NAME-HASH.jsonl`` beside ``results.json``, ``X.releases/NAME-HASH.jsonl``
 beside any other ``X.json``).
 
 The registry comes from the click context: ``main(obj={"registry": reg})`` (tests, an
@@ -41,6 +41,7 @@ from audit.cli.options import (
 )
 from audit.cli.params import Param, parameters, parse_param_values, split_list, summary
 from audit.core.errors import AnonauditError
+from audit.core.paramtypes import check_params
 from audit.core.registry import Registry, normalise
 
 
@@ -260,7 +261,7 @@ class UtilityCommand(SectionedCommand):
         outcome = run_components(ctx, kind="metric", entries=entries, data=data, corpora=corpora,
                                  command="utility", on_error="skip")
         if outcome.skipped:  # a metric that could not even be created: a usage error
-            ctx.exit(1)
+            ctx.exit(2)
 
 
 # --------------------------------------------------------------------------- sanitize NAME
@@ -302,6 +303,9 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
                 params[p] = kw[p]
         if draft.takes("progress") and "progress" not in params:
             params["progress"] = True
+        wrong = check_params(cls, params)
+        if wrong:  # every wrong value at once, named, before the corpus is read
+            raise AnonauditError("\n".join(f"sanitizer {name!r}: parameter {k!r} {why}" for k, why in wrong.items()))
         try:
             san = reg.create("sanitizer", key, **params)
         except (TypeError, ValueError) as exc:

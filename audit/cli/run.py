@@ -47,8 +47,9 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
     """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
 
     Results go to OUT/results.json, saved after each (component, release) pair; running the
-    same command again resumes and recomputes nothing that finished. Exits 1 when the spec's
-    `gate` thresholds fail.
+    same command again resumes and recomputes nothing that finished. The whole spec is checked
+    before anything runs. Exit status: 0 done (and the spec's `gate` passed), 1 when a `gate`
+    threshold fails, 2 when the spec or an input is invalid.
     """
     from audit.cli.common import echo_summary
     from audit.cli.driver import registry_of

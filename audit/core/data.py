@@ -225,6 +225,40 @@ class Release:
                 [Problem(self.source or self.name, "id not found in the originals", doc_id=i) for i in missing]
             )
 
+    def doubts_against(self, originals: Corpus, *, examples: int = 3) -> list[str]:
+        """What looks wrong with an aligned release beside ``originals``, though it can be audited:
+        originals it leaves out (they are not audited, so the risk covers fewer documents than
+        the user may think), and recorded replacements whose ``original`` is not the text at
+        ``orig_start:orig_end`` of the original (a release made from other originals, or
+        offsets gone wrong). Empty when nothing is doubtful."""
+        if not self.aligned:
+            return []
+        out: list[str] = []
+        missing = [i for i in originals.ids if i not in self.corpus]
+        if missing:
+            shown = ", ".join(repr(i) for i in missing[:examples]) + (", ..." if len(missing) > examples else "")
+            out.append(f"release {self.name!r} has {len(self.corpus)} of the {len(originals)} original documents; "
+                       f"{len(missing)} are missing ({shown}) and are not audited")
+        wrong: list[str] = []
+        n_wrong = 0
+        for doc in self.corpus:
+            orig = originals.get(doc.id)
+            if orig is None:
+                continue
+            for sp in doc.spans:
+                if sp.original is None or sp.orig_start is None or sp.orig_end is None:
+                    continue
+                actual = orig.text[sp.orig_start:sp.orig_end]
+                if actual != sp.original:
+                    n_wrong += 1
+                    if len(wrong) < examples:
+                        wrong.append(f"document {doc.id!r}: recorded {sp.original[:40]!r} at "
+                                     f"[{sp.orig_start}, {sp.orig_end}), the original has {actual[:40]!r}")
+        if n_wrong:
+            out.append(f"release {self.name!r}: {n_wrong} recorded replacement(s) contradict the originals "
+                       f"({'; '.join(wrong)}); was it made from other originals?")
+        return out
+
 
 @dataclass(frozen=True)
 class Scenario:

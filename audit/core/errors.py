@@ -90,11 +90,39 @@ class Problems:
         raise DataError(items)
 
 
+def wide_encoding(head: bytes) -> str | None:
+    """The name of the UTF-16/UTF-32 encoding that the first bytes of a file look like (a byte
+    order mark, or NUL bytes in every other position of ASCII text), else ``None``. Such a file
+    read as UTF-8 gives dozens of confusing errors; one message naming the encoding helps."""
+    boms = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+            (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+    for bom, name in boms:
+        if head.startswith(bom):
+            return name
+    sample = head[:512]
+    if len(sample) >= 4:
+        even, odd = sample[0::2], sample[1::2]
+        if odd.count(0) >= 0.75 * len(odd) and even.count(0) <= 0.1 * len(even):
+            return "UTF-16"
+        if even.count(0) >= 0.75 * len(even) and odd.count(0) <= 0.1 * len(odd):
+            return "UTF-16"
+    return None
+
+
+def not_utf8_message(encoding: str) -> str:
+    return (f"not UTF-8 text: it looks like {encoding}; save it as UTF-8 "
+            "(e.g. iconv -f UTF-16 -t UTF-8, or 'Save as UTF-8' in the editor)")
+
+
 def read_text(path: str | os.PathLike, what: str = "file") -> str:
     """The UTF-8 text of ``path``, or an :class:`AnonauditError` naming it and ``what`` it is."""
     src = str(path)
     try:
-        return Path(path).read_text(encoding="utf-8-sig")
+        raw = Path(path).read_bytes()
+        wide = wide_encoding(raw[:4096])
+        if wide:
+            raise AnonauditError(f"{src}: {not_utf8_message(wide)}")
+        return raw.decode("utf-8-sig")
     except FileNotFoundError:
         raise AnonauditError(f"{src}: no such {what}") from None
     except IsADirectoryError:

@@ -4,12 +4,18 @@ Every file the toolkit writes (results, released documents, caches, indexes, rep
 through :func:`atomic_open` (or :func:`atomic_write` / :func:`atomic_write_json` built on
 it): the content goes to a temporary file in the same folder, which replaces the target
 with :func:`os.replace` only once it is complete. An interrupted write never leaves half a
-file, and a reader never sees one; on any error the temporary file is removed.
+file, and a reader never sees one; on any error the temporary file is removed. The new file
+keeps the mode of the one it replaces (a new file gets ``0666`` less the umask, like any file
+the user creates, not the ``0600`` of a temporary file).
+
+:func:`locked` holds an exclusive lock on a file for a read-modify-write by several processes
+(the results file several commands merge into): see :meth:`audit.core.results.ResultsFile.update`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -30,19 +36,61 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
+def _umask() -> int:
+    """The process' umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits a new version of ``path`` gets: those of the file it replaces, else
+    ``0666`` less the umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (best effort: not every file system allows it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def locked(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive lock for ``path`` while the ``with`` block runs (other processes calling
+    this for the same path wait). The lock is taken on the side file ``.NAME.lock`` beside it,
+    which stays: ``path`` itself is replaced by every atomic write, so it cannot carry the lock."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "w", *, encoding: str | None = "utf-8",
                 newline: str | None = None, fsync: bool = False) -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path`` for writing (``mode`` ``"w"`` or ``"wb"``); when the
     ``with`` block ends without an error it replaces ``path``, otherwise it is deleted and
-    ``path`` is left as it was. The folder is created. ``fsync``: flush to disk before the
-    replace (for large files that must survive a crash, e.g. assembled models)."""
+    ``path`` is left as it was. The folder is created. ``fsync``: flush the file to disk before
+    the replace and the folder after it (files that must survive a power cut: results, models)."""
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open writes only: mode must be 'w' or 'wb', got {mode!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _mode_for(path))
         if mode == "wb":
             fh = os.fdopen(fd, "wb")
         else:
@@ -53,6 +101,8 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", *, encoding: str 
                 fh.flush()
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
+        if fsync:
+            _fsync_dir(path.parent)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -72,10 +122,10 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes, *, encoding: s
 
 
 def atomic_write_json(path: str | os.PathLike[str], data: Any, *, indent: int | None = 1,
-                      allow_nan: bool = False) -> Path:
+                      allow_nan: bool = False, fsync: bool = False) -> Path:
     """Write ``data`` as UTF-8 JSON (non-ASCII kept, a final newline) atomically; returns the path."""
     path = Path(path)
-    with atomic_open(path, "w", encoding="utf-8") as fh:
+    with atomic_open(path, "w", encoding="utf-8", fsync=fsync) as fh:
         json.dump(data, fh, ensure_ascii=False, indent=indent, allow_nan=allow_nan)
         fh.write("\n")
     return path

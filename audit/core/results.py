@@ -13,7 +13,11 @@ utilities (higher = more utility). ``documents`` holds per-document findings wit
 evidence (one :class:`Finding` each, written as ``{"id", "success", "summary"?, <facts>...,
 "highlights_in"?, "highlights", "private"?}``); ``details`` holds anything else an attack
 wants to explain itself.
-Files are written atomically, so an interrupted run never leaves half a file.
+Files are written atomically, so an interrupted run never leaves half a file, and
+:meth:`ResultsFile.update` is the one writer of a results file that several commands share:
+it re-reads the file under an exclusive lock and merges, so parallel writers lose nothing.
+Reading checks the whole shape first: a malformed file is a :class:`DataError` naming every
+problem, never a Python exception from deep inside.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +33,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from audit.core.errors import DataError, Problem, read_text
-from audit.core.files import atomic_write_json
+from audit.core.files import atomic_write_json, locked
 from audit.core.stats import Risk
 
 SCHEMA = "anonaudit.results/1"
@@ -259,8 +263,23 @@ class ResultsFile:
                 "results": [r.to_dict() for r in self.results]}
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write atomically (temporary file in the same folder, then rename)."""
-        return atomic_write_json(path, self.to_dict())
+        """Write atomically (temporary file in the same folder, flushed to disk, then rename).
+        Use :meth:`update` when another process may write the same file."""
+        return atomic_write_json(path, self.to_dict(), fsync=True)
+
+    @classmethod
+    def update(cls, path: str | os.PathLike, merge: Callable[[ResultsFile | None], ResultsFile]) -> ResultsFile:
+        """The one read-modify-write of a shared results file: under an exclusive lock, read
+        the file as it is now (``None`` when there is none), let ``merge`` make the new content
+        from it, and write that atomically (fsync, rename, the file's mode kept). Returns what
+        was written. Commands writing into one file at the same time therefore each add to what
+        the others wrote, and none loses the others' results."""
+        path = Path(path)
+        with locked(path):
+            current = cls.load(path) if path.exists() else None
+            new = merge(current)
+            new.save(path)
+        return new
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> ResultsFile:
@@ -270,15 +289,113 @@ class ResultsFile:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DataError(Problem(src, f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno)) from None
+        except RecursionError:
+            raise DataError(Problem(src, "invalid JSON: nested too deeply")) from None
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise DataError(Problem(src, f"not an anonaudit results file (expected \"schema\": \"{SCHEMA}\")"))
         problems: list[Problem] = []
+        items = data.get("results")
+        provenance = data.get("provenance")
+        if items is not None and not isinstance(items, list):
+            problems.append(Problem(src, f"\"results\" must be a list of results, not {_json_type(items)}"))
+            items = []
+        if provenance is not None and not isinstance(provenance, dict):
+            problems.append(Problem(src, f"\"provenance\" must be an object, not {_json_type(provenance)}"))
+            provenance = {}
         results: list[Result] = []
-        for i, item in enumerate(data.get("results") or []):
+        for i, item in enumerate(items or []):
+            wrong = result_shape_problems(item)
+            if wrong:
+                problems += [Problem(src, f"results[{i}]: {w}") for w in wrong]
+                continue
             try:
                 results.append(Result.from_dict(item))
-            except (KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
                 problems.append(Problem(src, f"results[{i}] is malformed: {exc}"))
         if problems:
             raise DataError(problems)
-        return cls(results=results, provenance=dict(data.get("provenance") or {}))
+        return cls(results=results, provenance=dict(provenance or {}))
+
+
+def _json_type(value: Any) -> str:
+    """How JSON calls the type of ``value`` (for messages)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def result_shape_problems(item: Any) -> list[str]:
+    """What is wrong with the shape of one serialized result (empty when it can be read)."""
+    if not isinstance(item, dict):
+        return [f"must be an object, not {_json_type(item)}"]
+    out: list[str] = []
+    for key in ("kind", "name", "release"):
+        if not isinstance(item.get(key), str):
+            out.append(f"\"{key}\" must be a string, not {_json_type(item.get(key))}")
+    if isinstance(item.get("kind"), str) and item["kind"] not in KINDS:
+        out.append(f"\"kind\" must be one of {', '.join(KINDS)}, not {item['kind']!r}")
+    value = item.get("value", "missing")
+    if value is not None and not _is_number(value):
+        out.append("\"value\" must be a number or null" + (" (it is missing)" if value == "missing" else
+                                                            f", not {_json_type(value)}"))
+    ci = item.get("ci")
+    if ci is not None and not (isinstance(ci, list) and len(ci) == 2 and all(_is_number(x) for x in ci)):
+        out.append(f"\"ci\" must be a list of two numbers [low, high] or null, not {json.dumps(ci)[:60]}")
+    if "n" in item and not (isinstance(item["n"], int) and not isinstance(item["n"], bool)):
+        out.append(f"\"n\" must be a whole number, not {_json_type(item['n'])}")
+    if item.get("baseline") is not None and not _is_number(item["baseline"]):
+        out.append(f"\"baseline\" must be a number or null, not {_json_type(item['baseline'])}")
+    if item.get("beats_baseline") is not None and not isinstance(item["beats_baseline"], bool):
+        out.append(f"\"beats_baseline\" must be true, false or null, not {_json_type(item['beats_baseline'])}")
+    if item.get("details") is not None and not isinstance(item["details"], dict):
+        out.append(f"\"details\" must be an object, not {_json_type(item['details'])}")
+    docs = item.get("documents")
+    if docs is not None and not isinstance(docs, list):
+        out.append(f"\"documents\" must be a list of findings, not {_json_type(docs)}")
+    elif docs:
+        for j, d in enumerate(docs):
+            wrong = _finding_shape_problems(d)
+            if wrong:
+                out.append(f"documents[{j}]: {wrong}")
+                if len(out) >= 20:
+                    break
+    return out
+
+
+def _finding_shape_problems(d: Any) -> str:
+    """What is wrong with one serialized finding ("" when nothing)."""
+    if not isinstance(d, dict):
+        return f"must be a finding (an object with an \"id\"), not {_json_type(d)}"
+    if not isinstance(d.get("id"), (str, int)) or isinstance(d.get("id"), bool):
+        return "must have an \"id\" (a string)"
+    hl = d.get("highlights")
+    if hl is not None:
+        if not isinstance(hl, list):
+            return f"\"highlights\" must be a list, not {_json_type(hl)}"
+        for h in hl:
+            if not (isinstance(h, dict) and isinstance(h.get("start"), int) and isinstance(h.get("end"), int)
+                    and not isinstance(h["start"], bool) and not isinstance(h["end"], bool)
+                    and 0 <= h["start"] <= h["end"]):
+                return "each highlight must be an object with whole-number offsets 0 <= \"start\" <= \"end\""
+    if d.get("highlights_in") is not None and not isinstance(d["highlights_in"], str):
+        return "\"highlights_in\" must be a document id (a string)"
+    private = d.get("private")
+    if private is not None and not (isinstance(private, list) and all(isinstance(x, str) for x in private)):
+        return "\"private\" must be a list of fact names"
+    if d.get("summary") is not None and not isinstance(d["summary"], str):
+        return "\"summary\" must be a string"
+    return ""

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from audit.core.errors import AnonauditError, DataError, Problem
+from audit.core.errors import AnonauditError, DataError, Problem, not_utf8_message, wide_encoding
 
 FORMATS: dict[str, str] = {
     "jsonl": "one JSON document per line: id, text, subject?, spans?",
@@ -36,6 +36,9 @@ def sniff(source: str, format: str | None = None) -> tuple[str, Any]:
             head = fh.read(4096)
     except OSError as exc:
         raise unreadable(source, exc) from None
+    wide = wide_encoding(head)
+    if wide:
+        raise DataError(Problem(source, not_utf8_message(wide)))
     if not head.lstrip(b"\xef\xbb\xbf").strip():
         raise DataError(Problem(source, "the file is empty"))
     ext = p.suffix.lower()
@@ -61,7 +64,7 @@ def sniff(source: str, format: str | None = None) -> tuple[str, Any]:
     data = _read_json(source)
     if format is not None:
         return format, data
-    return _json_kind(data), data
+    return _json_kind(data, source), data
 
 
 def _looks_like_jsonl(source: str) -> bool:
@@ -77,7 +80,7 @@ def _looks_like_jsonl(source: str) -> bool:
         return False
 
 
-def _json_kind(data: Any) -> str:
+def _json_kind(data: Any, source: str) -> str:
     if isinstance(data, list):
         records = [r for r in data[:50] if isinstance(r, dict)]
         if any("annotations" in r for r in records):
@@ -97,8 +100,30 @@ def _json_kind(data: Any) -> str:
             return "tri"  # pandas orient="index"
         if all(isinstance(v, list) for v in values):
             return "spans"
-        return "json-map"
+        if any(isinstance(v, str) for v in values) and not any(isinstance(v, list) for v in values):
+            return "json-map"  # texts: the loader names each value that is not one
+        # Neither {id: text} nor {doc_id: [[start, end], ...]}: say so instead of guessing.
+        odd = [(k, v) for k, v in data.items() if not isinstance(v, (str, list))]
+        key, value = odd[0] if odd else next((k, v) for k, v in data.items() if isinstance(v, str))
+        raise DataError(Problem(source, "a JSON object that is neither documents {id: text} nor a span file "
+                                        "{doc_id: [[start, end, replacement?], ...]}: the value of "
+                                        f"{key!r} is {_kind_of(value)}; give --format if it is one of "
+                                        f"{', '.join(FORMATS)}"))
     return "json-list"  # validation reports the wrong top-level type
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "a text, beside span lists"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
 
 
 def _read_json(source: str) -> Any:

@@ -35,7 +35,10 @@ explicitly (``--format``):
 ``spans``
     A span file ``{doc_id: [[start, end, replacement?], ...]}`` applied to
     original documents with :func:`audit.core.data.sanitize_corpus` (sorted by start,
-    outermost of nested spans kept, no or empty replacement = suppression). Each
+    outermost of nested spans kept, crossing spans an error as in JSONL, no or empty
+    replacement = suppression). A JSON object whose values are neither all texts nor all
+    span lists is an error, not a guess; ``{id: text}`` given as a release needs the
+    originals (or ``--format json-map``). Each
     released document records its applied spans (offsets in the sanitized text,
     ``original``, ``orig_start``/``orig_end``). Span files carry no labels: an
     applied span's ``label``/``entity_id``/``identifier_type`` are copied from
@@ -165,6 +168,13 @@ def load_release_file(path: str | os.PathLike, *, name: str | None = None, origi
                 f"{path}: this is a span file {{doc_id: [[start, end, replacement?], ...]}}; it is applied "
                 "to the original documents: pass them with --originals FILE")
         return [apply_span_file(path, data, originals, name)]
+    if fmt == "json-map" and originals is None and format is None:
+        # {id: text} gives every document its id as subject: right for background files, a guess
+        # for a release (a mistyped span file {"doc": "abc"} would be audited as one document).
+        raise AnonauditError(
+            f"{path}: a JSON object {{id: text}} given as a release; without the original documents its ids "
+            "cannot be checked and would be taken as subjects. Pass the originals (--originals FILE), or "
+            "--format json-map if that is what you mean (a span file is {doc_id: [[start, end], ...]})")
     corpus = Corpus(_load_documents(path, fmt, data), name=name, source=path)
     if originals is not None:
         problems = Problems(path)

@@ -110,7 +110,7 @@ def _parse_spans(raw: Any, text: str, problems: Problems, *, line: int | None, d
         if span is not None:
             spans.append(span)
     if crossing:
-        for a, b in _crossing_pairs(spans):
+        for a, b in crossing_pairs(spans):
             problems.add(f"{where}spans [{a.start}, {a.end}) and [{b.start}, {b.end}) overlap without one "
                          "containing the other", line=line, doc_id=doc_id)
     return spans
@@ -150,7 +150,7 @@ def make_span(fields: dict[str, Any], n: int, problems: Problems, *, tag: str, l
     return Span(**fields)
 
 
-def _crossing_pairs(spans: Iterable[Span]) -> Iterator[tuple[Span, Span]]:
+def crossing_pairs(spans: Iterable[Span]) -> Iterator[tuple[Span, Span]]:
     """Pairs of spans that partially overlap (neither contains the other)."""
     stack: list[Span] = []
     for span in sorted(spans, key=lambda s: (s.start, -s.end)):

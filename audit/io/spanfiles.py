@@ -1,4 +1,9 @@
-"""Span files ``{doc_id: [[start, end, replacement?], ...]}``, applied to the original documents."""
+"""Span files ``{doc_id: [[start, end, replacement?], ...]}``, applied to the original documents.
+
+Held to the rules of JSONL spans: integer offsets inside the text, ``end`` not before
+``start``, and no two spans crossing (overlapping without one containing the other: which
+characters are hidden would depend on the order they are applied in). Nested spans are
+allowed; the outermost is applied."""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from typing import Any
 
 from audit.core.data import Corpus, Release, Span, sanitize_corpus
 from audit.core.errors import DataError, Problem, Problems
-from audit.io.records import top_duplicates
+from audit.io.records import crossing_pairs, top_duplicates
 
 
 def apply_span_file(source: str, data: Any, originals: Corpus, name: str) -> Release:
@@ -49,6 +54,10 @@ def apply_span_file(source: str, data: Any, originals: Corpus, name: str) -> Rel
             g = gold.get((start, end))
             spans.append(Span(start, end, label=g.label if g else "", entity_id=g.entity_id if g else None,
                               identifier_type=g.identifier_type if g else None, replacement=repl or ""))
+        for a, b in crossing_pairs(spans):
+            problems.add(f"spans [{a.start}, {a.end}) and [{b.start}, {b.end}) overlap without one containing the "
+                         "other (characters of one would stay unmasked); merge them or nest one inside the other",
+                         doc_id=doc_id)
         spans_by_id[doc_id] = spans
     problems.raise_if_any()
     return sanitize_corpus(originals, spans_by_id, name=name, source=source)

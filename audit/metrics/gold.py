@@ -3,6 +3,8 @@ definitions)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from audit.core.data import Release, Scenario
@@ -18,10 +20,31 @@ def _gold_spans(doc) -> list:
 
 
 class _GoldMetric(UtilityMetric):
-    """Token-level and entity-level agreement of the replaced regions with gold spans."""
+    """Token-level and entity-level agreement of the replaced regions with gold spans.
+
+    ``ic_weighted``: also weigh each token by its information content (``token_precision_ic``,
+    ``token_recall_ic`` in the details). Off by default: it loads the information-content scorer
+    (an LLM; over 20 minutes on a CPU for a TAB-sized collection), while the headline figures are
+    plain counts. The TPI/TPS metrics share the scores when they run in the same audit.
+    """
+
+    def __init__(self, context: UtilityContext | None = None, ic: Literal["causal", "masked"] = "causal",
+                 ic_model: str | None = None, llm: str | None = None, embedder: str | None = None,
+                 cache: bool = True, seed: int = 0, progress: bool = False, context_tokens: int = 256,
+                 mask_every: int = 6, ic_weighted: bool = False):
+        """
+        ic_weighted: also report IC-weighted token figures (loads the information-content scorer).
+        """
+        super().__init__(context=context, ic=ic, ic_model=ic_model, llm=llm, embedder=embedder, cache=cache,
+                         seed=seed, progress=progress, context_tokens=context_tokens, mask_every=mask_every)
+        self.ic_weighted = ic_weighted
+
+    @property
+    def weighted(self) -> bool:
+        return self.ic_weighted
 
     def _tables(self, ctx: UtilityContext, release: Release) -> list[dict]:
-        key = ("gold", release.name, release.corpus.fingerprint())
+        key = ("gold", release.name, release.corpus.fingerprint(), self.weighted)
         if key in ctx.memo:
             return ctx.memo[key]
         ids = [i for i in self._aligned_ids(ctx, release) if ctx.originals[i].spans]
@@ -65,7 +88,10 @@ class _GoldMetric(UtilityMetric):
         ctx.memo[key] = rows
         return rows
 
-    weighted = True
+
+def _weighted_ratio(metric: _GoldMetric, rows: list[dict], num: str, den: str) -> float | None:
+    """An IC-weighted ratio, or ``None`` when the metric was not asked for one."""
+    return _ratio(rows, num, den) if metric.weighted else None
 
 
 def _ratio(rows: list[dict], num: str, den: str) -> float | None:
@@ -87,7 +113,7 @@ class PrecisionMetric(_GoldMetric):
                            r["masked"], "true_positives": r["tp"]} for r in rows],
                          lambda r: f"{r['true_positives']} of its {r['masked_tokens']} replaced words are annotated "
                                    "as identifying" if r["masked_tokens"] else "No word of it was replaced")
-        details = {"token_precision": value, "token_precision_ic": _ratio(rows, "w_tp", "w_masked"),
+        details = {"token_precision": value, "token_precision_ic": _weighted_ratio(self, rows, "w_tp", "w_masked"),
                    "masked_tokens": sum(r["masked"] for r in rows)}
         return [Result(kind="utility", name="precision", release=release.name,
                        value=0.0 if value is None else value,
@@ -111,7 +137,7 @@ class RecallMetric(_GoldMetric):
                          lambda r: f"{r['entities_masked']} of its {r['entities']} annotated entities are replaced "
                                    "in every mention" if r["entities"] else "No annotated entity")
         details = {"entity_recall": value, "token_recall": _ratio(rows, "tp", "gold"),
-                   "token_recall_ic": _ratio(rows, "w_tp", "w_gold"),
+                   "token_recall_ic": _weighted_ratio(self, rows, "w_tp", "w_gold"),
                    "entities": sum(r["entities"] for r in rows), "gold_tokens": sum(r["gold"] for r in rows)}
         return [Result(kind="utility", name="recall", release=release.name, value=0.0 if value is None else value,
                        ci=bootstrap_ratio([r["entities_masked"] for r in rows], [r["entities"] for r in rows],

@@ -12,7 +12,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -232,6 +232,50 @@ class LlamaCppLLM(LLM):
 # --------------------------------------------------------------------------- OpenAI HTTP
 
 
+#: Hosts (``host`` or ``host:port``, comma-separated) that may receive the API key over plain
+#: http although they are not this machine: the user names the servers the key is meant for.
+HTTP_KEY_HOSTS_ENV = "ANONAUDIT_HTTP_KEY_HOSTS"
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.lower() in ("localhost", "localhost.localdomain") or host.lower().endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def server_api_key(base_url: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The API key to send to the server at ``base_url``: ``ANONAUDIT_API_KEY``, else
+    ``OPENAI_API_KEY``. Over https it is always sent; over plain http (readable by anyone on
+    the way) only to this machine (a loopback address) or to a host the user listed in
+    ``ANONAUDIT_HTTP_KEY_HOSTS`` — an OpenAI key set for other tools never leaks to a
+    ``http://`` server by accident. A key held back is logged as a warning."""
+    from urllib.parse import urlsplit
+
+    env = os.environ if environ is None else environ
+    key = env.get("ANONAUDIT_API_KEY") or env.get("OPENAI_API_KEY")
+    if not key:
+        return None
+    parts = urlsplit(base_url)
+    if parts.scheme.lower() == "https":
+        return key
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    allowed = {h.strip().lower() for h in env.get(HTTP_KEY_HOSTS_ENV, "").split(",") if h.strip()}
+    if _is_loopback(host) or host in allowed or (port is not None and f"{host}:{port}" in allowed):
+        return key
+    log.warning("not sending the API key to %s: it is plain http and not this machine; use https, or "
+                "list the host in %s=%s if the key is meant for it", base_url, HTTP_KEY_HOSTS_ENV, host)
+    return None
+
+
 class OpenAILLM(LLM):
     """Any OpenAI-compatible server (vLLM, llama.cpp server, Ollama, OpenAI).
 
@@ -240,7 +284,8 @@ class OpenAILLM(LLM):
     errors. ``json_schema`` goes out as ``response_format`` (type ``json_schema``), which
     vLLM, llama.cpp and OpenAI enforce. :meth:`logprobs` uses ``/completions`` with
     ``echo`` and ``logprobs`` (vLLM and llama.cpp-compatible servers; OpenAI chat models
-    do not offer it). The API key comes from ``ANONAUDIT_API_KEY``, else ``OPENAI_API_KEY``.
+    do not offer it). The API key comes from ``api_key``, else :func:`server_api_key`
+    (``ANONAUDIT_API_KEY``, else ``OPENAI_API_KEY``, sent over plain http only where meant).
     """
 
     supports_schema = True
@@ -257,7 +302,7 @@ class OpenAILLM(LLM):
         self.max_retries = max_retries
         self.backoff = backoff
         self.max_workers = max(1, max_workers)
-        key = api_key or os.environ.get("ANONAUDIT_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        key = api_key if api_key is not None else server_api_key(self.base_url)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._httpx = httpx
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout,

@@ -165,6 +165,20 @@ def parse_llm_spec(spec: str | None) -> LLMSpec:
                      "model folder, or openai:MODEL@http://host:port/v1")
 
 
+def check_llm_spec(spec: str) -> None:
+    """Raise :class:`ModelError` when ``spec`` names no model this machine can load (nothing is
+    loaded or assembled): the audit spec validator calls it so an unknown ``models.llm`` is
+    found before the run. ``default`` and ``scorer`` depend on what is installed and are left to
+    the components that use them."""
+    word = spec.strip()
+    for prefix in ("llamacpp:", "transformers:"):
+        if word.startswith(prefix):
+            word = word[len(prefix):]
+    if word in ("", "default", "scorer"):
+        return
+    parse_llm_spec(spec)
+
+
 def runtime_versions(*packages: str) -> str:
     """``name=version`` of each installed package, for cache keys: an answer or a trained model
     made by another version of the code that produced it is not reused."""

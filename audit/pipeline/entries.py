@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.core.errors import AnonauditError, Problems
+from audit.core.paramtypes import check_params
 from audit.core.registry import Registry, normalise
 
 COMPONENT_KEYS = ("name", "params", "sample")
@@ -91,8 +92,24 @@ def parse_components(raw: Any, key: str, kind: str, p: Problems, reg: Registry,
                 if k not in accepted:
                     p.at(f"{where}.params.{k}",
                           f"{kind} {name!r} has no parameter {k!r} (it takes: {', '.join(accepted) or 'none'})")
+            for k, wrong in check_params(cls, params).items():
+                p.at(f"{where}.params.{k}", f"{kind} {name!r}: parameter {k!r} {wrong}")
         out.append(ComponentSpec(kind, name, params, sample))
     return out
+
+
+def release_name_problem(name: Any) -> str:
+    """What is wrong with a release name given in a spec ("" when nothing). A name must be
+    writable as ``--release NAME=FILE`` on the command line and as ``gate --release NAME``:
+    no ``=`` (the command line splits there), no path separator, no control character."""
+    if not isinstance(name, str) or not name.strip():
+        return f"a release name must be a non-empty string, got {name!r}"
+    bad = sorted({c for c in name if c in "=/\\" or not c.isprintable()})
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        return (f"release name {name!r} contains {shown}: a name may not contain '=', '/', '\\' or control "
+                "characters (it must be writable as --release NAME=FILE)")
+    return ""
 
 
 def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool,
@@ -125,6 +142,11 @@ def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool
             raw_params = {}
         params = dict(raw_params)
         name = item.get("name")
+        if name is not None:
+            wrong = release_name_problem(name)
+            if wrong:
+                p.at(f"{where}.name", wrong)
+                name = None
         if path is not None:
             full = (base / str(path)).expanduser()
             if not full.exists():
@@ -145,6 +167,8 @@ def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool
                         if k not in accepted:
                             p.at(f"{where}.params.{k}", f"sanitizer {san!r} has no parameter {k!r} "
                                                          f"(it takes: {', '.join(accepted) or 'none'})")
+                    for k, wrong in check_params(cls, params).items():
+                        p.at(f"{where}.params.{k}", f"sanitizer {san!r}: parameter {k!r} {wrong}")
             out.append(ReleaseSpec(name=name or normalise(san), format=item.get("format"), sanitizer=san,
                                    params=params))
     names = [r.name for r in out if r.name]

@@ -79,6 +79,9 @@ def parse_threshold(text: str, side: str) -> Threshold:
     number = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
     if not math.isfinite(number):
         raise GateInputError(f"--{side} {text!r}: the threshold must be a finite number")
+    if not 0.0 <= number <= 1.0:
+        raise GateInputError(f"--{side} {text!r}: the threshold must lie between 0 and 1 (0% and 100%): "
+                             "risks and utilities are shares")
     return Threshold(name.strip(), side, number)
 
 

@@ -91,6 +91,28 @@ def component_info(obj: Any) -> dict[str, Any]:
     return info
 
 
+#: What a run adds to, rather than replaces, in the provenance of the file it writes into:
+#: the inputs, releases, components and resume pairs of every run that wrote results there.
+MERGED_KEYS = ("inputs", "releases", "components", "pairs")
+
+
+def merge_provenance(current: Mapping[str, Any], mine: Mapping[str, Any]) -> dict[str, Any]:
+    """The provenance a run writes over a results file whose provenance is ``current`` (what is
+    in the file now, maybe written by a parallel command): its own, with the :data:`MERGED_KEYS`
+    of ``current`` kept beside its own (its own win on a clash), and ``runs`` kept. A
+    ``current`` that no run built (no ``command``) is replaced."""
+    out = dict(mine)
+    if not isinstance(current, Mapping) or not current.get("command"):
+        return out
+    for key in MERGED_KEYS:
+        old, new = current.get(key), out.get(key)
+        if isinstance(old, Mapping):
+            out[key] = {**old, **(new if isinstance(new, Mapping) else {})}
+    if "runs" in current and "runs" not in out:
+        out["runs"] = current["runs"]
+    return out
+
+
 def build_provenance(*, command: str, started: float, spec: AuditSpec | None = None,
                      params: Mapping[str, Any] | None = None, inputs: Mapping[str, Any] | None = None,
                      releases: Mapping[str, Any] | None = None, components: Mapping[str, Any] | None = None,

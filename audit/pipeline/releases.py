@@ -4,14 +4,21 @@ A file release travels as a :class:`~audit.pipeline.spec.ReleaseSpec` (name, pat
 apart) to :func:`audit.io.loaders.load_release_file`. A sanitizer release is made by the
 registered sanitizer, which gets the spec's seed and models like any component, the run's
 :class:`~audit.models.resources.Resources` and is closed once it has run; its output is kept
-in ``OUT/releases/NAME.jsonl`` and reused while its key (sanitizer, parameters, originals)
+in ``OUT/releases/NAME-HASH.jsonl`` and reused while its key (sanitizer, parameters, originals)
 and the file's checksum are unchanged.
+
+Every release is written beside the results as ``NAME-HASH.jsonl`` (:func:`release_file_name`:
+the name made safe for a file system, plus the first 8 hex digits of the sha256 of the exact
+name), so two names that differ only in characters a file name cannot hold (``"rel a"`` and
+``"rel_a"``), or only in case, never share a file. The provenance records each file's path and
+sha256, which the report checks before it shows a text.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import random
@@ -21,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.core.data import Corpus, Document, Release, Span
-from audit.core.errors import AnonauditError
+from audit.core.errors import AnonauditError, DataError, Problem
 from audit.core.files import sha256_file
 from audit.core.registry import Registry, normalise
 from audit.pipeline.provenance import canonical, component_info, digest
@@ -50,7 +57,7 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
         params = component_params(spec, cls.param_names(), rs.params, progress=progress, sampling=False)
         keyed = {k: v for k, v in params.items() if k not in NOT_IN_KEY}
         key = digest({"sanitizer": normalise(rs.sanitizer), "params": keyed, "originals": originals.fingerprint()})
-        cached = folder / f"{safe_name(rs.name)}.jsonl"
+        cached = folder / release_file_name(rs.name)
         old = previous.get(rs.name, {})
         if old.get("key") == key and cached.exists() and old.get("sha256") == sha256_file(cached):
             rel = read_release_jsonl(cached, rs.name, sanitizer=normalise(rs.sanitizer))
@@ -77,14 +84,20 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
         raise AnonauditError(f"{spec.source}: two releases are named {sorted(dup)[0]!r}; give each a name")
     # Every release is written beside the results, so the report can show sanitized texts.
     for rel in releases:
+        doubts: list[str] = []
         if originals is not None:
             rel.check_against(originals)
-        path = folder / f"{safe_name(rel.name)}.jsonl"
+            doubts = rel.doubts_against(originals)
+            for doubt in doubts:
+                echo(f"  warning: {doubt}")
+        path = folder / release_file_name(rel.name)
         if not (rel.source and path.exists() and os.path.exists(rel.source) and os.path.samefile(rel.source, path)):
             write_release_jsonl(rel, path)  # (never over the input file itself, e.g. --out beside it)
         prov[rel.name].update({"path": os.path.relpath(path, folder.parent), "documents": len(rel),
                                "aligned": rel.aligned, "fingerprint": rel.corpus.fingerprint(),
                                "sha256": sha256_file(path)})
+        if doubts:
+            prov[rel.name]["warnings"] = doubts
     return releases, prov
 
 
@@ -106,18 +119,33 @@ def write_release_jsonl(release: Release | Corpus, path: Path) -> Path:
 
 
 def read_release_jsonl(path: Path, name: str, sanitizer: str | None = None) -> Release:
-    """Read back a release written by :func:`write_release_jsonl`."""
+    """Read back a release written by :func:`write_release_jsonl`; a damaged file (truncated,
+    edited) is a :class:`DataError` naming its line."""
     docs = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                d = json.loads(line)
-                docs.append(Document(d["id"], d["text"], d.get("subject"),
-                                     tuple(Span.from_dict(s) for s in d.get("spans", ())), d.get("meta") or {}))
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        d = json.loads(line)
+                        docs.append(Document(str(d["id"]), d["text"], d.get("subject"),
+                                             tuple(Span.from_dict(s) for s in d.get("spans", ())),
+                                             d.get("meta") or {}))
+                    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                        raise DataError(Problem(str(path), f"damaged release file ({type(exc).__name__}: {exc}); "
+                                                           "delete it and run again", line=n)) from None
+    except UnicodeDecodeError:
+        raise DataError(Problem(str(path), "damaged release file (not UTF-8); delete it and run again")) from None
     return Release(name=name, corpus=Corpus(docs, name=name, source=str(path)), sanitizer=sanitizer,
                    source=str(path))
 
 
 def safe_name(name: str) -> str:
-    """A release name as a file name."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "release"
+    """A release name as a file name (not unique: see :func:`release_file_name`)."""
+    return "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name)[:80] or "release"
+
+
+def release_file_name(name: str) -> str:
+    """The file a release is written to beside the results: ``SAFE-HASH.jsonl``, unique per exact
+    name (``HASH``: the first 8 hex digits of the sha256 of the name)."""
+    return f"{safe_name(name).lstrip('.') or 'release'}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}.jsonl"

@@ -7,10 +7,11 @@ with its parameters completed from the spec, hands it the run's shared models (o
 release. Provenance comes from :func:`audit.pipeline.provenance.build_provenance`.
 
 Resuming: ``OUT/results.json`` is rewritten atomically after every (component, release)
-pair, with a key per pair (component, parameters, release and the fingerprints of every
-input) under ``provenance["pairs"]``. A re-run skips every pair whose key is there and
-whose results are present, so an interrupted audit recomputes nothing it finished (and
-``fit`` runs only when some pair is missing).
+pair (under its lock, merged into what other commands wrote meanwhile:
+:meth:`~audit.core.results.ResultsFile.update`), with a key per pair (component, parameters,
+release and the fingerprints of every input) under ``provenance["pairs"]``. A re-run skips
+every pair whose key is there and whose results are present, so an interrupted audit
+recomputes nothing it finished (and ``fit`` runs only when some pair is missing).
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ from audit.core.registry import Registry, normalise
 from audit.core.registry import registry as default_registry
 from audit.core.results import Result, ResultsFile
 from audit.models.resources import LLM_STATS, Resources
-from audit.pipeline.provenance import build_provenance, canonical, component_info, digest, input_record
+from audit.pipeline.provenance import (
+    build_provenance,
+    canonical,
+    component_info,
+    digest,
+    input_record,
+    merge_provenance,
+)
 from audit.pipeline.releases import build_releases, sample_release
 from audit.pipeline.spec import (  # noqa: F401  (re-exported: the runner's public names)
     CORPUS_REF,
@@ -145,15 +153,23 @@ class Audit:
         base_fp = {"originals": None if originals is None else originals.fingerprint(),
                    "background": None if background is None else background.fingerprint()}
 
-        other_runs = rf.provenance.get("runs")  # results merged in by single-attack commands
+        mine: list[Result] = []  # what this run computed: the only results it writes
 
         def save() -> None:
-            rf.provenance = build_provenance(command=self.command, started=t_start, spec=spec, inputs=inputs,
-                                             releases=releases_prov, components=components_prov, pairs=pairs,
-                                             skipped=outcome.skipped, errors=outcome.errors)
-            if other_runs:
-                rf.provenance["runs"] = other_runs
-            rf.save(path)
+            # Under the file's lock, on top of what is in it now: another command writing into
+            # the same file meanwhile keeps its results, pairs and releases (and so does this one).
+            prov = build_provenance(command=self.command, started=t_start, spec=spec, inputs=inputs,
+                                    releases=releases_prov, components=components_prov, pairs=pairs,
+                                    skipped=outcome.skipped, errors=outcome.errors)
+
+            def merge(current: ResultsFile | None) -> ResultsFile:
+                merged = ResultsFile(results=list(current.results) if current else [],
+                                     provenance=merge_provenance(current.provenance if current else {}, prov))
+                merged.extend(mine)
+                return merged
+
+            written = ResultsFile.update(path, merge)
+            rf.results, rf.provenance = written.results, written.provenance
 
         self.echo(f"[3/3] running {len(spec.components)} component(s) on {len(releases)} release(s)")
         for ci, comp in enumerate(spec.components, 1):
@@ -193,6 +209,7 @@ class Audit:
                     results = obj.evaluate(scenario, sampled)
                     results = self._check(results, comp, rel, sampled)
                     rf.extend(results)
+                    mine.extend(results)
                     pairs[key] = {"component": comp.label, "release": rel.name, "params": canonical(params),
                                   "results": [list(r.key) for r in results],
                                   "seconds": round(time.time() - t1, 3),

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.core.errors import AnonauditError, DataError, Problem, Problems, read_text
+from audit.core.paramtypes import check_params
 from audit.core.registry import Registry
 from audit.core.registry import registry as default_registry
 from audit.pipeline.entries import (  # noqa: F401  (re-exported: the spec's public names)
@@ -126,7 +127,9 @@ def read_spec_file(path: str | os.PathLike) -> dict[str, Any]:
         import yaml
 
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_unique_keys_loader())  # noqa: S506 - a SafeLoader subclass
+        except _DuplicateKey as exc:
+            raise DataError(Problem(src, str(exc), line=exc.line)) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = None if mark is None else mark.line + 1
@@ -137,6 +140,36 @@ def read_spec_file(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise DataError(Problem(src, f"the top level must be a mapping of keys, got {type(data).__name__}"))
     return data
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, message: str, line: int):
+        super().__init__(message)
+        self.line = line
+
+
+def _unique_keys_loader():
+    """A YAML SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last
+    silently: a spec with two ``gate:`` sections would lose the first)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                try:
+                    key = self.construct_object(key_node, deep=True)
+                    hash(key)
+                except Exception:
+                    continue  # the base class reports unhashable keys
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    raise _DuplicateKey(f"duplicate key {key!r} (first given on line {seen[key]}); "
+                                        "YAML would silently keep only the last", line)
+                seen[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
 
 
 def load_spec(path: str | os.PathLike, *, registry: Registry | None = None,
@@ -166,6 +199,7 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
         p.at("seed", f"must be an integer, got {seed!r}")
         seed = 0
     llm, embedder = _models(data.get("models") or {}, p)
+    _check_model_specs(llm, embedder, p)
     sample_documents, sampling_params = _sampling(data.get("sampling") or {}, p)
 
     releases = parse_releases(data.get("releases"), p, base, reg, check_components, originals is not None)
@@ -175,6 +209,12 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
         p.at("attacks", "the audit names no attack and no metric: nothing to do")
     _check_references(attacks + metrics, corpora, sampling_params, p, reg, check_components)
     gate = _gate(data.get("gate") or {}, p)
+    if check_components:
+        _check_gate_names(gate, attacks + metrics, p)
+    for comp in attacks + metrics:
+        value = comp.params.get("llm")
+        if isinstance(value, str):
+            _check_model_specs(value, None, p, where=f"{comp.kind}s.{comp.name}.params.llm")
 
     report = data.get("report") or {}
     if not isinstance(report, Mapping):
@@ -247,6 +287,38 @@ def _models(models: Any, p: Problems) -> tuple[Any, Any]:
     return llm, embedder
 
 
+def _check_model_specs(llm: Any, embedder: Any, p: Problems, where: str = "models.llm") -> None:
+    """Resolve the LLM and embedder specs now (without loading anything), so an unknown model
+    is found before the run, not when the first component that needs it starts. ``default``
+    and ``scorer`` depend on what is installed and are resolved by the components that use them."""
+    from audit.models import specs
+
+    if isinstance(llm, str) and llm.strip():
+        try:
+            specs.check_llm_spec(llm)
+        except specs.ModelError as exc:
+            p.at(where, str(exc))
+    if isinstance(embedder, str) and embedder.strip() and embedder.strip() not in ("default", "minilm"):
+        try:
+            specs.embedder_path(embedder)
+        except specs.ModelError as exc:
+            p.at("models.embedder", str(exc))
+
+
+def _check_gate_names(gate: GateSpec, components: Sequence[ComponentSpec], p: Problems) -> None:
+    """Every gate threshold must name a result one of the audit's components writes: the
+    component's name, or ``NAME.PART`` for its further results (``trir.top5``)."""
+    from audit.core.registry import normalise
+
+    known = {normalise(c.name) for c in components}
+    for side, limits in (("max", gate.max), ("min", gate.min)):
+        for name in limits:
+            if normalise(name).split(".", 1)[0] not in known:
+                p.at(f"gate.{side}.{name}", "no attack or metric of this audit writes this result (it runs: "
+                                            f"{', '.join(sorted(known)) or 'none'}); the gate would fail only "
+                                            "after the whole audit")
+
+
 def _sampling(sampling: Any, p: Problems) -> tuple[int | None, dict[str, Any]]:
     """``(documents, parameters)`` of the ``sampling`` section: the per-release document budget,
     and every other key as a parameter value."""
@@ -274,6 +346,9 @@ def _check_references(components: Sequence[ComponentSpec], corpora: Mapping[str,
         cls = _get_class(reg, comp.kind, comp.name) if check else None
         if cls is not None:
             accepted |= set(cls.param_names())
+            given = {k: v for k, v in sampling_params.items() if k in cls.param_names() and k not in comp.params}
+            for k, wrong in check_params(cls, given).items():
+                p.at(f"sampling.{k}", f"{comp.kind} {comp.name!r}: parameter {k!r} {wrong}")
         for k, v in comp.params.items():
             if isinstance(v, str) and v.startswith(CORPUS_REF) and v[len(CORPUS_REF):] not in corpora:
                 known = ", ".join(corpora) or "none declared under corpora"
@@ -309,6 +384,8 @@ def _gate(raw_gate: Any, p: Problems) -> GateSpec:
             for k, v in section.items():
                 if not isinstance(v, (int, float)) or isinstance(v, bool):
                     p.at(f"gate.{side}.{k}", f"must be a number, got {v!r}")
+                elif not 0.0 <= float(v) <= 1.0:
+                    p.at(f"gate.{side}.{k}", f"must be between 0 and 1 (risks and utilities are shares), got {v!r}")
                 else:
                     limits[side][str(k)] = float(v)
         on_upper_ci = bool(raw_gate.get("on_upper_ci", False))

@@ -20,6 +20,8 @@ import numpy as np
 
 from attackers.phrase_search.index.hashing import MASK64, U64, iter_ngram_hashes
 from attackers.phrase_search.index.tokenizer import Tokenizer
+from attackers.phrase_search.index import windows
+from attackers.phrase_search.index.windows import iter_windows, window_ngrams
 from audit.core.errors import AnonauditError
 
 FORMAT = "anonaudit.ngram_index/1"
@@ -134,6 +136,9 @@ def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
     n_tokens = 0
 
     def keys_of(span: tuple[int, int]) -> tuple[int, list[np.ndarray]]:
+        lo, hi = span
+        if hi - lo == 1 and len(texts[lo]) > windows.WINDOW_CHARS:  # one huge document: in windows
+            return _huge_doc_keys(texts[lo], lo, tok, max_n, packing)
         return _chunk_keys(texts, span, tok, max_n, packing.t_bits, packing.docmask, packing.n_buckets)
 
     try:
@@ -221,6 +226,34 @@ def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
     return len(toks), np.split(key, np.cumsum(np.bincount(bucket, minlength=n_buckets))[:-1])
 
 
+def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
+    """Packed keys of one huge document, split by bucket, computed one window at a time
+    (:mod:`~attackers.phrase_search.index.windows`): the same keys as :func:`_chunk_keys`, with
+    one window's tokens and n-grams in memory instead of the whole text's; each window's keys
+    are sorted and deduplicated before they are kept."""
+    parts: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
+    n_tokens = 0
+    t_bits, docmask = packing.t_bits, packing.docmask
+    for w in iter_windows(tok, text, (), max_n, windows.WINDOW_CHARS):
+        h, _n, _first = window_ngrams(w, max_n)
+        n_tokens += w.core
+        with np.errstate(over="ignore"):
+            if t_bits:
+                bucket = (h >> U64(64 - t_bits)).astype(np.uint8)
+                h <<= U64(t_bits)
+            h &= ~docmask
+            h |= U64(doc)
+        if t_bits:
+            order = np.argsort(bucket, kind="stable")
+            h = h[order]
+            split = np.split(h, np.cumsum(np.bincount(bucket, minlength=packing.n_buckets))[:-1])
+        else:
+            split = [h]
+        for b, piece in enumerate(split):
+            parts[b].append(_sort_unique([piece]))
+    return n_tokens, [_sort_unique(p) for p in parts]
+
+
 def _sort_unique(pieces: list[np.ndarray]) -> np.ndarray:
     """One bucket's keys, sorted, duplicate (hash, doc) pairs dropped."""
     merged = np.concatenate(pieces) if pieces else np.zeros(0, dtype=U64)
@@ -251,8 +284,16 @@ class _Clock:
 
 
 def _chunks(texts: Sequence[str], chunk_chars: int) -> list[tuple[int, int]]:
+    """Runs of documents of about ``chunk_chars`` characters; a document longer than
+    :data:`~attackers.phrase_search.index.windows.WINDOW_CHARS` is a chunk of its own (it is read in windows)."""
     out, lo, size = [], 0, 0
     for i, t in enumerate(texts):
+        if len(t) > windows.WINDOW_CHARS:
+            if lo < i:
+                out.append((lo, i))
+            out.append((i, i + 1))
+            lo, size = i + 1, 0
+            continue
         size += len(t) + 1
         if size >= chunk_chars:
             out.append((lo, i + 1))

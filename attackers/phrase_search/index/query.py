@@ -4,7 +4,7 @@ lists of phrases, the visible n-grams of a text, and its rare ones (:func:`minim
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,8 @@ from attackers.phrase_search.index.build import DocInfo, build_fields, collectio
 from attackers.phrase_search.index.hashing import MASK64, U64, ngram_hashes
 from attackers.phrase_search.index.storage import load_fields, save_index
 from attackers.phrase_search.index.tokenizer import Tokenizer
+from attackers.phrase_search.index import windows
+from attackers.phrase_search.index.windows import iter_windows, window_ngrams
 
 
 @dataclass
@@ -149,6 +151,26 @@ class NgramIndex:
                           char_start=toks.start[ng.first] if len(ng) else np.zeros(0, dtype=np.int64),
                           char_end=toks.end[last] if len(ng) else np.zeros(0, dtype=np.int64),
                           df=df, post_start=start)
+
+    def iter_ngrams(self, text: str, blocked: Sequence[tuple[int, int]] = (), *,
+                    window_chars: int | None = None) -> Iterator[TextNgrams]:
+        """The visible n-grams of ``text`` as :meth:`ngrams` gives them, one window of about
+        ``window_chars`` characters at a time (:mod:`~attackers.phrase_search.index.windows`), so
+        a huge text never has all its n-grams in memory. Each n-gram appears in exactly one
+        window; character offsets are the text's, token indices (``first``, ``last``) the
+        window's. A text no longer than ``window_chars`` (default
+        :data:`~attackers.phrase_search.index.windows.WINDOW_CHARS`) is one window, equal to
+        :meth:`ngrams`."""
+        window_chars = window_chars or windows.WINDOW_CHARS
+        if len(text) <= window_chars:
+            yield self.ngrams(text, blocked)
+            return
+        for w in iter_windows(self.tokenizer, text, blocked, self.max_n, window_chars):
+            h, n, first = window_ngrams(w, self.max_n)
+            df, start = self.lookup(h)
+            last = first + n.astype(np.int64) - 1
+            yield TextNgrams(text=text, hash=h, n=n, first=first, last=last, char_start=w.tokens.start[first],
+                             char_end=w.tokens.end[last], df=df, post_start=start)
 
     def rare_ngrams(self, text: str, k: int = 2, *, blocked: Sequence[tuple[int, int]] = (),
                     minimal: bool = True) -> list[RareNgram]:

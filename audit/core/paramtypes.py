@@ -1,0 +1,145 @@
+"""Checking parameter values against a component's constructor, before anything runs.
+
+A component's parameters are the keyword arguments of its ``__init__`` with type hints
+(:mod:`audit.core.interfaces`). :func:`check_params` compares the values an audit spec or a
+command line gives with those hints and returns one message per wrong value, naming the
+parameter, so the spec validator can list every problem at once instead of the run failing
+later with a raw Python error, one component at a time.
+
+Only what the hint says is checked (``int``, ``float``, ``str``, ``bool``, ``Literal``,
+``None``, unions, lists/tuples/sets and mappings of those); a parameter whose hint names
+another class (a model object, a corpus given as ``corpus:NAME``) or cannot be resolved is
+accepted as it is, and ranges stay the constructor's business.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections.abc
+import inspect
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+_SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Iterable,
+              collections.abc.Collection, collections.abc.Set, collections.abc.MutableSequence)
+_MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
+
+
+class _Unknown:
+    """A hint that could not be resolved: anything is accepted."""
+
+
+def param_hints(cls: type) -> dict[str, Any]:
+    """The resolved type hint of each keyword parameter of ``cls.__init__`` (``_Unknown``
+    when a hint cannot be resolved, e.g. a name imported only for type checking)."""
+    init = cls.__init__
+    owner = next((k for k in cls.__mro__ if "__init__" in k.__dict__), cls)
+    module = sys.modules.get(owner.__module__)
+    ns = {**vars(builtins), **vars(typing), **vars(collections.abc), **(vars(module) if module else {})}
+    out: dict[str, Any] = {}
+    for p in inspect.signature(init).parameters.values():
+        if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        hint = p.annotation
+        if hint is inspect.Parameter.empty:
+            out[p.name] = _Unknown
+            continue
+        if isinstance(hint, str):
+            try:
+                hint = eval(hint, ns)  # noqa: S307 - the type hint of an installed component
+            except Exception:
+                hint = _Unknown
+        out[p.name] = hint
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def matches(value: Any, hint: Any) -> bool:
+    """Whether ``value`` (as read from YAML/JSON) fits ``hint``; unknown hints accept anything."""
+    if hint is _Unknown or hint is Any or hint is object:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(matches(value, a) for a in args)
+    if origin is typing.Literal:
+        return any(value == a and type(value) is type(a) for a in args)
+    if origin is typing.Annotated:
+        return matches(value, args[0])
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return _is_number(value)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in _MAPPINGS or hint in _MAPPINGS:
+        if not isinstance(value, Mapping):
+            return False
+        if len(args) == 2:
+            return all(matches(k, args[0]) and matches(v, args[1]) for k, v in value.items())
+        return True
+    if origin in _SEQUENCES or hint in _SEQUENCES:
+        if not isinstance(value, (list, tuple, set, frozenset)):
+            return False
+        items = [a for a in args if a is not Ellipsis]
+        if origin is tuple and args and Ellipsis not in args:  # tuple[int, str]: fixed length
+            return len(value) == len(args) and all(matches(v, a) for v, a in zip(value, args))
+        return not items or all(matches(v, items[0]) for v in value)
+    return True  # another class (a model, a corpus given as "corpus:NAME", a path): not checked here
+
+
+def describe(hint: Any) -> str:
+    """A hint in plain words: ``int | None`` -> "a whole number or null"."""
+    if hint is None or hint is type(None):
+        return "null"
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        parts = [describe(a) for a in args if a is not type(None)]
+        if type(None) in args:
+            parts.append("null")
+        return " or ".join(dict.fromkeys(parts))
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin is typing.Annotated:
+        return describe(args[0])
+    names = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+    if hint in names:
+        return names[hint]
+    if origin in _MAPPINGS or hint in _MAPPINGS:
+        return "a mapping"
+    if origin in _SEQUENCES or hint in _SEQUENCES:
+        items = [a for a in args if a is not Ellipsis]
+        return f"a list of {_plural(describe(items[0]))}" if items else "a list"
+    return getattr(hint, "__name__", str(hint))
+
+
+def _plural(words: str) -> str:
+    for one, many in (("a whole number", "whole numbers"), ("a number", "numbers"), ("a string", "strings"),
+                      ("true or false", "true/false values"), ("a mapping", "mappings")):
+        words = words.replace(one, many)
+    return words
+
+
+def check_params(cls: type, params: Mapping[str, Any]) -> dict[str, str]:
+    """``{parameter: what is wrong}`` for every value in ``params`` that does not fit the type
+    hint of ``cls``'s constructor (unknown parameter names are the caller's to report)."""
+    hints = param_hints(cls)
+    out: dict[str, str] = {}
+    for name, value in params.items():
+        if name in hints and not matches(value, hints[name]):
+            shown = repr(value)
+            if len(shown) > 60:
+                shown = shown[:57] + "..."
+            out[name] = f"must be {describe(hints[name])}, got {shown}"
+    return out
