@@ -1,0 +1,154 @@
+"""INTACT (issue 22) on TAB: our three selections beside the published INTACT releases.
+
+On the first ``--docs`` TAB test documents (default 10) with the manual mentions as the spans to
+sanitize, runs ``defenders/intact.py`` three times with the same LLM: ``most_specific`` (which
+asks for the candidates), ``least_specific`` (same candidates, from the cache) and ``attack``
+(same candidates plus the inference attack). Then measures, on the same documents, ours beside
+the published ``TAB_test_Manual_INTACT*`` (GPT-4-era candidates, llama3 attack), ``Manual_Entity``
+and ``Manual_Supression``:
+
+* TPS, TPI (IC of the embedded 0.5B, see the utility section) and embedding similarity;
+* span-guessing recovery on one seeded sample of spans, the same spans in every release;
+* phrase-search linkage (k = 2, arity 1 and 3, collection: the 127 originals);
+* the share of spans that fell back to the label (the paper's Fig. 4), the rank of the chosen
+  candidate, LLM calls and tokens per document (comparable across machines) and seconds per
+  document (not: they depend on this machine and its load, printed beside them).
+
+    python benchmarks/intact_tab.py --docs 10 --out intact_tab.json        # embedded 1.5B, CPU
+    python benchmarks/intact_tab.py --docs 127 --llm openai:MODEL@http://host:8000/v1
+
+The LLM answer cache is a fresh file unless ``--cache`` names one, so costs are cold costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tab import (TAB, first_docs, labelled_originals, linkage, machine, published,  # noqa: E402
+                 sample_spans, span_recovery, utility)
+
+PUBLISHED = {
+    "Manual_INTACT (selected)": "TAB_test_Manual_INTACT.json",
+    "Manual_INTACT most_specific": "TAB_test_Manual_INTACT_202408_most_specific.json",
+    "Manual_INTACT least_specific": "TAB_test_Manual_INTACT_202408_least_specific.json",
+    "Manual_Entity": "TAB_test_Manual_Entity.json",
+    "Manual_Supression": "TAB_test_Manual_Supression.json",
+}
+LABELS = {"PERSON", "CODE", "LOC", "ORG", "DEM", "DATETIME", "QUANTITY", "MISC"}
+
+
+def label_share(release) -> float:
+    """Share of recorded spans whose replacement is an entity-type label (``[ORG]`` or ``ORG``)."""
+    spans = [s for d in release for s in d.spans]
+    bare = [(s.replacement or "").strip("[] ").upper() for s in spans]
+    return sum(b in LABELS for b in bare) / max(1, len(spans))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=TAB)
+    ap.add_argument("--docs", type=int, default=10, help="the first N TAB test documents")
+    ap.add_argument("--llm", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="llama.cpp slots; >1 decodes requests together (faster, answers cached apart)")
+    ap.add_argument("--guesses", type=int, default=5, help="INTACT's attack: guesses per candidate (p)")
+    ap.add_argument("--context-tokens", type=int, default=384, help="document context per attack prompt")
+    ap.add_argument("--spans", type=int, default=40, help="spans sampled for the span-guessing evaluation")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cache", type=Path, default=None, help="LLM answer cache (default: a fresh file)")
+    ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
+    args = ap.parse_args()
+
+    from audit.core.progress import stage
+    from audit.models.specs import load_llm
+    from defenders.intact import IntactSanitizer
+
+    full = labelled_originals(args.data)
+    originals = first_docs(full, args.docs)
+    ids = originals.ids
+    cache = args.cache or Path(tempfile.mkdtemp(prefix="intact-bench-")) / "llm.sqlite"
+    print(f"{len(originals)} documents ({sum(len(d.text) for d in originals)} chars, "
+          f"{sum(len(d.spans) for d in originals)} spans); LLM cache {cache}", flush=True)
+    llm = load_llm(args.llm, cache=True, cache_path=cache, n_ctx=4096, n_parallel=args.parallel,
+                   deterministic=args.parallel == 1)
+
+    ours, costs = [], {}
+    for selection in ("most_specific", "least_specific", "attack"):
+        with stage(f"INTACT {selection}"):
+            before_calls, before_tokens = llm.stats["backend_calls"], llm.usage
+            started = time.perf_counter()
+            san = IntactSanitizer(selection=selection, llm=llm, seed=args.seed, guesses=args.guesses,
+                                  context_tokens=args.context_tokens)
+            rel = san.sanitize(originals, name=f"ours {selection}")
+            seconds = time.perf_counter() - started
+            counts = san.stats()["counts"][rel.name]
+            tokens = {k: llm.usage[k] - before_tokens[k] for k in before_tokens}
+            calls = llm.stats["backend_calls"] - before_calls
+            costs[rel.name] = {"counts": counts, "llm_calls_per_doc": calls / len(ids),
+                               "tokens_per_doc": {k: v / len(ids) for k, v in tokens.items()},
+                               "seconds_per_doc": seconds / len(ids), "machine": machine()}
+            ours.append(rel)
+            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, {calls / len(ids):.1f} LLM calls/doc, "
+                  f"{tokens} tokens; counts {json.dumps(counts)}", flush=True)
+
+    releases = ours + [published(n, f, full, ids, args.data) for n, f in PUBLISHED.items()]
+    with stage("utility"):
+        util = utility(originals, releases)
+    with stage("phrase search"):
+        links = linkage(full, releases)
+    keys = sample_spans(releases[0], args.spans, args.seed)
+    with stage(f"span guessing, {len(keys)} spans x {len(releases) - 1} releases"):
+        guessed = span_recovery(llm, full, [r for r in releases if r.name != "Manual_Supression"], keys,
+                                seed=args.seed)
+
+    rows = []
+    for rel in releases:
+        u, link, g = util[rel.name], links[rel.name], guessed.get(rel.name)
+        rows.append({"release": rel.name, "tps": u["tps"]["value"], "tpi": u["tpi"]["value"],
+                     "similarity": u["similarity"]["value"], "label_share": label_share(rel),
+                     "span_guess": None if g is None else {k: g[k] for k in ("recovered", "ci", "n")},
+                     "linked_a1": link["a1"]["rate"], "linked_a3": link["a3"]["rate"],
+                     "residual_a1": link["a1"]["residual"], **costs.get(rel.name, {})})
+    print(f"\n| release | TPS | TPI | similarity | label share | span-guess recovered | linked a=1 | "
+          f"linked a≤3 | LLM calls/doc | tokens/doc (prompt + gen) | s/doc |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        g = r["span_guess"]
+        sg = "–" if g is None else f"{g['recovered']:.3f} [{g['ci'][0]:.2f}, {g['ci'][1]:.2f}] (n={g['n']})"
+        cost = ("–", "–", "–")
+        if "tokens_per_doc" in r:
+            t = r["tokens_per_doc"]
+            cost = (f"{r['llm_calls_per_doc']:.0f}", f"{t['prompt_tokens']:.0f} + {t['completion_tokens']:.0f}",
+                    f"{r['seconds_per_doc']:.0f}")
+        print(f"| {r['release']} | {r['tps']:.3f} | {r['tpi']:.3f} | {r['similarity']:.3f} | {r['label_share']:.3f} "
+              f"| {sg} | {r['linked_a1']:.2f} | {r['linked_a3']:.2f} | {' | '.join(cost)} |")
+    by = {r["release"]: r for r in rows}
+    most, least, sel = by["ours most_specific"], by["ours least_specific"], by["ours attack"]
+    print(f"\nPaper's ordering, ours: TPS least {least['tps']:.3f} < selected {sel['tps']:.3f} < most "
+          f"{most['tps']:.3f}: {least['tps'] < sel['tps'] < most['tps']}; span-guess recovery selected "
+          f"{sel['span_guess']['recovered']:.3f} <= most {most['span_guess']['recovered']:.3f}: "
+          f"{sel['span_guess']['recovered'] <= most['span_guess']['recovered']}")
+    examples = []
+    for a, b, c in zip(*(sorted(ours[i].corpus, key=lambda d: d.id) for i in range(3))):
+        for sa, sb, sc in zip(a.spans, b.spans, c.spans):
+            if len(examples) < 25 and sa.replacement != sb.replacement:
+                examples.append({"doc": a.id, "original": sa.original, "label": sa.label, "most": sa.replacement,
+                                 "least": sb.replacement, "selected": sc.replacement})
+    for ex in examples[:12]:
+        print("  ", ex)
+    if args.out:
+        args.out.write_text(json.dumps({"llm": llm.identity, "docs": ids, "args": {k: str(v) for k, v in vars(args).items()},
+                                        "rows": rows, "span_guess": guessed, "examples": examples}, indent=1,
+                                       ensure_ascii=False))
+    llm.close()
+
+
+if __name__ == "__main__":
+    main()

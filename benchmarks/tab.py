@@ -1,0 +1,128 @@
+"""Shared helpers of the TAB (ECHR) benchmarks: where the data is, the originals with the manual
+mentions as gold spans, the published span files restricted to a few documents, and the
+measurements every sanitizer benchmark reports (utility, phrase-search linkage, span-guess
+recovery on a fixed sample of spans, LLM cost).
+
+Not a test fixture: the TAB data lives in ``../shared/data/tab`` and is never committed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from audit.core.data import Corpus, Document, Release, Scenario, Span, outermost, span_order
+from audit.io.loaders import load_corpus, load_release_file
+
+TAB = Path(__file__).resolve().parents[2] / "shared" / "data" / "tab"
+
+
+def labelled_originals(data: Path = TAB, *, outer: bool = False) -> Corpus:
+    """The 127 TAB test originals with the manual mentions of ``TAB_test_Manual_Entity.json`` as
+    gold spans (label = TAB entity type). ``outer``: keep only the outermost of nested spans."""
+    texts = load_corpus(data / "bks" / "TAB_test_BK=Original.json")
+    entity = json.loads((data / "anonymizations" / "TAB_test_Manual_Entity.json").read_text())
+    docs = []
+    for doc in texts:
+        spans = [Span(s, e, label=lab) for s, e, lab in entity.get(doc.id, [])]
+        if outer:
+            spans, _ = outermost(spans)
+        docs.append(Document(doc.id, doc.text, subject=doc.subject, spans=tuple(sorted(spans, key=span_order))))
+    return Corpus(docs, name="TAB_test", source=texts.source)
+
+
+def first_docs(corpus: Corpus, n: int) -> Corpus:
+    """The first ``n`` documents in the file's order (the issues' "first N TAB test documents")."""
+    return Corpus(list(corpus)[:n], name=corpus.name, source=corpus.source)
+
+
+def published(name: str, file: str, originals: Corpus, ids: list[str], data: Path = TAB) -> Release:
+    """A published span file applied to the originals, restricted to the documents ``ids``."""
+    (rel,) = load_release_file(data / "anonymizations" / file, name=name, originals=originals)
+    return dataclasses.replace(rel, corpus=Corpus([rel.corpus[i] for i in ids], name=name, source=rel.corpus.source))
+
+
+# ----------------------------------------------------------------------------- measurements
+
+
+def utility(originals: Corpus, releases: list[Release], metrics=("tpi", "tps", "similarity")) -> dict[str, dict]:
+    """TPI/TPS (causal IC of the embedded 0.5B, cached on disk per document) and embedding
+    similarity of every release, against ``originals`` (with gold spans)."""
+    from audit.core.registry import registry
+    from audit.metrics import UtilityContext
+
+    ctx = UtilityContext(originals, llm="transformers:qwen2.5-coder-0.5b", context_tokens=256, progress=False)
+    scenario = Scenario(originals=originals, releases=tuple(releases))
+    objs = [registry.create("metric", m, context=ctx) for m in metrics]
+    out: dict[str, dict] = {}
+    for rel in releases:
+        out[rel.name] = {}
+        for obj in objs:
+            res = obj.evaluate(scenario, rel)[0]
+            out[rel.name][obj.name] = {"value": res.value, "ci": list(res.ci) if res.ci else None}
+    return out
+
+
+def linkage(collection: Corpus, releases: list[Release], arities=(1, 3)) -> dict[str, dict]:
+    """Phrase-search linkage (k = 2) of each release against the collection of ``collection``
+    (all 127 originals): share of documents linked to their source, and the share of
+    uniquely-linking n-grams left."""
+    from attackers.phrase_search import PhraseSearchAttack
+
+    scenario = Scenario(originals=collection, releases=tuple(releases))
+    out: dict[str, dict] = {r.name: {} for r in releases}
+    for arity in arities:
+        attack = PhraseSearchAttack(k=2, arity=arity)
+        attack.fit(scenario)
+        for rel in releases:
+            head, residual = attack.evaluate(scenario, rel)
+            out[rel.name][f"a{arity}"] = {"linked": head.details["linked"], "n": head.n, "rate": head.value,
+                                          "ci": list(head.ci), "residual": residual.value}
+    return out
+
+
+def sample_spans(release: Release, n: int, seed: int) -> set[tuple[str, int, int]]:
+    """A seeded sample of (document, original start, original end) among the recorded spans."""
+    keys = sorted({(d.id, s.orig_start, s.orig_end) for d in release for s in d.spans if (s.original or "").strip()})
+    return set(random.Random(seed).sample(keys, min(n, len(keys))))
+
+
+def restrict(release: Release, keys: set[tuple[str, int, int]]) -> Release:
+    """The same release with only the spans ``keys`` recorded (the text keeps every replacement)."""
+    docs = [d.with_spans([s for s in d.spans if (d.id, s.orig_start, s.orig_end) in keys]) for d in release]
+    docs = [d for d in docs if d.spans]
+    return Release(release.name, Corpus(docs, name=release.name), aligned=True, source=release.source)
+
+
+def span_recovery(llm, originals: Corpus, releases: list[Release], keys: set[tuple[str, int, int]], *,
+                  guesses: int = 5, context_tokens: int = 384, seed: int = 0) -> dict[str, dict]:
+    """Span-guessing recovery on the same sampled spans of every release (a span a release does
+    not record, e.g. a span it left in clear, is not attacked there)."""
+    from attackers.span_guess import SpanGuessAttack
+
+    attack = SpanGuessAttack(llm=llm, guesses=guesses, context_tokens=context_tokens, seed=seed, ner=False,
+                             progress=True)
+    scenario = Scenario(originals=originals, releases=tuple(releases))
+    attack.fit(scenario)
+    out = {}
+    for rel in releases:
+        t = time.perf_counter()
+        (res,) = attack.evaluate(scenario, restrict(rel, keys))
+        spans = [s for d in res.documents for s in d.facts["spans"]]
+        out[rel.name] = {"recovered": res.value, "ci": list(res.ci), "n": res.n, "baseline": res.baseline,
+                         "seconds": round(time.perf_counter() - t, 1),
+                         "outcomes": {f"{d.id}:{s['orig_start']}:{s['orig_end']}": bool(s["recovered"])
+                                      for d in res.documents for s in d.facts["spans"]},
+                         "examples": [(s["original"], s["replacement"], s["guesses"][:3]) for s in spans
+                                      if s["recovered"]][:5]}
+    return out
+
+
+def machine() -> dict[str, Any]:
+    """What a reader needs to weigh the seconds: cores and the load while the benchmark ran."""
+    return {"cpus": os.cpu_count(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
