@@ -20,7 +20,7 @@ from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
-from audit.core.stats import risk
+from audit.core.stats import cluster_bootstrap, clustered_details, clustered_risk, risk
 
 #: Placeholder tokens sanitizers leave behind: bracketed or angled labels
 #: ([PERSON], [ORG_1], <NAME>), runs of * # or _ (***), words such as SENSITIVE or
@@ -318,9 +318,13 @@ class PhraseSearchAttack(Attack):
                                 details=details, documents=docs_out)
         total = sum(d["original_rare_ngrams"] for d in scored)
         present = sum(d["original_rare_still_present"] for d in scored)
+        # The n-grams of one document stand or fall together: resample documents, not n-grams.
+        units = [(d["original_rare_still_present"], d["original_rare_ngrams"]) for d in scored]
+        clustered = cluster_bootstrap(units)
         residual = Result.from_risk(
-            f"{self.name}.ngram_residual", release.name, risk(present, total, None),
-            details={"k": self.k, "max_n": self.max_n, "original_rare_ngrams": total, "still_present": present,
+            f"{self.name}.ngram_residual", release.name, clustered_risk(units, None),
+            details={**clustered_details(clustered, "n-grams"),
+                     "k": self.k, "max_n": self.max_n, "original_rare_ngrams": total, "still_present": present,
                      "documents": n,
                      "definition": ("share of the originals' uniquely-linking n-grams (minimal non-overlapping "
                                     f"set of n-grams with df < {self.k}) still present in the sanitized text; "
