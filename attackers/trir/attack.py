@@ -284,7 +284,9 @@ class TRIRAttack(TRIRTraining, Attack):
         top5 = Result.from_risk("trir.top5", release.name, r5,
                                 details={"population": population, "evaluated": n,
                                          "note": "share of documents whose true subject is among the 5 "
-                                                 "highest-scoring people; baseline 5/population"})
+                                                 "highest-scoring people; baseline 5/population",
+                                         # the same attacker: its failed fit check weakens both figures
+                                         **({"warning": details["warning"]} if "warning" in details else {})})
         return [head, top5]
 
     def _finding(self, doc: Document, subject: str | None, label_of: dict[str, int], row: np.ndarray,

@@ -48,11 +48,12 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
 
     Results go to OUT/results.json, saved after each (component, release) pair; running the
     same command again resumes and recomputes nothing that finished. Exits 1 when the spec's
-    `gate` thresholds fail.
+    `gate` thresholds fail, 3 when none fails but one is inconclusive (an attacker failed its
+    own check).
     """
     from audit.cli.common import echo_summary
     from audit.cli.driver import registry_of
-    from audit.pipeline.gate import Threshold, evaluate, format_table
+    from audit.pipeline.gate import Threshold, evaluate, exit_code, format_table
     from audit.pipeline.runner import Audit, load_spec
 
     reg = registry_of(ctx)
@@ -70,14 +71,14 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
     thresholds = [Threshold(k, "max", v) for k, v in spec.gate.max.items()] + \
                  [Threshold(k, "min", v) for k, v in spec.gate.min.items()]
     if thresholds:
-        checks = evaluate(rf, thresholds, on_upper_ci=spec.gate.on_upper_ci)
+        checks = evaluate(rf, thresholds, on_point=spec.gate.on_point)
         click.echo("\n" + format_table(checks))
     if report:
         path = _render(outcome.path, spec.out / "report.html", shareable=shareable or bool(spec.report.get("shareable")),
                        checks=checks, max_documents=int(spec.report.get("max_documents", 50)), registry=reg)
         click.echo(f"report: {path}")
-    if checks and not all(c.passed for c in checks):
-        sys.exit(1)
+    if checks and exit_code(checks):
+        sys.exit(exit_code(checks))
 
 
 # --------------------------------------------------------------------------- report
@@ -91,12 +92,13 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
               help="Leave out every original text, original span, guess and predicted identity.")
 @click.option("--max", "max_", multiple=True, metavar="NAME=VALUE", help="Gate threshold to show (see `gate`).")
 @click.option("--min", "min_", multiple=True, metavar="NAME=VALUE", help="Gate threshold to show (see `gate`).")
-@click.option("--on-upper-ci", is_flag=True, help="Judge thresholds on the cautious CI bound.")
+@click.option("--on-point", is_flag=True, help="Judge thresholds on point estimates (default: the cautious CI bound).")
+@click.option("--on-upper-ci", is_flag=True, hidden=True, help="The default now; accepted for older scripts.")
 @click.option("--max-documents", type=click.IntRange(0, 100_000), default=50, show_default=True,
               help="Documents shown per release in the drill-down (the JSON has all).")
 @click.option("--title", default=None, help="Report title.")
 def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, ...], min_: tuple[str, ...],
-               on_upper_ci: bool, max_documents: int, title: str | None) -> None:
+               on_point: bool, on_upper_ci: bool, max_documents: int, title: str | None) -> None:
     """Render any results file as one self-contained HTML report."""
     from audit.pipeline.gate import evaluate
     from audit.core.results import ResultsFile
@@ -104,7 +106,7 @@ def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, 
     path = Path(results)
     checks = None
     if max_ or min_:
-        checks = evaluate(ResultsFile.load(path), _thresholds(max_, min_), on_upper_ci=on_upper_ci)
+        checks = evaluate(ResultsFile.load(path), _thresholds(max_, min_), on_point=on_point)
     target = Path(out) if out else path.with_name("report.shareable.html" if shareable else "report.html")
     written = _render(path, target, shareable=shareable, checks=checks, max_documents=max_documents, title=title)
     click.echo(str(written))
@@ -121,33 +123,44 @@ def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, 
               help="Fail when result NAME is below VALUE (e.g. tpi=0.5). Repeatable.")
 @click.option("--release", "releases", multiple=True, metavar="NAME",
               help="Judge only this release (repeatable; default: every release).")
-@click.option("--on-upper-ci", is_flag=True,
-              help="Compare the CI's upper bound for --max (lower bound for --min): the cautious reading.")
+@click.option("--on-point", is_flag=True,
+              help="Compare point estimates instead of the 95% CI's upper bound for --max (lower bound for --min).")
+@click.option("--on-upper-ci", is_flag=True, hidden=True, help="The default now; accepted for older scripts.")
 @click.option("--junit", type=click.Path(dir_okay=False), default=None, help="Also write JUnit XML here.")
 def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], releases: tuple[str, ...],
-             on_upper_ci: bool, junit: str | None) -> None:
-    """Pass/fail thresholds on a results file, for CI.
+             on_point: bool, on_upper_ci: bool, junit: str | None) -> None:
+    """Pass/fail thresholds on a results file, for CI, on the cautious side: a risk fails when
+    its 95% CI's upper bound is above --max, a utility when its lower bound is below --min.
 
-    Exit status: 0 when every check passes, 1 when any fails, 2 when the input is unusable
-    (missing or malformed file, unknown result or release name, bad threshold).
+    Exit status: 0 when every check passes, 1 when any fails, 3 when none fails but one is
+    inconclusive (the attacker failed its own check, so its low risk proves nothing), 2 when
+    the input is unusable (missing or malformed file, unknown result or release name, bad
+    threshold).
     """
-    from audit.pipeline.gate import evaluate, format_table, write_junit
+    from audit.pipeline.gate import FAIL, INCONCLUSIVE, evaluate, exit_code, format_table, write_junit
     from audit.core.results import ResultsFile
 
     try:
         checks = evaluate(ResultsFile.load(results), _thresholds(max_, min_), releases=releases,
-                          on_upper_ci=on_upper_ci)
+                          on_point=on_point)
     except AnonauditError as exc:
         click.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)
     click.echo(format_table(checks))
-    failed = sum(not c.passed for c in checks)
+    failed = sum(c.status == FAIL for c in checks)
+    unsure = sum(c.status == INCONCLUSIVE for c in checks)
     if junit:
         write_junit(junit, checks)
     if failed:
-        click.secho(f"{failed} of {len(checks)} check(s) failed", fg="red", err=True)
-        sys.exit(1)
-    click.secho(f"all {len(checks)} check(s) passed", fg="green", err=True)
+        click.secho(f"{failed} of {len(checks)} check(s) failed"
+                    + (f", {unsure} inconclusive" if unsure else ""), fg="red", err=True)
+    elif unsure:
+        click.secho(f"{unsure} of {len(checks)} check(s) inconclusive: an attacker failed its own check, "
+                    "so a low risk from it proves nothing (see above)", fg="yellow", err=True)
+    else:
+        click.secho(f"all {len(checks)} check(s) passed", fg="green", err=True)
+    if exit_code(checks):
+        sys.exit(exit_code(checks))
 
 
 # --------------------------------------------------------------------------- demo
