@@ -58,7 +58,7 @@ def test_a_unique_phrase_links_its_document_with_evidence():
     assert any(h.kind == "ngram" and text[h.start:h.end] == "Oslo" for h in docs["a"].highlights)
     # the typed finding: linked = success, a plain summary, the source's identity private
     assert (docs["a"].success, docs["b"].success) == (True, False)
-    assert docs["a"].summary == "Linked to its source by 1 rare phrase"
+    assert docs["a"].summary == "Linked to its source by 1 rare phrase, e.g. \u201cOslo\u201d"
     assert {"truth", "guess", "evidence"} <= docs["a"].private
 
 

@@ -230,7 +230,7 @@ class PhraseSearchAttack(Attack):
             "evidence": evidence,
         }
         return Finding(id=doc.id, success=None if outcome == "unscored" else outcome == "linked",
-                       summary=self._summary(outcome, tn, linking, combo_ok),
+                       summary=self._summary(outcome, tn, linking, combo_ok, _example(evidence)),
                        highlights=sorted(_highlights(evidence, linked), key=lambda h: (h.start, h.end)), facts=facts,
                        private={"truth", "guess", "evidence"})
 
@@ -261,12 +261,15 @@ class PhraseSearchAttack(Attack):
                                  "docs": [ids[int(d)] for d in c.docs]})
         return evidence
 
-    def _summary(self, outcome: str, tn: TextNgrams, linking: np.ndarray, combo_ok: list[Combination]) -> str:
-        """One sentence on the outcome, for the report."""
+    def _summary(self, outcome: str, tn: TextNgrams, linking: np.ndarray, combo_ok: list[Combination],
+                 example: str = "") -> str:
+        """One sentence on the outcome, for the report; ``example`` is one of the linking phrases
+        (sanitized text, shown as it is in the release)."""
         if outcome == "linked":
             n_link = len(minimal_set(tn, linking))
-            return (f"Linked to its source by {n_link} rare phrase{'s' if n_link != 1 else ''}" if n_link
-                    else f"Linked to its source by a combination of {len(combo_ok[0].members)} phrases")
+            eg = f", e.g. \u201c{example}\u201d" if example else ""
+            return (f"Linked to its source by {n_link} rare phrase{'s' if n_link != 1 else ''}{eg}" if n_link
+                    else f"Linked to its source by a combination of {len(combo_ok[0].members)} phrases{eg}")
         return {"wrong": "Its rare phrases point to other documents, not to its source",
                 "unlinked": (f"No phrase{' or combination of phrases' if self.arity > 1 else ''} "
                              f"is found in fewer than {self.k} documents"),
@@ -344,6 +347,13 @@ def _highlights(evidence: list[dict[str, Any]], linked: bool) -> list[Highlight]
                     else f"with {len(ev['ngrams']) - 1} other phrase(s): {len(ev['docs'])} document(s)")
             highlights.append(Highlight(g["start"], g["end"], "ngram", f"{note}: {', '.join(ev['docs'][:3])}"))
     return highlights
+
+
+def _example(evidence: list[dict[str, Any]]) -> str:
+    """The longest correctly linking phrase (by words), to quote in a finding's summary."""
+    phrases = [g["text"] for ev in evidence if ev["correct"] for g in ev["ngrams"] if g.get("text")]
+    best = max(phrases, key=lambda t: (len(t.split()), -phrases.index(t)), default="")
+    return best if len(best) <= 80 else best[:77] + "..."
 
 
 def _best_guess(index: NgramIndex, tn: TextNgrams, rare: np.ndarray, combos: list[Combination]) -> int | None:
