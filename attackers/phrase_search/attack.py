@@ -49,6 +49,10 @@ class PhraseSearchAttack(Attack):
         "sanitized text back to its source. It needs no model and runs on millions of documents; "
         "evidence shows the linking phrases and how many documents contain them."
     )
+    #: The fix the report proposes when this attack decides a release ({exposed}/{total} documents).
+    remedy: ClassVar[str] = (
+        "Rewrite the rare phrases that link {exposed} of {total} documents to their source: run the "
+        "delinker (`anonaudit sanitize delinker`), or mask those phrases.")
     requires = frozenset({"originals"})
     #: Older command-line spellings.
     cli_aliases: ClassVar[dict[str, str]] = {"corpus": "extra_corpus", "index": "index_dir",

@@ -49,6 +49,11 @@ class SpanGuessAttack(Attack):
         "originals of its entity type."
     )
     requires: ClassVar[frozenset[str]] = frozenset({"originals"})
+    #: The fix the report proposes when this attack decides a release ({exposed}/{total} documents).
+    remedy: ClassVar[str] = (
+        "The context gives the hidden text away in {exposed} of {total} attacked documents: generalise "
+        "instead of masking, choosing against this attack (`anonaudit sanitize intact --selection "
+        "attack`).")
 
     def __init__(self, guesses: int = 5, sample: int | None = None, llm: str | LLM | None = None, seed: int = 0,
                  labels: Sequence[str] | None = None, frequent_lemmas: int = 200, context_tokens: int | None = None,

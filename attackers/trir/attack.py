@@ -40,6 +40,10 @@ class TRIRAttack(TRIRTraining, Attack):
         "whose subject it names correctly; a random guess scores one over the population size. "
         "It is the field's standard re-identification figure.")
     requires: ClassVar[frozenset[str]] = frozenset({"background"})
+    #: The fix the report proposes when this attack decides a release ({exposed}/{total} documents).
+    remedy: ClassVar[str] = (
+        "The background knowledge still names the person in {exposed} of {total} documents: generalise or"
+        " remove the quasi-identifiers in the marked passages (e.g. `anonaudit sanitize intact`).")
     #: Older command-line spellings (``--threads``).
     cli_aliases: ClassVar[dict[str, str]] = {"threads": "num_threads"}
 

@@ -24,13 +24,32 @@ def _thresholds(max_: tuple[str, ...], min_: tuple[str, ...]):
 
 def _render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_documents: int = 50,
             title: str | None = None, notes=(), registry=None) -> Path:
+    """Write the report and, beside it, its CSV of per-document findings (``findings.csv``,
+    or ``NAME.csv`` for a report named otherwise than report.html)."""
     from audit.core.results import ResultsFile
+    from reports.export import write_findings_csv
     from reports.render import load_release_texts, write_report
+    from reports.shareable import shareable as make_shareable
 
     rf = ResultsFile.load(results_path)
+    out = Path(out)
+    csv_path = out.with_name("findings.csv" if out.name == "report.html" else
+                             "findings.shareable.csv" if out.name == "report.shareable.html" else out.stem + ".csv")
+    write_findings_csv(csv_path, make_shareable(rf) if shareable else rf)
     extra = {} if registry is None else {"registry": registry}  # component descriptions
     return write_report(out, rf, shareable=shareable, checks=checks, texts=load_release_texts(results_path, rf),
-                        max_documents=max_documents, title=title, notes=notes, **extra)
+                        max_documents=max_documents, title=title, notes=notes, csv_name=csv_path.name, **extra)
+
+
+def _warn_originals_beside(report: Path, results_path: Path) -> None:
+    """Say loudly which files beside a shareable report hold original text."""
+    folder = report.resolve().parent
+    if folder != results_path.resolve().parent:
+        return
+    beside = [results_path.name] + (["releases/"] if (folder / "releases").is_dir() else []) + \
+        [p.name for p in folder.glob("*.releases") if p.is_dir()]
+    click.secho(f"WARNING: {folder} also holds {', '.join(beside)}, with original text and per-document "
+                f"evidence: share {report.name} and its CSV only, never the folder.", fg="yellow", err=True)
 
 
 # --------------------------------------------------------------------------- run
@@ -41,7 +60,8 @@ def _render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Output folder (overrides the spec's `out`).")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report.html at the end.")
-@click.option("--shareable", is_flag=True, help="Write the report's shareable edition (no original text).")
+@click.option("--shareable", is_flag=True,
+              help="Also write the shareable edition (no original text) to OUT/shareable/, a folder safe to send.")
 @click.pass_context
 def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: bool, shareable: bool) -> None:
     """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
@@ -74,9 +94,18 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
         checks = evaluate(rf, thresholds, on_point=spec.gate.on_point)
         click.echo("\n" + format_table(checks))
     if report:
-        path = _render(outcome.path, spec.out / "report.html", shareable=shareable or bool(spec.report.get("shareable")),
-                       checks=checks, max_documents=int(spec.report.get("max_documents", 50)), registry=reg)
+        max_docs = int(spec.report.get("max_documents", 50))
+        path = _render(outcome.path, spec.out / "report.html", shareable=False, checks=checks,
+                       max_documents=max_docs, registry=reg)
         click.echo(f"report: {path}")
+        if shareable or bool(spec.report.get("shareable")):
+            # In a folder of its own: everything in OUT/shareable/ may leave the data owner;
+            # OUT/results.json and OUT/releases/ hold originals and must not.
+            shared = _render(outcome.path, spec.out / "shareable" / "report.html", shareable=True, checks=checks,
+                             max_documents=max_docs, registry=reg)
+            click.secho(f"shareable report: {shared} (share the folder {shared.parent} only: "
+                        f"{spec.out / 'results.json'} and {spec.out / 'releases'} hold original text)",
+                        fg="green", err=True)
     if checks and exit_code(checks):
         sys.exit(exit_code(checks))
 
@@ -110,6 +139,8 @@ def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, 
     target = Path(out) if out else path.with_name("report.shareable.html" if shareable else "report.html")
     written = _render(path, target, shareable=shareable, checks=checks, max_documents=max_documents, title=title)
     click.echo(str(written))
+    if shareable:
+        _warn_originals_beside(written, path)
 
 
 # --------------------------------------------------------------------------- gate
