@@ -308,3 +308,108 @@ def test_drilldown_shows_hit_or_miss_for_each_of_the_four_attacks(tmp_path, monk
     assert "Linked to its source by 1 rare phrase" in html and "replaced spans recovered by the guesses" in html
     assert "Predicted subject is the true person (rank 1 of 3)" in html
     assert "Linked to the right record by 3 of 3 known claims" in html
+
+
+def _two_release_results() -> tuple[ResultsFile, dict]:
+    rf = ResultsFile(provenance={"skipped": [{"component": "presidio", "reason": "secret doc-0007 said PRIVREASON"}],
+                                 "errors": [{"component": "span_guess", "reason": "ValueError: PRIVERROR"},
+                                            {"component": "span_guess", "reason": "ValueError: PRIVERROR2"}]})
+    texts = {"r": {"a": "alpha text here and more", "b": "bravo words there and more"}}
+    rf.add(Result.from_risk("phrase_search", "r", risk(1, 2, 0.01), documents=[
+        Finding("a", True, "Linked to its source by 1 rare phrase", highlights=[Highlight(0, 5, "ngram", "n1")]),
+        Finding("b", False, "No phrase is found in fewer than 2 documents")]))
+    rf.add(Result.from_risk("claim_linker", "r", risk(0, 2, 0.5), documents=[
+        Finding("a", False, "Linked to the wrong record (b) by 2 of 3 known claims", highlights_in="b",
+                highlights=[Highlight(6, 11, "claim", "PRIVCLAIM of a's original")]),
+        Finding("b", True, "Linked to the right record", highlights=[Highlight(12, 17, "claim", "c")])]))
+    return rf, texts
+
+
+def test_shareable_edition_reduces_provenance_reasons_to_a_category_and_a_count():
+    """Issue 17.4: skipped/errors reasons (exception texts, model answers, document ids) are free
+    text; the shareable edition shows the component, a category and a count only."""
+    rf, texts = _two_release_results()
+    internal = render(rf, texts=texts)
+    assert "PRIVREASON" in internal and "PRIVERROR" in internal  # so the test can fail
+    html = render(rf, texts=texts, shareable=True)
+    assert "PRIVREASON" not in html and "PRIVERROR" not in html and "doc-0007" not in html
+    assert "Not run: <span class=\"iso\">span_guess</span></strong> (error, 2 times)" in html
+    assert shareable(rf).provenance["errors"] == [{"component": "span_guess", "category": "error", "count": 2}]
+
+
+def test_drilldown_marks_one_attack_at_a_time_in_the_same_colours_in_both_editions():
+    rf, texts = _two_release_results()
+    editions = [render(rf, texts=texts), render(rf, texts=texts, shareable=True)]
+    for html in editions:
+        # each attack's marks carry its own class; the page colours only the shown attack's
+        assert '<mark class="a0"' in html and 'class="x1"' in html and 'class="a1"' in html
+        assert '.doc[data-show="a0"] mark.a0 { background: #fde2a8' in html
+        assert '.doc[data-show="a1"] mark.a1 { background: #cfe3f5' in html
+        assert 'data-show="a0"' in html and "<button" in html
+    style = [h[h.index("<style>"):h.index("</style>")] for h in editions]
+    assert style[0] == style[1]  # highlight colours identical in the internal and shareable editions
+    # marks that come from attacking another document say so, in the document that holds them
+    doc_b = editions[1][editions[1].index("<code class=\"iso\">b</code>"):]
+    assert "come from attacking another document: <span class=\"iso\">a</span>" in doc_b
+    assert "another person&#39;s facts" in doc_b or "another person's facts" in doc_b
+    assert "PRIVCLAIM" in editions[0] and "PRIVCLAIM" not in editions[1]
+    # one sentence per attack, no key/value dumps
+    assert "Linked to its source by 1 rare phrase" in editions[1] and "outcome:" not in editions[1]
+
+
+def test_tied_releases_are_spread_and_named_and_labels_do_not_overlap():
+    from reports.charts import label_box, pareto_chart
+
+    heads, util = [], []
+    for rel, tpi, rate in (("suppressed", 0.559, 36), ("labels", 0.559, 36), ("spacy_ner", 0.574, 40),
+                           ("presidio", 0.604, 40), ("intact", 0.60, 40), ("delinked", 0.58, 2)):
+        heads.append(Result.from_risk("phrase_search", rel, risk(rate, 40, 0.025)))
+        util.append(Result("utility", "tpi", rel, tpi, (tpi - 0.02, tpi + 0.02), 40))
+    c = pareto_chart(heads, util, "tpi", None, [r.release for r in heads])
+    texts = [lab["text"] for lab in c.labels]
+    assert "suppressed, labels (tied)" in texts and len(c.items) == 6
+    tied = [it for it in c.items if it["release"] in ("suppressed", "labels")]
+    assert abs(tied[0]["cx"] - tied[1]["cx"]) >= 10  # spread side by side, not stacked
+    boxes = [label_box(lab["x"], lab["y"], lab["text"], lab["anchor"]) for lab in c.labels]
+    assert not any(a.overlaps(b, 0) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    # the Pareto front: delinked (safest) and presidio (most useful) are on it, the tie is not
+    front = {it["release"] for it in c.items if it["front"]}
+    assert front == {"delinked", "presidio"}
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised():
+    from reports.export import findings_csv
+
+    rf = ResultsFile()
+    rf.add(Result.from_risk("phrase_search", "=HYPERLINK(1)", risk(1, 1, 0.1),
+                            documents=[Finding("+cmd|' /C calc'!A0", True, "-2+3")]))
+    lines = findings_csv(rf).splitlines()
+    assert lines[0] == "release,result,kind,document,success,summary,marks,marks_in"
+    assert lines[1].startswith("'=HYPERLINK(1),phrase_search,attack,'+cmd|") and ",hit,'-2+3," in lines[1]
+
+
+def test_gate_decision_heads_the_verdict_and_inconclusive_is_not_a_pass():
+    from audit.pipeline.gate import Threshold, evaluate
+
+    rf = ResultsFile()
+    rf.add(Result.from_risk("trir", "ok", risk(0, 200, 0.001)))
+    rf.add(Result.from_risk("trir", "weak", risk(0, 200, 0.001), details={"warning": "under-trained attacker"}))
+    rf.add(Result.from_risk("trir", "bad", risk(30, 40, 0.001)))
+    html = render(rf, checks=evaluate(rf, [Threshold("trir", "max", 0.1)]))
+    verdict = _verdict_of(html)
+    lines = re.findall(r'<li class="vline (\w+)">\s*<span class="vword \w+">(\w+)</span>', verdict)
+    assert lines == [("pass", "PASS"), ("inconclusive", "INCONCLUSIVE"), ("fail", "FAIL")]
+    assert "is INCONCLUSIVE for &lt;= 0.1" in verdict and "under-trained attacker" in verdict
+    assert '<span class="lvl inconclusive">inconclusive</span>' in html
+
+
+def test_utility_metrics_are_explained_where_they_are_shown():
+    rf = ResultsFile()
+    rf.add(Result.from_risk("trir", "r", risk(3, 40, 0.01)))
+    for m in ("tpi", "tps", "nmi"):
+        rf.add(Result("utility", m, "r", 0.6, (0.5, 0.7), 40))
+    html = render(rf)
+    utility = html[html.index('id="utility"'):]
+    assert "Text preserved information" in utility and "Text preserved similarity" in utility
+    assert "Normalised mutual information" in utility
+    assert "@media print" in html  # prints to a clean PDF

@@ -425,3 +425,30 @@ def test_demo_says_when_presidio_is_not_installed(tmp_path, monkeypatch, capsys)
     assert "The Presidio release was skipped" in html
     releases = json.loads((tmp_path / "demo" / "results.json").read_text())["provenance"]["releases"]
     assert "presidio" not in releases and "spacy_ner" in releases
+
+
+def test_run_shareable_writes_a_folder_of_its_own_without_originals(demo_dir):
+    """Issue 17.4: `run --shareable` puts the shareable report (and its CSV) in OUT/shareable/,
+    a folder that may leave the data owner, and says which files beside it hold originals."""
+    import json
+
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    reg = {"registry": toy_registry()}
+    path = make_spec(demo_dir)
+    res = CliRunner().invoke(main, ["run", str(path), "--shareable"], obj=reg)
+    assert res.exit_code == 0, res.output
+    shared = demo_dir / "out" / "shareable"
+    assert sorted(p.name for p in shared.iterdir()) == ["findings.csv", "report.html"]
+    assert "shareable report:" in res.output and "hold original text" in res.output
+    html = (shared / "report.html").read_text(encoding="utf-8")
+    assert "shareable edition" in html and 'href="findings.csv"' in html
+    originals = [json.loads(line)["text"] for line in (demo_dir / "data/originals.jsonl").read_text().splitlines()]
+    assert not any(t in html for t in originals)
+    assert (demo_dir / "out" / "report.html").is_file()  # the internal edition stays beside the results
+    # `report --shareable` beside the results says loudly which files there hold originals
+    res = CliRunner().invoke(main, ["report", str(demo_dir / "out" / "results.json"), "--shareable"])
+    assert res.exit_code == 0 and "WARNING" in res.output and "results.json" in res.output
+    assert (demo_dir / "out" / "findings.shareable.csv").is_file()
