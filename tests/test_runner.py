@@ -425,6 +425,15 @@ def test_demo_says_when_presidio_is_not_installed(tmp_path, monkeypatch, capsys)
     assert "The Presidio release was skipped" in html
     releases = json.loads((tmp_path / "demo" / "results.json").read_text())["provenance"]["releases"]
     assert "presidio" not in releases and "spacy_ner" in releases
+    # Re-running the demo's audit.yaml keeps the notes on what the demo left out or weakened.
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    report.unlink()
+    res = CliRunner().invoke(main, ["run", str(tmp_path / "demo" / "audit.yaml")], obj={"registry": toy_registry()})
+    assert res.exit_code == 0, res.output
+    assert "The Presidio release was skipped" in report.read_text(encoding="utf-8")
 
 
 def test_run_shareable_writes_a_folder_of_its_own_without_originals(demo_dir):

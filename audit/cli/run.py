@@ -95,14 +95,15 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
         click.echo("\n" + format_table(checks))
     if report:
         max_docs = int(spec.report.get("max_documents", 50))
+        notes = list(spec.report.get("notes") or ())  # e.g. the demo's weakened settings
         path = _render(outcome.path, spec.out / "report.html", shareable=False, checks=checks,
-                       max_documents=max_docs, registry=reg)
+                       max_documents=max_docs, registry=reg, notes=notes)
         click.echo(f"report: {path}")
         if shareable or bool(spec.report.get("shareable")):
             # In a folder of its own: everything in OUT/shareable/ may leave the data owner;
             # OUT/results.json and OUT/releases/ hold originals and must not.
             shared = _render(outcome.path, spec.out / "shareable" / "report.html", shareable=True, checks=checks,
-                             max_documents=max_docs, registry=reg)
+                             max_documents=max_docs, registry=reg, notes=notes)
             click.secho(f"shareable report: {shared} (share the folder {shared.parent} only: "
                         f"{spec.out / 'results.json'} and {spec.out / 'releases'} hold original text)",
                         fg="green", err=True)
@@ -261,9 +262,19 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
                 {"name": "labels", "path": "data/releases/labels.jsonl"},
                 *[{"name": name, "sanitizer": name} for name in sanitizers]]
     components, heavy = _demo_components(reg, attacks, metrics, sample)
+    # What the demo weakened, said in the report; kept in audit.yaml so a re-run still says it.
+    settings = []
+    if heavy:
+        settings.append(f"Language-model stages ({', '.join(heavy)}) ran on a seeded sample of {sample} documents "
+                        "per release to keep the demo short; run `anonaudit run audit.yaml` without `sample` for all.")
+    for name, params in DEMO_PARAMS.items():
+        if any(e["name"] == name for e in components["attacks"]):
+            shown = ", ".join(f"{k}={v}" for k, v in params.items())
+            settings.append(f"{name} ran with demo settings ({shown}); its defaults are stronger and slower.")
     spec_data = {"title": f"Demo audit: {n} synthetic people", "seed": seed, "out": ".",
                  "originals": "data/originals.jsonl", "background": "data/background.jsonl",
-                 "releases": releases, **components, "models": {"llm": llm}}
+                 "releases": releases, **components, "models": {"llm": llm},
+                 "report": {"notes": notes + settings}}
     spec_path = out / "audit.yaml"
     spec_path.write_text("# Written by `anonaudit demo`; re-run with: anonaudit run audit.yaml\n"
                          + yaml.safe_dump(spec_data, sort_keys=False), encoding="utf-8")
@@ -271,13 +282,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     audit = Audit(spec, registry=reg, on_error="skip", command="demo",
                   progress=True if progress is None else progress)
     outcome = audit.run()
-    if heavy:
-        notes.append(f"Language-model stages ({', '.join(heavy)}) ran on a seeded sample of {sample} documents "
-                     "per release to keep the demo short; run `anonaudit run audit.yaml` without `sample` for all.")
-    for name, params in DEMO_PARAMS.items():
-        if any(e["name"] == name for e in components["attacks"]):
-            shown = ", ".join(f"{k}={v}" for k, v in params.items())
-            notes.append(f"{name} ran with demo settings ({shown}); its defaults are stronger and slower.")
+    notes += settings
     notes.append(f"The whole demo took {time.time() - t0:.0f} s.")
     from audit.cli.common import echo_summary
 

@@ -179,11 +179,14 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
 
     report = data.get("report") or {}
     if not isinstance(report, Mapping):
-        p.at("report", "must be a mapping (shareable, max_documents)")
+        p.at("report", "must be a mapping (shareable, max_documents, notes)")
         report = {}
     else:
-        for k in set(report) - {"shareable", "max_documents"}:
-            p.at(f"report.{k}", "unknown key (use shareable, max_documents)")
+        for k in set(report) - {"shareable", "max_documents", "notes"}:
+            p.at(f"report.{k}", "unknown key (use shareable, max_documents, notes)")
+        notes = report.get("notes")
+        if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+            p.at("report.notes", "must be a list of sentences shown beside the verdict")
 
     out = data.get("out", "audit-out")
     if not isinstance(out, str) or not out:
