@@ -225,12 +225,19 @@ def pareto_chart(heads: list[Result], utility: list[Result], metric: str, risk_o
     if all(0 <= x <= 1 for x in xs):
         x_lo, x_hi = max(0.0, x_lo), min(1.0, x_hi)
     y_hi = _nice_max([a.ci[1] if a.ci else a.value for _, a, _ in pts])
+    # Zoom in on high risks (all above 30%) so that releases do not crowd the top edge; the
+    # axis says where it starts.
+    y_min = min([a.ci[0] if a.ci else a.value for _, a, _ in pts])
+    y_lo = 0.0
+    if y_min > 0.3:  # five ticks, each a multiple of 5%, with a margin below the lowest interval
+        step = math.ceil((y_hi - y_min + 0.05) / 5 / 0.05 - 1e-9) * 0.05
+        y_lo = max(0.0, round(y_hi - 5 * step, 4))
 
     def sx(x: float) -> float:
         return left + (x - x_lo) / (x_hi - x_lo) * (right - left)
 
     def sy(y: float) -> float:
-        return bottom - max(0.0, min(y, y_hi)) / y_hi * (bottom - top)
+        return bottom - (max(y_lo, min(y, y_hi)) - y_lo) / (y_hi - y_lo) * (bottom - top)
 
     mname = metric.upper() if len(metric) <= 4 else title_of(metric)
     rname = "highest risk of any attack" if risk_of is None else title_of(risk_of)
@@ -238,7 +245,7 @@ def pareto_chart(heads: list[Result], utility: list[Result], metric: str, risk_o
                   f"Risk: {rname} (lower is safer)", plot=(left, top, right, bottom))
     fmt_x = (lambda v: f"{v:.2f}") if x_hi - x_lo <= 1 else (lambda v: f"{v:.3g}")
     chart.x_ticks = [(sx(v), t) for v, t in _ticks(x_lo, x_hi, fmt_x)]
-    chart.y_ticks = [(sy(v), pct(v, 0)) for v, _ in _ticks(0.0, y_hi, str)]
+    chart.y_ticks = [(sy(v), pct(v, 0)) for v, _ in _ticks(y_lo, y_hi, str)]
     # Ties: group points that land on (almost) the same pixel, then spread them side by side.
     groups: list[list[int]] = []
     for i, (_, a, u) in enumerate(pts):
