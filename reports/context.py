@@ -325,7 +325,8 @@ def _matrix(releases: list[str], names: list[str], heads: list[Result], utility:
                      "utility": num(u.value) if u else "", "utility_ci": f"{num(u.ci[0])}–{num(u.ci[1])}"
                      if u and u.ci else ""})
     return {"cols": [{"name": title_of(n), "anchor": "attack-" + anchor(n)} for n in cols], "rows": rows,
-            "metric": _util_title(metric) if metric else None}
+            "metric": _util_title(metric) if metric else None,
+            "metric_help": GLOSSARY.get(metric or "", "utility: see the Utility section")}
 
 
 def _attack_sections(names: list[str], attacks: list[Result], descriptions: Mapping[str, str],
@@ -370,7 +371,7 @@ def _pareto_views(heads: list[Result], utility: list[Result], util_names: list[s
             c = pareto_chart(heads, utility, m, a, releases)
             if c is not None:
                 charts.append({"id": f"pareto-{anchor(m)}-{anchor(a or 'any')}", "metric": m, "risk": a or "any",
-                               "chart": c})
+                               "chart": c, "help": f"{_util_title(m)}: {GLOSSARY[m]}" if m in GLOSSARY else ""})
     if not charts:
         return None
     return {"charts": charts, "metrics": [(m, _util_title(m)) for m in util_names if any(c["metric"] == m for c in charts)],
