@@ -257,6 +257,9 @@ def _verdicts(releases: list[str], heads: list[Result], checks: Sequence[Any] | 
             status = level
             word = {"high": "HIGH RISK", "elevated": "ELEVATED RISK", "low": "LOW RISK",
                     "none": "NO RISK SHOWN"}[level]
+            if level == "none" and any(_warning(r) for r in rs):
+                # nothing shown, but by an attacker that failed its own check: that proves nothing
+                status, word = "inconclusive", "INCONCLUSIVE"
             decisive = risky[:3]
             deciding = [_short_finding(r) for r in decisive]
         headline_of = {r.name: r for r in rs}

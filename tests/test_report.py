@@ -174,6 +174,11 @@ def test_verdict_first_one_line_per_release_with_what_decides_it_and_no_cap():
     quiet = ResultsFile()
     quiet.add(Result.from_risk("trir", "r", risk(1, 40, 0.025)))
     assert "NO RISK SHOWN" in _verdict_of(render(quiet))
+    # ... unless the attacker that showed nothing failed its own check
+    weak = ResultsFile()
+    weak.add(Result.from_risk("span_guess", "r", risk(0, 8, 0.25), details={"warning": "weaker than its baseline"}))
+    verdict = _verdict_of(render(weak))
+    assert "NO RISK SHOWN" not in verdict and '<span class="vword inconclusive">INCONCLUSIVE</span>' in verdict
 
 
 def test_a_components_warning_about_its_own_figure_is_shown_in_both_editions():
