@@ -461,3 +461,24 @@ def test_run_shareable_writes_a_folder_of_its_own_without_originals(demo_dir):
     res = CliRunner().invoke(main, ["report", str(demo_dir / "out" / "results.json"), "--shareable"])
     assert res.exit_code == 0 and "WARNING" in res.output and "results.json" in res.output
     assert (demo_dir / "out" / "findings.shareable.csv").is_file()
+
+
+def test_spec_gate_judges_the_cautious_bound_unless_on_point(demo_dir):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    reg = {"registry": toy_registry()}
+    first = CliRunner().invoke(main, ["run", str(make_spec(demo_dir)), "--no-report"], obj=reg)
+    assert first.exit_code == 0, first.output
+    rf = ResultsFile.load(demo_dir / "out" / "results.json")
+    leak = [r for r in rf.results if r.name == "toy_leak"]
+    top = max(r.value for r in leak)
+    assert top < max(r.ci[1] for r in leak)  # so the two readings differ
+    limit = round(top + 0.001, 4)
+    cautious = CliRunner().invoke(main, ["run", str(make_spec(demo_dir, gate={"max": {"toy_leak": limit}})),
+                                         "--no-report"], obj=reg)
+    assert cautious.exit_code == 1 and "upper CI" in cautious.output
+    on_point = make_spec(demo_dir, gate={"max": {"toy_leak": limit}, "on_point": True})
+    res = CliRunner().invoke(main, ["run", str(on_point), "--no-report"], obj=reg)
+    assert res.exit_code == 0, res.output
