@@ -309,7 +309,7 @@ def _short_finding(r: Result) -> str:
 def _cell(r: Result) -> dict[str, Any]:
     level, words = _risk_level(r)
     warn = _warning(r)
-    return {"value": pct(r.value), "ci": f"{pct(r.ci[0], 0)}–{pct(r.ci[1], 0)}" if r.ci else "",
+    return {"value": pct(r.value), "raw": f"{r.value:.6f}", "ci": f"{pct(r.ci[0], 0)}–{pct(r.ci[1], 0)}" if r.ci else "",
             "baseline": pct(r.baseline, 1) if r.baseline is not None else "", "level": level, "words": words,
             "n": r.n, "tiny": is_tiny(r.n) and r.n > 0, "weak": bool(warn),
             "title": visible(_sentence(r) + (f" Inconclusive: {warn}" if warn else ""))}
@@ -324,7 +324,7 @@ def _matrix(releases: list[str], names: list[str], heads: list[Result], utility:
     for rel in releases:
         cells = [_cell(by[(n, rel)]) if (n, rel) in by else None for n in cols]
         u = util.get(rel)
-        rows.append({"release": visible(rel), "cells": cells,
+        rows.append({"release": visible(rel), "cells": cells, "utility_raw": f"{u.value:.6f}" if u else "",
                      "utility": num(u.value) if u else "", "utility_ci": f"{num(u.ci[0])}–{num(u.ci[1])}"
                      if u and u.ci else ""})
     return {"cols": [{"name": title_of(n), "anchor": "attack-" + anchor(n)} for n in cols], "rows": rows,

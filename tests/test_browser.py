@@ -146,8 +146,18 @@ window.addEventListener("load", function () {
   var text = document.querySelector("details.doc[open] .doctext");
   out.text_width = text ? text.getBoundingClientRect().width : 0;
   out.page_width = document.documentElement.clientWidth;
-  out.shown = Array.prototype.map.call(document.querySelectorAll("details.doc[open] mark"), function (m) {
-    return getComputedStyle(m).backgroundColor;
+  function shown() {
+    return Array.prototype.map.call(document.querySelectorAll("details.doc[open] mark"), function (m) {
+      return getComputedStyle(m).backgroundColor;
+    });
+  }
+  out.shown = shown();
+  var other = document.querySelector("details.doc[open] .toggle button[aria-pressed=false]:not(.nomarks)");
+  if (other) { other.click(); out.shown_after = shown(); out.pressed = other.getAttribute("aria-pressed"); }
+  var rank = document.querySelector("#risk-matrix th.sortable:nth-child(2)");
+  rank.click(); rank.click();  // descending, then ascending
+  out.ranked = Array.prototype.map.call(document.querySelectorAll("#risk-matrix tbody th.rowhead"), function (t) {
+    return t.textContent;
   });
   var pre = document.createElement("pre"); pre.id = "measured"; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
@@ -247,8 +257,15 @@ def test_the_report_reads_verdict_first_with_readable_charts_and_documents(demo_
     assert "suppressed, labels (tied)" in tied, tied
     assert m["text_width"] > m["page_width"] / 2, (m["text_width"], m["page_width"])
     # only the shown attack's marks are coloured in the opened document
-    coloured = {c for c in m["shown"] if c not in ("rgba(0, 0, 0, 0)", "transparent")}
-    assert len(coloured) == 1, m["shown"]
+    def colours(shown):
+        return {c for c in shown if c not in ("rgba(0, 0, 0, 0)", "transparent")}
+
+    assert len(colours(m["shown"])) == 1, m["shown"]
+    # the toggle shows another attack's marks instead, in its own colour
+    assert m["pressed"] == "true" and len(colours(m["shown_after"])) == 1
+    assert colours(m["shown_after"]) != colours(m["shown"])
+    # a researcher ranks the releases by an attack's risk with a click on its column
+    assert m["ranked"][:2] == ["suppressed", "labels"] or m["ranked"][:2] == ["labels", "suppressed"], m["ranked"]
     # every attack column shows hit or miss (read from the page Chromium built)
     run = chromium(page, tmp_path, "--dump-dom")
     chips = _chips_by_attack(run.stdout)
@@ -261,6 +278,10 @@ def test_the_report_reads_verdict_first_with_readable_charts_and_documents(demo_
         shot = ARTIFACTS / name
         run = chromium(page, tmp_path, f"--window-size={size}", f"--screenshot={shot}")
         assert run.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # and it prints (the print stylesheet hides the controls)
+    pdf = ARTIFACTS / "report.pdf"
+    run = chromium(page, tmp_path, "--no-pdf-header-footer", f"--print-to-pdf={pdf}")
+    assert run.returncode == 0 and pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 20_000
 
 
 def test_a_ten_thousand_document_release_gives_a_bounded_page(tmp_path):
