@@ -29,7 +29,7 @@ from audit.core.results import Finding, Highlight, Result, ResultsFile
 
 DETAIL_STRING_KEYS = frozenset({"description", "unit", "method", "metric", "strategy", "linker", "model",
                                 "mode", "label", "entity_type", "selection", "aggregation", "note_kind",
-                                "baseline_kind", "embedder", "llm",
+                                "baseline_kind", "embedder", "llm", "trial_unit", "interval",
                                 "warning"})  # a component's doubt about its own figure; never quotes a document
 #: Key names dropped whatever their value.
 DENY = re.compile(r"^(orig(inal)?(_.*)?|.*_original|guess(es)?|.*_guess(es)?|gold.*|truth|answer|expected|"

@@ -382,6 +382,17 @@ def test_tied_releases_are_spread_and_named_and_labels_do_not_overlap():
     assert front == {"delinked", "presidio"}
 
 
+def test_clustered_results_say_their_trials_and_documents_in_both_editions():
+    from audit.core.stats import cluster_bootstrap, clustered_details, clustered_risk
+
+    units = [(k % 4, 14) for k in range(40)]
+    rf = ResultsFile()
+    rf.add(Result.from_risk("phrase_search.ngram_residual", "r", clustered_risk(units, None),
+                            details=clustered_details(cluster_bootstrap(units), "n-grams")))
+    for html in (render(rf), render(rf, shareable=True)):
+        assert "560 n-grams in 40 documents" in html
+
+
 def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised():
     from reports.export import findings_csv
 
