@@ -150,9 +150,10 @@ def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, 
 @click.command("gate")
 @click.argument("results", type=click.Path(dir_okay=False), metavar="RESULTS.json")
 @click.option("--max", "max_", multiple=True, metavar="NAME=VALUE",
-              help="Fail when result NAME is above VALUE (e.g. trir=0.1 or trir=10%). Repeatable.")
+              help="Fail when result NAME's 95% CI upper bound is above VALUE (e.g. trir=0.1 or trir=10%). "
+                   "Repeatable.")
 @click.option("--min", "min_", multiple=True, metavar="NAME=VALUE",
-              help="Fail when result NAME is below VALUE (e.g. tpi=0.5). Repeatable.")
+              help="Fail when result NAME's 95% CI lower bound is below VALUE (e.g. tpi=0.5). Repeatable.")
 @click.option("--release", "releases", multiple=True, metavar="NAME",
               help="Judge only this release (repeatable; default: every release).")
 @click.option("--on-point", is_flag=True,
