@@ -94,6 +94,9 @@ class Attack(Component):
 
     #: Which parts of the scenario it needs: any of "originals", "background".
     requires: ClassVar[frozenset[str]] = frozenset({"originals"})
+    #: The fix the report proposes when this attack decides a release: one sentence, with
+    #: ``{exposed}`` and ``{total}`` for the documents it succeeded on and attacked.
+    remedy: ClassVar[str] = ""
 
     def fit(self, scenario: Scenario) -> Attack:
         """Prepare once per scenario (train, index). Default: nothing to prepare."""
