@@ -58,6 +58,8 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--llm", default="qwen2.5-coder-1.5b")
     ap.add_argument("--max-rounds", type=int, default=3, help="rounds of the guided variants")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="llama.cpp threads (default: all cores; 1 suffers less when another job shares the cores)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", type=Path, default=None, help="LLM answer cache (default: a fresh file)")
     ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
@@ -72,7 +74,7 @@ def main() -> None:
     source = published("Manual_Entity (input)", "TAB_test_Manual_Entity.json", full, ids, args.data)
     cache = args.cache or Path(tempfile.mkdtemp(prefix="delinker-bench-")) / "llm.sqlite"
     print(f"{len(ids)} documents of Manual_Entity; collection {len(full)} originals; LLM cache {cache}", flush=True)
-    llm = load_llm(args.llm, cache=True, cache_path=cache, n_ctx=4096, n_parallel=1)
+    llm = load_llm(args.llm, cache=True, cache_path=cache, n_ctx=4096, n_parallel=1, n_threads=args.threads)
 
     releases, costs = [source], {}
     for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
