@@ -334,7 +334,8 @@ def test_real_llm_attack_end_to_end(small_llm, home):
     attack = SpanGuessAttack(llm=small_llm, guesses=3, sample=3, frequent_lemmas=0, context_tokens=120,
                              progress=False)
     (result,) = attack.evaluate(scenario, release)
-    assert result.n == 3
+    # three spans attacked, clustered in their documents: n counts the documents
+    assert result.details["trials"] == 3 and result.n == len({d.id for d in result.documents if d.facts["spans"]})
     spans = [s for d in result.documents for s in d.facts["spans"]]
     assert len(spans) == 3 and all(1 <= len(s["guesses"]) <= 3 for s in spans)
     assert all((s["rule"] is None) is (not s["recovered"]) for s in spans)
