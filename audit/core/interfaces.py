@@ -94,6 +94,9 @@ class Attack(Component):
 
     #: Which parts of the scenario it needs: any of "originals", "background".
     requires: ClassVar[frozenset[str]] = frozenset({"originals"})
+    #: Parts it can use without needing each one (its command offers their options; with
+    #: nothing required, it needs at least one of them).
+    accepts: ClassVar[frozenset[str]] = frozenset()
 
     def fit(self, scenario: Scenario) -> Attack:
         """Prepare once per scenario (train, index). Default: nothing to prepare."""
