@@ -284,3 +284,43 @@ def test_the_report_states_how_the_trir_attacker_was_built():
     r = Result.from_risk("trir", "rel", risk(3, 10, 0.1), details={"attacker": "paper budget, base <x>"})
     assert _attack_row(r)["setup"] == "paper budget, base <x>"
     assert _attack_row(Result.from_risk("trir", "rel", risk(3, 10, 0.1)))["setup"] == ""
+
+
+# ---------------------------------------------------------------------------- a new MLM head (real model, tiny)
+
+
+@pytest.fixture(scope="module")
+def tiny_headless_base(tmp_path_factory):
+    """A tiny BERT saved without its masked-LM head (as the embedded MiniLM ships), MiniLM's tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from attackers.trir import has_mlm_head, resolve_base
+
+    folder = tmp_path_factory.mktemp("tiny-headless")
+    tok = AutoTokenizer.from_pretrained(resolve_base(None))
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128)).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    assert not has_mlm_head(str(folder))
+    return folder
+
+
+@pytest.mark.slow
+def test_a_base_without_mlm_head_gets_one_and_is_pretrained(tiny_headless_base, tmp_path):
+    texts = {"ann": "Ann grew up on a sheep farm near Tromso and won the silver lantern award.",
+             "bob": "Bob studied violin at a conservatory in Ghent and toured with an orchestra.",
+             "cy": "Cy was a lifeguard in Perth before acting in two films about the sea."}
+    bg = Corpus([Document(f"{s}-{i}", t, subject=s) for s, t in texts.items() for i in range(2)], name="bg")
+    params = dict(base=str(tiny_headless_base), budget="fast", augment_ner=False, epochs=1, window=32, overlap=8,
+                  batch_size=4, pretrain=True, pretrain_window=64, pretrain_overlap=16, pretrain_epochs=1,
+                  num_threads=1, progress=False, cache_dir=str(tmp_path))
+    skipped = TRIRAttack(**params).fit(Scenario(background=bg))
+    assert skipped.trained_.info["pretrained"] is False
+    assert any("pretraining skipped" in n for n in skipped.trained_.info["notes"])
+    made = TRIRAttack(new_mlm_head=True, **params).fit(Scenario(background=bg))
+    info = made.trained_.info
+    assert info["pretrained"] is True and len(info["pretrain_loss"]) == 2  # the head's epoch, then the whole model
+    assert any("a new one trained on the background first" in n for n in info["notes"])
+    assert info["cache_key"] != skipped.trained_.info["cache_key"]

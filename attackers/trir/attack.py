@@ -75,6 +75,7 @@ class TRIRAttack(TRIRTraining, Attack):
         pretrain_window: int = 512,
         pretrain_overlap: int = 128,
         pretrain_epochs: int | None = None,
+        new_mlm_head: bool = False,
         dedup: bool = True,
         bucket: bool = True,
         freeze_layers: int = 0,
@@ -120,6 +121,8 @@ class TRIRAttack(TRIRTraining, Attack):
             the budget: paper on, fast off).
         pretrain_window / pretrain_overlap: windows of the masked-LM pre-training, in tokens.
         pretrain_epochs: epochs of the masked-LM pre-training (default: paper 3, fast 1).
+        new_mlm_head: with pretrain, on a base without an MLM head (the embedded MiniLM), train a new
+            head on the background first so pre-training runs (costly on CPU; see benchmarks).
         dedup: train once on windows repeated with the same person (faster, same information).
         bucket: batch training windows of similar length together (less padding, faster).
         freeze_layers: freeze the embeddings and this many lowest encoder layers ...
@@ -152,6 +155,7 @@ class TRIRAttack(TRIRTraining, Attack):
         self.pretrain_window = pretrain_window
         self.pretrain_overlap = pretrain_overlap
         self.pretrain_epochs = pretrain_epochs
+        self.new_mlm_head = new_mlm_head
         self.dedup = dedup
         self.bucket = bucket
         self.freeze_layers = freeze_layers

@@ -141,15 +141,21 @@ class TRIRTraining:
         pretrained = False
         mlm_losses: list[float] = []
         if self.settings()["pretrain"]:
-            if has_mlm_head(base_path):
-                mlm_path, mlm_losses = self._pretrain_mlm(base_path, tokenizer, texts, device)
+            head = has_mlm_head(base_path)
+            if head or self.new_mlm_head:
+                t0 = time.time()
+                mlm_path, mlm_losses = self._pretrain_mlm(base_path, tokenizer, texts, device, new_head=not head)
                 model_path = str(mlm_path)
                 pretrained = True
-                notes.append(f"masked-LM further pre-training on the background: {self.settings()['pretrain_epochs']} "
-                             f"epoch(s), windows {self.pretrain_window}/{self.pretrain_overlap}, "
-                             f"mean MLM loss per epoch {', '.join(f'{v:.3f}' for v in mlm_losses)}")
+                notes.append((
+                    "" if head else "base has no MLM head: a new one trained on the background first (1 epoch, "
+                                    "encoder frozen); then ")
+                    + f"masked-LM further pre-training on the background: {self.settings()['pretrain_epochs']} "
+                    f"epoch(s), windows {self.pretrain_window}/{self.pretrain_overlap}, "
+                    f"mean MLM loss per epoch {', '.join(f'{v:.3f}' for v in mlm_losses)}, "
+                    f"{time.time() - t0:.0f} s")
             else:
-                notes.append("pretraining skipped: base has no MLM head")
+                notes.append("pretraining skipped: base has no MLM head (new_mlm_head trains one)")
         torch.manual_seed(self.seed)
         labels = list(label_of)
         with quiet_transformers():
@@ -277,9 +283,12 @@ class TRIRTraining:
         acc = float(np.mean(logits.argmax(axis=1) == np.array([y[i] for i in picked])))
         return {"windows": len(picked), "accuracy": round(acc, 4), "chance": 1.0 / population}
 
-    def _pretrain_mlm(self, base_path: str, tokenizer, texts: Sequence[str], device: str) -> tuple[Path, list[float]]:
+    def _pretrain_mlm(self, base_path: str, tokenizer, texts: Sequence[str], device: str,
+                      new_head: bool = False) -> tuple[Path, list[float]]:
         """Further masked-LM pre-training of the base on the background; returns the new
-        (temporary) folder and the mean MLM loss of each epoch."""
+        (temporary) folder and the mean MLM loss of each epoch. With ``new_head`` (a base that
+        ships without its MLM head), a new head is first trained alone for one epoch, the encoder
+        frozen, so that its random start does not disturb the encoder; then everything trains."""
         import torch
         from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
@@ -289,22 +298,34 @@ class TRIRTraining:
             mlm = AutoModelForMaskedLM.from_pretrained(base_path).to(device)
         windows = make_windows(tokenizer, texts, self.pretrain_window, self.pretrain_overlap)
         collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
-        optimizer = torch.optim.AdamW(mlm.parameters(), lr=5e-5, weight_decay=self.weight_decay)
         gen = torch.Generator().manual_seed(self.seed)
         mlm.train()
-        losses = []
-        for epoch in range(1, self.settings()["pretrain_epochs"] + 1):
-            order = torch.randperm(len(windows), generator=gen).tolist()
-            total = 0.0
-            for b in progress_bar(range(0, len(order), self.batch_size), desc=f"TRIR MLM pretraining, epoch {epoch}",
-                                  unit="batch", enabled=self.progress):
-                batch = collator([{"input_ids": windows.ids[i]} for i in order[b : b + self.batch_size]])
-                loss = mlm(**{k: v.to(device) for k, v in batch.items()}).loss
-                loss.backward()
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                total += float(loss.detach()) * len(batch["input_ids"])
-            losses.append(total / max(1, len(order)))
+        losses: list[float] = []
+
+        def run(epochs: int, lr: float, label: str) -> None:
+            params = [p for p in mlm.parameters() if p.requires_grad]
+            optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=self.weight_decay)
+            for epoch in range(1, epochs + 1):
+                order = torch.randperm(len(windows), generator=gen).tolist()
+                total = 0.0
+                for b in progress_bar(range(0, len(order), self.batch_size), desc=f"TRIR {label}, epoch {epoch}",
+                                      unit="batch", enabled=self.progress):
+                    batch = collator([{"input_ids": windows.ids[i]} for i in order[b : b + self.batch_size]])
+                    loss = mlm(**{k: v.to(device) for k, v in batch.items()}).loss
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    total += float(loss.detach()) * len(batch["input_ids"])
+                losses.append(total / max(1, len(order)))
+
+        if new_head:
+            encoder = mlm.base_model
+            for p in encoder.parameters():
+                p.requires_grad_(False)
+            run(1, 1e-3, "new MLM head")
+            for p in encoder.parameters():
+                p.requires_grad_(True)
+        run(self.settings()["pretrain_epochs"], 5e-5, "MLM pretraining")
         out = Path(tempfile.mkdtemp(prefix=".pretrained.", dir=cache_root(self.cache_dir)))
         with quiet_transformers():
             mlm.save_pretrained(out)
