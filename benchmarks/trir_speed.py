@@ -51,6 +51,38 @@ def background(kind: str, people: int) -> Corpus:
     return Corpus([d for d in bg if d.subject in keep], name="public")
 
 
+def windows_only(bg: Corpus, styles: list[str]) -> None:
+    """Windows before and after de-duplication, and padded tokens of random vs length-bucketed
+    batches of 16, for the background plus one masked copy per style; the spaCy masking time."""
+    import random
+
+    from transformers import AutoTokenizer
+
+    from attackers.trir import make_windows, resolve_base
+    from attackers.trir.batches import dedup_windows, length_batches
+    from attackers.trir.texts import masked_copies
+    from audit.models.nlp import Spacy
+
+    texts = [d.text for d in bg]
+    t0 = time.time()
+    copies = masked_copies(Spacy(), texts, styles)
+    print(f"spaCy masking: {time.time() - t0:.1f} s for {sum(map(len, texts))} characters")
+    tok = AutoTokenizer.from_pretrained(resolve_base(None))
+    people = sorted({d.subject for d in bg})
+    all_texts = texts + [t for c in copies for t in c]
+    subjects = [d.subject for d in bg] * (1 + len(copies))
+    w = make_windows(tok, all_texts, 100, 25)
+    y = [people.index(subjects[i]) for i in w.doc]
+    kept, _ = dedup_windows(w, y)
+    lengths = [len(x) for x in w.ids]
+    order = list(range(len(w)))
+    random.Random(0).shuffle(order)
+    plain = sum(max(lengths[i] for i in order[b : b + 16]) * len(order[b : b + 16]) for b in range(0, len(order), 16))
+    bucketed = sum(max(lengths[i] for i in b) * len(b) for b in length_batches(order, lengths, 16, 0))
+    print(f"windows {len(w)} -> {len(kept)} after de-duplication ({1 - len(kept) / len(w):.1%} fewer); padded "
+          f"tokens: random batches {plain}, length-bucketed {bucketed} ({1 - bucketed / plain:.1%} fewer)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", choices=["demo", "tab"], default="demo")
@@ -58,8 +90,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), default=list(CONFIGS))
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--windows-only", action="store_true",
+                    help="no training: what de-duplication and length bucketing do to the windows")
+    ap.add_argument("--copies", nargs="+", default=["label"], help="masking styles of the copies (--windows-only)")
     args = ap.parse_args()
     bg = background(args.data, args.people)
+    if args.windows_only:
+        windows_only(bg, args.copies)
+        return
     scenario = Scenario(background=bg)
     rows = {}
     for name in args.configs:
