@@ -134,7 +134,7 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
         "n_releases": len(releases), "n_attacks": len(names), "n_metrics": len(util_names),
         "releases": [visible(r) for r in releases],
         "gate": gate, "findings": findings, "n_quiet": len(quiet), "n_attack_results": len(attacks),
-        "secondary": secondary,
+        "secondary": secondary, "reid": _reidentification(attacks),
         "scatter": scatter, "forest": forest, "metric": metric, "sections": sections, "util_rows": util_rows,
         "drill": drill, "max_documents": max_documents,
         "kinds": [{"kind": visible(k), "cls": c} for k, c in kinds.items()],
@@ -185,6 +185,28 @@ def _verdict(attacks: list[Result], names: list[str]) -> tuple[list[dict[str, st
     quiet = [r for r in headline if r.beats_baseline is False]
     secondary = [visible(title_of(n)) for n in names if not _is_headline(n)]
     return findings, quiet, secondary
+
+
+#: Headline results that estimate the same risk, re-identification of a document's subject by
+#: an adversary holding public background documents: the verdict takes the stronger per release.
+REIDENTIFICATION = ("trir", "phrase_search_reid")
+
+
+def _reidentification(attacks: list[Result]) -> list[dict[str, str]]:
+    """Per release with more than one re-identification attacker: the highest of their risks."""
+    by_release: dict[str, list[Result]] = {}
+    for r in attacks:
+        if r.name in REIDENTIFICATION:
+            by_release.setdefault(r.release, []).append(r)
+    out = []
+    for rel, results in by_release.items():
+        if len(results) < 2:
+            continue
+        best = max(results, key=lambda r: (r.value, r.name))
+        others = ", ".join(f"{title_of(r.name)} {pct(r.value)}" for r in results if r is not best)
+        out.append({"release": visible(rel), "value": pct(best.value), "attacker": title_of(best.name),
+                    "others": others})
+    return out
 
 
 def _gate_view(checks: Sequence[Any]) -> dict[str, Any]:
