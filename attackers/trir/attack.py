@@ -108,7 +108,8 @@ class TRIRAttack(TRIRTraining, Attack):
         learning_rate: AdamW learning rate of the fine-tuning.
         weight_decay: AdamW weight decay of the fine-tuning.
         dev: a release (or its name in the scenario) of sanitized documents of people in the
-            background, used only to choose the epoch; never a release under test.
+            background, used only to choose the epoch; never a release under test (default: the
+            dev_abstract column of a --tri file, if it has one).
         augment_ner: add NER-masked copies of the background to the training data (spaCy; default
             from the budget: on).
         mask_style: how the masked copies mask entities: auto (the style the releases show:
@@ -117,8 +118,8 @@ class TRIRAttack(TRIRTraining, Attack):
         curate: drop stop words and special characters and lemmatize, as the paper's code does
             (background and releases; spaCy; default from the budget: paper on, fast off).
         pretrain: further masked-LM pre-training on the background before fine-tuning
-            (only when the base has an MLM head; otherwise recorded as skipped; default from
-            the budget: paper on, fast off).
+            (when the base has an MLM head, or with new_mlm_head; otherwise recorded as skipped;
+            default from the budget: paper on, fast off).
         pretrain_window / pretrain_overlap: windows of the masked-LM pre-training, in tokens.
         pretrain_epochs: epochs of the masked-LM pre-training (default: paper 3, fast 1).
         new_mlm_head: with pretrain, on a base without an MLM head (the embedded MiniLM), train a new
