@@ -89,6 +89,8 @@ def main() -> None:
     ap.add_argument("--chunk-tokens", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=1, help="1 = the paper's method; more = the iterative variant")
     ap.add_argument("--trir", action="store_true", help="also run TRIR (trains the attacker once if not cached)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="llama.cpp threads (default: all cores; 1 suffers less when another job shares the cores)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", type=Path, default=None, help="LLM answer cache (default: a fresh file)")
     ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
@@ -104,7 +106,7 @@ def main() -> None:
     bare = first_docs(labelled_originals(args.data), args.docs)  # what the LLM reads: no spans needed
     cache = args.cache or Path(tempfile.mkdtemp(prefix="prompt-bench-")) / "llm.sqlite"
     print(f"{len(originals)} documents ({sum(len(d.text) for d in originals)} chars); LLM cache {cache}", flush=True)
-    llm = load_llm(args.llm, cache=True, cache_path=cache, n_ctx=4096, n_parallel=1)
+    llm = load_llm(args.llm, cache=True, cache_path=cache, n_ctx=4096, n_parallel=1, n_threads=args.threads)
 
     ours, costs = [], {}
     for family in [f.strip() for f in args.families.split(",") if f.strip()]:

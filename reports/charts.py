@@ -127,3 +127,173 @@ def forest_chart(attacks: list[Result], releases: list[str], colors: dict[str, s
     chart.rows = rows
     chart.legend = [(title_of(n), c) for n, c in colors.items()]
     return chart
+
+
+# --------------------------------------------------------------------------- privacy–utility (Pareto)
+
+#: Label geometry: a conservative width per character at the chart's 12px label font, so boxes
+#: computed here contain the text a browser draws (the browser test measures the real boxes).
+LABEL_FONT = 12
+CHAR_W = 7.4
+LABEL_H = 15
+TIE_PX = 5.0  # points closer than this (in pixels) are a tie: spread and named together
+
+
+@dataclass
+class Box:
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+    def overlaps(self, o: Box, pad: float = 2.0) -> bool:
+        return not (self.x1 + pad <= o.x0 or o.x1 + pad <= self.x0 or self.y1 + pad <= o.y0 or o.y1 + pad <= self.y0)
+
+
+def label_box(x: float, y: float, text: str, anchor: str) -> Box:
+    """The box of a label drawn at baseline ``(x, y)`` with ``text-anchor`` ``anchor``."""
+    w = CHAR_W * len(text)
+    x0 = x - w if anchor == "end" else x
+    return Box(x0, y - LABEL_H + 3, x0 + w, y + 4)
+
+
+def place_labels(points: list[tuple[float, float, str]], area: tuple[float, float, float, float],
+                 obstacles: Sequence[Box] = ()) -> list[dict[str, Any]]:
+    """Positions for one label per point ``(x, y, text)`` such that no two labels overlap, no
+    label covers a point or an ``obstacle`` (other drawn points), and every label stays inside
+    ``area`` (left, top, right, bottom).
+    Candidates are tried nearest first (right, left, above, below, then further out with a
+    leader line); a label that finds no free place goes below the plot, stacked."""
+    left, top, right, bottom = area
+    placed: list[Box] = []
+    marks = [Box(x - 6, y - 6, x + 6, y + 6) for x, y, _ in points] + list(obstacles)
+    out: list[dict[str, Any]] = []
+    order = sorted(range(len(points)), key=lambda i: (points[i][1], points[i][0]))
+    chosen: dict[int, dict[str, Any]] = {}
+    for i in order:
+        x, y, text = points[i]
+        cands = [(x + 9, y + 4, "start"), (x - 9, y + 4, "end"), (x - CHAR_W * len(text) / 2, y - 10, "start"),
+                 (x - CHAR_W * len(text) / 2, y + 19, "start")]
+        for step in range(1, 9):
+            for dy in (-LABEL_H * step, LABEL_H * step):
+                cands += [(x + 14, y + 4 + dy, "start"), (x - 14, y + 4 + dy, "end")]
+        pick = None
+        for cx, cy, anchor in cands:
+            b = label_box(cx, cy, text, anchor)
+            if b.x0 < left or b.x1 > right or b.y0 < top or b.y1 > bottom:
+                continue
+            if any(b.overlaps(p) for p in placed) or any(b.overlaps(m, 0) for m in marks):
+                continue
+            pick = (cx, cy, anchor, b)
+            break
+        if pick is None:  # below the plot, one per line
+            cy = bottom + 60 + LABEL_H * sum(1 for c in chosen.values() if c.get("overflow"))
+            pick = (left, cy, "start", label_box(left, cy, text, "start"))
+        cx, cy, anchor, b = pick
+        placed.append(b)
+        far = abs(cy - 4 - y) > LABEL_H or abs((b.x0 if anchor == "start" else b.x1) - x) > 16
+        chosen[i] = {"x": cx, "y": cy, "anchor": anchor, "text": text, "box": b,
+                     "leader": far, "px": x, "py": y, "overflow": cy > bottom,
+                     "lx": b.x0 if anchor == "start" else b.x1, "ly": cy - 4}
+    out = [chosen[i] for i in range(len(points))]
+    return out
+
+
+def pareto_chart(heads: list[Result], utility: list[Result], metric: str, risk_of: str | None,
+                 releases: list[str]) -> Chart | None:
+    """One point per release: its risk (``risk_of`` = an attack's headline result, or ``None``
+    for the highest headline risk of any attack on that release) against utility ``metric``.
+    Releases with the same position are a tie: their points are spread side by side and
+    named in one label. The Pareto front (no other release both safer and more useful) is
+    joined by a line."""
+    util = {r.release: r for r in utility if r.name == metric}
+    pts: list[tuple[str, Result, Result]] = []
+    for rel in releases:
+        cand = [a for a in heads if a.release == rel and (risk_of is None or a.name == risk_of)]
+        if rel not in util or not cand:
+            continue
+        a = max(cand, key=lambda r: (r.value, r.name))
+        pts.append((rel, a, util[rel]))
+    if not pts:
+        return None
+    w, h = 900, 420
+    left, top, right, bottom = 64, 16, w - 24, h - 64
+    xs = [u.value for _, _, u in pts] + [c for _, _, u in pts if u.ci for c in u.ci]
+    lo, hi = min(xs), max(xs)
+    pad = max(0.05, (hi - lo) * 0.15)
+    x_lo, x_hi = lo - pad, hi + pad
+    if all(0 <= x <= 1 for x in xs):
+        x_lo, x_hi = max(0.0, x_lo), min(1.0, x_hi)
+    y_hi = _nice_max([a.ci[1] if a.ci else a.value for _, a, _ in pts])
+    # Zoom in on high risks (all above 30%) so that releases do not crowd the top edge; the
+    # axis says where it starts.
+    y_min = min([a.ci[0] if a.ci else a.value for _, a, _ in pts])
+    y_lo = 0.0
+    if y_min > 0.3:  # five ticks, each a multiple of 5%, with a margin below the lowest interval
+        step = math.ceil((y_hi - y_min + 0.05) / 5 / 0.05 - 1e-9) * 0.05
+        y_lo = max(0.0, round(y_hi - 5 * step, 4))
+
+    def sx(x: float) -> float:
+        return left + (x - x_lo) / (x_hi - x_lo) * (right - left)
+
+    def sy(y: float) -> float:
+        return bottom - (max(y_lo, min(y, y_hi)) - y_lo) / (y_hi - y_lo) * (bottom - top)
+
+    mname = metric.upper() if len(metric) <= 4 else title_of(metric)
+    rname = "highest risk of any attack" if risk_of is None else title_of(risk_of)
+    chart = Chart(w, h, "pareto", f"Utility: {mname} (further right keeps more)",
+                  f"Risk: {rname} (lower is safer)", plot=(left, top, right, bottom))
+    fmt_x = (lambda v: f"{v:.2f}") if x_hi - x_lo <= 1 else (lambda v: f"{v:.3g}")
+    chart.x_ticks = [(sx(v), t) for v, t in _ticks(x_lo, x_hi, fmt_x)]
+    chart.y_ticks = [(sy(v), pct(v, 0)) for v, _ in _ticks(y_lo, y_hi, str)]
+    # Ties: group points that land on (almost) the same pixel, then spread them side by side.
+    groups: list[list[int]] = []
+    for i, (_, a, u) in enumerate(pts):
+        for g in groups:
+            _, a0, u0 = pts[g[0]]
+            if abs(sx(u.value) - sx(u0.value)) < TIE_PX and abs(sy(a.value) - sy(a0.value)) < TIE_PX:
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+    front = _pareto_front([(u.value, a.value) for _, a, u in pts])
+    label_points = []
+    for g in groups:
+        cx0, cy0 = sx(pts[g[0]][2].value), sy(pts[g[0]][1].value)
+        for k, i in enumerate(g):
+            rel, a, u = pts[i]
+            dx = (k - (len(g) - 1) / 2) * 11 if len(g) > 1 else 0.0
+            item = {"cx": cx0 + dx, "cy": cy0, "release": visible(rel), "front": i in front,
+                    "color": "#1f5f8b" if i in front else "#7d8790",
+                    "title": visible(f"{rel}: {title_of(a.name)} {pct(a.value)}"
+                                     + (f" (95% CI {pct(a.ci[0])}–{pct(a.ci[1])})" if a.ci else "")
+                                     + f"; {metric} {num(u.value)}"
+                                     + (f" (95% CI {num(u.ci[0])}–{num(u.ci[1])})" if u.ci else ""))}
+            if a.ci:
+                item["y1"], item["y2"] = sy(a.ci[0]), sy(a.ci[1])
+            if u.ci:
+                item["x1"], item["x2"] = sx(u.ci[0]) + dx, sx(u.ci[1]) + dx
+            chart.items.append(item)
+        names = [pts[i][0] for i in g]
+        text = names[0] if len(g) == 1 else f"{', '.join(names)} (tied)"
+        span = (len(g) - 1) * 11 / 2
+        label_points.append((cx0 + span, cy0, visible(text)))
+    dots = [Box(it["cx"] - 6, it["cy"] - 6, it["cx"] + 6, it["cy"] + 6) for it in chart.items]
+    chart.labels = place_labels(label_points, (left + 2, top, right, bottom - 2), dots)
+    extra = max((lab["y"] for lab in chart.labels if lab["overflow"]), default=0)
+    if extra:
+        chart.height = int(extra + 64)
+    fr = sorted((sx(pts[i][2].value), sy(pts[i][1].value)) for i in front)
+    chart.rows = [{"x1": a[0], "y1": a[1], "x2": b[0], "y2": b[1]} for a, b in zip(fr, fr[1:])]
+    chart.legend = [("Pareto front: no other release is both safer and more useful", "#1f5f8b"),
+                    ("dominated", "#7d8790")]
+    return chart
+
+
+def _pareto_front(points: list[tuple[float, float]]) -> set[int]:
+    """Indices of ``(utility, risk)`` points that no other point beats on both (ties kept)."""
+    front = set()
+    for i, (u, r) in enumerate(points):
+        if not any((u2 >= u and r2 <= r) and (u2 > u or r2 < r) for j, (u2, r2) in enumerate(points) if j != i):
+            front.add(i)
+    return front

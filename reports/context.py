@@ -1,5 +1,12 @@
 """What the report template shows, built from a results file as plain data (strings still
-unescaped: the template escapes them)."""
+unescaped: the template escapes them).
+
+The page answers "may I publish this?" first: one verdict line per release (the gate's
+decision, or without a gate a risk level), the attacks that decide it, how many documents
+they expose and the fix that would help most. Then a release × attack matrix of headline
+risks, the privacy–utility (Pareto) chart, one section per attack (its further measures
+inside it), utility with what each metric means, the per-document drill-down and provenance.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +19,34 @@ from audit import __version__
 from audit.core.registry import Registry, normalise
 from audit.core.registry import registry as default_registry
 from audit.core.results import Result, ResultsFile, grouped_warnings
-from reports.charts import forest_chart, scatter_chart
+from audit.core.stats import is_tiny
+from reports.charts import forest_chart, pareto_chart
 from reports.drilldown import drilldown
 from reports.formatting import anchor, num, pct, short, title_of, visible
+from reports.shareable import not_run_categories
 from reports.shareable import shareable as make_shareable
 
 PALETTE = ("#1f5f8b", "#b5542d", "#3a7d44", "#7a4f9a", "#8a6d1d", "#4a5560", "#2b8a8a", "#a23b62")
+#: Highlight colours of the drill-down, one per attack in the order of the results (the same
+#: in the internal and the shareable edition: they depend on the attack, never on a mark's kind).
+MARKS = (("#fde2a8", "#e0a526"), ("#cfe3f5", "#4a8cc4"), ("#f8d4cc", "#cc6b55"), ("#d8eed3", "#5fa050"),
+         ("#e6dcf3", "#8a63c0"), ("#f3e0ec", "#b75d93"), ("#d5efee", "#3a9c99"), ("#ecebd2", "#9a9540"))
 PREFERRED_UTILITY = ("tpi", "tps")
+LEVEL_ORDER = {"high": 3, "elevated": 2, "low": 1, "none": 0}
+#: What each utility metric means, where a privacy officer reads it (the registry's longer
+#: description follows when the metric is installed).
+GLOSSARY = {
+    "tpi": "Text preserved information: the share of the originals' information content (how "
+           "surprising each word is to a language model) that the release keeps. 1 = nothing removed.",
+    "tps": "Text preserved similarity: like TPI, but a replaced word keeps the part of its information "
+           "that its replacement still carries (a generalisation keeps more than a mask).",
+    "nmi": "Normalised mutual information between a clustering of the originals and of the release: "
+           "1 = documents still group by topic exactly as before.",
+    "rouge": "ROUGE-L: longest common word sequence between each original and its sanitized version.",
+    "similarity": "Cosine similarity of sentence embeddings of each original and its sanitized version.",
+    "precision": "Of the words the release replaced, the share that gold annotations mark as identifying.",
+    "recall": "Of the identifying entities in gold annotations, the share the release replaced everywhere.",
+}
 
 
 def _risk_level(r: Result) -> tuple[str, str]:
@@ -30,7 +58,7 @@ def _risk_level(r: Result) -> tuple[str, str]:
     v = r.value
     if r.beats_baseline is None and r.baseline is None:
         level = "high" if v >= 0.5 else "elevated" if v >= 0.2 else "low"
-        return level, {"high": "high", "elevated": "elevated", "low": "low"}[level]
+        return level, level
     if v >= 0.5:
         return "high", "high"
     if v >= 0.2:
@@ -38,14 +66,26 @@ def _risk_level(r: Result) -> tuple[str, str]:
     return "low", "low but real"
 
 
+def _warning(r: Result) -> str:
+    w = r.details.get("warning")
+    return w if isinstance(w, str) else ""
+
+
+def _trials(r: Result) -> str:
+    """"580 n-grams in 40 documents" for a clustered result, else "40 documents"."""
+    unit = str(r.details.get("unit") or "trials")
+    trials, trial_unit = r.details.get("trials"), r.details.get("trial_unit")
+    if isinstance(trials, (int, float)) and trial_unit and trial_unit != unit:
+        return f"{num(trials)} {trial_unit} in {r.n} {unit}"
+    return f"{r.n} {unit}"
+
+
 def _sentence(r: Result) -> str:
     ci = f" (95% CI {pct(r.ci[0])}–{pct(r.ci[1])})" if r.ci else ""
     if "successes" in r.details:  # a success rate (Result.from_risk)
-        unit = str(r.details.get("unit") or "trials")
-        s = f"{title_of(r.name)} succeeded on {pct(r.value)} of {r.n} {unit} in release “{visible(r.release)}”{ci}"
+        s = f"{title_of(r.name)} succeeded on {pct(r.value)} of {_trials(r)} in release “{visible(r.release)}”{ci}"
     else:  # a score averaged over documents (leakage, similarity): not a count of successes
-        unit = str(r.details.get("unit") or "documents")
-        s = f"{title_of(r.name)} averaged {pct(r.value)} over {r.n} {unit} in release “{visible(r.release)}”{ci}"
+        s = f"{title_of(r.name)} averaged {pct(r.value)} over {_trials(r)} in release “{visible(r.release)}”{ci}"
     if r.baseline is not None:
         s += f", against {pct(r.baseline, 2)} by chance" if r.beats_baseline else \
              f": not distinguishable from chance ({pct(r.baseline, 2)})"
@@ -55,15 +95,18 @@ def _sentence(r: Result) -> str:
     return s + "."
 
 
-def _descriptions(names: list[str], rf: ResultsFile, registry: Registry) -> dict[str, str]:
+def _component_attr(registry: Registry, kind: str, name: str, attr: str) -> str:
+    try:
+        return str(getattr(registry.get(kind, name), attr, "") or "")
+    except Exception:  # not installed or broken: the report still renders
+        return ""
+
+
+def _descriptions(names: list[str], rf: ResultsFile, registry: Registry, kind: str = "attack") -> dict[str, str]:
     comps = rf.provenance.get("components") if isinstance(rf.provenance.get("components"), Mapping) else {}
     out: dict[str, str] = {}
     for name in names:
-        desc = ""
-        try:
-            desc = getattr(registry.get("attack", name), "description", "") or ""
-        except Exception:  # not installed or broken: fall back to what the results say
-            desc = ""
+        desc = _component_attr(registry, kind, name, "description")
         if not desc:
             for c in comps.values():
                 if isinstance(c, Mapping) and normalise(str(c.get("name", ""))) == normalise(name):
@@ -81,20 +124,25 @@ def _is_headline(name: str) -> bool:
     return "." not in name
 
 
+def _base(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
 def _attack_groups(attacks: list[Result]) -> list[str]:
-    """Result names in first-seen order (each attack's headline result comes first)."""
+    """Attack names (the part before any dot) in first-seen order."""
     seen: dict[str, None] = {}
     for r in attacks:
-        seen.setdefault(r.name, None)
+        seen.setdefault(_base(r.name), None)
     return list(seen)
 
 
 def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[Any] | None = None,
                   texts: Mapping[str, Mapping[str, str]] | None = None, max_documents: int = 50,
                   title: str | None = None, registry: Registry | None = None,
-                  notes: Sequence[str] = ()) -> dict[str, Any]:
+                  notes: Sequence[str] = (), csv_name: str | None = None) -> dict[str, Any]:
     """Everything the template shows, as plain data (strings still unescaped)."""
     registry = registry or default_registry
+    raw_prov = rf.provenance
     if shareable:
         rf = make_shareable(rf)
     prov = rf.provenance
@@ -102,57 +150,201 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
     utility = [r for r in rf.results if r.kind == "utility"]
     releases = rf.releases
     names = _attack_groups(attacks)
+    heads = [r for r in attacks if _is_headline(r.name)]
     colors = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
-    # Headline of each attack = its results, one per release.
     util_names = sorted({r.name for r in utility}, key=lambda n: (n not in PREFERRED_UTILITY,
                                                                   PREFERRED_UTILITY.index(n) if n in PREFERRED_UTILITY else 0, n))
     metric = util_names[0] if util_names else None
-    scatter = scatter_chart(attacks, utility, metric, colors) if metric else None
-    forest = forest_chart(attacks, releases, colors)
-    sections = _attack_sections(names, attacks, _descriptions(names, rf, registry), colors)
+    descriptions = _descriptions(names, rf, registry)
+    remedies = {n: _component_attr(registry, "attack", n, "remedy") for n in names}
 
-    util_rows = [{"name": visible(u.name), "release": visible(u.release), "value": num(u.value),
-                  "ci": f"{num(u.ci[0])} – {num(u.ci[1])}" if u.ci else "–", "n": u.n} for u in utility]
-
-    findings, quiet, secondary = _verdict(attacks, names)
-    gate = _gate_view(checks) if checks else None
-
-    kinds: dict[str, str] = {}
     release_texts = texts or {}
-    drill = [drilldown(rf, rel, release_texts.get(rel, {}), max_documents, shareable, kinds) for rel in releases]
+    drill = [drilldown(rf, rel, release_texts.get(rel, {}), max_documents, names) for rel in releases]
     drill = [d for d in drill if d["rows"]]
+    if drill:
+        drill[0]["rows"][0]["open"] = True  # the most exposed document, opened
 
     # A component that doubts its own figure says so in ``details["warning"]``; the reader
     # sees it beside the verdict, not only in results.json.
     warnings = [f"{title_of(name)} on {', '.join(rels)}: {text}" for name, text, rels in grouped_warnings(rf.results)]
-    skipped = [*(prov.get("skipped") or []), *(prov.get("errors") or [])]
+    skipped = (prov.get("skipped") or []) + (prov.get("errors") or []) if shareable else \
+        not_run_categories(raw_prov.get("skipped"), "skipped") + not_run_categories(raw_prov.get("errors"), "error")
+    reasons = [] if shareable else [
+        {"component": visible(str(s.get("component", ""))), "reason": visible(str(s.get("reason", "")))}
+        for s in [*(raw_prov.get("skipped") or []), *(raw_prov.get("errors") or [])] if isinstance(s, Mapping)]
     sampled_any = any(isinstance(r.details.get("sampled"), Mapping) for r in rf.results)
+    pareto = _pareto_views(heads, utility, util_names, names, releases)
     return {
         "title": visible(title or str(prov.get("title") or "Privacy audit")),
         "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "version": __version__, "shareable": shareable,
         "n_releases": len(releases), "n_attacks": len(names), "n_metrics": len(util_names),
         "releases": [visible(r) for r in releases],
-        "gate": gate, "findings": findings, "n_quiet": len(quiet), "n_attack_results": len(attacks),
-        "secondary": secondary, "reid": _reidentification(attacks),
-        "scatter": scatter, "forest": forest, "metric": metric, "sections": sections, "util_rows": util_rows,
+        "verdicts": _verdicts(releases, heads, checks, remedies, rf),
+        "gate": _gate_view(checks) if checks else None,
+        "n_attack_results": len(attacks),
+        "matrix": _matrix(releases, names, heads, utility, metric),
+        "pareto": pareto, "forest": forest_chart(heads, releases, {n: colors[n] for n in names}),
+        "metric": metric,
+        "sections": _attack_sections(names, attacks, descriptions, colors),
+        "util_rows": _util_matrix(releases, util_names, utility),
+        "glossary": [{"name": _util_title(n), "text": GLOSSARY.get(n, ""),
+                      "description": visible(d)} for n, d in _descriptions(util_names, rf, registry, "metric").items()],
         "drill": drill, "max_documents": max_documents,
-        "kinds": [{"kind": visible(k), "cls": c} for k, c in kinds.items()],
-        "skipped": [{"component": visible(str(s.get("component", ""))), "reason": visible(str(s.get("reason", "")))}
-                    for s in skipped if isinstance(s, Mapping)],
+        "drill_attacks": [{"i": i, "name": title_of(n), "bg": MARKS[i % len(MARKS)][0], "line": MARKS[i % len(MARKS)][1]}
+                          for i, n in enumerate(names)],
+        "csv_name": csv_name,
+        "skipped": [{"component": visible(str(s.get("component", ""))), "category": str(s.get("category", "")),
+                     "count": s.get("count", 1)} for s in skipped if isinstance(s, Mapping)],
+        "reasons": reasons,
         "sampled_any": sampled_any, "notes": [visible(n) for n in [*notes, *warnings]],
         "prov": _provenance_view(prov),
     }
 
 
+def _util_matrix(releases: list[str], util_names: list[str], utility: list[Result]) -> dict[str, Any] | None:
+    """Utility as a release × metric table (value, and its interval below)."""
+    if not utility:
+        return None
+    by = {(u.name, u.release): u for u in utility}
+    rows = []
+    for rel in releases:
+        cells = []
+        for m in util_names:
+            u = by.get((m, rel))
+            cells.append(None if u is None else {"value": num(u.value), "n": u.n,
+                                                 "ci": f"{num(u.ci[0])}–{num(u.ci[1])}" if u.ci else ""})
+        if any(cells):
+            rows.append({"release": visible(rel), "cells": cells})
+    return {"cols": [_util_title(m) for m in util_names], "rows": rows}
+
+
+def _util_title(name: str) -> str:
+    return name.upper() if len(name) <= 4 else title_of(name)
+
+
+# --------------------------------------------------------------------------- verdict
+
+
+def _exposure(heads: list[Result]) -> tuple[set[str], set[str]]:
+    """(documents some attack succeeded on, documents some attack scored)."""
+    exposed = {d.id for r in heads for d in r.documents if d.success}
+    scored = {d.id for r in heads for d in r.documents if d.success is not None}
+    return exposed, scored
+
+
+def _verdicts(releases: list[str], heads: list[Result], checks: Sequence[Any] | None,
+              remedies: Mapping[str, str], rf: ResultsFile) -> list[dict[str, Any]]:
+    """One line per release: the decision, the attacks that decide it, the documents they
+    expose, and the fix that would help most."""
+    out = []
+    for rel in releases:
+        rs = [r for r in heads if r.release == rel]
+        rel_checks = [c for c in checks or () if c.release == rel]
+        exposed, scored = _exposure(rs)
+        weak = [r for r in rf.results if r.kind == "attack" and r.release == rel and _warning(r)]
+        risky = sorted([r for r in rs if r.beats_baseline or (r.baseline is None and r.value > 0 and r.n)],
+                       key=lambda r: (-r.value, r.name))
+        if rel_checks:
+            status = ("fail" if any(c.status == "fail" for c in rel_checks) else
+                      "inconclusive" if any(c.status == "inconclusive" for c in rel_checks) else "pass")
+            word = {"fail": "FAIL", "inconclusive": "INCONCLUSIVE", "pass": "PASS"}[status]
+            deciding_checks = [c for c in rel_checks if c.status == status] if status != "pass" else []
+            deciding = [visible(c.message) for c in deciding_checks]
+            decisive = [c.result for c in deciding_checks if c.result.kind == "attack"]
+        else:
+            level = max((_risk_level(r)[0] for r in risky), key=LEVEL_ORDER.__getitem__, default="none")
+            status = level
+            word = {"high": "HIGH RISK", "elevated": "ELEVATED RISK", "low": "LOW RISK",
+                    "none": "NO RISK SHOWN"}[level]
+            if level == "none" and any(_warning(r) for r in rs):
+                # nothing shown, but by an attacker that failed its own check: that proves nothing
+                status, word = "inconclusive", "INCONCLUSIVE"
+            decisive = risky[:3]
+            deciding = [_short_finding(r) for r in decisive]
+        headline_of = {r.name: r for r in rs}
+        fix = ""
+        for r in decisive or risky:
+            head = headline_of.get(_base(r.name), r)
+            tmpl = remedies.get(_base(r.name), "")
+            hits = sum(1 for d in head.documents if d.success)
+            total = sum(1 for d in head.documents if d.success is not None)
+            if tmpl:
+                try:
+                    fix = tmpl.format(exposed=hits, total=total)
+                except (KeyError, IndexError, ValueError):
+                    fix = tmpl
+                break
+        out.append({
+            "release": visible(rel), "status": status, "word": word, "deciding": deciding,
+            "more": max(0, len(risky) - len(decisive)) if not rel_checks else 0,
+            "exposed": len(exposed), "scored": len(scored), "fix": _code_spans(visible(fix)),
+            "weak": [visible(title_of(r.name)) for r in weak],
+            "gated": bool(rel_checks),
+        })
+    return out
+
+
+def _code_spans(text: str) -> list[tuple[str, bool]]:
+    """``"run `x` now"`` -> ``[("run ", False), ("x", True), (" now", False)]`` (the template
+    writes the second kind in <code>; every part is still escaped)."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: plain text
+        return [(text, False)] if text else []
+    return [(p, i % 2 == 1) for i, p in enumerate(parts) if p]
+
+
+def _short_finding(r: Result) -> str:
+    hits = sum(1 for d in r.documents if d.success)
+    scored = sum(1 for d in r.documents if d.success is not None)
+    ci = f" (95% CI {pct(r.ci[0])}–{pct(r.ci[1])})" if r.ci else ""
+    exp = f": {hits} of {scored} documents" if scored else ""
+    chance = f", chance {pct(r.baseline, 1)}" if r.baseline is not None else ""
+    return f"{title_of(r.name)} {pct(r.value)}{ci}{chance}{exp}"
+
+
+# --------------------------------------------------------------------------- matrix and sections
+
+
+def _cell(r: Result) -> dict[str, Any]:
+    level, words = _risk_level(r)
+    warn = _warning(r)
+    return {"value": pct(r.value), "raw": f"{r.value:.6f}", "ci": f"{pct(r.ci[0], 0)}–{pct(r.ci[1], 0)}" if r.ci else "",
+            "baseline": pct(r.baseline, 1) if r.baseline is not None else "", "level": level, "words": words,
+            "n": r.n, "tiny": is_tiny(r.n) and r.n > 0, "weak": bool(warn),
+            "title": visible(_sentence(r) + (f" Inconclusive: {warn}" if warn else ""))}
+
+
+def _matrix(releases: list[str], names: list[str], heads: list[Result], utility: list[Result],
+            metric: str | None) -> dict[str, Any]:
+    by = {(r.name, r.release): r for r in heads}
+    util = {r.release: r for r in utility if r.name == metric}
+    cols = [n for n in names if any(r.name == n for r in heads)]
+    rows = []
+    for rel in releases:
+        cells = [_cell(by[(n, rel)]) if (n, rel) in by else None for n in cols]
+        u = util.get(rel)
+        rows.append({"release": visible(rel), "cells": cells, "utility_raw": f"{u.value:.6f}" if u else "",
+                     "utility": num(u.value) if u else "", "utility_ci": f"{num(u.ci[0])}–{num(u.ci[1])}"
+                     if u and u.ci else ""})
+    return {"cols": [{"name": title_of(n), "anchor": "attack-" + anchor(n)} for n in cols], "rows": rows,
+            "metric": _util_title(metric) if metric else None,
+            "metric_help": GLOSSARY.get(metric or "", "utility: see the Utility section")}
+
+
 def _attack_sections(names: list[str], attacks: list[Result], descriptions: Mapping[str, str],
                      colors: Mapping[str, str]) -> list[dict[str, Any]]:
-    """One section per attack result name: its results, one row per release."""
+    """One section per attack: its headline per release, then its further measures."""
     sections = []
     for n in names:
         rows = [_attack_row(r) for r in attacks if r.name == n]
+        subs: dict[str, list[dict[str, Any]]] = {}
+        for r in attacks:
+            if _base(r.name) == n and r.name != n:
+                subs.setdefault(r.name, []).append(_attack_row(r))
         sections.append({"name": visible(n), "title": title_of(n), "description": visible(descriptions.get(n, "")),
-                         "color": colors[n], "rows": rows, "anchor": "attack-" + anchor(n)})
+                         "color": colors[n], "rows": rows, "anchor": "attack-" + anchor(n),
+                         "measures": [{"name": visible(k), "title": title_of(k), "rows": v} for k, v in subs.items()]})
     return sections
 
 
@@ -162,59 +354,44 @@ def _attack_row(r: Result) -> dict[str, Any]:
     return {"release": visible(r.release), "value": pct(r.value), "raw": r.value,
             "ci": f"{pct(r.ci[0])} – {pct(r.ci[1])}" if r.ci else "–",
             "baseline": pct(r.baseline, 2) if r.baseline is not None else "–", "n": r.n,
+            "units": visible(_trials(r)), "tiny": is_tiny(r.n) and r.n > 0, "weak": visible(_warning(r)),
             "beats": r.beats_baseline, "level": level, "words": words,
             "residual": pct(r.details.get("residual_risk")) if isinstance(
                 r.details.get("residual_risk"), (int, float)) else "–",
             "setup": visible(r.details["attacker"]) if isinstance(r.details.get("attacker"), str) else "",
             "sampled": f"{samp.get('documents')} of {samp.get('of')}"
-            if isinstance(samp, Mapping) and samp.get("of") else "",
-            "extra": [(k.replace("_", " "), num(v)) for k, v in r.details.items()
-                      if isinstance(v, (int, float)) and not isinstance(v, bool)
-                      and k not in ("residual_risk", "successes")][:6]}
+            if isinstance(samp, Mapping) and samp.get("of") else ""}
 
 
-def _verdict(attacks: list[Result], names: list[str]) -> tuple[list[dict[str, str]], list[Result], list[str]]:
-    """``(findings, quiet, secondary)``: the headline risks above chance (highest first, at most 8),
-    the headline results that did not beat chance, and the titles of the further measures."""
-    # The verdict speaks of each attack's headline risk; the measures an attack adds beside it
-    # (``trir.top5``, ``claim_linker.leakage``, ``phrase_search.ngram_residual``) stay in its section.
-    headline = [r for r in attacks if _is_headline(r.name)]
-    risky = sorted([r for r in headline if r.beats_baseline or (r.baseline is None and r.value > 0)],
-                   key=lambda r: (-r.value, r.name, r.release))
-    findings = [{"level": _risk_level(r)[0], "words": _risk_level(r)[1], "sentence": _sentence(r)} for r in risky[:8]]
-    quiet = [r for r in headline if r.beats_baseline is False]
-    secondary = [visible(title_of(n)) for n in names if not _is_headline(n)]
-    return findings, quiet, secondary
-
-
-#: Headline results that estimate the same risk, re-identification of a document's subject by
-#: an adversary holding public background documents: the verdict takes the stronger per release.
-REIDENTIFICATION = ("trir", "phrase_search_reid")
-
-
-def _reidentification(attacks: list[Result]) -> list[dict[str, str]]:
-    """Per release with more than one re-identification attacker: the highest of their risks."""
-    by_release: dict[str, list[Result]] = {}
-    for r in attacks:
-        if r.name in REIDENTIFICATION:
-            by_release.setdefault(r.release, []).append(r)
-    out = []
-    for rel, results in by_release.items():
-        if len(results) < 2:
-            continue
-        best = max(results, key=lambda r: (r.value, r.name))
-        others = ", ".join(f"{title_of(r.name)} {pct(r.value)}" for r in results if r is not best)
-        out.append({"release": visible(rel), "value": pct(best.value), "attacker": title_of(best.name),
-                    "others": others})
-    return out
+def _pareto_views(heads: list[Result], utility: list[Result], util_names: list[str], names: list[str],
+                  releases: list[str]) -> dict[str, Any] | None:
+    """One chart per (utility metric, risk): the reader picks both; the first is shown."""
+    if not util_names or not heads:
+        return None
+    risks = [None, *[n for n in names if any(r.name == n for r in heads)]]
+    charts = []
+    for m in util_names:
+        for a in risks:
+            c = pareto_chart(heads, utility, m, a, releases)
+            if c is not None:
+                charts.append({"id": f"pareto-{anchor(m)}-{anchor(a or 'any')}", "metric": m, "risk": a or "any",
+                               "chart": c, "help": f"{_util_title(m)}: {GLOSSARY[m]}" if m in GLOSSARY else ""})
+    if not charts:
+        return None
+    return {"charts": charts, "metrics": [(m, _util_title(m)) for m in util_names if any(c["metric"] == m for c in charts)],
+            "risks": [(a or "any", "Highest risk of any attack" if a is None else title_of(a)) for a in risks],
+            "first": charts[0]["id"]}
 
 
 def _gate_view(checks: Sequence[Any]) -> dict[str, Any]:
     """The gate's threshold checks as a verdict and a table."""
-    failed = [c for c in checks if not c.passed]
-    return {"passed": not failed, "failed": len(failed), "total": len(checks),
+    failed = [c for c in checks if c.status == "fail"]
+    unsure = [c for c in checks if c.status == "inconclusive"]
+    return {"passed": not failed and not unsure, "failed": len(failed), "inconclusive": len(unsure),
+            "total": len(checks),
             "rows": [{"title": visible(c.title), "release": visible(c.release), "bound": c.bound,
-                      "compared": num(c.compared, 4), "passed": c.passed} for c in checks]}
+                      "compared": num(c.compared, 4), "status": c.status, "reason": visible(c.reason)}
+                     for c in checks]}
 
 
 def _provenance_view(prov: Mapping[str, Any]) -> dict[str, Any]:

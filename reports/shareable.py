@@ -13,6 +13,8 @@ copy of the results that keeps only what can be shown outside the data owner:
 * ``details`` keep numbers and booleans at any depth, strings only under
   :data:`DETAIL_STRING_KEYS`, and nested mapping keys only when they look like a
   category (``PERSON``, ``direct_identifier``), never like a name;
+* provenance keeps no free text: the command line is dropped and the reasons a component was
+  skipped or failed become a category and a count (:func:`not_run_categories`);
 * keys named like originals (:data:`DENY`) are dropped even when their value is a number, and
   so are such facts of a finding that its attack forgot to name private (a safety net: a new
   attack's ``guess`` or ``original`` never reaches a shared report by an oversight).
@@ -27,7 +29,7 @@ from audit.core.results import Finding, Highlight, Result, ResultsFile
 
 DETAIL_STRING_KEYS = frozenset({"description", "unit", "method", "metric", "strategy", "linker", "model",
                                 "mode", "label", "entity_type", "selection", "aggregation", "note_kind",
-                                "baseline_kind", "embedder", "llm",
+                                "baseline_kind", "embedder", "llm", "trial_unit", "interval",
                                 "warning"})  # a component's doubt about its own figure; never quotes a document
 #: Key names dropped whatever their value.
 DENY = re.compile(r"^(orig(inal)?(_.*)?|.*_original|guess(es)?|.*_guess(es)?|gold.*|truth|answer|expected|"
@@ -87,5 +89,27 @@ _DROP = object()
 
 
 def _provenance(prov: dict[str, Any]) -> dict[str, Any]:
-    """Provenance holds no document text; drop only the free-form command line, which may."""
-    return {k: v for k, v in prov.items() if k != "argv"}
+    """Provenance without free text: the command line is dropped, and the reasons a component
+    was skipped or failed (exception texts, model answers, document ids) become a category
+    and a count per component (:func:`not_run_categories`)."""
+    out = {k: v for k, v in prov.items() if k not in ("argv", "skipped", "errors")}
+    for key in ("skipped", "errors"):
+        if prov.get(key):
+            out[key] = not_run_categories(prov.get(key), "skipped" if key == "skipped" else "error")
+    return out
+
+
+def not_run_categories(entries: Any, category: str) -> list[dict[str, Any]]:
+    """``[{"component", "category", "count"}]`` from provenance's skipped/errors entries: the
+    component's name only when it reads like one, never a reason."""
+    counts: dict[str, int] = {}
+    for e in entries if isinstance(entries, list) else []:
+        name = str(e.get("component", "")) if isinstance(e, dict) else ""
+        if not COMPONENT_NAME.match(name):
+            name = "a component"
+        counts[name] = counts.get(name, 0) + 1
+    return [{"component": name, "category": category, "count": n} for name, n in counts.items()]
+
+
+#: A registered component's name ("span_guess", "claim_linker.leakage", "presidio").
+COMPONENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:#@\[\]-]{0,80}$")

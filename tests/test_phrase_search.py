@@ -58,7 +58,7 @@ def test_a_unique_phrase_links_its_document_with_evidence():
     assert any(h.kind == "ngram" and text[h.start:h.end] == "Oslo" for h in docs["a"].highlights)
     # the typed finding: linked = success, a plain summary, the source's identity private
     assert (docs["a"].success, docs["b"].success) == (True, False)
-    assert docs["a"].summary == "Linked to its source by 1 rare phrase"
+    assert docs["a"].summary == "Linked to its source by 1 rare phrase, e.g. \u201cOslo\u201d"
     assert {"truth", "guess", "evidence"} <= docs["a"].private
 
 
@@ -200,6 +200,9 @@ def test_residual_counts_uniquely_linking_ngrams_still_present():
     _, residual, _ = run(orig, same)
     assert residual.value == 1.0 and residual.name == "phrase_search.ngram_residual"
     assert residual.details["original_rare_ngrams"] == 1  # minimal set for a: just "oslo"
+    # n counts the documents the n-grams come from, not the n-grams (cluster bootstrap)
+    assert residual.n == residual.details["documents"] and residual.details["trial_unit"] == "n-grams"
+    assert residual.details["tiny_sample"] is True and residual.ci[0] < 0.9
 
 
 def test_ngrams_do_not_cross_sentences_and_phrase_api():

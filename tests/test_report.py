@@ -61,7 +61,7 @@ def test_hostile_text_renders_inert():
     assert "&lt;/mark&gt;&lt;script&gt;alert(3)" in html
     assert "&lt;script&gt;alert(5)&lt;/script&gt; {{ 6*6 }}" in html  # the summary, escaped
     # highlights are real <mark> elements around the right text, bad offsets ignored
-    assert re.search(r'<mark class="hl\d" title="[^"]*">&lt;scri</mark>', html)
+    assert re.search(r'<mark class="a0" title="[^"]*">&lt;scri</mark>', html)
     assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", html)
     assert "<link" not in html and "@import" not in html
 
@@ -137,31 +137,48 @@ def test_shareable_pass_keeps_numbers_and_drops_strings():
                                      highlights=[Highlight(0, 8, "span"), Highlight(9, 14, "finding")]),)
 
 
-def test_verdict_in_plain_language_highest_first_and_not_beating_chance():
+def _verdict_of(html: str) -> str:
+    return html[html.index('id="verdict"'):html.index("</section>", html.index('id="verdict"'))]
+
+
+def test_verdict_first_one_line_per_release_with_what_decides_it_and_no_cap():
+    """Issue 18: one line per release (never capped at 8 and announced as a total), a risk level
+    without a gate, the attacks that decide it, the documents exposed and the fix."""
     rf = ResultsFile()
-    rf.add(Result.from_risk("trir", "labels", risk(12, 40, 0.025)))
-    rf.add(Result.from_risk("trir", "suppressed", risk(30, 40, 0.025)))
-    rf.add(Result.from_risk("span_guess", "labels", risk(1, 40, 0.05)))
+    for i in range(10):
+        docs = [Finding(f"d{j}", j < 30 - i) for j in range(40)]
+        rf.add(Result.from_risk("trir", f"rel{i:02d}", risk(30 - i, 40, 0.025), documents=docs))
+    rf.add(Result.from_risk("span_guess", "rel00", risk(1, 40, 0.05)))
     html = render(rf)
-    first = html.index("TRIR succeeded on 75.0% of 40 trials in release “suppressed”")
-    second = html.index("TRIR succeeded on 30.0% of 40 trials in release “labels”")
-    assert first < second
-    assert "1 attack result did not beat chance" in html
+    verdict = _verdict_of(html)
+    assert html.index('id="verdict"') < html.index('id="matrix"') < html.index('id="picture"')
+    assert verdict.count('class="vline') == 10  # every release, not the first eight
+    assert "HIGH RISK" in verdict and "rel09" in verdict
+    assert "30 of 40 documents exposed" in verdict and "21 of 40 documents exposed" in verdict
+    assert "TRIR 75.0% (95% CI" in verdict and "chance 2.5%: 30 of 40 documents" in verdict
+    # the fix comes from the attack's own remedy sentence, filled with its counts
+    assert "Fix first:" in verdict and "names the person in 30 of 40 documents" in verdict
     # A score averaged over documents is not phrased as a count of successes.
-    rf.add(Result("attack", "style_probe", "labels", 0.62, (0.5, 0.74), 3))
-    assert "Style probe averaged 62.0% over 3 documents in release “labels”" in render(rf)
-    # An attack's further measures stay out of the verdict (they are in its section), and the
-    # verdict says where they are.
-    rf.add(Result.from_risk("trir.top5", "suppressed", risk(38, 40, 0.1)))
-    rf.add(Result("attack", "claim_linker.leakage", "labels", 0.7, (0.5, 0.8), 3))
+    rf.add(Result("attack", "style_probe", "rel00", 0.62, (0.5, 0.74), 3))
+    assert "Style probe averaged 62.0% over 3 trials in release “rel00”" in render(rf)
+    # An attack's further measures stay out of the verdict and the matrix (they are in its section).
+    rf.add(Result.from_risk("trir.top5", "rel00", risk(38, 40, 0.1)))
     with_more = render(rf)
-    verdict = with_more[with_more.index('id="verdict"'):with_more.index('id="picture"')]
-    assert "top-5" not in verdict.split("Further measures")[0] and "95.0%" not in verdict
-    assert "Further measures beside the headline risks are in the attack sections below: " \
-           '<span class="iso">TRIR: top-5, Claim linker: leakage</span>.' in verdict
-    assert "TRIR: top-5" in with_more[with_more.index('id="picture"'):]
+    verdict = _verdict_of(with_more)
+    matrix = with_more[with_more.index('id="matrix"'):with_more.index('id="picture"')]
+    assert "top-5" not in verdict and "95.0%" not in verdict and "top-5" not in matrix
+    attacks = with_more[with_more.index('id="attack-trir"'):]
+    assert "TRIR: top-5" in attacks[:attacks.index('id="attack-', 10)]
     assert "No utility metric is in these results" in html and 'id="chart-risk"' in html
-    assert 'id="chart-tradeoff"' not in html
+    # below chance: no risk shown
+    quiet = ResultsFile()
+    quiet.add(Result.from_risk("trir", "r", risk(1, 40, 0.025)))
+    assert "NO RISK SHOWN" in _verdict_of(render(quiet))
+    # ... unless the attacker that showed nothing failed its own check
+    weak = ResultsFile()
+    weak.add(Result.from_risk("span_guess", "r", risk(0, 8, 0.25), details={"warning": "weaker than its baseline"}))
+    verdict = _verdict_of(render(weak))
+    assert "NO RISK SHOWN" not in verdict and '<span class="vword inconclusive">INCONCLUSIVE</span>' in verdict
 
 
 def test_a_components_warning_about_its_own_figure_is_shown_in_both_editions():
@@ -175,7 +192,7 @@ def test_a_components_warning_about_its_own_figure_is_shown_in_both_editions():
     rf.add(Result("attack", "claim_linker.leakage", "masked", 0.8, None, 3,
                   details={"warning": "the judge <b>failed</b> its control"}))
     html = render(rf)
-    assert html.count("its control") == 1 and "Claim linker: leakage on labels, masked" in html
+    assert _verdict_of(html).count("its control") == 1 and "Claim linker: leakage on labels, masked" in html
 
 
 def test_tradeoff_chart_with_utility_and_gate_in_report(audited):
@@ -184,9 +201,11 @@ def test_tradeoff_chart_with_utility_and_gate_in_report(audited):
                                     "--max", "toy_leak=0.99", "--min", "toy_keep=0.95"])
     assert res.exit_code == 0, res.output
     html = (root / "r.html").read_text()
-    assert 'id="chart-tradeoff"' in html and 'id="gate-table"' in html
-    assert "threshold checks fail" in html
+    assert 'class="chart pareto"' in html and 'id="gate-table"' in html
+    assert 'class="vword fail">FAIL' in html
     assert html.count("<circle") >= 4
+    # the CSV of every per-document finding is written beside the report and linked from it
+    assert (root / "r.csv").is_file() and 'href="r.csv"' in html
     # A report with a bad threshold is refused with a clear message.
     res = CliRunner().invoke(main, ["report", str(outcome.path), "--max", "toy_leak"])
     assert res.exit_code == 2 and "expected NAME=VALUE" in res.output
@@ -223,15 +242,19 @@ def test_private_facts_of_a_finding_never_reach_the_shareable_report():
     rf.add(Result.from_risk("span_guess", "r", risk(1, 1, 0.1), documents=[finding]))
     texts = {"r": {"d1": "Hello there"}}
     internal = render(rf, texts=texts)
-    for s in ("PRIVSUMMARY", "PRIVNOTE", "PRIVGUESS", "PRIVORIGINAL", "PUBLABEL", "PUBVERDICT"):
-        assert s in internal  # the internal edition shows them all (so the test can fail)
+    for s in ("PRIVSUMMARY", "PRIVNOTE", "PRIVGUESS"):
+        assert s in internal  # the internal edition shows them (so the test can fail)
     html = render(rf, texts=texts, shareable=True)
     assert not any(s in html for s in ("PRIVSUMMARY", "PRIVNOTE", "PRIVGUESS", "PRIVORIGINAL"))
-    assert "PUBLABEL" in html and "PUBVERDICT" in html and "rank: 7" in html
     assert ">Hello</mark>" in html and "chip hit" in html  # the evidence and the verdict stay
     out = shareable(rf).results[0].documents[0]
     assert dict(out.facts) == {"rank": 7, "label": "PUBLABEL", "verdict": "PUBVERDICT"}
     assert out.summary == "" and out.highlights == (Highlight(0, 5, "span"),) and out.success is True
+    # the CSV export keeps the same guarantee
+    from reports.export import findings_csv
+
+    assert "PRIVSUMMARY" in findings_csv(rf)
+    assert "PRIVSUMMARY" not in findings_csv(shareable(rf)) and ",d1,hit," in findings_csv(shareable(rf))
 
 
 def test_facts_named_like_originals_stay_out_even_when_not_marked_private():
@@ -279,14 +302,130 @@ def test_drilldown_shows_hit_or_miss_for_each_of_the_four_attacks(tmp_path, monk
     ctx = build_context(rf)
     seen = {}
     for table in ctx["drill"]:
-        for col, name in enumerate(table["names"]):
-            seen.setdefault(name, set()).update(row["cells"][col]["word"] for row in table["rows"]
-                                                if row["cells"][col]["state"] != "na")
+        for row in table["rows"]:
+            for cell in row["cells"]:
+                if cell["state"] != "na":
+                    seen.setdefault(cell["name"], set()).add(cell["word"])
     for name in ("Phrase search", "Span guess", "Claim linker", "TRIR"):
         assert seen[name] and seen[name] <= {"hit", "miss"}, (name, seen.get(name))
     assert seen["TRIR"] == {"hit", "miss"} and "hit" in seen["Phrase search"] and "miss" in seen["Phrase search"]
-    assert seen["Claim linker: leakage"] == {"hit", "miss"}
     html = render(rf)
     assert "Linked to its source by 1 rare phrase" in html and "replaced spans recovered by the guesses" in html
     assert "Predicted subject is the true person (rank 1 of 3)" in html
     assert "Linked to the right record by 3 of 3 known claims" in html
+
+
+def _two_release_results() -> tuple[ResultsFile, dict]:
+    rf = ResultsFile(provenance={"skipped": [{"component": "presidio", "reason": "secret doc-0007 said PRIVREASON"}],
+                                 "errors": [{"component": "span_guess", "reason": "ValueError: PRIVERROR"},
+                                            {"component": "span_guess", "reason": "ValueError: PRIVERROR2"}]})
+    texts = {"r": {"a": "alpha text here and more", "b": "bravo words there and more"}}
+    rf.add(Result.from_risk("phrase_search", "r", risk(1, 2, 0.01), documents=[
+        Finding("a", True, "Linked to its source by 1 rare phrase", highlights=[Highlight(0, 5, "ngram", "n1")]),
+        Finding("b", False, "No phrase is found in fewer than 2 documents")]))
+    rf.add(Result.from_risk("claim_linker", "r", risk(0, 2, 0.5), documents=[
+        Finding("a", False, "Linked to the wrong record (b) by 2 of 3 known claims", highlights_in="b",
+                highlights=[Highlight(6, 11, "claim", "PRIVCLAIM of a's original")]),
+        Finding("b", True, "Linked to the right record", highlights=[Highlight(12, 17, "claim", "c")])]))
+    return rf, texts
+
+
+def test_shareable_edition_reduces_provenance_reasons_to_a_category_and_a_count():
+    """Issue 17.4: skipped/errors reasons (exception texts, model answers, document ids) are free
+    text; the shareable edition shows the component, a category and a count only."""
+    rf, texts = _two_release_results()
+    internal = render(rf, texts=texts)
+    assert "PRIVREASON" in internal and "PRIVERROR" in internal  # so the test can fail
+    html = render(rf, texts=texts, shareable=True)
+    assert "PRIVREASON" not in html and "PRIVERROR" not in html and "doc-0007" not in html
+    assert "Not run: <span class=\"iso\">span_guess</span></strong> (error, 2 times)" in html
+    assert shareable(rf).provenance["errors"] == [{"component": "span_guess", "category": "error", "count": 2}]
+
+
+def test_drilldown_marks_one_attack_at_a_time_in_the_same_colours_in_both_editions():
+    rf, texts = _two_release_results()
+    editions = [render(rf, texts=texts), render(rf, texts=texts, shareable=True)]
+    for html in editions:
+        # each attack's marks carry its own class; the page colours only the shown attack's
+        assert '<mark class="a0"' in html and 'class="x1"' in html and 'class="a1"' in html
+        assert '.doc[data-show="a0"] mark.a0 { background: #fde2a8' in html
+        assert '.doc[data-show="a1"] mark.a1 { background: #cfe3f5' in html
+        assert 'data-show="a0"' in html and "<button" in html
+    style = [h[h.index("<style>"):h.index("</style>")] for h in editions]
+    assert style[0] == style[1]  # highlight colours identical in the internal and shareable editions
+    # marks that come from attacking another document say so, in the document that holds them
+    doc_b = editions[1][editions[1].index("<code class=\"iso\">b</code>"):]
+    assert "come from attacking another document: <span class=\"iso\">a</span>" in doc_b
+    assert "another person&#39;s facts" in doc_b or "another person's facts" in doc_b
+    assert "PRIVCLAIM" in editions[0] and "PRIVCLAIM" not in editions[1]
+    # one sentence per attack, no key/value dumps
+    assert "Linked to its source by 1 rare phrase" in editions[1] and "outcome:" not in editions[1]
+
+
+def test_tied_releases_are_spread_and_named_and_labels_do_not_overlap():
+    from reports.charts import label_box, pareto_chart
+
+    heads, util = [], []
+    for rel, tpi, rate in (("suppressed", 0.559, 36), ("labels", 0.559, 36), ("spacy_ner", 0.574, 40),
+                           ("presidio", 0.604, 40), ("intact", 0.60, 40), ("delinked", 0.58, 2)):
+        heads.append(Result.from_risk("phrase_search", rel, risk(rate, 40, 0.025)))
+        util.append(Result("utility", "tpi", rel, tpi, (tpi - 0.02, tpi + 0.02), 40))
+    c = pareto_chart(heads, util, "tpi", None, [r.release for r in heads])
+    texts = [lab["text"] for lab in c.labels]
+    assert "suppressed, labels (tied)" in texts and len(c.items) == 6
+    tied = [it for it in c.items if it["release"] in ("suppressed", "labels")]
+    assert abs(tied[0]["cx"] - tied[1]["cx"]) >= 10  # spread side by side, not stacked
+    boxes = [label_box(lab["x"], lab["y"], lab["text"], lab["anchor"]) for lab in c.labels]
+    assert not any(a.overlaps(b, 0) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    # the Pareto front: delinked (safest) and presidio (most useful) are on it, the tie is not
+    front = {it["release"] for it in c.items if it["front"]}
+    assert front == {"delinked", "presidio"}
+
+
+def test_clustered_results_say_their_trials_and_documents_in_both_editions():
+    from audit.core.stats import cluster_bootstrap, clustered_details, clustered_risk
+
+    units = [(k % 4, 14) for k in range(40)]
+    rf = ResultsFile()
+    rf.add(Result.from_risk("phrase_search.ngram_residual", "r", clustered_risk(units, None),
+                            details=clustered_details(cluster_bootstrap(units), "n-grams")))
+    for html in (render(rf), render(rf, shareable=True)):
+        assert "560 n-grams in 40 documents" in html
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised():
+    from reports.export import findings_csv
+
+    rf = ResultsFile()
+    rf.add(Result.from_risk("phrase_search", "=HYPERLINK(1)", risk(1, 1, 0.1),
+                            documents=[Finding("+cmd|' /C calc'!A0", True, "-2+3")]))
+    lines = findings_csv(rf).splitlines()
+    assert lines[0] == "release,result,kind,document,success,summary,marks,marks_in"
+    assert lines[1].startswith("'=HYPERLINK(1),phrase_search,attack,'+cmd|") and ",hit,'-2+3," in lines[1]
+
+
+def test_gate_decision_heads_the_verdict_and_inconclusive_is_not_a_pass():
+    from audit.pipeline.gate import Threshold, evaluate
+
+    rf = ResultsFile()
+    rf.add(Result.from_risk("trir", "ok", risk(0, 200, 0.001)))
+    rf.add(Result.from_risk("trir", "weak", risk(0, 200, 0.001), details={"warning": "under-trained attacker"}))
+    rf.add(Result.from_risk("trir", "bad", risk(30, 40, 0.001)))
+    html = render(rf, checks=evaluate(rf, [Threshold("trir", "max", 0.1)]))
+    verdict = _verdict_of(html)
+    lines = re.findall(r'<li class="vline (\w+)">\s*<span class="vword \w+">(\w+)</span>', verdict)
+    assert lines == [("pass", "PASS"), ("inconclusive", "INCONCLUSIVE"), ("fail", "FAIL")]
+    assert "is INCONCLUSIVE for &lt;= 0.1" in verdict and "under-trained attacker" in verdict
+    assert '<span class="lvl inconclusive">inconclusive</span>' in html
+
+
+def test_utility_metrics_are_explained_where_they_are_shown():
+    rf = ResultsFile()
+    rf.add(Result.from_risk("trir", "r", risk(3, 40, 0.01)))
+    for m in ("tpi", "tps", "nmi"):
+        rf.add(Result("utility", m, "r", 0.6, (0.5, 0.7), 40))
+    html = render(rf)
+    utility = html[html.index('id="utility"'):]
+    assert "Text preserved information" in utility and "Text preserved similarity" in utility
+    assert "Normalised mutual information" in utility
+    assert "@media print" in html  # prints to a clean PDF

@@ -430,3 +430,60 @@ def test_demo_says_when_presidio_is_not_installed(tmp_path, monkeypatch, capsys)
     assert "The Presidio release was skipped" in html
     releases = json.loads((tmp_path / "demo" / "results.json").read_text())["provenance"]["releases"]
     assert "presidio" not in releases and "spacy_ner" in releases
+    # Re-running the demo's audit.yaml keeps the notes on what the demo left out or weakened.
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    report.unlink()
+    res = CliRunner().invoke(main, ["run", str(tmp_path / "demo" / "audit.yaml")], obj={"registry": toy_registry()})
+    assert res.exit_code == 0, res.output
+    assert "The Presidio release was skipped" in report.read_text(encoding="utf-8")
+
+
+def test_run_shareable_writes_a_folder_of_its_own_without_originals(demo_dir):
+    """Issue 17.4: `run --shareable` puts the shareable report (and its CSV) in OUT/shareable/,
+    a folder that may leave the data owner, and says which files beside it hold originals."""
+    import json
+
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    reg = {"registry": toy_registry()}
+    path = make_spec(demo_dir)
+    res = CliRunner().invoke(main, ["run", str(path), "--shareable"], obj=reg)
+    assert res.exit_code == 0, res.output
+    shared = demo_dir / "out" / "shareable"
+    assert sorted(p.name for p in shared.iterdir()) == ["findings.csv", "report.html"]
+    assert "shareable report:" in res.output and "hold original text" in res.output
+    html = (shared / "report.html").read_text(encoding="utf-8")
+    assert "shareable edition" in html and 'href="findings.csv"' in html
+    originals = [json.loads(line)["text"] for line in (demo_dir / "data/originals.jsonl").read_text().splitlines()]
+    assert not any(t in html for t in originals)
+    assert (demo_dir / "out" / "report.html").is_file()  # the internal edition stays beside the results
+    # `report --shareable` beside the results says loudly which files there hold originals
+    res = CliRunner().invoke(main, ["report", str(demo_dir / "out" / "results.json"), "--shareable"])
+    assert res.exit_code == 0 and "WARNING" in res.output and "results.json" in res.output
+    assert (demo_dir / "out" / "findings.shareable.csv").is_file()
+
+
+def test_spec_gate_judges_the_cautious_bound_unless_on_point(demo_dir):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    reg = {"registry": toy_registry()}
+    first = CliRunner().invoke(main, ["run", str(make_spec(demo_dir)), "--no-report"], obj=reg)
+    assert first.exit_code == 0, first.output
+    rf = ResultsFile.load(demo_dir / "out" / "results.json")
+    leak = [r for r in rf.results if r.name == "toy_leak"]
+    top = max(r.value for r in leak)
+    assert top < max(r.ci[1] for r in leak)  # so the two readings differ
+    limit = round(top + 0.001, 4)
+    cautious = CliRunner().invoke(main, ["run", str(make_spec(demo_dir, gate={"max": {"toy_leak": limit}})),
+                                         "--no-report"], obj=reg)
+    assert cautious.exit_code == 1 and "upper CI" in cautious.output
+    on_point = make_spec(demo_dir, gate={"max": {"toy_leak": limit}, "on_point": True})
+    res = CliRunner().invoke(main, ["run", str(on_point), "--no-report"], obj=reg)
+    assert res.exit_code == 0, res.output

@@ -213,12 +213,14 @@ def test_attack_end_to_end_with_scripted_llm(home):
     attack = SpanGuessAttack(llm=llm, guesses=2, frequent_lemmas=0, progress=False).fit(scenario)
     (result,) = attack.evaluate(scenario, release)
     assert result.name == "span_guess" and result.kind == "attack" and result.release == "intact"
-    assert result.n == 7 and result.details["successes"] == 3
+    # n counts documents (the independent units); the 7 spans in them are the trials.
+    assert result.n == 2 and result.details["trials"] == 7 and result.details["successes"] == 3
+    assert result.details["unit"] == "documents" and result.details["tiny_sample"] is True
     assert result.value == pytest.approx(3 / 7)
     assert result.ci[0] < result.value < result.ci[1]
     per = result.details["per_label"]
-    assert (per["PERSON"]["n"], per["PERSON"]["successes"]) == (2, 1)
-    assert (per["LOC"]["n"], per["LOC"]["successes"]) == (3, 1)
+    assert (per["PERSON"]["spans"], per["PERSON"]["successes"]) == (2, 1)
+    assert (per["LOC"]["spans"], per["LOC"]["n"], per["LOC"]["successes"]) == (3, 2, 1)
     assert (per["ORG"]["successes"], per["DATETIME"]["successes"]) == (1, 0)
     assert result.details["rules"] == {"lemma": 1, "exact": 1, "acronym": 1}
     d1 = next(d for d in result.documents if d.id == "d1")
@@ -264,11 +266,11 @@ def test_attack_sample_and_labels_are_seeded_subsets(home):
     b = SpanGuessAttack(llm=_scripted(), sample=3, seed=1, frequent_lemmas=0, progress=False)
     ra, rb = a.evaluate(scenario, release)[0], b.evaluate(scenario, release)[0]
     spans = lambda r: [(d.id, s["original"]) for d in r.documents for s in d.facts["spans"]]  # noqa: E731
-    assert ra.n == 3 and spans(ra) == spans(rb)
+    assert ra.details["trials"] == 3 and len(spans(ra)) == 3 and spans(ra) == spans(rb)
     assert ra.details["spans_total"] == 7
     only = SpanGuessAttack(llm=_scripted(), labels=["loc"], frequent_lemmas=0, progress=False)
     r = only.evaluate(scenario, release)[0]
-    assert r.n == 3 and set(r.details["per_label"]) == {"LOC"}
+    assert r.details["trials"] == 3 and set(r.details["per_label"]) == {"LOC"}
     assert r.details["skipped"]["label not selected"] == 4
 
 
@@ -309,7 +311,7 @@ def test_cli_writes_results(home, monkeypatch):
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     (r,) = data["results"]
-    assert r["name"] == "span_guess" and r["release"] == "intact" and r["n"] == 5
+    assert r["name"] == "span_guess" and r["release"] == "intact" and r["details"]["trials"] == 5
     assert "span_guess" in res.output
 
 
@@ -339,3 +341,19 @@ def test_real_llm_attack_end_to_end(small_llm, home):
     # a second run is answered from the cache: same guesses
     (again,) = attack.evaluate(scenario, release)
     assert [s["guesses"] for d in again.documents for s in d.facts["spans"]] == [s["guesses"] for s in spans]
+
+
+def test_a_guesser_below_its_context_free_baseline_is_flagged_as_weak(home):
+    """Ten spans a context-free guess recovers, and a guesser that recovers none: the result
+    carries a warning (the gate calls it inconclusive), not a quiet "no risk"."""
+    docs = [Document(f"d{i}", f"He lives in Ankara, case {i}.") for i in range(10)]
+    originals = Corpus(docs)
+    spans = {d.id: [Span(12, 18, label="LOC", replacement="a city")] for d in docs}
+    release = sanitize_corpus(originals, spans, name="r")
+    weak = SpanGuessAttack(llm=ScriptedLLM(lambda r: '["Paris"]'), guesses=1, frequent_lemmas=0, progress=False)
+    (result,) = weak.evaluate(Scenario(originals=originals), release)
+    assert result.value == 0.0 and result.baseline == 1.0
+    assert "weaker than its own context-free baseline" in result.details["warning"]
+    strong = SpanGuessAttack(llm=ScriptedLLM(lambda r: '["Ankara"]'), guesses=1, frequent_lemmas=0, progress=False)
+    (result,) = strong.evaluate(Scenario(originals=originals), release)
+    assert "warning" not in result.details and result.n == 10 and result.details["trials"] == 10

@@ -63,3 +63,33 @@ def test_sign_test_on_discordant_pairs():
     assert sign_test(3, 3) == pytest.approx(1.0)
     assert sign_test(6, 0) == pytest.approx(2 * 0.5 ** 6)  # 0.03125: all six differences one way
     assert sign_test(5, 1) == pytest.approx(0.21875)
+
+
+def test_cluster_bootstrap_resamples_documents_not_trials():
+    """580 n-grams from 40 documents are 40 units: the interval is that of 40 documents whose
+    residual varies, far wider than Wilson over the 580 n-grams pretends."""
+    from audit.core.stats import cluster_bootstrap
+
+    rng = __import__("random").Random(1)
+    units = [(k, 14) for k in (rng.choice([0, 0, 1, 3, 7, 14]) for _ in range(40))]
+    c = cluster_bootstrap(units, seed=0)
+    assert c.n == 40 and c.trials == 560
+    wilson = wilson_interval(int(c.successes), 560)
+    assert (c.ci[1] - c.ci[0]) > 1.5 * (wilson[1] - wilson[0])
+    assert c.ci[0] < c.value < c.ci[1]
+    assert cluster_bootstrap(units, seed=0) == c  # deterministic given the seed
+    assert cluster_bootstrap(units, seed=1).ci != c.ci
+
+
+def test_cluster_bootstrap_small_and_degenerate_samples_are_not_precise():
+    from audit.core.stats import cluster_bootstrap, clustered_risk
+
+    assert cluster_bootstrap([(0.5, 1)]).ci == (0.0, 1.0)  # one document says nothing
+    two = cluster_bootstrap([(0.5, 1), (0.25, 1)])
+    assert two.n == 2 and two.ci[0] <= 0.1 and two.ci[1] >= 0.8
+    # Every document at 0 of 14: the bootstrap has no spread, the interval still does.
+    zero = cluster_bootstrap([(0, 14)] * 40)
+    assert zero.ci[0] == 0.0 and zero.ci[1] > 0.05
+    assert cluster_bootstrap([]).ci == (0.0, 1.0)
+    r = clustered_risk([(0, 2)] * 4, 0.25)
+    assert r.rate.n == 4 and r.beats_baseline is False and r.rate.ci[1] > 0.3

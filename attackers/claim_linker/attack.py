@@ -39,6 +39,10 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         "word-overlap (ROUGE-L) figure that surface metrics would give."
     )
     requires = frozenset({"originals"})
+    #: The fix the report proposes when this attack decides a release ({exposed}/{total} documents).
+    remedy: ClassVar[str] = (
+        "Facts an adversary already knows link {exposed} of {total} records: generalise or drop the "
+        "distinctive facts in the marked claims (e.g. `anonaudit sanitize prompt`).")
     #: Older command-line spellings (``--no-scoring``).
     cli_aliases: ClassVar[dict[str, str]] = {"no_scoring": "no_score"}
 

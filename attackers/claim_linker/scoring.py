@@ -19,7 +19,7 @@ import numpy as np
 from attackers.claim_linker.judge import leakage_of
 from attackers.claim_linker.linkers import DenseLinker, Link, Linker
 from audit.core.results import Finding, Highlight, Result
-from audit.core.stats import mean_interval
+from audit.core.stats import cluster_bootstrap, clustered_details
 from audit.core.text import RougeTokenizer, rouge_l
 
 if TYPE_CHECKING:
@@ -88,17 +88,21 @@ class LeakageScoring:
             tally.lexical.append(lexical[p])
             tally.documents.append(self._leakage_finding(originals[i], docs[j], rel_claims[j], claims, ratings,
                                                          ranked, correct_flags[p], value, lexical[p]))
-        mean, ci = mean_interval(tally.values)
+        # One score per document: the claims of a document are not independent trials.
+        sem = cluster_bootstrap([(v, 1) for v in tally.values], seed=self.seed)
+        mean, ci = sem.value, sem.ci
         llm_id = getattr(llm, "identity", "") or type(llm).__name__
         details = self._semantic_details(tally, check, llm_id, dense, len(chosen), len(trials), malformed,
                                          len(items) * self.repeats)
+        details.update(clustered_details(sem, "claims"), trials=sum(tally.ratings.values()))
         semantic = Result(kind="attack", name=f"{self.name}.leakage", release=release_name, value=mean, ci=ci,
                           n=len(tally.values), details=details, documents=tally.documents)
-        lmean, lci = mean_interval(lexical)
-        lex = Result(kind="attack", name=f"{self.name}.lexical_leakage", release=release_name, value=lmean,
-                     ci=lci, n=len(lexical),
+        lexc = cluster_bootstrap([(v, 1) for v in lexical], seed=self.seed)
+        lex = Result(kind="attack", name=f"{self.name}.lexical_leakage", release=release_name, value=lexc.value,
+                     ci=lexc.ci, n=len(lexical),
                      details={"metric": "ROUGE-L F-measure between each original and its linked document",
-                              "semantic_on_same_sample": mean if tally.values else None},
+                              "semantic_on_same_sample": mean if tally.values else None,
+                              **clustered_details(lexc, "documents")},
                      documents=[_lexical_finding(originals[i].id, docs, link, v, ok)
                                 for i, link, v, ok in zip(trials, links, lexical, correct_flags)])
         return [semantic, lex]

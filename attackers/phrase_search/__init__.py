@@ -44,7 +44,7 @@ baseline ``(k - 1) / |collection|`` (a guesser naming k - 1 documents at random;
 at the default k = 2). The paper's n-gram-level figure is reported as
 ``phrase_search.ngram_residual``: of the original's uniquely-linking n-grams
 (its minimal set of n-grams with df < k), the share still present in the
-sanitized text.
+sanitized text, with a cluster-bootstrap interval over documents (n = documents).
 
 Modules: :mod:`~attackers.phrase_search.attack` (the attack),
 :mod:`~attackers.phrase_search.combinations` (phrase combinations),

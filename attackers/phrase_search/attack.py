@@ -21,7 +21,7 @@ from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
-from audit.core.stats import risk
+from audit.core.stats import cluster_bootstrap, clustered_details, clustered_risk, risk
 
 #: Placeholder tokens sanitizers leave behind: bracketed or angled labels
 #: ([PERSON], [ORG_1], <NAME>), runs of * # or _ (***), words such as SENSITIVE or
@@ -50,6 +50,10 @@ class PhraseSearchAttack(Attack):
         "sanitized text back to its source. It needs no model and runs on millions of documents; "
         "evidence shows the linking phrases and how many documents contain them."
     )
+    #: The fix the report proposes when this attack decides a release ({exposed}/{total} documents).
+    remedy: ClassVar[str] = (
+        "Rewrite the rare phrases that link {exposed} of {total} documents to their source (or name "
+        "their subject): run the delinker (`anonaudit sanitize delinker`), or mask those phrases.")
     #: Needs the originals or the background (``against``): neither is required on its own.
     requires = frozenset()
     accepts: ClassVar[frozenset[str]] = frozenset({"originals", "background"})
@@ -275,7 +279,7 @@ class PhraseSearchAttack(Attack):
         }
         return Finding(id=doc.id, success=None if outcome == "unscored" else outcome == "linked",
                        summary=self._summary(outcome, len(minimal_set(tn, linking)) if len(linking) else 0,
-                                             combo_ok),
+                                             combo_ok, _example(evidence)),
                        highlights=sorted(_highlights(evidence, linked), key=lambda h: (h.start, h.end)), facts=facts,
                        private={"truth", "guess", "evidence"})
 
@@ -380,16 +384,17 @@ class PhraseSearchAttack(Attack):
             "read_in_windows": True,
         }
         return Finding(id=doc.id, success=None if outcome == "unscored" else outcome == "linked",
-                       summary=self._summary(outcome, n_link, combo_first_ok),
+                       summary=self._summary(outcome, n_link, combo_first_ok, _example(evidence)),
                        highlights=sorted(_highlights(evidence, linked), key=lambda h: (h.start, h.end)), facts=facts,
                        private={"truth", "guess", "evidence"})
 
-    def _summary(self, outcome: str, n_link: int, combo_ok: list[Combination]) -> str:
+    def _summary(self, outcome: str, n_link: int, combo_ok: list[Combination], example: str = "") -> str:
         """One sentence on the outcome, for the report (``n_link``: the minimal set of linking
-        phrases)."""
+        phrases; ``example``: one of them, sanitized text as it is in the release)."""
         if outcome == "linked":
-            return (f"Linked to its source by {n_link} rare phrase{'s' if n_link != 1 else ''}" if n_link
-                    else f"Linked to its source by a combination of {len(combo_ok[0].members)} phrases")
+            eg = f", e.g. \u201c{example}\u201d" if example else ""
+            return (f"Linked to its source by {n_link} rare phrase{'s' if n_link != 1 else ''}{eg}" if n_link
+                    else f"Linked to its source by a combination of {len(combo_ok[0].members)} phrases{eg}")
         return {"wrong": "Its rare phrases point to other documents, not to its source",
                 "unlinked": (f"No phrase{' or combination of phrases' if self.arity > 1 else ''} "
                              f"is found in fewer than {self.k} documents"),
@@ -466,9 +471,13 @@ class PhraseSearchAttack(Attack):
                                 details=details, documents=docs_out)
         total = sum(d["original_rare_ngrams"] for d in scored)
         present = sum(d["original_rare_still_present"] for d in scored)
+        # The n-grams of one document stand or fall together: resample documents, not n-grams.
+        units = [(d["original_rare_still_present"], d["original_rare_ngrams"]) for d in scored]
+        clustered = cluster_bootstrap(units)
         residual = Result.from_risk(
-            f"{self.name}.ngram_residual", release.name, risk(present, total, None),
-            details={"k": self.k, "max_n": self.max_n, "original_rare_ngrams": total, "still_present": present,
+            f"{self.name}.ngram_residual", release.name, clustered_risk(units, None),
+            details={**clustered_details(clustered, "n-grams"),
+                     "k": self.k, "max_n": self.max_n, "original_rare_ngrams": total, "still_present": present,
                      "documents": n,
                      "definition": ("share of the originals' uniquely-linking n-grams (minimal non-overlapping "
                                     f"set of n-grams with df < {self.k}) still present in the sanitized text; "
@@ -517,6 +526,13 @@ def _highlights(evidence: list[dict[str, Any]], linked: bool) -> list[Highlight]
                     else f"with {len(ev['ngrams']) - 1} other phrase(s): {len(ev['docs'])} document(s)")
             highlights.append(Highlight(g["start"], g["end"], "ngram", f"{note}: {', '.join(ev['docs'][:3])}"))
     return highlights
+
+
+def _example(evidence: list[dict[str, Any]]) -> str:
+    """The longest correctly linking phrase (by words), to quote in a finding's summary."""
+    phrases = [g["text"] for ev in evidence if ev["correct"] for g in ev["ngrams"] if g.get("text")]
+    best = max(phrases, key=lambda t: (len(t.split()), -phrases.index(t)), default="")
+    return best if len(best) <= 80 else best[:77] + "..."
 
 
 def _best_guess(index: NgramIndex, tn: TextNgrams, rare: np.ndarray, combos: list[Combination]) -> int | None:

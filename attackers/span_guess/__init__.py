@@ -16,8 +16,9 @@ Three reusable pieces (INTACT's candidate selection reuses the first two):
 * :class:`Matcher` / :func:`match` / :func:`match_reason` — the MATCH function;
 * :class:`SpanGuessAttack` — the registered attack: spans from the release (its
   recorded replacements, else an alignment with the original), a seeded sample,
-  recovery rate overall and per entity label with Wilson intervals, beside a
-  naive context-free baseline.
+  recovery rate overall and per entity label with cluster-bootstrap intervals over
+  documents (the spans of one document share its context), beside a naive
+  context-free baseline; a guesser below that baseline is flagged as too weak.
 
 The MATCH rules are in :mod:`~attackers.span_guess.matcher`; the prompt and the answer
 parser in :mod:`~attackers.span_guess.guesser`; the attack in :mod:`~attackers.span_guess.attack`.

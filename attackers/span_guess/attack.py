@@ -18,7 +18,7 @@ from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
-from audit.core.stats import risk, success_rate
+from audit.core.stats import cluster_bootstrap, clustered_details, clustered_risk
 from audit.models.llm import LLM
 from audit.models.resources import resources_of
 
@@ -49,6 +49,11 @@ class SpanGuessAttack(Attack):
         "originals of its entity type."
     )
     requires: ClassVar[frozenset[str]] = frozenset({"originals"})
+    #: The fix the report proposes when this attack decides a release ({exposed}/{total} documents).
+    remedy: ClassVar[str] = (
+        "The context gives the hidden text away in {exposed} of {total} attacked documents: generalise "
+        "instead of masking, choosing against this attack (`anonaudit sanitize intact --selection "
+        "attack`).")
 
     def __init__(self, guesses: int = 5, sample: int | None = None, llm: str | LLM | None = None, seed: int = 0,
                  labels: Sequence[str] | None = None, frequent_lemmas: int = 200, context_tokens: int | None = None,
@@ -181,9 +186,11 @@ class SpanGuessAttack(Attack):
         n = len(targets)
         successes = sum(hit is not None for _, _, hit in findings)
         baseline = sum(base_hits) / n if n else None
-        headline = risk(successes, n, baseline)
+        # The spans of one document share its context: resample documents, not spans.
+        units = _units([(t.doc_id, hit is not None) for t, _, hit in findings])
+        headline = clustered_risk(units, baseline, seed=self.seed)
 
-        per_label = _per_label(findings, base_hits)
+        per_label = _per_label(findings, base_hits, self.seed)
         rules = Counter(hit[1] for _, _, hit in findings if hit is not None)
         details = {
             "per_label": per_label,
@@ -197,7 +204,15 @@ class SpanGuessAttack(Attack):
             "frequent_lemmas": sorted(matcher.frequent),
             "llm": getattr(self._get_llm(), "identity", "") or type(self._get_llm()).__name__,
             "params": self.get_params(),
+            **clustered_details(cluster_bootstrap(units, seed=self.seed), "spans"),
         }
+        if n and successes < sum(base_hits):
+            # An attacker that does worse than guessing each label's most frequent originals
+            # without reading the document is too weak for its "no risk" to mean anything.
+            details["warning"] = (
+                f"the guesser is weaker than its own context-free baseline ({successes} of {n} spans recovered, "
+                f"{sum(base_hits)} by guessing the most frequent originals of each label): a low figure here says "
+                "little about the release; use a stronger --llm or more --guesses")
         return [Result.from_risk(self.name, release.name, headline, details=details,
                                  documents=_documents(findings))]
 
@@ -217,16 +232,26 @@ def _baseline_hits(matcher: Matcher, all_targets: list[_Target], attacked: list[
     return hits
 
 
-def _per_label(findings: list, base_hits: list[bool]) -> dict[str, dict[str, Any]]:
-    groups: dict[str, list[tuple[bool, bool]]] = {}
+def _units(outcomes: list[tuple[str, bool]]) -> list[tuple[int, int]]:
+    """``(recovered, attacked)`` per document, in first-seen order, from ``(doc id, recovered)``."""
+    per_doc: dict[str, list[int]] = {}
+    for doc_id, ok in outcomes:
+        per_doc.setdefault(doc_id, [0, 0])
+        per_doc[doc_id][0] += ok
+        per_doc[doc_id][1] += 1
+    return [(a, b) for a, b in per_doc.values()]
+
+
+def _per_label(findings: list, base_hits: list[bool], seed: int = 0) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[tuple[str, bool, bool]]] = {}
     for (t, _, hit), base in zip(findings, base_hits):
-        groups.setdefault(t.span.label, []).append((hit is not None, base))
+        groups.setdefault(t.span.label, []).append((t.doc_id, hit is not None, base))
     out = {}
     for label in sorted(groups):
         rows = groups[label]
-        rate = success_rate(sum(h for h, _ in rows), len(rows))
-        out[label] = {"rate": rate.value, "ci": list(rate.ci), "n": rate.n, "successes": rate.successes,
-                      "baseline": sum(b for _, b in rows) / len(rows)}
+        rate = cluster_bootstrap(_units([(d, h) for d, h, _ in rows]), seed=seed)
+        out[label] = {"rate": rate.value, "ci": list(rate.ci), "n": rate.n, "spans": len(rows),
+                      "successes": int(rate.successes), "baseline": sum(b for _, _, b in rows) / len(rows)}
     return out
 
 

@@ -24,13 +24,32 @@ def _thresholds(max_: tuple[str, ...], min_: tuple[str, ...]):
 
 def _render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_documents: int = 50,
             title: str | None = None, notes=(), registry=None) -> Path:
+    """Write the report and, beside it, its CSV of per-document findings (``findings.csv``,
+    or ``NAME.csv`` for a report named otherwise than report.html)."""
     from audit.core.results import ResultsFile
+    from reports.export import write_findings_csv
     from reports.render import load_release_texts, write_report
+    from reports.shareable import shareable as make_shareable
 
     rf = ResultsFile.load(results_path)
+    out = Path(out)
+    csv_path = out.with_name("findings.csv" if out.name == "report.html" else
+                             "findings.shareable.csv" if out.name == "report.shareable.html" else out.stem + ".csv")
+    write_findings_csv(csv_path, make_shareable(rf) if shareable else rf)
     extra = {} if registry is None else {"registry": registry}  # component descriptions
     return write_report(out, rf, shareable=shareable, checks=checks, texts=load_release_texts(results_path, rf),
-                        max_documents=max_documents, title=title, notes=notes, **extra)
+                        max_documents=max_documents, title=title, notes=notes, csv_name=csv_path.name, **extra)
+
+
+def _warn_originals_beside(report: Path, results_path: Path) -> None:
+    """Say loudly which files beside a shareable report hold original text."""
+    folder = report.resolve().parent
+    if folder != results_path.resolve().parent:
+        return
+    beside = [results_path.name] + (["releases/"] if (folder / "releases").is_dir() else []) + \
+        [p.name for p in folder.glob("*.releases") if p.is_dir()]
+    click.secho(f"WARNING: {folder} also holds {', '.join(beside)}, with original text and per-document "
+                f"evidence: share {report.name} and its CSV only, never the folder.", fg="yellow", err=True)
 
 
 # --------------------------------------------------------------------------- run
@@ -41,7 +60,8 @@ def _render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Output folder (overrides the spec's `out`).")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report.html at the end.")
-@click.option("--shareable", is_flag=True, help="Write the report's shareable edition (no original text).")
+@click.option("--shareable", is_flag=True,
+              help="Also write the shareable edition (no original text) to OUT/shareable/, a folder safe to send.")
 @click.pass_context
 def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: bool, shareable: bool) -> None:
     """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
@@ -49,11 +69,12 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
     Results go to OUT/results.json, saved after each (component, release) pair; running the
     same command again resumes and recomputes nothing that finished. The whole spec is checked
     before anything runs. Exit status: 0 done (and the spec's `gate` passed), 1 when a `gate`
-    threshold fails, 2 when the spec or an input is invalid.
+    threshold fails, 2 when the spec or an input is invalid, 3 when no threshold fails but one is
+    inconclusive (an attacker failed its own check).
     """
     from audit.cli.common import echo_summary
     from audit.cli.driver import registry_of
-    from audit.pipeline.gate import Threshold, evaluate, format_table
+    from audit.pipeline.gate import Threshold, evaluate, exit_code, format_table
     from audit.pipeline.runner import Audit, load_spec
 
     reg = registry_of(ctx)
@@ -71,14 +92,24 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
     thresholds = [Threshold(k, "max", v) for k, v in spec.gate.max.items()] + \
                  [Threshold(k, "min", v) for k, v in spec.gate.min.items()]
     if thresholds:
-        checks = evaluate(rf, thresholds, on_upper_ci=spec.gate.on_upper_ci)
+        checks = evaluate(rf, thresholds, on_point=spec.gate.on_point)
         click.echo("\n" + format_table(checks))
     if report:
-        path = _render(outcome.path, spec.out / "report.html", shareable=shareable or bool(spec.report.get("shareable")),
-                       checks=checks, max_documents=int(spec.report.get("max_documents", 50)), registry=reg)
+        max_docs = int(spec.report.get("max_documents", 50))
+        notes = list(spec.report.get("notes") or ())  # e.g. the demo's weakened settings
+        path = _render(outcome.path, spec.out / "report.html", shareable=False, checks=checks,
+                       max_documents=max_docs, registry=reg, notes=notes)
         click.echo(f"report: {path}")
-    if checks and not all(c.passed for c in checks):
-        sys.exit(1)
+        if shareable or bool(spec.report.get("shareable")):
+            # In a folder of its own: everything in OUT/shareable/ may leave the data owner;
+            # OUT/results.json and OUT/releases/ hold originals and must not.
+            shared = _render(outcome.path, spec.out / "shareable" / "report.html", shareable=True, checks=checks,
+                             max_documents=max_docs, registry=reg, notes=notes)
+            click.secho(f"shareable report: {shared} (share the folder {shared.parent} only: "
+                        f"{spec.out / 'results.json'} and {spec.out / 'releases'} hold original text)",
+                        fg="green", err=True)
+    if checks and exit_code(checks):
+        sys.exit(exit_code(checks))
 
 
 # --------------------------------------------------------------------------- report
@@ -92,12 +123,13 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
               help="Leave out every original text, original span, guess and predicted identity.")
 @click.option("--max", "max_", multiple=True, metavar="NAME=VALUE", help="Gate threshold to show (see `gate`).")
 @click.option("--min", "min_", multiple=True, metavar="NAME=VALUE", help="Gate threshold to show (see `gate`).")
-@click.option("--on-upper-ci", is_flag=True, help="Judge thresholds on the cautious CI bound.")
+@click.option("--on-point", is_flag=True, help="Judge thresholds on point estimates (default: the cautious CI bound).")
+@click.option("--on-upper-ci", is_flag=True, hidden=True, help="The default now; accepted for older scripts.")
 @click.option("--max-documents", type=click.IntRange(0, 100_000), default=50, show_default=True,
               help="Documents shown per release in the drill-down (the JSON has all).")
 @click.option("--title", default=None, help="Report title.")
 def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, ...], min_: tuple[str, ...],
-               on_upper_ci: bool, max_documents: int, title: str | None) -> None:
+               on_point: bool, on_upper_ci: bool, max_documents: int, title: str | None) -> None:
     """Render any results file as one self-contained HTML report."""
     from audit.pipeline.gate import evaluate
     from audit.core.results import ResultsFile
@@ -105,10 +137,12 @@ def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, 
     path = Path(results)
     checks = None
     if max_ or min_:
-        checks = evaluate(ResultsFile.load(path), _thresholds(max_, min_), on_upper_ci=on_upper_ci)
+        checks = evaluate(ResultsFile.load(path), _thresholds(max_, min_), on_point=on_point)
     target = Path(out) if out else path.with_name("report.shareable.html" if shareable else "report.html")
     written = _render(path, target, shareable=shareable, checks=checks, max_documents=max_documents, title=title)
     click.echo(str(written))
+    if shareable:
+        _warn_originals_beside(written, path)
 
 
 # --------------------------------------------------------------------------- gate
@@ -117,38 +151,50 @@ def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, 
 @click.command("gate")
 @click.argument("results", type=click.Path(dir_okay=False), metavar="RESULTS.json")
 @click.option("--max", "max_", multiple=True, metavar="NAME=VALUE",
-              help="Fail when result NAME is above VALUE (e.g. trir=0.1 or trir=10%). Repeatable.")
+              help="Fail when result NAME's 95% CI upper bound is above VALUE (e.g. trir=0.1 or trir=10%). "
+                   "Repeatable.")
 @click.option("--min", "min_", multiple=True, metavar="NAME=VALUE",
-              help="Fail when result NAME is below VALUE (e.g. tpi=0.5). Repeatable.")
+              help="Fail when result NAME's 95% CI lower bound is below VALUE (e.g. tpi=0.5). Repeatable.")
 @click.option("--release", "releases", multiple=True, metavar="NAME",
               help="Judge only this release (repeatable; default: every release).")
-@click.option("--on-upper-ci", is_flag=True,
-              help="Compare the CI's upper bound for --max (lower bound for --min): the cautious reading.")
+@click.option("--on-point", is_flag=True,
+              help="Compare point estimates instead of the 95% CI's upper bound for --max (lower bound for --min).")
+@click.option("--on-upper-ci", is_flag=True, hidden=True, help="The default now; accepted for older scripts.")
 @click.option("--junit", type=click.Path(dir_okay=False), default=None, help="Also write JUnit XML here.")
 def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], releases: tuple[str, ...],
-             on_upper_ci: bool, junit: str | None) -> None:
-    """Pass/fail thresholds on a results file, for CI.
+             on_point: bool, on_upper_ci: bool, junit: str | None) -> None:
+    """Pass/fail thresholds on a results file, for CI, on the cautious side: a risk fails when
+    its 95% CI's upper bound is above --max, a utility when its lower bound is below --min.
 
-    Exit status: 0 when every check passes, 1 when any fails, 2 when the input is unusable
-    (missing or malformed file, unknown result or release name, bad threshold).
+    Exit status: 0 when every check passes, 1 when any fails, 3 when none fails but one is
+    inconclusive (the attacker failed its own check, so its low risk proves nothing), 2 when
+    the input is unusable (missing or malformed file, unknown result or release name, bad
+    threshold).
     """
-    from audit.pipeline.gate import evaluate, format_table, write_junit
+    from audit.pipeline.gate import FAIL, INCONCLUSIVE, evaluate, exit_code, format_table, write_junit
     from audit.core.results import ResultsFile
 
     try:
         checks = evaluate(ResultsFile.load(results), _thresholds(max_, min_), releases=releases,
-                          on_upper_ci=on_upper_ci)
+                          on_point=on_point)
     except AnonauditError as exc:
         click.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)
     click.echo(format_table(checks))
-    failed = sum(not c.passed for c in checks)
+    failed = sum(c.status == FAIL for c in checks)
+    unsure = sum(c.status == INCONCLUSIVE for c in checks)
     if junit:
         write_junit(junit, checks)
     if failed:
-        click.secho(f"{failed} of {len(checks)} check(s) failed", fg="red", err=True)
-        sys.exit(1)
-    click.secho(f"all {len(checks)} check(s) passed", fg="green", err=True)
+        click.secho(f"{failed} of {len(checks)} check(s) failed"
+                    + (f", {unsure} inconclusive" if unsure else ""), fg="red", err=True)
+    elif unsure:
+        click.secho(f"{unsure} of {len(checks)} check(s) inconclusive: an attacker failed its own check, "
+                    "so a low risk from it proves nothing (see above)", fg="yellow", err=True)
+    else:
+        click.secho(f"all {len(checks)} check(s) passed", fg="green", err=True)
+    if exit_code(checks):
+        sys.exit(exit_code(checks))
 
 
 # --------------------------------------------------------------------------- demo
@@ -219,9 +265,19 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
                 {"name": "labels", "path": "data/releases/labels.jsonl"},
                 *[{"name": name, "sanitizer": name} for name in sanitizers]]
     components, heavy = _demo_components(reg, attacks, metrics, sample)
+    # What the demo weakened, said in the report; kept in audit.yaml so a re-run still says it.
+    settings = []
+    if heavy:
+        settings.append(f"Language-model stages ({', '.join(heavy)}) ran on a seeded sample of {sample} documents "
+                        "per release to keep the demo short; run `anonaudit run audit.yaml` without `sample` for all.")
+    for name, params in DEMO_PARAMS.items():
+        if any(e["name"] == name for e in components["attacks"]):
+            shown = ", ".join(f"{k}={v}" for k, v in params.items())
+            settings.append(f"{name} ran with demo settings ({shown}); its defaults are stronger and slower.")
     spec_data = {"title": f"Demo audit: {n} synthetic people", "seed": seed, "out": ".",
                  "originals": "data/originals.jsonl", "background": "data/background.jsonl",
-                 "releases": releases, **components, "models": {"llm": llm}}
+                 "releases": releases, **components, "models": {"llm": llm},
+                 "report": {"notes": notes + settings}}
     spec_path = out / "audit.yaml"
     spec_path.write_text("# Written by `anonaudit demo`; re-run with: anonaudit run audit.yaml\n"
                          + yaml.safe_dump(spec_data, sort_keys=False), encoding="utf-8")
@@ -229,13 +285,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     audit = Audit(spec, registry=reg, on_error="skip", command="demo",
                   progress=True if progress is None else progress)
     outcome = audit.run()
-    if heavy:
-        notes.append(f"Language-model stages ({', '.join(heavy)}) ran on a seeded sample of {sample} documents "
-                     "per release to keep the demo short; run `anonaudit run audit.yaml` without `sample` for all.")
-    for name, params in DEMO_PARAMS.items():
-        if any(e["name"] == name for e in components["attacks"]):
-            shown = ", ".join(f"{k}={v}" for k, v in params.items())
-            notes.append(f"{name} ran with demo settings ({shown}); its defaults are stronger and slower.")
+    notes += settings
     notes.append(f"The whole demo took {time.time() - t0:.0f} s.")
     from audit.cli.common import echo_summary
 

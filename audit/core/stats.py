@@ -4,13 +4,26 @@ Modelled on anonymeter's ``stats/confidence.py``: every attack reports how often
 succeeded, with a 95% Wilson score interval, beside the success rate of a naive
 baseline (chance, or a control attack). An attack whose interval does not lie
 above its baseline has not shown a risk, and is reported as such.
+
+Trials are often not independent: the n-grams, spans or claims of one document stand or
+fall together. Their intervals come from :func:`cluster_bootstrap`, which resamples
+*documents* (the independent units), so ``n`` is the number of documents, not of n-grams;
+a figure from fewer than :data:`TINY_SAMPLE` units is marked as a tiny sample.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import NormalDist
 from typing import NamedTuple
+
+import numpy as np
+
+#: Below this many independent units (documents) a figure is marked as a tiny sample.
+TINY_SAMPLE = 10
+#: Bootstrap resamples: enough for a stable 95% percentile interval.
+BOOTSTRAP_RESAMPLES = 2000
 
 
 class SuccessRate(NamedTuple):
@@ -87,6 +100,111 @@ def mean_interval(values: list[float], confidence: float = 0.95) -> tuple[float,
     var = sum((v - mean) ** 2 for v in values) / (n - 1)
     half = _z(confidence) * math.sqrt(var / n)
     return mean, (max(0.0, mean - half), min(1.0, mean + half))
+
+
+def is_tiny(n: int) -> bool:
+    """True when ``n`` independent units are too few for an interval to mean much."""
+    return n < TINY_SAMPLE
+
+
+class ClusteredRate(NamedTuple):
+    """A ratio of sums over documents: ``value`` = sum(numerators) / sum(denominators), with a
+    cluster-bootstrap interval. ``n`` counts the documents (the independent units) and
+    ``trials`` what was attacked inside them (spans, n-grams, claims)."""
+
+    value: float
+    ci: tuple[float, float]
+    n: int
+    trials: float
+    successes: float
+
+    @property
+    def tiny(self) -> bool:
+        return is_tiny(self.n)
+
+
+def cluster_bootstrap(units: Sequence[tuple[float, float]], *, seed: int = 0, confidence: float = 0.95,
+                      resamples: int = BOOTSTRAP_RESAMPLES) -> ClusteredRate:
+    """The ratio ``sum(num) / sum(den)`` over ``units`` = ``[(num, den), ...]``, one pair per
+    document, with a percentile interval from resampling whole documents with replacement.
+
+    A success rate over the spans of several documents is ``[(recovered, attacked), ...]``;
+    a mean of per-document scores is ``[(score, 1), ...]``. Deterministic given ``seed``.
+    The interval is never narrower than a Wilson interval on the number of documents when
+    there are fewer than :data:`TINY_SAMPLE` of them, or when every document has the same
+    ratio (the bootstrap then has no spread to show, e.g. 0 of 580 n-grams in 40 documents):
+    a handful of documents cannot claim the precision of their many trials.
+    Documents with a zero denominator count as units but carry no trials.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    arr = np.asarray([(float(a), float(b)) for a, b in units], dtype=float).reshape(-1, 2)
+    n = len(arr)
+    num, den = arr[:, 0], arr[:, 1]
+    if np.any(den < 0) or np.any(num < 0):
+        raise ValueError("cluster_bootstrap needs non-negative numerators and denominators")
+    total_num, total_den = float(num.sum()), float(den.sum())
+    if n == 0 or total_den <= 0:
+        return ClusteredRate(0.0, (0.0, 1.0), n, total_den, total_num)
+    value = total_num / total_den
+    if n == 1:  # one document: nothing to say about the next one
+        return ClusteredRate(value, (0.0, max(1.0, value)), n, total_den, total_num)
+    rng = np.random.default_rng(seed)
+    stats: list[np.ndarray] = []
+    chunk = max(1, min(resamples, 2_000_000 // max(n, 1)))  # bounded memory for large corpora
+    done = 0
+    while done < resamples:
+        k = min(chunk, resamples - done)
+        idx = rng.integers(0, n, size=(k, n))
+        d = den[idx].sum(axis=1)
+        s = num[idx].sum(axis=1)
+        stats.append(np.where(d > 0, s / np.where(d > 0, d, 1.0), np.nan))
+        done += k
+    boot = np.concatenate(stats)
+    boot = boot[np.isfinite(boot)]
+    alpha = (1.0 - confidence) / 2
+    lo, hi = (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha))) if len(boot) else (0.0, 1.0)
+    ratios = num[den > 0] / den[den > 0]
+    if is_tiny(n) or float(ratios.max() - ratios.min()) == 0.0:
+        wlo, whi = _wilson_real(min(value, 1.0) * n, n, confidence) if value <= 1.0 else (lo, hi)
+        lo, hi = min(lo, wlo), max(hi, whi)
+    lo, hi = max(0.0, min(lo, value)), max(hi, value)
+    if value <= 1.0:
+        hi = min(1.0, hi)
+    return ClusteredRate(value, (lo, hi), n, total_den, total_num)
+
+
+def _wilson_real(successes: float, n: int, confidence: float) -> tuple[float, float]:
+    """Wilson interval for a proportion ``successes / n`` where ``successes`` may be fractional."""
+    if n == 0:
+        return (0.0, 1.0)
+    z = _z(confidence)
+    p = min(1.0, max(0.0, successes / n))
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (0.0 if p == 0 else max(0.0, centre - half), 1.0 if p == 1 else min(1.0, centre + half))
+
+
+def clustered_risk(units: Sequence[tuple[float, float]], baseline: float | None, *, seed: int = 0,
+                   confidence: float = 0.95) -> Risk:
+    """:func:`risk` for trials clustered in documents: the rate and its interval from
+    :func:`cluster_bootstrap`; ``rate.n`` is the number of documents and ``rate.successes``
+    the successful trials (use :func:`cluster_bootstrap` for the number of trials)."""
+    c = cluster_bootstrap(units, seed=seed, confidence=confidence)
+    rate = SuccessRate(c.value, c.ci, c.n, int(round(c.successes)))
+    if baseline is None or c.n == 0 or c.trials == 0:
+        return Risk(rate, baseline, None, None, None)
+    beats = rate.ci[0] > baseline
+    return Risk(rate, baseline, beats, _residual(rate.value, baseline),
+                (_residual(rate.ci[0], baseline), _residual(rate.ci[1], baseline)))
+
+
+def clustered_details(c: ClusteredRate, trial_unit: str) -> dict:
+    """What a result built from :func:`cluster_bootstrap` says about its units, for ``details``."""
+    return {"unit": "documents", "trials": c.trials if c.trials != int(c.trials) else int(c.trials),
+            "trial_unit": trial_unit, "interval": "cluster bootstrap over documents",
+            "tiny_sample": is_tiny(c.n)}
 
 
 def _residual(rate: float, baseline: float) -> float:

@@ -1,14 +1,23 @@
-"""The CI gate: thresholds on a results file, a pass/fail table and JUnit XML.
+"""The CI gate: thresholds on a results file, a pass/fail/inconclusive table and JUnit XML.
 
 As in Evidently's test suites, a check is a named comparison of one result with a
-threshold: ``--max trir=0.1`` fails when TRIR's risk exceeds 0.1 on a release,
-``--min tpi=0.5`` fails when TPI's utility falls below 0.5. With ``on_upper_ci``
-the cautious bound of the 95% interval is compared instead of the point value
-(upper bound for ``max``, lower bound for ``min``).
+threshold: ``--max trir=0.1`` judges TRIR's risk on a release against 0.1, ``--min
+tpi=0.5`` TPI's utility against 0.5. The gate errs on the safe side:
+
+* by default the cautious bound of the 95% interval is compared: a risk fails when its
+  *upper* bound is above the threshold, a utility when its *lower* bound is below it (so
+  0 of 8 spans recovered, upper bound 32%, does not pass ``span_guess <= 0.1``);
+  ``on_point`` compares the point estimate instead (the old behaviour);
+* a result whose component doubts its own figure (``details["warning"]``: TRIR failed its
+  fit check, the claim linker's judge failed its control, span guessing did worse than its
+  context-free baseline) is *inconclusive* when it would otherwise pass: a weak attacker's
+  low risk says nothing about the release. A check that fails stays failed (an attack's
+  success is a lower bound on the risk). Inconclusive is never a pass.
 
 Unusable input (a bad threshold, a result name that is not in the file, a release
-that is not there) raises :class:`GateInputError`; the CLI exits 2 on it, 1 when a
-check fails and 0 when every check passes.
+that is not there) raises :class:`GateInputError`. The CLI exits :data:`EXIT_INVALID` (2) on
+it, :data:`EXIT_FAIL` (1) when a check fails, :data:`EXIT_INCONCLUSIVE` (3) when none fails
+but one is inconclusive, and 0 when every check passes.
 """
 
 from __future__ import annotations
@@ -24,6 +33,13 @@ from audit.core.errors import AnonauditError
 from audit.core.files import atomic_write
 from audit.core.registry import normalise
 from audit.core.results import Result, ResultsFile
+
+
+EXIT_FAIL = 1
+EXIT_INVALID = 2
+EXIT_INCONCLUSIVE = 3
+
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 
 
 class GateInputError(AnonauditError):
@@ -45,14 +61,19 @@ class Threshold:
 
 @dataclass(frozen=True)
 class Check:
-    """One threshold judged on one release."""
+    """One threshold judged on one release: ``status`` is pass, fail or inconclusive."""
 
     threshold: Threshold
     release: str
     result: Result
     compared: float  # the number that was compared (value, or a CI bound)
     bound: str  # "value" | "upper CI" | "lower CI"
-    passed: bool
+    status: str
+    reason: str = ""  # why a check is inconclusive (the component's own warning)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
 
     @property
     def title(self) -> str:
@@ -60,9 +81,16 @@ class Check:
 
     @property
     def message(self) -> str:
-        verdict = "passes" if self.passed else "FAILS"
-        return (f"{self.threshold.name} on {self.release}: {self.bound} {self.compared:.4g} "
+        verdict = {PASS: "passes", FAIL: "FAILS", INCONCLUSIVE: "is INCONCLUSIVE for"}[self.status]
+        text = (f"{self.threshold.name} on {self.release}: {self.bound} {self.compared:.4g} "
                 f"{verdict} {self.threshold.symbol} {self.threshold.value:g}")
+        return f"{text} (the attacker failed its own check: {self.reason})" if self.reason else text
+
+
+def exit_code(checks: Iterable[Check]) -> int:
+    """1 when a check fails, else 3 when one is inconclusive, else 0."""
+    statuses = {c.status for c in checks}
+    return EXIT_FAIL if FAIL in statuses else EXIT_INCONCLUSIVE if INCONCLUSIVE in statuses else 0
 
 
 _NUM = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(%?)\s*$")
@@ -86,8 +114,9 @@ def parse_threshold(text: str, side: str) -> Threshold:
 
 
 def evaluate(rf: ResultsFile, thresholds: Sequence[Threshold], *, releases: Sequence[str] = (),
-             on_upper_ci: bool = False) -> list[Check]:
-    """Judge every threshold on every selected release (all releases by default).
+             on_point: bool = False) -> list[Check]:
+    """Judge every threshold on every selected release (all releases by default), on the
+    cautious CI bound unless ``on_point``.
 
     A threshold whose result is missing on every selected release is an input error;
     one missing on some releases only is judged where it exists.
@@ -107,37 +136,57 @@ def evaluate(rf: ResultsFile, thresholds: Sequence[Threshold], *, releases: Sequ
             where = f" on release(s) {', '.join(selected)}" if releases else ""
             raise GateInputError(f"no result named {th.name!r}{where} (results: {', '.join(names) or 'none'})")
         for r in sorted(matching, key=lambda r: selected.index(r.release)):
-            compared, bound = r.value, "value"
-            if on_upper_ci and r.ci is not None:
-                compared, bound = (r.ci[1], "upper CI") if th.side == "max" else (r.ci[0], "lower CI")
-            passed = compared <= th.value if th.side == "max" else compared >= th.value
-            checks.append(Check(th, r.release, r, compared, bound, passed))
+            checks.append(judge(th, r, on_point=on_point))
     return checks
 
 
+def judge(th: Threshold, r: Result, *, on_point: bool = False) -> Check:
+    """One threshold on one result (see the module docstring for the rules)."""
+    compared, bound = r.value, "value"
+    if not on_point and r.ci is not None:
+        compared, bound = (r.ci[1], "upper CI") if th.side == "max" else (r.ci[0], "lower CI")
+    ok = compared <= th.value if th.side == "max" else compared >= th.value
+    if not math.isfinite(compared):
+        ok = False
+    warning = r.details.get("warning")
+    if not ok:
+        return Check(th, r.release, r, compared, bound, FAIL)
+    if isinstance(warning, str) and warning:
+        return Check(th, r.release, r, compared, bound, INCONCLUSIVE, warning)
+    return Check(th, r.release, r, compared, bound, PASS)
+
+
 def format_table(checks: Iterable[Check]) -> str:
-    """A plain-text pass/fail table for the terminal."""
+    """A plain-text pass/fail/inconclusive table for the terminal (reasons below it)."""
+    checks = list(checks)
     rows = [("check", "release", "compared", "result"), *[
-        (c.title, c.release, f"{c.compared:.4g} ({c.bound})", "PASS" if c.passed else "FAIL") for c in checks]]
+        (c.title, c.release, f"{c.compared:.4g} ({c.bound})", c.status.upper()) for c in checks]]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    for c in checks:
+        if c.status == INCONCLUSIVE:
+            lines.append(f"INCONCLUSIVE {c.title} on {c.release}: {c.reason}")
     return "\n".join(lines)
 
 
 def junit_xml(checks: Sequence[Check], *, suite: str = "anonaudit gate") -> str:
-    """JUnit XML: one test case per check, a ``<failure>`` for each failing one."""
-    failures = sum(not c.passed for c in checks)
-    root = ET.Element("testsuites", name=suite, tests=str(len(checks)), failures=str(failures))
+    """JUnit XML: one test case per check, a ``<failure>`` for each failing one and an
+    ``<error type="inconclusive">`` for each inconclusive one (never a pass)."""
+    failures = sum(c.status == FAIL for c in checks)
+    errors = sum(c.status == INCONCLUSIVE for c in checks)
+    root = ET.Element("testsuites", name=suite, tests=str(len(checks)), failures=str(failures), errors=str(errors))
     ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(checks)), failures=str(failures),
-                       errors="0", skipped="0")
+                       errors=str(errors), skipped="0")
     for c in checks:
         tc = ET.SubElement(ts, "testcase", classname=f"anonaudit.{c.release}", name=c.title)
-        if not c.passed:
-            failure = ET.SubElement(tc, "failure", message=c.message, type="threshold")
-            r = c.result
-            ci = "" if r.ci is None else f", 95% CI [{r.ci[0]:.4g}, {r.ci[1]:.4g}]"
-            failure.text = f"{c.message}\nvalue {r.value:.4g}{ci}, n = {r.n}"
+        if c.status == PASS:
+            continue
+        r = c.result
+        ci = "" if r.ci is None else f", 95% CI [{r.ci[0]:.4g}, {r.ci[1]:.4g}]"
+        tag, kind = ("failure", "threshold") if c.status == FAIL else ("error", "inconclusive")
+        el = ET.SubElement(tc, tag, message=c.message, type=kind)
+        el.text = f"{c.message}\nvalue {r.value:.4g}{ci}, n = {r.n}"
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

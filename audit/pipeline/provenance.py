@@ -8,7 +8,7 @@ keys a caller has nothing for left out::
     seed, models {llm, embedder}, sampling {documents, ...}, params,
     inputs {ROLE: {path, sha256, documents, fingerprint}},
     releases {NAME: {...}}, components {LABEL: {...}}, pairs {KEY: {...}},
-    skipped [...], errors [...], gate {max, min, on_upper_ci}, started, seconds, <extra>
+    skipped [...], errors [...], gate {max, min, on_point}, started, seconds, <extra>
 
 With an :class:`~audit.pipeline.spec.AuditSpec` the spec-derived keys (title, spec, seed,
 models, sampling, gate) come from it. :func:`input_record` describes one input file the
@@ -147,7 +147,7 @@ def build_provenance(*, command: str, started: float, spec: AuditSpec | None = N
         if value is not None:
             prov[key] = value
     if spec is not None:
-        prov["gate"] = {"max": dict(spec.gate.max), "min": dict(spec.gate.min), "on_upper_ci": spec.gate.on_upper_ci}
+        prov["gate"] = {"max": dict(spec.gate.max), "min": dict(spec.gate.min), "on_point": spec.gate.on_point}
     prov["started"] = timestamp(started)
     prov["seconds"] = round(time.time() - started, 3)
     if extra:

@@ -19,7 +19,7 @@ models, sampling budgets, a seed and an output folder::
     metrics: [tpi]
     models: {llm: qwen2.5-coder-1.5b, embedder: null}
     sampling: {documents: 100}           # per-release document budget; other keys are parameters
-    gate: {max: {trir: 0.1}, min: {tpi: 0.5}, on_upper_ci: false}
+    gate: {max: {trir: 0.1}, min: {tpi: 0.5}, on_point: false}
 
 Components are created only through the registry (``registry.create(kind, name,
 **params)``); the spec's ``seed``, ``models.llm`` and ``models.embedder`` fill the
@@ -80,7 +80,8 @@ class InputSpec:
 class GateSpec:
     max: Mapping[str, float] = field(default_factory=dict)
     min: Mapping[str, float] = field(default_factory=dict)
-    on_upper_ci: bool = False
+    on_upper_ci: bool = False  # accepted from older specs: the cautious bound is now the default
+    on_point: bool = False  # compare point estimates instead of the cautious CI bound
 
 
 @dataclass(frozen=True)
@@ -218,11 +219,14 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
 
     report = data.get("report") or {}
     if not isinstance(report, Mapping):
-        p.at("report", "must be a mapping (shareable, max_documents)")
+        p.at("report", "must be a mapping (shareable, max_documents, notes)")
         report = {}
     else:
-        for k in set(report) - {"shareable", "max_documents"}:
-            p.at(f"report.{k}", "unknown key (use shareable, max_documents)")
+        for k in set(report) - {"shareable", "max_documents", "notes"}:
+            p.at(f"report.{k}", "unknown key (use shareable, max_documents, notes)")
+        notes = report.get("notes")
+        if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+            p.at("report.notes", "must be a list of sentences shown beside the verdict")
 
     out = data.get("out", "audit-out")
     if not isinstance(out, str) or not out:
@@ -368,14 +372,15 @@ def _get_class(reg: Registry, kind: str, name: str):
 
 
 def _gate(raw_gate: Any, p: Problems) -> GateSpec:
-    """The ``gate`` section: ``max`` and ``min`` thresholds per result, and ``on_upper_ci``."""
+    """The ``gate`` section: ``max`` and ``min`` thresholds per result, and ``on_point``
+    (``on_upper_ci`` is still accepted: the cautious bound is now the default)."""
     limits: dict[str, dict[str, float]] = {"max": {}, "min": {}}
-    on_upper_ci = False
+    on_upper_ci = on_point = False
     if not isinstance(raw_gate, Mapping):
-        p.at("gate", "must be a mapping with keys max, min, on_upper_ci")
+        p.at("gate", "must be a mapping with keys max, min, on_point")
     else:
-        for k in set(raw_gate) - {"max", "min", "on_upper_ci"}:
-            p.at(f"gate.{k}", "unknown key (use max, min, on_upper_ci)")
+        for k in set(raw_gate) - {"max", "min", "on_upper_ci", "on_point"}:
+            p.at(f"gate.{k}", "unknown key (use max, min, on_point)")
         for side in ("max", "min"):
             section = raw_gate.get(side) or {}
             if not isinstance(section, Mapping):
@@ -389,7 +394,8 @@ def _gate(raw_gate: Any, p: Problems) -> GateSpec:
                 else:
                     limits[side][str(k)] = float(v)
         on_upper_ci = bool(raw_gate.get("on_upper_ci", False))
-    return GateSpec(max=limits["max"], min=limits["min"], on_upper_ci=on_upper_ci)
+        on_point = bool(raw_gate.get("on_point", False))
+    return GateSpec(max=limits["max"], min=limits["min"], on_upper_ci=on_upper_ci, on_point=on_point)
 
 
 def component_params(spec: AuditSpec, accepted: Sequence[str], params: Mapping[str, Any], *,
