@@ -191,6 +191,7 @@ class TRIRAttack(TRIRTraining, Attack):
             "cache_key": t.info.get("cache_key"),
             "base": t.info.get("base"),
             "train_seconds": t.info.get("train_seconds"),
+            "timings": t.info.get("timings"),
             **{k: t.info.get(k) for k in ("chosen_epoch", "dev", "history", "notes")},
         }}
 

@@ -56,6 +56,7 @@ class TRIRTraining:
         from transformers import AutoTokenizer
 
         started = time.time()
+        self._timings: dict[str, float] = {}  # for the provenance (stats), never the results
         labels = sorted({d.subject for d in background if d.subject})
         label_of = {s: i for i, s in enumerate(labels)}
         notes: list[str] = []
@@ -106,6 +107,7 @@ class TRIRTraining:
             "device": device,
             "threads": threads_used,
             "train_seconds": round(time.time() - started, 2),
+            "timings": dict(self._timings),
             "notes": notes,
         }
         return TrainedTRIR(model=model, tokenizer=tokenizer, labels=labels, info=info)
@@ -117,7 +119,9 @@ class TRIRTraining:
         subjects = [d.subject for d in background]
         if self.settings()["augment_ner"]:
             styles = list(self._mask_styles) or [LABEL_STYLE]
+            t0 = time.time()
             copies = masked_copies(self._spacy_nlp(), texts, styles)
+            self._timings["ner_masking_seconds"] = round(time.time() - t0, 1)
             for copy in copies:
                 texts = texts + copy
             subjects = subjects * (1 + len(copies))
@@ -152,8 +156,8 @@ class TRIRTraining:
                                     "encoder frozen); then ")
                     + f"masked-LM further pre-training on the background: {self.settings()['pretrain_epochs']} "
                     f"epoch(s), windows {self.pretrain_window}/{self.pretrain_overlap}, "
-                    f"mean MLM loss per epoch {', '.join(f'{v:.3f}' for v in mlm_losses)}, "
-                    f"{time.time() - t0:.0f} s")
+                    f"mean MLM loss per epoch {', '.join(f'{v:.3f}' for v in mlm_losses)}")
+                self._timings["mlm_pretraining_seconds"] = round(time.time() - t0, 1)
             else:
                 notes.append("pretraining skipped: base has no MLM head (new_mlm_head trains one)")
         torch.manual_seed(self.seed)
