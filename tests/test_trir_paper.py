@@ -340,3 +340,30 @@ def test_the_verdict_of_a_release_leads_with_the_stronger_re_identification_atta
     assert verdicts["ner"]["deciding"][0].startswith("Phrase search re-identification 75.0%")
     assert verdicts["ner"]["deciding"][1].startswith("TRIR 20.0%")
     assert verdicts["manual"]["deciding"][0].startswith("TRIR 10.0%")
+
+
+@pytest.mark.slow
+def test_cli_trir_on_a_tri_file_chooses_the_epoch_on_its_dev_column(tmp_path):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    facts = {"ann": "grew up on a sheep farm near Tromso and won the silver lantern award",
+             "bob": "studied violin at a conservatory in Ghent and toured with an orchestra",
+             "cy": "was a lifeguard in Perth before acting in two films about the sea",
+             "dee": "ran a bakery in Lyon for ten years before her first stage role"}
+    rows = [{"name": n, "public_knowledge": f"{n.title()} {f}. {n.title()} is an actor.",
+             "spacy": f"PERSON {f}.", "dev_abstract": f"PERSON, an actor, {f}."} for n, f in facts.items()]
+    tri = tmp_path / "tri.json"
+    tri.write_text(json.dumps(rows))
+    out = tmp_path / "results.json"
+    res = CliRunner().invoke(main, ["attack", "trir", "--tri", str(tri), "--budget", "fast", "--epochs", "2",
+                                    "--window", "32", "--overlap", "8", "--batch-size", "4", "--threads", "1",
+                                    "--cache-dir", str(tmp_path / "cache"), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert {(r["name"], r["release"]) for r in data["results"]} == {("trir", "spacy"), ("trir.top5", "spacy")}
+    head = next(r for r in data["results"] if r["name"] == "trir")
+    assert head["details"]["dev_release"] == "dev_abstract" and head["details"]["budget"] == "fast"
+    run = data["provenance"]["components"]["attack:trir"]["stats"]["trained_attacker"]
+    assert all("dev_accuracy" in h for h in run["history"])
