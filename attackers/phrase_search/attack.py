@@ -63,7 +63,6 @@ class PhraseSearchAttack(Attack):
 
     def __init__(
         self,
-        against: Literal["auto", "originals", "background"] = "auto",
         k: int = 2,
         max_n: int = 7,
         arity: int = 1,
@@ -76,13 +75,10 @@ class PhraseSearchAttack(Attack):
         max_candidates: int = 40,
         exhaustive: bool = False,
         max_evidence: int = 10,
+        against: Literal["auto", "originals", "background"] = "auto",
         progress: bool = False,
     ):
         """
-        against: the collection searched: originals (link each sanitized document to its source),
-            background (public documents about people, one entry per person: name each document's
-            subject, reported on TRIR's scale as the result phrase_search_reid), or auto (the
-            originals when given, else the background).
         k: a phrase links when it occurs in fewer than k documents of the collection.
         max_n: longest phrase (n-gram), in words.
         arity: also combine 2 or 3 common phrases (posting-list intersection); 1 = single phrases.
@@ -95,6 +91,10 @@ class PhraseSearchAttack(Attack):
         max_candidates: combinations use at most this many of the rarest phrases per document.
         exhaustive: look for combinations (arity 2 or 3) in documents already linked by a single phrase too.
         max_evidence: linking phrases kept as evidence per document.
+        against: the collection searched: originals (link each sanitized document to its source),
+            background (public documents about people, one entry per person: name each document's
+            subject, reported on TRIR's scale as the result phrase_search_reid), or auto (the
+            originals when given, else the background).
         """
         self.against = against
         self.k = k
