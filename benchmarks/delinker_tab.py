@@ -11,8 +11,8 @@ For each (and the input) it reports the linking n-grams left at arity 1 and arit
 of the input's (the paper's Table 1: plain 0.597 at arity 1, guided 0.001 / 0.002), the
 phrase-search attack's linkage rate, the embedding similarity to the input, rounds used, spans
 rewritten and redacted, LLM calls and tokens per document (comparable across machines) and
-seconds per document (this machine and its load, printed beside them). ``guided a=1, no
-redaction`` (``on_failure=keep``, answered from the cache of ``guided a=1``) shows what the LLM
+seconds per document (this machine and its load, printed beside them). ``guided a=1 (no
+redaction)`` (``on_failure=keep``, answered from the cache of ``guided a=1``) shows what the LLM
 fixed on its own, before the redaction fallback.
 
     python benchmarks/delinker_tab.py --docs 10 --out delinker_tab.json         # 1.5B, CPU
@@ -36,7 +36,7 @@ from tab import TAB, labelled_originals, linkage, machine, published, utility  #
 #: also re-send the chunks that still link, ``max_rounds``)
 VARIANTS = {"plain": {"plain": True, "arity": 1, "max_rounds": 1}, "guided a=1": {"arity": 1},
             # the same LLM answers as "guided a=1" (from the cache): what the LLM fixed on its own
-            "guided a=1, no redaction": {"arity": 1, "on_failure": "keep"}, "guided a<=3": {"arity": 3}}
+            "guided a=1 (no redaction)": {"arity": 1, "on_failure": "keep"}, "guided a<=3": {"arity": 3}}
 
 
 def linking_counts(index, release, arity: int) -> int:
