@@ -129,8 +129,8 @@ def speed(bg: Corpus, args) -> dict:
         return time.time() - t0
 
     def ours() -> tuple[float, int]:
-        a = TRIRAttack(window=args.window, overlap=args.overlap, epochs=1, use_cache=False, num_threads=threads,
-                       progress=False, device="cpu")
+        a = TRIRAttack(budget="fast", augment_ner=False, bucket=False, window=args.window, overlap=args.overlap,
+                       epochs=1, use_cache=False, num_threads=threads, progress=False, device="cpu")
         a.fit(Scenario(background=sub))
         h = a.trained_.info["history"][0]
         return h["seconds"], h["windows"]
@@ -156,6 +156,10 @@ def main() -> None:
     ap.add_argument("--merge", type=Path, nargs="+", default=None,
                     help="print the table of these result files together (their seeds pooled) and stop")
     ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--budget", choices=["paper", "fast"], default="paper",
+                    help="TRIR's budget (issue 19); the figures before it were taken with what is now "
+                         "--budget fast --no-augment")
+    ap.add_argument("--no-augment", action="store_true", help="no NER-masked background copies")
     ap.add_argument("--window", type=int, default=100)
     ap.add_argument("--overlap", type=int, default=25)
     ap.add_argument("--learning-rate", type=float, default=None)
@@ -187,7 +191,9 @@ def main() -> None:
     backgrounds = args.backgrounds or (["public"] if q else ["public", "all10"])
     people = args.people or (20 if q else None)
     seeds = args.seeds or (1 if q else 3)
-    epochs = args.epochs or (4 if q else 5)
+    from attackers.trir.attack import BUDGETS
+
+    epochs = args.epochs or (4 if q else BUDGETS[args.budget]["epochs"])
     lr = args.learning_rate or 2e-4
     max_wpc = args.max_windows_per_class or (16 if q else None)
     chosen = QUICK_RELEASES if q else (sorted(PUBLISHED) if args.releases == "published" else None)
@@ -203,9 +209,10 @@ def main() -> None:
             continue
         scenario = Scenario(originals=originals, background=bg, releases=tuple(rels))
         for seed in range(args.first_seed, args.first_seed + seeds):
-            attack = TRIRAttack(window=args.window, overlap=args.overlap, epochs=epochs, learning_rate=lr,
-                                seed=seed, max_windows_per_class=max_wpc, num_threads=args.threads,
-                                device=args.device, use_cache=args.cache)
+            attack = TRIRAttack(budget=args.budget, window=args.window, overlap=args.overlap, epochs=epochs,
+                                learning_rate=lr, seed=seed, max_windows_per_class=max_wpc, num_threads=args.threads,
+                                device=args.device, use_cache=args.cache,
+                                **({"augment_ner": False} if args.no_augment else {}))
             attack.fit(scenario)
             info = attack.trained_.info
             row = {"train_seconds": info["train_seconds"], "threads": info["threads"],

@@ -358,6 +358,7 @@ def _attack_row(r: Result) -> dict[str, Any]:
             "beats": r.beats_baseline, "level": level, "words": words,
             "residual": pct(r.details.get("residual_risk")) if isinstance(
                 r.details.get("residual_risk"), (int, float)) else "–",
+            "setup": visible(r.details["attacker"]) if isinstance(r.details.get("attacker"), str) else "",
             "sampled": f"{samp.get('documents')} of {samp.get('of')}"
             if isinstance(samp, Mapping) and samp.get("of") else ""}
 

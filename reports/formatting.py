@@ -31,7 +31,8 @@ def num(x: Any, digits: int = 3) -> str:
 
 
 _ACRONYMS = {"trir": "TRIR", "tpi": "TPI", "tps": "TPS", "nmi": "NMI", "bm25": "BM25", "llm": "LLM",
-             "ner": "NER", "rouge": "ROUGE-L", "top5": "top-5", "ngram": "n-gram"}
+             "ner": "NER", "rouge": "ROUGE-L", "top5": "top-5", "ngram": "n-gram",
+             "reid": "re-identification"}
 
 
 def title_of(name: str) -> str:

@@ -71,3 +71,23 @@ def test_signal_exists_and_suppression_removes_much_but_not_all():
     assert raw > 0.8
     assert suppressed < raw - 0.2
     assert suppressed > 5 * chance
+
+
+def test_development_population_has_the_releases_where_masking_matters():
+    from audit.demo.data import development_population
+
+    data = development_population(6, seed=2)
+    assert set(data.releases) == {"suppressed", "labels", "generalized", "dev"}
+    people = {p.id: p for p in data.people}
+    for doc in data.releases["generalized"].corpus:
+        p = people[doc.subject]
+        assert p.name not in doc.text and p.city not in doc.text and p.employer not in doc.text
+        assert p.country in doc.text  # a city becomes its country: truthful, coarser
+        assert p.hobby in doc.text  # left in place, as annotators often do
+    dev = data.releases["dev"].corpus
+    assert [d.subject for d in dev] == [d.subject for d in data.originals]
+    assert not set(d.id for d in dev) & set(d.id for d in data.originals)
+    assert all(d.text != o.text for d, o in zip(dev, data.releases["labels"].corpus))  # other wording
+    assert "[PERSON]" in dev[0].text
+    again = development_population(6, seed=2)
+    assert [d.text for d in again.releases["dev"].corpus] == [d.text for d in dev]

@@ -161,8 +161,8 @@ def test_findings_say_whether_the_subject_was_named_and_keep_names_private():
 
 # ---------------------------------------------------------------------------- real model (slow)
 
-TINY = dict(window=40, overlap=8, epochs=3, batch_size=8, learning_rate=3e-4, num_threads=1, pretrain=True,
-            progress=False)
+TINY = dict(budget="fast", window=40, overlap=8, epochs=3, batch_size=8, learning_rate=3e-4, num_threads=1,
+            pretrain=True, progress=False)
 
 
 @pytest.fixture(scope="module")

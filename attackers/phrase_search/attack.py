@@ -3,12 +3,13 @@ phrases of each released document, the links they make, and the results."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -51,9 +52,11 @@ class PhraseSearchAttack(Attack):
     )
     #: The fix the report proposes when this attack decides a release ({exposed}/{total} documents).
     remedy: ClassVar[str] = (
-        "Rewrite the rare phrases that link {exposed} of {total} documents to their source: run the "
-        "delinker (`anonaudit sanitize delinker`), or mask those phrases.")
-    requires = frozenset({"originals"})
+        "Rewrite the rare phrases that link {exposed} of {total} documents to their source (or name "
+        "their subject): run the delinker (`anonaudit sanitize delinker`), or mask those phrases.")
+    #: Needs the originals or the background (``against``): neither is required on its own.
+    requires = frozenset()
+    accepts: ClassVar[frozenset[str]] = frozenset({"originals", "background"})
     #: Older command-line spellings.
     cli_aliases: ClassVar[dict[str, str]] = {"corpus": "extra_corpus", "index": "index_dir",
                                              "case_sensitive": "no_lowercase"}
@@ -72,6 +75,7 @@ class PhraseSearchAttack(Attack):
         max_candidates: int = 40,
         exhaustive: bool = False,
         max_evidence: int = 10,
+        against: Literal["auto", "originals", "background"] = "auto",
         progress: bool = False,
     ):
         """
@@ -87,7 +91,12 @@ class PhraseSearchAttack(Attack):
         max_candidates: combinations use at most this many of the rarest phrases per document.
         exhaustive: look for combinations (arity 2 or 3) in documents already linked by a single phrase too.
         max_evidence: linking phrases kept as evidence per document.
+        against: the collection searched: originals (link each sanitized document to its source),
+            background (public documents about people, one entry per person: name each document's
+            subject, reported on TRIR's scale as the result phrase_search_reid), or auto (the
+            originals when given, else the background).
         """
+        self.against = against
         self.k = k
         self.max_n = max_n
         self.arity = arity
@@ -105,9 +114,13 @@ class PhraseSearchAttack(Attack):
         self.index_: NgramIndex | None = None
         self._fitted_on: str | None = None
         self._originals: Corpus | None = None
+        self._source: Corpus | None = None
+        self._mode = "originals"
         self._orig_rare: dict[int, np.ndarray] = {}
 
     def _check(self) -> None:
+        if self.against not in ("auto", "originals", "background"):
+            raise AnonauditError(f"phrase_search: against must be auto, originals or background, got {self.against!r}")
         if not isinstance(self.k, int) or self.k < 1:
             raise AnonauditError(f"phrase_search: k must be a positive integer, got {self.k!r}")
         if not 1 <= self.max_n <= 32:
@@ -131,15 +144,35 @@ class PhraseSearchAttack(Attack):
                              "(in an audit spec: declare it under corpora and pass corpus:NAME; on the "
                              "command line: --extra-corpus FILE)")
 
+    def _collection(self, scenario: Scenario) -> tuple[str, Corpus, Corpus]:
+        """``(mode, source, collection)``: what is searched, the scenario's corpus it comes from
+        and the documents indexed (the background: one document per person)."""
+        mode = self.against
+        if mode == "auto":
+            mode = "originals" if scenario.originals is not None or scenario.background is None else "background"
+        if mode == "originals":
+            if scenario.originals is None:
+                raise AnonauditError("phrase_search needs the original documents (--originals), or background "
+                                     "knowledge (--background FILE) to name subjects instead")
+            return mode, scenario.originals, scenario.originals
+        background = scenario.background
+        if background is None or len(background) == 0:
+            raise AnonauditError("phrase_search against the background needs background knowledge: public "
+                                 "documents with a subject (--background FILE, or --tri FILE)")
+        return mode, background, people_collection(background)
+
     def fit(self, scenario: Scenario) -> PhraseSearchAttack:
-        """Build the index over originals (+ extra corpus), or load it from
-        ``index_dir`` when a saved one was built from the same collection and settings."""
-        if scenario.originals is None:
-            raise AnonauditError("phrase_search needs the original documents (--originals)")
-        originals, extra = scenario.originals, self._extra()
-        parts = [("originals", originals)] + ([("extra", extra)] if extra is not None else [])
+        """Build the index over originals (or the background, one document per person) plus the
+        extra corpus, or load it from ``index_dir`` when a saved one was built from the same
+        collection and settings."""
+        mode, source, originals = self._collection(scenario)
+        if self.index_ is not None and self._source is source and self._mode == mode:
+            return self
+        extra = self._extra()
+        parts = [(mode, originals)] + ([("extra", extra)] if extra is not None else [])
         fp = collection_fingerprint([(src, ((d.id, d.text) for d in c)) for src, c in parts])
         if self.index_ is not None and self._fitted_on == fp:
+            self._source, self._mode = source, mode
             return self
         index = None
         if self.index_dir and (Path(self.index_dir) / "config.json").is_file():
@@ -163,6 +196,7 @@ class PhraseSearchAttack(Attack):
             if d.subject is not None:
                 self._orig_by_subject.setdefault(d.subject, []).append(i)
         self._originals = originals
+        self._source, self._mode = source, mode
         self._n_orig = n_orig
         return self
 
@@ -173,7 +207,12 @@ class PhraseSearchAttack(Attack):
         are visible) and placeholders."""
         return blocked_ranges(doc.text, doc.spans, self.placeholder_pattern, self.use_spans)
 
-    def _truth(self, doc: Document, release: Release) -> list[int] | None:
+    def _truth(self, doc: Document, release: Release, originals: Corpus | None = None) -> list[int] | None:
+        if self._mode == "background":  # the person's entry, whatever the document's id
+            subject = doc.subject
+            if subject is None and originals is not None and doc.id in originals:
+                subject = originals[doc.id].subject
+            return self._orig_by_subject.get(subject) if subject is not None else None
         if release.aligned:
             i = self._orig_by_id.get(doc.id)
             return None if i is None else [i]
@@ -363,10 +402,32 @@ class PhraseSearchAttack(Attack):
 
     # ------------------------------------------------------------------ evaluate
 
+    def _subjects_result(self, release: Release, found: list[Finding]) -> Result:
+        """The background search on TRIR's scale: the share of documents whose subject the
+        attacker names (the person most of their rare phrases point to); chance 1/population."""
+        docs = [_named(f, self.k) for f in found]
+        scored = [d for d in docs if d.success is not None]
+        n, named = len(scored), sum(bool(d.success) for d in scored)
+        linked = sum(d.facts["outcome"] == "linked" for d in scored)
+        population = self._n_orig
+        details = {
+            "against": "background", "k": self.k, "max_n": self.max_n, "arity": self.arity,
+            "population": population, "documents": len(docs), "evaluated": n,
+            "not_in_background": len(docs) - n,
+            "named": named, "true_subject_among_rare_hits": linked,
+            "unit": "documents",
+            "explanation": (f"{named} of {n} sanitized documents contain phrases"
+                            + (" or combinations of phrases" if self.arity > 1 else "")
+                            + f" found in the public texts of fewer than {self.k} of the {population} people of "
+                              "the background, and the person most of them point to is the document's subject "
+                              "(TRIR's scale: the share of documents whose subject is named)."),
+        }
+        return Result.from_risk(f"{self.name}_reid", release.name, risk(named, n, 1.0 / max(1, population)),
+                                details=details, documents=docs)
+
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         t0 = time.perf_counter()
-        if self.index_ is None or scenario.originals is not self._originals:
-            self.fit(scenario)
+        self.fit(scenario)  # a no-op when fitted on this scenario's collection
         index = self.index_
         docs_out = []
         it = release.corpus
@@ -375,7 +436,10 @@ class PhraseSearchAttack(Attack):
 
             it = progress_bar(it, desc=f"phrase search {release.name}", unit="doc")
         for doc in it:
-            docs_out.append(self.attack_document(doc, self._truth(doc, release)))
+            docs_out.append(self.attack_document(doc, self._truth(doc, release, scenario.originals)))
+        if self._mode == "background":
+            self.record_timing(release.name, {"attack": time.perf_counter() - t0})
+            return [self._subjects_result(release, docs_out)]
         scored = [d.facts for d in docs_out if d.success is not None]
         n = len(scored)
         linked = sum(d["outcome"] == "linked" for d in scored)
@@ -419,6 +483,35 @@ class PhraseSearchAttack(Attack):
                                     f"set of n-grams with df < {self.k}) still present in the sanitized text; "
                                     "single n-grams only")})
         return [head, residual]
+
+
+def _named(f: Finding, k: int) -> Finding:
+    """A finding of the background search as a re-identification: success = the person most of
+    its rare phrases point to is its subject."""
+    facts = f.facts
+    if f.success is None:
+        return dataclasses.replace(f, summary="Not scored: its subject is not among the people of the background")
+    ok = bool(facts["guess_correct"])
+    if ok:
+        summary = "Its rare phrases name its subject (the person most of them point to)"
+    elif facts["guess"] is not None:
+        summary = "Its rare phrases point to someone else"
+    else:
+        summary = f"No phrase of it is found about fewer than {k} people"
+    return dataclasses.replace(f, success=ok, summary=summary, facts={**facts, "named": ok})
+
+
+def people_collection(background: Corpus) -> Corpus:
+    """The background as one document per person (their public texts joined), so that a phrase
+    "in fewer than k documents" means "about fewer than k people"."""
+    texts: dict[str, list[str]] = {}
+    for d in background:
+        if not d.subject:
+            raise AnonauditError(f"{background.source or background.name}: background document {d.id!r} has no "
+                                 "subject; phrase search against the background names people")
+        texts.setdefault(d.subject, []).append(d.text)
+    return Corpus([Document(s, "\n\n".join(t), subject=s) for s, t in texts.items()],
+                  name=f"{background.name} (per person)", source=background.source)
 
 
 def _highlights(evidence: list[dict[str, Any]], linked: bool) -> list[Highlight]:

@@ -9,13 +9,15 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from attackers.trir.cache import CONFIG_FILE, TrainedTRIR, cache_key, cache_root
 from attackers.trir.encoder import resolve_base, torch_settings
-from attackers.trir.training import FIT_CHECK_MIN, TRIRTraining, curated
+from attackers.trir.texts import (LABEL_STYLE, SUPPRESS_STYLE, TOKEN_STYLE, curated, curated_with_offsets, mask_styles,
+                                 original_range)
+from attackers.trir.training import FIT_CHECK_MIN, TRIRTraining
 from attackers.trir.windows import Windows, make_windows, predict_logits, rank_of, softmax, sum_window_logits
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError, DataError, Problem
@@ -25,6 +27,17 @@ from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import risk
 
 log = logging.getLogger(__name__)
+
+#: What each budget trains. ``paper``: the attacker of Manzanares-Salor et al. (background
+#: augmented with anonymized copies, curated documents, further masked-LM pre-training, up to
+#: 15 fine-tuning epochs chosen on a dev release; one masked copy per masking style the releases
+#: show, at most 3); ``fast``: one masked copy (the most common style) and 5 epochs.
+BUDGETS: dict[str, dict[str, Any]] = {
+    "paper": {"epochs": 15, "patience": 3, "augment_ner": True, "mask_copies": 3, "curate": True, "pretrain": True,
+              "pretrain_epochs": 3},
+    "fast": {"epochs": 5, "patience": 2, "augment_ner": True, "mask_copies": 1, "curate": False, "pretrain": False,
+             "pretrain_epochs": 1},
+}
 
 
 @register("attack")
@@ -50,19 +63,27 @@ class TRIRAttack(TRIRTraining, Attack):
     def __init__(
         self,
         base: str | None = None,
+        budget: Literal["paper", "fast"] = "paper",
         window: int = 100,
         overlap: int = 25,
-        epochs: int = 5,
+        epochs: int | None = None,
+        patience: int | None = None,
         batch_size: int = 16,
         learning_rate: float = 2e-4,
         weight_decay: float = 0.01,
         dev: str | Release | Corpus | None = None,
-        augment_ner: bool = False,
-        curate: bool = False,
-        pretrain: bool = False,
+        augment_ner: bool | None = None,
+        mask_style: str = "auto",
+        curate: bool | None = None,
+        pretrain: bool | None = None,
         pretrain_window: int = 512,
         pretrain_overlap: int = 128,
-        pretrain_epochs: int = 1,
+        pretrain_epochs: int | None = None,
+        new_mlm_head: bool = False,
+        dedup: bool = True,
+        bucket: bool = True,
+        freeze_layers: int = 0,
+        freeze_epochs: int = 0,
         device: str | None = None,
         seed: int = 0,
         max_windows_per_class: int | None = None,
@@ -77,20 +98,40 @@ class TRIRAttack(TRIRTraining, Attack):
         command-line help, so the function stays one piece.
 
         base: local Hugging Face encoder folder or embedded model name (default: MiniLM).
+        budget: paper (the TRI paper's attacker: NER-masked background augmentation, one copy per
+            masking style the releases show, curation, masked-LM pre-training when the base allows
+            it, up to 15 epochs chosen on a dev release) or fast (one masked copy, 5 epochs); the
+            options below override it.
         window: fine-tuning and prediction window length in tokens (specials included).
         overlap: tokens shared by consecutive windows.
-        epochs: training epochs; with ``dev`` the best epoch on dev is kept.
+        epochs: most training epochs (default from the budget: paper 15, fast 5); with ``dev``
+            the best epoch on dev is kept.
+        patience: with ``dev``, stop after this many epochs without a better dev accuracy
+            (default from the budget: paper 3, fast 2; 0 or less: never stop early).
         batch_size: training batch size (windows).
         learning_rate: AdamW learning rate of the fine-tuning.
         weight_decay: AdamW weight decay of the fine-tuning.
         dev: a release (or its name in the scenario) of sanitized documents of people in the
-            background, used only to choose the epoch; never a release under test.
-        augment_ner: add an NER-masked copy of the background to the training data (spaCy).
-        curate: drop stop words and punctuation and lemmatize (background and releases; spaCy).
+            background, used only to choose the epoch; never a release under test (default: the
+            dev_abstract column of a --tri file, if it has one).
+        augment_ner: add NER-masked copies of the background to the training data (spaCy; default
+            from the budget: on).
+        mask_style: how the masked copies mask entities: auto (the style the releases show:
+            labels, suppression or a fixed token such as SENSITIVE; spaCy labels when they show
+            none), label, suppress, or token:TEXT.
+        curate: drop stop words and special characters and lemmatize, as the paper's code does
+            (background and releases; spaCy; default from the budget: paper on, fast off).
         pretrain: further masked-LM pre-training on the background before fine-tuning
-            (only when the base has an MLM head; otherwise recorded as skipped).
+            (when the base has an MLM head, or with new_mlm_head; otherwise recorded as skipped;
+            default from the budget: paper on, fast off).
         pretrain_window / pretrain_overlap: windows of the masked-LM pre-training, in tokens.
-        pretrain_epochs: epochs of the masked-LM pre-training.
+        pretrain_epochs: epochs of the masked-LM pre-training (default: paper 3, fast 1).
+        new_mlm_head: with pretrain, on a base without an MLM head (the embedded MiniLM), train a new
+            head on the background first so pre-training runs (costly on CPU; see benchmarks).
+        dedup: train once on windows repeated with the same person (faster, same information).
+        bucket: batch training windows of similar length together (less padding, faster).
+        freeze_layers: freeze the embeddings and this many lowest encoder layers ...
+        freeze_epochs: ... during the first this many epochs (0: never).
         device: cpu, cuda or cuda:N (default: cuda when available, else cpu).
         max_windows_per_class: train on at most this many windows per person per epoch
             (resampled every epoch), to bound training time on long backgrounds.
@@ -103,19 +144,28 @@ class TRIRAttack(TRIRTraining, Attack):
         spacy_model: spaCy pipeline for augment_ner and curate.
         """
         self.base = base
+        self.budget = budget
         self.window = window
         self.overlap = overlap
         self.epochs = epochs
+        self.patience = patience
         self.batch_size = batch_size
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.dev = dev
         self.augment_ner = augment_ner
+        self.mask_style = mask_style
         self.curate = curate
         self.pretrain = pretrain
         self.pretrain_window = pretrain_window
         self.pretrain_overlap = pretrain_overlap
         self.pretrain_epochs = pretrain_epochs
+        self.new_mlm_head = new_mlm_head
+        self.dedup = dedup
+        self.bucket = bucket
+        self.freeze_layers = freeze_layers
+        self.freeze_epochs = freeze_epochs
+        self._mask_styles: tuple[str, ...] = ()
         self.device = device
         self.seed = seed
         self.max_windows_per_class = max_windows_per_class
@@ -141,6 +191,7 @@ class TRIRAttack(TRIRTraining, Attack):
             "cache_key": t.info.get("cache_key"),
             "base": t.info.get("base"),
             "train_seconds": t.info.get("train_seconds"),
+            "timings": t.info.get("timings"),
             **{k: t.info.get(k) for k in ("chosen_epoch", "dev", "history", "notes")},
         }}
 
@@ -161,9 +212,29 @@ class TRIRAttack(TRIRTraining, Attack):
 
         return "cuda" if torch.cuda.is_available() else "cpu"
 
+    def settings(self) -> dict[str, Any]:
+        """The training settings in force: the budget's, with every option given overriding it."""
+        if self.budget not in BUDGETS:
+            raise AnonauditError(f"trir: budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
+        out = dict(BUDGETS[self.budget])
+        for k in ("epochs", "patience", "augment_ner", "curate", "pretrain", "pretrain_epochs"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        if out["patience"] is not None and out["patience"] <= 0:
+            out["patience"] = None
+        out.update(dedup=bool(self.dedup), bucket=bool(self.bucket))
+        return out
+
     def _check_params(self) -> None:
-        if self.epochs < 1:
-            raise AnonauditError(f"epochs must be at least 1, got {self.epochs}")
+        epochs = self.settings()["epochs"]
+        if epochs < 1:
+            raise AnonauditError(f"epochs must be at least 1, got {epochs}")
+        if self.freeze_layers < 0 or self.freeze_epochs < 0:
+            raise AnonauditError("freeze_layers and freeze_epochs must not be negative")
+        style = self.mask_style
+        if not (style in ("auto", LABEL_STYLE, SUPPRESS_STYLE) or style.startswith(LABEL_STYLE + ":")
+                or (style.startswith(TOKEN_STYLE) and len(style) > len(TOKEN_STYLE))):
+            raise AnonauditError(f"trir: mask_style must be auto, label, suppress or token:TEXT, got {style!r}")
         if self.batch_size < 1:
             raise AnonauditError(f"batch_size must be at least 1, got {self.batch_size}")
         if not 0 <= self.overlap < self.window:
@@ -181,11 +252,11 @@ class TRIRAttack(TRIRTraining, Attack):
         super().close()
 
     def _prepare(self, texts: Sequence[str]) -> list[str]:
-        return curated(self._spacy_nlp(), texts) if self.curate else list(texts)
+        return curated(self._spacy_nlp(), texts) if self.settings()["curate"] else list(texts)
 
     def _dev_release(self, scenario: Scenario) -> Release | None:
         if self.dev is None:
-            return None
+            return scenario.dev  # e.g. a TRI file's dev column: never a release under test
         if isinstance(self.dev, (Release, Corpus)):
             dev = self.dev if isinstance(self.dev, Release) else Release(name=self.dev.name, corpus=self.dev)
             for rel in scenario.releases:  # given apart from the releases: it must not be one of them
@@ -201,8 +272,18 @@ class TRIRAttack(TRIRTraining, Attack):
             raise AnonauditError(f"dev release {self.dev!r} is not in the scenario (releases: {names})") from None
 
     def cache_key(self, background: Corpus, base_path: str, dev: Release | None) -> str:
-        """sha256 of everything that decides the trained model."""
-        return cache_key(self.get_params(), background, base_path, dev)
+        """sha256 of everything that decides the trained model: the settings in force (not how
+        they were spelled), the masking styles imitated, the background, base and dev release."""
+        params = {**self.get_params(), **self.settings(), "mask_styles": list(self._mask_styles)}
+        return cache_key(params, background, base_path, dev)
+
+    def _choose_mask_styles(self, scenario: Scenario, dev: Release | None) -> tuple[str, ...]:
+        if not self.settings()["augment_ner"]:
+            return ()
+        if self.mask_style != "auto":
+            return (self.mask_style,)
+        styles = mask_styles([*scenario.releases, *([dev] if dev is not None else [])])
+        return tuple(styles[: self.settings()["mask_copies"]])
 
     def _cache_root(self) -> Path:
         return cache_root(self.cache_dir)
@@ -222,6 +303,7 @@ class TRIRAttack(TRIRTraining, Attack):
                                      "background document has no subject", doc_id=i) for i in missing[:20]])
         base_path = resolve_base(self.base)
         dev = self._dev_release(scenario)
+        self._mask_styles = self._choose_mask_styles(scenario, dev)
         device = self._device()
         key = self.cache_key(background, base_path, dev)
         folder = self._cache_root() / key[:24]
@@ -253,7 +335,14 @@ class TRIRAttack(TRIRTraining, Attack):
             raise AnonauditError("TRIR attack is not trained: call fit(scenario) first")
         t = self.trained_
         device = self._device()
-        windows = make_windows(t.tokenizer, self._prepare(texts), self.window, self.overlap)
+        if self.settings()["curate"]:
+            prepared = curated_with_offsets(self._spacy_nlp(), texts)
+            windows = make_windows(t.tokenizer, [c for c, _ in prepared], self.window, self.overlap)
+            # evidence is shown in the release's own text, not in its curated form
+            windows.chars = [None if ch is None else original_range(prepared[d][1], *ch)
+                             for ch, d in zip(windows.chars, windows.doc)]
+        else:
+            windows = make_windows(t.tokenizer, list(texts), self.window, self.overlap)
         with torch_settings(self.seed, device, self.num_threads):
             logits = predict_logits(t.model.to(device), windows, pad_id=t.tokenizer.pad_token_id or 0,
                                     device=device, batch_size=self.predict_batch_size, progress=self.progress)
@@ -323,7 +412,7 @@ class TRIRAttack(TRIRTraining, Attack):
             entry["status"] = "re-identified" if success else ("top-5" if rank <= 5 else "not re-identified")
             summary = (f"Predicted subject is the true person (rank 1 of {len(labels)})" if success else
                        f"Predicted subject is someone else; the true person ranks {rank} of {len(labels)}")
-        evidence = None if self.curate else _evidence_window(windows, logits, members, pred)
+        evidence = _evidence_window(windows, logits, members, pred)
         highlights = () if evidence is None else (
             Highlight(evidence[0], evidence[1], "trir_evidence",
                       f"passage that points most strongly at {labels[pred]}"),)
@@ -344,14 +433,21 @@ class TRIRAttack(TRIRTraining, Attack):
             "top5_accuracy": hits5 / n if n else 0.0,
             "not_in_background": len(outside),
             "unknown_subject": len(unknown),
+            "budget": t.info.get("budget", self.budget),
+            "base": _base_name(t.info.get("base")),
+            "pretrained": bool(t.info.get("pretrained")),
+            "augmented_styles": t.info.get("mask_styles", []),
+            "curated": bool((t.info.get("settings") or {}).get("curate")),
             "dev_release": t.info.get("dev"),
             "chosen_epoch": t.info.get("chosen_epoch"),
             "epochs": t.info.get("epochs_trained"),
+            "max_epochs": t.info.get("max_epochs"),
             "window": self.window,
             "overlap": self.overlap,
             "prediction_windows": prediction_windows,
             "notes": list(t.info.get("notes", [])),
         }
+        details["attacker"] = _attacker_sentence(details)
         check = t.info.get("fit_check")
         if isinstance(check, dict):
             details["fit_check_accuracy"] = check["accuracy"]
@@ -373,6 +469,35 @@ class TRIRAttack(TRIRTraining, Attack):
                                     "so its TRIR is optimistic for the attacker")
         details["notes"].append("probability = softmax of the mean window logits (same ranking as their sum)")
         return details
+
+
+def _attacker_sentence(d: dict[str, Any]) -> str:
+    """How the attacker was built, in one line for the report."""
+    parts = [f"{d['budget']} budget", f"base {d['base'] or 'unknown'}",
+             "further masked-LM pre-trained" if d["pretrained"] else "not pre-trained further"]
+    styles = d.get("augmented_styles") or []
+    parts.append(f"background augmented with {len(styles)} masked cop{'y' if len(styles) == 1 else 'ies'}"
+                 if styles else "no augmentation")
+    if d.get("curated"):
+        parts.append("curated")
+    epochs = f"{d.get('chosen_epoch')} of {d.get('epochs')} epochs"
+    parts.append(epochs + (f" (chosen on dev release {d['dev_release']})" if d.get("dev_release") else ""))
+    return ", ".join(parts)
+
+
+def _base_name(path: str | None) -> str | None:
+    """The base encoder as the report names it: the embedded MiniLM, or the folder's name (never
+    a path of this machine)."""
+    if not path:
+        return None
+    from audit.models.specs import embedder_path
+
+    try:
+        if Path(path).resolve() == Path(embedder_path(None)).resolve():
+            return "all-MiniLM-L6-v2 (embedded)"
+    except Exception:  # noqa: BLE001 - the name is informative only
+        pass
+    return Path(path).name
 
 
 def _subject_of(doc: Document, originals: Corpus | None) -> str | None:

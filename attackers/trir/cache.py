@@ -22,12 +22,13 @@ from attackers.trir.encoder import folder_digest, quiet_transformers
 if TYPE_CHECKING:
     from audit.core.data import Corpus, Release
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 CONFIG_FILE = "trir.json"
 #: Parameters that change what is trained (the cache key); the rest only change how fast.
-TRAINING_PARAMS = ("window", "overlap", "epochs", "batch_size", "learning_rate", "weight_decay",
-                   "augment_ner", "curate", "pretrain", "pretrain_window", "pretrain_overlap",
-                   "pretrain_epochs", "seed", "max_windows_per_class", "spacy_model")
+TRAINING_PARAMS = ("window", "overlap", "epochs", "patience", "batch_size", "learning_rate", "weight_decay",
+                   "augment_ner", "mask_styles", "curate", "pretrain", "pretrain_window", "pretrain_overlap",
+                   "pretrain_epochs", "new_mlm_head", "seed", "max_windows_per_class", "spacy_model", "dedup", "bucket",
+                   "freeze_layers", "freeze_epochs")
 
 
 @dataclass
@@ -82,7 +83,7 @@ def cache_key(params: dict[str, Any], background: Corpus, base_path: str, dev: R
     ``params`` (an attack's ``get_params()``), the background, the base and the dev release."""
     key = {k: params[k] for k in TRAINING_PARAMS}
     if not key["pretrain"]:
-        for k in ("pretrain_window", "pretrain_overlap", "pretrain_epochs"):
+        for k in ("pretrain_window", "pretrain_overlap", "pretrain_epochs", "new_mlm_head"):
             key.pop(k)
     if not (key["augment_ner"] or key["curate"]):
         key.pop("spacy_model")

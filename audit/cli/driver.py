@@ -171,9 +171,10 @@ def attack_command(reg: Registry, name: str) -> click.Command:
     cli_name = key.replace("_", "-")
     own = {p.name for p in parameters(cls)}
     requires = frozenset(getattr(cls, "requires", frozenset()))
+    accepts = frozenset(getattr(cls, "accepts", frozenset()))
     # The common options first (their spellings win), then the attack's own.
     draft = ComponentOptions({key: cls}, {key: parameters(cls)}, [], {}, {})
-    common = common_options(requires=requires, comps=draft, own_sample="sample" in own)
+    common = common_options(requires=requires, comps=draft, own_sample="sample" in own, accepts=accepts)
     comps = component_options({key: cls}, taken=spellings(common) | {"param", "help", "h"})
     options = [*common, *comps.options, extra_param_option(comps)]
 
@@ -181,6 +182,9 @@ def attack_command(reg: Registry, name: str) -> click.Command:
         ctx = click.get_current_context()
         data = DataArgs.of(kw)
         _check_requires(key, requires, data)
+        if accepts and not requires and not any(getattr(data, a, None) for a in accepts | {"tri"}):
+            given = " or ".join(f"--{a}" for a in sorted(accepts))
+            raise AnonauditError(f"{key} needs {given} FILE")
         params = merge_params(comps.given(ctx, kw, key), parse_param_values(kw["param_values"]), comps)
         corpora: dict[str, Any] = {}
         params = _file_params(params, comps.params[key], corpora)

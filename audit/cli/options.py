@@ -112,8 +112,10 @@ def component_options(classes: Mapping[str, type], *, taken: set[str], label_use
     return ComponentOptions(dict(classes), params, options, dest, flags)
 
 
-def common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sample: bool) -> list[click.Option]:
-    """The data, output, seed, model and budget options of ``attack``/``utility`` commands."""
+def common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sample: bool,
+                   accepts: frozenset[str] = frozenset()) -> list[click.Option]:
+    """The data, output, seed, model and budget options of ``attack``/``utility`` commands
+    (``accepts``: inputs the component can use without requiring them)."""
     needs_orig = "originals" in requires
     opts = [
         SectionOption(["--originals", "originals"], type=click.Path(dir_okay=False), default=None,
@@ -121,12 +123,12 @@ def common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sam
                       help=("The original (private) documents" + (" (required)" if needs_orig else "")
                             + ": JSONL, CSV, JSON map, TAB JSON. Span-file releases are applied to them.")),
     ]
-    if "background" in requires:
+    if "background" in requires | accepts:
         opts += [
             SectionOption(["--background", "background"], type=click.Path(dir_okay=False), default=None,
                           metavar="FILE", section=DATA,
-                          help="Public documents with a subject: the attacker's background knowledge (required, "
-                               "or --tri)."),
+                          help="Public documents with a subject: the attacker's background knowledge"
+                               + (" (required, or --tri)." if "background" in requires else " (or --tri).")),
             SectionOption(["--tri", "--tri-file", "tri"], type=click.Path(dir_okay=False), default=None,
                           metavar="FILE", section=DATA,
                           help="A TRI dataframe file: the background and one release per method column."),

@@ -228,6 +228,7 @@ def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str 
 DEMO_PARAMS: dict[str, dict] = {
     "claim_linker": {"paraphrase": False, "score_sample": 1, "repeats": 1, "judge_check": 4},
     "span_guess": {"sample": 4, "guesses": 3, "context_tokens": 256},
+    "trir": {"budget": "fast"},
 }
 
 

@@ -266,12 +266,15 @@ class Scenario:
 
     ``originals`` are private (the ground truth); ``background`` are public
     documents per subject, possibly about more people than the release covers;
-    ``releases`` are the sanitized corpora under test.
+    ``releases`` are the sanitized corpora under test; ``dev`` is a sanitized release of people
+    in the background that an attacker may tune itself on (a TRI file's ``dev_abstract``
+    column), never a release under test.
     """
 
     originals: Corpus | None = None
     background: Corpus | None = None
     releases: tuple[Release, ...] = ()
+    dev: Release | None = None
 
     def release(self, name: str) -> Release:
         for r in self.releases:

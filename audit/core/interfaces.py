@@ -94,6 +94,9 @@ class Attack(Component):
 
     #: Which parts of the scenario it needs: any of "originals", "background".
     requires: ClassVar[frozenset[str]] = frozenset({"originals"})
+    #: Parts it can use without needing each one (its command offers their options; with
+    #: nothing required, it needs at least one of them).
+    accepts: ClassVar[frozenset[str]] = frozenset()
     #: The fix the report proposes when this attack decides a release: one sentence, with
     #: ``{exposed}`` and ``{total}`` for the documents it succeeded on and attacked.
     remedy: ClassVar[str] = ""

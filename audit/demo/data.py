@@ -324,6 +324,49 @@ def generate(n: int = 40, seed: int = 0, *, background_per_person: int = 3, extr
     return DemoData(originals=originals, background=background, releases=releases, people=people)
 
 
+#: Generalisations of the quasi-identifiers by the ``entity_id`` suffix of their gold span (a
+#: truthful, coarser replacement), for the ``generalized`` release of the development population.
+def _generalised(p: Person, kind: str, label: str) -> str:
+    decade = p.birth_year // 10 * 10
+    return {"country": "a European country", "nat": "European", "city": f"a city in {p.country}",
+            "born": f"the {decade}s", "date": str(p.event_date[2]), "year2": "a later year",
+            "followup": "a later month", "job": "skilled worker", "org": "a private company",
+            "hospital": "a hospital", "age": "middle-aged", "name": f"[{label}]", "lawyer": "[PERSON]",
+            "contact": "[PERSON]", "case": "[CODE]", "mrn": "[CODE]"}.get(kind, f"[{label}]")
+
+
+def development_population(n: int = 40, seed: int = 0, *, background_per_person: int = 3,
+                           extra_people: int | None = None) -> DemoData:
+    """A population where masking matters, for developing re-identification attacks (TRIR).
+
+    The records and the background of :func:`generate` (the background repeats the records'
+    quasi-identifiers in other words), with four releases: ``suppressed`` and ``labels`` (gold
+    spans removed, or replaced by ``[LABEL]``), ``generalized`` (names and codes labelled,
+    quasi-identifiers replaced by truthful coarser terms: a city by its country, a date by its
+    year) and ``dev``: a second, differently worded record of each person masked with labels,
+    for choosing an attacker's epoch without touching a release under test. An NER-masked
+    release comes from running a sanitizer (e.g. ``spacy_ner``) on the originals."""
+    data = generate(n, seed, background_per_person=background_per_person, extra_people=extra_people)
+    people = {p.id: p for p in data.people}
+    masked = {d.id: [s for s in d.spans if s.identifier_type != "NO_MASK"] for d in data.originals}
+    data.releases["generalized"] = sanitize_corpus(
+        data.originals,
+        {i: [replace(s, replacement=_generalised(people[data.originals[i].subject], (s.entity_id or ":").split(":")[-1],
+                                                 s.label)) for s in spans] for i, spans in masked.items()},
+        name="generalized", sanitizer="generalization")
+    rng = random.Random(seed + 7919)  # another wording of each record: the dev release
+    second = []
+    for d in data.originals:
+        p = people[d.subject]
+        other = replace(p, style="medical" if p.style == "court" else "court")
+        second.append(_original(other, rng, f"dev-{d.id[4:]}"))
+    dev_orig = Corpus(second, name="dev-originals")
+    dev_masked = {d.id: [replace(s, replacement=f"[{s.label}]") for s in d.spans if s.identifier_type != "NO_MASK"]
+                  for d in dev_orig}
+    data.releases["dev"] = sanitize_corpus(dev_orig, dev_masked, name="dev", sanitizer="labels")
+    return data
+
+
 def write(out_dir: str | Path, n: int = 40, seed: int = 0) -> DemoData:
     """Write the population as JSONL files under ``out_dir`` and return it."""
     from audit.io.loaders import save_jsonl

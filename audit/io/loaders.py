@@ -70,9 +70,9 @@ from audit.io.detect import FORMATS, sniff
 from audit.io.jsondocs import load_json_list, load_json_map, load_tab
 from audit.io.spanfiles import apply_span_file
 from audit.io.tables import load_csv, load_jsonl
-from audit.io.tri import read_tri
+from audit.io.tri import read_tri, read_tri_dev
 
-__all__ = ["FORMATS", "detect_format", "load_corpus", "load_release_file", "load_releases", "load_tri",
+__all__ = ["FORMATS", "detect_format", "load_corpus", "load_dev", "load_release_file", "load_releases", "load_tri",
            "parse_release_spec", "save_jsonl"]
 
 
@@ -184,6 +184,14 @@ def load_release_file(path: str | os.PathLike, *, name: str | None = None, origi
                              doc_id=doc.id)
         problems.raise_if_any()
     return [Release(name=name, corpus=corpus, aligned=True, source=path)]
+
+
+def load_dev(path: str | os.PathLike, format: str | None = None) -> Release | None:
+    """The dev release a background file carries: a TRI file's ``dev_abstract`` column (the
+    TRI paper's code chooses the attacker's epoch on it); ``None`` for any other file."""
+    source = str(path)
+    fmt, data = sniff(source, format)
+    return read_tri_dev(source, data) if fmt == "tri" else None
 
 
 def load_tri(path: str | os.PathLike) -> tuple[Corpus, list[Release]]:

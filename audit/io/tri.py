@@ -14,6 +14,9 @@ from audit.io.records import as_id
 from audit.io.tables import open_csv
 
 _TRI_SKIP = {"name", "public_knowledge", "", "index", "level_0"}
+#: The column of a TRI file that holds the dev release (sanitized texts an attacker may choose
+#: its settings on, as the TRI paper's code does), never a release under test.
+DEV_COLUMN = "dev_abstract"
 
 
 def _tri_records(source: str, data: Any) -> list[tuple[int | None, dict[str, Any]]]:
@@ -57,6 +60,19 @@ def _is_number_text(v: Any) -> bool:
 
 
 def read_tri(source: str, data: Any) -> tuple[Corpus, list[Release]]:
+    """The background (``public_knowledge``) and one release per method column; the dev column
+    (:data:`DEV_COLUMN`) is not one of them (:func:`read_tri_dev` reads it)."""
+    background, releases, _ = read_tri_all(source, data)
+    return background, releases
+
+
+def read_tri_dev(source: str, data: Any) -> Release | None:
+    """The dev release of a TRI file (its :data:`DEV_COLUMN` column), or ``None``."""
+    return read_tri_all(source, data)[2]
+
+
+def read_tri_all(source: str, data: Any) -> tuple[Corpus, list[Release], Release | None]:
+    """Background, releases under test and dev release (``None`` without a dev column)."""
     problems = Problems(source)
     rows = _tri_records(source, data)
     columns: list[str] = []
@@ -109,5 +125,8 @@ def read_tri(source: str, data: Any) -> tuple[Corpus, list[Release]]:
         return Corpus(docs, name=cname, source=source)
 
     background = corpus("public_knowledge", Path(source).stem)
-    releases = [Release(name=m, corpus=corpus(m, m), aligned=True, source=source) for m in methods]
-    return background, releases
+    releases = [Release(name=m, corpus=corpus(m, m), aligned=True, source=source) for m in methods
+                if m != DEV_COLUMN]
+    dev = (Release(name=DEV_COLUMN, corpus=corpus(DEV_COLUMN, DEV_COLUMN), aligned=True, source=source)
+           if DEV_COLUMN in methods else None)
+    return background, releases, dev

@@ -115,6 +115,13 @@ class Audit:
         return path.parent / ("releases" if path.name == "results.json" else f"{path.stem}.releases")
 
     # -- data
+    def _load_dev(self) -> Release | None:
+        """The dev release the background file carries (a TRI file's dev column), if any."""
+        from audit.io.loaders import load_dev
+
+        inp = self.spec.background
+        return None if inp is None else load_dev(str(inp.path), format=inp.format)
+
     def _load_corpus(self, inp: InputSpec, name: str) -> Corpus:
         from audit.io.loaders import load_corpus
 
@@ -148,10 +155,13 @@ class Audit:
                                                  registry=self.registry, resources=resources,
                                                  progress=self.progress, echo=self.echo, folder=self.releases_dir)
         releases_prov = {**(previous if isinstance(previous, dict) and old_prov else {}), **releases_prov}
-        scenario = Scenario(originals=originals, background=background, releases=tuple(releases))
+        dev = self._load_dev()
+        scenario = Scenario(originals=originals, background=background, releases=tuple(releases), dev=dev)
         outcome = AuditOutcome(results=rf, path=path, releases={r.name: r for r in releases})
         base_fp = {"originals": None if originals is None else originals.fingerprint(),
                    "background": None if background is None else background.fingerprint()}
+        if dev is not None:  # keys of runs without a dev release stay what they were
+            base_fp["dev"] = dev.corpus.fingerprint()
 
         mine: list[Result] = []  # what this run computed: the only results it writes
 

@@ -1,0 +1,110 @@
+"""TRIR ablation on the synthetic development population (issue 19): what each part of the TRI
+paper's attacker adds to the re-identification of masked releases, beside the unsanitized records.
+
+Population: :func:`audit.demo.data.development_population` (``--people`` in the releases, half as
+many more in the background only, 3 background documents each). Releases under test: the
+originals, spaCy NER masking (``spacy_ner``), gold labels, gold suppression, generalization.
+The dev release is a second, differently worded record of each person, label-masked.
+
+Attackers (one seed; all on the embedded MiniLM, which has no MLM head, so ``pretrain`` is a
+no-op unless ``--new-mlm-head``):
+
+* ``before``: the default before issue 19 (5 epochs, no augmentation, no curation, no dev);
+* ``augment``: + one NER-masked copy of the background (``--budget fast``);
+* ``augment+curate``: + curation as in the paper;
+* ``augment+dev``: + up to 15 epochs chosen on the dev release (patience 3);
+* ``paper``: the new default (``--budget paper`` with the dev release: a masked copy per masking
+  style the releases show, curation, up to 15 epochs on dev);
+
+and phrase search over the background (``phrase_search_reid``), the second attacker.
+
+    python benchmarks/trir_ablation.py --people 30 --threads 2 --out ablation.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from attackers.phrase_search import PhraseSearchAttack  # noqa: E402
+from attackers.trir import TRIRAttack  # noqa: E402
+from audit.core.data import Corpus, Release, Scenario  # noqa: E402
+
+CONFIGS = {
+    "before": dict(budget="fast", augment_ner=False, bucket=False, dedup=False, dev=False),
+    "augment": dict(budget="fast", dev=False),
+    "augment+curate": dict(budget="fast", curate=True, dev=False),
+    "augment+dev": dict(budget="fast", epochs=15, patience=3, dev=True),
+    "paper": dict(budget="paper", dev=True),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--people", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS))
+    ap.add_argument("--new-mlm-head", action="store_true", help="paper config also trains a new MLM head")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+
+    from audit.core.registry import registry
+    from audit.demo.data import development_population
+
+    data = development_population(args.people, seed=args.seed)
+    ner = registry.create("sanitizer", "spacy_ner").sanitize(data.originals, name="spacy_ner")
+    # the records as they are: their gold annotations are not replacements (phrase search would skip them)
+    plain = Corpus([dataclasses.replace(d, spans=()) for d in data.originals], name="originals")
+    releases = (Release("originals", plain), ner, data.releases["labels"], data.releases["suppressed"],
+                data.releases["generalized"])
+    dev = data.releases["dev"]
+    report: dict = {"people": args.people, "population": len(set(data.background.subjects)),
+                    "background_documents": len(data.background), "threads": args.threads, "runs": {}}
+    for name in args.configs:
+        cfg = dict(CONFIGS[name])
+        use_dev = cfg.pop("dev")
+        if name == "paper" and args.new_mlm_head:
+            cfg["new_mlm_head"] = True
+        scenario = Scenario(originals=data.originals, background=data.background, releases=releases,
+                            dev=dev if use_dev else None)
+        attack = TRIRAttack(seed=args.seed, use_cache=False, progress=False, num_threads=args.threads, device="cpu",
+                            **cfg)
+        t0 = time.time()
+        attack.fit(scenario)
+        info = attack.trained_.info
+        row = {"train_seconds": round(time.time() - t0, 1), "epochs": len(info["history"]),
+               "chosen_epoch": info["chosen_epoch"], "windows": info["training_windows"],
+               "mask_styles": info.get("mask_styles"), "trir": {}}
+        for rel in releases:
+            row["trir"][rel.name] = attack.evaluate(scenario, rel)[0].value
+        report["runs"][name] = row
+        print(name, json.dumps(row), flush=True)
+    ps = PhraseSearchAttack(against="background")
+    scenario = Scenario(background=data.background, releases=releases)
+    report["phrase_search_reid"] = {r.name: ps.evaluate(scenario, r)[0].value for r in releases}
+    print("phrase_search_reid", json.dumps(report["phrase_search_reid"]), flush=True)
+
+    names = [r.name for r in releases]
+    print(f"\n{args.people} people in the releases, {report['population']} in the background, "
+          f"{args.threads} thread(s), seed {args.seed}\n")
+    print("| attacker | " + " | ".join(names) + " | epochs (chosen) | train s |")
+    print("| --- | " + " | ".join("---:" for _ in names) + " | ---: | ---: |")
+    for name, row in report["runs"].items():
+        cells = " | ".join(f"{row['trir'][n]:.2f}" for n in names)
+        print(f"| {name} | {cells} | {row['epochs']} ({row['chosen_epoch']}) | {row['train_seconds']:.0f} |")
+    cells = " | ".join(f"{report['phrase_search_reid'][n]:.2f}" for n in names)
+    print(f"| phrase search (background) | {cells} | – | – |")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
