@@ -21,16 +21,14 @@ fixed on its own, before the redaction fallback.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tab import TAB, labelled_originals, linkage, machine, published, utility  # noqa: E402
+from tab import bench_llm, labelled_originals, linkage, machine, parser, published, utility  # noqa: E402
 
 #: plain rewrites each chunk once, as the paper's baseline does (the sanitizer's plain mode could
 #: also re-send the chunks that still link, ``max_rounds``)
@@ -52,29 +50,19 @@ def linking_counts(index, release, arity: int) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=TAB)
-    ap.add_argument("--docs", type=int, default=10, help="the first N documents of Manual_Entity")
+    ap = parser(__doc__, 10, "the first N documents of Manual_Entity")
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--llm", default="qwen2.5-coder-1.5b")
     ap.add_argument("--max-rounds", type=int, default=3, help="rounds of the guided variants")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="llama.cpp threads (default: all cores; 1 suffers less when another job shares the cores)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cache", type=Path, default=None, help="LLM answer cache (default: a fresh file)")
-    ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
     args = ap.parse_args()
 
     from audit.core.progress import stage
-    from audit.models.specs import load_llm
     from defenders.delinker import Delinker
 
     full = labelled_originals(args.data)
     ids = full.ids[:args.docs]
     source = published("Manual_Entity (input)", "TAB_test_Manual_Entity.json", full, ids, args.data)
-    cache = args.cache or Path(tempfile.mkdtemp(prefix="delinker-bench-")) / "llm.sqlite"
-    print(f"{len(ids)} documents of Manual_Entity; collection {len(full)} originals; LLM cache {cache}", flush=True)
-    llm = load_llm(args.llm, cache=True, cache_path=cache, n_ctx=4096, n_parallel=1, n_threads=args.threads)
+    print(f"{len(ids)} documents of Manual_Entity; collection {len(full)} originals", flush=True)
+    llm = bench_llm(args, "delinker-bench-")
 
     releases, costs = [source], {}
     for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:

@@ -22,17 +22,15 @@ The LLM answer cache is a fresh file unless ``--cache`` names one, so costs are 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tab import (TAB, first_docs, labelled_originals, linkage, machine, published,  # noqa: E402
-                 sample_spans, span_recovery, utility)
+from tab import (bench_llm, first_docs, labelled_originals, linkage, machine, parser,  # noqa: E402
+                 published, sample_spans, span_recovery, utility)
 
 PUBLISHED = {
     "Manual_INTACT (selected)": "TAB_test_Manual_INTACT.json",
@@ -52,10 +50,7 @@ def label_share(release) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=TAB)
-    ap.add_argument("--docs", type=int, default=10, help="the first N TAB test documents")
-    ap.add_argument("--llm", default="qwen2.5-coder-1.5b")
+    ap = parser(__doc__, 10)
     ap.add_argument("--parallel", type=int, default=1,
                     help="llama.cpp slots; >1 decodes requests together (faster, answers cached apart)")
     ap.add_argument("--guesses", type=int, default=5, help="INTACT's attack: guesses per candidate (p)")
@@ -64,25 +59,17 @@ def main() -> None:
     ap.add_argument("--guess-releases", default="ours most_specific,ours least_specific,ours attack,"
                     "Manual_INTACT (selected),Manual_Entity",
                     help="releases attacked by span guessing (comma-separated; each costs --spans LLM requests)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="llama.cpp threads (default: all cores; 1 suffers less when another job shares the cores)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cache", type=Path, default=None, help="LLM answer cache (default: a fresh file)")
-    ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
     args = ap.parse_args()
 
     from audit.core.progress import stage
-    from audit.models.specs import load_llm
     from defenders.intact import IntactSanitizer
 
     full = labelled_originals(args.data)
     originals = first_docs(full, args.docs)
     ids = originals.ids
-    cache = args.cache or Path(tempfile.mkdtemp(prefix="intact-bench-")) / "llm.sqlite"
     print(f"{len(originals)} documents ({sum(len(d.text) for d in originals)} chars, "
-          f"{sum(len(d.spans) for d in originals)} spans); LLM cache {cache}", flush=True)
-    llm = load_llm(args.llm, cache=True, cache_path=cache, n_ctx=4096, n_parallel=args.parallel,
-                   n_threads=args.threads, deterministic=args.parallel == 1)
+          f"{sum(len(d.spans) for d in originals)} spans)", flush=True)
+    llm = bench_llm(args, "intact-bench-", args.parallel)
 
     ours, costs = [], {}
     for selection in ("most_specific", "least_specific", "attack"):

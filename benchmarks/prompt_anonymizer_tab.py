@@ -22,16 +22,15 @@ The LLM answer cache is a fresh file unless ``--cache`` names one, so costs are 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tab import TAB, first_docs, labelled_originals, linkage, machine, published, utility  # noqa: E402
+from tab import (bench_llm, first_docs, labelled_originals, linkage, machine, parser,  # noqa: E402
+                 published, utility)
 
 FAMILIES = ("mvm", "sparks", "student", "ppdp")
 PUBLISHED = {"gpt-3.5-turbo-0125_mvm-st": "TAB_test_gpt-3.5-turbo-0125_mvm-st.json",
@@ -83,32 +82,22 @@ def trir_rates(releases, data: Path, seed: int) -> dict[str, dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=TAB)
-    ap.add_argument("--docs", type=int, default=20, help="the first N TAB test documents")
+    ap = parser(__doc__, 20)
     ap.add_argument("--families", default=",".join(FAMILIES))
-    ap.add_argument("--llm", default="qwen2.5-coder-1.5b")
     ap.add_argument("--chunk-tokens", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=1, help="1 = the paper's method; more = the iterative variant")
     ap.add_argument("--trir", action="store_true", help="also run TRIR (trains the attacker once if not cached)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="llama.cpp threads (default: all cores; 1 suffers less when another job shares the cores)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cache", type=Path, default=None, help="LLM answer cache (default: a fresh file)")
-    ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
     args = ap.parse_args()
 
     from audit.core.progress import stage
-    from audit.models.specs import load_llm
     from defenders.prompt_anonymizer import PromptAnonymizer
 
     full = labelled_originals(args.data, outer=True)
     originals = first_docs(full, args.docs)
     ids = originals.ids
     bare = first_docs(labelled_originals(args.data), args.docs)  # what the LLM reads: no spans needed
-    cache = args.cache or Path(tempfile.mkdtemp(prefix="prompt-bench-")) / "llm.sqlite"
-    print(f"{len(originals)} documents ({sum(len(d.text) for d in originals)} chars); LLM cache {cache}", flush=True)
-    llm = load_llm(args.llm, cache=True, cache_path=cache, n_ctx=4096, n_parallel=1, n_threads=args.threads)
+    print(f"{len(originals)} documents ({sum(len(d.text) for d in originals)} chars)", flush=True)
+    llm = bench_llm(args, "prompt-bench-")
 
     ours, costs = [], {}
     for family in [f.strip() for f in args.families.split(",") if f.strip()]:

@@ -123,6 +123,35 @@ def span_recovery(llm, originals: Corpus, releases: list[Release], keys: set[tup
     return out
 
 
+def parser(doc: str, docs: int, docs_help: str = "the first N TAB test documents"):
+    """The options every sanitizer benchmark takes; each script adds its own."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=TAB)
+    ap.add_argument("--docs", type=int, default=docs, help=docs_help)
+    ap.add_argument("--llm", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="llama.cpp threads (default: all cores; 1 suffers less when another job shares the cores)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cache", type=Path, default=None, help="LLM answer cache (default: a fresh file)")
+    ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
+    return ap
+
+
+def bench_llm(args, prefix: str, parallel: int = 1):
+    """The benchmark's LLM behind an answer cache: ``--cache``, else a fresh file (cold costs).
+    ``parallel`` > 1 lets llama.cpp decode requests together (answers cached apart)."""
+    import tempfile
+
+    from audit.models.specs import load_llm
+
+    cache = args.cache or Path(tempfile.mkdtemp(prefix=prefix)) / "llm.sqlite"
+    print(f"LLM answer cache: {cache}", flush=True)
+    return load_llm(args.llm, cache=True, cache_path=cache, n_ctx=4096, n_parallel=parallel,
+                    n_threads=args.threads, deterministic=parallel == 1)
+
+
 def machine() -> dict[str, Any]:
     """What a reader needs to weigh the seconds: cores and the load while the benchmark ran."""
     return {"cpus": os.cpu_count(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
