@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tab import bench_llm, labelled_originals, linkage, machine, parser, published, utility  # noqa: E402
+from tab import bench_llm, labelled_originals, linkage, machine, parser, published, utility, write_out  # noqa: E402
 
 #: plain rewrites each chunk once, as the paper's baseline does (the sanitizer's plain mode could
 #: also re-send the chunks that still link, ``max_rounds``)
@@ -115,9 +115,7 @@ def main() -> None:
         examples[rel.name] = [(s.original, s.replacement, s.label) for d in rel for s in d.spans
                               if s.label in ("REPHRASED", "REDACTED")][:12]
         print(f"  {rel.name}: {examples[rel.name][:6]}")
-    if args.out:
-        args.out.write_text(json.dumps({"llm": llm.identity, "docs": ids, "args": {k: str(v) for k, v in vars(args).items()},
-                                        "rows": rows, "examples": examples}, indent=1, ensure_ascii=False))
+    write_out(args, llm, ids, rows=rows, examples=examples)
     llm.close()
 
 

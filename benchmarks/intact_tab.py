@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tab import (bench_llm, first_docs, labelled_originals, linkage, machine, parser,  # noqa: E402
-                 published, sample_spans, span_recovery, utility)
+                 published, sample_spans, span_recovery, utility, write_out)
 
 PUBLISHED = {
     "Manual_INTACT (selected)": "TAB_test_Manual_INTACT.json",
@@ -138,10 +138,7 @@ def main() -> None:
                                  "least": sb.replacement, "selected": sc.replacement})
     for ex in examples[:12]:
         print("  ", ex)
-    if args.out:
-        args.out.write_text(json.dumps({"llm": llm.identity, "docs": ids, "args": {k: str(v) for k, v in vars(args).items()},
-                                        "rows": rows, "span_guess": guessed, "examples": examples}, indent=1,
-                                       ensure_ascii=False))
+    write_out(args, llm, ids, rows=rows, span_guess=guessed, examples=examples)
     llm.close()
 
 

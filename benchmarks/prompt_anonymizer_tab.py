@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tab import (bench_llm, first_docs, labelled_originals, linkage, machine, parser,  # noqa: E402
-                 published, utility)
+                 published, utility, write_out)
 
 FAMILIES = ("mvm", "sparks", "student", "ppdp")
 PUBLISHED = {"gpt-3.5-turbo-0125_mvm-st": "TAB_test_gpt-3.5-turbo-0125_mvm-st.json",
@@ -150,9 +150,7 @@ def main() -> None:
     examples = {rel.name: sorted({s.original for d in rel for s in d.spans if s.original})[:30] for rel in ours}
     for name, terms in examples.items():
         print(f"  {name} masked e.g.: {terms[:15]}")
-    if args.out:
-        args.out.write_text(json.dumps({"llm": llm.identity, "docs": ids, "args": {k: str(v) for k, v in vars(args).items()},
-                                        "rows": rows, "examples": examples}, indent=1, ensure_ascii=False))
+    write_out(args, llm, ids, rows=rows, examples=examples)
     llm.close()
 
 

@@ -152,6 +152,14 @@ def bench_llm(args, prefix: str, parallel: int = 1):
                     n_threads=args.threads, deterministic=parallel == 1)
 
 
+def write_out(args, llm, ids: list[str], **figures: Any) -> None:
+    """Write the run's settings and figures as JSON to ``--out`` (when given)."""
+    if args.out:
+        settings = {k: str(v) for k, v in vars(args).items()}
+        args.out.write_text(json.dumps({"llm": llm.identity, "docs": ids, "args": settings, **figures}, indent=1,
+                                       ensure_ascii=False))
+
+
 def machine() -> dict[str, Any]:
     """What a reader needs to weigh the seconds: cores and the load while the benchmark ran."""
     return {"cpus": os.cpu_count(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
