@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,7 +13,7 @@ import pytest
 
 from audit.models.llm import ChatRequest, LLMError, ScriptedLLM
 from audit.models.backends import OpenAILLM
-from audit.models.cache import CachedLLM, cache_key
+from audit.models.cache import AnswerStore, CachedLLM, cache_key
 
 MSG = [{"role": "user", "content": "hello"}]
 
@@ -146,6 +147,22 @@ def test_concurrent_processes(tmp_path):
     reqs = [ChatRequest.make([{"role": "user", "content": f"p{i}"}]) for i in range(60)]
     assert "MISS" not in llm.complete_batch(reqs) and backend.calls == []
 
+
+
+def _open_store(path):
+    store = AnswerStore(path)
+    store.put_many({f"k{os.getpid()}": 1})
+    return len(store)
+
+
+def test_processes_creating_the_same_new_cache_at_once(tmp_path):
+    # Switching a new file to WAL can fail with "database is locked" without sqlite waiting;
+    # a parallel audit whose workers start together must not crash on it (CI caught it once).
+    with multiprocessing.get_context("fork").Pool(6) as pool:
+        for i in range(40):
+            path = str(tmp_path / f"c{i}.sqlite")
+            assert max(pool.map(_open_store, [path] * 6)) >= 1
+            assert len(AnswerStore(path)) >= 1
 
 # --------------------------------------------------------------------------- llama.cpp backend
 

@@ -35,6 +35,24 @@ def cache_key(identity: str, method: str, payload: object) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def set_wal(conn: sqlite3.Connection, timeout: float = 60.0) -> None:
+    """Switch ``conn``'s file to WAL mode. Two processes creating the same new file at once
+    can get "database is locked" here without sqlite's busy handler ever waiting (the mode
+    change needs an exclusive lock and sqlite refuses rather than risk a deadlock), so retry
+    until ``timeout``. Once a file is in WAL mode (it is persistent) this is a no-op."""
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if ("locked" not in str(err) and "busy" not in str(err)) or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
 class AnswerStore:
     """Key → JSON value in sqlite. One connection per thread; WAL for concurrent processes."""
 
@@ -52,7 +70,7 @@ class AnswerStore:
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            set_wal(conn, self.timeout)
             conn.execute("PRAGMA synchronous = NORMAL")
             self._local.conn = conn
         return conn

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from audit.core import config
+from audit.models.cache import set_wal
 from audit.models.specs import embedder_path
 
 
@@ -73,7 +74,7 @@ class Embedder:
         assert self.cache_path is not None
         db = sqlite3.connect(self.cache_path, timeout=60.0)
         try:
-            db.execute("PRAGMA journal_mode = WAL")
+            set_wal(db)
             with db:
                 yield db
         finally:
