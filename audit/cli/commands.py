@@ -9,7 +9,9 @@ def all_commands() -> list[click.Command]:
     import audit.cli.data as data_cli
     import audit.cli.demo as demo_cli
     import audit.cli.driver as driver
+    import audit.cli.harden as harden_cli
     import audit.cli.models as models_cli
     import audit.cli.run as run_cli
 
-    return [*driver.groups(), *data_cli.commands(), *demo_cli.COMMANDS, *run_cli.COMMANDS, *models_cli.COMMANDS]
+    return [*driver.groups(), *data_cli.commands(), *demo_cli.COMMANDS, *run_cli.COMMANDS, *harden_cli.COMMANDS,
+            *models_cli.COMMANDS]

@@ -18,7 +18,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from audit.core.data import Corpus, Release, Scenario
+    from audit.core.repair import RepairTarget
     from audit.core.results import Result
 
 
@@ -114,9 +117,24 @@ class Sanitizer(Component):
     """A sanitizer (defender): originals in, a release out, recording every
     replaced span on the released documents."""
 
+    #: The kinds of evidence :meth:`repair` fixes in a released document (``"text"``: visible
+    #: words an attack used, to reword; ``"span"``: a recorded replacement an attack saw
+    #: through, to make vaguer; see :mod:`audit.core.repair`). Empty: it only sanitizes corpora.
+    repairs: ClassVar[frozenset[str]] = frozenset()
+
     @abstractmethod
     def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
         """Sanitize every document of ``corpus``."""
+
+    def repair(self, release: Release, targets: Mapping[str, Sequence[RepairTarget]], *, name: str,
+               round: int = 1) -> Release:
+        """A copy of ``release`` named ``name`` in which exactly ``targets`` (per document id, of the
+        kinds in :attr:`repairs`) are fixed, every change recorded on the documents as spans;
+        other documents and other text stay as they are. ``round`` (1, 2...) is the repair round
+        of ``anonaudit harden``: a later round may ask its model differently."""
+        from audit.core.errors import AnonauditError
+
+        raise AnonauditError(f"sanitizer {self.name!r} cannot repair a release in place")
 
 
 class Metric(Component):

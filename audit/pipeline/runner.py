@@ -128,9 +128,12 @@ class Audit:
         return load_corpus(str(inp.path), format=inp.format, name=name)
 
     # -- the run
-    def run(self) -> AuditOutcome:
+    def run(self, resources: Resources | None = None) -> AuditOutcome:
         """Run the audit. One :class:`~audit.models.resources.Resources` serves every sanitizer
-        and component of the run (each model is loaded once) and is closed at the end."""
+        and component of the run (each model is loaded once) and is closed at the end; a caller
+        that runs several audits in a row (``anonaudit harden``) may pass its own, which stays open."""
+        if resources is not None:
+            return self._run(resources)
         with Resources(seed=self.spec.seed, progress=self.progress) as resources:
             return self._run(resources)
 

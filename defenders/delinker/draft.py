@@ -26,12 +26,17 @@ class Edit:
 
 class Draft:
     """A released document being rewritten: its current text, the de-identifier's spans
-    (shifted to the current text, never touched) and the rewritten regions so far."""
+    (shifted to the current text, never touched) and the rewritten regions so far.
 
-    def __init__(self, doc: Document):
+    ``movable_labels``: recorded spans with these labels (earlier rephrasings, when a hardening
+    round rewrites a release that was rewritten before) are not protected: a rewrite that covers
+    one whole absorbs it, and its record then says what the original text was."""
+
+    def __init__(self, doc: Document, *, movable_labels: tuple[str, ...] = ()):
         self.doc = doc
         self.text = doc.text
-        self.protected = list(doc.spans)
+        self.protected = [s for s in doc.spans if s.label not in movable_labels]
+        self.movable = [s for s in doc.spans if s.label in movable_labels]
         self.edits: list[Edit] = []
 
     def _to_src(self, pos: int) -> int:
@@ -66,6 +71,22 @@ class Draft:
         self.edits = sorted(kept, key=lambda e: e.start)
         self.protected = [replace(p, start=p.start + delta, end=p.end + delta) if p.start >= end else p
                           for p in self.protected]
+        # an earlier rephrasing inside the rewrite is absorbed by it; later ones move
+        self.movable = [replace(m, start=m.start + delta, end=m.end + delta) if m.start >= end else m
+                        for m in self.movable if not (start <= m.start and m.end <= end and (m.end > m.start or start < end))]
+
+    def _source_original(self, src_start: int, src_end: int) -> str:
+        """The input text of ``[src_start, src_end)`` with each earlier rephrasing it covers put
+        back to the text that rephrasing replaced."""
+        src = self.doc.text
+        pieces, cur = [], src_start
+        for m in sorted(self.doc.spans, key=span_order):
+            if m.label == REPHRASED and m.original is not None and src_start <= m.start and m.end <= src_end \
+                    and m.start >= cur:
+                pieces += [src[cur:m.start], m.original]
+                cur = m.end
+        pieces.append(src[cur:src_end])
+        return "".join(pieces)
 
     def _orig_offset(self, src_pos: int) -> int | None:
         """Offset in the original document of a position of the input text outside its spans."""
@@ -76,12 +97,12 @@ class Draft:
         return None if last.orig_end is None else last.orig_end + (src_pos - last.end)
 
     def document(self, meta: dict[str, Any]) -> Document:
-        spans = list(self.protected)
-        src = self.doc.text
+        spans = list(self.protected) + list(self.movable)
         for e in self.edits:
             o_s, o_e = self._orig_offset(e.src_start), self._orig_offset(e.src_end)
             spans.append(Span(e.start, e.end, REDACTED_LABEL if e.redacted else REPHRASED,
-                              replacement=self.text[e.start:e.end], original=src[e.src_start:e.src_end],
+                              replacement=self.text[e.start:e.end],
+                              original=self._source_original(e.src_start, e.src_end),
                               orig_start=o_s if o_e is not None else None,
                               orig_end=o_e if o_s is not None else None))
         return Document(self.doc.id, self.text, subject=self.doc.subject,

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 from attackers.phrase_search.attack import DEFAULT_PLACEHOLDER_PATTERN
 from attackers.phrase_search.index import NgramIndex, collection_fingerprint
 from attackers.phrase_search.linking import Links, blocked_ranges, linking_ngrams
-from audit.core.data import Corpus, Document, Release
+from audit.core.data import REPHRASED, Corpus, Document, Release
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
 from audit.core.registry import register
@@ -31,6 +31,8 @@ class Delinker(Sanitizer):
     Checked against the n-gram index of the collection until nothing links (see the module doc)."""
 
     name: ClassVar[str] = "delinker"
+    #: ``anonaudit harden`` hands it the visible words an attack used, to reword (:meth:`repair`).
+    repairs: ClassVar[frozenset[str]] = frozenset({"text"})
     description: ClassVar[str] = (
         "Takes a de-identified release and the document collection an adversary could search, finds every "
         "phrase (or combination of phrases) still found in fewer than k documents of that collection, and "
@@ -202,8 +204,9 @@ class Delinker(Sanitizer):
                                 seed=self.seed + rnd - 1, json_schema=schema)
 
     def marked_request(self, text: str, chunk: tuple[int, int], spans: Sequence[tuple[int, int]],
-                       rnd: int = 1) -> ChatRequest:
-        """The request for one chunk with ``spans`` (offsets in ``text``, inside the chunk) marked."""
+                       rnd: int = 1, max_tokens: int | None = None) -> ChatRequest:
+        """The request for one chunk with ``spans`` (offsets in ``text``, inside the chunk) marked;
+        ``max_tokens`` for the answer (default: enough for as many short phrases)."""
         a, b = chunk
         pieces, cur = [], a
         for s, e in spans:
@@ -212,7 +215,7 @@ class Delinker(Sanitizer):
         pieces.append(text[cur:b])
         passage = "".join(pieces).strip()
         return self._request(SYSTEM_MARKED, EXAMPLES_MARKED, passage, self._schema(len(spans)),
-                             96 + 48 * len(spans), rnd)
+                             max_tokens or 96 + 48 * len(spans), rnd)
 
     def _plain_parts(self, draft: Draft, chunk: tuple[int, int]) -> tuple[str, list[tuple[int, int]]]:
         """The chunk with protected ranges shown as ``{{i}}`` markers, and the ranges of the text
@@ -300,6 +303,86 @@ class Delinker(Sanitizer):
                     break
         counts["still_linking"] = int(len(links.to_rephrase())) if links else 0
         return draft.document(counts)
+
+    # ------------------------------------------------------------------ given spans
+
+    def rewrite(self, doc: Document, ranges: Sequence[tuple[int, int]], *, rnd: int = 1) -> Document:
+        """``doc`` with exactly the text in ``ranges`` (offsets in ``doc.text``) reworded, in one
+        pass: no link check and no redaction (``anonaudit harden`` attacks the result again).
+
+        Ranges are cut around the de-identifier's spans and placeholders (never rewritten); one
+        that touches an earlier rephrasing (``REPHRASED``) is widened to cover it, and the new
+        record then holds the text before both rewrites. A phrase whose rewording is refused
+        (:func:`~defenders.delinker.prompts.usable_rewrite`) stays as it is. ``rnd`` > 1 samples
+        at ``retry_temperature`` with another seed, so a refused answer is not replayed from
+        the cache. Counts go to ``meta["delinker"]``: targets, rewritten, refused, llm_requests."""
+        llm = self._get_llm()
+        draft = Draft(doc, movable_labels=(REPHRASED,))
+        blocked = merge_ranges(self._blocked(draft))
+        targets: list[tuple[int, int]] = []
+        for s, e in ranges:
+            s, e = max(0, s), min(len(draft.text), e)
+            for m in draft.movable:
+                if m.start < e and s < m.end:
+                    s, e = min(s, m.start), max(e, m.end)
+            pieces = [(s, e)]
+            for bs, be in blocked:  # (an empty one, a suppression, cuts too)
+                pieces = [q for a, b in pieces
+                          for q in (((a, bs), (be, b)) if (bs < b and a < be) or a < bs == be < b else ((a, b),))
+                          if q[1] > q[0]]
+            for a, b in pieces:
+                while a < b and not draft.text[a].isalnum():
+                    a += 1
+                while b > a and not draft.text[b - 1].isalnum():
+                    b -= 1
+                if b > a:
+                    targets.append((a, b))
+        targets = merge_ranges(targets)
+        counts = {"targets": len(targets), "rewritten": 0, "refused": 0, "llm_requests": 0}
+        jobs: list[tuple[ChatRequest, list[tuple[int, int]]]] = []
+        for chunk in self.chunks(draft.text, targets) if targets else []:
+            inside = [t for t in targets if chunk[0] <= t[0] and t[1] <= chunk[1]]
+            for j in range(0, len(inside), self.max_spans):
+                group = inside[j:j + self.max_spans]
+                # a long target (a claim, a classifier's window) needs room for its rewording
+                room = 96 + sum(max(48, 2 * llm.count_tokens(draft.text[a:b]) + 16) for a, b in group)
+                jobs.append((self.marked_request(draft.text, chunk, group, rnd, max_tokens=room), group))
+        if jobs:
+            answers = llm.complete_batch([r for r, _ in jobs])
+            counts["llm_requests"] = len(jobs)
+            replacements: list[tuple[int, int, str]] = []
+            for (_, group), answer in zip(jobs, answers):
+                news = parse_rewrites(answer, [draft.text[a:b] for a, b in group])
+                replacements += [(a, b, new) for (a, b), new in zip(group, news) if new is not None]
+            for a, b, new in sorted(replacements, reverse=True):
+                draft.replace(a, b, new)
+            counts["rewritten"] = len(replacements)
+        counts["refused"] = counts["targets"] - counts["rewritten"]
+        return draft.document(counts)
+
+    def repair(self, release: Release, targets, *, name: str, round: int = 1) -> Release:
+        """``release`` with the ``"text"`` targets of each document reworded (:meth:`rewrite`);
+        documents without one are kept as they are. Run totals go to :meth:`stats`."""
+        from audit.core.progress import bar as progress_bar
+
+        t0 = time.perf_counter()
+        docs, totals = [], {"documents": 0, "targets": 0, "rewritten": 0, "refused": 0, "llm_requests": 0}
+        todo = {i: [(t.start, t.end) for t in ts if t.kind == "text"] for i, ts in targets.items()}
+        for doc in progress_bar(release.corpus, total=len(release), desc=f"rewording ({name})", unit="doc",
+                                enabled=self.progress):
+            ranges = todo.get(doc.id)
+            if not ranges:
+                docs.append(doc)
+                continue
+            new = self.rewrite(doc, ranges, rnd=round)
+            totals["documents"] += 1
+            for key in ("targets", "rewritten", "refused", "llm_requests"):
+                totals[key] += new.meta["delinker"][key]
+            docs.append(new)
+        self._totals[name] = totals
+        self.record_timing(name, {"repair": time.perf_counter() - t0})
+        return Release(name=name, corpus=Corpus(docs, name=name, source=release.source), aligned=release.aligned,
+                       sanitizer=self.name, source=release.source)
 
     # ------------------------------------------------------------------ the release
 

@@ -11,11 +11,12 @@ from typing import Any, ClassVar, Literal
 
 from attackers.span_guess.guesser import SpanGuesser, parse_guesses
 from attackers.span_guess.matcher import DATE_LABELS, Matcher, corpus_matcher, normalise
-from audit.core.data import Corpus, Document, Release, Span, outermost, sanitize_corpus
+from audit.core.data import REPHRASED, Corpus, Document, Release, Span, outermost, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
 from audit.core.progress import bar
 from audit.core.registry import register, registry
+from audit.core.repair import set_replacements
 from audit.models.llm import LLM, ChatRequest
 from audit.models.resources import resources_of
 from defenders.intact.dates import date_generalisations
@@ -80,6 +81,8 @@ class IntactSanitizer(Sanitizer):
     """Truthful generalisations chosen against an LLM inference attack (INTACT)."""
 
     name: ClassVar[str] = "intact"
+    #: ``anonaudit harden`` hands it the replacements an attack saw through (:meth:`repair`).
+    repairs: ClassVar[frozenset[str]] = frozenset({"span"})
     description: ClassVar[str] = (
         "Replaces each personal detail with a truthful but more general description proposed by a language "
         "model (a city becomes \"a port city in northern Poland\", a date its month or decade), names and "
@@ -145,7 +148,8 @@ class IntactSanitizer(Sanitizer):
     def stats(self) -> dict[str, Any]:
         out = super().stats()
         if self._counts:
-            out["counts"] = {k: {**v, "chosen_rank": dict(sorted(v["chosen_rank"].items(), key=lambda kv: int(kv[0])))}
+            out["counts"] = {k: {**v, **({"chosen_rank": dict(sorted(v["chosen_rank"].items(), key=lambda kv: int(kv[0])))}
+                                         if "chosen_rank" in v else {})}
                              for k, v in self._counts.items()}
         return out
 
@@ -345,3 +349,102 @@ class IntactSanitizer(Sanitizer):
         self._counts[name] = counts
         self.record_timing(name, {"sanitize": time.perf_counter() - started})
         return sanitize_corpus(corpus, replaced, name=name, sanitizer=self.name, source=corpus.source)
+
+    # ------------------------------------------------------------------ repair
+
+    def at_label(self, replacement: str, label: str) -> bool:
+        """Whether a replacement says nothing more than its category: empty (suppressed), a mask
+        or placeholder without a lowercase letter (``[LOC]``, ``PERSON_1``, ``***``), or the
+        fallback :attr:`template` of ``label``."""
+        return (not any(c.isalpha() and c.islower() for c in replacement)
+                or normalise(replacement) == normalise(self._fallback(label)))
+
+    def next_level(self, replacement: str, candidates: Sequence[str], label: str) -> str:
+        """One step more general than ``replacement``: the candidate after it when it is one of
+        ``candidates`` (most specific first), else (its level unknown, or the last) the label."""
+        ranked = [normalise(c) for c in candidates]
+        cur = normalise(replacement)
+        if cur in ranked and ranked.index(cur) + 1 < len(candidates):
+            return candidates[ranked.index(cur) + 1]
+        return self._fallback(label)
+
+    def repair(self, release: Release, targets, *, name: str, round: int = 1) -> Release:
+        """``release`` with each recorded replacement named by a ``"span"`` target made one level
+        more general (:meth:`next_level`; dates by rule, names and codes to their label, other
+        details by the candidates the LLM proposes for the original in its sentence), and every
+        other mention of the same entity in the document with it. A replacement already at its
+        label stays (counted as ``at_label``): only its context could still give it away.
+        Counts per release go to :meth:`stats` (``repair``)."""
+        t0 = time.perf_counter()
+        counts = {"documents": 0, "targets": 0, "generalised": 0, "to_label": 0, "at_label": 0,
+                  "candidate_requests": 0}
+        docs = []
+        for doc in bar(release.corpus, desc=f"generalising ({name})", unit="doc", enabled=self.progress):
+            spans = [t for t in targets.get(doc.id, ()) if t.kind == "span"]
+            docs.append(self._repair_document(doc, spans, counts) if spans else doc)
+        self._counts.setdefault(name, {})["repair"] = counts
+        self.record_timing(name, {"repair": time.perf_counter() - t0})
+        return Release(name=name, corpus=Corpus(docs, name=name, source=release.source), aligned=release.aligned,
+                       sanitizer=self.name, source=release.source)
+
+    def _repair_document(self, doc: Document, targets, counts: dict[str, int]) -> Document:
+        hidden = [i for i, s in enumerate(doc.spans) if s.original is not None and s.label != REPHRASED]
+
+        def key(i: int) -> str:
+            sp = doc.spans[i]
+            return f"id:{sp.entity_id}" if sp.entity_id else f"text:{normalise(sp.original or '')}"
+
+        wanted = {(t.start, t.end) for t in targets}
+        hit = [i for i in hidden if (doc.spans[i].start, doc.spans[i].end) in wanted]
+        counts["documents"] += 1
+        counts["targets"] += len(hit)
+        groups: dict[str, list[int]] = {}
+        for i in hit:
+            groups.setdefault(key(i), [])
+        for i in hidden:
+            if key(i) in groups:
+                groups[key(i)].append(i)
+        placeholder_labels = {x.upper() for x in (self.placeholders or ())}
+        plans: list[tuple[list[int], Span, str, list[str] | None]] = []  # members, span, current, candidates
+        asked: list[tuple[int, ChatRequest]] = []
+        bounds_text: tuple[str, list] | None = None
+        others = [re.compile(rf"(?<!\w){re.escape(o)}(?!\w)")
+                  for o in {normalise(doc.spans[i].original or "") for i in hidden} if o]
+        for members in groups.values():
+            first = next(i for i in members if i in hit)
+            sp = doc.spans[first]
+            current = sp.replacement if sp.replacement is not None else doc.text[sp.start:sp.end]
+            label = (sp.label or "").upper()
+            if self.at_label(current, label):
+                counts["at_label"] += 1
+                continue
+            rules = date_generalisations(sp.original or "") if label in DATE_LABELS or not label else []
+            if label in placeholder_labels:
+                plans.append((members, sp, current, []))
+            elif rules:
+                plans.append((members, sp, current, list(rules)))
+            else:
+                text = doc.text[:sp.start] + (sp.original or "") + doc.text[sp.end:]
+                marked = Span(sp.start, sp.start + len(sp.original or ""), sp.label)
+                if bounds_text is None or bounds_text[0] != text:
+                    bounds_text = (text, resources_of(self).spacy(disable=("ner",)).sentences(text))
+                asked.append((len(plans), self.candidate_request(self._sentence(text, bounds_text[1], marked),
+                                                                 sp.label or "")))
+                plans.append((members, sp, current, None))
+        if asked:
+            answers = self._get_llm().complete_batch([r for _, r in asked])
+            counts["candidate_requests"] += len(asked)
+            for (j, _), answer in zip(asked, answers):
+                members, sp, current, _ = plans[j]
+                original = normalise(sp.original or "")
+                kept = [c for c in parse_guesses(answer)
+                        if original not in normalise(c) and not any(o.search(normalise(c)) for o in others)
+                        and len(c.split()) <= MAX_CANDIDATE_WORDS]
+                plans[j] = (members, sp, current, kept[:self.candidates])
+        new: dict[int, str] = {}
+        for members, sp, current, candidates in plans:
+            choice = self.next_level(current, candidates or [], sp.label or "")
+            counts["to_label" if choice == self._fallback(sp.label or "") else "generalised"] += 1
+            for i in members:
+                new[i] = choice
+        return set_replacements(doc, new) if new else doc

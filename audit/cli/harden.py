@@ -1,0 +1,99 @@
+"""``anonaudit harden``: attack-guided sanitization that repairs only what the attacks used."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from audit.core.errors import AnonauditError
+
+
+@click.command("harden")
+@click.argument("spec_file", type=click.Path(dir_okay=False), metavar="AUDIT.yaml")
+@click.option("--release", "release", required=True, metavar="NAME",
+              help="The spec's release to harden (a file or a sanitizer release of its `releases`).")
+@click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the hardened release (JSONL, every change recorded as a span).")
+@click.option("--max-rounds", type=int, default=3, show_default=True,
+              help="Most repair rounds (each one re-attacks the repaired release).")
+@click.option("--text-repairer", default="delinker", show_default=True, metavar="SANITIZER",
+              help="Sanitizer that rewords the visible words an attack used (rare phrases, claims, windows).")
+@click.option("--span-repairer", default="intact", show_default=True, metavar="SANITIZER",
+              help="Sanitizer that makes a replacement an attack saw through more general.")
+@click.option("--attack", "attacks", multiple=True, metavar="NAME",
+              help="Repair only the evidence of this attack of the spec (repeatable; default: every attack).")
+@click.option("--repair-param", "repair_params", multiple=True, metavar="SANITIZER.KEY=VALUE",
+              help="A repairer's parameter, VALUE read as YAML (e.g. delinker.chunk_sentences=2).")
+@click.option("--results-dir", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Folder for results.json, the report and the rounds (default: the spec's `out`).")
+@click.option("--report/--no-report", default=True, show_default=True,
+              help="Write OUT/report.html at the end, with every round as a release.")
+@click.pass_context
+def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, max_rounds: int,
+               text_repairer: str, span_repairer: str, attacks: tuple[str, ...], repair_params: tuple[str, ...],
+               out_dir: str | None, report: bool) -> None:
+    """Attack a release with the spec's attacks, repair exactly the evidence they found, and
+    attack again, until the spec's `gate` passes or after --max-rounds.
+
+    Visible words an attack used (rare phrases, leaking claims, the window a classifier decided
+    on) are reworded by the text repairer; replacements an attack saw through are generalised one
+    level further (or to their label) by the span repairer. Every round is a release of its own
+    (NAME.harden1, NAME.harden2...) in OUT/results.json and the report, with its risks and
+    utility. Resumable: run the same command again. Exit status: 0 the gate passes on the
+    hardened release (or the spec has none), 1 it still fails, 3 inconclusive, 2 invalid input.
+    """
+    from audit.cli.driver import registry_of
+    from audit.cli.params import parse_param_values
+    from audit.cli.run import _render
+    from audit.pipeline.harden import Harden
+    from audit.pipeline.releases import write_release_jsonl
+    from audit.pipeline.runner import load_spec
+
+    reg = registry_of(ctx)
+    out = Path(out_file)
+    if out.is_dir():
+        raise AnonauditError(f"--out {out_file}: is a folder; give the file to write the hardened release to")
+    if not out.resolve().parent.is_dir():
+        raise AnonauditError(f"--out {out_file}: folder {out.resolve().parent} does not exist")
+    params: dict[str, dict] = {}
+    for key, value in parse_param_values(repair_params, "--repair-param").items():
+        owner, dot, name = key.partition(".")
+        if not dot or not name:
+            raise AnonauditError(f"--repair-param {key!r}: expected SANITIZER.KEY=VALUE (e.g. delinker.max_spans=4)")
+        params.setdefault(owner, {})[name] = value
+    overrides = {"out": str(Path(out_dir).resolve())} if out_dir else None
+    spec = load_spec(spec_file, overrides=overrides, registry=reg)
+    if spec.out.resolve() == out.resolve().parent and out.name == "results.json":
+        raise AnonauditError(f"--out {out_file}: would overwrite the audit's results file")
+    harden = Harden(spec, release, max_rounds=max_rounds, registry=reg,
+                    repairers={"text": text_repairer, "span": span_repairer}, repair_params=params,
+                    attacks=list(attacks) or None, progress=True)
+    outcome = harden.run()
+    write_release_jsonl(outcome.final, out)
+    click.echo("")
+    click.echo(format_rounds(outcome.rounds))
+    click.echo(f"\nstopped: {outcome.stopped}; hardened release {outcome.final.name}: {out} "
+               f"({outcome.seconds:.1f}s); results: {outcome.path}")
+    if report:
+        path = _render(outcome.path, spec.out / "report.html", shareable=False, registry=reg,
+                       notes=[f"Rounds of `anonaudit harden --release {release}`: "
+                              + ", ".join(r.release for r in outcome.rounds) + f" (stopped: {outcome.stopped})."])
+        click.echo(f"report: {path}")
+    if outcome.exit_code:
+        sys.exit(outcome.exit_code)
+
+
+def format_rounds(rounds) -> str:
+    """One line per round: gate, risks, utility, and what was repaired to make the next."""
+    lines = ["round  release                        gate          risks / utility / repaired"]
+    for r in rounds:
+        risks = ", ".join(f"{k}={v:.3f}" for k, v in r.risks.items())
+        util = ", ".join(f"{k}={v:.3f}" for k, v in r.utility.items())
+        fixed = ", ".join(f"{v} {k}" for k, v in r.targets.items()) if r.repair else "-"
+        lines.append(f"{r.number:<6} {r.release[:30]:<30} {r.gate:<13} {risks or '-'} / {util or '-'} / {fixed}")
+    return "\n".join(lines)
+
+
+COMMANDS = [harden_cmd]

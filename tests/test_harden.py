@@ -1,0 +1,424 @@
+"""``anonaudit harden``: the evidence of the attacks becomes repair targets, a round repairs
+exactly them, the loop stops on a passing gate, bad input is a clear error (toy attacks and a
+scripted LLM), and one slow run with the embedded models on demo data."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from audit.cli import main
+from audit.core.data import REPHRASED, Corpus, Document, Release, Span, sanitize_corpus
+from audit.core.errors import AnonauditError
+from audit.core.interfaces import Attack
+from audit.core.registry import Registry
+from audit.core.repair import SPAN, TEXT, set_replacements, shift_position, targets_from_results, targets_of
+from audit.core.results import Finding, Highlight, Result, ResultsFile
+from audit.core.stats import risk
+from audit.io.loaders import load_corpus
+from audit.models.llm import ScriptedLLM
+from audit.pipeline.harden import Harden
+from audit.pipeline.runner import load_spec
+
+# =========================================================================== toy data
+
+ORIGINALS = {
+    "a": "Anna moved to Bergen in 2001. She kept a lighthouse near the old harbour district for years.",
+    "b": "Bob moved to Paris in 2003. He worked at a bank for years.",
+    "c": "Carl moved to Rome in 2005. He worked at a bank for years and liked Rome.",
+}
+#: What a sanitizer replaced, and with what (an INTACT-like release: generalisations).
+REPLACED = {"Anna": ("PERSON", "[PERSON]"), "Bob": ("PERSON", "[PERSON]"), "Carl": ("PERSON", "[PERSON]"),
+            "Bergen": ("LOC", "a city in Norway"), "Paris": ("LOC", "a European capital"),
+            "Rome": ("LOC", "a city in Italy"), "2001": ("DATE", "[DATE]"), "2003": ("DATE", "[DATE]"),
+            "2005": ("DATE", "[DATE]")}
+#: The phrase the toy text attack links by, and the replacements the toy guesser sees through.
+PHRASE = "lighthouse near the old harbour district"
+GIVEAWAYS = ("a city in Norway", "a city in Italy")
+#: INTACT candidates the scripted LLM proposes, most specific first.
+CANDIDATES = {"Bergen": ["a city in Norway", "a Nordic city", "a European city"],
+              "Rome": ["a city in Italy", "a Mediterranean city", "a European city"]}
+
+
+def write_data(root: Path) -> None:
+    docs = []
+    for i, text in ORIGINALS.items():
+        spans = [{"start": m.start(), "end": m.end(), "label": REPLACED[m.group()][0]}
+                 for m in re.finditer("|".join(REPLACED), text)]
+        docs.append({"id": i, "text": text, "subject": i, "spans": spans})
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    (root / "data" / "originals.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    orig = load_corpus(str(root / "data" / "originals.jsonl"))
+    rel = sanitize_corpus(orig, {d.id: [Span(s.start, s.end, s.label, replacement=REPLACED[d.text[s.start:s.end]][1])
+                                        for s in d.spans] for d in orig}, name="ours")
+    (root / "data" / "ours.jsonl").write_text("".join(json.dumps(d.to_dict()) + "\n" for d in rel))
+
+
+class ToyPhrase(Attack):
+    """Links a document when it still contains a watched phrase (a 'text' evidence)."""
+
+    name = "toy_phrase"
+
+    def __init__(self, phrase: str = PHRASE):
+        self.phrase = phrase
+
+    def evaluate(self, scenario, release):
+        docs = []
+        for d in release:
+            i = d.text.find(self.phrase)
+            docs.append(Finding(d.id, success=i >= 0, highlights=[Highlight(i, i + len(self.phrase), "ngram")]
+                                if i >= 0 else ()))
+        hits = sum(f.success for f in docs)
+        return [Result.from_risk(self.name, release.name, risk(hits, len(docs), 0.0), documents=docs)]
+
+
+class ToyGuess(Attack):
+    """Recovers a replaced span whose replacement is one of GIVEAWAYS (a 'span' evidence)."""
+
+    name = "toy_guess"
+
+    def evaluate(self, scenario, release):
+        docs = []
+        for d in release:
+            found = [s for s in d.spans if s.replacement in GIVEAWAYS]
+            # only the first mention is "recovered": the repair must still fix every mention
+            docs.append(Finding(d.id, success=bool(found),
+                                highlights=[Highlight(found[0].start, found[0].end, "span")] if found else ()))
+        hits = sum(f.success for f in docs)
+        return [Result.from_risk(self.name, release.name, risk(hits, len(docs), 0.0), documents=docs)]
+
+
+def toy_registry() -> Registry:
+    reg = Registry()
+    reg._entry_points_loaded = True
+    reg.register("attack")(ToyPhrase)
+    reg.register("attack")(ToyGuess)
+    import defenders.baselines as b
+    from defenders.delinker import Delinker
+    from defenders.intact import IntactSanitizer
+
+    for cls in (b.LabelMasking, Delinker, IntactSanitizer):
+        reg.register("sanitizer")(cls)
+    return reg
+
+
+MARK = re.compile(r"\[\[(.*?)\]\]")
+
+
+def scripted(rewrite=lambda phrase: "seaside building", candidates=CANDIDATES) -> ScriptedLLM:
+    """Answers the delinker's rewrite requests (``Passage:``) and INTACT's candidate requests
+    (``Sentence:``)."""
+
+    def answer(req):
+        last = req.messages[-1][1]
+        marked = MARK.findall(last)
+        if last.startswith("Passage:"):
+            return json.dumps({"reasoning": "r", "rewrites": [{"marked": m, "new": rewrite(m)} for m in marked]})
+        return json.dumps(candidates.get(marked[0], []))
+
+    return ScriptedLLM(answer)
+
+
+def make_spec(root: Path, gate=None, **over) -> Path:
+    write_data(root)
+    data = {"title": "harden", "seed": 0, "out": "out", "originals": "data/originals.jsonl",
+            "releases": [{"name": "ours", "path": "data/ours.jsonl"}, {"name": "masked", "sanitizer": "labels"}],
+            "attacks": ["toy_phrase", "toy_guess"],
+            "gate": gate if gate is not None else {"max": {"toy_phrase": 0.0, "toy_guess": 0.0}, "on_point": True}}
+    data.update(over)
+    path = root / "audit.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def harden(root: Path, llm, **kw) -> Harden:
+    reg = toy_registry()
+    spec = load_spec(root / "audit.yaml", registry=reg)
+    params = {"delinker": {"llm": llm, "cache": False}, "intact": {"llm": llm, "cache": False}}
+    return Harden(spec, kw.pop("release", "ours"), registry=reg, repair_params=params, progress=False, echo=None, **kw)
+
+
+# =========================================================================== evidence -> targets
+
+
+def released(text_spans: list[tuple[str, str | None, str]]) -> Document:
+    """A released document from pieces ``(text, original or None, label)``."""
+    text, spans, orig_pos = "", [], 0
+    for piece, original, label in text_spans:
+        if original is not None:
+            spans.append(Span(len(text), len(text) + len(piece), label, replacement=piece, original=original,
+                              orig_start=orig_pos, orig_end=orig_pos + len(original)))
+            orig_pos += len(original)
+        else:
+            orig_pos += len(piece)
+        text += piece
+    return Document("d", text, spans=tuple(spans))
+
+
+def test_a_highlight_inside_a_replacement_is_a_span_target_and_words_around_masks_are_text_targets():
+    doc = released([("She met ", None, ""), ("[PERSON]", "Olga", "PERSON"), (" at the old harbour, ", None, ""),
+                    ("a city in Norway", "Bergen", "LOC"), (".", None, "")])
+    loc = doc.spans[1]
+    sentence = (0, len(doc.text))
+    out = targets_of(doc, [(loc.start, loc.end, "span_guess", "span"), (*sentence, "trir", "window")])
+    spans = [t for t in out if t.kind == SPAN]
+    texts = [doc.text[t.start:t.end] for t in out if t.kind == TEXT]
+    assert [(t.start, t.end, t.attacks) for t in spans] == [(loc.start, loc.end, ("span_guess",))]
+    # the window minus both replacements, trimmed to words: the masks are never reworded
+    assert texts == ["She met", "at the old harbour"]
+    assert all(t.attacks == ("trir",) for t in out if t.kind == TEXT)
+
+
+def test_only_successful_findings_about_the_document_itself_give_targets():
+    doc = released([("He sold boats in the old harbour district.", None, "")])
+    hl = (Highlight(21, 41, "ngram"),)
+    results = [Result("attack", "phrase_search", "r", 1.0, documents=[
+        Finding("d", success=False, highlights=hl),                      # not linked: nothing to repair
+        Finding("x", success=True, highlights=hl)]),                     # not a document of this release
+        Result("attack", "claim_linker", "r", 1.0, documents=[
+            Finding("d", success=True, highlights=hl, highlights_in="other")]),  # evidence in another record
+        Result("utility", "tps", "r", 0.9, documents=[Finding("d", success=True, highlights=hl)])]
+    assert targets_from_results({"d": doc}, results) == {}
+    results.append(Result("attack", "phrase_search", "r", 1.0,
+                          documents=[Finding("d", success=True, highlights=hl)]))
+    found = targets_from_results({"d": doc}, results)
+    assert [(doc.text[t.start:t.end], t.kind) for t in found["d"]] == [("old harbour district", TEXT)]
+    assert targets_from_results({"d": doc}, results, attacks=["trir"]) == {}
+
+
+def test_set_replacements_moves_later_spans_and_positions_between_them():
+    doc = released([("In ", None, ""), ("a city in Norway", "Bergen", "LOC"), (" on ", None, ""),
+                    ("[DATE]", "1 May", "DATE"), (" he left.", None, "")])
+    new = set_replacements(doc, {0: "a Nordic city"})
+    assert new.text == "In a Nordic city on [DATE] he left."
+    assert [new.text[s.start:s.end] for s in new.spans] == ["a Nordic city", "[DATE]"]
+    assert new.spans[0].original == "Bergen" and new.spans[0].orig_start == 3
+    pos = doc.text.index(" he left")
+    assert new.text[shift_position(doc, new, pos):].startswith(" he left")
+
+
+# =========================================================================== repairers
+
+
+def test_the_delinker_rewords_exactly_the_given_ranges_and_a_later_round_absorbs_its_rephrasing():
+    from defenders.delinker import Delinker
+
+    orig = Document("d", "Anna kept a lighthouse near the old harbour district for years.")
+    rel = sanitize_corpus(Corpus([orig]), {"d": [Span(0, 4, "PERSON", replacement="[PERSON]")]}, name="r")
+    doc = rel.corpus["d"]
+    i = doc.text.index("old harbour")
+    llm = scripted(rewrite=lambda m: {"old harbour district": "waterfront area",
+                                      "near the waterfront area": "by the sea"}.get(m, "x"))
+    d = Delinker(llm=llm, cache=False, progress=False)
+    once = d.rewrite(doc, [(i, i + len("old harbour district")), (0, 8)], rnd=1)  # [PERSON] is never sent
+    assert once.text == "[PERSON] kept a lighthouse near the waterfront area for years."
+    assert [MARK.findall(c.messages[-1][1]) for c in llm.calls] == [["old harbour district"]]
+    # round 2: a target overlapping the first rephrasing takes it whole; the record says what the
+    # original text was, before both rewrites
+    j = once.text.index("near the")
+    twice = d.rewrite(once, [(j, j + len("near the waterfront"))], rnd=2)
+    assert twice.text == "[PERSON] kept a lighthouse by the sea for years."
+    reph = [s for s in twice.spans if s.label == REPHRASED]
+    assert len(reph) == 1 and reph[0].original == "near the old harbour district"
+    assert orig.text[reph[0].orig_start:reph[0].orig_end] == reph[0].original
+    assert Release("h", Corpus([twice])).doubts_against(Corpus([orig])) == []
+    assert llm.calls[-1].seed == 1  # a later round samples another answer
+
+
+def test_intact_generalises_a_recovered_span_one_level_and_every_mention_with_it(tmp_path):
+    from defenders.intact import IntactSanitizer
+
+    write_data(tmp_path)
+    rel = Release("ours", load_corpus(str(tmp_path / "data" / "ours.jsonl")))
+    doc = rel.corpus["c"]
+    first = next(s for s in doc.spans if s.replacement == "a city in Italy")
+    target = targets_of(doc, [(first.start, first.end, "toy_guess", "span")])
+    llm = scripted()
+    intact = IntactSanitizer(llm=llm, cache=False, progress=False)
+    out = intact.repair(rel, {"c": target}, name="ours.harden1")
+    new = out.corpus["c"]
+    assert new.text == "[PERSON] moved to a Mediterranean city in [DATE]. He worked at a bank for years and " \
+                       "liked a Mediterranean city."
+    assert [s.original for s in new.spans if s.replacement == "a Mediterranean city"] == ["Rome", "Rome"]
+    assert [out.corpus[i].text for i in "ab"] == [rel.corpus[i].text for i in "ab"]
+    assert intact.next_level("a European city", CANDIDATES["Rome"], "LOC") == "[LOC]"   # last level: the label
+    assert intact.next_level("somewhere", CANDIDATES["Rome"], "LOC") == "[LOC]"         # level unknown: the label
+    assert intact.at_label("[PERSON]", "PERSON") and intact.at_label("PERSON_2", "PERSON")
+    assert intact.at_label("", "LOC") and not intact.at_label("a city", "LOC")
+
+
+# =========================================================================== the loop
+
+
+def test_a_round_repairs_exactly_the_evidence_and_the_loop_stops_when_the_gate_passes(tmp_path):
+    make_spec(tmp_path)
+    llm = scripted()
+    outcome = harden(tmp_path, llm, max_rounds=3).run()
+    assert [r.release for r in outcome.rounds] == ["ours", "ours.harden1"]
+    assert [r.gate for r in outcome.rounds] == ["fail", "pass"]
+    assert outcome.stopped == "passed" and outcome.exit_code == 0
+    first = outcome.rounds[0]
+    assert first.exposed == 2 and first.targets == {"span": 2, "text": 1}
+    assert first.by_attack == {"toy_guess": 2, "toy_phrase": 1}
+
+    before = {d.id: d for d in load_corpus(str(tmp_path / "data" / "ours.jsonl"))}
+    after = {d.id: d for d in outcome.final}
+    # b had no evidence: untouched
+    assert after["b"].text == before["b"].text and after["b"].spans == before["b"].spans
+    # a: its linking phrase reworded, its recovered city one level more general, nothing else
+    assert after["a"].text == ("[PERSON] moved to a Nordic city in [DATE]. She kept a seaside building for years.")
+    reph = [s for s in after["a"].spans if s.label == REPHRASED]
+    assert [s.original for s in reph] == [PHRASE]
+    # c: both mentions of Rome generalised; the text between them untouched
+    assert after["c"].text.count("a Mediterranean city") == 2 and "a city in Italy" not in after["c"].text
+    # the LLM was asked about exactly the evidence: one phrase, two entities
+    sent = [MARK.findall(c.messages[-1][1]) for c in llm.calls]
+    assert sorted(map(tuple, sent)) == sorted([("Bergen",), (PHRASE,), ("Rome",)])
+
+    rf = ResultsFile.load(tmp_path / "out" / "results.json")
+    for name in ("ours", "ours.harden1"):
+        assert rf.get("toy_phrase", name) is not None and rf.get("toy_guess", name) is not None
+    assert rf.get("toy_phrase", "ours.harden1").value == 0.0
+    assert rf.get("toy_phrase", "masked") is None  # only the hardened release's rounds are attacked
+    manifest = json.loads((tmp_path / "out" / "harden" / "ours.json").read_text())
+    assert manifest["stopped"] == "passed" and [r["release"] for r in manifest["rounds"]] == ["ours", "ours.harden1"]
+    assert manifest["rounds"][0]["repair"]["text"]["delinker"]["rewritten"] == 1
+    assert manifest["rounds"][0]["repair"]["span"]["counts"]["repair"]["generalised"] == 2
+
+
+def test_a_rerun_reuses_every_round_and_asks_the_llm_nothing(tmp_path):
+    make_spec(tmp_path)
+    harden(tmp_path, scripted(), max_rounds=3).run()
+    again = scripted()
+    outcome = harden(tmp_path, again, max_rounds=3).run()
+    assert outcome.stopped == "passed" and again.calls == []
+    assert outcome.rounds[0].repair.get("reused") is True
+
+
+def test_the_loop_stops_when_a_repair_changes_nothing_and_the_gate_still_fails(tmp_path):
+    make_spec(tmp_path)
+    # every rewording copies the phrase (refused): round 1 generalises the cities but keeps the
+    # phrase, and round 2 would change nothing, so the loop stops there with the gate failing
+    outcome = harden(tmp_path, scripted(rewrite=lambda m: m), max_rounds=3).run()
+    assert [r.gate for r in outcome.rounds] == ["fail", "fail"]
+    assert outcome.stopped == "unchanged" and outcome.exit_code == 1
+    assert PHRASE in outcome.final.corpus["a"].text
+
+
+def test_max_rounds_bounds_the_loop(tmp_path):
+    make_spec(tmp_path)
+    outcome = harden(tmp_path, scripted(), max_rounds=1, attacks=["toy_guess"]).run()
+    # only the guesser's evidence is repaired: the phrase still links after the one round
+    assert [r.release for r in outcome.rounds] == ["ours", "ours.harden1"]
+    assert outcome.stopped == "max_rounds" and outcome.exit_code == 1
+    assert PHRASE in outcome.final.corpus["a"].text and "a Nordic city" in outcome.final.corpus["a"].text
+
+
+def test_without_a_gate_the_loop_runs_until_nothing_is_left_to_repair(tmp_path):
+    make_spec(tmp_path, gate={})
+    outcome = harden(tmp_path, scripted(), max_rounds=3).run()
+    assert outcome.stopped == "nothing_to_repair" and [r.gate for r in outcome.rounds] == ["none", "none"]
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"release": "nope"}, "no release named 'nope'"),
+    ({"max_rounds": 0}, "--max-rounds must be between 1 and 20"),
+    ({"repairers": {"text": "labels"}}, "sanitizer 'labels' cannot repair text evidence (those that can: delinker)"),
+    ({"repairers": {"span": "no_such"}}, "span repairer"),
+    ({"attacks": ["trir"]}, "--attack 'trir' is not an attack of the spec"),
+])
+def test_bad_input_names_the_problem(tmp_path, kw, message):
+    make_spec(tmp_path)
+    with pytest.raises(AnonauditError, match=re.escape(message)):
+        harden(tmp_path, scripted(), **kw)
+
+
+def test_the_command_writes_the_hardened_release_and_exits_with_the_gate(tmp_path, monkeypatch):
+    make_spec(tmp_path)
+    llm = scripted()
+    monkeypatch.setattr("audit.pipeline.harden.DEFAULT_REPAIRERS", {"text": "delinker", "span": "intact"})
+    reg = toy_registry()
+    out = tmp_path / "hardened.jsonl"
+    args = ["harden", str(tmp_path / "audit.yaml"), "--release", "ours", "--out", str(out), "--no-report",
+            "--repair-param", "delinker.cache=false", "--repair-param", "intact.cache=false"]
+    # the scripted LLM cannot come from the command line: the spec's models.llm is replaced by it
+    import audit.models.resources as resources
+
+    monkeypatch.setattr(resources.Resources, "llm", lambda self, spec=None, **kw: llm)
+    res = CliRunner().invoke(main, args, obj={"registry": reg})
+    assert res.exit_code == 0, res.output
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [d["id"] for d in lines] == ["a", "b", "c"] and PHRASE not in lines[0]["text"]
+    assert "ours.harden1" in res.output and "stopped: passed" in res.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--release", "nope"], "no release named 'nope'"),
+    (["--max-rounds", "0"], "--max-rounds must be between 1 and 20"),
+    (["--repair-param", "chunk_sentences=2"], "expected SANITIZER.KEY=VALUE"),
+    (["--repair-param", "prompt.family=ppdp"], "parameters given for 'prompt', which is not a repairer"),
+    (["--text-repairer", "labels"], "cannot repair text evidence"),
+])
+def test_the_command_refuses_bad_input_with_exit_2_and_no_traceback(tmp_path, args, message):
+    make_spec(tmp_path)
+    base = ["harden", str(tmp_path / "audit.yaml"), "--release", "ours", "--out", str(tmp_path / "h.jsonl")]
+    res = CliRunner().invoke(main, base + args, obj={"registry": toy_registry()})
+    assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+def test_the_command_refuses_a_missing_spec_and_an_out_folder(tmp_path):
+    make_spec(tmp_path)
+    reg = toy_registry()
+    res = CliRunner().invoke(main, ["harden", str(tmp_path / "none.yaml"), "--release", "ours", "--out",
+                                    str(tmp_path / "h.jsonl")], obj={"registry": reg})
+    assert res.exit_code == 2 and "none.yaml" in res.output
+    res = CliRunner().invoke(main, ["harden", str(tmp_path / "audit.yaml"), "--release", "ours", "--out",
+                                    str(tmp_path)], obj={"registry": reg})
+    assert res.exit_code == 2 and "is a directory" in res.output
+
+
+# =========================================================================== real models
+
+
+@pytest.mark.slow
+def test_hardening_a_demo_release_with_the_embedded_models(tmp_path, small_llm):
+    """Phrase search and span guessing (0.5B model) on 4 demo documents; one round repairs with
+    the delinker and INTACT; the linking phrases found in round 0 are gone from round 1."""
+    from audit.core.registry import registry
+    from audit.demo.data import write as write_demo
+
+    data = write_demo(tmp_path / "data", n=4, seed=0)
+    assert len(data.originals) >= 4
+    spec = {"title": "harden e2e", "seed": 0, "out": "out", "originals": "data/originals.jsonl",
+            "releases": [{"name": "labels", "path": "data/releases/labels.jsonl"}],
+            "attacks": ["phrase_search", {"name": "span_guess", "params": {"sample": 3, "guesses": 2,
+                                                                           "context_tokens": 128}}],
+            "gate": {"max": {"phrase_search": 0.0}, "on_point": True}}
+    (tmp_path / "audit.yaml").write_text(yaml.safe_dump(spec))
+    h = Harden(load_spec(tmp_path / "audit.yaml"), "labels", max_rounds=1, registry=registry,
+               repair_params={"delinker": {"llm": small_llm, "max_spans": 4},
+                              "intact": {"llm": small_llm, "candidates": 3}},
+               progress=False, echo=None)
+    # span_guess asks the run's resources for the spec's LLM: give it the session's small model too
+    import audit.models.resources as resources
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(resources.Resources, "llm", lambda self, spec=None, **kw: small_llm)
+        outcome = h.run()
+    r0, r1 = outcome.rounds[0], outcome.rounds[-1]
+    assert r0.release == "labels" and r1.release == "labels.harden1"
+    assert r0.targets.get("text", 0) > 0  # the demo's label masks leave linking phrases
+    assert r1.risks["phrase_search"] <= r0.risks["phrase_search"]
+    rf = ResultsFile.load(outcome.path)
+    before = {f.id: f for f in rf.get("phrase_search", "labels").documents}
+    final = {d.id: d for d in outcome.final}
+    for doc_id, f in before.items():
+        if f.success:
+            reph = [s for s in final[doc_id].spans if s.label in (REPHRASED, "REDACTED")]
+            assert reph, f"document {doc_id} was linked but nothing in it was reworded"
