@@ -4,6 +4,7 @@ each attack's risk with its interval), computed here and drawn by the template."
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,8 @@ class Chart:
     legend: list[tuple[str, str]] = field(default_factory=list)
     labels: list[dict[str, Any]] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    #: Arrows from a release to its next hardening round (``NAME`` -> ``NAME.harden1`` -> ...).
+    paths: list[dict[str, Any]] = field(default_factory=list)
     plot: tuple[int, int, int, int] = (0, 0, 0, 0)  # left, top, right, bottom
 
 
@@ -287,7 +290,30 @@ def pareto_chart(heads: list[Result], utility: list[Result], metric: str, risk_o
     chart.rows = [{"x1": a[0], "y1": a[1], "x2": b[0], "y2": b[1]} for a, b in zip(fr, fr[1:])]
     chart.legend = [("Pareto front: no other release is both safer and more useful", "#1f5f8b"),
                     ("dominated", "#7d8790")]
+    chart.paths = harden_paths({rel: (it["cx"], it["cy"]) for (rel, _, _), it in zip(pts, chart.items)})
+    if chart.paths:
+        chart.legend.append(("hardening rounds (anonaudit harden), from the input to the last round", PATH_COLOR))
     return chart
+
+
+PATH_COLOR = "#c0692b"
+_ROUND = re.compile(r"^(?P<base>.+)\.harden(?P<k>[1-9][0-9]*)$")
+
+
+def harden_paths(at: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+    """Segments from each release to its next hardening round, ``NAME.harden{K}`` from
+    ``NAME.harden{K-1}`` (``NAME`` for the first), where both are drawn at ``at``."""
+    out = []
+    for rel, (x2, y2) in at.items():
+        m = _ROUND.match(rel)
+        if not m:
+            continue
+        k = int(m["k"])
+        prev = m["base"] if k == 1 else f"{m['base']}.harden{k - 1}"
+        if prev in at and at[prev] != (x2, y2):
+            x1, y1 = at[prev]
+            out.append({"x1": x1, "y1": y1, "x2": x2, "y2": y2, "release": visible(rel)})
+    return out
 
 
 def _pareto_front(points: list[tuple[float, float]]) -> set[int]:

@@ -422,3 +422,17 @@ def test_hardening_a_demo_release_with_the_embedded_models(tmp_path, small_llm):
         if f.success:
             reph = [s for s in final[doc_id].spans if s.label in (REPHRASED, "REDACTED")]
             assert reph, f"document {doc_id} was linked but nothing in it was reworded"
+
+
+def test_the_privacy_utility_chart_draws_the_path_from_the_input_to_the_last_round():
+    from reports.charts import pareto_chart
+
+    heads = [Result("attack", "phrase_search", n, v) for n, v in
+             (("ours", 0.8), ("ours.harden1", 0.4), ("ours.harden2", 0.1), ("other", 0.5), ("x.harden1", 0.3))]
+    util = [Result("utility", "tps", n, v) for n, v in
+            (("ours", 0.9), ("ours.harden1", 0.8), ("ours.harden2", 0.7), ("other", 0.6), ("x.harden1", 0.5))]
+    chart = pareto_chart(heads, util, "tps", None, [r.release for r in heads])
+    at = {it["release"]: (it["cx"], it["cy"]) for it in chart.items}
+    segs = [((s["x1"], s["y1"]), (s["x2"], s["y2"])) for s in chart.paths]
+    # ours -> harden1 -> harden2; "x.harden1" has no input in the chart, "other" is no round
+    assert segs == [(at["ours"], at["ours.harden1"]), (at["ours.harden1"], at["ours.harden2"])]

@@ -102,6 +102,23 @@ class Resources:
 
         return config.subdir("cache") / "llm.sqlite"
 
+    def llm_usage(self, *extra: Any) -> dict[str, int]:
+        """Tokens the backends of the LLMs loaded here (and of the LLM objects ``extra``) have
+        spent (prompt and completion; answers from the cache cost none), each backend once."""
+        with self._lock:
+            llms = list(self._llms.values())
+        total = {"prompt_tokens": 0, "completion_tokens": 0}
+        seen: set[int] = set()
+        for llm in [*llms, *extra]:
+            backend = getattr(llm, "backend", None) or llm
+            usage = getattr(llm, "usage", None)
+            if id(backend) in seen or not isinstance(usage, dict):
+                continue
+            seen.add(id(backend))
+            for k in total:
+                total[k] += int(usage.get(k, 0))
+        return total
+
     def llm_stats(self) -> dict[str, int]:
         """Answer-cache counters summed over the LLMs loaded here (hits, misses, backend calls)."""
         with self._lock:

@@ -79,6 +79,9 @@ class HardenRound:
     risks: Mapping[str, float] = field(default_factory=dict)
     utility: Mapping[str, float] = field(default_factory=dict)
     repair: Mapping[str, Any] = field(default_factory=dict)  # what the repairers said (counts, LLM use)
+    #: LLM tokens the attacks of this round spent (0 for pairs reused from an earlier run, and
+    #: for models an attack loaded outside the run's resources)
+    attack_tokens: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return canonical(dataclasses.asdict(self))
@@ -210,7 +213,9 @@ class Harden:
                     self.echo(f"harden: round {k}: attacking {name}")
                     audit = Audit(dataclasses.replace(spec, releases=tuple(specs)), registry=self.registry,
                                   progress=self.progress, echo=self.echo, command="harden")
+                    spent = resources.llm_usage(*self._given_llms())
                     outcome = audit.run(resources)
+                    spent = {k: v - spent[k] for k, v in resources.llm_usage(*self._given_llms()).items()}
                     rf, rel = outcome.results, outcome.releases[name]
                     mine = [r for r in rf.results if r.release == name]
                     if thresholds:
@@ -225,7 +230,8 @@ class Harden:
                     info = dict(number=k, release=name, gate=gate, documents=len(rel), exposed=len(targets),
                                 targets=dict(kinds), by_attack=dict(sorted(by_attack.items())),
                                 risks={r.name: r.value for r in mine if r.kind == "attack"},
-                                utility={r.name: r.value for r in mine if r.kind == "utility"})
+                                utility={r.name: r.value for r in mine if r.kind == "utility"},
+                                attack_tokens=spent)
                     stop = ("passed" if gate == "pass" else "inconclusive" if gate == "inconclusive"
                             else "max_rounds" if k == self.max_rounds else "nothing_to_repair" if not targets else None)
                     self.echo(f"harden: round {k}: gate {gate}; {sum(kinds.values())} target(s) in {len(targets)} of "
@@ -263,6 +269,12 @@ class Harden:
 
     # ------------------------------------------------------------------ one repair
 
+    def _given_llms(self) -> list[Any]:
+        """LLM objects given as repairer parameters (not loaded by the run's resources)."""
+        from audit.models.llm import LLM
+
+        return [v for params in self.repair_params.values() for v in params.values() if isinstance(v, LLM)]
+
     def _repairer(self, kind: str, resources: Resources, cache: dict[str, Any]):
         name = self.repairers[kind]
         if name not in cache:
@@ -290,6 +302,7 @@ class Harden:
             return read_release_jsonl(path, name, sanitizer="harden"), {**info, "reused": True}
         info: dict[str, Any] = {}
         llm_before = resources.llm_stats()
+        tokens_before = resources.llm_usage(*self._given_llms())
         current = rel
         spans = {d: [t for t in ts if t.kind == SPAN] for d, ts in targets.items()}
         spans = {d: ts for d, ts in spans.items() if ts}
@@ -314,6 +327,8 @@ class Harden:
                           **canonical(_own_stats(repairer.stats(), name))}
         used = {k: resources.llm_stats()[k] - llm_before[k] for k in LLM_STATS}
         info["llm_cache"] = used
+        tokens = resources.llm_usage(*self._given_llms())
+        info["llm_tokens"] = {k: tokens[k] - tokens_before[k] for k in tokens}
         docs = []
         for d in current:
             ts = targets.get(d.id)
