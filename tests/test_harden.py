@@ -34,15 +34,15 @@ ORIGINALS = {
 }
 #: What a sanitizer replaced, and with what (an INTACT-like release: generalisations).
 REPLACED = {"Anna": ("PERSON", "[PERSON]"), "Bob": ("PERSON", "[PERSON]"), "Carl": ("PERSON", "[PERSON]"),
-            "Bergen": ("LOC", "a city in Norway"), "Paris": ("LOC", "a European capital"),
-            "Rome": ("LOC", "a city in Italy"), "2001": ("DATE", "[DATE]"), "2003": ("DATE", "[DATE]"),
+            "Bergen": ("LOC", "a Norwegian city"), "Paris": ("LOC", "a European capital"),
+            "Rome": ("LOC", "an Italian city"), "2001": ("DATE", "[DATE]"), "2003": ("DATE", "[DATE]"),
             "2005": ("DATE", "[DATE]")}
 #: The phrase the toy text attack links by, and the replacements the toy guesser sees through.
 PHRASE = "lighthouse near the old harbour district"
-GIVEAWAYS = ("a city in Norway", "a city in Italy")
+GIVEAWAYS = ("a Norwegian city", "an Italian city")
 #: INTACT candidates the scripted LLM proposes, most specific first.
-CANDIDATES = {"Bergen": ["a city in Norway", "a Nordic city", "a European city"],
-              "Rome": ["a city in Italy", "a Mediterranean city", "a European city"]}
+CANDIDATES = {"Bergen": ["a Norwegian city", "a Nordic city", "a European city"],
+              "Rome": ["an Italian city", "a Mediterranean city", "a European city"]}
 
 
 def write_data(root: Path) -> None:
@@ -85,10 +85,12 @@ class ToyGuess(Attack):
     def evaluate(self, scenario, release):
         docs = []
         for d in release:
-            found = [s for s in d.spans if s.replacement in GIVEAWAYS]
-            # only the first mention is "recovered": the repair must still fix every mention
+            # by the text, so that it works on a release that records no replacement; only the
+            # first mention is "recovered": the repair must still fix every mention
+            found = [(d.text.find(g), g) for g in GIVEAWAYS if g in d.text]
             docs.append(Finding(d.id, success=bool(found),
-                                highlights=[Highlight(found[0].start, found[0].end, "span")] if found else ()))
+                                highlights=[Highlight(found[0][0], found[0][0] + len(found[0][1]), "span")]
+                                if found else ()))
         hits = sum(f.success for f in docs)
         return [Result.from_risk(self.name, release.name, risk(hits, len(docs), 0.0), documents=docs)]
 
@@ -162,7 +164,7 @@ def released(text_spans: list[tuple[str, str | None, str]]) -> Document:
 
 def test_a_highlight_inside_a_replacement_is_a_span_target_and_words_around_masks_are_text_targets():
     doc = released([("She met ", None, ""), ("[PERSON]", "Olga", "PERSON"), (" at the old harbour, ", None, ""),
-                    ("a city in Norway", "Bergen", "LOC"), (".", None, "")])
+                    ("a Norwegian city", "Bergen", "LOC"), (".", None, "")])
     loc = doc.spans[1]
     sentence = (0, len(doc.text))
     out = targets_of(doc, [(loc.start, loc.end, "span_guess", "span"), (*sentence, "trir", "window")])
@@ -192,7 +194,7 @@ def test_only_successful_findings_about_the_document_itself_give_targets():
 
 
 def test_set_replacements_moves_later_spans_and_positions_between_them():
-    doc = released([("In ", None, ""), ("a city in Norway", "Bergen", "LOC"), (" on ", None, ""),
+    doc = released([("In ", None, ""), ("a Norwegian city", "Bergen", "LOC"), (" on ", None, ""),
                     ("[DATE]", "1 May", "DATE"), (" he left.", None, "")])
     new = set_replacements(doc, {0: "a Nordic city"})
     assert new.text == "In a Nordic city on [DATE] he left."
@@ -236,7 +238,7 @@ def test_intact_generalises_a_recovered_span_one_level_and_every_mention_with_it
     write_data(tmp_path)
     rel = Release("ours", load_corpus(str(tmp_path / "data" / "ours.jsonl")))
     doc = rel.corpus["c"]
-    first = next(s for s in doc.spans if s.replacement == "a city in Italy")
+    first = next(s for s in doc.spans if s.replacement == "an Italian city")
     target = targets_of(doc, [(first.start, first.end, "toy_guess", "span")])
     llm = scripted()
     intact = IntactSanitizer(llm=llm, cache=False, progress=False)
@@ -275,7 +277,7 @@ def test_a_round_repairs_exactly_the_evidence_and_the_loop_stops_when_the_gate_p
     reph = [s for s in after["a"].spans if s.label == REPHRASED]
     assert [s.original for s in reph] == [PHRASE]
     # c: both mentions of Rome generalised; the text between them untouched
-    assert after["c"].text.count("a Mediterranean city") == 2 and "a city in Italy" not in after["c"].text
+    assert after["c"].text.count("a Mediterranean city") == 2 and "an Italian city" not in after["c"].text
     # the LLM was asked about exactly the evidence: one phrase, two entities
     sent = [MARK.findall(c.messages[-1][1]) for c in llm.calls]
     assert sorted(map(tuple, sent)) == sorted([("Bergen",), (PHRASE,), ("Rome",)])
@@ -289,6 +291,17 @@ def test_a_round_repairs_exactly_the_evidence_and_the_loop_stops_when_the_gate_p
     assert manifest["stopped"] == "passed" and [r["release"] for r in manifest["rounds"]] == ["ours", "ours.harden1"]
     assert manifest["rounds"][0]["repair"]["text"]["delinker"]["rewritten"] == 1
     assert manifest["rounds"][0]["repair"]["span"]["counts"]["repair"]["generalised"] == 2
+
+
+def test_a_release_that_records_no_replacement_is_aligned_with_the_originals_first(tmp_path):
+    make_spec(tmp_path)
+    plain = [{"id": d["id"], "text": d["text"]} for d in map(json.loads, (tmp_path / "data" / "ours.jsonl").open())]
+    (tmp_path / "data" / "ours.jsonl").write_text("".join(json.dumps(d) + "\n" for d in plain))
+    outcome = harden(tmp_path, scripted(), max_rounds=3).run()
+    assert outcome.stopped == "passed" and outcome.rounds[0].targets == {"span": 2, "text": 1}
+    a = outcome.final.corpus["a"]
+    assert a.text == "[PERSON] moved to a Nordic city in [DATE]. She kept a seaside building for years."
+    assert {s.original for s in a.spans} >= {"Anna", "Bergen", PHRASE}
 
 
 def test_a_rerun_reuses_every_round_and_asks_the_llm_nothing(tmp_path):

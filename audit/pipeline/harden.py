@@ -217,6 +217,8 @@ class Harden:
                     outcome = audit.run(resources)
                     spent = {k: v - spent[k] for k, v in resources.llm_usage(*self._given_llms()).items()}
                     rf, rel = outcome.results, outcome.releases[name]
+                    if k == 0:
+                        rel = self._recorded(rel, resources)
                     mine = [r for r in rf.results if r.release == name]
                     if thresholds:
                         checks = evaluate(rf, thresholds, releases=[name], on_point=spec.gate.on_point)
@@ -268,6 +270,23 @@ class Harden:
                              seconds=time.time() - t0)
 
     # ------------------------------------------------------------------ one repair
+
+    def _recorded(self, rel: Release, resources: Resources) -> Release:
+        """``rel`` with its replacements recorded: a release file that holds only sanitized text
+        gets the spans the attacks align themselves (:func:`audit.core.align.replaced_spans`,
+        labelled by spaCy NER), so a recovered one is known as a replacement, not as words."""
+        if not rel.aligned or any(s.original is not None for d in rel for s in d.spans):
+            return rel
+        from audit.core.align import replaced_spans
+        from audit.io.loaders import load_corpus
+
+        assert self.spec.originals is not None
+        originals = load_corpus(str(self.spec.originals.path), format=self.spec.originals.format, name="originals")
+        nlp = resources.spacy()
+        docs = [d.with_spans(replaced_spans(originals[d.id], d, nlp=nlp)) if d.id in originals else d for d in rel]
+        self.echo(f"harden: {rel.name} records no replacements; aligned with the originals")
+        return dataclasses.replace(rel, corpus=Corpus(docs, name=rel.name, source=rel.source))
+
 
     def _given_llms(self) -> list[Any]:
         """LLM objects given as repairer parameters (not loaded by the run's resources)."""
