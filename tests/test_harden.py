@@ -174,6 +174,9 @@ def test_a_highlight_inside_a_replacement_is_a_span_target_and_words_around_mask
     # the window minus both replacements, trimmed to words: the masks are never reworded
     assert texts == ["She met", "at the old harbour"]
     assert all(t.attacks == ("trir",) for t in out if t.kind == TEXT)
+    # a lone function word between two masks is not worth a rewording
+    doc = released([("[PERSON]", "Olga", "PERSON"), (" of ", None, ""), ("[ORG]", "Acme", "ORG")])
+    assert targets_of(doc, [(0, len(doc.text), "trir", "window")]) == []
 
 
 def test_only_successful_findings_about_the_document_itself_give_targets():

@@ -32,6 +32,7 @@ SPAN = "span"
 REPAIR_KINDS = (TEXT, SPAN)
 
 _WORD = re.compile(r"\w", re.UNICODE)
+_CONTENT = re.compile(r"\w{3,}|\d", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def targets_of(doc: Document, highlights: Iterable[tuple[int, int, str, str]],
     """The repair targets of ``doc`` for ``highlights`` ``(start, end, attack, evidence kind)``:
     a highlight inside a recorded replacement is a ``"span"`` target on that replacement,
     anything else a ``"text"`` target on its words outside every replacement (and outside
-    ``placeholder_pattern`` matches). Overlapping text targets are merged; each span target
+    ``placeholder_pattern`` matches; a piece without a word of 3 letters or a digit is left). Overlapping text targets are merged; each span target
     appears once; both keep every attack and evidence kind that pointed at them, sorted."""
     hidden = hidden_spans(doc)
     holes = [(s.start, s.end) for s in hidden]
@@ -110,7 +111,8 @@ def targets_of(doc: Document, highlights: Iterable[tuple[int, int, str, str]],
             continue
         for s, e in _minus(start, end, holes):
             trimmed = _trim(doc.text, s, e)
-            if trimmed is not None:
+            # a piece between two masks that is one short word ("of", "in") says nothing alone
+            if trimmed is not None and _CONTENT.search(doc.text[trimmed[0]:trimmed[1]]):
                 texts.append((*trimmed, {attack}, {kind}))
     merged: list[list] = []
     for s, e, a, k in sorted(texts, key=lambda t: (t[0], t[1])):
