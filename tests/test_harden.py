@@ -357,7 +357,6 @@ def test_bad_input_names_the_problem(tmp_path, kw, message):
 def test_the_command_writes_the_hardened_release_and_exits_with_the_gate(tmp_path, monkeypatch):
     make_spec(tmp_path)
     llm = scripted()
-    monkeypatch.setattr("audit.pipeline.harden.DEFAULT_REPAIRERS", {"text": "delinker", "span": "intact"})
     reg = toy_registry()
     out = tmp_path / "hardened.jsonl"
     args = ["harden", str(tmp_path / "audit.yaml"), "--release", "ours", "--out", str(out), "--no-report",
@@ -404,8 +403,8 @@ def test_the_command_refuses_a_missing_spec_and_an_out_folder(tmp_path):
 
 @pytest.mark.slow
 def test_hardening_a_demo_release_with_the_embedded_models(tmp_path, small_llm):
-    """Phrase search and span guessing (0.5B model) on 4 demo documents; one round repairs with
-    the delinker and INTACT; the linking phrases found in round 0 are gone from round 1."""
+    """Phrase search and span guessing (0.5B model) on 2 of 4 demo documents; one round repairs
+    with the delinker and INTACT; each linked document gets its linking phrases reworded."""
     from audit.core.registry import registry
     from audit.demo.data import write as write_demo
 
@@ -415,10 +414,11 @@ def test_hardening_a_demo_release_with_the_embedded_models(tmp_path, small_llm):
             "releases": [{"name": "labels", "path": "data/releases/labels.jsonl"}],
             "attacks": ["phrase_search", {"name": "span_guess", "params": {"sample": 3, "guesses": 2,
                                                                            "context_tokens": 128}}],
+            "sampling": {"documents": 2},  # the attacks see 2 documents: only they have evidence
             "gate": {"max": {"phrase_search": 0.0}, "on_point": True}}
     (tmp_path / "audit.yaml").write_text(yaml.safe_dump(spec))
     h = Harden(load_spec(tmp_path / "audit.yaml"), "labels", max_rounds=1, registry=registry,
-               repair_params={"delinker": {"llm": small_llm, "max_spans": 4},
+               repair_params={"delinker": {"llm": small_llm, "max_spans": 12},
                               "intact": {"llm": small_llm, "candidates": 3}},
                progress=False, echo=None)
     # span_guess asks the run's resources for the spec's LLM: give it the session's small model too
@@ -430,14 +430,20 @@ def test_hardening_a_demo_release_with_the_embedded_models(tmp_path, small_llm):
     r0, r1 = outcome.rounds[0], outcome.rounds[-1]
     assert r0.release == "labels" and r1.release == "labels.harden1"
     assert r0.targets.get("text", 0) > 0  # the demo's label masks leave linking phrases
-    assert r1.risks["phrase_search"] <= r0.risks["phrase_search"]
+    assert r0.exposed <= 2 and r1.risks["phrase_search"] <= r0.risks["phrase_search"]
     rf = ResultsFile.load(outcome.path)
     before = {f.id: f for f in rf.get("phrase_search", "labels").documents}
+    assert rf.get("phrase_search", "labels.harden1") is not None
+    inputs = {d.id: d for d in load_corpus(str(tmp_path / "data" / "releases" / "labels.jsonl"))}
     final = {d.id: d for d in outcome.final}
-    for doc_id, f in before.items():
-        if f.success:
-            reph = [s for s in final[doc_id].spans if s.label in (REPHRASED, "REDACTED")]
-            assert reph, f"document {doc_id} was linked but nothing in it was reworded"
+    originals = load_corpus(str(tmp_path / "data" / "originals.jsonl"))
+    # every recorded change (rewordings included) names the original text it replaced
+    assert Release("h", Corpus(list(final.values()))).doubts_against(originals) == []
+    for doc_id, d in final.items():
+        if before.get(doc_id) is not None and before[doc_id].success:
+            assert [s for s in d.spans if s.label == REPHRASED], f"{doc_id} was linked but nothing was reworded"
+        else:  # not attacked, or nothing found: left exactly as it was
+            assert d.text == inputs[doc_id].text
 
 
 def test_the_privacy_utility_chart_draws_the_path_from_the_input_to_the_last_round():
