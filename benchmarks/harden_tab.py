@@ -111,7 +111,8 @@ def run_loop(args, llm, collection, release, work: Path):
     save_jsonl(release.corpus, work / "input.jsonl")
     spec = {"title": f"harden {release.name}", "seed": args.seed, "out": "out", "originals": "originals.jsonl",
             "releases": [{"name": "input", "path": "input.jsonl"}],
-            "attacks": [{"name": "phrase_search", "params": {"k": 2, "arity": args.arity}},
+            # every linking phrase is evidence (the report's default keeps 10 per document)
+            "attacks": [{"name": "phrase_search", "params": {"k": 2, "arity": args.arity, "max_evidence": 100_000}},
                         {"name": "span_guess", "params": {"guesses": args.guesses, "context_tokens": 384,
                                                           **({"sample": args.loop_spans} if args.loop_spans else {})}}],
             "models": {"llm": args.llm},
