@@ -15,11 +15,11 @@ from click.testing import CliRunner
 from audit.cli import main
 from audit.core.data import REPHRASED, Corpus, Document, Release, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
-from audit.core.interfaces import Attack
+from audit.core.interfaces import Attack, Metric
 from audit.core.registry import Registry
 from audit.core.repair import SPAN, TEXT, set_replacements, shift_position, targets_from_results, targets_of
 from audit.core.results import Finding, Highlight, Result, ResultsFile
-from audit.core.stats import risk
+from audit.core.stats import mean_interval, risk
 from audit.io.loaders import load_corpus
 from audit.models.llm import ScriptedLLM
 from audit.pipeline.harden import Harden
@@ -95,11 +95,26 @@ class ToyGuess(Attack):
         return [Result.from_risk(self.name, release.name, risk(hits, len(docs), 0.0), documents=docs)]
 
 
+class ToySame(Metric):
+    """Share of the original's characters found at the same offset in the release (crude utility)."""
+
+    name = "toy_same"
+
+    def evaluate(self, scenario, release):
+        vals = []
+        for d in release:
+            o = scenario.originals[d.id].text
+            vals.append(sum(a == b for a, b in zip(o, d.text)) / max(1, len(o)))
+        mean, ci = mean_interval(vals)
+        return [Result("utility", self.name, release.name, mean, ci, len(vals))]
+
+
 def toy_registry() -> Registry:
     reg = Registry()
     reg._entry_points_loaded = True
     reg.register("attack")(ToyPhrase)
     reg.register("attack")(ToyGuess)
+    reg.register("metric")(ToySame)
     import defenders.baselines as b
     from defenders.delinker import Delinker
     from defenders.intact import IntactSanitizer
@@ -305,6 +320,17 @@ def test_a_release_that_records_no_replacement_is_aligned_with_the_originals_fir
     a = outcome.final.corpus["a"]
     assert a.text == "[PERSON] moved to a Nordic city in [DATE]. She kept a seaside building for years."
     assert {s.original for s in a.spans} >= {"Anna", "Bergen", PHRASE}
+
+
+def test_each_round_records_its_utility_and_what_its_repair_cost(tmp_path):
+    make_spec(tmp_path)
+    outcome = harden(tmp_path, scripted(), max_rounds=3, metrics=["toy_same"]).run()
+    before, after = (r.utility["toy_same"] for r in outcome.rounds)
+    assert 0 < after < before < 1  # the repairs changed text: the price shows
+    rf = ResultsFile.load(tmp_path / "out" / "results.json")
+    assert rf.get("toy_same", "ours.harden1").value == after
+    with pytest.raises(AnonauditError, match="metric 'nope'"):
+        harden(tmp_path, scripted(), metrics=["nope"])
 
 
 def test_a_rerun_reuses_every_round_and_asks_the_llm_nothing(tmp_path):

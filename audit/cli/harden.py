@@ -24,6 +24,8 @@ from audit.core.errors import AnonauditError
               help="Sanitizer that makes a replacement an attack saw through more general.")
 @click.option("--attack", "attacks", multiple=True, metavar="NAME",
               help="Repair only the evidence of this attack of the spec (repeatable; default: every attack).")
+@click.option("--metric", "metrics", multiple=True, metavar="NAME",
+              help="A utility metric measured on every round besides the spec's own (repeatable; e.g. tps).")
 @click.option("--repair-param", "repair_params", multiple=True, metavar="SANITIZER.KEY=VALUE",
               help="A repairer's parameter, VALUE read as YAML (e.g. delinker.chunk_sentences=2).")
 @click.option("--results-dir", "out_dir", type=click.Path(file_okay=False), default=None,
@@ -32,7 +34,8 @@ from audit.core.errors import AnonauditError
               help="Write OUT/report.html at the end, with every round as a release.")
 @click.pass_context
 def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, max_rounds: int,
-               text_repairer: str, span_repairer: str, attacks: tuple[str, ...], repair_params: tuple[str, ...],
+               text_repairer: str, span_repairer: str, attacks: tuple[str, ...], metrics: tuple[str, ...],
+               repair_params: tuple[str, ...],
                out_dir: str | None, report: bool) -> None:
     """Attack a release with the spec's attacks, repair exactly the evidence they found, and
     attack again, until the spec's `gate` passes or after --max-rounds.
@@ -69,7 +72,7 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
         raise AnonauditError(f"--out {out_file}: would overwrite the audit's results file")
     harden = Harden(spec, release, max_rounds=max_rounds, registry=reg,
                     repairers={"text": text_repairer, "span": span_repairer}, repair_params=params,
-                    attacks=list(attacks) or None, progress=True)
+                    attacks=list(attacks) or None, metrics=list(metrics) or None, progress=True)
     outcome = harden.run()
     write_release_jsonl(outcome.final, out)
     click.echo("")

@@ -47,7 +47,7 @@ from audit.models.resources import LLM_STATS, Resources
 from audit.pipeline.gate import EXIT_FAIL, EXIT_INCONCLUSIVE, Threshold, evaluate, exit_code
 from audit.pipeline.provenance import canonical
 from audit.pipeline.releases import read_release_jsonl, safe_name, write_release_jsonl, release_file_name
-from audit.pipeline.runner import Audit, AuditSpec, ReleaseSpec, component_params
+from audit.pipeline.runner import Audit, AuditSpec, ComponentSpec, ReleaseSpec, component_params
 
 #: Default repairers per kind of evidence (sanitizer names, looked up in the registry).
 DEFAULT_REPAIRERS = {TEXT: "delinker", SPAN: "intact"}
@@ -110,13 +110,18 @@ class Harden:
     ``repairers``: sanitizer name per kind of evidence (default :data:`DEFAULT_REPAIRERS`);
     ``repair_params``: their parameters by sanitizer name (the spec's seed and models fill the
     rest, as for any component). ``attacks``: repair only the evidence of these attacks
-    (default: every attack of the spec)."""
+    (default: every attack of the spec). ``metrics``: utility metrics measured on every round
+    besides the spec's own (the price of each round)."""
 
     def __init__(self, spec: AuditSpec, release: str, *, max_rounds: int = 3, registry: Registry | None = None,
                  repairers: Mapping[str, str] | None = None,
                  repair_params: Mapping[str, Mapping[str, Any]] | None = None,
-                 attacks: list[str] | None = None, progress: bool = True,
+                 attacks: list[str] | None = None, metrics: list[str] | None = None, progress: bool = True,
                  echo: Callable[[str], None] | None = _echo):
+        have = {normalise(m.name) for m in spec.metrics}
+        extra = [ComponentSpec("metric", m) for m in dict.fromkeys(metrics or ()) if normalise(m) not in have]
+        if extra:  # the utility each round keeps, besides the spec's own metrics
+            spec = dataclasses.replace(spec, metrics=spec.metrics + tuple(extra))
         self.spec = spec
         self.release = release
         self.max_rounds = max_rounds
@@ -148,6 +153,14 @@ class Harden:
         for a in self.attacks or ():
             if normalise(a) not in known:
                 problems.append(f"--attack {a!r} is not an attack of the spec (it runs: {', '.join(sorted(known))})")
+        for m in spec.metrics:
+            try:
+                self.registry.get("metric", m.name)
+            except AnonauditError as exc:
+                problems.append(f"metric {m.name!r}: {exc}")
+        if not spec.metrics:
+            self.echo("harden: warning: no utility metric in the spec: the rounds will show no price "
+                      "(add metrics: [tps, tpi, similarity], or --metric NAME)")
         for kind, name in self.repairers.items():
             if kind not in (TEXT, SPAN):
                 problems.append(f"unknown kind of evidence {kind!r} (use text or span)")
