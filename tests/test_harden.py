@@ -385,8 +385,9 @@ def test_the_command_writes_the_hardened_release_and_exits_with_the_gate(tmp_pat
     llm = scripted()
     reg = toy_registry()
     out = tmp_path / "hardened.jsonl"
-    args = ["harden", str(tmp_path / "audit.yaml"), "--release", "ours", "--out", str(out), "--no-report",
-            "--repair-param", "delinker.cache=false", "--repair-param", "intact.cache=false"]
+    args = ["harden", str(tmp_path / "audit.yaml"), "--release", "ours", "--out", str(out), "--metric", "toy_same",
+            "--repair-param", "delinker.cache=false", "--repair-param", "intact.cache=false",
+            "--llm", "qwen2.5-coder-0.5b"]
     # the scripted LLM cannot come from the command line: the spec's models.llm is replaced by it
     import audit.models.resources as resources
 
@@ -396,6 +397,10 @@ def test_the_command_writes_the_hardened_release_and_exits_with_the_gate(tmp_pat
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [d["id"] for d in lines] == ["a", "b", "c"] and PHRASE not in lines[0]["text"]
     assert "ours.harden1" in res.output and "stopped: passed" in res.output
+    # the report shows both rounds, with the arrow from the input to the hardened round
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "ours.harden1" in html and 'class="harden-path"' in html
+    assert ResultsFile.load(tmp_path / "out" / "results.json").provenance["models"]["llm"] == "qwen2.5-coder-0.5b"
 
 
 @pytest.mark.parametrize("args, message", [

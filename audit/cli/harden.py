@@ -28,6 +28,9 @@ from audit.core.errors import AnonauditError
               help="A utility metric measured on every round besides the spec's own (repeatable; e.g. tps).")
 @click.option("--repair-param", "repair_params", multiple=True, metavar="SANITIZER.KEY=VALUE",
               help="A repairer's parameter, VALUE read as YAML (e.g. delinker.chunk_sentences=2).")
+@click.option("--llm", "llm_spec", default=None, metavar="SPEC",
+              help="LLM of the attacks and repairers (overrides the spec's models.llm), e.g. "
+                   "openai:MODEL@http://host:8000/v1.")
 @click.option("--results-dir", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Folder for results.json, the report and the rounds (default: the spec's `out`).")
 @click.option("--report/--no-report", default=True, show_default=True,
@@ -35,8 +38,7 @@ from audit.core.errors import AnonauditError
 @click.pass_context
 def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, max_rounds: int,
                text_repairer: str, span_repairer: str, attacks: tuple[str, ...], metrics: tuple[str, ...],
-               repair_params: tuple[str, ...],
-               out_dir: str | None, report: bool) -> None:
+               repair_params: tuple[str, ...], llm_spec: str | None, out_dir: str | None, report: bool) -> None:
     """Attack a release with the spec's attacks, repair exactly the evidence they found, and
     attack again, until the spec's `gate` passes or after --max-rounds.
 
@@ -52,7 +54,7 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
     from audit.cli.run import _render
     from audit.pipeline.harden import Harden
     from audit.pipeline.releases import write_release_jsonl
-    from audit.pipeline.runner import load_spec
+    from audit.pipeline.runner import parse_spec, read_spec_file
 
     reg = registry_of(ctx)
     out = Path(out_file)
@@ -66,8 +68,13 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
         if not dot or not name:
             raise AnonauditError(f"--repair-param {key!r}: expected SANITIZER.KEY=VALUE (e.g. delinker.max_spans=4)")
         params.setdefault(owner, {})[name] = value
-    overrides = {"out": str(Path(out_dir).resolve())} if out_dir else None
-    spec = load_spec(spec_file, overrides=overrides, registry=reg)
+    data = read_spec_file(spec_file)
+    if out_dir:
+        data["out"] = str(Path(out_dir).resolve())
+    if llm_spec:
+        models = data.get("models")
+        data["models"] = {**(models if isinstance(models, dict) else {}), "llm": llm_spec}
+    spec = parse_spec(data, base=Path(spec_file).resolve().parent, source=str(spec_file), registry=reg)
     if spec.out.resolve() == out.resolve().parent and out.name == "results.json":
         raise AnonauditError(f"--out {out_file}: would overwrite the audit's results file")
     harden = Harden(spec, release, max_rounds=max_rounds, registry=reg,
