@@ -64,8 +64,9 @@ class ToyPhrase(Attack):
 
     name = "toy_phrase"
 
-    def __init__(self, phrase: str = PHRASE):
+    def __init__(self, phrase: str = PHRASE, warn: bool = False):
         self.phrase = phrase
+        self.warn = warn
 
     def evaluate(self, scenario, release):
         docs = []
@@ -74,7 +75,9 @@ class ToyPhrase(Attack):
             docs.append(Finding(d.id, success=i >= 0, highlights=[Highlight(i, i + len(self.phrase), "ngram")]
                                 if i >= 0 else ()))
         hits = sum(f.success for f in docs)
-        return [Result.from_risk(self.name, release.name, risk(hits, len(docs), 0.0), documents=docs)]
+        details = {"warning": "the attacker failed its own check"} if self.warn else {}
+        return [Result.from_risk(self.name, release.name, risk(hits, len(docs), 0.0), documents=docs,
+                                 details=details)]
 
 
 class ToyGuess(Attack):
@@ -350,6 +353,14 @@ def test_the_loop_stops_when_a_repair_changes_nothing_and_the_gate_still_fails(t
     assert [r.gate for r in outcome.rounds] == ["fail", "fail"]
     assert outcome.stopped == "unchanged" and outcome.exit_code == 1
     assert PHRASE in outcome.final.corpus["a"].text
+
+
+def test_an_inconclusive_gate_stops_the_loop_with_exit_3(tmp_path):
+    """Once nothing fails but an attacker doubts itself, repairs cannot help: stop and say so."""
+    make_spec(tmp_path, attacks=[{"name": "toy_phrase", "warn": True}, "toy_guess"])
+    outcome = harden(tmp_path, scripted(), max_rounds=3).run()
+    assert [r.gate for r in outcome.rounds] == ["fail", "inconclusive"]
+    assert outcome.stopped == "inconclusive" and outcome.exit_code == 3
 
 
 def test_max_rounds_bounds_the_loop(tmp_path):
