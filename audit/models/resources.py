@@ -19,7 +19,10 @@ A component asks for what it needs when it needs it:
 * :meth:`Resources.shared` — any other state several components of the run share (the
   utility metrics' context), made once per key;
 * :attr:`Resources.seed` and :attr:`Resources.progress` — the run's seed and whether
-  model loads are announced.
+  model loads are announced;
+* :attr:`Resources.executor` — where per-document work runs
+  (:class:`~audit.core.executor.LocalExecutor` by default; the runner gives a Ray executor with
+  ``--executor ray``). Embedders made here send their batches through it.
 
 A component used on its own (tests, benchmarks, a notebook) gets a private set on first
 need from :func:`resources_of`, which its ``close()`` releases; a set given with ``use()``
@@ -34,6 +37,7 @@ from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from audit.core.executor import Executor, LocalExecutor
 from audit.models.nlp import DEFAULT_SPACY_MODEL, Spacy
 
 if TYPE_CHECKING:
@@ -50,12 +54,14 @@ class Resources:
 
     ``seed``: the run's seed. ``progress``: announce model loads on stderr.
     ``llm_cache_path``: the answer cache file (default ``config.subdir("cache")/llm.sqlite``).
+    ``executor``: where per-document work runs (default: this process); the caller owns it.
     Thread-safe; closing twice is harmless, and a closed set loads again if asked.
     """
 
     def __init__(self, *, seed: int = 0, progress: bool = False,
-                 llm_cache_path: str | os.PathLike[str] | None = None):
+                 llm_cache_path: str | os.PathLike[str] | None = None, executor: Executor | None = None):
         self.seed = seed
+        self.executor = executor or LocalExecutor()
         self.progress = progress
         self.llm_cache_path = llm_cache_path
         self._llms: dict[tuple[str, bool], LLM] = {}
@@ -129,7 +135,8 @@ class Resources:
                 from audit.models import embed
 
                 with stage(f"loading the embedder {spec or '(default)'}", enabled=self.progress):
-                    found = embed.Embedder(spec, cache=cache)
+                    remote = {"executor": self.executor} if self.executor.distributed else {}
+                    found = embed.Embedder(spec, cache=cache, **remote)
                 self._embedders[key] = found
             return found
 
