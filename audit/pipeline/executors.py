@@ -31,6 +31,8 @@ from audit.core.errors import AnonauditError
 from audit.core.executor import Executor, LocalExecutor, Worker
 
 KINDS = ("local", "ray")
+#: How often a stage's dead worker is restarted and its group tried again before the run stops.
+MAX_RETRIES = 2
 
 
 @dataclass(frozen=True)
@@ -206,7 +208,11 @@ class RayExecutor(Executor):
         ds = ray.data.from_items(rows, override_num_blocks=min(len(rows), max(size * 4, 1)))
         ds = ds.map_batches(_Actor, fn_constructor_args=(worker,), batch_size=1, batch_format="numpy",
                             compute=ray.data.ActorPoolStrategy(size=size), num_cpus=num_cpus,
-                            num_gpus=num_gpus or None)
+                            num_gpus=num_gpus or None,
+                            # a worker that dies is restarted and its group retried, a few times
+                            # (a lost node); Ray Data's default (forever) would hang on a worker
+                            # that always dies on one group
+                            max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES)
         try:
             out = ds.take_all()
         except rex.RayTaskError as exc:  # the worker's own exception: raise it as it is
