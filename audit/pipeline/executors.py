@@ -23,6 +23,7 @@ import os
 import pickle
 import socket
 import sys
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -206,13 +207,15 @@ class RayExecutor(Executor):
         size = min(self.pool_size(), len(groups))
         rows = [{"i": i, "x": pickle.dumps(g, protocol=5)} for i, g in enumerate(groups)]
         ds = ray.data.from_items(rows, override_num_blocks=min(len(rows), max(size * 4, 1)))
-        ds = ds.map_batches(_Actor, fn_constructor_args=(worker,), batch_size=1, batch_format="numpy",
-                            compute=ray.data.ActorPoolStrategy(size=size), num_cpus=num_cpus,
-                            num_gpus=num_gpus or None,
-                            # a worker that dies is restarted and its group retried, a few times
-                            # (a lost node); Ray Data's default (forever) would hang on a worker
-                            # that always dies on one group
-                            max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES)
+        with warnings.catch_warnings():  # Ray 2.60 names the retry arguments deprecated, with no successor yet
+            warnings.filterwarnings("ignore", message=".*ray_remote_args.*")
+            ds = ds.map_batches(_Actor, fn_constructor_args=(worker,), batch_size=1, batch_format="numpy",
+                                compute=ray.data.ActorPoolStrategy(size=size), num_cpus=num_cpus,
+                                num_gpus=num_gpus or None,
+                                # a worker that dies is restarted and its group retried, a few times
+                                # (a lost node); Ray Data's default (forever) would hang on a worker
+                                # that always dies on one group
+                                max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES)
         try:
             out = ds.take_all()
         except rex.RayTaskError as exc:  # the worker's own exception: raise it as it is
