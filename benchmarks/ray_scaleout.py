@@ -67,7 +67,7 @@ def synthetic(n_docs: int, words: int, seed: int = 0) -> tuple[Corpus, Release]:
         place = rng.choice(firsts) + "by"
         picks = np.searchsorted(cum, np.asarray([rng.random() for _ in range(words)]))
         toks = [vocab[j] for j in picks]
-        text, masked, pos = [], [], 0
+        text, pos = [], 0
         while pos < len(toks):
             k = rng.randint(8, 25)
             sent = toks[pos:pos + k]

@@ -299,3 +299,47 @@ def test_audit_on_ray_has_the_results_of_a_local_audit(ray_executor, demo, monke
 def test_a_worker_that_dies_is_a_clear_error(ray_executor):
     with pytest.raises(AnonauditError, match="a Ray worker died during 'dying'.*run the same command again"):
         ray_executor.map(_Dies(), [1, 2, 3], group=1, label="dying")
+
+
+# --------------------------------------------------------------------------- LLM requests on workers
+
+
+def answer(request) -> str:
+    """A scripted model's answer (module level: it travels to workers)."""
+    return "echo " + str(request.messages[-1][1])
+
+
+def test_llm_requests_on_workers_keep_one_cache_in_the_run(tmp_path):
+    from audit.models.cache import CachedLLM
+    from audit.models.llm import ChatRequest, ScriptedLLM
+    from audit.models.remote import ROUND, LLMWorker, RemoteLLM
+
+    requests = [ChatRequest.make([{"role": "user", "content": f"q{i}"}]) for i in range(40)]
+    local = CachedLLM(ScriptedLLM(answer), tmp_path / "local.sqlite")
+    expected = local.complete_batch(requests)
+    ex = PicklingExecutor()
+    driver_side = ScriptedLLM(answer)  # identity and tokeniser only: it must answer nothing
+    remote = CachedLLM(RemoteLLM(driver_side, ex, LLMWorker(llm=ScriptedLLM(answer))), tmp_path / "ray.sqlite",
+                       chunk_size=ROUND)
+    assert remote.complete_batch(requests) == expected
+    assert driver_side.calls == [] and ex.timings["LLM requests"]["items"] == 40
+    assert remote.stats == {"hits": 0, "misses": 40, "backend_calls": 40}
+    again = CachedLLM(RemoteLLM(driver_side, ex, LLMWorker(llm=ScriptedLLM(answer))), tmp_path / "ray.sqlite")
+    assert again.complete_batch(requests) == expected and again.stats["backend_calls"] == 0
+    assert ex.timings["LLM requests"]["items"] == 40  # every answer came from the run's cache
+
+
+def test_resources_send_llm_requests_to_a_distributed_executor(tmp_path, monkeypatch):
+    from audit.models import specs
+    from audit.models.cache import CachedLLM
+    from audit.models.llm import ScriptedLLM
+    from audit.models.remote import RemoteLLM
+
+    monkeypatch.setattr(specs, "load_llm", lambda spec, cache=True, cache_path=None, **kw:
+                        CachedLLM(ScriptedLLM(lambda r: "ok", identity=f"scripted:{spec}"), cache_path, enabled=cache))
+    with Resources(executor=PicklingExecutor(), llm_cache_path=tmp_path / "c.sqlite") as res:
+        llm = res.llm("some-model")
+        assert isinstance(llm, CachedLLM) and isinstance(llm.backend, RemoteLLM)
+        assert llm.backend.worker.spec == "some-model" and llm.identity == "scripted:some-model"
+    with Resources(llm_cache_path=tmp_path / "c.sqlite") as res:
+        assert not isinstance(res.llm("some-model").backend, RemoteLLM)

@@ -88,8 +88,10 @@ class Resources:
                 backend = getattr(other, "backend", None)
                 if backend is not None:  # same model, other cache setting: share the loaded backend
                     from audit.models.cache import CachedLLM
+                    from audit.models.remote import ROUND, RemoteLLM
 
-                    found = CachedLLM(backend, self._cache_path(), enabled=bool(cache))
+                    found = CachedLLM(backend, self._cache_path(), enabled=bool(cache),
+                                      **({"chunk_size": ROUND} if isinstance(backend, RemoteLLM) else {}))
                 else:
                     from audit.core.progress import stage
                     from audit.models import specs
@@ -98,8 +100,23 @@ class Resources:
                                                           "transformers)"}.get(spec, spec)
                     with stage(f"loading {what} {shown}", enabled=self.progress):
                         found = specs.load_llm(spec, cache=bool(cache), cache_path=self.llm_cache_path)
+                    if self.executor.distributed:
+                        found = self._remote(found, spec)
                 self._llms[key] = found
             return found
+
+    def _remote(self, cached: LLM, spec: str | None) -> LLM:
+        """``cached`` (a CachedLLM) with its chat requests answered on the executor's workers,
+        each loading ``spec`` once; the answer cache stays here (:mod:`audit.models.remote`)."""
+        from audit.models.cache import CachedLLM
+        from audit.models.remote import ROUND, LLMWorker, RemoteLLM
+
+        if not isinstance(cached, CachedLLM):
+            return cached
+        if cached.store is not None:
+            cached.store.close()
+        remote = RemoteLLM(cached.backend, self.executor, LLMWorker(spec))
+        return CachedLLM(remote, cached.path, enabled=cached.enabled, chunk_size=ROUND)
 
     def _cache_path(self) -> Path:
         if self.llm_cache_path:
