@@ -327,6 +327,8 @@ def test_llm_requests_on_workers_keep_one_cache_in_the_run(tmp_path):
     again = CachedLLM(RemoteLLM(driver_side, ex, LLMWorker(llm=ScriptedLLM(answer))), tmp_path / "ray.sqlite")
     assert again.complete_batch(requests) == expected and again.stats["backend_calls"] == 0
     assert ex.timings["LLM requests"]["items"] == 40  # every answer came from the run's cache
+    few = RemoteLLM(driver_side, ex, LLMWorker(llm=ScriptedLLM(answer)))
+    assert few.complete_batch(requests[:3]) == expected[:3] and len(driver_side.calls) == 3  # not worth a stage
 
 
 def test_resources_send_llm_requests_to_a_distributed_executor(tmp_path, monkeypatch):

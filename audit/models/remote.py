@@ -4,7 +4,9 @@ On a distributed executor (``--executor ray``), :meth:`audit.models.resources.Re
 returns ``CachedLLM(RemoteLLM(...))``: the run's process looks every request up in the answer
 cache, sends only the misses to the workers (rounds of :data:`ROUND` requests, each round one
 executor stage, groups of :data:`GROUP` requests per worker call), and stores the answers of each
-round as it comes back. Each worker loads the model once (``setup``) from the same spec, with no
+round as it comes back. A batch of fewer than :data:`MIN_REMOTE` misses (a component asking one
+question at a time) is answered by the run's own backend, which it loads anyway for the model's
+tokeniser and context size. Each worker loads the model once (``setup``) from the same spec, with no
 cache of its own, and sends its group through the backend's own bounded concurrency (the
 OpenAI-compatible client's ``max_workers`` threads; the embedded llama.cpp answers one request at
 a time, so its answers do not depend on their neighbours).
@@ -26,6 +28,9 @@ from audit.models.llm import LLM, ChatRequest
 ROUND = 1024
 #: Requests per worker call.
 GROUP = 16
+#: Fewer requests than this are answered here by the run's own backend (same model, same answers):
+#: a stage on the cluster costs seconds to start, more than a handful of requests.
+MIN_REMOTE = 2 * GROUP
 
 
 class LLMWorker:
@@ -85,6 +90,8 @@ class RemoteLLM(LLM):
         return self._complete_batch([request])[0]
 
     def _complete_batch(self, requests: list[ChatRequest], *, progress: bool = False) -> list[str]:
+        if len(requests) < MIN_REMOTE:  # a caller asking one request at a time: not worth a stage
+            return list(self.local.complete_batch(requests))
         return [str(a) for a in self.executor.map(self.worker, requests, group=self.group, label="LLM requests")]
 
     def logprobs(self, prefix: str, continuation: str) -> list[float]:
