@@ -183,7 +183,7 @@ def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
         n_tok = sum(nt for nt, _ in outs)
         del outs
         with ThreadPoolExecutor(max(1, workers)) as sorter:
-            return n_tok, list(sorter.map(_sort_unique, buckets_r))
+            return n_tok, list(sorter.map(_merge_sorted, buckets_r))
     bar = _progress(progress, total=len(chunks), desc="indexing")
     # numpy releases the GIL in the heavy loops, so threads share the work of
     # independent chunks (and later of independent buckets) without copies
@@ -208,7 +208,7 @@ def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
         if bar is not None:
             bar.close()
         clock.lap("keys")
-        return n_tokens, list(mapper(_sort_unique, buckets))
+        return n_tokens, list(mapper(_merge_sorted, buckets))
     finally:
         if pool is not None:
             pool.shutdown()
@@ -222,8 +222,17 @@ def _csr(sorted_buckets: list[np.ndarray], packing: _Packing, clock: _Clock,
     live at once (the build's memory peak)."""
     docmask, t_bits = packing.docmask, packing.t_bits
     counts = np.array([len(x) for x in sorted_buckets], dtype=np.int64)
-    key = np.concatenate(sorted_buckets) if sorted_buckets else np.zeros(0, dtype=U64)
-    sorted_buckets.clear()
+    if len(sorted_buckets) == 1:
+        key = sorted_buckets.pop()
+    else:  # _merge_sorted's copy (the buckets' values are increasing from one bucket to the next)
+        key = np.empty(int(counts.sum()), dtype=U64)
+        pos = 0
+        sorted_buckets.reverse()
+        while sorted_buckets:
+            part = sorted_buckets.pop()
+            key[pos:pos + len(part)] = part
+            pos += len(part)
+            del part
     clock.lap("sort")
     # a posting list starts where the hash part changes, or at a bucket boundary
     bounds = np.concatenate(([0], np.cumsum(counts)))
@@ -232,7 +241,7 @@ def _csr(sorted_buckets: list[np.ndarray], packing: _Packing, clock: _Clock,
         new[0] = True
         np.greater(key[1:] ^ key[:-1], docmask, out=new[1:])
         new[bounds[:-1][counts > 0]] = True
-    starts = np.flatnonzero(new)
+    starts = _flatnonzero_u32(new) if len(key) < 2**32 else np.flatnonzero(new)
     del new
     with np.errstate(over="ignore"):
         keys = key[starts] & ~docmask
@@ -242,7 +251,8 @@ def _csr(sorted_buckets: list[np.ndarray], packing: _Packing, clock: _Clock,
             ids = (np.arange(packing.n_buckets, dtype=U64) if bucket_ids is None
                    else np.asarray(bucket_ids, dtype=U64))
             keys |= np.repeat(ids, per_bucket) << U64(64 - t_bits)
-    doc = (key & docmask).astype(np.uint32)
+    key &= docmask  # in place: the document numbers, without a second array of 8-byte keys
+    doc = key.astype(np.uint32)
     del key
     off_dtype = np.uint32 if len(doc) < 2**32 else np.uint64
     offsets = np.empty(len(keys) + 1, dtype=off_dtype)
@@ -280,11 +290,15 @@ def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
         key[filled:end] = h
         filled = end
     key, bucket = key[:filled], bucket[:filled]
+    # Each bucket's keys leave sorted and without duplicates, in arrays of their own: the chunk's
+    # buffer (max_n keys per token) is freed, and what is kept until the merge is only the distinct
+    # (n-gram, document) pairs. A pair belongs to one chunk (its document's), so the chunks' pairs
+    # are disjoint and the merge needs no second pass for duplicates.
     if not t_bits:
-        return len(toks), [key]
+        return len(toks), [_compact_unique(key)]
     # route to buckets by the hash's top bits (radix sort of 8-bit values, chunk-sized: in cache)
     key = key[np.argsort(bucket, kind="stable")]
-    return len(toks), np.split(key, np.cumsum(np.bincount(bucket, minlength=n_buckets))[:-1])
+    return len(toks), [_compact_unique(p) for p in np.split(key, np.cumsum(np.bincount(bucket, minlength=n_buckets))[:-1])]
 
 
 def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
@@ -313,6 +327,45 @@ def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Pa
         for b, piece in enumerate(split):
             parts[b].append(_sort_unique([piece]))
     return n_tokens, [_sort_unique(p) for p in parts]
+
+
+def _compact_unique(arr: np.ndarray) -> np.ndarray:
+    """``arr`` sorted in place, then its distinct values in a new array of their own."""
+    arr.sort()
+    if len(arr) <= 1:
+        return arr.copy()
+    keep = np.empty(len(arr), dtype=bool)
+    keep[0] = True
+    np.not_equal(arr[1:], arr[:-1], out=keep[1:])
+    return arr[keep]
+
+
+def _merge_sorted(pieces: list[np.ndarray]) -> np.ndarray:
+    """One bucket's keys, sorted, from pieces that are each sorted and distinct and share no
+    value (one chunk's each). Empties ``pieces``, freeing each piece once it is copied, so the
+    pieces and the merged array are never both whole in memory."""
+    out = np.empty(sum(len(p) for p in pieces), dtype=U64)
+    pieces.reverse()
+    pos = 0
+    while pieces:
+        piece = pieces.pop()
+        out[pos:pos + len(piece)] = piece
+        pos += len(piece)
+        del piece
+    out.sort()
+    return out
+
+
+def _flatnonzero_u32(mask: np.ndarray, block: int = 1 << 22) -> np.ndarray:
+    """``np.flatnonzero(mask)`` as ``uint32``, a block at a time (half the memory of int64)."""
+    out = np.empty(int(np.count_nonzero(mask)), dtype=np.uint32)
+    pos = 0
+    for i in range(0, len(mask), block):
+        idx = np.flatnonzero(mask[i:i + block])
+        idx += i
+        out[pos:pos + len(idx)] = idx
+        pos += len(idx)
+    return out
 
 
 def _sort_unique(pieces: list[np.ndarray]) -> np.ndarray:

@@ -49,7 +49,7 @@ class NgramIndex:
         sources: Sequence[str] | None = None,
         max_n: int = 7,
         lowercase: bool = True,
-        chunk_chars: int = 2_000_000,
+        chunk_chars: int = 500_000,
         min_hash_bits: int = 52,
         workers: int = 1,
         fingerprint: str | None = None,
@@ -57,7 +57,8 @@ class NgramIndex:
         executor: Any = None,
     ) -> NgramIndex:
         """Index ``texts`` (document number = position). ``chunk_chars`` bounds
-        the text tokenised at once. ``min_hash_bits`` (<= 64) trades build speed
+        the text tokenised at once (its tokens and n-gram keys are the build's largest
+        temporary arrays: 500,000 characters keep them small beside the index). ``min_hash_bits`` (<= 64) trades build speed
         for fewer hash collisions in very large collections (see the package docstring).
         ``workers`` > 1 threads share chunks and buckets (numpy releases the GIL
         in its loops); it helps only on otherwise idle cores, so the default is 1.

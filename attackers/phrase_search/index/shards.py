@@ -146,7 +146,7 @@ class BuildShard:
 
 def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: int, ids: Sequence[str] | None = None,
                   subjects: Sequence[str | None] | None = None, sources: Sequence[str] | None = None,
-                  max_n: int = 7, lowercase: bool = True, chunk_chars: int = 2_000_000, min_hash_bits: int = 52,
+                  max_n: int = 7, lowercase: bool = True, chunk_chars: int = 500_000, min_hash_bits: int = 52,
                   fingerprint: str | None = None, executor: Any = None) -> ShardedNgramIndex:
     """Build the sharded index of ``texts`` in ``folder`` (see the module doc) and open it.
     The parameters are those of :meth:`NgramIndex.build`; ``shards`` is a power of two."""
