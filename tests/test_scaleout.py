@@ -190,6 +190,18 @@ def test_spec_executor_is_validated_with_every_problem(demo):
     assert "executor.kind" in msg and "executor.workers" in msg and "executor.nodes" in msg
 
 
+def test_ray_executor_without_ray_installed_says_how_to_install_it(demo, monkeypatch):
+    import importlib.util
+
+    from audit.pipeline.spec import parse_spec
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(AnonauditError, match=r"needs Ray: pip install 'anonaudit\[ray\]'"):
+        parse_spec(_spec(demo, executor="ray"), base=demo)
+    assert parse_spec(_spec(demo, executor="local"), base=demo).executor.kind == "local"
+
+
 def test_local_run_records_the_executor_and_imports_no_ray(demo):
     (demo / "audit.yaml").write_text(json.dumps(_spec(demo)))
     code = ("import sys, json; from audit.pipeline.runner import Audit, load_spec;"

@@ -233,5 +233,6 @@ class RayExecutor(Executor):
 
 
 def _died(label: str, exc: BaseException) -> AnonauditError:
-    return AnonauditError(f"a Ray worker died during {label!r} ({type(exc).__name__}: {str(exc)[:300]}); the "
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return AnonauditError(f"a Ray worker died during {label!r} ({type(exc).__name__}: {first}); the "
                           "finished (component, release) pairs are saved: run the same command again to resume")
