@@ -465,16 +465,16 @@ class PhraseSearchAttack(Attack):
         self.fit(scenario)  # a no-op when fitted on this scenario's collection
         index = self.index_
         docs_out = []
-        it = release.corpus
-        if self.progress:
-            from audit.core.progress import bar as progress_bar
-
-            it = progress_bar(it, desc=f"phrase search {release.name}", unit="doc")
         executor = resources_of(self).executor
         if executor.distributed:  # the documents go to the workers, the index with them, once per worker
             items = [(doc, self._truth(doc, release, scenario.originals)) for doc in release.corpus]
             docs_out = executor.map(DocumentWorker(self), items, group=256, label="phrase search: documents")
         else:
+            it = release.corpus
+            if self.progress:  # on a cluster, the executor shows the cluster's progress instead
+                from audit.core.progress import bar as progress_bar
+
+                it = progress_bar(it, desc=f"phrase search {release.name}", unit="doc")
             for doc in it:
                 docs_out.append(self.attack_document(doc, self._truth(doc, release, scenario.originals)))
         if self._mode == "background":
