@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tab import bench_llm, labelled_originals, linkage, machine, parser, published, utility, write_out  # noqa: E402
+from tab import LLMCost, bench_llm, cost_cells, labelled_originals, linkage, machine, parser, published, utility, write_out  # noqa: E402
 
 #: plain rewrites each chunk once, as the paper's baseline does (the sanitizer's plain mode could
 #: also re-send the chunks that still link, ``max_rounds``)
@@ -67,18 +67,16 @@ def main() -> None:
     releases, costs = [source], {}
     for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
         with stage(f"delinker, {variant}"):
-            calls, tokens = llm.stats["backend_calls"], llm.usage
+            spend = LLMCost(llm)
             started = time.perf_counter()
             san = Delinker(collection=full, llm=llm, seed=args.seed,
                            **{"max_rounds": args.max_rounds, **VARIANTS[variant]})
             rel = san.sanitize(source.corpus, name=variant)
             seconds = time.perf_counter() - started
-            spent = {k: (llm.usage[k] - tokens[k]) / len(ids) for k in tokens}
-            costs[variant] = {"totals": san.stats()["delinker"][variant],
-                              "llm_calls_per_doc": (llm.stats["backend_calls"] - calls) / len(ids),
-                              "tokens_per_doc": spent, "seconds_per_doc": seconds / len(ids), "machine": machine()}
+            costs[variant] = {"totals": san.stats()["delinker"][variant], **spend.per_doc(len(ids)),
+                              "seconds_per_doc": seconds / len(ids), "machine": machine()}
             releases.append(rel)
-            print(f"{variant}: {seconds / len(ids):.0f} s/doc, tokens/doc {spent}, totals "
+            print(f"{variant}: {seconds / len(ids):.0f} s/doc, {json.dumps(spend.per_doc(len(ids)))}, totals "
                   f"{json.dumps(costs[variant]['totals'])}", flush=True)
             index = san.index()
 
@@ -99,15 +97,13 @@ def main() -> None:
                      "linked_a1": links[rel.name]["a1"]["rate"], "linked_a3": links[rel.name]["a3"]["rate"],
                      "similarity": sims[rel.name], **c})
     print("\n| release | linking n-grams left, a=1 (share) | a≤3 (share) | linked a=1 | linked a≤3 | similarity "
-          "| rounds (max) | rewritten / redacted | LLM calls/doc | tokens/doc (prompt + gen) | s/doc |")
+          "| rounds (max) | rewritten / redacted | LLM requests/doc | tokens/doc (prompt + gen) | s/doc |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         t = r.get("totals")
         extra = ("–", "–", "–", "–", "–")
         if t:
-            tok = r["tokens_per_doc"]
-            extra = (f"{t['max_rounds_used']}", f"{t['rewritten']} / {t['redacted']}", f"{r['llm_calls_per_doc']:.1f}",
-                     f"{tok['prompt_tokens']:.0f} + {tok['completion_tokens']:.0f}", f"{r['seconds_per_doc']:.0f}")
+            extra = (f"{t['max_rounds_used']}", f"{t['rewritten']} / {t['redacted']}", *cost_cells(r))
         print(f"| {r['release']} | {r['left_a1']} ({r['share_a1']:.3f}) | {r['left_a3']} ({r['share_a3']:.3f}) | "
               f"{r['linked_a1']:.2f} | {r['linked_a3']:.2f} | {r['similarity']:.3f} | {' | '.join(extra)} |")
     examples = {}

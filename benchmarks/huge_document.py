@@ -37,7 +37,7 @@ def make_text(n_chars: int, seed: int) -> str:
 
 def child(mb: float) -> dict:
     from attackers.phrase_search import PhraseSearchAttack
-    from audit.core.data import Corpus, Document, Release, Scenario, sanitize_corpus
+    from audit.core.data import Corpus, Document, Scenario, sanitize_corpus
     from audit.core.data import Span
 
     t0 = time.perf_counter()

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tab import (bench_llm, first_docs, labelled_originals, linkage, machine, parser,  # noqa: E402
+from tab import (LLMCost, bench_llm, cost_cells, first_docs, labelled_originals, linkage, machine, parser,  # noqa: E402
                  published, sample_spans, span_recovery, utility, write_out)
 
 PUBLISHED = {
@@ -74,24 +74,18 @@ def main() -> None:
     ours, costs = [], {}
     for selection in ("most_specific", "least_specific", "attack"):
         with stage(f"INTACT {selection}"):
-            before_calls, before_tokens = llm.stats["backend_calls"], llm.usage
+            spend = LLMCost(llm)
             started = time.perf_counter()
             san = IntactSanitizer(selection=selection, llm=llm, seed=args.seed, guesses=args.guesses,
                                   context_tokens=args.context_tokens)
             rel = san.sanitize(originals, name=f"ours {selection}")
             seconds = time.perf_counter() - started
             counts = san.stats()["counts"][rel.name]
-            tokens = {k: llm.usage[k] - before_tokens[k] for k in before_tokens}
-            calls = llm.stats["backend_calls"] - before_calls
-            # requests the method makes (counted whether the cache answered them or not) and
-            # requests that reached the model in this run (0 when a warm --cache answered)
-            costs[rel.name] = {"counts": counts, "llm_requests_per_doc": counts["llm_requests"] / len(ids),
-                               "llm_calls_per_doc": calls / len(ids),
-                               "tokens_per_doc": {k: v / len(ids) for k, v in tokens.items()},
+            costs[rel.name] = {"counts": counts, **spend.per_doc(len(ids)),
                                "seconds_per_doc": seconds / len(ids), "machine": machine()}
             ours.append(rel)
-            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, {calls / len(ids):.1f} LLM calls/doc, "
-                  f"{tokens} tokens; counts {json.dumps(counts)}", flush=True)
+            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, {json.dumps(spend.per_doc(len(ids)))}; "
+                  f"counts {json.dumps(counts)}", flush=True)
 
     releases = ours + [published(n, f, full, ids, args.data) for n, f in PUBLISHED.items()]
     with stage("utility"):
@@ -117,11 +111,7 @@ def main() -> None:
     for r in rows:
         g = r["span_guess"]
         sg = "–" if g is None else f"{g['recovered']:.3f} [{g['ci'][0]:.2f}, {g['ci'][1]:.2f}] (n={g['n']})"
-        cost = ("–", "–", "–")
-        if "tokens_per_doc" in r:
-            t = r["tokens_per_doc"]
-            cost = (f"{r['llm_requests_per_doc']:.0f}", f"{t['prompt_tokens']:.0f} + {t['completion_tokens']:.0f}",
-                    f"{r['seconds_per_doc']:.0f}")
+        cost = cost_cells(r)
         print(f"| {r['release']} | {r['tps']:.3f} | {r['tpi']:.3f} | {r['similarity']:.3f} | {r['label_share']:.3f} "
               f"| {sg} | {r['linked_a1']:.2f} | {r['linked_a3']:.2f} | {' | '.join(cost)} |")
     by = {r["release"]: r for r in rows}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tab import (bench_llm, first_docs, labelled_originals, linkage, machine, parser,  # noqa: E402
+from tab import (LLMCost, bench_llm, cost_cells, first_docs, labelled_originals, linkage, machine, parser,  # noqa: E402
                  published, utility, write_out)
 
 FAMILIES = ("mvm", "sparks", "student", "ppdp")
@@ -102,18 +102,16 @@ def main() -> None:
     ours, costs = [], {}
     for family in [f.strip() for f in args.families.split(",") if f.strip()]:
         with stage(f"prompt anonymizer, {family}"):
-            calls, tokens = llm.stats["backend_calls"], llm.usage
+            spend = LLMCost(llm)
             started = time.perf_counter()
             san = PromptAnonymizer(family=family, llm=llm, seed=args.seed, chunk_tokens=args.chunk_tokens,
                                    rounds=args.rounds)
             rel = san.sanitize(bare, name=f"ours {family}" + (f" ({args.rounds} rounds)" if args.rounds > 1 else ""))
             seconds = time.perf_counter() - started
-            spent = {k: (llm.usage[k] - tokens[k]) / len(ids) for k in tokens}
-            costs[rel.name] = {"counts": san.stats().get("counts", {}),
-                               "llm_calls_per_doc": (llm.stats["backend_calls"] - calls) / len(ids),
-                               "tokens_per_doc": spent, "seconds_per_doc": seconds / len(ids), "machine": machine()}
+            costs[rel.name] = {"counts": san.stats().get("counts", {}), **spend.per_doc(len(ids)),
+                               "seconds_per_doc": seconds / len(ids), "machine": machine()}
             ours.append(rel)
-            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, tokens/doc {spent}, counts "
+            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, {json.dumps(spend.per_doc(len(ids)))}, counts "
                   f"{json.dumps(costs[rel.name]['counts'])}", flush=True)
 
     releases = ours + [published(n, f, full, ids, args.data) for n, f in PUBLISHED.items()]
@@ -135,14 +133,10 @@ def main() -> None:
                      "masked_spans_per_doc": sum(len(d.spans) for d in rel) / len(ids),
                      "trir": trir.get(rel.name), **costs.get(rel.name, {})})
     print("\n| release | precision | recall | TPI | similarity | linked a=1 | linked a≤3 | TRIR | masked spans/doc "
-          "| LLM calls/doc | tokens/doc (prompt + gen) | s/doc |")
+          "| LLM requests/doc | tokens/doc (prompt + gen) | s/doc |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        cost = ("–", "–", "–")
-        if "tokens_per_doc" in r:
-            t = r["tokens_per_doc"]
-            cost = (f"{r['llm_calls_per_doc']:.1f}", f"{t['prompt_tokens']:.0f} + {t['completion_tokens']:.0f}",
-                    f"{r['seconds_per_doc']:.0f}")
+        cost = cost_cells(r)
         tr = "–" if not r["trir"] else f"{r['trir']['trir']:.3f}"
         print(f"| {r['release']} | {r['precision']:.3f} | {r['recall']:.3f} | {r['tpi']:.3f} | {r['similarity']:.3f} "
               f"| {r['linked_a1']:.2f} | {r['linked_a3']:.2f} | {tr} | {r['masked_spans_per_doc']:.1f} | "

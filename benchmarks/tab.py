@@ -152,6 +152,40 @@ def bench_llm(args, prefix: str, parallel: int = 1):
                     n_threads=args.threads, deterministic=parallel == 1)
 
 
+class LLMCost:
+    """What one sanitizer run cost the LLM, per document, read from the cached LLM's counters.
+
+    ``requests`` counts every request the method made (answered by the cache or not), ``sent``
+    those that reached the model in this run. The tokens per document are the tokens of the
+    sent requests scaled to all requests: with a cold cache they are exact, with a warm
+    ``--cache`` (a resumed run) they are the cold cost estimated from the requests that were
+    sent, never the cached requests counted as free. ``None`` when nothing was sent.
+    """
+
+    def __init__(self, llm):
+        self.llm = llm
+        self.stats, self.usage = dict(llm.stats), dict(llm.usage)
+
+    def per_doc(self, docs: int) -> dict[str, Any]:
+        stats, usage = self.llm.stats, self.llm.usage
+        requests = (stats["hits"] + stats["misses"]) - (self.stats["hits"] + self.stats["misses"])
+        sent = stats["backend_calls"] - self.stats["backend_calls"]
+        spent = {k: usage[k] - self.usage.get(k, 0) for k in usage}
+        tokens = {k: v / sent * requests / docs for k, v in spent.items()} if sent else None
+        return {"llm_requests_per_doc": requests / docs, "llm_requests_sent": sent,
+                "tokens_per_doc": tokens, "tokens_per_doc_estimated": bool(sent) and sent < requests}
+
+
+def cost_cells(row: dict[str, Any]) -> tuple[str, str, str]:
+    """A table row's LLM requests / doc, tokens / doc (prompt + gen) and s / doc cells."""
+    if "llm_requests_per_doc" not in row:
+        return ("–", "–", "–")
+    t = row["tokens_per_doc"]
+    tokens = "(all cached)" if t is None else (
+        f"{t['prompt_tokens']:,.0f} + {t['completion_tokens']:,.0f}" + (" (est.)" if row["tokens_per_doc_estimated"] else ""))
+    return (f"{row['llm_requests_per_doc']:.1f}", tokens, f"{row['seconds_per_doc']:.0f}")
+
+
 def write_out(args, llm, ids: list[str], **figures: Any) -> None:
     """Write the run's settings and figures as JSON to ``--out`` (when given)."""
     if args.out:

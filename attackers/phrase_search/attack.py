@@ -15,6 +15,7 @@ import numpy as np
 
 from attackers.phrase_search.combinations import Combination, rare_combinations
 from attackers.phrase_search.index import NgramIndex, TextNgrams, collection_fingerprint, minimal_set, windows
+from attackers.phrase_search.index.shards import ShardedNgramIndex, build_sharded, is_sharded
 from attackers.phrase_search.linking import blocked_ranges, rare_indices
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
@@ -22,6 +23,7 @@ from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import cluster_bootstrap, clustered_details, clustered_risk, risk
+from audit.models.resources import resources_of
 
 #: Placeholder tokens sanitizers leave behind: bracketed or angled labels
 #: ([PERSON], [ORG_1], <NAME>), runs of * # or _ (***), words such as SENSITIVE or
@@ -77,6 +79,7 @@ class PhraseSearchAttack(Attack):
         max_evidence: int = 10,
         against: Literal["auto", "originals", "background"] = "auto",
         progress: bool = False,
+        shards: int = 1,
     ):
         """
         k: a phrase links when it occurs in fewer than k documents of the collection.
@@ -95,6 +98,8 @@ class PhraseSearchAttack(Attack):
             background (public documents about people, one entry per person: name each document's
             subject, reported on TRIR's scale as the result phrase_search_reid), or auto (the
             originals when given, else the background).
+        shards: build the index in this many hash-partitioned shards (a power of two), each built and
+            queried on its own, for a collection larger than one machine's memory (same answers).
         """
         self.against = against
         self.k = k
@@ -110,6 +115,7 @@ class PhraseSearchAttack(Attack):
         self.exhaustive = exhaustive
         self.max_evidence = max_evidence
         self.progress = progress
+        self.shards = shards
         self._check()
         self.index_: NgramIndex | None = None
         self._fitted_on: str | None = None
@@ -129,6 +135,8 @@ class PhraseSearchAttack(Attack):
             raise AnonauditError(f"phrase_search: arity must be 1, 2 or 3, got {self.arity!r}")
         if self.df_cap < self.k or self.max_candidates < 2:
             raise AnonauditError("phrase_search: df_cap must be >= k and max_candidates >= 2")
+        if not isinstance(self.shards, int) or self.shards < 1 or self.shards & (self.shards - 1):
+            raise AnonauditError(f"phrase_search: shards must be a power of two (1, 2, 4, ...), got {self.shards!r}")
         if self.placeholder_pattern:
             try:
                 re.compile(self.placeholder_pattern)
@@ -176,16 +184,32 @@ class PhraseSearchAttack(Attack):
             return self
         index = None
         if self.index_dir and (Path(self.index_dir) / "config.json").is_file():
-            index = NgramIndex.load(self.index_dir)
+            sharded = is_sharded(self.index_dir)
+            index = ShardedNgramIndex.load(self.index_dir) if sharded else NgramIndex.load(self.index_dir)
             cfg = index.config
             if (cfg.get("collection_fingerprint") != fp or int(cfg.get("max_n", -1)) != self.max_n
-                    or index.tokenizer.lowercase != self.lowercase):
+                    or index.tokenizer.lowercase != self.lowercase
+                    or int(cfg.get("shards", 1) if sharded else 1) != self.shards):
                 index = None  # stale: built from other documents or settings
         if index is None:
-            index = NgramIndex.from_corpora(parts, max_n=self.max_n, lowercase=self.lowercase,
-                                            progress=self.progress, fingerprint=fp)
-            if self.index_dir:
-                index.save(self.index_dir)
+            executor = resources_of(self).executor
+            if self.shards > 1:
+                folder = self.index_dir
+                if not folder:
+                    import tempfile
+
+                    self._tmp_index = tempfile.mkdtemp(prefix="anonaudit-shards-")
+                    folder = self._tmp_index
+                docs = [d for _, c in parts for d in c]
+                index = build_sharded(folder, [d.text for d in docs], shards=self.shards, ids=[d.id for d in docs],
+                                      subjects=[d.subject for d in docs],
+                                      sources=[src for src, c in parts for _ in c], max_n=self.max_n,
+                                      lowercase=self.lowercase, fingerprint=fp, executor=executor)
+            else:
+                index = NgramIndex.from_corpora(parts, max_n=self.max_n, lowercase=self.lowercase,
+                                                progress=self.progress, fingerprint=fp, executor=executor)
+                if self.index_dir:
+                    index.save(self.index_dir)
         self.index_ = index
         self._fitted_on = fp
         self._orig_rare = {}
@@ -199,6 +223,17 @@ class PhraseSearchAttack(Attack):
         self._source, self._mode = source, mode
         self._n_orig = n_orig
         return self
+
+    def close(self) -> None:
+        """Remove a sharded index built in a temporary folder (no ``index_dir``), then what
+        :meth:`Component.close` releases."""
+        tmp = self.__dict__.pop("_tmp_index", None)
+        if tmp:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+            self.index_, self._fitted_on = None, None
+        super().close()
 
     # ------------------------------------------------------------------ per document
 
@@ -430,13 +465,18 @@ class PhraseSearchAttack(Attack):
         self.fit(scenario)  # a no-op when fitted on this scenario's collection
         index = self.index_
         docs_out = []
-        it = release.corpus
-        if self.progress:
-            from audit.core.progress import bar as progress_bar
+        executor = resources_of(self).executor
+        if executor.distributed:  # the documents go to the workers, the index with them, once per worker
+            items = [(doc, self._truth(doc, release, scenario.originals)) for doc in release.corpus]
+            docs_out = executor.map(DocumentWorker(self), items, group=256, label="phrase search: documents")
+        else:
+            it = release.corpus
+            if self.progress:  # on a cluster, the executor shows the cluster's progress instead
+                from audit.core.progress import bar as progress_bar
 
-            it = progress_bar(it, desc=f"phrase search {release.name}", unit="doc")
-        for doc in it:
-            docs_out.append(self.attack_document(doc, self._truth(doc, release, scenario.originals)))
+                it = progress_bar(it, desc=f"phrase search {release.name}", unit="doc")
+            for doc in it:
+                docs_out.append(self.attack_document(doc, self._truth(doc, release, scenario.originals)))
         if self._mode == "background":
             self.record_timing(release.name, {"attack": time.perf_counter() - t0})
             return [self._subjects_result(release, docs_out)]
@@ -483,6 +523,20 @@ class PhraseSearchAttack(Attack):
                                     f"set of n-grams with df < {self.k}) still present in the sanitized text; "
                                     "single n-grams only")})
         return [head, residual]
+
+
+class DocumentWorker:
+    """The per-document attack on an executor's worker: a copy of the fitted attack without the
+    run's shared resources (models stay with the run); ``(document, truth) -> Finding``."""
+
+    def __init__(self, attack: PhraseSearchAttack):
+        state = {k: v for k, v in attack.__dict__.items()
+                 if k not in ("resources", "_private_resources", "timings_by_release_")}
+        self.attack = object.__new__(type(attack))
+        self.attack.__dict__.update(state)
+
+    def __call__(self, items: list[tuple[Document, list[int] | None]]) -> list[Finding]:
+        return [self.attack.attack_document(doc, truth) for doc, truth in items]
 
 
 def _named(f: Finding, k: int) -> Finding:

@@ -62,8 +62,17 @@ def _warn_originals_beside(report: Path, results_path: Path) -> None:
 @click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report.html at the end.")
 @click.option("--shareable", is_flag=True,
               help="Also write the shareable edition (no original text) to OUT/shareable/, a folder safe to send.")
+@click.option("--executor", "executor", type=click.Choice(["local", "ray"]), default=None,
+              help="Where per-document work runs (overrides the spec's `executor`; default local). "
+                   "ray needs pip install 'anonaudit[ray]'.")
+@click.option("--ray-address", default=None, metavar="ADDRESS",
+              help="The Ray cluster: auto (the cluster this machine joined), local (start a Ray here for the run), "
+                   "HOST:PORT or ray://HOST:PORT. Implies --executor ray.")
+@click.option("--ray-workers", type=click.IntRange(1, 100_000), default=None,
+              help="Workers (actors) per stage on Ray (default: the cluster's CPUs).")
 @click.pass_context
-def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: bool, shareable: bool) -> None:
+def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: bool, shareable: bool,
+            executor: str | None, ray_address: str | None, ray_workers: int | None) -> None:
     """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
 
     Results go to OUT/results.json, saved after each (component, release) pair; running the
@@ -80,6 +89,7 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
     reg = registry_of(ctx)
     overrides = {"out": str(Path(out_dir).resolve())} if out_dir else None
     spec = load_spec(spec_file, overrides=overrides, registry=reg)
+    spec = _with_executor(spec, executor, ray_address, ray_workers)
     outcome = Audit(spec, registry=reg, progress=True).run()
     rf = outcome.results
     click.echo("")
@@ -110,6 +120,25 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
                         fg="green", err=True)
     if checks and exit_code(checks):
         sys.exit(exit_code(checks))
+
+
+def _with_executor(spec, kind: str | None, address: str | None, workers: int | None):
+    """``spec`` with the executor options of the command line laid over its ``executor``."""
+    import dataclasses
+
+    from audit.pipeline.executors import parse_executor
+
+    if kind is None and address is None and workers is None:
+        return spec
+    merged = dataclasses.asdict(spec.executor)
+    if address is not None or workers is not None:
+        merged["kind"] = "ray"
+    merged.update({k: v for k, v in (("kind", kind), ("address", address), ("workers", workers)) if v is not None})
+    parsed, problems = parse_executor(merged)
+    if problems:
+        raise AnonauditError("; ".join(f"--{k.replace('executor.', 'ray-') if '.' in k else k}: {m}"
+                                       for k, m in problems))
+    return dataclasses.replace(spec, executor=parsed)
 
 
 # --------------------------------------------------------------------------- report

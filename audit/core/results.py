@@ -97,6 +97,12 @@ class Finding:
         object.__setattr__(self, "highlights", tuple(self.highlights))
         object.__setattr__(self, "private", frozenset(self.private))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its facts as a plain dict (a read-only view does not pickle), so a
+        finding made on an executor's worker travels back to the run."""
+        return (type(self), (self.id, self.success, self.summary, self.highlights, self.highlights_in,
+                             dict(self.facts), self.private))
+
     def get(self, key: str, default: Any = None) -> Any:
         """A fact, or one of the finding's own fields, by name."""
         if key in FINDING_KEYS:

@@ -33,10 +33,14 @@ class Embedder:
     ``model``: ``None``/``"minilm"`` (embedded all-MiniLM-L6-v2) or a local
     sentence-transformers folder. ``device``: ``"cpu"`` unless CUDA is available (or given).
     ``cache``: ``True`` for the default store, or a path to a sqlite file.
+    ``executor``: an :class:`~audit.core.executor.Executor` that computes the vectors (groups of
+    exactly the texts one local step would embed, so the vectors are the same); the cache is
+    read and written here, in this process.
     """
 
     def __init__(self, model: str | None = None, cache: bool | str | os.PathLike[str] = False,
-                 device: str | None = None):
+                 device: str | None = None, executor=None):
+        self.executor = executor
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
         import torch
@@ -99,12 +103,15 @@ class Embedder:
 
             # sentence-transformers' own bar would redraw with "\r" in a log: ours prints lines.
             step = max(batch_size, 1024)
-            parts = [self._model.encode([first[k] for k in todo[i:i + step]], batch_size=batch_size,
-                                        show_progress_bar=False, convert_to_numpy=True,
-                                        normalize_embeddings=True).astype(np.float32)
-                     for i in progress_bar(range(0, len(todo), step), desc="embedding", unit="batch",
-                                           enabled=progress)]
-            vecs = np.concatenate(parts)
+            if self.executor is not None:  # the same steps, each one a group on a worker
+                rows = self.executor.map(EmbedWorker(self.path, batch_size), [first[k] for k in todo],
+                                         group=step, label="embedding")
+                vecs = np.stack(rows).astype(np.float32)
+            else:
+                parts = [_encode(self._model, [first[k] for k in todo[i:i + step]], batch_size)
+                         for i in progress_bar(range(0, len(todo), step), desc="embedding", unit="batch",
+                                               enabled=progress)]
+                vecs = np.concatenate(parts)
             fresh = dict(zip(todo, vecs))
             known.update(fresh)
             if self.cache_path is not None:
@@ -128,3 +135,37 @@ class Embedder:
                                   f"({','.join('?' * len(chunk))})", [self.identity, *chunk]).fetchall()
                 found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
         return found
+
+
+def _encode(model, texts: list[str], batch_size: int) -> np.ndarray:
+    """One step of :meth:`Embedder.encode`: unit float32 rows of ``texts``."""
+    return model.encode(texts, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True,
+                        normalize_embeddings=True).astype(np.float32)
+
+
+class EmbedWorker:
+    """The embedding stage on an executor's worker: loads the model once (``setup``), then
+    embeds group after group exactly as :meth:`Embedder.encode` embeds one step."""
+
+    def __init__(self, path: str, batch_size: int = 64, device: str | None = None):
+        self.path = path
+        self.batch_size = batch_size
+        self.device = device
+        self._model = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_model": None}
+
+    def setup(self) -> None:
+        if self._model is None:
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            os.environ["TRANSFORMERS_OFFLINE"] = "1"
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            self._model = SentenceTransformer(self.path, device=device, local_files_only=True)
+
+    def __call__(self, texts: list[str]) -> list[np.ndarray]:
+        self.setup()
+        return list(_encode(self._model, list(texts), self.batch_size))

@@ -19,7 +19,10 @@ A component asks for what it needs when it needs it:
 * :meth:`Resources.shared` — any other state several components of the run share (the
   utility metrics' context), made once per key;
 * :attr:`Resources.seed` and :attr:`Resources.progress` — the run's seed and whether
-  model loads are announced.
+  model loads are announced;
+* :attr:`Resources.executor` — where per-document work runs
+  (:class:`~audit.core.executor.LocalExecutor` by default; the runner gives a Ray executor with
+  ``--executor ray``). Embedders made here send their batches through it.
 
 A component used on its own (tests, benchmarks, a notebook) gets a private set on first
 need from :func:`resources_of`, which its ``close()`` releases; a set given with ``use()``
@@ -34,6 +37,7 @@ from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from audit.core.executor import Executor, LocalExecutor
 from audit.models.nlp import DEFAULT_SPACY_MODEL, Spacy
 
 if TYPE_CHECKING:
@@ -50,12 +54,14 @@ class Resources:
 
     ``seed``: the run's seed. ``progress``: announce model loads on stderr.
     ``llm_cache_path``: the answer cache file (default ``config.subdir("cache")/llm.sqlite``).
+    ``executor``: where per-document work runs (default: this process); the caller owns it.
     Thread-safe; closing twice is harmless, and a closed set loads again if asked.
     """
 
     def __init__(self, *, seed: int = 0, progress: bool = False,
-                 llm_cache_path: str | os.PathLike[str] | None = None):
+                 llm_cache_path: str | os.PathLike[str] | None = None, executor: Executor | None = None):
         self.seed = seed
+        self.executor = executor or LocalExecutor()
         self.progress = progress
         self.llm_cache_path = llm_cache_path
         self._llms: dict[tuple[str, bool], LLM] = {}
@@ -82,8 +88,10 @@ class Resources:
                 backend = getattr(other, "backend", None)
                 if backend is not None:  # same model, other cache setting: share the loaded backend
                     from audit.models.cache import CachedLLM
+                    from audit.models.remote import ROUND, RemoteLLM
 
-                    found = CachedLLM(backend, self._cache_path(), enabled=bool(cache))
+                    found = CachedLLM(backend, self._cache_path(), enabled=bool(cache),
+                                      **({"chunk_size": ROUND} if isinstance(backend, RemoteLLM) else {}))
                 else:
                     from audit.core.progress import stage
                     from audit.models import specs
@@ -92,8 +100,23 @@ class Resources:
                                                           "transformers)"}.get(spec, spec)
                     with stage(f"loading {what} {shown}", enabled=self.progress):
                         found = specs.load_llm(spec, cache=bool(cache), cache_path=self.llm_cache_path)
+                    if self.executor.distributed:
+                        found = self._remote(found, spec)
                 self._llms[key] = found
             return found
+
+    def _remote(self, cached: LLM, spec: str | None) -> LLM:
+        """``cached`` (a CachedLLM) with its chat requests answered on the executor's workers,
+        each loading ``spec`` once; the answer cache stays here (:mod:`audit.models.remote`)."""
+        from audit.models.cache import CachedLLM
+        from audit.models.remote import ROUND, LLMWorker, RemoteLLM
+
+        if not isinstance(cached, CachedLLM):
+            return cached
+        if cached.store is not None:
+            cached.store.close()
+        remote = RemoteLLM(cached.backend, self.executor, LLMWorker(spec))
+        return CachedLLM(remote, cached.path, enabled=cached.enabled, chunk_size=ROUND)
 
     def _cache_path(self) -> Path:
         if self.llm_cache_path:
@@ -146,7 +169,8 @@ class Resources:
                 from audit.models import embed
 
                 with stage(f"loading the embedder {spec or '(default)'}", enabled=self.progress):
-                    found = embed.Embedder(spec, cache=cache)
+                    remote = {"executor": self.executor} if self.executor.distributed else {}
+                    found = embed.Embedder(spec, cache=cache, **remote)
                 self._embedders[key] = found
             return found
 

@@ -5,7 +5,7 @@ components (the spec runner, a command-line driver): one layout, in this order, 
 keys a caller has nothing for left out::
 
     tool, version, command, title, spec {path, sha256}, argv, python, platform,
-    seed, models {llm, embedder}, sampling {documents, ...}, params,
+    seed, models {llm, embedder}, sampling {documents, ...}, executor {kind, nodes, ...}, params,
     inputs {ROLE: {path, sha256, documents, fingerprint}},
     releases {NAME: {...}}, components {LABEL: {...}}, pairs {KEY: {...}},
     skipped [...], errors [...], gate {max, min, on_point}, started, seconds, <extra>
@@ -118,13 +118,15 @@ def build_provenance(*, command: str, started: float, spec: AuditSpec | None = N
                      releases: Mapping[str, Any] | None = None, components: Mapping[str, Any] | None = None,
                      pairs: Mapping[str, Any] | None = None, skipped: Sequence[Mapping[str, str]] | None = None,
                      errors: Sequence[Mapping[str, str]] | None = None,
+                     executor: Mapping[str, Any] | None = None,
                      extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The provenance of a results file (layout in the module doc).
 
     ``command``: what ran (``"run"``, ``"demo"``, ``"attack trir"``); ``started``: its start
     (``time.time()``); ``spec``: the audit spec, if there is one; ``params``: the parameters of
     a command without a spec; ``inputs``: role -> :func:`input_record`; ``releases``,
-    ``components``, ``pairs``, ``skipped``, ``errors``: what the run did; ``extra``: anything
+    ``components``, ``pairs``, ``skipped``, ``errors``: what the run did; ``executor``: where its
+    per-document work ran (kind, cluster size, items and seconds per stage); ``extra``: anything
     else, added last.
     """
     prov: dict[str, Any] = {"tool": "anonaudit", "version": __version__, "command": command}
@@ -137,6 +139,8 @@ def build_provenance(*, command: str, started: float, spec: AuditSpec | None = N
         prov["seed"] = spec.seed
         prov["models"] = {"llm": spec.llm, "embedder": spec.embedder}
         prov["sampling"] = {"documents": spec.sample_documents, **canonical(spec.sampling_params)}
+    if executor is not None:
+        prov["executor"] = canonical(executor)
     if params is not None:
         prov["params"] = canonical(params)
     prov["inputs"] = dict(inputs or {})

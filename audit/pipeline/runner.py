@@ -39,6 +39,7 @@ from audit.pipeline.provenance import (
     input_record,
     merge_provenance,
 )
+from audit.pipeline.executors import make_executor
 from audit.pipeline.releases import build_releases, sample_release
 from audit.pipeline.spec import (  # noqa: F401  (re-exported: the runner's public names)
     CORPUS_REF,
@@ -87,11 +88,16 @@ class Audit:
     ``results_path``: the results file (default ``OUT/results.json``; the command-line driver
     names any file, whose folder is then the spec's ``out``); results and provenance merge
     into it when it exists. ``resume=False`` recomputes pairs that an earlier run finished.
+    ``executor``: where per-document work runs; default the one the spec names
+    (:mod:`audit.pipeline.executors`), started for the run and closed after it. One given here
+    belongs to the caller.
     """
 
     def __init__(self, spec: AuditSpec, *, registry: Registry | None = None, on_error: str = "raise",
                  progress: bool = True, echo: Callable[[str], None] | None = _echo,
-                 command: str = "run", results_path: str | Path | None = None, resume: bool = True):
+                 command: str = "run", results_path: str | Path | None = None, resume: bool = True,
+                 executor: Any = None):
+        self.executor = executor
         if on_error not in ("raise", "skip"):
             raise ValueError("on_error must be 'raise' or 'skip'")
         self.spec = spec
@@ -130,12 +136,25 @@ class Audit:
     # -- the run
     def run(self, resources: Resources | None = None) -> AuditOutcome:
         """Run the audit. One :class:`~audit.models.resources.Resources` serves every sanitizer
-        and component of the run (each model is loaded once) and is closed at the end; a caller
-        that runs several audits in a row (``anonaudit harden``) may pass its own, which stays open."""
+        and component of the run (each model is loaded once) and is closed at the end; so is the
+        executor (a Ray cluster is joined, or started, before any data is loaded). A caller that
+        runs several audits in a row (``anonaudit harden``) may pass its own resources, which stay
+        open (with their executor)."""
         if resources is not None:
             return self._run(resources)
-        with Resources(seed=self.spec.seed, progress=self.progress) as resources:
-            return self._run(resources)
+        executor = self.executor or make_executor(self.spec.executor)
+        try:
+            executor.start()
+            if executor.kind != "local":
+                info = executor.info()
+                self.echo(f"executor: {info['kind']} at {info.get('address')}: {info.get('nodes')} node(s), "
+                          f"{info.get('cpus')} CPU(s), {info.get('gpus')} GPU(s), {info.get('workers')} worker(s) "
+                          "per stage")
+            with Resources(seed=self.spec.seed, progress=self.progress, executor=executor) as resources:
+                return self._run(resources)
+        finally:
+            if self.executor is None:
+                executor.close()
 
     def _run(self, resources: Resources) -> AuditOutcome:
         """The three steps of :meth:`run`. The component loop stays in one piece: each of its steps
@@ -167,13 +186,15 @@ class Audit:
             base_fp["dev"] = dev.corpus.fingerprint()
 
         mine: list[Result] = []  # what this run computed: the only results it writes
+        executor_info = resources.executor.info()
 
         def save() -> None:
             # Under the file's lock, on top of what is in it now: another command writing into
             # the same file meanwhile keeps its results, pairs and releases (and so does this one).
             prov = build_provenance(command=self.command, started=t_start, spec=spec, inputs=inputs,
                                     releases=releases_prov, components=components_prov, pairs=pairs,
-                                    skipped=outcome.skipped, errors=outcome.errors)
+                                    skipped=outcome.skipped, errors=outcome.errors,
+                                    executor={**executor_info, "stages": dict(resources.executor.timings)})
 
             def merge(current: ResultsFile | None) -> ResultsFile:
                 merged = ResultsFile(results=list(current.results) if current else [],

@@ -20,6 +20,7 @@ models, sampling budgets, a seed and an output folder::
     models: {llm: qwen2.5-coder-1.5b, embedder: null}
     sampling: {documents: 100}           # per-release document budget; other keys are parameters
     gate: {max: {trir: 0.1}, min: {tpi: 0.5}, on_point: false}
+    executor: {kind: ray, address: auto, workers: 4}   # or just `local` (the default) / `ray`
 
 Components are created only through the registry (``registry.create(kind, name,
 **params)``); the spec's ``seed``, ``models.llm`` and ``models.embedder`` fill the
@@ -49,6 +50,7 @@ from audit.core.errors import AnonauditError, DataError, Problem, Problems, read
 from audit.core.paramtypes import check_params
 from audit.core.registry import Registry
 from audit.core.registry import registry as default_registry
+from audit.pipeline.executors import ExecutorSpec, parse_executor
 from audit.pipeline.entries import (  # noqa: F401  (re-exported: the spec's public names)
     ComponentSpec,
     ReleaseSpec,
@@ -59,9 +61,9 @@ from audit.pipeline.entries import (  # noqa: F401  (re-exported: the spec's pub
 #: Component (and sanitizer) parameters the runner fills from the spec when the spec does not set them.
 INJECTED = {"seed": "seed", "llm": "models.llm", "embedder": "models.embedder"}
 #: Parameters that change how a component runs but not what it finds: left out of resume keys.
-NOT_IN_KEY = frozenset({"progress", "num_threads", "cache", "use_cache", "cache_dir", "index_dir"})
+NOT_IN_KEY = frozenset({"progress", "num_threads", "cache", "use_cache", "cache_dir", "index_dir", "shards"})
 TOP_KEYS = ("title", "seed", "out", "originals", "background", "corpora", "releases", "attacks", "metrics",
-            "models", "sampling", "gate", "report")
+            "models", "sampling", "gate", "report", "executor")
 CORPUS_REF = "corpus:"
 
 
@@ -104,6 +106,8 @@ class AuditSpec:
     gate: GateSpec = field(default_factory=GateSpec)
     report: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<spec>"
+    #: Where per-document work runs (local by default); how it runs, never what it finds.
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec)
 
     def __post_init__(self) -> None:
         for name in ("releases", "attacks", "metrics"):  # a list given by a caller is kept as a tuple
@@ -233,12 +237,15 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
         p.at("out", f"must be a folder path, got {out!r}")
         out = "audit-out"
     title = data.get("title") or "Audit"
+    executor, executor_problems = parse_executor(data.get("executor"))
+    for where, message in executor_problems:
+        p.at(where, message)
     p.raise_if_any()
     return AuditSpec(originals=originals, background=background, corpora=corpora, releases=tuple(releases),
                      attacks=tuple(attacks), metrics=tuple(metrics), llm=llm, embedder=embedder,
                      sample_documents=sample_documents, sampling_params=sampling_params, seed=seed,
                      out=(base / out).expanduser(), title=str(title), gate=gate, report=dict(report),
-                     source=source)
+                     source=source, executor=executor)
 
 
 def _input(value: Any, where: str, p: Problems, base: Path, required: bool = False) -> InputSpec | None:

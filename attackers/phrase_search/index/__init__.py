@@ -44,7 +44,9 @@ more bits (with buckets) for very large collections.
 
 Size: about 48 MB per million words for the saved index (8-byte key and 4-byte
 offset per distinct n-gram, 4-byte document number per posting; most 3- to
-7-grams occur once); the build peaks at a few times that (figures in
+7-grams occur once); the build peaks at under twice that: each chunk's keys are
+deduplicated as soon as they are made, the merge frees each chunk's keys as it copies
+them, and the CSR arrays are carved out of the merged keys in place (figures in
 benchmarks/README.md).
 
 Import the index from this package, ``from attackers.phrase_search.index import NgramIndex``

@@ -81,14 +81,11 @@ class _Packing:
         return U64((1 << self.doc_bits) - 1)
 
 
-def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: Sequence[str | None] | None,
-                 sources: Sequence[str] | None, max_n: int, lowercase: bool, chunk_chars: int, min_hash_bits: int,
-                 workers: int, fingerprint: str | None, progress: bool) -> dict[str, Any]:
-    """The fields of an :class:`~attackers.phrase_search.index.query.NgramIndex` over ``texts``
-    (the parameters are those of :meth:`NgramIndex.build <attackers.phrase_search.index.query.NgramIndex.build>`)."""
+def prepare(texts: Iterable[str], ids: Sequence[str] | None, subjects: Sequence[str | None] | None,
+            sources: Sequence[str] | None, max_n: int) -> tuple[list[str], DocInfo]:
+    """The texts as a list and what the index knows about each, checked."""
     if not 1 <= max_n <= 32:
         raise AnonauditError(f"max_n must be between 1 and 32, got {max_n}")
-    t0 = time.perf_counter()
     texts = list(texts)
     D = len(texts)
     if D >= 2**32 - 1:
@@ -98,13 +95,12 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
     sources = ["collection"] * D if sources is None else list(sources)
     if not (len(ids) == len(subjects) == len(sources) == D):
         raise ValueError("ids, subjects and sources must have one entry per text")
-    tok = Tokenizer(lowercase=lowercase)
-    packing = _Packing.for_collection(D, min_hash_bits)
-    clock = _Clock()
-    n_tokens, buckets = _sorted_keys(texts, tok, max_n, packing, chunk_chars, workers, progress, clock)
-    keys, offsets, doc = _csr(buckets, packing, clock)
-    fp = fingerprint or collection_fingerprint([("collection", zip(ids, texts))])
-    config = {
+    return texts, DocInfo(ids, subjects, sources)
+
+
+def base_config(tok: Tokenizer, max_n: int, packing: _Packing, fp: str, n_docs: int) -> dict[str, Any]:
+    """The config entries every index (single or sharded) of a collection has in common."""
+    return {
         "format": FORMAT,
         "tokenizer": tok.config(),
         "max_n": max_n,
@@ -112,21 +108,82 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
                  "ngrams": "polynomial mod 2^64 over token hashes + n * constant",
                  "hash_bits": 64 - max(packing.lost, 0), "hash_mask": packing.hash_mask},
         "collection_fingerprint": fp,
-        "n_docs": D,
+        "n_docs": n_docs,
+    }
+
+
+def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: Sequence[str | None] | None,
+                 sources: Sequence[str] | None, max_n: int, lowercase: bool, chunk_chars: int, min_hash_bits: int,
+                 workers: int, fingerprint: str | None, progress: bool, executor: Any = None) -> dict[str, Any]:
+    """The fields of an :class:`~attackers.phrase_search.index.query.NgramIndex` over ``texts``
+    (the parameters are those of :meth:`NgramIndex.build <attackers.phrase_search.index.query.NgramIndex.build>`)."""
+    t0 = time.perf_counter()
+    texts, docs = prepare(texts, ids, subjects, sources, max_n)
+    D = len(texts)
+    tok = Tokenizer(lowercase=lowercase)
+    packing = _Packing.for_collection(D, min_hash_bits)
+    clock = _Clock()
+    n_tokens, buckets = _sorted_keys(texts, tok, max_n, packing, chunk_chars, workers, progress, clock, executor)
+    keys, offsets, doc = _csr(buckets, packing, clock)
+    fp = fingerprint or collection_fingerprint([("collection", zip(docs.ids, texts))])
+    config = {
+        **base_config(tok, max_n, packing, fp, D),
         "n_tokens": int(n_tokens),
         "n_ngrams": int(len(keys)),
         "n_postings": int(len(doc)),
         "build_seconds": round(time.perf_counter() - t0, 3),
         "build_phases": clock.rounded(),
     }
-    return dict(keys=keys, offsets=offsets, posting_docs=doc, docs=DocInfo(ids, subjects, sources), max_n=max_n,
+    return dict(keys=keys, offsets=offsets, posting_docs=doc, docs=docs, max_n=max_n,
                 tokenizer=tok, hash_mask=packing.hash_mask, config=config)
 
 
+class ChunkKeys:
+    """The n-gram extraction of the build as an executor's worker (:mod:`audit.core.executor`):
+    an item is ``(lo, texts)``, a run of documents numbered from ``lo``; its output is
+    ``(n_tokens, keys per bucket)``, exactly what the build computes for that chunk here."""
+
+    def __init__(self, lowercase: bool, max_n: int, packing: _Packing):
+        self.lowercase, self.max_n, self.packing = lowercase, max_n, packing
+
+    def setup(self) -> None:
+        from attackers.phrase_search.index.hashing import _pow_tables
+
+        _pow_tables()  # the code-point tables, once per worker
+        Tokenizer(lowercase=self.lowercase).tokenize("Warm up.")
+
+    def __call__(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, list[np.ndarray]]]:
+        return [chunk_keys(lo, texts, Tokenizer(lowercase=self.lowercase), self.max_n, self.packing)
+                for lo, texts in items]
+
+
+def chunk_keys(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int,
+               packing: _Packing) -> tuple[int, list[np.ndarray]]:
+    """``(n_tokens, keys per bucket)`` of the documents ``texts`` numbered from ``lo``."""
+    if len(texts) == 1 and len(texts[0]) > windows.WINDOW_CHARS:  # one huge document: in windows
+        return _huge_doc_keys(texts[0], lo, tok, max_n, packing)
+    return _chunk_keys(texts, (0, len(texts)), tok, max_n, packing.t_bits, packing.docmask, packing.n_buckets,
+                       base=lo)
+
+
 def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing, chunk_chars: int,
-                 workers: int, progress: bool, clock: _Clock) -> tuple[int, list[np.ndarray]]:
-    """The number of tokens, and per bucket the sorted, distinct packed keys of every n-gram."""
+                 workers: int, progress: bool, clock: _Clock, executor: Any = None) -> tuple[int, list[np.ndarray]]:
+    """The number of tokens, and per bucket the sorted, distinct packed keys of every n-gram.
+    With a distributed ``executor``, the chunks' n-grams are extracted by its workers
+    (:class:`ChunkKeys`) and only sorted here."""
     chunks = _chunks(texts, chunk_chars)
+    if executor is not None and getattr(executor, "distributed", False):
+        outs = executor.map(ChunkKeys(tok.lowercase, max_n, packing), [(lo, texts[lo:hi]) for lo, hi in chunks],
+                            group=1, label="phrase index: n-grams")
+        buckets_r: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
+        for _nt, parts in outs:
+            for b, part in enumerate(parts):
+                buckets_r[b].append(part)
+        clock.lap("keys")
+        n_tok = sum(nt for nt, _ in outs)
+        del outs
+        with ThreadPoolExecutor(max(1, workers)) as sorter:
+            return n_tok, list(sorter.map(_merge_sorted, buckets_r))
     bar = _progress(progress, total=len(chunks), desc="indexing")
     # numpy releases the GIL in the heavy loops, so threads share the work of
     # independent chunks (and later of independent buckets) without copies
@@ -151,21 +208,31 @@ def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
         if bar is not None:
             bar.close()
         clock.lap("keys")
-        return n_tokens, list(mapper(_sort_unique, buckets))
+        return n_tokens, list(mapper(_merge_sorted, buckets))
     finally:
         if pool is not None:
             pool.shutdown()
 
 
-def _csr(sorted_buckets: list[np.ndarray], packing: _Packing,
-         clock: _Clock) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``keys``, ``offsets`` and ``postings`` from the sorted keys of every bucket. Empties
+def _csr(sorted_buckets: list[np.ndarray], packing: _Packing, clock: _Clock,
+         bucket_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``keys``, ``offsets`` and ``postings`` from the sorted keys of every bucket (of the
+    buckets ``bucket_ids``, in increasing order, when not all of them: a shard). Empties
     ``sorted_buckets`` once merged, so the buckets and the arrays made from them never all
     live at once (the build's memory peak)."""
     docmask, t_bits = packing.docmask, packing.t_bits
     counts = np.array([len(x) for x in sorted_buckets], dtype=np.int64)
-    key = np.concatenate(sorted_buckets) if sorted_buckets else np.zeros(0, dtype=U64)
-    sorted_buckets.clear()
+    if len(sorted_buckets) == 1:
+        key = sorted_buckets.pop()
+    else:  # _merge_sorted's copy (the buckets' values are increasing from one bucket to the next)
+        key = np.empty(int(counts.sum()), dtype=U64)
+        pos = 0
+        sorted_buckets.reverse()
+        while sorted_buckets:
+            part = sorted_buckets.pop()
+            key[pos:pos + len(part)] = part
+            pos += len(part)
+            del part
     clock.lap("sort")
     # a posting list starts where the hash part changes, or at a bucket boundary
     bounds = np.concatenate(([0], np.cumsum(counts)))
@@ -174,15 +241,18 @@ def _csr(sorted_buckets: list[np.ndarray], packing: _Packing,
         new[0] = True
         np.greater(key[1:] ^ key[:-1], docmask, out=new[1:])
         new[bounds[:-1][counts > 0]] = True
-    starts = np.flatnonzero(new)
+    starts = _flatnonzero_u32(new) if len(key) < 2**32 else np.flatnonzero(new)
     del new
     with np.errstate(over="ignore"):
         keys = key[starts] & ~docmask
         if t_bits:
             keys >>= U64(t_bits)
             per_bucket = np.diff(np.searchsorted(starts, bounds))
-            keys |= np.repeat(np.arange(packing.n_buckets, dtype=U64), per_bucket) << U64(64 - t_bits)
-    doc = (key & docmask).astype(np.uint32)
+            ids = (np.arange(packing.n_buckets, dtype=U64) if bucket_ids is None
+                   else np.asarray(bucket_ids, dtype=U64))
+            keys |= np.repeat(ids, per_bucket) << U64(64 - t_bits)
+    key &= docmask  # in place: the document numbers, without a second array of 8-byte keys
+    doc = key.astype(np.uint32)
     del key
     off_dtype = np.uint32 if len(doc) < 2**32 else np.uint64
     offsets = np.empty(len(keys) + 1, dtype=off_dtype)
@@ -196,15 +266,16 @@ def _csr(sorted_buckets: list[np.ndarray], packing: _Packing,
 
 
 def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, t_bits: int,
-                docmask: np.uint64, n_buckets: int) -> tuple[int, list[np.ndarray]]:
-    """Packed ``(hash, doc)`` keys of the n-grams of ``texts[lo:hi]``, split by bucket."""
+                docmask: np.uint64, n_buckets: int, base: int = 0) -> tuple[int, list[np.ndarray]]:
+    """Packed ``(hash, doc)`` keys of the n-grams of ``texts[lo:hi]``, split by bucket (document
+    ``i`` numbered ``base + i``)."""
     lo, hi = span
     joined = "\n".join(texts[lo:hi])
     lens = np.fromiter((len(t) + 1 for t in texts[lo:hi]), dtype=np.int64, count=hi - lo)
     doc_starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
     toks = tok.tokenize(joined, doc_starts=doc_starts)
     per_doc = np.diff(np.searchsorted(toks.start, doc_starts), append=len(toks))
-    doc_of_tok = np.repeat(np.arange(lo, hi, dtype=U64), per_doc)
+    doc_of_tok = np.repeat(np.arange(base + lo, base + hi, dtype=U64), per_doc)
     key = np.empty(len(toks) * max_n, dtype=U64)
     bucket = np.empty(len(key) if t_bits else 0, dtype=np.uint8)
     filled = 0
@@ -219,11 +290,15 @@ def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
         key[filled:end] = h
         filled = end
     key, bucket = key[:filled], bucket[:filled]
+    # Each bucket's keys leave sorted and without duplicates, in arrays of their own: the chunk's
+    # buffer (max_n keys per token) is freed, and what is kept until the merge is only the distinct
+    # (n-gram, document) pairs. A pair belongs to one chunk (its document's), so the chunks' pairs
+    # are disjoint and the merge needs no second pass for duplicates.
     if not t_bits:
-        return len(toks), [key]
+        return len(toks), [_compact_unique(key)]
     # route to buckets by the hash's top bits (radix sort of 8-bit values, chunk-sized: in cache)
     key = key[np.argsort(bucket, kind="stable")]
-    return len(toks), np.split(key, np.cumsum(np.bincount(bucket, minlength=n_buckets))[:-1])
+    return len(toks), [_compact_unique(p) for p in np.split(key, np.cumsum(np.bincount(bucket, minlength=n_buckets))[:-1])]
 
 
 def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
@@ -252,6 +327,45 @@ def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Pa
         for b, piece in enumerate(split):
             parts[b].append(_sort_unique([piece]))
     return n_tokens, [_sort_unique(p) for p in parts]
+
+
+def _compact_unique(arr: np.ndarray) -> np.ndarray:
+    """``arr`` sorted in place, then its distinct values in a new array of their own."""
+    arr.sort()
+    if len(arr) <= 1:
+        return arr.copy()
+    keep = np.empty(len(arr), dtype=bool)
+    keep[0] = True
+    np.not_equal(arr[1:], arr[:-1], out=keep[1:])
+    return arr[keep]
+
+
+def _merge_sorted(pieces: list[np.ndarray]) -> np.ndarray:
+    """One bucket's keys, sorted, from pieces that are each sorted and distinct and share no
+    value (one chunk's each). Empties ``pieces``, freeing each piece once it is copied, so the
+    pieces and the merged array are never both whole in memory."""
+    out = np.empty(sum(len(p) for p in pieces), dtype=U64)
+    pieces.reverse()
+    pos = 0
+    while pieces:
+        piece = pieces.pop()
+        out[pos:pos + len(piece)] = piece
+        pos += len(piece)
+        del piece
+    out.sort()
+    return out
+
+
+def _flatnonzero_u32(mask: np.ndarray, block: int = 1 << 22) -> np.ndarray:
+    """``np.flatnonzero(mask)`` as ``uint32``, a block at a time (half the memory of int64)."""
+    out = np.empty(int(np.count_nonzero(mask)), dtype=np.uint32)
+    pos = 0
+    for i in range(0, len(mask), block):
+        idx = np.flatnonzero(mask[i:i + block])
+        idx += i
+        out[pos:pos + len(idx)] = idx
+        pos += len(idx)
+    return out
 
 
 def _sort_unique(pieces: list[np.ndarray]) -> np.ndarray:

@@ -49,20 +49,24 @@ class NgramIndex:
         sources: Sequence[str] | None = None,
         max_n: int = 7,
         lowercase: bool = True,
-        chunk_chars: int = 2_000_000,
+        chunk_chars: int = 500_000,
         min_hash_bits: int = 52,
         workers: int = 1,
         fingerprint: str | None = None,
         progress: bool = False,
+        executor: Any = None,
     ) -> NgramIndex:
         """Index ``texts`` (document number = position). ``chunk_chars`` bounds
-        the text tokenised at once. ``min_hash_bits`` (<= 64) trades build speed
+        the text tokenised at once (its tokens and n-gram keys are the build's largest
+        temporary arrays: 500,000 characters keep them small beside the index). ``min_hash_bits`` (<= 64) trades build speed
         for fewer hash collisions in very large collections (see the package docstring).
         ``workers`` > 1 threads share chunks and buckets (numpy releases the GIL
-        in its loops); it helps only on otherwise idle cores, so the default is 1."""
+        in its loops); it helps only on otherwise idle cores, so the default is 1.
+        ``executor``: a distributed :class:`~audit.core.executor.Executor` extracts the chunks'
+        n-grams on its workers (the same index, built from the same keys)."""
         return cls(**build_fields(texts, ids=ids, subjects=subjects, sources=sources, max_n=max_n,
                                   lowercase=lowercase, chunk_chars=chunk_chars, min_hash_bits=min_hash_bits,
-                                  workers=workers, fingerprint=fingerprint, progress=progress))
+                                  workers=workers, fingerprint=fingerprint, progress=progress, executor=executor))
 
     @classmethod
     def from_corpora(cls, corpora: Sequence[tuple[str, Iterable[Any]]], *, max_n: int = 7,

@@ -1,0 +1,301 @@
+"""The n-gram index in hash-partitioned shards, for collections larger than one machine's memory.
+
+The single index (:class:`~attackers.phrase_search.index.query.NgramIndex`) sorts every
+``(n-gram hash, document)`` pair of the collection in one process. The sharded index cuts
+the same sorted key space by the top ``log2(shards)`` bits of the n-gram hash: shard ``s``
+holds exactly the keys of the single index whose hash starts with ``s``, with their posting
+lists, so the shards together are the single index cut into contiguous pieces and every
+query has the same answer.
+
+Built in two stages, both through an executor (:mod:`audit.core.executor`), so on Ray the
+workers do them (the folder must then be on a filesystem every worker sees):
+
+1. per chunk of documents: tokenise, hash, pack ``(hash, document)`` keys exactly as the
+   single build does, and spill them per shard to ``FOLDER/spill/shard-S/chunk-C.npz``;
+2. per shard: read its spilled keys, sort, deduplicate and lay out the CSR arrays
+   (``keys``, ``offsets``, ``postings``) in ``FOLDER/shard-S/``, then remove its spill.
+
+A worker holds one chunk's keys in stage 1 and one shard's in stage 2: memory per worker is
+about the single build's divided by the number of shards. ``FOLDER/docs.json`` and
+``FOLDER/config.json`` (written last) describe the whole index.
+
+Queries (:class:`ShardedNgramIndex`, an :class:`NgramIndex`) route each hash to its shard and
+search only there; shards are memory-mapped when first needed. A posting list's position is
+global (the shard's first posting plus its own offset), so the attack's code is the same for
+both indexes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attackers.phrase_search.index.build import (
+    DocInfo,
+    _chunks,
+    _Clock,
+    _csr,
+    _Packing,
+    _sort_unique,
+    base_config,
+    chunk_keys,
+    collection_fingerprint,
+    prepare,
+)
+from attackers.phrase_search.index.hashing import U64
+from attackers.phrase_search.index.query import NgramIndex
+from attackers.phrase_search.index.tokenizer import TOKENIZER_NAME, Tokenizer
+from audit.core.errors import AnonauditError
+from audit.core.executor import LocalExecutor
+from audit.core.files import atomic_open, atomic_write_json
+
+SHARDED_FORMAT = "anonaudit.ngram_index.sharded/1"
+
+
+def _shard_bits(shards: int) -> int:
+    if not isinstance(shards, int) or shards < 1 or shards & (shards - 1) or shards > 4096:
+        raise AnonauditError(f"shards must be a power of two between 1 and 4096, got {shards!r}")
+    return shards.bit_length() - 1
+
+
+def _full_hash(part: np.ndarray, bucket: int, t_bits: int) -> np.ndarray:
+    """The top bits of the n-gram hashes of packed keys of one bucket (the low bits hold the document)."""
+    if not t_bits:
+        return part
+    with np.errstate(over="ignore"):
+        return (part >> U64(t_bits)) | (U64(bucket) << U64(64 - t_bits))
+
+
+class SpillShards:
+    """Stage 1 as an executor's worker: an item is ``(chunk, lo, texts)``; the chunk's packed
+    keys are written per shard under ``spill``; the output is the chunk's number of tokens."""
+
+    def __init__(self, spill: str, lowercase: bool, max_n: int, packing: _Packing, s_bits: int):
+        self.spill, self.lowercase, self.max_n, self.packing, self.s_bits = spill, lowercase, max_n, packing, s_bits
+
+    def __call__(self, items: list[tuple[int, int, list[str]]]) -> list[int]:
+        out = []
+        tok = Tokenizer(lowercase=self.lowercase)
+        t_bits = self.packing.t_bits
+        for chunk, lo, texts in items:
+            n_tokens, parts = chunk_keys(lo, texts, tok, self.max_n, self.packing)
+            per_shard: dict[int, tuple[list[np.ndarray], list[int]]] = {}
+            for b, part in enumerate(parts):
+                if not len(part):
+                    continue
+                if self.s_bits:
+                    shard = (_full_hash(part, b, t_bits) >> U64(64 - self.s_bits)).astype(np.int64)
+                    order = np.argsort(shard, kind="stable")
+                    part, shard = part[order], shard[order]
+                    cuts = np.flatnonzero(np.diff(shard)) + 1
+                    for piece, s in zip(np.split(part, cuts), shard[np.concatenate(([0], cuts))]):
+                        keys, buckets = per_shard.setdefault(int(s), ([], []))
+                        keys.append(piece)
+                        buckets.append(b)
+                else:
+                    keys, buckets = per_shard.setdefault(0, ([], []))
+                    keys.append(part)
+                    buckets.append(b)
+            for s, (keys, buckets) in per_shard.items():
+                folder = Path(self.spill) / f"shard-{s:04d}"
+                folder.mkdir(parents=True, exist_ok=True)
+                with atomic_open(folder / f"chunk-{chunk:07d}.npz", "wb") as fh:
+                    np.savez(fh, keys=np.concatenate(keys), buckets=np.asarray(buckets, dtype=np.int64),
+                             counts=np.asarray([len(k) for k in keys], dtype=np.int64))
+            out.append(int(n_tokens))
+        return out
+
+
+class BuildShard:
+    """Stage 2 as an executor's worker: an item is a shard number; its spilled keys become the
+    CSR arrays in ``FOLDER/shard-S/``; the output is ``(n_ngrams, n_postings)``."""
+
+    def __init__(self, folder: str, packing: _Packing):
+        self.folder, self.packing = folder, packing
+
+    def __call__(self, shards: list[int]) -> list[tuple[int, int]]:
+        return [self._one(s) for s in shards]
+
+    def _one(self, s: int) -> tuple[int, int]:
+        spill = Path(self.folder) / "spill" / f"shard-{s:04d}"
+        pieces: dict[int, list[np.ndarray]] = {}
+        for f in sorted(spill.glob("chunk-*.npz")) if spill.is_dir() else []:
+            with np.load(f) as z:
+                keys, buckets, counts = z["keys"], z["buckets"], z["counts"]
+            for b, part in zip(buckets.tolist(), np.split(keys, np.cumsum(counts)[:-1])):
+                pieces.setdefault(int(b), []).append(part)
+        ids = sorted(pieces)
+        sorted_buckets = [_sort_unique(pieces.pop(b)) for b in ids]
+        keys, offsets, doc = _csr(sorted_buckets, self.packing, _Clock(), bucket_ids=np.asarray(ids, dtype=np.int64))
+        out = Path(self.folder) / f"shard-{s:04d}"
+        out.mkdir(parents=True, exist_ok=True)
+        for name, arr in (("keys", keys), ("offsets", offsets), ("postings", doc)):
+            with atomic_open(out / f"{name}.npy", "wb") as fh:
+                np.save(fh, arr)
+        shutil.rmtree(spill, ignore_errors=True)
+        return int(len(keys)), int(len(doc))
+
+
+def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: int, ids: Sequence[str] | None = None,
+                  subjects: Sequence[str | None] | None = None, sources: Sequence[str] | None = None,
+                  max_n: int = 7, lowercase: bool = True, chunk_chars: int = 500_000, min_hash_bits: int = 52,
+                  fingerprint: str | None = None, executor: Any = None) -> ShardedNgramIndex:
+    """Build the sharded index of ``texts`` in ``folder`` (see the module doc) and open it.
+    The parameters are those of :meth:`NgramIndex.build`; ``shards`` is a power of two."""
+    t0 = time.perf_counter()
+    s_bits = _shard_bits(shards)
+    texts, docs = prepare(texts, ids, subjects, sources, max_n)
+    D = len(texts)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").unlink(missing_ok=True)  # an interrupted build leaves no valid index
+    shutil.rmtree(folder / "spill", ignore_errors=True)
+    tok = Tokenizer(lowercase=lowercase)
+    packing = _Packing.for_collection(D, min_hash_bits)
+    ex = executor or LocalExecutor()
+    clock = _Clock()
+    chunks = _chunks(texts, chunk_chars)
+    n_tokens = sum(ex.map(SpillShards(str(folder / "spill"), lowercase, max_n, packing, s_bits),
+                          [(c, lo, texts[lo:hi]) for c, (lo, hi) in enumerate(chunks)], group=1,
+                          label="sharded index: n-grams"))
+    clock.lap("keys")
+    sizes = ex.map(BuildShard(str(folder), packing), list(range(shards)), group=1, label="sharded index: shards")
+    clock.lap("shards")
+    shutil.rmtree(folder / "spill", ignore_errors=True)
+    fp = fingerprint or collection_fingerprint([("collection", zip(docs.ids, texts))])
+    config = {
+        **base_config(tok, max_n, packing, fp, D),
+        "format": SHARDED_FORMAT,
+        "shards": shards,
+        "shard_ngrams": [n for n, _ in sizes],
+        "shard_postings": [p for _, p in sizes],
+        "n_tokens": int(n_tokens),
+        "n_ngrams": int(sum(n for n, _ in sizes)),
+        "n_postings": int(sum(p for _, p in sizes)),
+        "build_seconds": round(time.perf_counter() - t0, 3),
+        "build_phases": clock.rounded(),
+    }
+    atomic_write_json(folder / "docs.json", asdict(docs), allow_nan=True)
+    atomic_write_json(folder / "config.json", config, allow_nan=True)  # last: marks a complete index
+    return ShardedNgramIndex.load(folder)
+
+
+def is_sharded(folder: str | os.PathLike) -> bool:
+    cfg = Path(folder) / "config.json"
+    try:
+        return json.loads(cfg.read_text(encoding="utf-8")).get("format") == SHARDED_FORMAT
+    except (OSError, ValueError):
+        return False
+
+
+class _Postings:
+    """The shards' posting arrays seen as one array (global positions), read shard by shard."""
+
+    def __init__(self, index: ShardedNgramIndex):
+        self.index = index
+        self.base = index.posting_base
+
+    def __len__(self) -> int:
+        return int(self.base[-1])
+
+    def __getitem__(self, pos: Any) -> np.ndarray:
+        if isinstance(pos, slice):
+            start, stop = pos.start or 0, len(self) if pos.stop is None else pos.stop
+            if stop <= start:
+                return np.zeros(0, dtype=np.uint32)
+            s = int(np.searchsorted(self.base, start, side="right")) - 1
+            b = int(self.base[s])
+            return np.asarray(self.index.shard(s)[2][start - b:stop - b])
+        pos = np.asarray(pos, dtype=np.int64)
+        out = np.empty(len(pos), dtype=np.uint32)
+        which = np.searchsorted(self.base, pos, side="right") - 1
+        for s in np.unique(which):
+            sel = which == s
+            out[sel] = self.index.shard(int(s))[2][pos[sel] - int(self.base[s])]
+        return out
+
+
+@dataclass
+class ShardedNgramIndex(NgramIndex):
+    """An :class:`NgramIndex` whose arrays live in hash-partitioned shards (see the module doc).
+    ``keys`` and ``offsets`` are unused (empty); ``posting_docs`` reads across shards."""
+
+    folder: Path | None = None
+    shard_bits: int = 0
+    posting_base: np.ndarray | None = None
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike, *, mmap: bool = True) -> ShardedNgramIndex:
+        folder = Path(folder)
+        try:
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise AnonauditError(f"{folder}: not a sharded n-gram index ({exc})") from None
+        if config.get("format") != SHARDED_FORMAT:
+            raise AnonauditError(f"{folder}: not a sharded n-gram index (format {config.get('format')!r})")
+        tcfg = config["tokenizer"]
+        if tcfg.get("name") != TOKENIZER_NAME:
+            raise AnonauditError(f"{folder}: built with tokeniser {tcfg.get('name')!r}, this version uses "
+                                 f"{TOKENIZER_NAME}")
+        docs = DocInfo(**json.loads((folder / "docs.json").read_text(encoding="utf-8")))
+        base = np.concatenate(([0], np.cumsum(np.asarray(config["shard_postings"], dtype=np.int64))))
+        index = cls(keys=np.zeros(0, dtype=U64), offsets=np.zeros(1, dtype=np.uint32),
+                    posting_docs=None, docs=docs, max_n=int(config["max_n"]),
+                    tokenizer=Tokenizer(lowercase=bool(tcfg["lowercase"])), hash_mask=int(config["hash"]["hash_mask"]),
+                    config=config, folder=folder, shard_bits=_shard_bits(int(config["shards"])), posting_base=base)
+        index._mmap = mmap
+        index._open: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        index.posting_docs = _Postings(index)
+        return index
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        if Path(folder).resolve() != Path(self.folder).resolve():
+            raise AnonauditError("a sharded index lives in the folder it was built in")
+        return Path(folder)
+
+    def shard(self, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(keys, offsets, postings)`` of shard ``s``, opened (memory-mapped) on first use."""
+        found = self._open.get(s)
+        if found is None:
+            d = self.folder / f"shard-{s:04d}"
+            mode = "r" if self._mmap else None
+            found = tuple(np.load(d / f"{n}.npy", mmap_mode=mode) for n in ("keys", "offsets", "postings"))
+            if len(found[1]) != len(found[0]) + 1 or len(found[0]) != self.config["shard_ngrams"][s]:
+                raise AnonauditError(f"{d}: the shard's files do not match the index (interrupted build?); rebuild it")
+            self._open[s] = found
+        return found
+
+    def lookup(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`NgramIndex.lookup`, each hash searched in its own shard only."""
+        h = np.asarray(hashes, dtype=U64) & U64(self.hash_mask)
+        df = np.zeros(len(h), dtype=np.int64)
+        start = np.zeros(len(h), dtype=np.int64)
+        if not len(h):
+            return df, start
+        which = (h >> U64(64 - self.shard_bits)).astype(np.int64) if self.shard_bits else np.zeros(len(h), np.int64)
+        for s in np.unique(which):
+            sel = np.flatnonzero(which == s)
+            keys, offsets, _ = self.shard(int(s))
+            hs = h[sel]
+            order = np.argsort(hs)
+            pos = np.empty(len(hs), dtype=np.int64)
+            pos[order] = np.searchsorted(keys, hs[order])
+            inside = pos < len(keys)
+            found = np.zeros(len(hs), dtype=bool)
+            found[inside] = keys[pos[inside]] == hs[inside]
+            p = pos[found]
+            local = offsets[p].astype(np.int64)
+            df[sel[found]] = offsets[p + 1].astype(np.int64) - local
+            start[sel[found]] = local + int(self.posting_base[s])
+        return df, start
+
+    def __getstate__(self) -> dict[str, Any]:  # sent to workers: they reopen the shards they need
+        return {**self.__dict__, "_open": {}}

@@ -1,0 +1,102 @@
+"""Where the per-document work of a run goes: this process (local) or a cluster (Ray).
+
+Components never know which. A component that has per-document work to spread asks its
+resources for ``executor`` and calls :meth:`Executor.map` with a *worker*: a picklable
+callable that takes a list of items (a *group*) and returns one output per item. A worker
+with a ``setup()`` method has it called once in every process that runs it, before its first
+group (load a model once per worker, not once per group).
+
+``map`` cuts the items into groups of exactly ``group`` items in their order, so a worker sees
+the same groups whatever runs it: a model that batches its inputs (an embedder pads a batch to
+its longest text) computes the same numbers locally and on a cluster, and results are
+identical. Outputs come back in the items' order.
+
+:class:`LocalExecutor` runs the groups here, one after the other (the default; it needs and
+imports nothing). The Ray executor (``audit.pipeline.executors.RayExecutor``) runs them as Ray
+Data ``map_batches`` over a pool of actors. Both keep, per stage label, how many items and
+seconds it took (:attr:`Executor.timings`), which the runner records in the provenance,
+never in a result.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+#: A worker: ``worker(group) -> outputs`` (one per item), optionally with ``setup()``.
+Worker = Callable[[list[Any]], list[Any]]
+
+
+class Executor(ABC):
+    """Runs workers over groups of items (see the module doc)."""
+
+    kind: ClassVar[str] = ""
+    #: True when groups run in other processes (so a component may prefer sending its work there).
+    distributed: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.timings: dict[str, dict[str, float]] = {}
+
+    @abstractmethod
+    def _run(self, worker: Worker, groups: list[list[Any]], *, label: str, num_cpus: float,
+             num_gpus: float) -> list[list[Any]]:
+        """The outputs of every group, in order."""
+
+    def map(self, worker: Worker, items: Sequence[Any], *, group: int = 64, label: str = "work",
+            num_cpus: float = 1.0, num_gpus: float = 0.0) -> list[Any]:
+        """``worker`` over ``items`` in groups of ``group`` (the last may be shorter); one output
+        per item, in order. ``label`` names the stage in timings and progress; ``num_cpus`` and
+        ``num_gpus`` are what one worker needs on a cluster (ignored locally)."""
+        items = list(items)
+        if not items:
+            return []
+        group = max(1, int(group))
+        groups = [items[i:i + group] for i in range(0, len(items), group)]
+        t0 = time.perf_counter()
+        outs = self._run(worker, groups, label=label, num_cpus=num_cpus, num_gpus=num_gpus)
+        flat: list[Any] = []
+        for g, out in zip(groups, outs):
+            out = list(out)
+            if len(out) != len(g):
+                raise RuntimeError(f"{label}: a worker returned {len(out)} outputs for {len(g)} items")
+            flat.extend(out)
+        entry = self.timings.setdefault(label, {"items": 0, "seconds": 0.0, "calls": 0})
+        entry["items"] += len(items)
+        entry["seconds"] = round(entry["seconds"] + time.perf_counter() - t0, 3)
+        entry["calls"] += 1
+        return flat
+
+    def info(self) -> dict[str, Any]:
+        """What the provenance records about where the run ran (kind, cluster size)."""
+        return {"kind": self.kind}
+
+    def start(self) -> Executor:
+        """Connect (a cluster) or do nothing (local); returns itself."""
+        return self
+
+    def close(self) -> None:
+        """Disconnect; what the executor started, it stops."""
+
+    def __enter__(self) -> Executor:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalExecutor(Executor):
+    """Every group in this process, in order (the default)."""
+
+    kind = "local"
+
+    def _run(self, worker: Worker, groups: list[list[Any]], *, label: str, num_cpus: float,
+             num_gpus: float) -> list[list[Any]]:
+        setup = getattr(worker, "setup", None)
+        if callable(setup):
+            setup()
+        return [worker(g) for g in groups]
+
+    def info(self) -> dict[str, Any]:
+        return {"kind": "local", "nodes": 1, "workers": 1}

@@ -1,0 +1,238 @@
+"""The executors a run can use: local (default) or Ray (``pip install anonaudit[ray]``).
+
+:class:`RayExecutor` runs the groups of :meth:`audit.core.executor.Executor.map` as a Ray Data
+dataset, one row per group, through ``map_batches`` over a pool of actors: each actor builds
+the worker once (its ``setup()`` loads the model) and then takes group after group. Rows carry
+the group's position, so outputs come back in order whatever finished first. Items and outputs
+travel pickled (a Ray Data column of bytes), so a worker may take and return any picklable
+object (documents, findings, numpy arrays).
+
+Addresses: ``local`` starts a Ray on this machine for the run (and stops it at the end),
+``auto`` joins the cluster this machine belongs to (``ray start --head`` / ``ray start
+--address=HEAD``), ``HOST:PORT`` a cluster's head, ``ray://HOST:PORT`` a cluster through Ray
+Client. An address that cannot be reached is an :class:`~audit.core.errors.AnonauditError`
+(exit 2) within seconds, naming it; a worker that dies mid-stage is one too, and the run
+resumes from its finished (component, release) pairs when started again.
+
+This module imports Ray only when a Ray executor starts: the local executor needs none.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import sys
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from audit.core.errors import AnonauditError
+from audit.core.executor import Executor, LocalExecutor, Worker
+
+KINDS = ("local", "ray")
+#: How often a stage's dead worker is restarted and its group tried again before the run stops.
+MAX_RETRIES = 2
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """Which executor a run uses: ``kind`` local or ray; for Ray the cluster's ``address``
+    (``auto``, ``local``, ``HOST:PORT``, ``ray://HOST:PORT``), the number of ``workers`` per
+    stage (default: the cluster's CPUs), and for ``address: local`` the CPUs and object store
+    (bytes) of the Ray it starts."""
+
+    kind: str = "local"
+    address: str = "auto"
+    workers: int | None = None
+    num_cpus: int | None = None
+    object_store_memory: int | None = None
+
+
+def make_executor(spec: ExecutorSpec | None) -> Executor:
+    """The executor ``spec`` names (not started)."""
+    if spec is None or spec.kind == "local":
+        return LocalExecutor()
+    if spec.kind == "ray":
+        return RayExecutor(address=spec.address, workers=spec.workers, num_cpus=spec.num_cpus,
+                           object_store_memory=spec.object_store_memory)
+    raise AnonauditError(f"unknown executor {spec.kind!r} (use {' or '.join(KINDS)})")
+
+
+def parse_executor(raw: Any) -> tuple[ExecutorSpec, list[tuple[str, str]]]:
+    """``(spec, problems)`` of a spec's ``executor`` value: ``local``, ``ray``, or a mapping
+    ``{kind, address, workers, num_cpus, object_store_memory}``; problems are ``(key, message)``."""
+    problems: list[tuple[str, str]] = []
+    if raw is None:
+        return ExecutorSpec(), problems
+    if isinstance(raw, str):
+        raw = {"kind": raw}
+    if not isinstance(raw, Mapping):
+        return ExecutorSpec(), [("executor", "must be local, ray, or a mapping {kind, address, workers}")]
+    known = ("kind", "address", "workers", "num_cpus", "object_store_memory")
+    for k in set(raw) - set(known):
+        problems.append((f"executor.{k}", f"unknown key (use {', '.join(known)})"))
+    kind = raw.get("kind", "local")
+    if kind not in KINDS:
+        problems.append(("executor.kind", f"must be {' or '.join(KINDS)}, got {kind!r}"))
+        kind = "local"
+    address = raw.get("address") or "auto"
+    if not isinstance(address, str):
+        problems.append(("executor.address", f"must be auto, local, HOST:PORT or ray://HOST:PORT, got {address!r}"))
+        address = "auto"
+    ints: dict[str, int | None] = {}
+    for k in ("workers", "num_cpus", "object_store_memory"):
+        v = raw.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            problems.append((f"executor.{k}", f"must be a positive integer, got {v!r}"))
+            v = None
+        ints[k] = v
+    if kind == "ray" and not problems:
+        from importlib.util import find_spec
+
+        if find_spec("ray") is None:
+            problems.append(("executor", "the ray executor needs Ray: pip install 'anonaudit[ray]'"))
+    return ExecutorSpec(kind=kind, address=address, **ints), problems
+
+
+# --------------------------------------------------------------------------- Ray
+
+
+class _Actor:
+    """One Ray actor of a stage: builds the worker once, then maps groups (rows) through it."""
+
+    def __init__(self, worker: Worker):
+        self.worker = worker
+        setup = getattr(worker, "setup", None)
+        if callable(setup):
+            setup()
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        import numpy as np
+
+        outs = [pickle.dumps(list(self.worker(pickle.loads(x))), protocol=5) for x in batch["x"]]
+        return {"i": np.asarray(batch["i"]), "y": np.array(outs, dtype=object)}
+
+
+def _reachable(address: str, timeout: float = 5.0) -> str | None:
+    """Why ``HOST:PORT`` (or ``ray://HOST:PORT``) cannot be reached, or None when it can."""
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        return f"not an address of the form HOST:PORT or ray://HOST:PORT: {address!r}"
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"{exc.strerror or exc}"
+
+
+class RayExecutor(Executor):
+    """Groups as Ray Data ``map_batches`` over an actor pool (see the module doc)."""
+
+    kind = "ray"
+    distributed = True
+
+    def __init__(self, address: str = "auto", *, workers: int | None = None, num_cpus: int | None = None,
+                 object_store_memory: int | None = None):
+        super().__init__()
+        self.address = address
+        self.workers = workers
+        self.num_cpus = num_cpus
+        self.object_store_memory = object_store_memory
+        self._started_here = False
+        self._ray: Any = None
+
+    def start(self) -> RayExecutor:
+        if self._ray is not None:
+            return self
+        try:
+            import ray
+        except ImportError:
+            raise AnonauditError("the ray executor needs Ray: pip install 'anonaudit[ray]'") from None
+        if ray.is_initialized():  # a caller (a test, a notebook) connected already: use it
+            self._ray = ray
+            return self
+        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
+        address = self.address
+        if address == "local":
+            kw.update(num_cpus=self.num_cpus, object_store_memory=self.object_store_memory)
+            # workers import this very checkout (not another installed copy)
+            paths = [p for p in sys.path if p and os.path.isdir(p)]
+            kw["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}}
+            address_arg = None
+        else:
+            if address != "auto":
+                why = _reachable(address)
+                if why is not None:
+                    raise AnonauditError(f"cannot reach the Ray cluster at {address}: {why} (start one with "
+                                         "`ray start --head`, or use --ray-address local for a Ray on this machine)")
+            address_arg = address
+        try:
+            ray.init(address=address_arg, **kw)
+        except (ConnectionError, RuntimeError, TimeoutError) as exc:
+            hint = (" (no running cluster found on this machine: start one with `ray start --head`, or use "
+                    "--ray-address local)" if address == "auto" else "")
+            raise AnonauditError(f"cannot connect to the Ray cluster at {address}: {exc}{hint}") from None
+        self._started_here = True
+        self._ray = ray
+        return self
+
+    def close(self) -> None:
+        if self._ray is not None and self._started_here:
+            self._ray.shutdown()
+        self._ray = None
+        self._started_here = False
+
+    def cluster(self) -> dict[str, Any]:
+        ray = self.start()._ray
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        res = ray.cluster_resources()
+        return {"nodes": len(nodes), "cpus": int(res.get("CPU", 0)), "gpus": int(res.get("GPU", 0))}
+
+    def pool_size(self) -> int:
+        return self.workers or max(1, self.cluster()["cpus"])
+
+    def info(self) -> dict[str, Any]:
+        return {"kind": "ray", "address": self.address, **self.cluster(), "workers": self.pool_size(),
+                "ray": self.start()._ray.__version__}
+
+    def _run(self, worker: Worker, groups: list[list[Any]], *, label: str, num_cpus: float,
+             num_gpus: float) -> list[list[Any]]:
+        ray = self.start()._ray
+        import ray.data  # noqa: F401  (the Data library, installed by ray[data])
+        from ray import exceptions as rex
+
+        size = min(self.pool_size(), len(groups))
+        rows = [{"i": i, "x": pickle.dumps(g, protocol=5)} for i, g in enumerate(groups)]
+        ds = ray.data.from_items(rows, override_num_blocks=min(len(rows), max(size * 4, 1)))
+        with warnings.catch_warnings():  # Ray 2.60 names the retry arguments deprecated, with no successor yet
+            warnings.filterwarnings("ignore", message=".*ray_remote_args.*")
+            ds = ds.map_batches(_Actor, fn_constructor_args=(worker,), batch_size=1, batch_format="numpy",
+                                compute=ray.data.ActorPoolStrategy(size=size), num_cpus=num_cpus,
+                                num_gpus=num_gpus or None,
+                                # a worker that dies is restarted and its group retried, a few times
+                                # (a lost node); Ray Data's default (forever) would hang on a worker
+                                # that always dies on one group
+                                max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES)
+        try:
+            out = ds.take_all()
+        except rex.RayTaskError as exc:  # the worker's own exception: raise it as it is
+            cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+            if isinstance(cause, (rex.RayActorError, rex.WorkerCrashedError, rex.NodeDiedError)):
+                raise _died(label, cause) from None
+            raise cause from None
+        except (rex.RayActorError, rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError,
+                rex.OwnerDiedError) as exc:
+            raise _died(label, exc) from None
+        by_pos: dict[int, list[Any]] = {int(r["i"]): pickle.loads(r["y"]) for r in out}
+        if len(by_pos) != len(groups):
+            raise AnonauditError(f"Ray stage {label!r}: {len(by_pos)} of {len(groups)} groups came back")
+        return [by_pos[i] for i in range(len(groups))]
+
+
+def _died(label: str, exc: BaseException) -> AnonauditError:
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return AnonauditError(f"a Ray worker died during {label!r} ({type(exc).__name__}: {first}); the "
+                          "finished (component, release) pairs are saved: run the same command again to resume")

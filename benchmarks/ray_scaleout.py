@@ -1,0 +1,286 @@
+"""Scale-out on Ray (issue #21): local against Ray with 1 and 2 workers, on a synthetic release.
+
+Measures, in one run, on ``--docs`` synthetic documents (default 20,000, ~``--words`` words each)
+and a masked release of them:
+
+* per stage, documents/s locally and on a local Ray with each number of ``--workers``:
+  the phrase index's n-gram extraction and build, the phrase-search attack's per-document
+  work, and sentence embeddings (on the first ``--embed-docs`` documents: MiniLM is the slow
+  one); the overhead ratio of Ray on one worker (Ray time / local time; target <= 1.3); the
+  fixed cost of one Ray stage (an actor pool and a dataset for one tiny group);
+* that every Ray stage gives exactly the local output (index arrays, findings, vectors);
+* the sharded index (``--shards``) against the single one: build time, per-document query
+  time, same answers (the attack's results compared whole);
+* the single-machine index: peak build memory (numpy allocations, traced) per million words
+  and words/s with one and with two threads;
+* a paper projection for 1 M documents on N workers from the measured per-document costs.
+
+    python benchmarks/ray_scaleout.py --docs 20000 --workers 1,2 --json ray_scaleout.json
+    python benchmarks/ray_scaleout.py --docs 2000 --embed-docs 200      # a quick check
+
+Ray is started here for each worker count (``address: local``, ``num_cpus`` = workers), so the
+figures include no cluster start, but do include each stage's actor start (that is the fixed
+cost reported). Needs ``pip install -e '.[ray]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attackers.phrase_search import PhraseSearchAttack
+from attackers.phrase_search.index import NgramIndex
+from attackers.phrase_search.index.shards import build_sharded
+from audit.core.data import Corpus, Document, Release, Scenario
+from audit.core.executor import Executor, LocalExecutor
+from audit.models.embed import Embedder
+from audit.models.resources import Resources
+
+
+# --------------------------------------------------------------------------- data
+
+
+def synthetic(n_docs: int, words: int, seed: int = 0) -> tuple[Corpus, Release]:
+    """``n_docs`` documents of about ``words`` words (a Zipfian vocabulary of 30,000 words, a
+    name, a place and numbers per document, sentences of 8-25 words) and a release that masks
+    the names, places and numbers and 10% of the other words."""
+    rng = random.Random(seed)
+    vocab = [f"{''.join(rng.choice('bcdfghklmnprstvz') + rng.choice('aeiou') for _ in range(rng.randint(1, 4)))}"
+             for _ in range(30_000)]
+    weights = [1.0 / (i + 1) for i in range(len(vocab))]
+    cum = np.cumsum(weights)
+    cum /= cum[-1]
+    firsts = [w.title() for w in vocab[:3000]]
+    docs, released = [], []
+    for i in range(n_docs):
+        name = f"{rng.choice(firsts)} {rng.choice(firsts)}son"
+        place = rng.choice(firsts) + "by"
+        picks = np.searchsorted(cum, np.asarray([rng.random() for _ in range(words)]))
+        toks = [vocab[j] for j in picks]
+        text, pos = [], 0
+        while pos < len(toks):
+            k = rng.randint(8, 25)
+            sent = toks[pos:pos + k]
+            pos += k
+            extra = rng.random()
+            if extra < 0.3:
+                sent = [name, "was", "seen", "in", place, *sent]
+            elif extra < 0.5:
+                sent = [*sent, "ref", str(rng.randrange(10**6))]
+            sent[0] = sent[0].title()
+            text.append(" ".join(sent) + ".")
+        body = " ".join(text)
+        docs.append(Document(f"d{i}", body, subject=f"p{i}"))
+        mtoks = []
+        for w in body.split(" "):
+            core = w.rstrip(".")
+            if core in (name.split()[0], name.split()[1], place) or core.isdigit() or rng.random() < 0.1:
+                mtoks.append("[MASK]" + w[len(core):])
+            else:
+                mtoks.append(w)
+        released.append(Document(f"d{i}", " ".join(mtoks), subject=f"p{i}"))
+    return Corpus(docs, name="originals"), Release("masked", Corpus(released, name="masked"))
+
+
+# --------------------------------------------------------------------------- stages
+
+
+class _Noop:
+    def __call__(self, group):
+        return list(group)
+
+
+def stage_index(texts: list[str], executor: Executor) -> tuple[float, NgramIndex]:
+    gc.collect()
+    t0 = time.perf_counter()
+    index = NgramIndex.build(texts, fingerprint="benchmark", executor=executor)
+    return time.perf_counter() - t0, index
+
+
+def stage_attack(scenario: Scenario, release: Release, executor: Executor, **kw) -> tuple[float, float, list]:
+    """``(fit seconds, evaluate seconds, results as dicts)``."""
+    with Resources(executor=executor) as res:
+        attack = PhraseSearchAttack(**kw).use(res)
+        t0 = time.perf_counter()
+        attack.fit(scenario)
+        t1 = time.perf_counter()
+        results = attack.evaluate(scenario, release)
+        t2 = time.perf_counter()
+        out = [r.to_dict() for r in results]
+        attack.close()
+    for r in out:
+        r["details"].get("index", {}).pop("dir", None)
+    return t1 - t0, t2 - t1, out
+
+
+def stage_embed(texts: list[str], executor: Executor | None) -> tuple[float, np.ndarray]:
+    emb = Embedder(None, cache=False, **({"executor": executor} if executor is not None else {}))
+    emb.encode(texts[:8]) if executor is None else None  # warm the local model like a worker's setup
+    t0 = time.perf_counter()
+    vecs = emb.encode(texts)
+    return time.perf_counter() - t0, vecs
+
+
+def peak_build(texts: list[str], workers: int) -> tuple[int, float]:
+    """Peak traced memory of a build (bytes) and its wall seconds (timed without tracing)."""
+    gc.collect()
+    tracemalloc.start()
+    NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    gc.collect()
+    best = float("inf")
+    for _ in range(2):
+        t0 = time.perf_counter()
+        NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
+        best = min(best, time.perf_counter() - t0)
+    return peak, best
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--docs", type=int, default=20_000)
+    ap.add_argument("--words", type=int, default=300, help="words per document (about)")
+    ap.add_argument("--workers", default="1,2", help="Ray worker counts to measure, comma-separated")
+    ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--embed-docs", type=int, default=2000, help="documents embedded per configuration")
+    ap.add_argument("--object-store-mb", type=int, default=1000)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    workers = [int(w) for w in args.workers.split(",") if w.strip()]
+    out: dict[str, Any] = {"docs": args.docs, "cpu_count": os.cpu_count(), "load_avg_start": os.getloadavg()}
+
+    t0 = time.perf_counter()
+    originals, release = synthetic(args.docs, args.words)
+    texts = [d.text for d in originals]
+    scenario = Scenario(originals=originals, releases=(release,))
+    embed_texts = texts[: args.embed_docs]
+    out["data_seconds"] = round(time.perf_counter() - t0, 1)
+    NgramIndex.build(["Warm up the tables. Done."])
+
+    # --- local
+    local = LocalExecutor()
+    idx_s, index = stage_index(texts, local)
+    words = int(index.config["n_tokens"])
+    out["words"] = words
+    fit_s, eval_s, local_results = stage_attack(scenario, release, local)
+    emb_s, local_vecs = stage_embed(embed_texts, None)
+    stages = {"local": {"index_build_s": idx_s, "index_phases_s": index.config["build_phases"],
+                        "phrase_search_fit_s": fit_s, "phrase_search_documents_s": eval_s, "embedding_s": emb_s}}
+    print(f"{args.docs:,} documents, {words:,} words; local: index {idx_s:.1f} s, phrase search {eval_s:.1f} s, "
+          f"embedding {emb_s:.1f} s ({len(embed_texts)} docs)", flush=True)
+
+    # --- sharded against single (local executor)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        build_sharded(Path(tmp) / "idx", texts, shards=args.shards, fingerprint="benchmark")
+        sh_build = time.perf_counter() - t0
+        sh_fit, sh_eval, sh_results = stage_attack(scenario, release, local, shards=args.shards,
+                                                   index_dir=str(Path(tmp) / "idx2"))
+    out["sharded"] = {"shards": args.shards, "build_s": sh_build, "single_build_s": idx_s,
+                      "build_ratio": sh_build / idx_s, "query_documents_s": sh_eval, "single_query_documents_s": eval_s,
+                      "query_ratio": sh_eval / eval_s, "same_results": sh_results == local_results}
+    print(f"sharded ({args.shards}): build {sh_build:.1f} s ({sh_build / idx_s:.2f}x single), query "
+          f"{sh_eval:.1f} s ({sh_eval / eval_s:.2f}x), same results: {sh_results == local_results}", flush=True)
+
+    # --- single-machine index: memory and words/s
+    mem = {}
+    for w in (1, 2):
+        peak, secs = peak_build(texts, w)
+        mem[f"threads_{w}"] = {"peak_bytes_per_M_words": peak / words * 1e6, "words_per_s": words / secs,
+                               "seconds": secs}
+        print(f"single index, {w} thread(s): peak {peak / words:.0f} MB per M words, "
+              f"{words / secs / 1e6:.2f} M words/s", flush=True)
+    out["single_index"] = mem
+
+    # --- Ray
+    from audit.pipeline.executors import RayExecutor
+
+    for w in workers:
+        ex = RayExecutor("local", num_cpus=w, workers=w, object_store_memory=args.object_store_mb * 2**20)
+        t0 = time.perf_counter()
+        ex.start()
+        start_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ex.map(_Noop(), [0], group=1, label="noop")
+        fixed = time.perf_counter() - t0
+        r_idx_s, r_index = stage_index(texts, ex)
+        same_index = all(np.array_equal(getattr(index, a), getattr(r_index, a))
+                         for a in ("keys", "offsets", "posting_docs"))
+        del r_index
+        r_fit, r_eval, r_results = stage_attack(scenario, release, ex)
+        r_emb, r_vecs = stage_embed(embed_texts, ex)
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            build_sharded(Path(tmp) / "idx", texts, shards=args.shards, fingerprint="benchmark", executor=ex)
+            r_sh = time.perf_counter() - t0
+        stages[f"ray_{w}"] = {
+            "ray_start_s": start_s, "stage_fixed_s": fixed, "index_build_s": r_idx_s, "phrase_search_fit_s": r_fit,
+            "phrase_search_documents_s": r_eval, "embedding_s": r_emb, "sharded_build_s": r_sh,
+            "same_index": same_index, "same_findings": r_results == local_results,
+            "same_vectors": bool(np.array_equal(r_vecs, local_vecs)),
+            "max_vector_diff": float(np.abs(r_vecs - local_vecs).max()) if len(r_vecs) else 0.0,
+            "executor_timings": ex.timings,
+        }
+        ex.close()
+        print(f"ray {w} worker(s): stage fixed cost {fixed:.1f} s; index {r_idx_s:.1f} s, phrase search {r_eval:.1f} s, "
+              f"embedding {r_emb:.1f} s, sharded build {r_sh:.1f} s; same index {same_index}, findings "
+              f"{r_results == local_results}, vectors {np.array_equal(r_vecs, local_vecs)}", flush=True)
+    out["stages"] = stages
+
+    # --- documents/s and overhead
+    per_stage = {"index": ("index_build_s", args.docs), "phrase_search": ("phrase_search_documents_s", args.docs),
+                 "embedding": ("embedding_s", len(embed_texts))}
+    table = {}
+    for name, (key, n) in per_stage.items():
+        row = {cfg: n / s[key] for cfg, s in stages.items() if s.get(key)}
+        if "ray_1" in stages:
+            row["overhead_ray1"] = stages["ray_1"][key] / stages["local"][key]
+        table[name] = row
+    out["docs_per_s"] = table
+
+    # --- projection: 1 M documents on N workers
+    if "ray_1" in stages:
+        r1 = stages["ray_1"]
+        proj = {}
+        for name, (key, n) in per_stage.items():
+            # a worker's cost per document: Ray's time less the stage's fixed cost, and never less
+            # than the same work here (on a busy machine the subtraction can undershoot)
+            per_doc = max(r1[key] - r1["stage_fixed_s"], stages["local"][key]) / n
+            proj[name] = {"per_doc_ms_one_worker": per_doc * 1e3,
+                          **{f"workers_{N}_h": (r1["stage_fixed_s"] + 1e6 * per_doc / N) / 3600
+                             for N in (1, 8, 32, 128)}}
+        # the single index sorts on the driver; the sharded one does not
+        sort_s = sum(v for k, v in index.config["build_phases"].items() if k in ("sort", "csr"))
+        proj["index"]["single_index_driver_sort_h"] = sort_s * 1e6 / args.docs / 3600
+        out["projection_1M_docs"] = proj
+
+    print("\ndocuments/s per stage:")
+    for name, row in table.items():
+        cells = ", ".join(f"{k} {v:,.0f}" if not k.startswith("overhead") else f"{k} {v:.2f}x" for k, v in row.items())
+        print(f"  {name}: {cells}")
+    if "projection_1M_docs" in out:
+        print("projection, 1 M documents (hours):")
+        for name, row in out["projection_1M_docs"].items():
+            print(f"  {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in row.items()))
+    out["load_avg_end"] = os.getloadavg()
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2, default=float))
+        print(f"\nwritten: {args.json}")
+
+
+if __name__ == "__main__":
+    main()

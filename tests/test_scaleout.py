@@ -1,0 +1,360 @@
+"""Scale-out (issue #21): the executor abstraction, the phrase index built through it and in
+hash-partitioned shards, the executor in the audit spec, the command line and the provenance.
+
+Non-slow tests use :class:`PicklingExecutor`, a local executor that sends every worker and
+group through pickle as Ray would, so the distributed code paths run in CI without a cluster.
+The tests marked slow start a real local Ray (2 CPUs, 500 MB object store) once per module and
+check that an audit on it gives the results of the local executor.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attackers.phrase_search import PhraseSearchAttack
+from attackers.phrase_search.index import NgramIndex
+from attackers.phrase_search.index.shards import ShardedNgramIndex, build_sharded
+from audit.core.data import Corpus, Document, Release, Scenario
+from audit.core.errors import AnonauditError
+from audit.core.executor import LocalExecutor
+from audit.demo.data import write as write_demo
+from audit.models.resources import Resources
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class PicklingExecutor(LocalExecutor):
+    """Runs here, but as a distributed executor would: the worker and every group are pickled
+    and unpickled first, and components take their distributed paths."""
+
+    kind = "pickling"
+    distributed = True
+
+    def _run(self, worker, groups, **kw):
+        worker = pickle.loads(pickle.dumps(worker))
+        return [pickle.loads(pickle.dumps(o)) for o in
+                super()._run(worker, [pickle.loads(pickle.dumps(g)) for g in groups], **kw)]
+
+
+def _texts(n: int = 1500, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(250)]
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(0, 50))) + ". Then " +
+            " ".join(rng.choice(words) for _ in range(4)) for _ in range(n)]
+
+
+def _same_index(a: NgramIndex, b: NgramIndex, probes: list[str]) -> None:
+    assert a.config["n_ngrams"] == b.config["n_ngrams"] and a.config["n_postings"] == b.config["n_postings"]
+    for t in probes:
+        x, y = a.ngrams(t), b.ngrams(t)
+        assert np.array_equal(x.df, y.df)
+        sel = np.flatnonzero(x.df > 0)
+        px, ox = x.gather_postings(a, sel)
+        py, oy = y.gather_postings(b, sel)
+        assert np.array_equal(px, py) and np.array_equal(ox, oy)
+        for i in sel[:3]:
+            assert x.rare(a, i) == y.rare(b, i)
+
+
+# --------------------------------------------------------------------------- the executor
+
+
+def test_local_executor_maps_exact_groups_in_order_and_sets_up_once():
+    calls = []
+
+    class Worker:
+        def setup(self):
+            calls.append("setup")
+
+        def __call__(self, group):
+            calls.append(len(group))
+            return [x * 2 for x in group]
+
+    ex = LocalExecutor()
+    assert ex.map(Worker(), range(10), group=4, label="double") == [x * 2 for x in range(10)]
+    assert calls == ["setup", 4, 4, 2]
+    assert ex.timings["double"]["items"] == 10 and ex.map(Worker(), [], group=4) == []
+    with pytest.raises(RuntimeError, match="returned 1 outputs for 2 items"):
+        ex.map(lambda g: g[:1], [1, 2], group=2)
+
+
+# --------------------------------------------------------------------------- the index
+
+
+@pytest.mark.parametrize("min_hash_bits", [52, 64])  # 64: buckets (t_bits > 0) on a small collection
+def test_index_built_by_workers_is_the_local_index(min_hash_bits):
+    texts = _texts()
+    local = NgramIndex.build(texts, min_hash_bits=min_hash_bits, chunk_chars=15_000)
+    remote = NgramIndex.build(texts, min_hash_bits=min_hash_bits, chunk_chars=15_000, executor=PicklingExecutor())
+    for name in ("keys", "offsets", "posting_docs"):
+        assert np.array_equal(getattr(local, name), getattr(remote, name))
+    assert local.config["n_tokens"] == remote.config["n_tokens"]
+
+
+@pytest.mark.parametrize("min_hash_bits", [52, 64])
+@pytest.mark.parametrize("shards", [1, 2, 16])
+def test_sharded_index_gives_the_single_index_answers(tmp_path, shards, min_hash_bits):
+    texts = _texts()
+    single = NgramIndex.build(texts, min_hash_bits=min_hash_bits)
+    sharded = build_sharded(tmp_path / "idx", texts, shards=shards, min_hash_bits=min_hash_bits,
+                            chunk_chars=15_000, executor=PicklingExecutor())
+    assert isinstance(sharded, ShardedNgramIndex) and not (tmp_path / "idx" / "spill").exists()
+    assert sum(sharded.config["shard_ngrams"]) == single.config["n_ngrams"]
+    probes = texts[:150] + ["w1 w2 nothing like this", "", "Then w3 w4."]
+    _same_index(single, sharded, probes)
+    reopened = ShardedNgramIndex.load(tmp_path / "idx")
+    _same_index(single, reopened, probes[:20])
+    assert single.postings("w7 w8") .tolist() == reopened.postings("w7 w8").tolist()
+    assert pickle.loads(pickle.dumps(reopened)).document_frequency("w9") == single.document_frequency("w9")
+
+
+def test_sharded_index_refuses_bad_shard_counts_and_broken_shards(tmp_path):
+    with pytest.raises(AnonauditError, match="power of two"):
+        build_sharded(tmp_path / "x", ["a b"], shards=3)
+    with pytest.raises(AnonauditError, match="power of two"):
+        PhraseSearchAttack(shards=6)
+    idx = build_sharded(tmp_path / "y", _texts(200), shards=2)
+    np.save(tmp_path / "y" / "shard-0001" / "keys.npy", np.zeros(3, dtype=np.uint64))
+    broken = ShardedNgramIndex.load(tmp_path / "y")
+    with pytest.raises(AnonauditError, match="rebuild it"):
+        broken.lookup(np.array([2**63 + 5, 5], dtype=np.uint64))
+    assert idx.n_docs == 200
+
+
+def _scenario(n: int = 60, seed: int = 3) -> tuple[Scenario, Release]:
+    rng = random.Random(seed)
+    words = [f"v{i}" for i in range(15)]
+    originals = Corpus([Document(f"d{i}", " ".join(rng.choice(words) for _ in range(40)) + ".", subject=f"p{i}")
+                        for i in range(n)], name="originals")
+    released = [Document(d.id, " ".join(w if rng.random() > 0.75 else "[X]" for w in d.text.split()),
+                         subject=d.subject) for d in originals]
+    release = Release("masked", Corpus(released, name="masked"))
+    return Scenario(originals=originals, releases=(release,)), release
+
+
+def test_phrase_search_on_workers_and_in_shards_finds_what_it_finds_locally(tmp_path):
+    scenario, release = _scenario()
+
+    def run(executor, **kw):
+        with Resources(executor=executor) as res:
+            attack = PhraseSearchAttack(arity=2, **kw).use(res)
+            out = [r.to_dict() for r in attack.fit(scenario).evaluate(scenario, release)]
+            attack.close()
+            out[0]["details"]["index"].pop("dir")  # where it was kept, not what it found
+            return out
+
+    local = run(LocalExecutor())
+    assert 0 < local[0]["value"] < 1 and local[0]["details"]["linked_by_combination_only"]  # something to compare
+    assert run(PicklingExecutor()) == local
+    assert run(PicklingExecutor(), shards=4) == local
+    assert run(LocalExecutor(), shards=8, index_dir=str(tmp_path / "idx")) == local
+    assert (tmp_path / "idx" / "shard-0007").is_dir()
+    assert run(LocalExecutor(), shards=8, index_dir=str(tmp_path / "idx")) == local  # reused from the folder
+
+
+# --------------------------------------------------------------------------- spec, command line, provenance
+
+
+def _spec(demo: Path, **extra) -> dict:
+    return {"title": "scale", "seed": 0, "out": "out", "originals": "data/originals.jsonl",
+            "releases": [{"name": "labels", "path": "data/releases/labels.jsonl"}],
+            "attacks": [{"name": "phrase_search", "params": {"arity": 2}}], **extra}
+
+
+@pytest.fixture()
+def demo(tmp_path):
+    write_demo(tmp_path / "data", n=8, seed=2)
+    return tmp_path
+
+
+def test_spec_executor_is_validated_with_every_problem(demo):
+    from audit.pipeline.spec import parse_spec
+
+    spec = parse_spec(_spec(demo), base=demo)
+    assert spec.executor.kind == "local"
+    pytest.importorskip("ray", reason="the ray executor's spec check needs Ray (pip install 'anonaudit[ray]')")
+    spec = parse_spec(_spec(demo, executor={"kind": "ray", "address": "ray://head:10001", "workers": 3}), base=demo)
+    assert (spec.executor.kind, spec.executor.address, spec.executor.workers) == ("ray", "ray://head:10001", 3)
+    assert parse_spec(_spec(demo, executor="ray"), base=demo).executor.address == "auto"
+    with pytest.raises(AnonauditError) as err:
+        parse_spec(_spec(demo, executor={"kind": "spark", "workers": 0, "nodes": 2}), base=demo)
+    msg = str(err.value)
+    assert "executor.kind" in msg and "executor.workers" in msg and "executor.nodes" in msg
+
+
+def test_ray_executor_without_ray_installed_says_how_to_install_it(demo, monkeypatch):
+    import importlib.util
+
+    from audit.pipeline.spec import parse_spec
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(AnonauditError, match=r"needs Ray: pip install 'anonaudit\[ray\]'"):
+        parse_spec(_spec(demo, executor="ray"), base=demo)
+    assert parse_spec(_spec(demo, executor="local"), base=demo).executor.kind == "local"
+
+
+def test_local_run_records_the_executor_and_imports_no_ray(demo):
+    (demo / "audit.yaml").write_text(json.dumps(_spec(demo)))
+    code = ("import sys, json; from audit.pipeline.runner import Audit, load_spec;"
+            f"o = Audit(load_spec({str(demo / 'audit.yaml')!r}), progress=False, echo=None).run();"
+            "print(json.dumps(o.results.provenance['executor'])); print('ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    prov, imported = out.stdout.strip().splitlines()[-2:]
+    assert json.loads(prov)["kind"] == "local" and json.loads(prov)["workers"] == 1
+    assert json.loads(prov)["stages"] == {}
+    assert imported == "False"
+
+
+def test_unreachable_ray_address_is_a_clear_error(demo):
+    pytest.importorskip("ray", reason="the ray executor needs Ray (pip install 'anonaudit[ray]')")
+    from click.testing import CliRunner
+
+    from audit.cli import main
+
+    (demo / "audit.yaml").write_text(json.dumps(_spec(demo)))
+    res = CliRunner().invoke(main, ["run", str(demo / "audit.yaml"), "--ray-address", "127.0.0.1:9",
+                                    "--no-report"])
+    assert res.exit_code == 2, res.output
+    assert "cannot reach the Ray cluster at 127.0.0.1:9" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(main, ["run", str(demo / "audit.yaml"), "--ray-address", "nonsense", "--no-report"])
+    assert res.exit_code == 2 and "HOST:PORT" in res.output
+    assert not (demo / "out" / "results.json").exists()  # nothing ran
+
+
+# --------------------------------------------------------------------------- on a real local Ray (slow)
+
+
+@pytest.fixture(scope="module")
+def ray_executor():
+    pytest.importorskip("ray", reason="the Ray tests need Ray (pip install 'anonaudit[ray]')")
+    from audit.pipeline.executors import RayExecutor
+
+    ex = RayExecutor("local", num_cpus=2, object_store_memory=500 * 2**20, workers=2).start()
+    yield ex
+    ex.close()
+
+
+class _Square:
+    def setup(self):
+        self.ready = True
+
+    def __call__(self, group):
+        assert self.ready
+        return [(x * x, __import__("attackers").__file__) for x in group]
+
+
+class _Dies:
+    def __call__(self, group):
+        import os
+
+        os._exit(3)
+
+
+@pytest.mark.slow
+def test_ray_executor_maps_in_order_and_says_what_it_ran_on(ray_executor):
+    out = ray_executor.map(_Square(), list(range(200)), group=7, label="square")
+    assert [x for x, _ in out] == [x * x for x in range(200)]
+    assert {Path(f).resolve().parents[1] for _, f in out} == {ROOT}  # the workers run this checkout
+    info = ray_executor.info()
+    assert (info["kind"], info["nodes"], info["cpus"], info["workers"]) == ("ray", 1, 2, 2)
+
+
+@pytest.mark.slow
+def test_ray_builds_the_same_index_single_and_sharded(ray_executor, tmp_path):
+    texts = _texts(800)
+    local = NgramIndex.build(texts, chunk_chars=10_000, min_hash_bits=64)
+    remote = NgramIndex.build(texts, chunk_chars=10_000, min_hash_bits=64, executor=ray_executor)
+    for name in ("keys", "offsets", "posting_docs"):
+        assert np.array_equal(getattr(local, name), getattr(remote, name))
+    sharded = build_sharded(tmp_path / "idx", texts, shards=4, chunk_chars=10_000, min_hash_bits=64,
+                            executor=ray_executor)
+    _same_index(local, sharded, texts[:50])
+
+
+@pytest.mark.slow
+def test_audit_on_ray_has_the_results_of_a_local_audit(ray_executor, demo, monkeypatch):
+    from audit.pipeline.runner import Audit
+    from audit.pipeline.spec import parse_spec
+
+    data = _spec(demo, metrics=["similarity"])
+    data["attacks"] = [{"name": "phrase_search", "params": {"arity": 2, "shards": 2}}]
+    # each run with caches of its own, so the Ray run's vectors are computed on its workers
+    monkeypatch.setenv("ANONAUDIT_HOME", str(demo / "home-ray"))
+    on_ray = Audit(parse_spec({**data, "out": "ray"}, base=demo), progress=False, echo=None,
+                   executor=ray_executor).run()
+    monkeypatch.setenv("ANONAUDIT_HOME", str(demo / "home-local"))
+    local = Audit(parse_spec({**data, "out": "local"}, base=demo), progress=False, echo=None).run()
+
+    def body(o):
+        return json.dumps(json.loads(o.path.read_text())["results"], sort_keys=True)
+
+    assert body(local) == body(on_ray)
+    prov = on_ray.results.provenance["executor"]
+    assert (prov["kind"], prov["nodes"], prov["cpus"]) == ("ray", 1, 2)
+    assert {"sharded index: n-grams", "phrase search: documents", "embedding"} <= set(prov["stages"])
+    assert local.results.provenance["executor"]["kind"] == "local"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_worker_that_dies_is_a_clear_error(ray_executor, monkeypatch):
+    monkeypatch.setattr("audit.pipeline.executors.MAX_RETRIES", 0)  # the same error, without two restarts first
+    with pytest.raises(AnonauditError, match="a Ray worker died during 'dying'.*run the same command again"):
+        ray_executor.map(_Dies(), [1, 2, 3], group=1, label="dying")
+
+
+# --------------------------------------------------------------------------- LLM requests on workers
+
+
+def answer(request) -> str:
+    """A scripted model's answer (module level: it travels to workers)."""
+    return "echo " + str(request.messages[-1][1])
+
+
+def test_llm_requests_on_workers_keep_one_cache_in_the_run(tmp_path):
+    from audit.models.cache import CachedLLM
+    from audit.models.llm import ChatRequest, ScriptedLLM
+    from audit.models.remote import ROUND, LLMWorker, RemoteLLM
+
+    requests = [ChatRequest.make([{"role": "user", "content": f"q{i}"}]) for i in range(40)]
+    local = CachedLLM(ScriptedLLM(answer), tmp_path / "local.sqlite")
+    expected = local.complete_batch(requests)
+    ex = PicklingExecutor()
+    driver_side = ScriptedLLM(answer)  # identity and tokeniser only: it must answer nothing
+    remote = CachedLLM(RemoteLLM(driver_side, ex, LLMWorker(llm=ScriptedLLM(answer))), tmp_path / "ray.sqlite",
+                       chunk_size=ROUND)
+    assert remote.complete_batch(requests) == expected
+    assert driver_side.calls == [] and ex.timings["LLM requests"]["items"] == 40
+    assert remote.stats == {"hits": 0, "misses": 40, "backend_calls": 40}
+    again = CachedLLM(RemoteLLM(driver_side, ex, LLMWorker(llm=ScriptedLLM(answer))), tmp_path / "ray.sqlite")
+    assert again.complete_batch(requests) == expected and again.stats["backend_calls"] == 0
+    assert ex.timings["LLM requests"]["items"] == 40  # every answer came from the run's cache
+    few = RemoteLLM(driver_side, ex, LLMWorker(llm=ScriptedLLM(answer)))
+    assert few.complete_batch(requests[:3]) == expected[:3] and len(driver_side.calls) == 3  # not worth a stage
+
+
+def test_resources_send_llm_requests_to_a_distributed_executor(tmp_path, monkeypatch):
+    from audit.models import specs
+    from audit.models.cache import CachedLLM
+    from audit.models.llm import ScriptedLLM
+    from audit.models.remote import RemoteLLM
+
+    monkeypatch.setattr(specs, "load_llm", lambda spec, cache=True, cache_path=None, **kw:
+                        CachedLLM(ScriptedLLM(lambda r: "ok", identity=f"scripted:{spec}"), cache_path, enabled=cache))
+    with Resources(executor=PicklingExecutor(), llm_cache_path=tmp_path / "c.sqlite") as res:
+        llm = res.llm("some-model")
+        assert isinstance(llm, CachedLLM) and isinstance(llm.backend, RemoteLLM)
+        assert llm.backend.worker.spec == "some-model" and llm.identity == "scripted:some-model"
+    with Resources(llm_cache_path=tmp_path / "c.sqlite") as res:
+        assert not isinstance(res.llm("some-model").backend, RemoteLLM)
