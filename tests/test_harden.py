@@ -156,10 +156,11 @@ def make_spec(root: Path, gate=None, **over) -> Path:
     return path
 
 
-def harden(root: Path, llm, **kw) -> Harden:
+def harden(root: Path, llm, *, on_failure: str = "redact", **kw) -> Harden:
     reg = toy_registry()
     spec = load_spec(root / "audit.yaml", registry=reg)
-    params = {"delinker": {"llm": llm, "cache": False}, "intact": {"llm": llm, "cache": False}}
+    params = {"delinker": {"llm": llm, "cache": False, "on_failure": on_failure},
+              "intact": {"llm": llm, "cache": False}}
     return Harden(spec, kw.pop("release", "ours"), registry=reg, repair_params=params, progress=False, echo=None, **kw)
 
 
@@ -251,6 +252,30 @@ def test_the_delinker_rewords_exactly_the_given_ranges_and_a_later_round_absorbs
     assert orig.text[reph[0].orig_start:reph[0].orig_end] == reph[0].original
     assert Release("h", Corpus([twice])).doubts_against(Corpus([orig])) == []
     assert llm.calls[-1].seed == 1  # a later round samples another answer
+
+
+@pytest.mark.parametrize("on_failure", ["redact", "keep"])
+def test_a_phrase_refused_again_in_a_later_round_is_redacted_unless_kept(on_failure):
+    from defenders.delinker import Delinker
+    from defenders.delinker.prompts import REDACTION
+
+    doc = Document("d", "She kept a lighthouse near the old harbour district for years.")
+    i = doc.text.index("old harbour")
+    rng = [(i, i + len("old harbour district"))]
+    llm = scripted(rewrite=lambda m: m)  # a copy of the phrase: never a usable rewording
+    d = Delinker(llm=llm, cache=False, progress=False, on_failure=on_failure)
+    first = d.rewrite(doc, rng, rnd=1)  # the first refusal keeps the words for another try
+    assert first.text == doc.text and first.meta["delinker"]["refused"] == 1
+    assert first.meta["delinker"]["redacted"] == 0
+    again = d.rewrite(first, rng, rnd=2)
+    if on_failure == "keep":
+        assert again.text == doc.text and again.meta["delinker"]["redacted"] == 0
+    else:
+        assert again.text == f"She kept a lighthouse near the {REDACTION} for years."
+        assert again.meta["delinker"]["redacted"] == 1
+        red = [s for s in again.spans if s.original == "old harbour district"]
+        assert len(red) == 1 and again.text[red[0].start:red[0].end] == REDACTION
+        assert Release("h", Corpus([again])).doubts_against(Corpus([doc])) == []
 
 
 def test_intact_generalises_a_recovered_span_one_level_and_every_mention_with_it(tmp_path):
@@ -347,12 +372,21 @@ def test_a_rerun_reuses_every_round_and_asks_the_llm_nothing(tmp_path):
 
 def test_the_loop_stops_when_a_repair_changes_nothing_and_the_gate_still_fails(tmp_path):
     make_spec(tmp_path)
-    # every rewording copies the phrase (refused): round 1 generalises the cities but keeps the
-    # phrase, and round 2 would change nothing, so the loop stops there with the gate failing
-    outcome = harden(tmp_path, scripted(rewrite=lambda m: m), max_rounds=3).run()
+    # every rewording copies the phrase (refused) and the delinker keeps refused phrases: round 1
+    # generalises the cities but keeps the phrase, and round 2 would change nothing, so the loop
+    # stops there with the gate failing
+    outcome = harden(tmp_path, scripted(rewrite=lambda m: m), max_rounds=3, on_failure="keep").run()
     assert [r.gate for r in outcome.rounds] == ["fail", "fail"]
     assert outcome.stopped == "unchanged" and outcome.exit_code == 1
     assert PHRASE in outcome.final.corpus["a"].text
+
+
+def test_a_phrase_the_model_keeps_refusing_is_redacted_in_the_next_round_and_the_gate_passes(tmp_path):
+    make_spec(tmp_path)
+    outcome = harden(tmp_path, scripted(rewrite=lambda m: m), max_rounds=3).run()
+    assert [r.gate for r in outcome.rounds] == ["fail", "fail", "pass"]
+    assert outcome.stopped == "passed" and outcome.exit_code == 0
+    assert PHRASE not in outcome.final.corpus["a"].text
 
 
 def test_an_inconclusive_gate_stops_the_loop_with_exit_3(tmp_path):

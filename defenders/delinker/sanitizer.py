@@ -308,14 +308,16 @@ class Delinker(Sanitizer):
 
     def rewrite(self, doc: Document, ranges: Sequence[tuple[int, int]], *, rnd: int = 1) -> Document:
         """``doc`` with exactly the text in ``ranges`` (offsets in ``doc.text``) reworded, in one
-        pass: no link check and no redaction (``anonaudit harden`` attacks the result again).
+        pass, with no link check (``anonaudit harden`` attacks the result again).
 
         Ranges are cut around the de-identifier's spans and placeholders (never rewritten); one
         that touches an earlier rephrasing (``REPHRASED``) is widened to cover it, and the new
         record then holds the text before both rewrites. A phrase whose rewording is refused
-        (:func:`~defenders.delinker.prompts.usable_rewrite`) stays as it is. ``rnd`` > 1 samples
-        at ``retry_temperature`` with another seed, so a refused answer is not replayed from
-        the cache. Counts go to ``meta["delinker"]``: targets, rewritten, refused, llm_requests."""
+        (:func:`~defenders.delinker.prompts.usable_rewrite`) stays as it is in the first round;
+        ``rnd`` > 1 samples at ``retry_temperature`` with another seed, so a refused answer is
+        not replayed from the cache, and a phrase refused again there is redacted when
+        ``on_failure`` is ``"redact"`` (the delinker's last resort, as after its own last round).
+        Counts go to ``meta["delinker"]``: targets, rewritten, refused, redacted, llm_requests."""
         llm = self._get_llm()
         draft = Draft(doc, movable_labels=(REPHRASED,))
         blocked = merge_ranges(self._blocked(draft))
@@ -338,7 +340,7 @@ class Delinker(Sanitizer):
                 if b > a:
                     targets.append((a, b))
         targets = merge_ranges(targets)
-        counts = {"targets": len(targets), "rewritten": 0, "refused": 0, "llm_requests": 0}
+        counts = {"targets": len(targets), "rewritten": 0, "refused": 0, "redacted": 0, "llm_requests": 0}
         jobs: list[tuple[ChatRequest, list[tuple[int, int]]]] = []
         for chunk in self.chunks(draft.text, targets) if targets else []:
             inside = [t for t in targets if chunk[0] <= t[0] and t[1] <= chunk[1]]
@@ -351,12 +353,20 @@ class Delinker(Sanitizer):
             answers = llm.complete_batch([r for r, _ in jobs])
             counts["llm_requests"] = len(jobs)
             replacements: list[tuple[int, int, str]] = []
+            refused: list[tuple[int, int]] = []
             for (_, group), answer in zip(jobs, answers):
                 news = parse_rewrites(answer, [draft.text[a:b] for a, b in group])
                 replacements += [(a, b, new) for (a, b), new in zip(group, news) if new is not None]
-            for a, b, new in sorted(replacements, reverse=True):
-                draft.replace(a, b, new)
+                refused += [(a, b) for (a, b), new in zip(group, news) if new is None]
+            redact = rnd > 1 and self.on_failure == "redact"
+            edits = replacements + ([(a, b, None) for a, b in refused] if redact else [])
+            for a, b, new in sorted(edits, reverse=True):
+                if new is None:
+                    draft.replace(a, b, REDACTION, redaction=True)
+                else:
+                    draft.replace(a, b, new)
             counts["rewritten"] = len(replacements)
+            counts["redacted"] = len(refused) if redact else 0
         counts["refused"] = counts["targets"] - counts["rewritten"]
         return draft.document(counts)
 
@@ -366,7 +376,8 @@ class Delinker(Sanitizer):
         from audit.core.progress import bar as progress_bar
 
         t0 = time.perf_counter()
-        docs, totals = [], {"documents": 0, "targets": 0, "rewritten": 0, "refused": 0, "llm_requests": 0}
+        docs, totals = [], {"documents": 0, "targets": 0, "rewritten": 0, "refused": 0, "redacted": 0,
+                            "llm_requests": 0}
         todo = {i: [(t.start, t.end) for t in ts if t.kind == "text"] for i, ts in targets.items()}
         for doc in progress_bar(release.corpus, total=len(release), desc=f"rewording ({name})", unit="doc",
                                 enabled=self.progress):
@@ -376,7 +387,7 @@ class Delinker(Sanitizer):
                 continue
             new = self.rewrite(doc, ranges, rnd=round)
             totals["documents"] += 1
-            for key in ("targets", "rewritten", "refused", "llm_requests"):
+            for key in ("targets", "rewritten", "refused", "redacted", "llm_requests"):
                 totals[key] += new.meta["delinker"][key]
             docs.append(new)
         self._totals[name] = totals
