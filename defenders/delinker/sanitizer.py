@@ -360,7 +360,7 @@ class Delinker(Sanitizer):
                 refused += [(a, b) for (a, b), new in zip(group, news) if new is None]
             redact = rnd > 1 and self.on_failure == "redact"
             edits = replacements + ([(a, b, None) for a, b in refused] if redact else [])
-            for a, b, new in sorted(edits, reverse=True):
+            for a, b, new in sorted(edits, key=lambda t: t[:2], reverse=True):
                 if new is None:
                     draft.replace(a, b, REDACTION, redaction=True)
                 else:
