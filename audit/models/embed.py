@@ -41,14 +41,9 @@ class Embedder:
     def __init__(self, model: str | None = None, cache: bool | str | os.PathLike[str] = False,
                  device: str | None = None, executor=None):
         self.executor = executor
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        os.environ["TRANSFORMERS_OFFLINE"] = "1"
-        import torch
-        from sentence_transformers import SentenceTransformer
-
         self.path = embedder_path(model)
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self._model = SentenceTransformer(self.path, device=self.device, local_files_only=True)
+        self._model = _load(self.path, device)
+        self.device = self._model.device.type  # "cpu" or "cuda"
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
         self.identity = f"sentence-transformers:{Path(self.path).name}:{self._fingerprint()}"
@@ -137,6 +132,17 @@ class Embedder:
         return found
 
 
+def _load(path: str, device: str | None):
+    """The sentence-transformers model at ``path``, offline, on ``device`` (CUDA when available)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return SentenceTransformer(path, device=device, local_files_only=True)
+
+
 def _encode(model, texts: list[str], batch_size: int) -> np.ndarray:
     """One step of :meth:`Embedder.encode`: unit float32 rows of ``texts``."""
     return model.encode(texts, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True,
@@ -158,13 +164,7 @@ class EmbedWorker:
 
     def setup(self) -> None:
         if self._model is None:
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ["TRANSFORMERS_OFFLINE"] = "1"
-            import torch
-            from sentence_transformers import SentenceTransformer
-
-            device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            self._model = SentenceTransformer(self.path, device=device, local_files_only=True)
+            self._model = _load(self.path, self.device)
 
     def __call__(self, texts: list[str]) -> list[np.ndarray]:
         self.setup()
