@@ -61,17 +61,26 @@ def precision_recall(release, gold) -> dict[str, float]:
     return {"precision": tp / max(1, tp + fp), "recall": tp / max(1, tp + fn)}
 
 
-def trir_rates(releases, data: Path, seed: int) -> dict[str, dict]:
-    """TRIR of each release with the attacker trained on the 127-person public background."""
+def trir_attack(seed: int, windows: int | None, threads: int | None):
+    """The attacker of the 127-person public background (trained once, then from the cache)."""
     from attackers.trir import TRIRAttack
+
+    # The attacker before issue 19 (5 epochs, no augmentation), at most ``windows`` windows per
+    # person per epoch as in the TRIR section's 127-person table: the paper budget on this
+    # background of long judgments would train for many hours on 2 CPU cores (benchmarks/README.md).
+    return TRIRAttack(seed=seed, use_cache=True, budget="fast", augment_ner=False,
+                      max_windows_per_class=windows, num_threads=threads)
+
+
+def trir_rates(releases, data: Path, seed: int, windows: int | None = 24,
+               threads: int | None = None) -> dict[str, dict]:
+    """TRIR of each release with the attacker trained on the 127-person public background."""
     from audit.core.data import Scenario
     from audit.io.loaders import load_corpus
 
     background = load_corpus(data / "bks" / "TAB_test_BK=Public.json")
     originals = labelled_originals(data)
-    # The attacker before issue 19 (5 epochs, no augmentation): the paper budget on this 127-person
-    # background of long judgments would train for many hours on 2 CPU cores (benchmarks/README.md).
-    attack = TRIRAttack(seed=seed, use_cache=True, budget="fast", augment_ner=False)
+    attack = trir_attack(seed, windows, threads)
     scenario = Scenario(originals=originals, releases=tuple(releases), background=background)
     attack.fit(scenario)
     out = {}
@@ -87,9 +96,24 @@ def main() -> None:
     ap.add_argument("--chunk-tokens", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=1, help="1 = the paper's method; more = the iterative variant")
     ap.add_argument("--trir", action="store_true", help="also run TRIR (trains the attacker once if not cached)")
+    ap.add_argument("--trir-windows", type=int, default=24,
+                    help="TRIR: at most this many training windows per person per epoch (0: all)")
+    ap.add_argument("--trir-threads", type=int, default=None, help="TRIR: torch threads")
+    ap.add_argument("--trir-only", action="store_true",
+                    help="only train (and cache) the TRIR attacker, e.g. on one core beside the LLM run")
     args = ap.parse_args()
+    windows = args.trir_windows or None
 
     from audit.core.progress import stage
+
+    if args.trir_only:
+        from audit.core.data import Scenario
+        from audit.io.loaders import load_corpus
+
+        background = load_corpus(args.data / "bks" / "TAB_test_BK=Public.json")
+        with stage("TRIR attacker"):
+            trir_attack(args.seed, windows, args.trir_threads).fit(Scenario(background=background))
+        return
     from defenders.prompt_anonymizer import PromptAnonymizer
 
     full = labelled_originals(args.data, outer=True)
@@ -122,7 +146,7 @@ def main() -> None:
     trir = {}
     if args.trir:
         with stage("TRIR"):
-            trir = trir_rates(releases, args.data, args.seed)
+            trir = trir_rates(releases, args.data, args.seed, windows, args.trir_threads)
 
     rows = []
     for rel in releases:
