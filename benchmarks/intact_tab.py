@@ -17,6 +17,13 @@ and ``Manual_Supression``:
     python benchmarks/intact_tab.py --docs 10 --out intact_tab.json        # embedded 1.5B, CPU
     python benchmarks/intact_tab.py --docs 127 --llm openai:MODEL@http://host:8000/v1
 
+``--order-docs N`` first measures, on the first N documents and in one run, what the attack's
+prompt order costs (the candidates are asked once and shared, so only the attack is timed):
+the prompt before issue 22's change (the candidate inside the document, every prompt evaluated
+whole, all candidates of a span asked at once), the same asking only until a safe candidate is
+found, and the shared layout (the document once, the candidate last) with llama.cpp reusing the
+evaluated document.
+
 The LLM answer cache is a fresh file unless ``--cache`` names one, so costs are cold costs.
 """
 
@@ -49,6 +56,65 @@ def label_share(release) -> float:
     return sum(b in LABELS for b in bare) / max(1, len(spans))
 
 
+ORDERS = {  # name: (layout, lookahead, reuse_prefix)
+    "before: inline, all candidates, whole prompts": ("inline", 5, False),
+    "inline, until a safe candidate, whole prompts": ("inline", 1, False),
+    "shared layout, until a safe candidate, prefix reuse": ("shared", 1, True),
+}
+
+
+def order_check(args, full, llm) -> list[dict]:
+    """The attack's cost and choices under each prompt order of :data:`ORDERS` (see the doc)."""
+    import shutil
+    import sqlite3
+    import tempfile
+
+    from audit.core.progress import stage
+    from audit.models.cache import CachedLLM
+    from defenders.intact import IntactSanitizer
+
+    docs = first_docs(full, args.order_docs)
+    folder = Path(tempfile.mkdtemp(prefix="intact-order-"))
+    base = CachedLLM(llm.backend, folder / "candidates.sqlite")
+    with stage(f"prompt order: candidates of {len(docs)} documents"):
+        IntactSanitizer(selection="most_specific", llm=base, seed=args.seed, progress=False).sanitize(docs)
+    rows, choices = [], {}
+    for name, (layout, lookahead, reuse) in ORDERS.items():
+        path = folder / f"{len(rows)}.sqlite"
+        with sqlite3.connect(base.path) as src, sqlite3.connect(path) as dst:
+            src.backup(dst)  # every configuration starts with the same cached candidates, no attack answer
+        llm.backend.reuse_prefix = reuse
+        cached = CachedLLM(llm.backend, path)
+        with stage(f"prompt order: {name}"):
+            spend, started = LLMCost(cached), time.perf_counter()
+            san = IntactSanitizer(selection="attack", llm=cached, seed=args.seed, guesses=args.guesses,
+                                  context_tokens=args.context_tokens, layout=layout, lookahead=lookahead,
+                                  progress=False)
+            rel = san.sanitize(docs, name=name)
+            seconds = time.perf_counter() - started
+        usage = {k: cached.usage[k] - spend.usage.get(k, 0) for k in cached.usage}
+        choices[name] = [s.replacement for d in rel for s in d.spans]
+        rows.append({"order": name, "attack_requests": san.stats()["counts"][name]["attack_requests"],
+                     "usage": usage, "seconds": seconds, "machine": machine()})
+        print(f"{name}: {json.dumps(rows[-1])}", flush=True)
+        cached.store.close()
+    llm.backend.reuse_prefix = True
+    first = choices[next(iter(ORDERS))]
+    for row in rows:
+        same = sum(a == b for a, b in zip(choices[row["order"]], first))
+        row["same_choice_as_before"] = f"{same}/{len(first)}"
+    print("\n| attack prompt | attack requests | prompt tokens sent | prompt tokens evaluated | generated | s | "
+          "speed-up | same replacement as before |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in rows:
+        u = row["usage"]
+        print(f"| {row['order']} | {row['attack_requests']} | {u['prompt_tokens']:,} | {u['prompt_evaluated']:,} | "
+              f"{u['completion_tokens']:,} | {row['seconds']:.0f} | {rows[0]['seconds'] / row['seconds']:.2f}x | "
+              f"{row['same_choice_as_before']} |")
+    shutil.rmtree(folder, ignore_errors=True)
+    return rows
+
+
 def main() -> None:
     ap = parser(__doc__, 10)
     ap.add_argument("--parallel", type=int, default=1,
@@ -59,6 +125,9 @@ def main() -> None:
     ap.add_argument("--guess-releases", default="ours most_specific,ours least_specific,ours attack,"
                     "Manual_INTACT (selected),Manual_Entity",
                     help="releases attacked by span guessing (comma-separated; each costs --spans LLM requests)")
+    ap.add_argument("--order-docs", type=int, default=0,
+                    help="first measure the attack's prompt orders on this many documents (see the doc)")
+    ap.add_argument("--skip-main", action="store_true", help="only the prompt-order measurement")
     args = ap.parse_args()
 
     from audit.core.progress import stage
@@ -70,6 +139,10 @@ def main() -> None:
     print(f"{len(originals)} documents ({sum(len(d.text) for d in originals)} chars, "
           f"{sum(len(d.spans) for d in originals)} spans)", flush=True)
     llm = bench_llm(args, "intact-bench-", args.parallel)
+    orders = order_check(args, full, llm) if args.order_docs else None
+    if args.skip_main:
+        write_out(args, llm, ids[:args.order_docs], orders=orders)
+        return
 
     ours, costs = [], {}
     for selection in ("most_specific", "least_specific", "attack"):
@@ -128,7 +201,7 @@ def main() -> None:
                                  "least": sb.replacement, "selected": sc.replacement})
     for ex in examples[:12]:
         print("  ", ex)
-    write_out(args, llm, ids, rows=rows, span_guess=guessed, examples=examples)
+    write_out(args, llm, ids, rows=rows, span_guess=guessed, examples=examples, orders=orders)
     llm.close()
 
 

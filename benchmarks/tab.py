@@ -181,8 +181,10 @@ def cost_cells(row: dict[str, Any]) -> tuple[str, str, str]:
     if "llm_requests_per_doc" not in row:
         return ("–", "–", "–")
     t = row["tokens_per_doc"]
+    ran = "" if t is None or t.get("prompt_evaluated", t["prompt_tokens"]) >= t["prompt_tokens"] else \
+        f" ({t['prompt_evaluated']:,.0f} evaluated)"
     tokens = "(all cached)" if t is None else (
-        f"{t['prompt_tokens']:,.0f} + {t['completion_tokens']:,.0f}" + (" (est.)" if row["tokens_per_doc_estimated"] else ""))
+        f"{t['prompt_tokens']:,.0f}{ran} + {t['completion_tokens']:,.0f}" + (" (est.)" if row["tokens_per_doc_estimated"] else ""))
     return (f"{row['llm_requests_per_doc']:.1f}", tokens, f"{row['seconds_per_doc']:.0f}")
 
 

@@ -45,7 +45,10 @@ def corpus() -> Corpus:
 
 
 def _marked(request: ChatRequest) -> str:
-    return re.findall(r"\[\[(.*?)\]\]", request.messages[-1][1])[-1]
+    """The span a request asks about: marked in its last message, or (the attack's shared layout)
+    quoted there, the document with the span blanked coming just before."""
+    quoted = re.match(r'The sanitized text at \[\[\?\]\] says: "(.*)"\. Guesses', request.messages[-1][1])
+    return quoted.group(1) if quoted else re.findall(r"\[\[(.*?)\]\]", request.messages[-1][1])[-1]
 
 
 def is_candidate_request(request: ChatRequest) -> bool:
@@ -105,12 +108,36 @@ def test_attack_prompt_shows_chosen_and_most_specific_replacements_document_firs
     sanitize(llm)
     attacks = [r for r in llm.calls if not is_candidate_request(r)]
     first_ankara = next(r for r in attacks if _marked(r) == "the capital of Turkey")
-    text = first_ankara.messages[-1][1]
-    assert text.startswith("Document:") and text.rstrip().endswith("in this document:")
+    text = first_ankara.messages[-2][1]
+    # the document first, its span blanked; what replaced it in the last message
+    assert text.startswith("Document:") and "was born in [[?]] on" in text
+    assert first_ankara.shared == (4, 5) and len(first_ankara.messages) == 6
     # entities still to come show their most specific candidate, the other mention the candidate under test
     assert "on March 1999." in text and "left the capital of Turkey" in text and "Galip" not in text
     serco = next(r for r in attacks if _marked(r) == "a company")
-    assert "in a city in central Anatolia on 1999." in serco.messages[-1][1]  # choices already made
+    assert "in a city in central Anatolia on 1999." in serco.messages[-2][1]  # choices already made
+    # the candidates of one span share the document: every request about Serco in d1 has the same one
+    sercos = [r for r in attacks if "to work for [[?]]" in r.messages[-2][1]]
+    assert len(sercos) == 5 and len({r.messages[:5] for r in sercos}) == 1
+
+
+def test_inline_layout_and_lookahead_give_the_same_release():
+    """The prompt layout and how many candidates are attacked at once change the cost, not the
+    method: with the same answers, the same choices (lookahead 1 asks only until a safe one)."""
+    base_llm = ScriptedLLM(script())
+    san, base = sanitize(base_llm)
+    for kw in ({"layout": "inline"}, {"lookahead": 5}, {"lookahead": 2, "layout": "inline"}):
+        llm = ScriptedLLM(script())
+        other_san, rel = sanitize(llm, **kw)
+        assert [d.text for d in rel.corpus] == [d.text for d in base.corpus]
+        assert other_san.stats()["counts"]["rel"]["chosen_rank"] == san.stats()["counts"]["rel"]["chosen_rank"]
+    inline = [r for r in llm.calls if not is_candidate_request(r)]
+    assert all(len(r.messages) == 4 and r.shared == (3,) for r in inline)
+    # asked one at a time, the attack stops at the first safe candidate: Ankara's 2nd, Serco never
+    attacks = san.stats()["counts"]["rel"]["attack_requests"]
+    assert attacks < other_san.stats()["counts"]["rel"]["attack_requests"]
+    with pytest.raises(AnonauditError, match="lookahead"):
+        IntactSanitizer(lookahead=0)
 
 
 def test_candidate_order_is_kept_and_one_request_per_entity():

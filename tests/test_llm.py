@@ -249,6 +249,128 @@ def test_batched_llamacpp_answers_are_cached_apart(tmp_path, fake_llama):
     assert serial.stats["hits"] == 0 and serial.identity == batched.identity == "llamacpp:fake"
 
 
+class FakeKVServer(FakeLlamaServer):
+    """One llama.cpp slot with its KV cache, for ``handle_completions`` on token ids: a prompt
+    reuses the longest common prefix of the slot's tokens (all of it but the last token when
+    the whole prompt is cached, as llama.cpp does) when ``cache_prompt``, and evaluates the
+    rest from there. Like llama.cpp on a CPU, a token's numbers depend on where the evaluation
+    it was part of started, so the answer is every prompt token with that start: two answers
+    are equal only when their prompts were evaluated the same way."""
+
+    def __init__(self, params):
+        super().__init__(params)
+        self.tokens: list[tuple[int, int]] = []  # (token, where its evaluation started)
+        self.completions: list[dict] = []
+
+    def handle_completions(self, body: dict) -> dict:
+        self.completions.append(body)
+        ids = list(body["prompt"])
+        keep = 0
+        if body.get("cache_prompt", True):
+            while keep < min(len(ids), len(self.tokens)) and self.tokens[keep][0] == ids[keep]:
+                keep += 1
+            keep = min(keep, len(ids) - 1)
+        self.tokens = self.tokens[:keep] + [(t, keep) for t in ids[keep:]]
+        answer = "" if body.get("n_predict") == 0 else json.dumps(self.tokens)
+        return {"choices": [{"text": answer}], "timings": {"prompt_n": len(ids) - keep, "cache_n": keep},
+                "usage": {"prompt_tokens": len(ids), "completion_tokens": 1}}
+
+
+class CharTokenizer:
+    """A chat template (``<role>content|``) and one token per character."""
+
+    eos_token_id, pad_token_id = 0, None
+
+    def apply_chat_template(self, msgs, tokenize=False, add_generation_prompt=False):
+        return "".join(f"<{m['role']}>{m['content']}|" for m in msgs) + ("<assistant>" if add_generation_prompt else "")
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) for c in text]}
+
+
+@pytest.fixture
+def kv_llama(monkeypatch):
+    xlc = pytest.importorskip("xllamacpp")
+    monkeypatch.setattr(xlc, "Server", FakeKVServer)
+    from audit.models.backends import LlamaCppLLM
+
+    def make(**kw):
+        llm = LlamaCppLLM("/nonexistent/model.gguf", identity="llamacpp:fake", **kw)
+        llm._tok = CharTokenizer()
+        return llm
+
+    return make
+
+
+def _guess_request(doc: str, question: str) -> ChatRequest:
+    return ChatRequest.make([{"role": "system", "content": "Guess the hidden words."},
+                             {"role": "user", "content": f"Document: {doc}"},
+                             {"role": "user", "content": question}], shared=(1, 2))
+
+
+def test_shared_prefixes_are_reused_and_answers_do_not_depend_on_the_order(kv_llama):
+    """Issue 22: requests that share a document are answered with its prefix evaluated once, and
+    every answer is the one the request gets alone on a fresh slot, in any order and after any
+    other request: a resumed run, which sends fewer requests, gets the same answers."""
+    reqs = [_guess_request(doc, f"What is [[{q}]]?") for doc in ("the court in Lyon", "a judge in Nice")
+            for q in ("a city", "a country", "a person")]
+    alone = []
+    for req in reqs:
+        llm = kv_llama()
+        alone.append(llm.complete_batch([req])[0])
+    llm = kv_llama()
+    assert llm.complete_batch(reqs) == alone
+    order = [4, 0, 5, 2, 1, 3]
+    plain = ChatRequest.make([{"role": "user", "content": "an unrelated question"}])
+    llm.complete_batch([plain])
+    assert llm.complete_batch([reqs[i] for i in order]) == [alone[i] for i in order]
+    assert llm.complete_batch([reqs[1], plain, reqs[1], reqs[1]]) == [alone[1], "an unrelated question", alone[1], alone[1]]
+    # reuse: after the first request of a document, only its question is evaluated
+    llm = kv_llama()
+    llm.complete_batch(reqs[:3])
+    tok = CharTokenizer()
+    lengths = [len(tok.apply_chat_template(r.message_dicts, add_generation_prompt=True)) for r in reqs[:3]]
+    questions = [n - len(tok.apply_chat_template(r.message_dicts[:2])) for n, r in zip(lengths, reqs)]
+    assert llm.usage["prompt_tokens"] == sum(lengths)
+    # the first: both prefixes and its question, each prefix with the one filler token; then,
+    # per request, the filler that cuts the slot back to the document and the question
+    assert llm.usage["prompt_evaluated"] == lengths[0] + 2 + sum(1 + q for q in questions[1:])
+
+
+def test_shared_prefixes_need_a_template_that_renders_them_as_the_prompt_start(kv_llama):
+    """A template that renders a partial chat otherwise (here: a different system line) gets the
+    prompt evaluated whole through the chat endpoint, never a wrong reuse."""
+    llm = kv_llama()
+
+    class Odd(CharTokenizer):
+        def apply_chat_template(self, msgs, tokenize=False, add_generation_prompt=False):
+            head = "<sys>partial|" if not add_generation_prompt else "<sys>full|"
+            return head + super().apply_chat_template(msgs, add_generation_prompt=add_generation_prompt)
+
+    llm._tok = Odd()
+    req = _guess_request("x", "y?")
+    assert llm.complete_batch([req]) == ["y?"]  # FakeLlamaServer's chat answer: the last message
+    assert llm._server.completions == []
+
+
+def test_reuse_prefix_off_evaluates_whole_prompts_and_keys_answers_apart(kv_llama, tmp_path):
+    req = _guess_request("the court in Lyon", "What is [[a city]]?")
+    whole = ChatRequest.make(req.message_dicts)
+    on, off = CachedLLM(kv_llama(), tmp_path / "c.sqlite"), CachedLLM(kv_llama(reuse_prefix=False), tmp_path / "c.sqlite")
+    assert off.complete_batch([req]) == ["What is [[a city]]?"] and off.backend._server.completions == []
+    # without reuse the answer is the whole prompt's, shared with the same request undeclared...
+    assert off.complete_batch([whole]) == ["What is [[a city]]?"] and off.stats["hits"] == 1
+    # ...and never served to a run that reuses the prefix, nor the other way round
+    assert on.complete_batch([req]) != ["What is [[a city]]?"] and on.stats["hits"] == 0
+    assert on.complete_batch([whole]) == ["What is [[a city]]?"] and on.stats["hits"] == 1
+    assert "shared" not in whole.to_dict()  # the keys of requests that declare nothing stay as they were
+    assert ScriptedLLM(echo).keyed(req) == whole
+    with pytest.raises(ValueError, match="increasing"):
+        ChatRequest.make(req.message_dicts, shared=(2, 1))
+    with pytest.raises(ValueError, match="increasing"):
+        ChatRequest.make(req.message_dicts, shared=(3,))
+
+
 # --------------------------------------------------------------------------- OpenAI backend
 
 
@@ -324,9 +446,9 @@ def test_tokens_spent_are_counted_and_cache_hits_cost_nothing(server, tmp_path):
     llm = CachedLLM(OpenAILLM("tiny", server.url, backoff=0.01), tmp_path / "c.sqlite")
     reqs = [ChatRequest.make([{"role": "user", "content": f"q{i}"}]) for i in range(3)]
     llm.complete_batch(reqs)
-    assert llm.usage == {"prompt_tokens": 21, "completion_tokens": 9}
+    assert llm.usage == {"prompt_tokens": 21, "prompt_evaluated": 21, "completion_tokens": 9}
     llm.complete_batch(reqs)  # answered from the cache
-    assert llm.usage == {"prompt_tokens": 21, "completion_tokens": 9}
+    assert llm.usage == {"prompt_tokens": 21, "prompt_evaluated": 21, "completion_tokens": 9}
 
 
 def test_openai_retries_then_succeeds(server):

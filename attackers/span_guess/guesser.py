@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from audit.core.data import Span
 from audit.core.errors import AnonauditError
@@ -74,18 +74,26 @@ def parse_guesses(text: str, limit: int | None = None) -> list[str]:
 
 # =========================================================================== guessing
 
-_SYSTEM = (
-    "You test whether a sanitized document still gives away what was hidden in it. One span of the "
-    "document is marked with double square brackets [[...]]: the original words there were replaced by "
-    "the text inside the brackets (a more general description, a placeholder or category label, or "
-    "nothing at all if they were deleted). Using the replacement and everything else the document says, "
-    "guess the original words of the marked span.\n"
+_TASK = (
+    "You test whether a sanitized document still gives away what was hidden in it. {where} "
+    "Using the replacement and everything else the document says, guess the original words of the marked "
+    "span.\n"
     "Give exactly {p} different guesses, the most likely first. Each guess must be a concrete value that "
     "could have stood in the original text (a name, a place, an organisation, a number, a date...), not a "
     "description. For dates, always guess an exact date with the day, the month in letters and the year, "
     "for example \"3 September 1981\".\n"
     "Answer with a JSON array of {p} strings and nothing else."
 )
+#: where the replacement is shown, per layout
+_WHERE = {
+    "inline": "One span of the document is marked with double square brackets [[...]]: the original words "
+              "there were replaced by the text inside the brackets (a more general description, a placeholder "
+              "or category label, or nothing at all if they were deleted).",
+    "shared": "One span of the document is marked [[?]]. After the document you are told what the sanitized "
+              "text says there: the original words were replaced by it (a more general description, a "
+              "placeholder or category label, or nothing at all if they were deleted).",
+}
+_BLANK = "[[?]]"
 _EXAMPLE_DOC = (
     "The applicant, PERSON_1, was born in 1962 and lives in [[a city in northern Italy]]. In March 2004 "
     "she was dismissed by ORG_1, the municipal transport company of her home town, after criticising its "
@@ -95,9 +103,16 @@ _EXAMPLE_SPAN = "a city in northern Italy"
 _EXAMPLE_GUESSES = ["Milan", "Turin", "Bergamo", "Brescia", "Monza", "Como", "Varese", "Genoa", "Verona", "Pavia"]
 _ELLIPSIS = "…"
 
+Layout = Literal["inline", "shared"]
+
 
 def _user_message(context: str, replacement: str) -> str:
     return f"Document:\n{context}\n\nGuesses for [[{replacement}]] in this document:"
+
+
+def _question(replacement: str) -> str:
+    shown = f'"{replacement}"' if replacement.strip() else "nothing (the words were deleted)"
+    return f"The sanitized text at {_BLANK} says: {shown}. Guesses for its original words:"
 
 
 @dataclass
@@ -111,6 +126,13 @@ class SpanGuesser:
     backend says it enforces schemas); answers are parsed tolerantly either way.
     Requests are deterministic (temperature 0 by default), so the LLM cache makes
     re-runs free.
+
+    ``layout``: ``inline`` shows the replacement inside the marked span of the document and
+    asks about it in the same message; ``shared`` shows the document with the span blanked
+    (``[[?]]``) and says what replaced it in a last, separate message, so that every question
+    about one place of one document (INTACT's candidates for a span) shares the document as a
+    prompt prefix that the backend evaluates once (:attr:`ChatRequest.shared`). Both share the
+    instructions and the worked example.
     """
 
     llm: LLM
@@ -120,10 +142,13 @@ class SpanGuesser:
     seed: int = 0
     structured: bool | None = None
     max_tokens: int | None = None
+    layout: Layout = "inline"
 
     def __post_init__(self) -> None:
         if self.guesses < 1:
             raise ValueError("guesses must be at least 1")
+        if self.layout not in _WHERE:
+            raise ValueError(f"layout must be one of {sorted(_WHERE)}, got {self.layout!r}")
 
     # ------------------------------------------------------------------ prompt
 
@@ -134,12 +159,21 @@ class SpanGuesser:
     def _messages(self, context: str, replacement: str) -> list[dict[str, str]]:
         p = self.guesses
         example = (_EXAMPLE_GUESSES * (1 + p // len(_EXAMPLE_GUESSES)))[:p]
-        return [
-            {"role": "system", "content": _SYSTEM.format(p=p)},
-            {"role": "user", "content": _user_message(_EXAMPLE_DOC, _EXAMPLE_SPAN)},
-            {"role": "assistant", "content": json.dumps(example, ensure_ascii=False)},
-            {"role": "user", "content": _user_message(context, replacement)},
-        ]
+        system = {"role": "system", "content": _TASK.format(p=p, where=_WHERE[self.layout])}
+        answer = {"role": "assistant", "content": json.dumps(example, ensure_ascii=False)}
+        if self.layout == "inline":
+            return [system, {"role": "user", "content": _user_message(_EXAMPLE_DOC, _EXAMPLE_SPAN)}, answer,
+                    {"role": "user", "content": _user_message(context, replacement)}]
+        blank = _EXAMPLE_DOC.replace(f"[[{_EXAMPLE_SPAN}]]", _BLANK)
+        return [system, {"role": "user", "content": f"Document:\n{blank}"},
+                {"role": "user", "content": _question(_EXAMPLE_SPAN)}, answer,
+                {"role": "user", "content": f"Document:\n{context}"}, {"role": "user", "content": _question(replacement)}]
+
+    @property
+    def _shared(self) -> tuple[int, ...]:
+        """Where the requests' shared prefixes end: the instructions and example; with the
+        ``shared`` layout also the document."""
+        return (3,) if self.layout == "inline" else (4, 5)
 
     def _schema(self) -> dict[str, Any] | None:
         structured = self.structured
@@ -168,7 +202,9 @@ class SpanGuesser:
         text, s, e = document_text, span.start, span.end
         if not 0 <= s <= e <= len(text):
             raise ValueError(f"span [{s}, {e}) lies outside the document (length {len(text)})")
-        marked = f"{text[:s]}[[{text[s:e]}]]{text[e:]}"
+        mark = f"[[{text[s:e]}]]" if self.layout == "inline" else _BLANK
+        marked = f"{text[:s]}{mark}{text[e:]}"
+        e = s + len(mark) - 4
         total = self.llm.count_tokens(marked)
         if total <= budget:
             return marked
@@ -183,7 +219,8 @@ class SpanGuesser:
         context = self.context(document_text, span, budget)
         replacement = document_text[span.start:span.end]
         return ChatRequest.make(self._messages(context, replacement), temperature=self.temperature,
-                                max_tokens=self.answer_tokens, seed=self.seed, json_schema=self._schema())
+                                max_tokens=self.answer_tokens, seed=self.seed, json_schema=self._schema(),
+                                shared=self._shared)
 
     # ------------------------------------------------------------------ asking
 

@@ -7,7 +7,8 @@ one sqlite file (WAL mode, busy timeout), safe with several processes and thread
 Key = sha256 of (backend identity — backend kind plus model checksum or server model
 name; for chat also how the backend decodes, :attr:`LLM.cache_identity` —, method, the
 full request). For chat that is :meth:`ChatRequest.to_dict` (messages, temperature,
-max_tokens, seed, stop, schema), so changing any parameter or the model gives a new key.
+max_tokens, seed, stop, schema, and the shared prefixes where the backend reuses them,
+:meth:`LLM.keyed`), so changing any parameter or the model gives a new key.
 A request with temperature > 0 is cached too: with a fixed seed it is the same request,
 and the cache makes it reproducible even where the backend is not. Failed calls are never
 cached.
@@ -143,6 +144,9 @@ class CachedLLM(LLM):
     def count_tokens(self, text: str) -> int:
         return self.backend.count_tokens(text)
 
+    def keyed(self, request: ChatRequest) -> ChatRequest:
+        return self.backend.keyed(request)
+
     @property
     def usage(self) -> dict[str, int]:  # type: ignore[override]
         """Tokens spent by the backend: cache hits cost nothing."""
@@ -166,7 +170,7 @@ class CachedLLM(LLM):
         if self.store is None:
             self._count(misses=len(requests), backend_calls=len(requests))
             return self.backend.complete_batch(requests, progress=progress)
-        keys = [cache_key(self.cache_identity, "chat", r.to_dict()) for r in requests]
+        keys = [cache_key(self.cache_identity, "chat", self.backend.keyed(r).to_dict()) for r in requests]
         found = self.store.get_many(keys)
         todo: dict[str, ChatRequest] = {k: r for k, r in zip(keys, requests) if k not in found}
         self._count(hits=len(requests) - sum(k not in found for k in keys), misses=sum(k not in found for k in keys))

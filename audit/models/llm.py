@@ -19,6 +19,7 @@ deterministic stand-in for unit tests of parsing logic.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from abc import ABC, abstractmethod
@@ -65,6 +66,11 @@ class ChatRequest:
     seed: int = 0
     stop: tuple[str, ...] = ()
     json_schema: str | None = None  # canonical JSON text of the schema, if any
+    #: Where the prompt's shared prefixes end, in messages (increasing): ``(3, 4)`` says that
+    #: many requests begin with the same first 3 messages, and some of those also with the same
+    #: 4th. A backend may evaluate each prefix once and reuse it (:class:`~audit.models.backends.
+    #: LlamaCppLLM` does, deterministically); put what requests share first, what differs last.
+    shared: tuple[int, ...] = ()
 
     @classmethod
     def make(
@@ -76,6 +82,7 @@ class ChatRequest:
         seed: int = 0,
         stop: Sequence[str] | None = None,
         json_schema: Mapping[str, Any] | None = None,
+        shared: Sequence[int] = (),
     ) -> ChatRequest:
         msgs = []
         for m in messages:
@@ -83,7 +90,10 @@ class ChatRequest:
                 raise ValueError(f"a message needs 'role' and 'content': {m!r}")
             msgs.append((str(m["role"]), str(m["content"])))
         schema = None if json_schema is None else json.dumps(json_schema, sort_keys=True)
-        return cls(tuple(msgs), float(temperature), int(max_tokens), int(seed), tuple(stop or ()), schema)
+        cuts = tuple(int(k) for k in shared)
+        if any(not 0 < k < len(msgs) for k in cuts) or list(cuts) != sorted(set(cuts)):
+            raise ValueError(f"shared prefixes must be increasing message counts below {len(msgs)}: {cuts!r}")
+        return cls(tuple(msgs), float(temperature), int(max_tokens), int(seed), tuple(stop or ()), schema, cuts)
 
     @property
     def message_dicts(self) -> list[dict[str, str]]:
@@ -101,10 +111,14 @@ class ChatRequest:
             "seed": self.seed,
             "stop": list(self.stop),
             "json_schema": self.schema,
+            # only when declared, so the keys of requests without shared prefixes stay as they were
+            **({"shared": list(self.shared)} if self.shared else {}),
         }
 
 
-_USAGE_KEYS = ("prompt_tokens", "completion_tokens")
+#: ``prompt_tokens``: the prompts' length, as sent; ``prompt_evaluated``: prompt tokens the model
+#: actually ran (less where a backend reused an evaluated prefix); ``completion_tokens``: generated.
+_USAGE_KEYS = ("prompt_tokens", "prompt_evaluated", "completion_tokens")
 _USAGE_LOCK = threading.Lock()
 
 
@@ -129,6 +143,12 @@ class LLM(ABC):
         setting that changes answers (llama.cpp's batched decoding), so answers made one way
         are never served to a run that makes them the other way."""
         return self.identity
+
+    def keyed(self, request: ChatRequest) -> ChatRequest:
+        """The request as it determines this backend's answer, for the cache key: its declared
+        shared prefixes only where the backend's answers depend on them (llama.cpp's reuse);
+        elsewhere the same request without them, so both forms share one cache entry."""
+        return dataclasses.replace(request, shared=()) if request.shared else request
 
     def complete(
         self,
@@ -172,9 +192,16 @@ class LLM(ABC):
         return dict(self.__dict__.get("_usage") or dict.fromkeys(_USAGE_KEYS, 0))
 
     def _note_usage(self, usage: object) -> None:
-        """Add one answer's OpenAI-style ``usage`` to :attr:`usage` (thread-safe)."""
+        """Add one answer's OpenAI-style ``usage`` to :attr:`usage` (thread-safe). Without a
+        ``prompt_evaluated`` count, the prompt tokens less those the server reports as cached."""
         if not isinstance(usage, Mapping):
             return
+        if "prompt_evaluated" not in usage:
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+            prompt = usage.get("prompt_tokens")
+            if isinstance(prompt, (int, float)):
+                usage = {**usage, "prompt_evaluated": prompt - (cached if isinstance(cached, (int, float)) else 0)}
         with _USAGE_LOCK:
             total = self.__dict__.setdefault("_usage", dict.fromkeys(_USAGE_KEYS, 0))
             for key in _USAGE_KEYS:

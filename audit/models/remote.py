@@ -78,6 +78,9 @@ class RemoteLLM(LLM):
     def supports_schema(self) -> bool:  # type: ignore[override]
         return bool(getattr(self.local, "supports_schema", False))
 
+    def keyed(self, request: ChatRequest) -> ChatRequest:
+        return self.local.keyed(request)
+
     def count_tokens(self, text: str) -> int:
         return self.local.count_tokens(text)
 

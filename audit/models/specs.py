@@ -216,6 +216,7 @@ def load_llm(
     n_threads: int | None = None,
     timeout: float = 120.0,
     deterministic: bool = True,
+    reuse_prefix: bool = True,
 ) -> CachedLLM:
     """Load the LLM named by ``spec`` (see module doc) wrapped in the sqlite answer cache.
 
@@ -223,7 +224,8 @@ def load_llm(
     ``stats`` exist, but nothing is read from or written to disk. ``cache_path`` defaults
     to ``config.subdir("cache")/llm.sqlite``. ``deterministic=False`` lets llama.cpp decode
     ``n_parallel`` requests together (faster; answers then depend on their neighbours and are
-    cached apart, see :class:`~audit.models.backends.LlamaCppLLM`).
+    cached apart, see :class:`~audit.models.backends.LlamaCppLLM`). ``reuse_prefix=False`` makes
+    llama.cpp evaluate every prompt whole, shared prefixes or not (slower; answers cached apart).
     """
     from audit.models.llm import LLM
     from audit.models.backends import LlamaCppLLM, OpenAILLM, TransformersLLM
@@ -238,7 +240,8 @@ def load_llm(
                             context_size=n_ctx)
     elif parsed.backend == "llamacpp":
         backend = LlamaCppLLM(parsed.target, n_ctx=n_ctx, n_parallel=n_parallel, n_threads=n_threads,
-                              identity=spec_identity(parsed), deterministic=deterministic)
+                              identity=spec_identity(parsed), deterministic=deterministic,
+                              reuse_prefix=reuse_prefix)
     else:
         backend = TransformersLLM(parsed.target, identity=spec_identity(parsed), n_ctx=n_ctx)
     path = Path(cache_path) if cache_path else config.subdir("cache") / "llm.sqlite"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from attackers.span_guess.guesser import SpanGuesser, parse_guesses
+from attackers.span_guess.guesser import Layout, SpanGuesser, parse_guesses
 from attackers.span_guess.matcher import DATE_LABELS, Matcher, corpus_matcher, normalise
 from audit.core.data import REPHRASED, Corpus, Document, Release, Span, outermost, sanitize_corpus
 from audit.core.errors import AnonauditError
@@ -94,7 +94,8 @@ class IntactSanitizer(Sanitizer):
                  llm: str | LLM | None = None, seed: int = 0, detector: str | None = None,
                  labels: Sequence[str] | None = None, placeholders: Sequence[str] | None = PLACEHOLDER_LABELS,
                  template: str = "[{label}]", frequent_lemmas: int = 200, context_tokens: int | None = None,
-                 structured: bool | None = None, cache: bool = True, progress: bool = True):
+                 structured: bool | None = None, layout: Layout = "shared", lookahead: int = 1,
+                 cache: bool = True, progress: bool = True):
         """
         selection: how a candidate is chosen: attack (the first the LLM cannot invert), most_specific or least_specific.
         candidates: generalisations asked for per entity, most specific first.
@@ -107,6 +108,8 @@ class IntactSanitizer(Sanitizer):
         frequent_lemmas: the attack's MATCH leaves out the N most frequent lemmas of the corpus.
         context_tokens: at most this many tokens of document context per attack prompt (default: what fits).
         structured: ask for JSON by schema (default: when the backend enforces schemas).
+        layout: the attack prompt: shared (the document once, the candidate in a last message, so a span's candidates reuse the evaluated document) or inline (the candidate inside the document).
+        lookahead: candidates attacked at once; 1 stops at the first safe one (fewest requests), more saves round trips on a server with parallel slots (the same choice).
         cache: read and write the LLM answer cache.
         """
         self.selection = selection
@@ -121,6 +124,8 @@ class IntactSanitizer(Sanitizer):
         self.frequent_lemmas = frequent_lemmas
         self.context_tokens = context_tokens
         self.structured = structured
+        self.layout = layout
+        self.lookahead = lookahead
         self.cache = cache
         self.progress = progress
         if selection not in SELECTIONS:
@@ -129,6 +134,10 @@ class IntactSanitizer(Sanitizer):
             raise AnonauditError(f"intact: candidates must be between 1 and 20, got {candidates!r}")
         if not 1 <= guesses <= 20:
             raise AnonauditError(f"intact: guesses must be between 1 and 20, got {guesses!r}")
+        if layout not in ("shared", "inline"):
+            raise AnonauditError(f"intact: layout must be shared or inline, got {layout!r}")
+        if not 1 <= lookahead <= 20:
+            raise AnonauditError(f"intact: lookahead must be between 1 and 20, got {lookahead!r}")
         if detector is not None and detector not in ("spacy_ner", "presidio"):
             raise AnonauditError(f"intact: detector must be spacy_ner or presidio, got {detector!r}")
         self._llm: LLM | None = None
@@ -302,16 +311,7 @@ class IntactSanitizer(Sanitizer):
                 ent.choice = ent.candidates[-1]
             else:
                 assert guesser is not None and matcher is not None
-                items = [self._render(doc, entities, ent, c) for c in ent.candidates]
-                answers = guesser.guess_many([(text, span) for text, span in items])
-                counts["attack_requests"] += len(items)
-                for candidate, guesses in zip(ent.candidates, answers):
-                    if not guesses:
-                        counts["unparsable_guesses"] += 1
-                        continue  # an attack answer we cannot read proves nothing: not safe
-                    if matcher.first_match(ent.original, guesses, ent.label or None) is None:
-                        ent.choice = candidate
-                        break
+                ent.choice = self._first_safe(doc, entities, ent, guesser, matcher, counts)
             if ent.choice is None:
                 ent.choice = self._fallback(ent.label)
                 counts["fallbacks"] += 1
@@ -319,6 +319,22 @@ class IntactSanitizer(Sanitizer):
             elif ent.kind != "placeholder":
                 rank = str(ent.candidates.index(ent.choice) + 1)
                 counts["chosen_rank"][rank] = counts["chosen_rank"].get(rank, 0) + 1
+
+    def _first_safe(self, doc: Document, entities: list[_Entity], ent: _Entity, guesser: SpanGuesser,
+                    matcher: Matcher, counts: dict[str, Any]) -> str | None:
+        """The most specific candidate whose guesses miss the original (Algorithm 1), asking the
+        attack about ``lookahead`` candidates at a time; ``None`` when every one is risky."""
+        for i in range(0, len(ent.candidates), self.lookahead):
+            batch = ent.candidates[i:i + self.lookahead]
+            answers = guesser.guess_many([self._render(doc, entities, ent, c) for c in batch])
+            counts["attack_requests"] += len(batch)
+            for candidate, guesses in zip(batch, answers):
+                if not guesses:
+                    counts["unparsable_guesses"] += 1
+                    continue  # an attack answer we cannot read proves nothing: not safe
+                if matcher.first_match(ent.original, guesses, ent.label or None) is None:
+                    return candidate
+        return None
 
     # ------------------------------------------------------------------ sanitize
 
@@ -334,7 +350,7 @@ class IntactSanitizer(Sanitizer):
             if matcher.nlp is None:
                 matcher.nlp = nlp
             guesser = SpanGuesser(self._get_llm(), guesses=self.guesses, context_tokens=self.context_tokens,
-                                  seed=self.seed, structured=self.structured)
+                                  seed=self.seed, structured=self.structured, layout=self.layout)
         replaced: dict[str, list[Span]] = {}
         for doc in corpus:
             entities = self._entities(doc, spans.get(doc.id, []))
