@@ -200,8 +200,9 @@ class Delinker(Sanitizer):
             messages.append({"role": "assistant", "content": json.dumps(ex_answer, ensure_ascii=False)})
         messages.append({"role": "user", "content": f"Passage:\n{passage}"})
         temperature = self.temperature if rnd == 1 else self.retry_temperature
+        # the instructions and examples are the same in every request: evaluated once (shared)
         return ChatRequest.make(messages, temperature=temperature, max_tokens=max_tokens,
-                                seed=self.seed + rnd - 1, json_schema=schema)
+                                seed=self.seed + rnd - 1, json_schema=schema, shared=(len(messages) - 1,))
 
     def marked_request(self, text: str, chunk: tuple[int, int], spans: Sequence[tuple[int, int]],
                        rnd: int = 1, max_tokens: int | None = None) -> ChatRequest:

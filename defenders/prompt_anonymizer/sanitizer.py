@@ -109,8 +109,11 @@ class PromptAnonymizer(Sanitizer):
     def _request(self, messages: list[dict[str, str]]) -> ChatRequest:
         llm = self._get_llm()
         schema = TERMS_SCHEMA if self.structured and getattr(llm, "supports_schema", False) else None
+        # what comes before the document (a family's instructions and example) is the same in
+        # every request: evaluated once (shared)
         return ChatRequest.make(messages, temperature=self.temperature, max_tokens=self.max_answer_tokens,
-                                seed=self.seed, json_schema=schema)
+                                seed=self.seed, json_schema=schema,
+                                shared=(len(messages) - 1,) if len(messages) > 1 else ())
 
     def _count_tokens(self, text: str) -> int:
         count = getattr(self._get_llm(), "count_tokens", None)
