@@ -237,8 +237,12 @@ def brute_force_df(texts: list[str], max_n: int) -> dict[tuple[int, ...], set[in
     return out
 
 
+@pytest.mark.parametrize("route_bits", [0, 8])
 @pytest.mark.parametrize("n_docs,min_hash_bits", [(40, 56), (700, 56), (700, 64)])
-def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits):
+def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits, route_bits, monkeypatch):
+    import attackers.phrase_search.index.build as build
+
+    monkeypatch.setattr(build, "ROUTE_BITS", route_bits)
     rng = np.random.default_rng(n_docs)
     vocab = [f"w{i}" for i in range(60)]
     texts = []
@@ -398,6 +402,22 @@ def test_windows_give_exactly_the_ngrams_of_the_whole_text():
         rows = lambda tn: sorted(zip(tn.hash.tolist(), tn.char_start.tolist(), tn.char_end.tolist(),  # noqa: E731
                                      tn.df.tolist(), tn.n.tolist()))
         assert rows(whole) == sorted(r for p in parts for r in rows(p))
+
+
+@pytest.mark.parametrize("min_hash_bits", [56, 64])  # no hash bits moved out of the key, 8 of them
+def test_sorting_in_buckets_builds_the_same_index(min_hash_bits, monkeypatch):
+    """Issue 21: routing pairs to 2^r buckets by their top hash bits (sorted apart, on several
+    threads) is a speed-up only: the arrays are those of one sort of every pair."""
+    import attackers.phrase_search.index.build as build
+
+    texts = [_wordy(300, i) for i in range(700)] + [_wordy(4000, 7)]
+    monkeypatch.setattr(build, "ROUTE_BITS", 0)
+    one = NgramIndex.build(texts, max_n=5, min_hash_bits=min_hash_bits, chunk_chars=20_000)
+    for bits, workers in ((3, 1), (8, 2), (12, 2)):
+        monkeypatch.setattr(build, "ROUTE_BITS", bits)
+        routed = NgramIndex.build(texts, max_n=5, min_hash_bits=min_hash_bits, chunk_chars=20_000, workers=workers)
+        for field in ("keys", "offsets", "posting_docs"):
+            assert np.array_equal(np.asarray(getattr(one, field)), np.asarray(getattr(routed, field))), (bits, field)
 
 
 def test_index_of_a_huge_document_built_in_windows_is_the_same(monkeypatch):

@@ -25,6 +25,8 @@ from attackers.phrase_search.index.windows import iter_windows, window_ngrams
 from audit.core.errors import AnonauditError
 
 FORMAT = "anonaudit.ngram_index/1"
+#: The single build sorts each of 2^ROUTE_BITS buckets on its own (see :class:`_Packing`).
+ROUTE_BITS = 8
 
 
 @dataclass
@@ -53,15 +55,25 @@ def collection_fingerprint(corpora: Sequence[tuple[str, Iterable[tuple[str, str]
 class _Packing:
     """How a ``(hash, document)`` pair is packed into one ``uint64``: the document number
     replaces the hash's lowest ``doc_bits`` bits, shifted up by ``t_bits`` whose top bits go
-    to a bucket. Effective hash bits = 64 - doc_bits + t_bits >= min_hash_bits."""
+    to a bucket. Effective hash bits = 64 - doc_bits + t_bits >= min_hash_bits.
+
+    ``route_bits`` (>= ``t_bits``): pairs are routed to ``2^route_bits`` buckets by the hash's
+    top bits, so that each bucket is sorted on its own (in cache, and the buckets on several
+    threads) instead of all pairs in one sort. Only the top ``t_bits`` leave the packed key; the
+    buckets are contiguous ranges of the one sorted order, so the index is the same."""
 
     doc_bits: int
     t_bits: int
+    route_bits: int = -1  # -1: t_bits
+
+    def __post_init__(self) -> None:
+        if self.route_bits < self.t_bits:
+            object.__setattr__(self, "route_bits", self.t_bits)
 
     @classmethod
-    def for_collection(cls, n_docs: int, min_hash_bits: int) -> _Packing:
+    def for_collection(cls, n_docs: int, min_hash_bits: int, route_bits: int = 0) -> _Packing:
         doc_bits = max(1, int(n_docs - 1).bit_length())
-        return cls(doc_bits, min(8, max(0, min_hash_bits - 64 + doc_bits)))
+        return cls(doc_bits, min(8, max(0, min_hash_bits - 64 + doc_bits)), route_bits)
 
     @property
     def lost(self) -> int:
@@ -74,7 +86,11 @@ class _Packing:
 
     @property
     def n_buckets(self) -> int:
-        return 1 << self.t_bits
+        return 1 << self.route_bits
+
+    def shifted_out(self, buckets: np.ndarray) -> np.ndarray:
+        """The top ``t_bits`` hash bits (those that left the packed key) of each bucket number."""
+        return buckets >> U64(self.route_bits - self.t_bits)
 
     @property
     def docmask(self) -> np.uint64:
@@ -121,7 +137,7 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
     texts, docs = prepare(texts, ids, subjects, sources, max_n)
     D = len(texts)
     tok = Tokenizer(lowercase=lowercase)
-    packing = _Packing.for_collection(D, min_hash_bits)
+    packing = _Packing.for_collection(D, min_hash_bits, ROUTE_BITS)
     clock = _Clock()
     n_tokens, buckets = _sorted_keys(texts, tok, max_n, packing, chunk_chars, workers, progress, clock, executor)
     keys, offsets, doc = _csr(buckets, packing, clock)
@@ -162,8 +178,7 @@ def chunk_keys(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int,
     """``(n_tokens, keys per bucket)`` of the documents ``texts`` numbered from ``lo``."""
     if len(texts) == 1 and len(texts[0]) > windows.WINDOW_CHARS:  # one huge document: in windows
         return _huge_doc_keys(texts[0], lo, tok, max_n, packing)
-    return _chunk_keys(texts, (0, len(texts)), tok, max_n, packing.t_bits, packing.docmask, packing.n_buckets,
-                       base=lo)
+    return _chunk_keys(texts, (0, len(texts)), tok, max_n, packing, base=lo)
 
 
 def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing, chunk_chars: int,
@@ -196,7 +211,7 @@ def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
         lo, hi = span
         if hi - lo == 1 and len(texts[lo]) > windows.WINDOW_CHARS:  # one huge document: in windows
             return _huge_doc_keys(texts[lo], lo, tok, max_n, packing)
-        return _chunk_keys(texts, span, tok, max_n, packing.t_bits, packing.docmask, packing.n_buckets)
+        return _chunk_keys(texts, span, tok, max_n, packing)
 
     try:
         for nt, parts in mapper(keys_of, chunks):
@@ -250,7 +265,7 @@ def _csr(sorted_buckets: list[np.ndarray], packing: _Packing, clock: _Clock,
             per_bucket = np.diff(np.searchsorted(starts, bounds))
             ids = (np.arange(packing.n_buckets, dtype=U64) if bucket_ids is None
                    else np.asarray(bucket_ids, dtype=U64))
-            keys |= np.repeat(ids, per_bucket) << U64(64 - t_bits)
+            keys |= np.repeat(packing.shifted_out(ids), per_bucket) << U64(64 - t_bits)
     key &= docmask  # in place: the document numbers, without a second array of 8-byte keys
     doc = key.astype(np.uint32)
     del key
@@ -265,10 +280,11 @@ def _csr(sorted_buckets: list[np.ndarray], packing: _Packing, clock: _Clock,
 # --------------------------------------------------------------------------- helpers
 
 
-def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, t_bits: int,
-                docmask: np.uint64, n_buckets: int, base: int = 0) -> tuple[int, list[np.ndarray]]:
+def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, packing: _Packing,
+                base: int = 0) -> tuple[int, list[np.ndarray]]:
     """Packed ``(hash, doc)`` keys of the n-grams of ``texts[lo:hi]``, split by bucket (document
     ``i`` numbered ``base + i``)."""
+    t_bits, r_bits, docmask, n_buckets = packing.t_bits, packing.route_bits, packing.docmask, packing.n_buckets
     lo, hi = span
     joined = "\n".join(texts[lo:hi])
     lens = np.fromiter((len(t) + 1 for t in texts[lo:hi]), dtype=np.int64, count=hi - lo)
@@ -277,13 +293,14 @@ def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
     per_doc = np.diff(np.searchsorted(toks.start, doc_starts), append=len(toks))
     doc_of_tok = np.repeat(np.arange(base + lo, base + hi, dtype=U64), per_doc)
     key = np.empty(len(toks) * max_n, dtype=U64)
-    bucket = np.empty(len(key) if t_bits else 0, dtype=np.uint8)
+    bucket = np.empty(len(key) if r_bits else 0, dtype=np.uint8 if r_bits <= 8 else np.uint16)
     filled = 0
     for _n, valid, h in iter_ngram_hashes(toks, max_n):
         end = filled + len(h)
         with np.errstate(over="ignore"):
+            if r_bits:
+                np.right_shift(h, U64(64 - r_bits), out=bucket[filled:end], casting="unsafe")
             if t_bits:
-                np.right_shift(h, U64(64 - t_bits), out=bucket[filled:end], casting="unsafe")
                 h <<= U64(t_bits)
             h &= ~docmask
             h |= doc_of_tok[: len(valid)][valid]
@@ -294,9 +311,9 @@ def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
     # buffer (max_n keys per token) is freed, and what is kept until the merge is only the distinct
     # (n-gram, document) pairs. A pair belongs to one chunk (its document's), so the chunks' pairs
     # are disjoint and the merge needs no second pass for duplicates.
-    if not t_bits:
+    if not r_bits:
         return len(toks), [_compact_unique(key)]
-    # route to buckets by the hash's top bits (radix sort of 8-bit values, chunk-sized: in cache)
+    # route to buckets by the hash's top bits (radix sort of 8- or 16-bit values, chunk-sized: in cache)
     key = key[np.argsort(bucket, kind="stable")]
     return len(toks), [_compact_unique(p) for p in np.split(key, np.cumsum(np.bincount(bucket, minlength=n_buckets))[:-1])]
 
@@ -308,17 +325,18 @@ def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Pa
     are sorted and deduplicated before they are kept."""
     parts: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
     n_tokens = 0
-    t_bits, docmask = packing.t_bits, packing.docmask
+    t_bits, r_bits, docmask = packing.t_bits, packing.route_bits, packing.docmask
     for w in iter_windows(tok, text, (), max_n, windows.WINDOW_CHARS):
         h, _n, _first = window_ngrams(w, max_n)
         n_tokens += w.core
         with np.errstate(over="ignore"):
+            if r_bits:
+                bucket = (h >> U64(64 - r_bits)).astype(np.uint16)
             if t_bits:
-                bucket = (h >> U64(64 - t_bits)).astype(np.uint8)
                 h <<= U64(t_bits)
             h &= ~docmask
             h |= U64(doc)
-        if t_bits:
+        if r_bits:
             order = np.argsort(bucket, kind="stable")
             h = h[order]
             split = np.split(h, np.cumsum(np.bincount(bucket, minlength=packing.n_buckets))[:-1])
