@@ -131,20 +131,59 @@ def stage_embed(texts: list[str], executor: Executor | None) -> tuple[float, np.
     return time.perf_counter() - t0, vecs
 
 
-def peak_build(texts: list[str], workers: int) -> tuple[int, float]:
-    """Peak traced memory of a build (bytes) and its wall seconds (timed without tracing)."""
-    gc.collect()
-    tracemalloc.start()
-    NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    gc.collect()
-    best = float("inf")
-    for _ in range(2):
-        t0 = time.perf_counter()
-        NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
-        best = min(best, time.perf_counter() - t0)
-    return peak, best
+def peak_build(texts: list[str], workers: int, route_bits: int | None = None) -> tuple[int, float, int]:
+    """Peak traced memory of a build (bytes), its best wall seconds of two (timed without
+    tracing) and the size of the index it made (bytes). ``route_bits``: the build's buckets
+    (0: one sort of every pair, the build before issue 21's second step)."""
+    import attackers.phrase_search.index.build as build
+
+    default = build.ROUTE_BITS
+    build.ROUTE_BITS = default if route_bits is None else route_bits
+    try:
+        gc.collect()
+        tracemalloc.start()
+        index = NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        size = sum(np.asarray(a).nbytes for a in (index.keys, index.offsets, index.posting_docs))
+        del index
+        gc.collect()
+        best = float("inf")
+        for _ in range(2):
+            t0 = time.perf_counter()
+            NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        build.ROUTE_BITS = default
+    return peak, best, size
+
+
+def peak_sharded(texts: list[str], shards: int) -> int:
+    """Peak traced memory (bytes) of a sharded build into a temporary folder (local executor)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        gc.collect()
+        tracemalloc.start()
+        build_sharded(Path(tmp) / "idx", texts, shards=shards, fingerprint="benchmark")
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+def single_index(texts: list[str], words: int, shards: int) -> dict[str, Any]:
+    """The single index's peak memory and words/s, before (one sort) and now (buckets), with one
+    and two threads, in one run; the index's own size; the sharded build's peak."""
+    mem: dict[str, Any] = {}
+    for name, bits in (("one sort (before)", 0), ("256 buckets (now)", None)):
+        for w in (1, 2):
+            peak, secs, size = peak_build(texts, w, bits)
+            mem[f"{name}, {w} thread(s)"] = {"peak_bytes_per_M_words": peak / words * 1e6, "words_per_s": words / secs,
+                                             "seconds": secs, "index_bytes_per_M_words": size / words * 1e6}
+            print(f"single index, {name}, {w} thread(s): peak {peak / words:.0f} MB per M words (the index itself "
+                  f"{size / words:.0f}), {words / secs / 1e6:.2f} M words/s", flush=True)
+    peak = peak_sharded(texts, shards)
+    mem[f"sharded ({shards})"] = {"peak_bytes_per_M_words": peak / words * 1e6}
+    print(f"sharded build ({shards} shards, local): peak {peak / words:.0f} MB per M words", flush=True)
+    return mem
 
 
 # --------------------------------------------------------------------------- main
@@ -159,6 +198,8 @@ def main() -> None:
     ap.add_argument("--embed-docs", type=int, default=2000, help="documents embedded per configuration")
     ap.add_argument("--object-store-mb", type=int, default=1000)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--index-only", action="store_true",
+                    help="only the single index's memory and words/s (before and now) and the sharded build's memory")
     args = ap.parse_args()
     workers = [int(w) for w in args.workers.split(",") if w.strip()]
     out: dict[str, Any] = {"docs": args.docs, "cpu_count": os.cpu_count(), "load_avg_start": os.getloadavg()}
@@ -166,6 +207,13 @@ def main() -> None:
     t0 = time.perf_counter()
     originals, release = synthetic(args.docs, args.words)
     texts = [d.text for d in originals]
+    if args.index_only:
+        NgramIndex.build(["Warm up the tables. Done."])
+        words = int(NgramIndex.build(texts).config["n_tokens"])
+        out.update(words=words, single_index=single_index(texts, words, args.shards))
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=1))
+        return
     scenario = Scenario(originals=originals, releases=(release,))
     embed_texts = texts[: args.embed_docs]
     out["data_seconds"] = round(time.perf_counter() - t0, 1)
@@ -197,14 +245,7 @@ def main() -> None:
           f"{sh_eval:.1f} s ({sh_eval / eval_s:.2f}x), same results: {sh_results == local_results}", flush=True)
 
     # --- single-machine index: memory and words/s
-    mem = {}
-    for w in (1, 2):
-        peak, secs = peak_build(texts, w)
-        mem[f"threads_{w}"] = {"peak_bytes_per_M_words": peak / words * 1e6, "words_per_s": words / secs,
-                               "seconds": secs}
-        print(f"single index, {w} thread(s): peak {peak / words:.0f} MB per M words, "
-              f"{words / secs / 1e6:.2f} M words/s", flush=True)
-    out["single_index"] = mem
+    out["single_index"] = single_index(texts, words, args.shards)
 
     # --- Ray
     from audit.pipeline.executors import RayExecutor
