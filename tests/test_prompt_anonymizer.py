@@ -212,6 +212,35 @@ def test_rounds_mask_what_is_still_inferable_and_stop_when_nothing_is_new():
     assert anon.stats()["counts"]["rounds"] == 3
 
 
+def test_documents_are_asked_about_together_with_the_same_release():
+    """Each round's requests of a batch of documents go out in one batch (concurrently on a
+    server, to the workers on a cluster); a document that is done leaves the later rounds;
+    the release and counts are those of one document at a time."""
+    texts = ("Lee, a baker from Busan, won the 2019 bread prize.", "Ann lives in Oslo.", "", "Per left Bergen.")
+
+    def script(req):
+        last = req.messages[-1][1]
+        if "SENSITIVE" not in last:  # first round
+            return json.dumps([w for w in ("Lee", "Ann", "Per") if w in last])
+        return '["Busan", "baker"]' if "Busan" in last else "[]"
+
+    out = {}
+    for batch in (1, 3, 16):
+        llm = ScriptedLLM(script)
+        anon, _ = _anon(llm, rounds=3, batch=batch)
+        calls = []
+        real = llm.complete_batch
+        llm.complete_batch = lambda reqs, **kw: calls.append(len(reqs)) or real(reqs, **kw)  # type: ignore[method-assign]
+        release = anon.sanitize(_corpus(*texts))
+        out[batch] = ([d.to_dict() for d in release], anon.stats()["counts"], calls)
+    assert out[1][0] == out[3][0] == out[16][0] and out[1][1] == out[3][1] == out[16][1]
+    assert "SENSITIVE, a SENSITIVE from SENSITIVE" in out[16][0][0]["text"]
+    # 16: round 1 for the 3 non-empty documents at once, round 2 for all 3, round 3 only for Lee's
+    assert out[16][2] == [3, 3, 1] and out[1][2] == [1, 1, 1, 1, 1, 1, 1]
+    with pytest.raises(AnonauditError, match="batch"):
+        PromptAnonymizer(batch=0)
+
+
 def test_one_round_by_default():
     anon, llm = _anon(lambda r: '["Lee"]')
     anon.sanitize(_corpus("Lee left."))

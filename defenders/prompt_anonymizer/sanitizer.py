@@ -44,8 +44,8 @@ class PromptAnonymizer(Sanitizer):
 
     def __init__(self, family: Family = "ppdp", llm: str | LLM | None = None, replacement: str = "SENSITIVE",
                  chunk_tokens: int = 1500, rounds: int = 1, max_answer_tokens: int = 1024,
-                 temperature: float = 0.0, seed: int = 0, structured: bool = True, cache: bool = True,
-                 progress: bool = True):
+                 temperature: float = 0.0, seed: int = 0, structured: bool = True, batch: int = 16,
+                 cache: bool = True, progress: bool = True):
         """
         family: the prompt family (mvm, sparks, student, ppdp).
         llm: the LLM that reads the documents (a spec, see ``anonaudit models list``, or an LLM object).
@@ -56,6 +56,7 @@ class PromptAnonymizer(Sanitizer):
         temperature: sampling temperature (0: greedy).
         seed: the seed of every request.
         structured: ask for a JSON array of strings through the backend's structured output when it has one.
+        batch: documents asked about together (their requests go out at once: concurrently on a server, to the workers on a cluster); the same results whatever it is.
         cache: read and write the LLM answer cache.
         """
         if family not in FAMILIES:
@@ -66,6 +67,8 @@ class PromptAnonymizer(Sanitizer):
             raise AnonauditError(f"prompt: rounds must be at least 1, got {rounds!r}")
         if max_answer_tokens < 1:
             raise AnonauditError(f"prompt: max_answer_tokens must be positive, got {max_answer_tokens!r}")
+        if batch < 1:
+            raise AnonauditError(f"prompt: batch must be at least 1, got {batch!r}")
         self.family = family
         self.llm = llm
         self.replacement = replacement
@@ -75,6 +78,7 @@ class PromptAnonymizer(Sanitizer):
         self.temperature = temperature
         self.seed = seed
         self.structured = structured
+        self.batch = batch
         self.cache = cache
         self.progress = progress
         self._llm: LLM | None = None
@@ -136,53 +140,80 @@ class PromptAnonymizer(Sanitizer):
         about = f" about the person identified as {doc.subject!r}" if doc.subject else ""
         return f"(This is part {i + 1} of {n} of a longer text{about}.)"
 
-    def _ask(self, doc: Document, text: str, first: bool) -> tuple[list[str], int]:
-        """One round for one document: every chunk of ``text`` in one batch; the pooled terms."""
-        ranges = self.chunks(text)
-        texts = [chunk for chunk in (text[s:e].strip() for s, e in ranges) if chunk]
-        reqs = []
-        for i, chunk in enumerate(texts):
-            note = self._note(doc, i, len(texts))
-            msgs = self.messages(chunk, note) if first else inference_messages(chunk, self.replacement, note)
-            reqs.append(self._request(msgs))
-        answers = self._get_llm().complete_batch(reqs)
-        terms: list[str] = []
-        for req, answer in zip(reqs, answers):
+    def _ask(self, jobs: list[tuple[Document, str, bool]]) -> list[tuple[list[str], int]]:
+        """One round for several documents (``(document, text to show, first round?)``): every
+        chunk of every text in one batch; per document the pooled terms and its chunk count."""
+        reqs: list[ChatRequest] = []
+        owner: list[int] = []
+        n_chunks: list[int] = []
+        for j, (doc, text, first) in enumerate(jobs):
+            texts = [chunk for chunk in (text[s:e].strip() for s, e in self.chunks(text)) if chunk]
+            n_chunks.append(len(texts))
+            for i, chunk in enumerate(texts):
+                note = self._note(doc, i, len(texts))
+                msgs = self.messages(chunk, note) if first else inference_messages(chunk, self.replacement, note)
+                reqs.append(self._request(msgs))
+                owner.append(j)
+        answers = self._get_llm().complete_batch(reqs) if reqs else []
+        terms: list[list[str]] = [[] for _ in jobs]
+        for req, answer, j in zip(reqs, answers, owner):
             found, how = parse_terms(answer)
             self.counts["requests"] += 1
             self.counts["prompt_tokens_approx"] += sum(len(c) for _, c in req.messages) // 4
             self.counts["answer_tokens_approx"] += len(answer) // 4
             if how != "json":
                 self.counts[f"answers_{how}"] += 1
-            terms.extend(found)
-        return terms, len(texts)
+            terms[j].extend(found)
+        return list(zip(terms, n_chunks))
 
     def anonymize(self, doc: Document) -> DocumentResult:
         """The terms the LLM proposes for ``doc`` and the regions of ``doc.text`` they mask."""
-        self.counts["documents"] += 1
-        if not doc.text.strip():  # nothing to ask about
-            return DocumentResult([], [], [], 0, 0)
-        proposed, n_chunks = self._ask(doc, doc.text, first=True)
-        pool = list(dict.fromkeys(t.strip() for t in proposed if t.strip()))
-        regions, missing = find_terms(doc.text, pool)
-        self.counts["terms_proposed"] += len(pool)
-        rounds = 1
-        while rounds < self.rounds:
-            masked = apply_spans(doc, self._spans(regions)).text
-            more, _ = self._ask(doc, masked, first=False)
-            rounds += 1
-            new = [t for t in dict.fromkeys(t.strip() for t in more if t.strip()) if t not in pool]
-            self.counts["terms_proposed"] += len(new)
-            grown, grown_missing = find_terms(doc.text, pool + new)
-            pool += new
-            if covered(grown) <= covered(regions):
-                missing = grown_missing
+        return self.anonymize_many([doc])[0]
+
+    def anonymize_many(self, docs: list[Document]) -> list[DocumentResult]:
+        """:meth:`anonymize` for several documents, their requests of each round sent together
+        (concurrently on a server, to the workers on a cluster). The same results: every request
+        is answered on its own."""
+        results: list[DocumentResult | None] = [None] * len(docs)
+        live = []
+        for k, doc in enumerate(docs):
+            self.counts["documents"] += 1
+            if doc.text.strip():
+                live.append(k)
+            else:  # nothing to ask about
+                results[k] = DocumentResult([], [], [], 0, 0)
+        state: dict[int, DocumentResult] = {}
+        for k, (proposed, n_chunks) in zip(live, self._ask([(docs[k], docs[k].text, True) for k in live])):
+            pool = list(dict.fromkeys(t.strip() for t in proposed if t.strip()))
+            regions, missing = find_terms(docs[k].text, pool)
+            self.counts["terms_proposed"] += len(pool)
+            state[k] = DocumentResult(pool, regions, missing, 1, n_chunks)
+        active = list(live)
+        for _ in range(1, self.rounds):
+            if not active:
                 break
-            regions, missing = grown, grown_missing
-        self.counts["terms_not_found"] += len(missing)
-        self.counts["chunks"] += n_chunks
-        self.counts["rounds"] += rounds
-        return DocumentResult(pool, regions, missing, rounds, n_chunks)
+            masked = [apply_spans(docs[k], self._spans(state[k].regions)).text for k in active]
+            still = []
+            for k, (more, _n) in zip(active, self._ask([(docs[k], m, False) for k, m in zip(active, masked)])):
+                st = state[k]
+                st.rounds += 1
+                new = [t for t in dict.fromkeys(t.strip() for t in more if t.strip()) if t not in st.terms]
+                self.counts["terms_proposed"] += len(new)
+                grown, grown_missing = find_terms(docs[k].text, st.terms + new)
+                st.terms += new
+                if covered(grown) <= covered(st.regions):  # nothing new masked: this document is done
+                    st.missing = grown_missing
+                    continue
+                st.regions, st.missing = grown, grown_missing
+                still.append(k)
+            active = still
+        for k in live:
+            st = state[k]
+            self.counts["terms_not_found"] += len(st.missing)
+            self.counts["chunks"] += st.chunks
+            self.counts["rounds"] += st.rounds
+            results[k] = st
+        return [r for r in results if r is not None]
 
     def _spans(self, regions: Iterable[tuple[int, int]]) -> list[Span]:
         return [Span(s, e, replacement=self.replacement) for s, e in regions]
@@ -190,8 +221,13 @@ class PromptAnonymizer(Sanitizer):
     def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
         started = time.perf_counter()
         spans: dict[str, list[Span]] = {}
-        for doc in bar(corpus, desc=f"prompt ({self.family})", unit="doc", enabled=self.progress):
-            spans[doc.id] = self._spans(self.anonymize(doc).regions)
+        docs = list(corpus)
+        with bar(total=len(docs), desc=f"prompt ({self.family})", unit="doc", enabled=self.progress) as done:
+            for i in range(0, len(docs), self.batch):
+                group = docs[i:i + self.batch]
+                for doc, result in zip(group, self.anonymize_many(group)):
+                    spans[doc.id] = self._spans(result.regions)
+                done.update(len(group))
         name = name or self.name
         self.record_timing(name, {"sanitize": time.perf_counter() - started})
         return sanitize_corpus(corpus, spans, name=name, sanitizer=self.name, source=corpus.source)
