@@ -140,6 +140,41 @@ def test_rounds_repeat_until_nothing_links_then_stop():
     assert llm2.calls == [] and out2.corpus["b"].text == TEXTS["b"] and out2.corpus["b"].spans == ()
 
 
+def test_documents_are_delinked_together_with_the_same_release():
+    """Each round's requests of a batch of documents go out in one batch (concurrently on a
+    server, to the workers on a cluster); documents with nothing left to fix drop out; the
+    release and its counts are those of one document at a time."""
+    texts = {f"d{i}": f"{COMMON} Later Anna visited {place} yesterday. She met her lawyer in the {spot}."
+             for i, (place, spot) in enumerate([("Oslo", "harbour"), ("Lima", "market"), ("Kyiv", "park"),
+                                                ("Pune", "library")])}
+    collection = Corpus([Document(i, t, subject=i) for i, t in texts.items()], name="originals")
+    release = sanitize_corpus(collection, {i: [Span(m.start(), m.end(), "PERSON", replacement="[PERSON]")
+                                               for m in re.finditer(r"\bAnna\b", t)] for i, t in texts.items()},
+                              name="masked")
+
+    def script(req):  # round 1: d1 and d3 refused (same words), the others reworded; round 2 rewords
+        ms = marked(req)
+        stuck = req.temperature == 0.0 and ("Lima" in req.messages[-1][1] or "Pune" in req.messages[-1][1])
+        return json.dumps({"reasoning": "r", "rewrites": [{"marked": m, "new": m if stuck else f"somewhere {len(m)}"}
+                                                          for m in ms]})
+
+    out = {}
+    for batch in (1, 3, 16):
+        llm = ScriptedLLM(script)
+        sizes = []
+        real = llm.complete_batch
+        llm.complete_batch = lambda reqs, **kw: sizes.append(len(reqs)) or real(reqs, **kw)  # type: ignore[method-assign]
+        d, rel = delink(release, llm, collection=collection, batch=batch, retry_temperature=0.5)
+        out[batch] = ([doc.to_dict() for doc in rel], d.stats()["delinker"]["delinked"], sizes, len(llm.calls))
+    assert out[1][0] == out[3][0] == out[16][0] and out[1][1] == out[3][1] == out[16][1]
+    assert [doc["meta"]["delinker"]["rounds"] for doc in out[16][0]] == [1, 2, 1, 2]
+    sizes, calls = out[16][2], out[16][3]
+    assert len(sizes) == 2 and sizes[0] > sizes[1] > 0 and sum(sizes) == calls == out[1][3]
+    assert len(out[1][2]) > len(out[3][2]) > 2  # one document at a time: a batch per document and round
+    with pytest.raises(AnonauditError, match="batch"):
+        Delinker(collection=collection, batch=0)
+
+
 def test_what_the_llm_cannot_fix_is_redacted_or_kept():
     orig = originals()
     release = deidentified(orig)

@@ -48,7 +48,8 @@ class Delinker(Sanitizer):
                  retry_temperature: float = 0.7, chunk_sentences: int = 3, max_spans: int = 8,
                  spacy_model: str = DEFAULT_SPACY_MODEL,
                  placeholder_pattern: str | None = DEFAULT_PLACEHOLDER_PATTERN, lowercase: bool = True,
-                 df_cap: int = 1000, max_candidates: int = 40, cache: bool = True, progress: bool = True):
+                 df_cap: int = 1000, max_candidates: int = 40, batch: int = 16, cache: bool = True,
+                 progress: bool = True):
         """
         collection: the documents the adversary can search (usually the originals).
         extra_corpus: more documents searched with the collection (public background texts).
@@ -69,6 +70,7 @@ class Delinker(Sanitizer):
         lowercase: fold case before matching phrases (off: case-sensitive).
         df_cap: combinations only use phrases found in at most this many documents.
         max_candidates: combinations use at most this many of the rarest phrases per document.
+        batch: documents delinked together (each round's requests go out at once: concurrently on a server, to the workers on a cluster); the same release whatever it is.
         cache: read and write the LLM answer cache.
         """
         self.collection = collection
@@ -90,6 +92,7 @@ class Delinker(Sanitizer):
         self.lowercase = lowercase
         self.df_cap = df_cap
         self.max_candidates = max_candidates
+        self.batch = batch
         self.cache = cache
         self.progress = progress
         self._check()
@@ -108,6 +111,8 @@ class Delinker(Sanitizer):
             bad.append(f"arity must be 1, 2 or 3, got {self.arity!r}")
         if self.max_rounds < 1:
             bad.append(f"max_rounds must be at least 1, got {self.max_rounds!r}")
+        if not isinstance(self.batch, int) or self.batch < 1:
+            bad.append(f"batch must be an integer >= 1, got {self.batch!r}")
         if self.on_failure not in ("redact", "keep"):
             bad.append(f"on_failure must be 'redact' or 'keep', got {self.on_failure!r}")
         if self.chunk_sentences < 1 or self.max_spans < 1:
@@ -241,69 +246,94 @@ class Delinker(Sanitizer):
 
     def delink(self, doc: Document) -> Document:
         """The delinked version of one released document."""
+        return self.delink_many([doc])[0]
+
+    def delink_many(self, docs: Sequence[Document]) -> list[Document]:
+        """:meth:`delink` for several documents, each round's requests of all of them sent
+        together (concurrently on a server, to the workers on a cluster); every request is
+        answered on its own, so the documents are those of one at a time."""
         llm = self._get_llm()
-        draft = Draft(doc)
-        counts = {"rounds": 0, "spans_sent": 0, "llm_requests": 0, "redacted": 0, "still_linking": 0,
-                  "rewritten": 0}
-        links = self.links(draft)
+        drafts = [Draft(doc) for doc in docs]
+        counts = [{"rounds": 0, "spans_sent": 0, "llm_requests": 0, "redacted": 0, "still_linking": 0,
+                   "rewritten": 0} for _ in docs]
+        links = [self.links(d) for d in drafts]
+        active = list(range(len(docs)))
         for rnd in range(1, self.max_rounds + 1):
-            if not links:
+            jobs: dict[int, list[tuple[ChatRequest, Any]]] = {}
+            for i in active:
+                if links[i]:
+                    counts[i]["rounds"] = rnd
+                    jobs[i] = self._round_jobs(llm, drafts[i], links[i], rnd, counts[i])
+            active = [i for i in jobs if jobs[i]]  # nothing links, or nothing to send: done
+            if not active:
                 break
-            targets = self.targets(links)
-            counts["rounds"] = rnd
-            keep_whole = targets if not self.plain else targets + merge_ranges(self._blocked(draft))
-            chunks = self.chunks(draft.text, keep_whole)
-            jobs: list[tuple[ChatRequest, Any]] = []
-            for chunk in chunks:
-                inside = [t for t in targets if chunk[0] <= t[0] and t[1] <= chunk[1]]
-                if self.plain:
-                    if rnd > 1 and not inside:
-                        continue
-                    passage, pieces = self._plain_parts(draft, chunk)
-                    if not any(draft.text[s:e].strip() for s, e in pieces):
-                        continue
-                    req = self._request(SYSTEM_PLAIN, EXAMPLES_PLAIN, passage, self._schema(None),
-                                        96 + 2 * llm.count_tokens(passage), rnd)
-                    jobs.append((req, pieces))
-                else:
-                    for j in range(0, len(inside), self.max_spans):
-                        group = inside[j:j + self.max_spans]
-                        jobs.append((self.marked_request(draft.text, chunk, group, rnd), group))
-                        counts["spans_sent"] += len(group)
-            if not jobs:
-                break
-            answers = llm.complete_batch([r for r, _ in jobs])
-            counts["llm_requests"] += len(jobs)
-            replacements: list[tuple[int, int, str]] = []
-            for (_, spans), answer in zip(jobs, answers):
-                if self.plain:
-                    new_pieces = parse_plain(answer, len(spans) - 1)
-                    if new_pieces is None:
-                        continue
-                    for (s, e), new in zip(spans, new_pieces):
-                        old = draft.text[s:e]
-                        core_s = s + len(old) - len(old.lstrip())
-                        core_e = s + len(old.rstrip())
-                        if core_e > core_s and new.strip() and norm_words(new) != norm_words(old):
-                            replacements.append((core_s, core_e, new.strip()))
-                else:
-                    news = parse_rewrites(answer, [draft.text[s:e] for s, e in spans])
-                    replacements += [(s, e, new) for (s, e), new in zip(spans, news) if new is not None]
-            for s, e, new in sorted(replacements, reverse=True):
-                draft.replace(s, e, new)
-            counts["rewritten"] += len(replacements)
-            links = self.links(draft)
-        if links and self.on_failure == "redact" and not self.plain:
-            for _ in range(5):  # hiding a phrase can expose another combination; bounded
-                targets = self.targets(links)
-                for s, e in reversed(targets):
-                    draft.replace(s, e, REDACTION, redaction=True)
-                counts["redacted"] += len(targets)
-                links = self.links(draft)
-                if not links:
-                    break
-        counts["still_linking"] = int(len(links.to_rephrase())) if links else 0
-        return draft.document(counts)
+            requests = [r for i in active for r, _ in jobs[i]]
+            answers = iter(llm.complete_batch(requests))
+            for i in active:
+                counts[i]["llm_requests"] += len(jobs[i])
+                replacements = self._replacements(drafts[i], [(job, next(answers)) for job in jobs[i]])
+                for s, e, new in sorted(replacements, reverse=True):
+                    drafts[i].replace(s, e, new)
+                counts[i]["rewritten"] += len(replacements)
+                links[i] = self.links(drafts[i])
+        out = []
+        for draft, link, count in zip(drafts, links, counts):
+            if link and self.on_failure == "redact" and not self.plain:
+                for _ in range(5):  # hiding a phrase can expose another combination; bounded
+                    targets = self.targets(link)
+                    for s, e in reversed(targets):
+                        draft.replace(s, e, REDACTION, redaction=True)
+                    count["redacted"] += len(targets)
+                    link = self.links(draft)
+                    if not link:
+                        break
+            count["still_linking"] = int(len(link.to_rephrase())) if link else 0
+            out.append(draft.document(count))
+        return out
+
+    def _round_jobs(self, llm: LLM, draft: Draft, links: Links, rnd: int,
+                    counts: dict[str, int]) -> list[tuple[ChatRequest, Any]]:
+        """One round's requests for one document: each with its spans (guided) or the chunk's
+        rewritable pieces (plain)."""
+        targets = self.targets(links)
+        keep_whole = targets if not self.plain else targets + merge_ranges(self._blocked(draft))
+        jobs: list[tuple[ChatRequest, Any]] = []
+        for chunk in self.chunks(draft.text, keep_whole):
+            inside = [t for t in targets if chunk[0] <= t[0] and t[1] <= chunk[1]]
+            if self.plain:
+                if rnd > 1 and not inside:
+                    continue
+                passage, pieces = self._plain_parts(draft, chunk)
+                if not any(draft.text[s:e].strip() for s, e in pieces):
+                    continue
+                req = self._request(SYSTEM_PLAIN, EXAMPLES_PLAIN, passage, self._schema(None),
+                                    96 + 2 * llm.count_tokens(passage), rnd)
+                jobs.append((req, pieces))
+            else:
+                for j in range(0, len(inside), self.max_spans):
+                    group = inside[j:j + self.max_spans]
+                    jobs.append((self.marked_request(draft.text, chunk, group, rnd), group))
+                    counts["spans_sent"] += len(group)
+        return jobs
+
+    def _replacements(self, draft: Draft, answered: list[tuple[tuple[ChatRequest, Any], str]]) -> list[tuple[int, int, str]]:
+        """The edits that one round's answers make to ``draft``."""
+        replacements: list[tuple[int, int, str]] = []
+        for (_, spans), answer in answered:
+            if self.plain:
+                new_pieces = parse_plain(answer, len(spans) - 1)
+                if new_pieces is None:
+                    continue
+                for (s, e), new in zip(spans, new_pieces):
+                    old = draft.text[s:e]
+                    core_s = s + len(old) - len(old.lstrip())
+                    core_e = s + len(old.rstrip())
+                    if core_e > core_s and new.strip() and norm_words(new) != norm_words(old):
+                        replacements.append((core_s, core_e, new.strip()))
+            else:
+                news = parse_rewrites(answer, [draft.text[s:e] for s, e in spans])
+                replacements += [(s, e, new) for (s, e), new in zip(spans, news) if new is not None]
+        return replacements
 
     # ------------------------------------------------------------------ given spans
 
@@ -319,7 +349,41 @@ class Delinker(Sanitizer):
         not replayed from the cache, and a phrase refused again there is redacted when
         ``on_failure`` is ``"redact"`` (the delinker's last resort, as after its own last round).
         Counts go to ``meta["delinker"]``: targets, rewritten, refused, redacted, llm_requests."""
+        return self.rewrite_many([(doc, ranges)], rnd=rnd)[0]
+
+    def rewrite_many(self, items: Sequence[tuple[Document, Sequence[tuple[int, int]]]], *,
+                     rnd: int = 1) -> list[Document]:
+        """:meth:`rewrite` for several ``(document, ranges)``, their requests sent together."""
         llm = self._get_llm()
+        prepared = [self._rewrite_jobs(llm, doc, ranges, rnd) for doc, ranges in items]
+        requests = [r for _, _, jobs in prepared for r, _ in jobs]
+        answers = iter(llm.complete_batch(requests) if requests else [])
+        out = []
+        for draft, counts, jobs in prepared:
+            if jobs:
+                counts["llm_requests"] = len(jobs)
+                replacements: list[tuple[int, int, str]] = []
+                refused: list[tuple[int, int]] = []
+                for _, group in jobs:
+                    news = parse_rewrites(next(answers), [draft.text[a:b] for a, b in group])
+                    replacements += [(a, b, new) for (a, b), new in zip(group, news) if new is not None]
+                    refused += [(a, b) for (a, b), new in zip(group, news) if new is None]
+                redact = rnd > 1 and self.on_failure == "redact"
+                edits = replacements + ([(a, b, None) for a, b in refused] if redact else [])
+                for a, b, new in sorted(edits, key=lambda t: t[:2], reverse=True):
+                    if new is None:
+                        draft.replace(a, b, REDACTION, redaction=True)
+                    else:
+                        draft.replace(a, b, new)
+                counts["rewritten"] = len(replacements)
+                counts["redacted"] = len(refused) if redact else 0
+            counts["refused"] = counts["targets"] - counts["rewritten"]
+            out.append(draft.document(counts))
+        return out
+
+    def _rewrite_jobs(self, llm: LLM, doc: Document, ranges: Sequence[tuple[int, int]],
+                      rnd: int) -> tuple[Draft, dict[str, int], list[tuple[ChatRequest, list[tuple[int, int]]]]]:
+        """The draft of ``doc``, its counts and the requests that reword ``ranges`` in it."""
         draft = Draft(doc, movable_labels=(REPHRASED,))
         blocked = merge_ranges(self._blocked(draft))
         targets: list[tuple[int, int]] = []
@@ -350,26 +414,7 @@ class Delinker(Sanitizer):
                 # a long target (a claim, a classifier's window) needs room for its rewording
                 room = 96 + sum(max(48, 2 * llm.count_tokens(draft.text[a:b]) + 16) for a, b in group)
                 jobs.append((self.marked_request(draft.text, chunk, group, rnd, max_tokens=room), group))
-        if jobs:
-            answers = llm.complete_batch([r for r, _ in jobs])
-            counts["llm_requests"] = len(jobs)
-            replacements: list[tuple[int, int, str]] = []
-            refused: list[tuple[int, int]] = []
-            for (_, group), answer in zip(jobs, answers):
-                news = parse_rewrites(answer, [draft.text[a:b] for a, b in group])
-                replacements += [(a, b, new) for (a, b), new in zip(group, news) if new is not None]
-                refused += [(a, b) for (a, b), new in zip(group, news) if new is None]
-            redact = rnd > 1 and self.on_failure == "redact"
-            edits = replacements + ([(a, b, None) for a, b in refused] if redact else [])
-            for a, b, new in sorted(edits, key=lambda t: t[:2], reverse=True):
-                if new is None:
-                    draft.replace(a, b, REDACTION, redaction=True)
-                else:
-                    draft.replace(a, b, new)
-            counts["rewritten"] = len(replacements)
-            counts["redacted"] = len(refused) if redact else 0
-        counts["refused"] = counts["targets"] - counts["rewritten"]
-        return draft.document(counts)
+        return draft, counts, jobs
 
     def repair(self, release: Release, targets, *, name: str, round: int = 1) -> Release:
         """``release`` with the ``"text"`` targets of each document reworded (:meth:`rewrite`);
@@ -380,17 +425,22 @@ class Delinker(Sanitizer):
         docs, totals = [], {"documents": 0, "targets": 0, "rewritten": 0, "refused": 0, "redacted": 0,
                             "llm_requests": 0}
         todo = {i: [(t.start, t.end) for t in ts if t.kind == "text"] for i, ts in targets.items()}
-        for doc in progress_bar(release.corpus, total=len(release), desc=f"rewording ({name})", unit="doc",
-                                enabled=self.progress):
-            ranges = todo.get(doc.id)
-            if not ranges:
-                docs.append(doc)
-                continue
-            new = self.rewrite(doc, ranges, rnd=round)
-            totals["documents"] += 1
-            for key in ("targets", "rewritten", "refused", "redacted", "llm_requests"):
-                totals[key] += new.meta["delinker"][key]
-            docs.append(new)
+        released = list(release.corpus)
+        with progress_bar(total=len(released), desc=f"rewording ({name})", unit="doc", enabled=self.progress) as bar:
+            for lo in range(0, len(released), self.batch):
+                group = released[lo:lo + self.batch]
+                items = [(doc, todo[doc.id]) for doc in group if todo.get(doc.id)]
+                rewritten = {new.id: new for new in self.rewrite_many(items, rnd=round)}
+                for doc in group:
+                    new = rewritten.get(doc.id)
+                    if new is None:  # nothing to reword
+                        docs.append(doc)
+                        continue
+                    totals["documents"] += 1
+                    for key in ("targets", "rewritten", "refused", "redacted", "llm_requests"):
+                        totals[key] += new.meta["delinker"][key]
+                    docs.append(new)
+                bar.update(len(group))
         self._totals[name] = totals
         self.record_timing(name, {"repair": time.perf_counter() - t0})
         return Release(name=name, corpus=Corpus(docs, name=name, source=release.source), aligned=release.aligned,
@@ -403,9 +453,12 @@ class Delinker(Sanitizer):
         self.index()
         from audit.core.progress import bar as progress_bar
 
-        docs = []
-        for doc in progress_bar(corpus, total=len(corpus), desc="delinking", unit="doc", enabled=self.progress):
-            docs.append(self.delink(doc))
+        docs: list[Document] = []
+        todo = list(corpus)
+        with progress_bar(total=len(todo), desc="delinking", unit="doc", enabled=self.progress) as bar:
+            for lo in range(0, len(todo), self.batch):
+                docs += self.delink_many(todo[lo:lo + self.batch])
+                bar.update(len(docs) - bar.n)
         name = name or self.name
         totals = {"documents": len(docs)}
         for d in docs:
