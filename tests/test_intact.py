@@ -114,7 +114,7 @@ def test_attack_prompt_shows_chosen_and_most_specific_replacements_document_firs
     assert first_ankara.shared == (4, 5) and len(first_ankara.messages) == 6
     # entities still to come show their most specific candidate, the other mention the candidate under test
     assert "on March 1999." in text and "left the capital of Turkey" in text and "Galip" not in text
-    serco = next(r for r in attacks if _marked(r) == "a company")
+    serco = next(r for r in attacks if _marked(r) == "a company" and "to work for [[?]]" in r.messages[-2][1])
     assert "in a city in central Anatolia on 1999." in serco.messages[-2][1]  # choices already made
     # the candidates of one span share the document: every request about Serco in d1 has the same one
     sercos = [r for r in attacks if "to work for [[?]]" in r.messages[-2][1]]
@@ -126,18 +126,37 @@ def test_inline_layout_and_lookahead_give_the_same_release():
     method: with the same answers, the same choices (lookahead 1 asks only until a safe one)."""
     base_llm = ScriptedLLM(script())
     san, base = sanitize(base_llm)
-    for kw in ({"layout": "inline"}, {"lookahead": 5}, {"lookahead": 2, "layout": "inline"}):
+    for kw in ({"layout": "inline"}, {"lookahead": 5}, {"lookahead": 2, "layout": "inline"}, {"batch": 1},
+               {"batch": 1, "lookahead": 3}):
         llm = ScriptedLLM(script())
         other_san, rel = sanitize(llm, **kw)
         assert [d.text for d in rel.corpus] == [d.text for d in base.corpus]
         assert other_san.stats()["counts"]["rel"]["chosen_rank"] == san.stats()["counts"]["rel"]["chosen_rank"]
-    inline = [r for r in llm.calls if not is_candidate_request(r)]
-    assert all(len(r.messages) == 4 and r.shared == (3,) for r in inline)
+        if kw.get("layout") == "inline":
+            inline = [r for r in llm.calls if not is_candidate_request(r)]
+            assert inline and all(len(r.messages) == 4 and r.shared == (3,) for r in inline)
     # asked one at a time, the attack stops at the first safe candidate: Ankara's 2nd, Serco never
     attacks = san.stats()["counts"]["rel"]["attack_requests"]
     assert attacks < other_san.stats()["counts"]["rel"]["attack_requests"]
     with pytest.raises(AnonauditError, match="lookahead"):
         IntactSanitizer(lookahead=0)
+    with pytest.raises(AnonauditError, match="batch"):
+        IntactSanitizer(batch=0)
+
+
+def test_documents_are_sanitized_side_by_side():
+    """The candidate requests of all documents go out in one batch, and each attack step asks
+    about every document's current entity at once; one document at a time asks the same."""
+    sizes = {}
+    for batch in (1, 16):
+        llm = ScriptedLLM(script())
+        real = llm.complete_batch
+        sizes[batch] = []
+        llm.complete_batch = lambda reqs, _s=sizes[batch], **kw: _s.append(len(reqs)) or real(reqs, **kw)  # type: ignore[method-assign]
+        sanitize(llm, batch=batch)
+    assert sizes[16][0] == 3 and sizes[1][:1] == [2]  # candidates: Ankara and Serco of d1 with d2's Serco
+    assert sum(sizes[16]) == sum(sizes[1]) and len(sizes[16]) < len(sizes[1])
+    assert 2 in sizes[16][1:]  # an attack step with d1's and d2's entity together
 
 
 def test_candidate_order_is_kept_and_one_request_per_entity():

@@ -95,7 +95,7 @@ class IntactSanitizer(Sanitizer):
                  labels: Sequence[str] | None = None, placeholders: Sequence[str] | None = PLACEHOLDER_LABELS,
                  template: str = "[{label}]", frequent_lemmas: int = 200, context_tokens: int | None = None,
                  structured: bool | None = None, layout: Layout = "shared", lookahead: int = 1,
-                 cache: bool = True, progress: bool = True):
+                 batch: int = 16, cache: bool = True, progress: bool = True):
         """
         selection: how a candidate is chosen: attack (the first the LLM cannot invert), most_specific or least_specific.
         candidates: generalisations asked for per entity, most specific first.
@@ -110,6 +110,7 @@ class IntactSanitizer(Sanitizer):
         structured: ask for JSON by schema (default: when the backend enforces schemas).
         layout: the attack prompt: shared (the document once, the candidate in a last message, so a span's candidates reuse the evaluated document) or inline (the candidate inside the document).
         lookahead: candidates attacked at once; 1 stops at the first safe one (fewest requests), more saves round trips on a server with parallel slots (the same choice).
+        batch: documents sanitized side by side (their requests go out together: concurrently on a server, to the workers on a cluster); the same release whatever it is.
         cache: read and write the LLM answer cache.
         """
         self.selection = selection
@@ -126,6 +127,7 @@ class IntactSanitizer(Sanitizer):
         self.structured = structured
         self.layout = layout
         self.lookahead = lookahead
+        self.batch = batch
         self.cache = cache
         self.progress = progress
         if selection not in SELECTIONS:
@@ -138,6 +140,8 @@ class IntactSanitizer(Sanitizer):
             raise AnonauditError(f"intact: layout must be shared or inline, got {layout!r}")
         if not 1 <= lookahead <= 20:
             raise AnonauditError(f"intact: lookahead must be between 1 and 20, got {lookahead!r}")
+        if batch < 1:
+            raise AnonauditError(f"intact: batch must be at least 1, got {batch!r}")
         if detector is not None and detector not in ("spacy_ner", "presidio"):
             raise AnonauditError(f"intact: detector must be spacy_ner or presidio, got {detector!r}")
         self._llm: LLM | None = None
@@ -221,7 +225,7 @@ class IntactSanitizer(Sanitizer):
             {"role": "user", "content": _candidate_user(sentence, label)},
         ]
         return ChatRequest.make(messages, temperature=0.0, max_tokens=32 + 20 * m, seed=self.seed,
-                                json_schema=self._schema(m))
+                                json_schema=self._schema(m), shared=(3,))
 
     def _sentence(self, text: str, bounds: list[tuple[int, int]], span: Span) -> str:
         inside = [(s, e) for s, e in bounds if s < span.end and span.start < e] or [(span.start, span.end)]
@@ -229,40 +233,49 @@ class IntactSanitizer(Sanitizer):
         lo, hi = min(lo, span.start), max(hi, span.end)
         return (text[lo:span.start] + "[[" + text[span.start:span.end] + "]]" + text[span.end:hi]).strip()
 
-    def _candidates(self, doc: Document, entities: list[_Entity], counts: dict[str, Any]) -> None:
+    def _candidates(self, items: list[tuple[Document, list[_Entity]]], counts: dict[str, Any]) -> None:
+        """Every entity's candidates: placeholders, date rules, and one request per other entity,
+        the requests of all documents ``items`` in one batch."""
         placeholder_labels = {x.upper() for x in (self.placeholders or ())}
-        numbers: dict[str, int] = {}
-        asked: list[_Entity] = []
-        for ent in entities:
-            label = ent.label.upper()
-            if label in placeholder_labels:
-                numbers[label] = numbers.get(label, 0) + 1
-                ent.kind, ent.candidates = "placeholder", [f"{label}_{numbers[label]}"]
-                counts["placeholders"] += 1
-                continue
-            if label in DATE_LABELS or not label:
-                rules = date_generalisations(ent.original)
-                if rules:
-                    ent.kind, ent.candidates = "date", rules
-                    counts["date_rules"] += 1
+        asked: list[tuple[int, _Entity]] = []
+        requests: list[ChatRequest] = []
+        for k, (doc, entities) in enumerate(items):
+            numbers: dict[str, int] = {}
+            mine: list[_Entity] = []
+            for ent in entities:
+                label = ent.label.upper()
+                if label in placeholder_labels:
+                    numbers[label] = numbers.get(label, 0) + 1
+                    ent.kind, ent.candidates = "placeholder", [f"{label}_{numbers[label]}"]
+                    counts["placeholders"] += 1
                     continue
-            asked.append(ent)
-        if not asked:
+                if label in DATE_LABELS or not label:
+                    rules = date_generalisations(ent.original)
+                    if rules:
+                        ent.kind, ent.candidates = "date", rules
+                        counts["date_rules"] += 1
+                        continue
+                mine.append(ent)
+            if mine:
+                bounds = resources_of(self).spacy(disable=("ner",)).sentences(doc.text)
+                requests += [self.candidate_request(self._sentence(doc.text, bounds, ent.mentions[0]), ent.label)
+                             for ent in mine]
+                asked += [(k, ent) for ent in mine]
+        if not requests:
             return
-        bounds = resources_of(self).spacy(disable=("ner",)).sentences(doc.text)
-        requests = [self.candidate_request(self._sentence(doc.text, bounds, ent.mentions[0]), ent.label)
-                    for ent in asked]
         answers = self._get_llm().complete_batch(requests)
         counts["candidate_requests"] += len(requests)
         # every original of the document, so that no candidate names another entity in clear
         # (a small model readily proposes a person of the same sentence for an organisation)
-        others = [re.compile(rf"(?<!\w){re.escape(o)}(?!\w)")
-                  for o in {normalise(doc.text[s.start:s.end]) for e in entities for s in e.mentions} if o]
-        for ent, answer in zip(asked, answers):
+        others = {}
+        for k, (doc, entities) in enumerate(items):
+            others[k] = [re.compile(rf"(?<!\w){re.escape(o)}(?!\w)")
+                         for o in {normalise(doc.text[s.start:s.end]) for e in entities for s in e.mentions} if o]
+        for (k, ent), answer in zip(asked, answers):
             parsed = parse_guesses(answer)
             original = normalise(ent.original)
             kept = [c for c in parsed  # no candidate repeats the original, or any other original of the document
-                    if original not in normalise(c) and not any(o.search(normalise(c)) for o in others)
+                    if original not in normalise(c) and not any(o.search(normalise(c)) for o in others[k])
                     and len(c.split()) <= MAX_CANDIDATE_WORDS]
             counts["dropped_candidates"] += len(parsed) - len(kept)
             ent.candidates = kept[:self.candidates]
@@ -298,43 +311,68 @@ class IntactSanitizer(Sanitizer):
         pieces.append(doc.text[cursor:])
         return "".join(pieces), marked
 
-    def _select(self, doc: Document, entities: list[_Entity], counts: dict[str, Any], guesser: SpanGuesser | None,
-                matcher: Matcher | None) -> None:
-        for ent in bar(entities, desc=f"intact {doc.id}", unit="entity", enabled=self.progress):
-            if ent.kind == "placeholder":
-                ent.choice = ent.candidates[0]
-            elif not ent.candidates:
-                ent.choice = None
-            elif self.selection == "most_specific":
-                ent.choice = ent.candidates[0]
-            elif self.selection == "least_specific":
-                ent.choice = ent.candidates[-1]
-            else:
-                assert guesser is not None and matcher is not None
-                ent.choice = self._first_safe(doc, entities, ent, guesser, matcher, counts)
-            if ent.choice is None:
-                ent.choice = self._fallback(ent.label)
-                counts["fallbacks"] += 1
-                counts["fallbacks_all_risky" if ent.candidates else "fallbacks_no_candidate"] += 1
-            elif ent.kind != "placeholder":
-                rank = str(ent.candidates.index(ent.choice) + 1)
-                counts["chosen_rank"][rank] = counts["chosen_rank"].get(rank, 0) + 1
+    def _select(self, items: list[tuple[Document, list[_Entity]]], counts: dict[str, Any],
+                guesser: SpanGuesser | None, matcher: Matcher | None) -> None:
+        """Every entity's choice. The attack goes through each document's entities in order (a
+        choice changes what later questions show), the documents ``items`` side by side: each
+        step asks about the next ``lookahead`` candidates of every document's current entity, in
+        one batch (Algorithm 1 per document, whatever runs beside it)."""
+        queues: list[list[_Entity]] = []
+        for _doc, entities in items:
+            queue = []
+            for ent in entities:
+                if ent.kind == "placeholder" or (ent.candidates and self.selection == "most_specific"):
+                    ent.choice = ent.candidates[0]
+                elif ent.candidates and self.selection == "least_specific":
+                    ent.choice = ent.candidates[-1]
+                elif ent.candidates:
+                    queue.append(ent)
+                    continue
+                self._chosen(ent, counts)
+            queues.append(queue)
+        if not any(queues):
+            return
+        assert guesser is not None and matcher is not None
+        offsets = [0] * len(items)
+        with bar(total=sum(len(q) for q in queues), desc="intact attack", unit="entity", enabled=self.progress) as done:
+            while any(queues):
+                asks = []  # (document, entity, candidate, question)
+                for k, ((doc, entities), queue) in enumerate(zip(items, queues)):
+                    if queue:
+                        ent = queue[0]
+                        asks += [(k, ent, c, self._render(doc, entities, ent, c))
+                                 for c in ent.candidates[offsets[k]:offsets[k] + self.lookahead]]
+                answers = guesser.guess_many([question for *_, question in asks])
+                counts["attack_requests"] += len(asks)
+                safe: dict[int, str] = {}
+                for (k, ent, candidate, _), guesses in zip(asks, answers):
+                    if k in safe:
+                        continue
+                    if not guesses:
+                        counts["unparsable_guesses"] += 1  # an attack answer we cannot read proves nothing: not safe
+                    elif matcher.first_match(ent.original, guesses, ent.label or None) is None:
+                        safe[k] = candidate
+                for k, queue in enumerate(queues):
+                    if not queue:
+                        continue
+                    ent = queue[0]
+                    offsets[k] += self.lookahead
+                    if k in safe or offsets[k] >= len(ent.candidates):
+                        ent.choice = safe.get(k)
+                        self._chosen(ent, counts)
+                        queue.pop(0)
+                        offsets[k] = 0
+                        done.update(1)
 
-    def _first_safe(self, doc: Document, entities: list[_Entity], ent: _Entity, guesser: SpanGuesser,
-                    matcher: Matcher, counts: dict[str, Any]) -> str | None:
-        """The most specific candidate whose guesses miss the original (Algorithm 1), asking the
-        attack about ``lookahead`` candidates at a time; ``None`` when every one is risky."""
-        for i in range(0, len(ent.candidates), self.lookahead):
-            batch = ent.candidates[i:i + self.lookahead]
-            answers = guesser.guess_many([self._render(doc, entities, ent, c) for c in batch])
-            counts["attack_requests"] += len(batch)
-            for candidate, guesses in zip(batch, answers):
-                if not guesses:
-                    counts["unparsable_guesses"] += 1
-                    continue  # an attack answer we cannot read proves nothing: not safe
-                if matcher.first_match(ent.original, guesses, ent.label or None) is None:
-                    return candidate
-        return None
+    def _chosen(self, ent: _Entity, counts: dict[str, Any]) -> None:
+        """Count ``ent``'s choice; none (every candidate risky, or none proposed): the label."""
+        if ent.choice is None:
+            ent.choice = self._fallback(ent.label)
+            counts["fallbacks"] += 1
+            counts["fallbacks_all_risky" if ent.candidates else "fallbacks_no_candidate"] += 1
+        elif ent.kind != "placeholder":
+            rank = str(ent.candidates.index(ent.choice) + 1)
+            counts["chosen_rank"][rank] = counts["chosen_rank"].get(rank, 0) + 1
 
     # ------------------------------------------------------------------ sanitize
 
@@ -352,15 +390,18 @@ class IntactSanitizer(Sanitizer):
             guesser = SpanGuesser(self._get_llm(), guesses=self.guesses, context_tokens=self.context_tokens,
                                   seed=self.seed, structured=self.structured, layout=self.layout)
         replaced: dict[str, list[Span]] = {}
-        for doc in corpus:
-            entities = self._entities(doc, spans.get(doc.id, []))
-            counts["documents"] += 1
-            counts["entities"] += len(entities)
-            counts["mentions"] += sum(len(e.mentions) for e in entities)
-            self._candidates(doc, entities, counts)
-            self._select(doc, entities, counts, guesser, matcher)
-            replaced[doc.id] = [Span(s.start, s.end, s.label, s.entity_id, s.identifier_type, replacement=e.choice)
-                                for e in entities for s in e.mentions]
+        docs = list(corpus)
+        for lo in range(0, len(docs), self.batch):
+            items = [(doc, self._entities(doc, spans.get(doc.id, []))) for doc in docs[lo:lo + self.batch]]
+            for _doc, entities in items:
+                counts["documents"] += 1
+                counts["entities"] += len(entities)
+                counts["mentions"] += sum(len(e.mentions) for e in entities)
+            self._candidates(items, counts)
+            self._select(items, counts, guesser, matcher)
+            for doc, entities in items:
+                replaced[doc.id] = [Span(s.start, s.end, s.label, s.entity_id, s.identifier_type, replacement=e.choice)
+                                    for e in entities for s in e.mentions]
         counts["llm_requests"] = counts["candidate_requests"] + counts["attack_requests"]
         self._counts[name] = counts
         self.record_timing(name, {"sanitize": time.perf_counter() - started})
