@@ -48,7 +48,7 @@ class Delinker(Sanitizer):
                  retry_temperature: float = 0.7, chunk_sentences: int = 3, max_spans: int = 8,
                  spacy_model: str = DEFAULT_SPACY_MODEL,
                  placeholder_pattern: str | None = DEFAULT_PLACEHOLDER_PATTERN, lowercase: bool = True,
-                 df_cap: int = 1000, max_candidates: int = 40, batch: int = 16, cache: bool = True,
+                 df_cap: int = 1000, max_candidates: int = 40, batch: int = 32, cache: bool = True,
                  progress: bool = True):
         """
         collection: the documents the adversary can search (usually the originals).
@@ -268,7 +268,7 @@ class Delinker(Sanitizer):
             if not active:
                 break
             requests = [r for i in active for r, _ in jobs[i]]
-            answers = iter(llm.complete_batch(requests))
+            answers = iter(llm.complete_batch(requests, progress=self.progress))
             for i in active:
                 counts[i]["llm_requests"] += len(jobs[i])
                 replacements = self._replacements(drafts[i], [(job, next(answers)) for job in jobs[i]])
@@ -357,7 +357,7 @@ class Delinker(Sanitizer):
         llm = self._get_llm()
         prepared = [self._rewrite_jobs(llm, doc, ranges, rnd) for doc, ranges in items]
         requests = [r for _, _, jobs in prepared for r, _ in jobs]
-        answers = iter(llm.complete_batch(requests) if requests else [])
+        answers = iter(llm.complete_batch(requests, progress=self.progress) if requests else [])
         out = []
         for draft, counts, jobs in prepared:
             if jobs:

@@ -95,7 +95,7 @@ class IntactSanitizer(Sanitizer):
                  labels: Sequence[str] | None = None, placeholders: Sequence[str] | None = PLACEHOLDER_LABELS,
                  template: str = "[{label}]", frequent_lemmas: int = 200, context_tokens: int | None = None,
                  structured: bool | None = None, layout: Layout = "shared", lookahead: int = 1,
-                 batch: int = 16, cache: bool = True, progress: bool = True):
+                 batch: int = 32, cache: bool = True, progress: bool = True):
         """
         selection: how a candidate is chosen: attack (the first the LLM cannot invert), most_specific or least_specific.
         candidates: generalisations asked for per entity, most specific first.
@@ -263,7 +263,7 @@ class IntactSanitizer(Sanitizer):
                 asked += [(k, ent) for ent in mine]
         if not requests:
             return
-        answers = self._get_llm().complete_batch(requests)
+        answers = self._get_llm().complete_batch(requests, progress=self.progress)
         counts["candidate_requests"] += len(requests)
         # every original of the document, so that no candidate names another entity in clear
         # (a small model readily proposes a person of the same sentence for an organisation)

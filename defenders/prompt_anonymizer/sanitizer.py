@@ -44,7 +44,7 @@ class PromptAnonymizer(Sanitizer):
 
     def __init__(self, family: Family = "ppdp", llm: str | LLM | None = None, replacement: str = "SENSITIVE",
                  chunk_tokens: int = 1500, rounds: int = 1, max_answer_tokens: int = 1024,
-                 temperature: float = 0.0, seed: int = 0, structured: bool = True, batch: int = 16,
+                 temperature: float = 0.0, seed: int = 0, structured: bool = True, batch: int = 32,
                  cache: bool = True, progress: bool = True):
         """
         family: the prompt family (mvm, sparks, student, ppdp).
@@ -154,7 +154,7 @@ class PromptAnonymizer(Sanitizer):
                 msgs = self.messages(chunk, note) if first else inference_messages(chunk, self.replacement, note)
                 reqs.append(self._request(msgs))
                 owner.append(j)
-        answers = self._get_llm().complete_batch(reqs) if reqs else []
+        answers = self._get_llm().complete_batch(reqs, progress=self.progress) if reqs else []
         terms: list[list[str]] = [[] for _ in jobs]
         for req, answer, j in zip(reqs, answers, owner):
             found, how = parse_terms(answer)
