@@ -358,3 +358,28 @@ def test_resources_send_llm_requests_to_a_distributed_executor(tmp_path, monkeyp
         assert llm.backend.worker.spec == "some-model" and llm.identity == "scripted:some-model"
     with Resources(llm_cache_path=tmp_path / "c.sqlite") as res:
         assert not isinstance(res.llm("some-model").backend, RemoteLLM)
+
+
+def test_trir_window_logits_on_workers_are_the_local_ones():
+    """TRIR's prediction on a distributed executor: the classifier travels to the workers as its
+    config and weights and computes the same batches, so the logits are bit-identical."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from attackers.trir.windows import Windows, predict_logits
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2,
+                                                     num_attention_heads=2, intermediate_size=64,
+                                                     max_position_embeddings=64, num_labels=7))
+    rng = random.Random(1)
+    windows = Windows()
+    for d in range(40):
+        windows.ids.append([2] + [rng.randrange(5, 300) for _ in range(rng.randint(3, 50))] + [3])
+        windows.doc.append(d // 3)
+        windows.chars.append(None)
+    here = predict_logits(model, windows, pad_id=0, device="cpu", batch_size=8, progress=False)
+    executor = PicklingExecutor()
+    there = predict_logits(model, windows, pad_id=0, device="cpu", batch_size=8, progress=False, executor=executor)
+    assert here.shape == (40, 7) and np.array_equal(here, there)
+    assert executor.timings["TRIR: window logits"]["items"] == 40

@@ -25,6 +25,7 @@ from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import risk
+from audit.models.resources import resources_of
 
 log = logging.getLogger(__name__)
 
@@ -242,8 +243,6 @@ class TRIRAttack(TRIRTraining, Attack):
 
     def _spacy_nlp(self):
         if self._spacy is None:  # the run's shared pipeline (audit.models.resources)
-            from audit.models.resources import resources_of
-
             self._spacy = resources_of(self).spacy(self.spacy_model)
         return self._spacy
 
@@ -345,7 +344,8 @@ class TRIRAttack(TRIRTraining, Attack):
             windows = make_windows(t.tokenizer, list(texts), self.window, self.overlap)
         with torch_settings(self.seed, device, self.num_threads):
             logits = predict_logits(t.model.to(device), windows, pad_id=t.tokenizer.pad_token_id or 0,
-                                    device=device, batch_size=self.predict_batch_size, progress=self.progress)
+                                    device=device, batch_size=self.predict_batch_size, progress=self.progress,
+                                    executor=resources_of(self).executor)
         return sum_window_logits(logits, windows.doc, len(texts)), windows, logits
 
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -135,8 +135,10 @@ def pad_batch(batch: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor
 
 
 def predict_logits(model, windows: Windows, *, pad_id: int, device: str, batch_size: int = 64,
-                   progress: bool = True, desc: str = "TRIR predict") -> np.ndarray:
-    """Logits of every window (batched by similar length for speed; original order returned)."""
+                   progress: bool = True, desc: str = "TRIR predict", executor: Any = None) -> np.ndarray:
+    """Logits of every window (batched by similar length for speed; original order returned).
+    With a distributed ``executor`` the batches go to its workers (:class:`WindowLogits`): the
+    same batches, so the same numbers."""
     import torch
 
     from audit.core.progress import bar as progress_bar
@@ -146,6 +148,12 @@ def predict_logits(model, windows: Windows, *, pad_id: int, device: str, batch_s
     n_labels = model.config.num_labels
     out = np.zeros((n, n_labels), dtype=np.float32)
     order = sorted(range(n), key=lambda i: len(windows.ids[i]))
+    if executor is not None and getattr(executor, "distributed", False):
+        rows = executor.map(WindowLogits(model, pad_id), [windows.ids[i] for i in order], group=batch_size,
+                            label="TRIR: window logits")
+        if rows:
+            out[order] = np.stack(rows)
+        return out
     with torch.inference_mode(), progress_bar(total=n, desc=desc, unit="win", enabled=progress) as bar:
         for b in range(0, n, batch_size):
             idx = order[b : b + batch_size]
@@ -154,3 +162,51 @@ def predict_logits(model, windows: Windows, *, pad_id: int, device: str, batch_s
             out[idx] = logits.float().cpu().numpy()
             bar.update(len(idx))
     return out
+
+
+class WindowLogits:
+    """The classifier's logits of a batch of windows, as an executor's worker
+    (:mod:`audit.core.executor`): pickled, it carries the model's config and weights (the
+    trained attacker lives in this run's cache, which workers on other nodes cannot read) and
+    rebuilds the model once per worker, on the worker's GPU when it has one."""
+
+    def __init__(self, model: Any, pad_id: int):
+        self.model, self.pad_id = model, pad_id
+        self.device = "cpu"
+
+    def __getstate__(self) -> dict[str, Any]:
+        import io
+
+        import torch
+
+        buf = io.BytesIO()
+        torch.save({k: v.detach().cpu() for k, v in self.model.state_dict().items()}, buf)
+        return {"config": self.model.config.to_dict(), "weights": buf.getvalue(), "pad_id": self.pad_id}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.model, self.pad_id, self.device = None, state["pad_id"], "cpu"
+        self._state = state
+
+    def setup(self) -> None:
+        if self.model is not None:
+            return
+        import io
+
+        import torch
+        from transformers import AutoConfig, AutoModelForSequenceClassification
+
+        config = dict(self._state["config"])
+        model = AutoModelForSequenceClassification.from_config(AutoConfig.for_model(**config))
+        model.load_state_dict(torch.load(io.BytesIO(self._state["weights"]), weights_only=True))
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model = model.to(self.device).eval()
+        del self._state
+
+    def __call__(self, group: list[list[int]]) -> list[np.ndarray]:
+        import torch
+
+        self.setup()
+        ids, mask = pad_batch(group, self.pad_id)
+        with torch.inference_mode():
+            logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+        return list(logits.float().cpu().numpy())
