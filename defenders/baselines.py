@@ -19,11 +19,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from audit.core.data import Corpus, Release, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
-from audit.models.nlp import DEFAULT_SPACY_MODEL
+from audit.models.nlp import DEFAULT_SPACY_MODEL, Spacy
 from audit.models.resources import resources_of
 from audit.core.registry import register
 
@@ -120,17 +121,45 @@ class SpacyNER(Sanitizer):
         self.batch_size = batch_size
 
     def detect(self, texts: Iterable[str]) -> list[list[Span]]:
-        """Entity spans (with the replacement to use) of each text."""
+        """Entity spans (with the replacement to use) of each text. On a distributed executor the
+        texts go to its workers in the same batches, each worker loading the pipeline once."""
+        executor = resources_of(self).executor
+        if executor.distributed:
+            return executor.map(NERWorker(self.model, self.labels, self.template, self.batch_size), list(texts),
+                                group=self.batch_size, label="spaCy NER")
         nlp = resources_of(self).spacy(self.model, disable=("lemmatizer",))  # the run's shared pipeline
-        out: list[list[Span]] = []
-        for parsed in nlp.pipe(texts, batch_size=self.batch_size):
-            out.append([Span(e.start_char, e.end_char, e.label_, replacement=_label_text(self.template, e.label_))
-                        for e in parsed.ents if _wanted(self.labels, e.label_)])
-        return out
+        return [_entity_spans(parsed, self.labels, self.template)
+                for parsed in nlp.pipe(texts, batch_size=self.batch_size)]
 
     def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
         spans = dict(zip(corpus.ids, self.detect(doc.text for doc in corpus)))
         return sanitize_corpus(corpus, spans, name=name or self.name, sanitizer=self.name, source=corpus.source)
+
+
+def _entity_spans(parsed, labels: Sequence[str] | None, template: str) -> list[Span]:
+    return [Span(e.start_char, e.end_char, e.label_, replacement=_label_text(template, e.label_))
+            for e in parsed.ents if _wanted(labels, e.label_)]
+
+
+class NERWorker:
+    """:meth:`SpacyNER.detect` for one batch of texts, as an executor's worker (the pipeline is
+    loaded once per worker)."""
+
+    def __init__(self, model: str, labels: Sequence[str] | None, template: str, batch_size: int):
+        self.model, self.labels, self.template, self.batch_size = model, labels, template, batch_size
+        self._nlp = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_nlp": None}
+
+    def setup(self) -> None:
+        if self._nlp is None:
+            self._nlp = Spacy(self.model, disable=("lemmatizer",))
+
+    def __call__(self, texts: list[str]) -> list[list[Span]]:
+        self.setup()
+        return [_entity_spans(parsed, self.labels, self.template)
+                for parsed in self._nlp.pipe(texts, batch_size=self.batch_size)]
 
 
 def tldextract_offline() -> None:

@@ -383,3 +383,18 @@ def test_trir_window_logits_on_workers_are_the_local_ones():
     there = predict_logits(model, windows, pad_id=0, device="cpu", batch_size=8, progress=False, executor=executor)
     assert here.shape == (40, 7) and np.array_equal(here, there)
     assert executor.timings["TRIR: window logits"]["items"] == 40
+
+
+def test_spacy_ner_on_workers_finds_what_it_finds_locally():
+    """The spaCy NER baseline on a distributed executor: the same batches on the workers, each
+    loading the pipeline once, and the same release."""
+    from defenders.baselines import SpacyNER
+
+    texts = [f"Maria Lopez moved from Oslo to Lima in {1990 + i} and joined Serco Limited." for i in range(7)]
+    corpus = Corpus([Document(f"d{i}", t) for i, t in enumerate(texts)], name="c")
+    local = SpacyNER(batch_size=3).use(Resources()).sanitize(corpus)
+    executor = PicklingExecutor()
+    remote = SpacyNER(batch_size=3).use(Resources(executor=executor)).sanitize(corpus)
+    assert [d.to_dict() for d in remote] == [d.to_dict() for d in local]
+    assert any(s.label == "GPE" for s in local.corpus["d0"].spans)
+    assert executor.timings["spaCy NER"] == {"items": 7, "seconds": executor.timings["spaCy NER"]["seconds"], "calls": 1}
