@@ -133,12 +133,13 @@ def stage_embed(texts: list[str], executor: Executor | None) -> tuple[float, np.
 
 def peak_build(texts: list[str], workers: int, route_bits: int | None = None) -> tuple[int, float, int]:
     """Peak traced memory of a build (bytes), its best wall seconds of two (timed without
-    tracing) and the size of the index it made (bytes). ``route_bits``: the build's buckets
-    (0: one sort of every pair, the build before issue 21's second step)."""
+    tracing) and the size of the index it made (bytes). ``route_bits`` given: the build with that
+    many bucket bits and a plain quicksort merge (0: the build before issue 21's second step)."""
     import attackers.phrase_search.index.build as build
 
-    default = build.ROUTE_BITS
-    build.ROUTE_BITS = default if route_bits is None else route_bits
+    default, merge = build.ROUTE_BITS, build.MERGE_SORT
+    if route_bits is not None:  # the build before: one quicksort of every pair
+        build.ROUTE_BITS, build.MERGE_SORT = route_bits, "quicksort"
     try:
         gc.collect()
         tracemalloc.start()
@@ -154,7 +155,7 @@ def peak_build(texts: list[str], workers: int, route_bits: int | None = None) ->
             NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
             best = min(best, time.perf_counter() - t0)
     finally:
-        build.ROUTE_BITS = default
+        build.ROUTE_BITS, build.MERGE_SORT = default, merge
     return peak, best, size
 
 
@@ -173,7 +174,7 @@ def single_index(texts: list[str], words: int, shards: int) -> dict[str, Any]:
     """The single index's peak memory and words/s, before (one sort) and now (buckets), with one
     and two threads, in one run; the index's own size; the sharded build's peak."""
     mem: dict[str, Any] = {}
-    for name, bits in (("one sort (before)", 0), ("256 buckets (now)", None)):
+    for name, bits in (("one sort (before)", 0), ("256 buckets, runs merged (now)", None)):
         for w in (1, 2):
             peak, secs, size = peak_build(texts, w, bits)
             mem[f"{name}, {w} thread(s)"] = {"peak_bytes_per_M_words": peak / words * 1e6, "words_per_s": words / secs,

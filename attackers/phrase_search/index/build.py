@@ -27,6 +27,9 @@ from audit.core.errors import AnonauditError
 FORMAT = "anonaudit.ngram_index/1"
 #: The single build sorts each of 2^ROUTE_BITS buckets on its own (see :class:`_Packing`).
 ROUTE_BITS = 8
+#: How the sorted runs of the chunks are merged: timsort ("stable") finds the runs and merges them,
+#: several times faster than a quicksort that ignores them.
+MERGE_SORT = "stable"
 
 
 @dataclass
@@ -370,7 +373,7 @@ def _merge_sorted(pieces: list[np.ndarray]) -> np.ndarray:
         out[pos:pos + len(piece)] = piece
         pos += len(piece)
         del piece
-    out.sort()
+    out.sort(kind=MERGE_SORT)
     return out
 
 
@@ -389,7 +392,7 @@ def _flatnonzero_u32(mask: np.ndarray, block: int = 1 << 22) -> np.ndarray:
 def _sort_unique(pieces: list[np.ndarray]) -> np.ndarray:
     """One bucket's keys, sorted, duplicate (hash, doc) pairs dropped."""
     merged = np.concatenate(pieces) if pieces else np.zeros(0, dtype=U64)
-    merged.sort()
+    merged.sort(kind=MERGE_SORT)  # the pieces are sorted runs
     if len(merged) > 1:
         keep = np.empty(len(merged), dtype=bool)
         keep[0] = True
