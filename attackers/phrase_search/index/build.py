@@ -143,7 +143,7 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
     packing = _Packing.for_collection(D, min_hash_bits, ROUTE_BITS)
     clock = _Clock()
     n_tokens, buckets = _sorted_keys(texts, tok, max_n, packing, chunk_chars, workers, progress, clock, executor)
-    keys, offsets, doc = _csr(buckets, packing, clock)
+    keys, offsets, doc = _csr(buckets, packing, clock, workers=workers)
     fp = fingerprint or collection_fingerprint([("collection", zip(docs.ids, texts))])
     config = {
         **base_config(tok, max_n, packing, fp, D),
@@ -233,49 +233,66 @@ def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
 
 
 def _csr(sorted_buckets: list[np.ndarray], packing: _Packing, clock: _Clock,
-         bucket_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+         bucket_ids: np.ndarray | None = None, workers: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``keys``, ``offsets`` and ``postings`` from the sorted keys of every bucket (of the
-    buckets ``bucket_ids``, in increasing order, when not all of them: a shard). Empties
-    ``sorted_buckets`` once merged, so the buckets and the arrays made from them never all
-    live at once (the build's memory peak)."""
+    buckets ``bucket_ids``, in increasing order, when not all of them: a shard).
+
+    Bucket by bucket (their key ranges do not overlap, and a posting list never crosses a
+    bucket's boundary), on ``workers`` threads: each bucket's posting starts, n-gram keys and
+    document numbers are cut from it, the document numbers straight into their place in the
+    final array, and the bucket is let go at once, so the buckets and the arrays made from them
+    never all live at once (the build's memory peak)."""
     docmask, t_bits = packing.docmask, packing.t_bits
     counts = np.array([len(x) for x in sorted_buckets], dtype=np.int64)
-    if len(sorted_buckets) == 1:
-        key = sorted_buckets.pop()
-    else:  # _merge_sorted's copy (the buckets' values are increasing from one bucket to the next)
-        key = np.empty(int(counts.sum()), dtype=U64)
-        pos = 0
-        sorted_buckets.reverse()
-        while sorted_buckets:
-            part = sorted_buckets.pop()
-            key[pos:pos + len(part)] = part
-            pos += len(part)
-            del part
+    bases = np.concatenate(([0], np.cumsum(counts)))
+    total = int(bases[-1])
+    ids = (np.arange(len(sorted_buckets), dtype=U64) if bucket_ids is None
+           else np.asarray(bucket_ids, dtype=U64))
+    doc = np.empty(total, dtype=np.uint32)
     clock.lap("sort")
-    # a posting list starts where the hash part changes, or at a bucket boundary
-    bounds = np.concatenate(([0], np.cumsum(counts)))
-    new = np.empty(len(key), dtype=bool)
-    if len(key):
+
+    def one(j: int) -> tuple[np.ndarray, np.ndarray]:
+        part = sorted_buckets[j]
+        sorted_buckets[j] = None  # type: ignore[call-overload]  # freed with ``part``
+        if not len(part):
+            return np.zeros(0, dtype=U64), np.zeros(0, dtype=np.uint32)
+        # a posting list starts where the hash part changes (and at the bucket's start)
+        new = np.empty(len(part), dtype=bool)
         new[0] = True
-        np.greater(key[1:] ^ key[:-1], docmask, out=new[1:])
-        new[bounds[:-1][counts > 0]] = True
-    starts = _flatnonzero_u32(new) if len(key) < 2**32 else np.flatnonzero(new)
-    del new
-    with np.errstate(over="ignore"):
-        keys = key[starts] & ~docmask
-        if t_bits:
-            keys >>= U64(t_bits)
-            per_bucket = np.diff(np.searchsorted(starts, bounds))
-            ids = (np.arange(packing.n_buckets, dtype=U64) if bucket_ids is None
-                   else np.asarray(bucket_ids, dtype=U64))
-            keys |= np.repeat(packing.shifted_out(ids), per_bucket) << U64(64 - t_bits)
-    key &= docmask  # in place: the document numbers, without a second array of 8-byte keys
-    doc = key.astype(np.uint32)
-    del key
-    off_dtype = np.uint32 if len(doc) < 2**32 else np.uint64
-    offsets = np.empty(len(keys) + 1, dtype=off_dtype)
-    offsets[:-1] = starts
-    offsets[-1] = len(doc)
+        np.greater(part[1:] ^ part[:-1], docmask, out=new[1:])
+        starts = _flatnonzero_u32(new) if len(part) < 2**32 else np.flatnonzero(new)
+        del new
+        with np.errstate(over="ignore"):
+            keys = part[starts] & ~docmask
+            if t_bits:
+                keys >>= U64(t_bits)
+                keys |= packing.shifted_out(ids[j:j + 1])[0] << U64(64 - t_bits)
+        if part.flags.writeable:  # the document numbers, in place: no second array of 8-byte keys
+            part &= docmask
+            doc[bases[j]:bases[j + 1]] = part
+        else:
+            doc[bases[j]:bases[j + 1]] = part & docmask
+        return keys, starts
+
+    n = len(sorted_buckets)
+    if workers > 1 and n > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            parts = list(pool.map(one, range(n)))
+    else:
+        parts = [one(j) for j in range(n)]
+    sorted_buckets.clear()
+    n_keys = sum(len(k) for k, _ in parts)
+    keys = np.empty(n_keys, dtype=U64)
+    off_dtype = np.uint32 if total < 2**32 else np.uint64
+    offsets = np.empty(n_keys + 1, dtype=off_dtype)
+    pos = 0
+    for j, (k, st) in enumerate(parts):
+        keys[pos:pos + len(k)] = k
+        offsets[pos:pos + len(k)] = st
+        offsets[pos:pos + len(k)] += off_dtype(bases[j])
+        pos += len(k)
+        parts[j] = None  # type: ignore[call-overload]
+    offsets[-1] = total
     clock.lap("csr")
     return keys, offsets, doc
 
