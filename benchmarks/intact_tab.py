@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from defenders.intact.sanitizer import PLACEHOLDER_LABELS  # noqa: E402
 from tab import (LLMCost, bench_llm, cost_cells, first_docs, labelled_originals, linkage, machine, parser,  # noqa: E402
                  published, sample_spans, span_recovery, utility, write_out)
 
@@ -48,7 +49,6 @@ PUBLISHED = {
     "Manual_Supression": "TAB_test_Manual_Supression.json",
 }
 LABELS = {"PERSON", "CODE", "LOC", "ORG", "DEM", "DATETIME", "QUANTITY", "MISC"}
-PLACEHOLDERS = {"PERSON", "CODE"}
 
 
 def label_share(release) -> float:
@@ -57,7 +57,7 @@ def label_share(release) -> float:
     fallback of the paper's Fig. 4. PERSON and CODE placeholders are by design, not counted."""
     spans = [s for d in release for s in d.spans]
     bare = [re.sub(r"_\d+$", "", (s.replacement or "").strip("[] ")).upper() for s in spans]
-    return sum(b in LABELS - PLACEHOLDERS for b in bare) / max(1, len(spans))
+    return sum(b in LABELS - set(PLACEHOLDER_LABELS) for b in bare) / max(1, len(spans))
 
 
 ORDERS = {  # name: (layout, lookahead, reuse_prefix)

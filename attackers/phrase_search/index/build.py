@@ -248,6 +248,8 @@ def _csr(sorted_buckets: list[np.ndarray], packing: _Packing, clock: _Clock,
     total = int(bases[-1])
     ids = (np.arange(len(sorted_buckets), dtype=U64) if bucket_ids is None
            else np.asarray(bucket_ids, dtype=U64))
+    # each bucket's hash bits that left its packed keys, back in place on top of its n-gram keys
+    high = packing.shifted_out(ids) << U64(64 - t_bits) if t_bits else None
     doc = np.empty(total, dtype=np.uint32)
     clock.lap("sort")
 
@@ -264,14 +266,11 @@ def _csr(sorted_buckets: list[np.ndarray], packing: _Packing, clock: _Clock,
         del new
         with np.errstate(over="ignore"):
             keys = part[starts] & ~docmask
-            if t_bits:
+            if high is not None:
                 keys >>= U64(t_bits)
-                keys |= packing.shifted_out(ids[j:j + 1])[0] << U64(64 - t_bits)
-        if part.flags.writeable:  # the document numbers, in place: no second array of 8-byte keys
-            part &= docmask
-            doc[bases[j]:bases[j + 1]] = part
-        else:
-            doc[bases[j]:bases[j + 1]] = part & docmask
+                keys |= high[j]
+        part &= docmask  # in place (the bucket is the build's own array): the document numbers
+        doc[bases[j]:bases[j + 1]] = part
         return keys, starts
 
     n = len(sorted_buckets)
