@@ -73,10 +73,10 @@ def main() -> None:
                            **{"max_rounds": args.max_rounds, **VARIANTS[variant]})
             rel = san.sanitize(source.corpus, name=variant)
             seconds = time.perf_counter() - started
-            costs[variant] = {"totals": san.stats()["delinker"][variant], **spend.per_doc(len(ids)),
-                              "seconds_per_doc": seconds / len(ids), "machine": machine()}
+            costs[variant] = {"totals": san.stats()["delinker"][variant], **spend.per_doc(len(ids), seconds),
+                              "machine": machine()}
             releases.append(rel)
-            print(f"{variant}: {seconds / len(ids):.0f} s/doc, {json.dumps(spend.per_doc(len(ids)))}, totals "
+            print(f"{variant}: {seconds / len(ids):.0f} s/doc, {json.dumps(spend.per_doc(len(ids), seconds))}, totals "
                   f"{json.dumps(costs[variant]['totals'])}", flush=True)
             index = san.index()
 

@@ -158,10 +158,10 @@ def main() -> None:
             rel = san.sanitize(originals, name=f"ours {selection}")
             seconds = time.perf_counter() - started
             counts = san.stats()["counts"][rel.name]
-            costs[rel.name] = {"counts": counts, **spend.per_doc(len(ids)),
-                               "seconds_per_doc": seconds / len(ids), "machine": machine()}
+            costs[rel.name] = {"counts": counts, **spend.per_doc(len(ids), seconds),
+                               "machine": machine()}
             ours.append(rel)
-            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, {json.dumps(spend.per_doc(len(ids)))}; "
+            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, {json.dumps(spend.per_doc(len(ids), seconds))}; "
                   f"counts {json.dumps(counts)}", flush=True)
 
     releases = ours + [published(n, f, full, ids, args.data) for n, f in PUBLISHED.items()]

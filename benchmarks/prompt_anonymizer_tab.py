@@ -132,10 +132,10 @@ def main() -> None:
                                    rounds=args.rounds)
             rel = san.sanitize(bare, name=f"ours {family}" + (f" ({args.rounds} rounds)" if args.rounds > 1 else ""))
             seconds = time.perf_counter() - started
-            costs[rel.name] = {"counts": san.stats().get("counts", {}), **spend.per_doc(len(ids)),
-                               "seconds_per_doc": seconds / len(ids), "machine": machine()}
+            costs[rel.name] = {"counts": san.stats().get("counts", {}), **spend.per_doc(len(ids), seconds),
+                               "machine": machine()}
             ours.append(rel)
-            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, {json.dumps(spend.per_doc(len(ids)))}, counts "
+            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, {json.dumps(spend.per_doc(len(ids), seconds))}, counts "
                   f"{json.dumps(costs[rel.name]['counts'])}", flush=True)
 
     releases = ours + [published(n, f, full, ids, args.data) for n, f in PUBLISHED.items()]

@@ -159,21 +159,26 @@ class LLMCost:
     those that reached the model in this run. The tokens per document are the tokens of the
     sent requests scaled to all requests: with a cold cache they are exact, with a warm
     ``--cache`` (a resumed run) they are the cold cost estimated from the requests that were
-    sent, never the cached requests counted as free. ``None`` when nothing was sent.
+    sent, never the cached requests counted as free. ``None`` when nothing was sent. The
+    seconds per document are scaled the same way (a cache hit costs next to nothing).
     """
 
     def __init__(self, llm):
         self.llm = llm
         self.stats, self.usage = dict(llm.stats), dict(llm.usage)
 
-    def per_doc(self, docs: int) -> dict[str, Any]:
+    def per_doc(self, docs: int, seconds: float | None = None) -> dict[str, Any]:
         stats, usage = self.llm.stats, self.llm.usage
         requests = (stats["hits"] + stats["misses"]) - (self.stats["hits"] + self.stats["misses"])
         sent = stats["backend_calls"] - self.stats["backend_calls"]
         spent = {k: usage[k] - self.usage.get(k, 0) for k in usage}
         tokens = {k: v / sent * requests / docs for k, v in spent.items()} if sent else None
-        return {"llm_requests_per_doc": requests / docs, "llm_requests_sent": sent,
-                "tokens_per_doc": tokens, "tokens_per_doc_estimated": bool(sent) and sent < requests}
+        out = {"llm_requests_per_doc": requests / docs, "llm_requests_sent": sent,
+               "tokens_per_doc": tokens, "tokens_per_doc_estimated": bool(sent) and sent < requests}
+        if seconds is not None:
+            out["seconds_per_doc"] = seconds / docs * (requests / sent if sent else 1.0)
+            out["seconds_measured"] = seconds
+        return out
 
 
 def cost_cells(row: dict[str, Any]) -> tuple[str, str, str]:
@@ -185,7 +190,8 @@ def cost_cells(row: dict[str, Any]) -> tuple[str, str, str]:
         f" ({t['prompt_evaluated']:,.0f} evaluated)"
     tokens = "(all cached)" if t is None else (
         f"{t['prompt_tokens']:,.0f}{ran} + {t['completion_tokens']:,.0f}" + (" (est.)" if row["tokens_per_doc_estimated"] else ""))
-    return (f"{row['llm_requests_per_doc']:.1f}", tokens, f"{row['seconds_per_doc']:.0f}")
+    seconds = f"{row['seconds_per_doc']:.0f}" + (" (est.)" if row["tokens_per_doc_estimated"] else "")
+    return (f"{row['llm_requests_per_doc']:.1f}", tokens, seconds)
 
 
 def write_out(args, llm, ids: list[str], **figures: Any) -> None:
