@@ -18,9 +18,12 @@ and a masked release of them:
     python benchmarks/ray_scaleout.py --docs 20000 --workers 1,2 --json ray_scaleout.json
     python benchmarks/ray_scaleout.py --docs 2000 --embed-docs 200      # a quick check
 
-Ray is started here for each worker count (``address: local``, ``num_cpus`` = workers), so the
-figures include no cluster start, but do include each stage's actor start (that is the fixed
-cost reported). Needs ``pip install -e '.[ray]'``.
+Ray is started here for each worker count (``address: local``) with this machine's CPUs, as the
+local run has them: one worker gets every CPU (its model's threads, its chunk's runs), two
+workers share them. The figures include no cluster start, but do include each stage's actor
+start (that is the fixed cost reported). ``--ray-cpus N`` starts Ray with N CPUs instead
+(``--ray-cpus 0``: as many as workers, the setting of the runs before 2026-11-24).
+Needs ``pip install -e '.[ray]'``.
 """
 
 from __future__ import annotations
@@ -198,6 +201,8 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--embed-docs", type=int, default=2000, help="documents embedded per configuration")
     ap.add_argument("--object-store-mb", type=int, default=1000)
+    ap.add_argument("--ray-cpus", type=int, default=os.cpu_count() or 1,
+                    help="CPUs of the local Ray (default: this machine's; 0: as many as workers)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--index-only", action="store_true",
                     help="only the single index's memory and words/s (before and now) and the sharded build's memory")
@@ -252,7 +257,8 @@ def main() -> None:
     from audit.pipeline.executors import RayExecutor
 
     for w in workers:
-        ex = RayExecutor("local", num_cpus=w, workers=w, object_store_memory=args.object_store_mb * 2**20)
+        ex = RayExecutor("local", num_cpus=args.ray_cpus or w, workers=w,
+                         object_store_memory=args.object_store_mb * 2**20)
         t0 = time.perf_counter()
         ex.start()
         start_s = time.perf_counter() - t0
@@ -270,7 +276,8 @@ def main() -> None:
             build_sharded(Path(tmp) / "idx", texts, shards=args.shards, fingerprint="benchmark", executor=ex)
             r_sh = time.perf_counter() - t0
         stages[f"ray_{w}"] = {
-            "ray_start_s": start_s, "stage_fixed_s": fixed, "index_build_s": r_idx_s, "phrase_search_fit_s": r_fit,
+            "ray_cpus": args.ray_cpus or w, "ray_start_s": start_s, "stage_fixed_s": fixed,
+            "index_build_s": r_idx_s, "phrase_search_fit_s": r_fit,
             "phrase_search_documents_s": r_eval, "embedding_s": r_emb, "sharded_build_s": r_sh,
             "same_index": same_index, "same_findings": r_results == local_results,
             "same_vectors": bool(np.array_equal(r_vecs, local_vecs)),

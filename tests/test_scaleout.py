@@ -38,8 +38,14 @@ class PicklingExecutor(LocalExecutor):
     kind = "pickling"
     distributed = True
 
+    def __init__(self, threads: int | None = None):
+        super().__init__()
+        self.threads = threads
+
     def _run(self, worker, groups, **kw):
         worker = pickle.loads(pickle.dumps(worker))
+        if self.threads and hasattr(worker, "threads"):  # as a Ray actor with this many CPUs is told
+            worker.threads = self.threads
         return [pickle.loads(pickle.dumps(o)) for o in
                 super()._run(worker, [pickle.loads(pickle.dumps(g)) for g in groups], **kw)]
 
@@ -89,11 +95,13 @@ def test_local_executor_maps_exact_groups_in_order_and_sets_up_once():
 # --------------------------------------------------------------------------- the index
 
 
+@pytest.mark.parametrize("threads", [None, 3])  # 3: each chunk cut into runs extracted on a worker's threads
 @pytest.mark.parametrize("min_hash_bits", [52, 64])  # 64: buckets (t_bits > 0) on a small collection
-def test_index_built_by_workers_is_the_local_index(min_hash_bits):
+def test_index_built_by_workers_is_the_local_index(min_hash_bits, threads):
     texts = _texts()
     local = NgramIndex.build(texts, min_hash_bits=min_hash_bits, chunk_chars=15_000)
-    remote = NgramIndex.build(texts, min_hash_bits=min_hash_bits, chunk_chars=15_000, executor=PicklingExecutor())
+    remote = NgramIndex.build(texts, min_hash_bits=min_hash_bits, chunk_chars=15_000,
+                              executor=PicklingExecutor(threads))
     for name in ("keys", "offsets", "posting_docs"):
         assert np.array_equal(getattr(local, name), getattr(remote, name))
     assert local.config["n_tokens"] == remote.config["n_tokens"]
@@ -254,6 +262,13 @@ class _Square:
         return [(x * x, __import__("attackers").__file__) for x in group]
 
 
+class _Threads:
+    threads = None  # set by the executor: the CPUs this worker has
+
+    def __call__(self, group):
+        return [self.threads for _ in group]
+
+
 class _Dies:
     def __call__(self, group):
         import os
@@ -268,6 +283,9 @@ def test_ray_executor_maps_in_order_and_says_what_it_ran_on(ray_executor):
     assert {Path(f).resolve().parents[1] for _, f in out} == {ROOT}  # the workers run this checkout
     info = ray_executor.info()
     assert (info["kind"], info["nodes"], info["cpus"], info["workers"]) == ("ray", 1, 2, 2)
+    # a worker's threads are its share of the cluster: one group takes one worker and both CPUs
+    assert ray_executor.map(_Threads(), [0], group=1) == [2]
+    assert ray_executor.map(_Threads(), list(range(6)), group=1) == [1] * 6
 
 
 @pytest.mark.slow

@@ -168,11 +168,13 @@ class WindowLogits:
     """The classifier's logits of a batch of windows, as an executor's worker
     (:mod:`audit.core.executor`): pickled, it carries the model's config and weights (the
     trained attacker lives in this run's cache, which workers on other nodes cannot read) and
-    rebuilds the model once per worker, on the worker's GPU when it has one."""
+    rebuilds the model once per worker, on the worker's GPU when it has one, with as many torch
+    threads as the worker has CPUs (``threads``, set by the executor)."""
 
     def __init__(self, model: Any, pad_id: int):
         self.model, self.pad_id = model, pad_id
         self.device = "cpu"
+        self.threads: int | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         import io
@@ -184,7 +186,7 @@ class WindowLogits:
         return {"config": self.model.config.to_dict(), "weights": buf.getvalue(), "pad_id": self.pad_id}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.model, self.pad_id, self.device = None, state["pad_id"], "cpu"
+        self.model, self.pad_id, self.device, self.threads = None, state["pad_id"], "cpu", None
         self._state = state
 
     def setup(self) -> None:
@@ -199,6 +201,8 @@ class WindowLogits:
         model = AutoModelForSequenceClassification.from_config(AutoConfig.for_model(**config))
         model.load_state_dict(torch.load(io.BytesIO(self._state["weights"]), weights_only=True))
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        if self.threads and self.device == "cpu":
+            torch.set_num_threads(self.threads)
         self.model = model.to(self.device).eval()
         del self._state
 

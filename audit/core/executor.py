@@ -4,7 +4,10 @@ Components never know which. A component that has per-document work to spread as
 resources for ``executor`` and calls :meth:`Executor.map` with a *worker*: a picklable
 callable that takes a list of items (a *group*) and returns one output per item. A worker
 with a ``setup()`` method has it called once in every process that runs it, before its first
-group (load a model once per worker, not once per group).
+group (load a model once per worker, not once per group). A worker with a ``threads``
+attribute is told, before ``setup()``, how many CPUs it has on a cluster (its share of the
+cluster's CPUs, at least the stage's ``num_cpus``), so a model can run that many threads;
+locally it is left as it is (the component's own setting).
 
 ``map`` cuts the items into groups of exactly ``group`` items in their order, so a worker sees
 the same groups whatever runs it: a model that batches its inputs (an embedder pads a batch to

@@ -151,12 +151,14 @@ def _encode(model, texts: list[str], batch_size: int) -> np.ndarray:
 
 class EmbedWorker:
     """The embedding stage on an executor's worker: loads the model once (``setup``), then
-    embeds group after group exactly as :meth:`Embedder.encode` embeds one step."""
+    embeds group after group exactly as :meth:`Embedder.encode` embeds one step, with as many
+    torch threads as the worker has CPUs (``threads``, set by the executor on a cluster)."""
 
     def __init__(self, path: str, batch_size: int = 64, device: str | None = None):
         self.path = path
         self.batch_size = batch_size
         self.device = device
+        self.threads: int | None = None
         self._model = None
 
     def __getstate__(self) -> dict:
@@ -165,6 +167,10 @@ class EmbedWorker:
     def setup(self) -> None:
         if self._model is None:
             self._model = _load(self.path, self.device)
+            if self.threads and self._model.device.type == "cpu":
+                import torch
+
+                torch.set_num_threads(self.threads)
 
     def __call__(self, texts: list[str]) -> list[np.ndarray]:
         self.setup()

@@ -100,10 +100,15 @@ def parse_executor(raw: Any) -> tuple[ExecutorSpec, list[tuple[str, str]]]:
 
 
 class _Actor:
-    """One Ray actor of a stage: builds the worker once, then maps groups (rows) through it."""
+    """One Ray actor of a stage: builds the worker once, then maps groups (rows) through it. A
+    worker with a ``threads`` attribute gets the number of CPUs Ray assigned to this actor."""
 
     def __init__(self, worker: Worker):
         self.worker = worker
+        if hasattr(worker, "threads"):
+            import ray
+
+            worker.threads = max(1, int(ray.get_runtime_context().get_assigned_resources().get("CPU", 1)))
         setup = getattr(worker, "setup", None)
         if callable(setup):
             setup()
@@ -194,6 +199,16 @@ class RayExecutor(Executor):
     def pool_size(self) -> int:
         return self.workers or max(1, self.cluster()["cpus"])
 
+    def cpus_per_worker(self, size: int, num_cpus: float) -> float:
+        """The CPUs each of ``size`` actors asks for: its share of the cluster's CPUs (never more
+        than the largest node has, so it can be placed), and at least the stage's ``num_cpus``.
+        With fewer workers than CPUs, each worker's model gets the spare cores as threads, as a
+        local run's does, instead of leaving them idle."""
+        ray = self.start()._ray
+        node_cpus = [n.get("Resources", {}).get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
+        share = min(max(node_cpus, default=1), self.cluster()["cpus"] // max(1, size))
+        return max(float(num_cpus), float(share))
+
     def info(self) -> dict[str, Any]:
         return {"kind": "ray", "address": self.address, **self.cluster(), "workers": self.pool_size(),
                 "ray": self.start()._ray.__version__}
@@ -205,6 +220,7 @@ class RayExecutor(Executor):
         from ray import exceptions as rex
 
         size = min(self.pool_size(), len(groups))
+        num_cpus = self.cpus_per_worker(size, num_cpus)
         rows = [{"i": i, "x": pickle.dumps(g, protocol=5)} for i, g in enumerate(groups)]
         ds = ray.data.from_items(rows, override_num_blocks=min(len(rows), max(size * 4, 1)))
         with warnings.catch_warnings():  # Ray 2.60 names the retry arguments deprecated, with no successor yet
