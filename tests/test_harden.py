@@ -17,7 +17,8 @@ from audit.core.data import REPHRASED, Corpus, Document, Release, Span, sanitize
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack, Metric
 from audit.core.registry import Registry
-from audit.core.repair import SPAN, TEXT, set_replacements, shift_position, targets_from_results, targets_of
+from audit.core.repair import (SPAN, TEXT, RepairTarget, context_targets, sentence_around, set_replacements,
+                               shift_position, targets_from_results, targets_of, unchanged_spans)
 from audit.core.results import Finding, Highlight, Result, ResultsFile
 from audit.core.stats import mean_interval, risk
 from audit.io.loaders import load_corpus
@@ -85,12 +86,16 @@ class ToyGuess(Attack):
 
     name = "toy_guess"
 
+    def __init__(self, giveaways: list[str] | tuple[str, ...] = GIVEAWAYS, docs: list[str] | None = None):
+        self.giveaways, self.docs = tuple(giveaways), docs
+
     def evaluate(self, scenario, release):
         docs = []
         for d in release:
             # by the text, so that it works on a release that records no replacement; only the
             # first mention is "recovered": the repair must still fix every mention
-            found = [(d.text.find(g), g) for g in GIVEAWAYS if g in d.text]
+            found = [(d.text.find(g), g) for g in self.giveaways if g in d.text
+                     and (self.docs is None or d.id in self.docs)]
             docs.append(Finding(d.id, success=bool(found),
                                 highlights=[Highlight(found[0][0], found[0][0] + len(found[0][1]), "span")]
                                 if found else ()))
@@ -404,6 +409,41 @@ def test_max_rounds_bounds_the_loop(tmp_path):
     assert [r.release for r in outcome.rounds] == ["ours", "ours.harden1"]
     assert outcome.stopped == "max_rounds" and outcome.exit_code == 1
     assert PHRASE in outcome.final.corpus["a"].text and "a Nordic city" in outcome.final.corpus["a"].text
+
+
+def test_a_recovered_label_cannot_say_less_so_the_words_of_its_sentence_are_reworded(tmp_path):
+    """[DATE] is already the label: INTACT leaves it, and the delinker rewords its sentence's
+    words around it (the context that gave it away), never the masks in it."""
+    make_spec(tmp_path, attacks=[{"name": "toy_guess", "giveaways": ["[DATE]"], "docs": ["a"]}],
+              gate={"max": {"toy_guess": 0.0}, "on_point": True})
+    llm = scripted(rewrite=lambda m: "went to live in")
+    outcome = harden(tmp_path, llm, max_rounds=1).run()
+    first = outcome.rounds[0]
+    assert first.targets == {"span": 1} and first.repair["span"]["to_context"] == 1
+    assert first.repair["span"]["counts"]["repair"]["at_label"] == 1
+    a = outcome.final.corpus["a"]
+    assert a.text.startswith("[PERSON] went to live in a Norwegian city in [DATE]. She kept a lighthouse")
+    # the delinker was asked about exactly the words of that sentence ("in" alone says nothing),
+    # nothing after it
+    assert [m for c in llm.calls for m in MARK.findall(c.messages[-1][1])] == ["moved to"]
+    assert [outcome.final.corpus[i].text for i in "bc"] == [d.text for d in load_corpus(
+        str(tmp_path / "data" / "ours.jsonl")) if d.id in "bc"]
+
+
+def test_the_sentence_around_a_span_and_its_context_targets():
+    doc = released([("[PERSON]", "Anna", "PERSON"), (" moved to ", None, ""), ("[LOC]", "Bergen", "LOC"),
+                    (" in 2001. She kept a lighthouse.\nNext line", None, "")])
+    loc = doc.spans[1]
+    assert doc.text[slice(*sentence_around(doc.text, loc.start, loc.end))] == "[PERSON] moved to [LOC] in 2001."
+    target = targets_of(doc, [(loc.start, loc.end, "guess", "span")])
+    ctx = context_targets(doc, target)
+    assert [(doc.text[t.start:t.end], t.kind, t.attacks, t.evidence) for t in ctx] == [
+        ("moved to", TEXT, ("guess",), ("context",)), ("in 2001", TEXT, ("guess",), ("context",))]
+    # a span a repair changed is not left as it was; one it kept is, at its new offsets
+    after = set_replacements(doc, {0: "a woman"})
+    assert unchanged_spans(doc, after, target) == [
+        RepairTarget("d", after.spans[1].start, after.spans[1].end, SPAN, ("guess",), ("span",))]
+    assert unchanged_spans(doc, set_replacements(doc, {1: "a city"}), target) == []
 
 
 def test_without_a_gate_the_loop_runs_until_nothing_is_left_to_repair(tmp_path):

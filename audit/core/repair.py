@@ -13,6 +13,11 @@ text. Each highlight becomes one or more :class:`RepairTarget`:
   decided on): the highlight minus every recorded replacement and placeholder-free words only,
   to be reworded.
 
+A span target that its repairer leaves as it was (a replacement already at its label, ``[DATE]``,
+that a guesser still recovered) cannot say less: what gave it away is its context, so it
+becomes a ``"text"`` target on the words of its sentence (:func:`context_targets`, evidence kind
+``"context"``).
+
 Sanitizers that can repair a release in place say which kinds they fix
 (:attr:`audit.core.interfaces.Sanitizer.repairs`) and implement
 :meth:`~audit.core.interfaces.Sanitizer.repair`.
@@ -148,6 +153,48 @@ def targets_from_results(documents: Mapping[str, Document], results: Iterable[Re
         targets = targets_of(documents[doc_id], hl, placeholder_pattern)
         if targets:
             out[doc_id] = targets
+    return out
+
+
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s)|\n")
+
+
+def sentence_around(text: str, start: int, end: int) -> tuple[int, int]:
+    """The sentence of ``text`` that holds ``[start, end)``: from the last sentence end (a full
+    stop, ``!`` or ``?`` before a space, or a newline) before ``start`` to the first one at or
+    after ``end``, its final mark included. A rule, not a parser: an abbreviation's full stop
+    ("No. 12") ends a sentence early, which only makes the context smaller."""
+    lo = 0
+    for m in _SENTENCE_END.finditer(text, 0, start):
+        lo = m.end()
+    m = _SENTENCE_END.search(text, end)
+    return lo, (m.end() if m else len(text))
+
+
+def context_targets(doc: Document, targets: Iterable[RepairTarget],
+                    placeholder_pattern: str | None = None) -> list[RepairTarget]:
+    """``"text"`` targets on the words of the sentences around the span ``targets`` of ``doc``
+    (replacements its repairer could not make say less), keeping their attacks; evidence kind
+    ``"context"``. A sentence without a word to reword gives none."""
+    highlights = [(*sentence_around(doc.text, t.start, t.end), attack, "context")
+                  for t in targets for attack in (t.attacks or ("unknown",))]
+    return [t for t in targets_of(doc, highlights, placeholder_pattern) if t.kind == TEXT]
+
+
+def unchanged_spans(before: Document, after: Document, targets: Iterable[RepairTarget]) -> list[RepairTarget]:
+    """The span ``targets`` of ``before`` whose replacement ``after`` left as it was, at their
+    offsets in ``after`` (which must hold the same spans with new replacements, as a span
+    repair makes them: :func:`set_replacements`); none when the spans differ."""
+    b_spans, a_spans = sorted(before.spans, key=span_order), sorted(after.spans, key=span_order)
+    if len(b_spans) != len(a_spans):
+        return []
+    at = {(s.start, s.end): i for i, s in enumerate(b_spans)}
+    out = []
+    for t in targets:
+        i = at.get((t.start, t.end))
+        if t.kind == SPAN and i is not None and a_spans[i].replacement == b_spans[i].replacement \
+                and after.text[a_spans[i].start:a_spans[i].end] == before.text[t.start:t.end]:
+            out.append(replace(t, start=a_spans[i].start, end=a_spans[i].end))
     return out
 
 

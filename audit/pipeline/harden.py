@@ -16,7 +16,9 @@ Each round:
    label), visible words an attack used (``"text"``: rare phrases, claims, a classifier's
    deciding window) to the text repairer (the delinker by default: reworded, nothing else
    touched). Both are sanitizers found through the registry that declare the kind in
-   :attr:`~audit.core.interfaces.Sanitizer.repairs`;
+   :attr:`~audit.core.interfaces.Sanitizer.repairs`. A span target the span repairer leaves as
+   it was (already at its label) becomes a text target on the words of its sentence
+   (:func:`audit.core.repair.context_targets`): its context gave it away;
 4. the repaired release is written to ``OUT/harden/`` and becomes the next round's release.
 
 Every round and the reason the loop stopped are kept in ``OUT/harden/NAME.json``; a round whose
@@ -41,7 +43,8 @@ from audit.core.errors import AnonauditError
 from audit.core.files import atomic_write_json, sha256_file
 from audit.core.registry import Registry, normalise
 from audit.core.registry import registry as default_registry
-from audit.core.repair import SPAN, TEXT, RepairTarget, shift_position, targets_from_results
+from audit.core.repair import (SPAN, TEXT, RepairTarget, context_targets, shift_position, targets_from_results,
+                               unchanged_spans)
 from audit.core.results import ResultsFile
 from audit.models.resources import LLM_STATS, Resources
 from audit.pipeline.gate import EXIT_FAIL, EXIT_INCONCLUSIVE, Threshold, evaluate, exit_code
@@ -354,9 +357,21 @@ class Harden:
                 texts = {d: [dataclasses.replace(t, start=shift_position(current.corpus[d], repaired.corpus[d], t.start),
                                                  end=shift_position(current.corpus[d], repaired.corpus[d], t.end))
                              for t in ts] for d, ts in texts.items()}
+            context = 0
+            if kind == SPAN:  # a replacement that could not say less: reword its sentence instead
+                for d, ts in todo.items():
+                    left = unchanged_spans(current.corpus[d], repaired.corpus[d], ts)
+                    extra = context_targets(repaired.corpus[d], left) if left else []
+                    if extra:
+                        texts[d] = sorted([*texts.get(d, []), *extra], key=lambda t: (t.start, t.end))
+                        context += len(left)
             current = repaired
             info[kind] = {"repairer": self.repairers[kind],
                           **canonical(_own_stats(repairer.stats(), name))}
+            if context:
+                info[kind]["to_context"] = context
+                self.echo(f"harden: {name}: {context} span target(s) already at their label: their sentences "
+                          f"go to {self.repairers[TEXT]}")
         used = {k: resources.llm_stats()[k] - llm_before[k] for k in LLM_STATS}
         info["llm_cache"] = used
         tokens = resources.llm_usage(*self._given_llms())
