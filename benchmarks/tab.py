@@ -190,7 +190,8 @@ def cost_cells(row: dict[str, Any]) -> tuple[str, str, str]:
         f" ({t['prompt_evaluated']:,.0f} evaluated)"
     tokens = "(all cached)" if t is None else (
         f"{t['prompt_tokens']:,.0f}{ran} + {t['completion_tokens']:,.0f}" + (" (est.)" if row["tokens_per_doc_estimated"] else ""))
-    seconds = f"{row['seconds_per_doc']:.0f}" + (" (est.)" if row["tokens_per_doc_estimated"] else "")
+    est = " (est.)" if row["tokens_per_doc_estimated"] else ""
+    seconds = "–" if t is None else f"{row['seconds_per_doc']:.0f}{est}"  # all cached: no cold cost known
     return (f"{row['llm_requests_per_doc']:.1f}", tokens, seconds)
 
 
