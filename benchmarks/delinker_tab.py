@@ -28,7 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tab import LLMCost, bench_llm, cost_cells, labelled_originals, linkage, machine, parser, published, utility, write_out  # noqa: E402
+from tab import (LLMCost, bench_llm, cost_cells, cost_json, labelled_originals, linkage, machine, parser,  # noqa: E402
+                 published, utility, write_out)
 
 #: plain rewrites each chunk once, as the paper's baseline does (the sanitizer's plain mode could
 #: also re-send the chunks that still link, ``max_rounds``)
@@ -76,7 +77,7 @@ def main() -> None:
             costs[variant] = {"totals": san.stats()["delinker"][variant], **spend.per_doc(len(ids), seconds),
                               "machine": machine()}
             releases.append(rel)
-            print(f"{variant}: {seconds / len(ids):.0f} s/doc, {json.dumps(spend.per_doc(len(ids), seconds))}, totals "
+            print(f"{variant}: {seconds / len(ids):.0f} s/doc, {cost_json(costs[variant])}, totals "
                   f"{json.dumps(costs[variant]['totals'])}", flush=True)
             index = san.index()
 

@@ -38,8 +38,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from defenders.intact.sanitizer import PLACEHOLDER_LABELS  # noqa: E402
-from tab import (LLMCost, bench_llm, cost_cells, first_docs, labelled_originals, linkage, machine, parser,  # noqa: E402
-                 published, sample_spans, span_recovery, utility, write_out)
+from tab import (LLMCost, bench_llm, cost_cells, cost_json, first_docs, labelled_originals, linkage,  # noqa: E402
+                 machine, parser, published, sample_spans, span_recovery, utility, write_out)
 
 PUBLISHED = {
     "Manual_INTACT (selected)": "TAB_test_Manual_INTACT.json",
@@ -161,7 +161,7 @@ def main() -> None:
             costs[rel.name] = {"counts": counts, **spend.per_doc(len(ids), seconds),
                                "machine": machine()}
             ours.append(rel)
-            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, {json.dumps(spend.per_doc(len(ids), seconds))}; "
+            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, {cost_json(costs[rel.name])}; "
                   f"counts {json.dumps(counts)}", flush=True)
 
     releases = ours + [published(n, f, full, ids, args.data) for n, f in PUBLISHED.items()]

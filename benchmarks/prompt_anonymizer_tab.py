@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tab import (LLMCost, bench_llm, cost_cells, first_docs, labelled_originals, linkage, machine, parser,  # noqa: E402
-                 published, utility, write_out)
+from tab import (LLMCost, bench_llm, cost_cells, cost_json, first_docs, labelled_originals, linkage,  # noqa: E402
+                 machine, parser, published, utility, write_out)
 
 FAMILIES = ("mvm", "sparks", "student", "ppdp")
 PUBLISHED = {"gpt-3.5-turbo-0125_mvm-st": "TAB_test_gpt-3.5-turbo-0125_mvm-st.json",
@@ -135,7 +135,7 @@ def main() -> None:
             costs[rel.name] = {"counts": san.stats().get("counts", {}), **spend.per_doc(len(ids), seconds),
                                "machine": machine()}
             ours.append(rel)
-            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, {json.dumps(spend.per_doc(len(ids), seconds))}, counts "
+            print(f"{rel.name}: {seconds / len(ids):.1f} s/doc, {cost_json(costs[rel.name])}, counts "
                   f"{json.dumps(costs[rel.name]['counts'])}", flush=True)
 
     releases = ours + [published(n, f, full, ids, args.data) for n, f in PUBLISHED.items()]

@@ -188,11 +188,15 @@ def cost_cells(row: dict[str, Any]) -> tuple[str, str, str]:
     t = row["tokens_per_doc"]
     ran = "" if t is None or t.get("prompt_evaluated", t["prompt_tokens"]) >= t["prompt_tokens"] else \
         f" ({t['prompt_evaluated']:,.0f} evaluated)"
-    tokens = "(all cached)" if t is None else (
-        f"{t['prompt_tokens']:,.0f}{ran} + {t['completion_tokens']:,.0f}" + (" (est.)" if row["tokens_per_doc_estimated"] else ""))
     est = " (est.)" if row["tokens_per_doc_estimated"] else ""
+    tokens = "(all cached)" if t is None else f"{t['prompt_tokens']:,.0f}{ran} + {t['completion_tokens']:,.0f}{est}"
     seconds = "–" if t is None else f"{row['seconds_per_doc']:.0f}{est}"  # all cached: no cold cost known
     return (f"{row['llm_requests_per_doc']:.1f}", tokens, seconds)
+
+
+def cost_json(row: dict[str, Any]) -> str:
+    """A row's LLM cost (requests, tokens and seconds per document) as one line of JSON."""
+    return json.dumps({k: v for k, v in row.items() if k.startswith(("llm_", "tokens_", "seconds_"))})
 
 
 def write_out(args, llm, ids: list[str], **figures: Any) -> None:

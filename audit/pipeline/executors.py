@@ -206,7 +206,7 @@ class RayExecutor(Executor):
         local run's does, instead of leaving them idle."""
         ray = self.start()._ray
         node_cpus = [n.get("Resources", {}).get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
-        share = min(max(node_cpus, default=1), self.cluster()["cpus"] // max(1, size))
+        share = min(max(node_cpus, default=1), int(sum(node_cpus)) // max(1, size))
         return max(float(num_cpus), float(share))
 
     def info(self) -> dict[str, Any]:

@@ -370,8 +370,8 @@ class Harden:
                           **canonical(_own_stats(repairer.stats(), name))}
             if context:
                 info[kind]["to_context"] = context
-                self.echo(f"harden: {name}: {context} span target(s) already at their label: their sentences "
-                          f"go to {self.repairers[TEXT]}")
+                self.echo(f"harden: {name}: {context} span target(s) left as they were (at their label): their "
+                          f"sentences go to {self.repairers[TEXT]}")
         used = {k: resources.llm_stats()[k] - llm_before[k] for k in LLM_STATS}
         info["llm_cache"] = used
         tokens = resources.llm_usage(*self._given_llms())
