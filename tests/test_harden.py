@@ -305,6 +305,31 @@ def test_intact_generalises_a_recovered_span_one_level_and_every_mention_with_it
     assert intact.at_label("", "LOC") and not intact.at_label("a city", "LOC")
 
 
+def test_intact_repair_asks_for_several_documents_at_once_and_the_batch_does_not_change_the_release(tmp_path):
+    from defenders.intact import IntactSanitizer
+
+    write_data(tmp_path)
+    rel = Release("ours", load_corpus(str(tmp_path / "data" / "ours.jsonl")))
+    targets = {}
+    for i in "ac":
+        doc = rel.corpus[i]
+        s = next(s for s in doc.spans if s.replacement in GIVEAWAYS)
+        targets[i] = targets_of(doc, [(s.start, s.end, "toy_guess", "span")])
+    out, calls = {}, {}
+    for batch in (1, 32):
+        llm = scripted()
+        real = llm.complete_batch
+        calls[batch] = []
+        llm.complete_batch = lambda reqs, _c=calls[batch], **kw: _c.append(len(reqs)) or real(reqs, **kw)  # type: ignore[method-assign]
+        intact = IntactSanitizer(llm=llm, cache=False, progress=False, batch=batch)
+        out[batch] = intact.repair(rel, targets, name="ours.harden1")
+        assert intact.stats()["counts"]["ours.harden1"]["repair"]["candidate_requests"] == 2
+    assert calls == {1: [1, 1], 32: [2]}  # Bergen's and Rome's candidates: one request each
+    assert [d.to_dict() for d in out[1].corpus] == [d.to_dict() for d in out[32].corpus]
+    assert out[32].corpus["a"].text.startswith("[PERSON] moved to a Nordic city")
+    assert out[32].corpus["b"].text == rel.corpus["b"].text
+
+
 # =========================================================================== the loop
 
 
