@@ -160,6 +160,9 @@ def main() -> None:
                     help="TRIR's budget (issue 19); the figures before it were taken with what is now "
                          "--budget fast --no-augment")
     ap.add_argument("--no-augment", action="store_true", help="no NER-masked background copies")
+    ap.add_argument("--freeze-layers", type=int, default=0,
+                    help="freeze the embeddings and this many lowest layers ... (issue 19's speed-up)")
+    ap.add_argument("--freeze-epochs", type=int, default=0, help="... for the first this many epochs")
     ap.add_argument("--window", type=int, default=100)
     ap.add_argument("--overlap", type=int, default=25)
     ap.add_argument("--learning-rate", type=float, default=None)
@@ -211,11 +214,13 @@ def main() -> None:
         for seed in range(args.first_seed, args.first_seed + seeds):
             attack = TRIRAttack(budget=args.budget, window=args.window, overlap=args.overlap, epochs=epochs,
                                 learning_rate=lr, seed=seed, max_windows_per_class=max_wpc, num_threads=args.threads,
-                                device=args.device, use_cache=args.cache,
-                                **({"augment_ner": False} if args.no_augment else {}))
+                                device=args.device, use_cache=args.cache, freeze_layers=args.freeze_layers,
+                                freeze_epochs=args.freeze_epochs, **({"augment_ner": False} if args.no_augment else {}))
             attack.fit(scenario)
             info = attack.trained_.info
             row = {"train_seconds": info["train_seconds"], "threads": info["threads"],
+                   "epochs_trained": len(info["history"]), "timings": info.get("timings"),
+                   "mask_styles": info.get("mask_styles"), "training_windows": info.get("training_windows"),
                    "epoch_seconds": [h["seconds"] for h in info["history"]],
                    "loss": [h["loss"] for h in info["history"]], "trir": {}, "top5": {}, "predict_wps": {},
                    "correct": {}}
