@@ -17,6 +17,11 @@ and a masked release of them:
 
     python benchmarks/ray_scaleout.py --docs 20000 --workers 1,2 --json ray_scaleout.json
     python benchmarks/ray_scaleout.py --docs 2000 --embed-docs 200      # a quick check
+    python benchmarks/ray_scaleout.py --docs 100000 --stages index,embedding   # start-up amortised
+
+``--stages`` picks the stages measured (default all: ``index``, ``phrase_search``, ``embedding``,
+``sharded``, ``single_index``); the per-document phrase search is the long one (about 5 ms a
+document per worker here), so larger collections are measured without it.
 
 Ray is started here for each worker count (``address: local``) with this machine's CPUs, as the
 local run has them: one worker gets every CPU (its model's threads, its chunk's runs), two
@@ -48,6 +53,9 @@ from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.executor import Executor, LocalExecutor
 from audit.models.embed import Embedder
 from audit.models.resources import Resources
+
+#: The stages ``--stages`` can pick (see the module doc).
+STAGES = ("index", "phrase_search", "embedding", "sharded", "single_index")
 
 
 # --------------------------------------------------------------------------- data
@@ -203,12 +211,17 @@ def main() -> None:
     ap.add_argument("--object-store-mb", type=int, default=1000)
     ap.add_argument("--ray-cpus", type=int, default=os.cpu_count() or 1,
                     help="CPUs of the local Ray (default: this machine's; 0: as many as workers)")
+    ap.add_argument("--stages", default=",".join(STAGES),
+                    help=f"stages to measure, comma-separated (default: all of {', '.join(STAGES)})")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--index-only", action="store_true",
                     help="only the single index's memory and words/s (before and now) and the sharded build's memory")
     args = ap.parse_args()
     workers = [int(w) for w in args.workers.split(",") if w.strip()]
-    out: dict[str, Any] = {"docs": args.docs, "cpu_count": os.cpu_count(), "load_avg_start": os.getloadavg()}
+    todo = {x.strip() for x in args.stages.split(",") if x.strip()}
+    if todo - set(STAGES):
+        ap.error(f"unknown stage(s) {', '.join(sorted(todo - set(STAGES)))} (use {', '.join(STAGES)})")
+    out: dict[str, Any] = {"docs": args.docs, "stages": sorted(todo), "cpu_count": os.cpu_count(), "load_avg_start": os.getloadavg()}
 
     t0 = time.perf_counter()
     originals, release = synthetic(args.docs, args.words)
@@ -230,28 +243,32 @@ def main() -> None:
     idx_s, index = stage_index(texts, local)
     words = int(index.config["n_tokens"])
     out["words"] = words
-    fit_s, eval_s, local_results = stage_attack(scenario, release, local)
-    emb_s, local_vecs = stage_embed(embed_texts, None)
+    fit_s, eval_s, local_results = (stage_attack(scenario, release, local) if "phrase_search" in todo
+                                    else (None, None, None))
+    emb_s, local_vecs = stage_embed(embed_texts, None) if "embedding" in todo else (None, None)
     stages = {"local": {"index_build_s": idx_s, "index_phases_s": index.config["build_phases"],
                         "phrase_search_fit_s": fit_s, "phrase_search_documents_s": eval_s, "embedding_s": emb_s}}
-    print(f"{args.docs:,} documents, {words:,} words; local: index {idx_s:.1f} s, phrase search {eval_s:.1f} s, "
-          f"embedding {emb_s:.1f} s ({len(embed_texts)} docs)", flush=True)
+    print(f"{args.docs:,} documents, {words:,} words; local: index {idx_s:.1f} s, phrase search {eval_s} s, "
+          f"embedding {emb_s} s ({len(embed_texts)} docs)", flush=True)
 
     # --- sharded against single (local executor)
-    with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        build_sharded(Path(tmp) / "idx", texts, shards=args.shards, fingerprint="benchmark")
-        sh_build = time.perf_counter() - t0
-        sh_fit, sh_eval, sh_results = stage_attack(scenario, release, local, shards=args.shards,
-                                                   index_dir=str(Path(tmp) / "idx2"))
-    out["sharded"] = {"shards": args.shards, "build_s": sh_build, "single_build_s": idx_s,
-                      "build_ratio": sh_build / idx_s, "query_documents_s": sh_eval, "single_query_documents_s": eval_s,
-                      "query_ratio": sh_eval / eval_s, "same_results": sh_results == local_results}
-    print(f"sharded ({args.shards}): build {sh_build:.1f} s ({sh_build / idx_s:.2f}x single), query "
-          f"{sh_eval:.1f} s ({sh_eval / eval_s:.2f}x), same results: {sh_results == local_results}", flush=True)
+    if {"sharded", "phrase_search"} <= todo:
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            build_sharded(Path(tmp) / "idx", texts, shards=args.shards, fingerprint="benchmark")
+            sh_build = time.perf_counter() - t0
+            sh_fit, sh_eval, sh_results = stage_attack(scenario, release, local, shards=args.shards,
+                                                       index_dir=str(Path(tmp) / "idx2"))
+        out["sharded"] = {"shards": args.shards, "build_s": sh_build, "single_build_s": idx_s,
+                          "build_ratio": sh_build / idx_s, "query_documents_s": sh_eval,
+                          "single_query_documents_s": eval_s, "query_ratio": sh_eval / eval_s,
+                          "same_results": sh_results == local_results}
+        print(f"sharded ({args.shards}): build {sh_build:.1f} s ({sh_build / idx_s:.2f}x single), query "
+              f"{sh_eval:.1f} s ({sh_eval / eval_s:.2f}x), same results: {sh_results == local_results}", flush=True)
 
     # --- single-machine index: memory and words/s
-    out["single_index"] = single_index(texts, words, args.shards)
+    if "single_index" in todo:
+        out["single_index"] = single_index(texts, words, args.shards)
 
     # --- Ray
     from audit.pipeline.executors import RayExecutor
@@ -269,25 +286,28 @@ def main() -> None:
         same_index = all(np.array_equal(getattr(index, a), getattr(r_index, a))
                          for a in ("keys", "offsets", "posting_docs"))
         del r_index
-        r_fit, r_eval, r_results = stage_attack(scenario, release, ex)
-        r_emb, r_vecs = stage_embed(embed_texts, ex)
-        with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            build_sharded(Path(tmp) / "idx", texts, shards=args.shards, fingerprint="benchmark", executor=ex)
-            r_sh = time.perf_counter() - t0
+        r_fit, r_eval, r_results = (stage_attack(scenario, release, ex) if "phrase_search" in todo
+                                    else (None, None, None))
+        r_emb, r_vecs = stage_embed(embed_texts, ex) if "embedding" in todo else (None, None)
+        r_sh = None
+        if "sharded" in todo:
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                build_sharded(Path(tmp) / "idx", texts, shards=args.shards, fingerprint="benchmark", executor=ex)
+                r_sh = time.perf_counter() - t0
         stages[f"ray_{w}"] = {
             "ray_cpus": args.ray_cpus or w, "ray_start_s": start_s, "stage_fixed_s": fixed,
             "index_build_s": r_idx_s, "phrase_search_fit_s": r_fit,
             "phrase_search_documents_s": r_eval, "embedding_s": r_emb, "sharded_build_s": r_sh,
             "same_index": same_index, "same_findings": r_results == local_results,
-            "same_vectors": bool(np.array_equal(r_vecs, local_vecs)),
-            "max_vector_diff": float(np.abs(r_vecs - local_vecs).max()) if len(r_vecs) else 0.0,
+            "same_vectors": None if r_vecs is None else bool(np.array_equal(r_vecs, local_vecs)),
+            "max_vector_diff": float(np.abs(r_vecs - local_vecs).max()) if r_vecs is not None and len(r_vecs) else 0.0,
             "executor_timings": ex.timings,
         }
         ex.close()
-        print(f"ray {w} worker(s): stage fixed cost {fixed:.1f} s; index {r_idx_s:.1f} s, phrase search {r_eval:.1f} s, "
-              f"embedding {r_emb:.1f} s, sharded build {r_sh:.1f} s; same index {same_index}, findings "
-              f"{r_results == local_results}, vectors {np.array_equal(r_vecs, local_vecs)}", flush=True)
+        print(f"ray {w} worker(s): stage fixed cost {fixed:.1f} s; index {r_idx_s:.1f} s, phrase search {r_eval} s, "
+              f"embedding {r_emb} s, sharded build {r_sh} s; same index {same_index}, findings "
+              f"{r_results == local_results}, vectors {stages[f'ray_{w}']['same_vectors']}", flush=True)
     out["stages"] = stages
 
     # --- documents/s and overhead
@@ -296,9 +316,10 @@ def main() -> None:
     table = {}
     for name, (key, n) in per_stage.items():
         row = {cfg: n / s[key] for cfg, s in stages.items() if s.get(key)}
-        if "ray_1" in stages:
+        if "ray_1" in stages and stages["local"].get(key):
             row["overhead_ray1"] = stages["ray_1"][key] / stages["local"][key]
-        table[name] = row
+        if row:
+            table[name] = row
     out["docs_per_s"] = table
 
     # --- projection: 1 M documents on N workers
@@ -306,6 +327,8 @@ def main() -> None:
         r1 = stages["ray_1"]
         proj = {}
         for name, (key, n) in per_stage.items():
+            if not stages["local"].get(key):
+                continue
             # a worker's cost per document: Ray's time less the stage's fixed cost, and never less
             # than the same work here (on a busy machine the subtraction can undershoot)
             per_doc = max(r1[key] - r1["stage_fixed_s"], stages["local"][key]) / n

@@ -240,6 +240,23 @@ def test_unreachable_ray_address_is_a_clear_error(demo):
     assert not (demo / "out" / "results.json").exists()  # nothing ran
 
 
+def test_a_local_ray_that_does_not_start_is_a_clear_error(monkeypatch):
+    """Ray raises a bare Exception when its node times out starting (a loaded machine): the user
+    gets one line naming the problem, not Ray's traceback."""
+    ray = pytest.importorskip("ray", reason="the ray executor needs Ray (pip install 'anonaudit[ray]')")
+    from audit.pipeline.executors import RayExecutor
+
+    def timed_out(*a, **kw):
+        raise Exception("The current node timed out during startup. This could happen because ...")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", timed_out)
+    with pytest.raises(AnonauditError, match="could not start a Ray on this machine: The current node timed out"):
+        RayExecutor("local").start()
+    with pytest.raises(AnonauditError, match="cannot connect to the Ray cluster at auto: The current node"):
+        RayExecutor("auto").start()
+
+
 # --------------------------------------------------------------------------- on a real local Ray (slow)
 
 

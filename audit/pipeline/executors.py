@@ -176,7 +176,12 @@ class RayExecutor(Executor):
             address_arg = address
         try:
             ray.init(address=address_arg, **kw)
-        except (ConnectionError, RuntimeError, TimeoutError) as exc:
+        except Exception as exc:  # noqa: BLE001  Ray raises a bare Exception when its node does not start
+            if address == "local":
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+                raise AnonauditError(f"could not start a Ray on this machine: {first} (a machine short of CPU "
+                                     "or memory starts Ray slowly: try again when it is quieter, or use "
+                                     "--executor local)") from None
             hint = (" (no running cluster found on this machine: start one with `ray start --head`, or use "
                     "--ray-address local)" if address == "auto" else "")
             raise AnonauditError(f"cannot connect to the Ray cluster at {address}: {exc}{hint}") from None
