@@ -458,7 +458,7 @@ class IntactSanitizer(Sanitizer):
                                                    counts)
                          for doc in group}
                 asked = [r for plan in plans.values() if plan for _, r in plan.asked]
-                answers = iter(self._get_llm().complete_batch(asked, progress=False) if asked else [])
+                answers = iter(self._get_llm().complete_batch(asked, progress=self.progress) if asked else [])
                 counts["candidate_requests"] += len(asked)
                 for doc in group:
                     plan = plans[doc.id]
