@@ -178,8 +178,7 @@ class RayExecutor(Executor):
             ray.init(address=address_arg, **kw)
         except Exception as exc:  # noqa: BLE001  Ray raises a bare Exception when its node does not start
             if address == "local":
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-                raise AnonauditError(f"could not start a Ray on this machine: {first} (a machine short of CPU "
+                raise AnonauditError(f"could not start a Ray on this machine: {_first_line(exc)} (a machine short of CPU "
                                      "or memory starts Ray slowly: try again when it is quieter, or use "
                                      "--executor local)") from None
             hint = (" (no running cluster found on this machine: start one with `ray start --head`, or use "
@@ -253,7 +252,11 @@ class RayExecutor(Executor):
         return [by_pos[i] for i in range(len(groups))]
 
 
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first line of Ray's message (its next lines are a traceback or advice), cut at ``limit``."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
+
+
 def _died(label: str, exc: BaseException) -> AnonauditError:
-    first = (str(exc).strip().splitlines() or [""])[0][:200]
-    return AnonauditError(f"a Ray worker died during {label!r} ({type(exc).__name__}: {first}); the "
+    return AnonauditError(f"a Ray worker died during {label!r} ({type(exc).__name__}: {_first_line(exc)}); the "
                           "finished (component, release) pairs are saved: run the same command again to resume")
