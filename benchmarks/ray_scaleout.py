@@ -28,6 +28,9 @@ local run has them: one worker gets every CPU (its model's threads, its chunk's 
 workers share them. The figures include no cluster start, but do include each stage's actor
 start (that is the fixed cost reported). ``--ray-cpus N`` starts Ray with N CPUs instead
 (``--ray-cpus 0``: as many as workers, the setting of the runs before 2026-11-24).
+``--sort`` sets the index build's sort in every stage (the build's ``SORT_BACKEND``: numpy's sorts
+per chunk merged, or one torch sort per bucket; ``auto`` by default, torch imported before the
+clock starts when the build will use it); ``--index-only`` compares the two on the single index.
 Needs ``pip install -e '.[ray]'``.
 """
 
@@ -142,32 +145,44 @@ def stage_embed(texts: list[str], executor: Executor | None) -> tuple[float, np.
     return time.perf_counter() - t0, vecs
 
 
-def peak_build(texts: list[str], workers: int, route_bits: int | None = None) -> tuple[int, float, int]:
-    """Peak traced memory of a build (bytes), its best wall seconds of two (timed without
-    tracing) and the size of the index it made (bytes). ``route_bits`` given: the build with that
-    many bucket bits and a plain quicksort merge (0: the build before issue 21's second step)."""
+def peak_build(texts: list[str], workers: int, backend: str) -> tuple[int, int]:
+    """Peak traced memory of one build (bytes; numpy's allocations: torch's sort's temporary
+    arrays, one bucket's per thread, are not traced) and the size of the index (bytes), with the
+    build's ``SORT_BACKEND`` set to ``backend``."""
     import attackers.phrase_search.index.build as build
 
-    default, merge = build.ROUTE_BITS, build.MERGE_SORT
-    if route_bits is not None:  # the build before: one quicksort of every pair
-        build.ROUTE_BITS, build.MERGE_SORT = route_bits, "quicksort"
+    default, build.SORT_BACKEND = build.SORT_BACKEND, backend
     try:
         gc.collect()
         tracemalloc.start()
         index = NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        size = sum(np.asarray(a).nbytes for a in (index.keys, index.offsets, index.posting_docs))
-        del index
-        gc.collect()
-        best = float("inf")
-        for _ in range(2):
-            t0 = time.perf_counter()
-            NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
-            best = min(best, time.perf_counter() - t0)
+        return peak, sum(np.asarray(a).nbytes for a in (index.keys, index.offsets, index.posting_docs))
     finally:
-        build.ROUTE_BITS, build.MERGE_SORT = default, merge
-    return peak, best, size
+        build.SORT_BACKEND = default
+
+
+def timed_builds(texts: list[str], workers: int, backends: tuple[str, ...], builds: int) -> dict[str, list]:
+    """``builds`` untraced builds with each backend, the backends taken in turn (so that a change in
+    the machine's state, such as the cost of touching fresh memory in this VM, falls on both):
+    per backend, a list of ``(seconds, build phases)``."""
+    import attackers.phrase_search.index.build as build
+
+    default = build.SORT_BACKEND
+    out: dict[str, list] = {b: [] for b in backends}
+    try:
+        for _ in range(builds):
+            for backend in backends:
+                build.SORT_BACKEND = backend
+                gc.collect()
+                t0 = time.perf_counter()
+                index = NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
+                out[backend].append((time.perf_counter() - t0, index.config["build_phases"]))
+                del index
+    finally:
+        build.SORT_BACKEND = default
+    return out
 
 
 def peak_sharded(texts: list[str], shards: int) -> int:
@@ -181,24 +196,37 @@ def peak_sharded(texts: list[str], shards: int) -> int:
     return peak
 
 
-def single_index(texts: list[str], words: int, shards: int) -> dict[str, Any]:
-    """The single index's peak memory and words/s, before (one sort) and now (buckets), with one
-    and two threads, in one run; the index's own size; the sharded build's peak."""
-    mem: dict[str, Any] = {}
-    for name, bits in (("one sort (before)", 0), ("256 buckets, runs merged (now)", None)):
-        for w in (1, 2):
-            peak, secs, size = peak_build(texts, w, bits)
-            mem[f"{name}, {w} thread(s)"] = {"peak_bytes_per_M_words": peak / words * 1e6, "words_per_s": words / secs,
-                                             "seconds": secs, "index_bytes_per_M_words": size / words * 1e6}
+def single_index(texts: list[str], words: int, shards: int, builds: int = 5) -> dict[str, Any]:
+    """The single index's peak memory and words/s with numpy's sorts (each chunk sorted, the runs
+    merged: the build before) and torch's (one sort per bucket: the build now, when torch is
+    loaded), one and two threads: best and median of ``builds`` builds, the two taken in turn;
+    the index's own size; the sharded build's peak. torch is imported first (timed apart), and
+    3 GB are touched once before any build: in this VM the first touch of memory costs about 2 ms
+    a MB (a build allocates hundreds), which would otherwise fall on the first builds."""
+    t0 = time.perf_counter()
+    import torch  # noqa: F401
+
+    mem: dict[str, Any] = {"torch_import_s": time.perf_counter() - t0}
+    touched = np.ones(3 * 2**30 // 8, dtype=np.uint64)
+    del touched
+    names = {"numpy": "numpy: chunks sorted, runs merged (before)", "torch": "torch: one sort per bucket (now)"}
+    for w in (1, 2):
+        runs = timed_builds(texts, w, tuple(names), builds)
+        for backend, name in names.items():
+            peak, size = peak_build(texts, w, backend)
+            secs = [t for t, _ in runs[backend]]
+            best = min(range(builds), key=lambda i: secs[i])
+            row = {"peak_bytes_per_M_words": peak / words * 1e6, "index_bytes_per_M_words": size / words * 1e6,
+                   "words_per_s": words / secs[best], "words_per_s_median": words / float(np.median(secs)),
+                   "seconds": secs, "phases": [p for _, p in runs[backend]]}
+            mem[f"{name}, {w} thread(s)"] = row
             print(f"single index, {name}, {w} thread(s): peak {peak / words:.0f} MB per M words (the index itself "
-                  f"{size / words:.0f}), {words / secs / 1e6:.2f} M words/s", flush=True)
+                  f"{size / words:.0f}), {row['words_per_s'] / 1e6:.2f} M words/s best of {builds}, "
+                  f"{row['words_per_s_median'] / 1e6:.2f} median; best's phases {runs[backend][best][1]}", flush=True)
     peak = peak_sharded(texts, shards)
     mem[f"sharded ({shards})"] = {"peak_bytes_per_M_words": peak / words * 1e6}
     print(f"sharded build ({shards} shards, local): peak {peak / words:.0f} MB per M words", flush=True)
     return mem
-
-
-# --------------------------------------------------------------------------- main
 
 
 def main() -> None:
@@ -213,6 +241,9 @@ def main() -> None:
                     help="CPUs of the local Ray (default: this machine's; 0: as many as workers)")
     ap.add_argument("--stages", default=",".join(STAGES),
                     help=f"stages to measure, comma-separated (default: all of {', '.join(STAGES)})")
+    ap.add_argument("--sort", choices=("auto", "numpy", "torch"), default="auto",
+                    help="the index build's sort (SORT_BACKEND) in every stage; torch is imported before "
+                         "any stage is timed when the build will use it")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--index-only", action="store_true",
                     help="only the single index's memory and words/s (before and now) and the sharded build's memory")
@@ -226,6 +257,10 @@ def main() -> None:
     t0 = time.perf_counter()
     originals, release = synthetic(args.docs, args.words)
     texts = [d.text for d in originals]
+    import attackers.phrase_search.index.build as build
+
+    build.SORT_BACKEND = args.sort
+    out["index_sort"] = "torch" if build._u64_sort(sum(len(t) for t in texts)) is build._torch_sort else "numpy"
     if args.index_only:
         NgramIndex.build(["Warm up the tables. Done."])
         words = int(NgramIndex.build(texts).config["n_tokens"])

@@ -407,17 +407,46 @@ def test_windows_give_exactly_the_ngrams_of_the_whole_text():
 @pytest.mark.parametrize("min_hash_bits", [56, 64])  # no hash bits moved out of the key, 8 of them
 def test_sorting_in_buckets_builds_the_same_index(min_hash_bits, monkeypatch):
     """Issue 21: routing pairs to 2^r buckets by their top hash bits (sorted apart, on several
-    threads) is a speed-up only: the arrays are those of one sort of every pair."""
+    threads) is a speed-up only: the arrays are those of one sort of every pair; and so is
+    sorting each bucket once with torch's sort (its keys' top bit set or not) instead of sorting
+    each chunk with numpy's and merging the runs."""
     import attackers.phrase_search.index.build as build
 
     texts = [_wordy(300, i) for i in range(700)] + [_wordy(4000, 7)]
     monkeypatch.setattr(build, "ROUTE_BITS", 0)
+    monkeypatch.setattr(build, "SORT_BACKEND", "numpy")
     one = NgramIndex.build(texts, max_n=5, min_hash_bits=min_hash_bits, chunk_chars=20_000)
-    for bits, workers in ((3, 1), (8, 2), (12, 2)):
+    assert (np.asarray(one.keys) >= np.uint64(1 << 63)).any()  # keys torch sees as negative
+    for backend, bits, workers in (("numpy", 3, 1), ("numpy", 8, 2), ("numpy", 12, 2),
+                                   ("torch", 0, 1), ("torch", 8, 1), ("torch", 8, 2), ("torch", 12, 2)):
         monkeypatch.setattr(build, "ROUTE_BITS", bits)
+        monkeypatch.setattr(build, "SORT_BACKEND", backend)
         routed = NgramIndex.build(texts, max_n=5, min_hash_bits=min_hash_bits, chunk_chars=20_000, workers=workers)
         for field in ("keys", "offsets", "posting_docs"):
-            assert np.array_equal(np.asarray(getattr(one, field)), np.asarray(getattr(routed, field))), (bits, field)
+            assert np.array_equal(np.asarray(getattr(one, field)), np.asarray(getattr(routed, field))), \
+                (backend, bits, field)
+
+
+def test_the_sort_is_chosen_by_what_it_costs(monkeypatch):
+    """"auto" takes torch's faster sort only for a collection big enough to gain from it, and one
+    big enough to pay for its import unless it is loaded already; a build leaves torch's threads as
+    it found them."""
+    import torch
+
+    import attackers.phrase_search.index.build as build
+
+    small, big, huge = 10, build.TORCH_SORT_MIN_CHARS, build.TORCH_IMPORT_MIN_CHARS
+    assert build._u64_sort(small) is build._numpy_sort
+    assert build._u64_sort(big) is build._torch_sort  # torch is imported here
+    monkeypatch.setattr(build, "_torch_loaded", lambda: False)
+    assert build._u64_sort(big) is build._numpy_sort
+    assert build._u64_sort(huge) is build._torch_sort
+    monkeypatch.setattr(build, "SORT_BACKEND", "numpy")
+    assert build._u64_sort(huge) is build._numpy_sort
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(build, "SORT_BACKEND", "torch")
+    NgramIndex.build([_wordy(300, i) for i in range(50)], max_n=3, chunk_chars=2_000, workers=2)
+    assert torch.get_num_threads() == threads
 
 
 def test_index_of_a_huge_document_built_in_windows_is_the_same(monkeypatch):

@@ -95,11 +95,16 @@ def test_local_executor_maps_exact_groups_in_order_and_sets_up_once():
 # --------------------------------------------------------------------------- the index
 
 
+@pytest.mark.parametrize("sort", ["numpy", "torch"])  # workers' chunks sorted and merged here, or sorted here once
 @pytest.mark.parametrize("threads", [None, 3])  # 3: each chunk cut into runs extracted on a worker's threads
 @pytest.mark.parametrize("min_hash_bits", [52, 64])  # 64: buckets (t_bits > 0) on a small collection
-def test_index_built_by_workers_is_the_local_index(min_hash_bits, threads):
+def test_index_built_by_workers_is_the_local_index(min_hash_bits, threads, sort, monkeypatch):
+    import attackers.phrase_search.index.build as build
+
     texts = _texts()
+    monkeypatch.setattr(build, "SORT_BACKEND", "numpy")
     local = NgramIndex.build(texts, min_hash_bits=min_hash_bits, chunk_chars=15_000)
+    monkeypatch.setattr(build, "SORT_BACKEND", sort)
     remote = NgramIndex.build(texts, min_hash_bits=min_hash_bits, chunk_chars=15_000,
                               executor=PicklingExecutor(threads))
     for name in ("keys", "offsets", "posting_docs"):

@@ -161,10 +161,15 @@ class Tokenizer:
         nt = len(starts)
         # sentence boundaries, found from the (few) newlines and full stops outside tokens
         boundary = np.zeros(nt + 1, dtype=bool)
-        boundary[np.searchsorted(starts, np.flatnonzero(cls & _NL))] = True
-        stops = np.flatnonzero(((cls & _TERM) != 0) & ~inword)
-        t = np.searchsorted(starts, stops)
-        t = np.unique(t[(t > 0) & (t < nt)])
+        # one scan of the text for the rare characters of either kind, then each kind among those
+        rare = np.flatnonzero((cls & (_NL | _TERM)) != 0)  # a bool mask: several times faster to scan
+        rare_cls = cls[rare]
+        boundary[np.searchsorted(starts, rare[(rare_cls & _NL) != 0])] = True
+        stops = rare[((rare_cls & _TERM) != 0) & ~inword[rare]]
+        t = np.searchsorted(starts, stops)  # non-decreasing, as ``stops`` is
+        t = t[(t > 0) & (t < nt)]
+        if len(t) > 1:
+            t = t[np.concatenate(([True], t[1:] != t[:-1]))]
         if len(t):
             prev = t - 1
             first_char = cpc[starts[prev]]
