@@ -260,7 +260,7 @@ def main() -> None:
     import attackers.phrase_search.index.build as build
 
     build.SORT_BACKEND = args.sort
-    out["index_sort"] = "torch" if build._u64_sort(sum(len(t) for t in texts)) is build._torch_sort else "numpy"
+    out["index_sort"] = build._sort_backend(sum(len(t) for t in texts))  # imports torch if it will be used
     if args.index_only:
         NgramIndex.build(["Warm up the tables. Done."])
         words = int(NgramIndex.build(texts).config["n_tokens"])

@@ -417,11 +417,17 @@ def test_sorting_in_buckets_builds_the_same_index(min_hash_bits, monkeypatch):
     monkeypatch.setattr(build, "SORT_BACKEND", "numpy")
     one = NgramIndex.build(texts, max_n=5, min_hash_bits=min_hash_bits, chunk_chars=20_000)
     assert (np.asarray(one.keys) >= np.uint64(1 << 63)).any()  # keys torch sees as negative
-    for backend, bits, workers in (("numpy", 3, 1), ("numpy", 8, 2), ("numpy", 12, 2),
-                                   ("torch", 0, 1), ("torch", 8, 1), ("torch", 8, 2), ("torch", 12, 2)):
+    # (sort, route bits at least, at most (torch's sort: more for a larger collection), threads)
+    for backend, bits, most, workers in (("numpy", 3, 3, 1), ("numpy", 8, 8, 2), ("numpy", 12, 12, 2),
+                                         ("torch", 0, 0, 1), ("torch", 8, 8, 1), ("torch", 8, 8, 2),
+                                         ("torch", 12, 12, 2), ("torch", 8, 10, 2)):
         monkeypatch.setattr(build, "ROUTE_BITS", bits)
+        monkeypatch.setattr(build, "MAX_ROUTE_BITS", most)
+        monkeypatch.setattr(build, "BUCKET_KEYS", 1000)  # this collection's ~1.3 M characters: 10 bits
         monkeypatch.setattr(build, "SORT_BACKEND", backend)
         routed = NgramIndex.build(texts, max_n=5, min_hash_bits=min_hash_bits, chunk_chars=20_000, workers=workers)
+        t_bits = build._Packing.for_collection(len(texts), min_hash_bits).t_bits  # hash bits routed in any case
+        assert routed.config["build_sort"] == {"sort": backend, "route_bits": max(bits, min(most, 10), t_bits)}
         for field in ("keys", "offsets", "posting_docs"):
             assert np.array_equal(np.asarray(getattr(one, field)), np.asarray(getattr(routed, field))), \
                 (backend, bits, field)
@@ -436,13 +442,13 @@ def test_the_sort_is_chosen_by_what_it_costs(monkeypatch):
     import attackers.phrase_search.index.build as build
 
     small, big, huge = 10, build.TORCH_SORT_MIN_CHARS, build.TORCH_IMPORT_MIN_CHARS
-    assert build._u64_sort(small) is build._numpy_sort
-    assert build._u64_sort(big) is build._torch_sort  # torch is imported here
+    assert build._sort_backend(small) == "numpy"
+    assert build._sort_backend(big) == "torch"  # torch is imported here
     monkeypatch.setattr(build, "_torch_loaded", lambda: False)
-    assert build._u64_sort(big) is build._numpy_sort
-    assert build._u64_sort(huge) is build._torch_sort
+    assert build._sort_backend(big) == "numpy"
+    assert build._sort_backend(huge) == "torch"
     monkeypatch.setattr(build, "SORT_BACKEND", "numpy")
-    assert build._u64_sort(huge) is build._numpy_sort
+    assert build._sort_backend(huge) == "numpy"
     threads = torch.get_num_threads()
     monkeypatch.setattr(build, "SORT_BACKEND", "torch")
     NgramIndex.build([_wordy(300, i) for i in range(50)], max_n=3, chunk_chars=2_000, workers=2)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,8 +28,13 @@ from attackers.phrase_search.index.windows import iter_windows, window_ngrams
 from audit.core.errors import AnonauditError
 
 FORMAT = "anonaudit.ngram_index/1"
-#: The single build sorts each of 2^ROUTE_BITS buckets on its own (see :class:`_Packing`).
+#: The single build sorts each of 2^ROUTE_BITS buckets on its own (see :class:`_Packing`). With
+#: torch's sort (see SORT_BACKEND) each bucket is sorted whole, so a large collection gets up to
+#: MAX_ROUTE_BITS bits, enough for buckets of about BUCKET_KEYS keys, which a sort keeps in cache
+#: (a key per character, roughly: max_n n-grams per word of about as many characters).
 ROUTE_BITS = 8
+MAX_ROUTE_BITS = 10
+BUCKET_KEYS = 1 << 17
 #: How the sorted runs of the chunks are merged: timsort ("stable") finds the runs and merges them,
 #: several times faster than a quicksort that ignores them.
 MERGE_SORT = "stable"
@@ -155,9 +161,15 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
     texts, docs = prepare(texts, ids, subjects, sources, max_n)
     D = len(texts)
     tok = Tokenizer(lowercase=lowercase)
-    packing = _Packing.for_collection(D, min_hash_bits, ROUTE_BITS)
+    n_chars = sum(len(t) for t in texts)
+    sort = _sort_backend(n_chars)
+    route_bits = ROUTE_BITS
+    if sort == "torch":
+        route_bits = max(ROUTE_BITS, min(MAX_ROUTE_BITS, (n_chars // BUCKET_KEYS).bit_length()))
+    packing = _Packing.for_collection(D, min_hash_bits, route_bits)
     clock = _Clock()
-    n_tokens, buckets = _sorted_keys(texts, tok, max_n, packing, chunk_chars, workers, progress, clock, executor)
+    n_tokens, buckets = _sorted_keys(texts, tok, max_n, packing, chunk_chars, workers, progress, clock, sort,
+                                     executor)
     keys, offsets, doc = _csr(buckets, packing, clock, workers=workers)
     fp = fingerprint or collection_fingerprint([("collection", zip(docs.ids, texts))])
     config = {
@@ -167,6 +179,7 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
         "n_postings": int(len(doc)),
         "build_seconds": round(time.perf_counter() - t0, 3),
         "build_phases": clock.rounded(),
+        "build_sort": {"sort": sort, "route_bits": packing.route_bits},
     }
     return dict(keys=keys, offsets=offsets, posting_docs=doc, docs=docs, max_n=max_n,
                 tokenizer=tok, hash_mask=packing.hash_mask, config=config)
@@ -191,12 +204,17 @@ class ChunkKeys:
         _pow_tables()  # the code-point tables, once per worker
         Tokenizer(lowercase=self.lowercase).tokenize("Warm up.")
 
-    def __call__(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, list[np.ndarray]]]:
+    def __call__(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Per item ``(n_tokens, keys, counts)``: the buckets' keys one after the other in one
+        array, and how many each bucket has (one array travels faster than 2^route_bits small
+        ones; :func:`_split_buckets` cuts it back)."""
         tok = Tokenizer(lowercase=self.lowercase)
         if not self.threads or self.threads < 2:
-            return [chunk_keys(lo, texts, tok, self.max_n, self.packing, self.distinct) for lo, texts in items]
-        with ThreadPoolExecutor(self.threads) as pool:
-            return [self._on_threads(pool, lo, texts, tok) for lo, texts in items]
+            outs = [chunk_keys(lo, texts, tok, self.max_n, self.packing, self.distinct) for lo, texts in items]
+        else:
+            with ThreadPoolExecutor(self.threads) as pool:
+                outs = [self._on_threads(pool, lo, texts, tok) for lo, texts in items]
+        return [(nt, np.concatenate(parts), np.array([len(p) for p in parts], dtype=np.int64)) for nt, parts in outs]
 
     def _on_threads(self, pool: ThreadPoolExecutor, lo: int, texts: Sequence[str],
                     tok: Tokenizer) -> tuple[int, list[np.ndarray]]:
@@ -219,7 +237,8 @@ def chunk_keys(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int,
 
 
 def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing, chunk_chars: int,
-                 workers: int, progress: bool, clock: _Clock, executor: Any = None) -> tuple[int, list[np.ndarray]]:
+                 workers: int, progress: bool, clock: _Clock, sort: str,
+                 executor: Any = None) -> tuple[int, list[np.ndarray]]:
     """The number of tokens, and per bucket the sorted, distinct packed keys of every n-gram.
     With a distributed ``executor``, the chunks' n-grams are extracted by its workers
     (:class:`ChunkKeys`) and only sorted here.
@@ -228,16 +247,15 @@ def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
     bucket merges the chunks' sorted runs; with torch's the chunks only route their keys and each
     bucket is sorted once (see :data:`SORT_BACKEND`)."""
     chunks = _chunks(texts, chunk_chars)
-    sort = _u64_sort(sum(len(t) for t in texts))
-    distinct = sort is _numpy_sort
+    distinct = sort == "numpy"
     buckets: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
     n_tokens = 0
     if executor is not None and getattr(executor, "distributed", False):
         outs = executor.map(ChunkKeys(tok.lowercase, max_n, packing, distinct),
                             [(lo, texts[lo:hi]) for lo, hi in chunks], group=1, label="phrase index: n-grams")
-        for nt, parts in outs:
+        for nt, keys, counts in outs:
             n_tokens += nt
-            for b, part in enumerate(parts):
+            for b, part in enumerate(_split_buckets(keys, counts)):
                 buckets[b].append(part)
         del outs
         clock.lap("keys")
@@ -271,13 +289,45 @@ def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
             pool.shutdown()
 
 
-def _sort_buckets(buckets: list[list[np.ndarray]], sort: Any, mapper: Any) -> list[np.ndarray]:
+def _sort_buckets(buckets: list[list[np.ndarray]], sort: str, mapper: Any) -> list[np.ndarray]:
     """Each bucket's distinct keys, sorted, from its chunks' pieces: sorted runs merged (numpy's
     sort), or one sort of them all (torch's, on one torch thread per build thread)."""
-    if sort is _numpy_sort:
+    if sort == "numpy":
         return list(mapper(_merge_sorted, buckets))
     with _one_torch_thread():
-        return list(mapper(lambda pieces: _sort_distinct(pieces, sort), buckets))
+        return list(mapper(_TorchBucketSort(), buckets))
+
+
+class _TorchBucketSort:
+    """One bucket's distinct keys, sorted by torch, from its chunks' unsorted pieces (emptied).
+    The pieces are joined and sorted in scratch arrays that each build thread keeps for the next
+    bucket (torch's sort writes the order it found too, 8 bytes a key), so that only the distinct
+    keys are new memory: a bucket's worth of scratch per thread instead of three bucket-sized
+    arrays per bucket (in this VM, touching fresh memory costs about 2 ms a MB)."""
+
+    def __init__(self) -> None:
+        self._scratch: dict[int, tuple[np.ndarray, Any, Any]] = {}
+
+    def __call__(self, pieces: list[np.ndarray]) -> np.ndarray:
+        import torch
+
+        n = sum(len(p) for p in pieces)
+        if n == 0:
+            return np.zeros(0, dtype=U64)
+        scratch = self._scratch.get(threading.get_ident())
+        if scratch is None or len(scratch[0]) < n:
+            m = n + n // 4
+            scratch = (np.empty(m, dtype=U64), torch.empty(m, dtype=torch.int64), torch.empty(m, dtype=torch.int64))
+            self._scratch[threading.get_ident()] = scratch
+        joined = scratch[0][:n]
+        np.concatenate(pieces, out=joined)
+        pieces.clear()
+        joined ^= _SIGN  # torch sorts signed integers: flipping the sign bit maps uint64's order onto int64's
+        values, order = scratch[1][:n], scratch[2][:n]
+        torch.sort(torch.from_numpy(joined.view(np.int64)), out=(values, order))
+        out = values.numpy().view(U64)
+        out ^= _SIGN
+        return _distinct(out)
 
 
 def _csr(sorted_buckets: list[np.ndarray], packing: _Packing, clock: _Clock,
@@ -417,6 +467,11 @@ def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Pa
     return n_tokens, [_sort_unique(p) for p in parts]
 
 
+def _split_buckets(keys: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
+    """The buckets' keys as views of ``keys`` (see :meth:`ChunkKeys.__call__`)."""
+    return np.split(keys, np.cumsum(counts)[:-1])
+
+
 def _compact_unique(arr: np.ndarray) -> np.ndarray:
     """``arr`` sorted in place, then its distinct values in a new array of their own."""
     arr.sort()
@@ -433,40 +488,16 @@ def _distinct(arr: np.ndarray) -> np.ndarray:
     return arr[keep]
 
 
-def _sort_distinct(pieces: list[np.ndarray], sort: Any) -> np.ndarray:
-    """One bucket's distinct keys, sorted, from the chunks' unsorted ``pieces`` (emptied)."""
-    merged = np.concatenate(pieces) if pieces else np.zeros(0, dtype=U64)
-    pieces.clear()
-    return _distinct(sort(merged))
-
-
 _SIGN = U64(1 << 63)
-
-
-def _torch_sort(arr: np.ndarray) -> np.ndarray:
-    """``arr`` (``uint64``, overwritten) sorted by torch's CPU sort: torch sorts signed 64-bit
-    integers, so the sign bit is flipped before and after (an order-preserving map of uint64
-    onto int64)."""
-    import torch
-
-    arr ^= _SIGN
-    out = torch.sort(torch.from_numpy(arr.view(np.int64)))[0].numpy().view(U64)
-    out ^= _SIGN
-    return out
-
-
-def _numpy_sort(arr: np.ndarray) -> np.ndarray:
-    """``arr`` sorted in place by numpy."""
-    arr.sort()
-    return arr
 
 
 def _torch_loaded() -> bool:
     return "torch" in sys.modules
 
 
-def _u64_sort(n_chars: int) -> Any:
-    """The sort of the buckets' keys (see :data:`SORT_BACKEND`): :func:`_numpy_sort` or :func:`_torch_sort`."""
+def _sort_backend(n_chars: int) -> str:
+    """How the buckets' keys are sorted for a collection of ``n_chars`` characters: "numpy" or
+    "torch" (see :data:`SORT_BACKEND`)."""
     backend = SORT_BACKEND
     if backend == "auto":
         big = n_chars >= TORCH_IMPORT_MIN_CHARS or (n_chars >= TORCH_SORT_MIN_CHARS and _torch_loaded())
@@ -475,9 +506,8 @@ def _u64_sort(n_chars: int) -> Any:
         try:
             import torch  # noqa: F401  (a dependency of sentence-transformers; absent in a trimmed install)
         except ImportError:
-            return _numpy_sort
-        return _torch_sort
-    return _numpy_sort
+            return "numpy"
+    return backend
 
 
 @contextmanager
