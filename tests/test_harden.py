@@ -259,6 +259,47 @@ def test_the_delinker_rewords_exactly_the_given_ranges_and_a_later_round_absorbs
     assert llm.calls[-1].seed == 1  # a later round samples another answer
 
 
+def test_a_later_round_takes_an_earlier_rephrasing_whole_or_not_at_all():
+    """Seen on TAB (round 3 of 20 judgments): a target that reached into an earlier rephrasing
+    without covering it (the rephrasing ended with punctuation, which a target is trimmed of, or
+    it reached a mask) rewrote part of it, and the release had two records crossing each other,
+    which its own loader then refused. A target now takes an earlier rephrasing whole, or leaves
+    it alone where taking it whole would reach a mask."""
+    from audit.io.records import crossing_pairs
+    from defenders.delinker import Delinker
+    from defenders.delinker.sanitizer import whole_rephrasings
+
+    orig = Document("d", "Anna kept a lighthouse near the old harbour district for years.")
+    rel = sanitize_corpus(Corpus([orig]), {"d": [Span(0, 4, "PERSON", replacement="[PERSON]")]}, name="r")
+    doc = rel.corpus["d"]
+    i = doc.text.index("old harbour")
+    llm = scripted(rewrite=lambda m: {"old harbour district": "waterfront (east).",
+                                      "kept a lighthouse near the waterfront (east).": "ran a beacon by the sea"
+                                      }.get(m, "had a seaside building"))
+    d = Delinker(llm=llm, cache=False, progress=False)
+    once = d.rewrite(doc, [(i, i + len("old harbour district"))], rnd=1)
+    assert once.text == "[PERSON] kept a lighthouse near the waterfront (east). for years."
+    # the attack's phrase ends inside the rephrasing "waterfront (east)."
+    j, k = once.text.index("kept"), once.text.index(" (east)")
+    twice = d.rewrite(once, [(j, k)], rnd=2)
+    assert list(crossing_pairs(twice.spans)) == []
+    assert all(twice.text[x.start:x.end] == x.replacement for x in twice.spans)  # every record where it says
+    assert MARK.findall(llm.calls[-1].messages[-1][1]) == ["kept a lighthouse near the waterfront (east)."]
+    assert twice.text == "[PERSON] ran a beacon by the sea for years."
+    reph = [s for s in twice.spans if s.label == REPHRASED]
+    assert len(reph) == 1 and reph[0].original == "kept a lighthouse near the old harbour district"
+    assert Release("h", Corpus([twice])).doubts_against(Corpus([orig])) == []
+    # the rule on ranges: grow over a rephrasing (and the next one it then reaches), or, where
+    # that would reach a blocked range (a mask, a placeholder), give the rephrasing's part up
+    movable = [Span(10, 20, REPHRASED), Span(25, 30, REPHRASED)]
+    assert whole_rephrasings([(12, 26)], movable, blocked=[]) == [(10, 30)]
+    assert whole_rephrasings([(0, 12)], movable, blocked=[]) == [(0, 20)]
+    assert whole_rephrasings([(0, 12)], movable, blocked=[(15, 16)]) == [(0, 10)]
+    assert whole_rephrasings([(22, 27)], movable, blocked=[(29, 31)]) == [(22, 25)]
+    assert whole_rephrasings([(12, 18)], movable, blocked=[(19, 19)]) == []  # inside one that cannot be whole
+    assert whole_rephrasings([(0, 5), (21, 24)], movable, blocked=[]) == [(0, 5), (21, 24)]  # untouched
+
+
 @pytest.mark.parametrize("on_failure", ["redact", "keep"])
 def test_a_phrase_refused_again_in_a_later_round_is_redacted_unless_kept(on_failure):
     from defenders.delinker import Delinker

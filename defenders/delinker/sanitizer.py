@@ -24,6 +24,36 @@ from defenders.delinker.prompts import (REDACTION, EXAMPLES_MARKED, EXAMPLES_PLA
 # --------------------------------------------------------------------------- the sanitizer
 
 
+def whole_rephrasings(targets: Sequence[tuple[int, int]], movable: Sequence[Any],
+                      blocked: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``targets`` (sorted, not overlapping) made to take each earlier rephrasing (``movable``
+    spans) whole or leave it alone: a target that reaches into part of one (after the cuts around
+    the masks, or the trimming of its punctuation) grows to cover it, or, where covering it would
+    reach a ``blocked`` range, gives that part up. Rewriting part of a rephrasing would leave two
+    records crossing each other, which no release may hold."""
+    def reaches_blocked(s: int, e: int) -> bool:
+        return any((bs < e and s < be) or (bs == be and s < bs < e) for bs, be in blocked)
+
+    out = []
+    for a, b in targets:
+        for _ in range(2 * len(movable) + 1):  # each pass covers or gives up one rephrasing
+            part = next((m for m in movable if m.start < b and a < m.end and not (a <= m.start and m.end <= b)), None)
+            if part is None:
+                break
+            s, e = min(a, part.start), max(b, part.end)
+            if not reaches_blocked(s, e):
+                a, b = s, e
+            elif part.start <= a:
+                a = part.end
+            else:
+                b = part.start
+            if b <= a:
+                break
+        if b > a:
+            out.append((a, b))
+    return merge_ranges(out)
+
+
 @register("sanitizer")
 class Delinker(Sanitizer):
     """Reword, with an LLM, the phrases that still link a de-identified release to its source.
@@ -404,7 +434,7 @@ class Delinker(Sanitizer):
                     b -= 1
                 if b > a:
                     targets.append((a, b))
-        targets = merge_ranges(targets)
+        targets = whole_rephrasings(merge_ranges(targets), draft.movable, blocked)
         counts = {"targets": len(targets), "rewritten": 0, "refused": 0, "redacted": 0, "llm_requests": 0}
         jobs: list[tuple[ChatRequest, list[tuple[int, int]]]] = []
         for chunk in self.chunks(draft.text, targets) if targets else []:
