@@ -55,6 +55,10 @@ class Draft:
             if p.start < end and start < p.end:
                 raise AnonauditError(f"delinker: internal error, a rewrite [{start}, {end}) overlaps the "
                                      f"de-identifier's span [{p.start}, {p.end}) of document {self.doc.id!r}")
+        for m in self.movable:  # taken whole or left alone: a part would leave its record at the wrong place
+            if m.start < end and start < m.end and not (start <= m.start and m.end <= end):
+                raise AnonauditError(f"delinker: internal error, a rewrite [{start}, {end}) covers part of the "
+                                     f"earlier rephrasing [{m.start}, {m.end}) of document {self.doc.id!r}")
         over = [e for e in self.edits if e.start < end and start < e.end]
         ms = min([start] + [e.start for e in over])
         me = max([end] + [e.end for e in over])

@@ -24,6 +24,12 @@ from defenders.delinker.prompts import (REDACTION, EXAMPLES_MARKED, EXAMPLES_PLA
 # --------------------------------------------------------------------------- the sanitizer
 
 
+def _cuts(a: int, b: int, bs: int, be: int) -> bool:
+    """Whether the blocked range ``[bs, be)`` cuts the range ``[a, b)``: it overlaps it, or, empty
+    (a suppression), lies strictly inside it."""
+    return (bs < b and a < be) or a < bs == be < b
+
+
 def whole_rephrasings(targets: Sequence[tuple[int, int]], movable: Sequence[Any],
                       blocked: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """``targets`` (sorted, not overlapping) made to take each earlier rephrasing (``movable``
@@ -32,7 +38,7 @@ def whole_rephrasings(targets: Sequence[tuple[int, int]], movable: Sequence[Any]
     reach a ``blocked`` range, gives that part up. Rewriting part of a rephrasing would leave two
     records crossing each other, which no release may hold."""
     def reaches_blocked(s: int, e: int) -> bool:
-        return any((bs < e and s < be) or (bs == be and s < bs < e) for bs, be in blocked)
+        return any(_cuts(s, e, bs, be) for bs, be in blocked)
 
     out = []
     for a, b in targets:
@@ -372,8 +378,9 @@ class Delinker(Sanitizer):
         pass, with no link check (``anonaudit harden`` attacks the result again).
 
         Ranges are cut around the de-identifier's spans and placeholders (never rewritten); one
-        that touches an earlier rephrasing (``REPHRASED``) is widened to cover it, and the new
-        record then holds the text before both rewrites. A phrase whose rewording is refused
+        that touches an earlier rephrasing (``REPHRASED``) is widened to cover it (or, where that
+        would reach a mask, stops short of it: :func:`whole_rephrasings`), and the new record then
+        holds the text before both rewrites. A phrase whose rewording is refused
         (:func:`~defenders.delinker.prompts.usable_rewrite`) stays as it is in the first round;
         ``rnd`` > 1 samples at ``retry_temperature`` with another seed, so a refused answer is
         not replayed from the cache, and a phrase refused again there is redacted when
@@ -418,14 +425,9 @@ class Delinker(Sanitizer):
         blocked = merge_ranges(self._blocked(draft))
         targets: list[tuple[int, int]] = []
         for s, e in ranges:
-            s, e = max(0, s), min(len(draft.text), e)
-            for m in draft.movable:
-                if m.start < e and s < m.end:
-                    s, e = min(s, m.start), max(e, m.end)
-            pieces = [(s, e)]
+            pieces = [(max(0, s), min(len(draft.text), e))]
             for bs, be in blocked:  # (an empty one, a suppression, cuts too)
-                pieces = [q for a, b in pieces
-                          for q in (((a, bs), (be, b)) if (bs < b and a < be) or a < bs == be < b else ((a, b),))
+                pieces = [q for a, b in pieces for q in (((a, bs), (be, b)) if _cuts(a, b, bs, be) else ((a, b),))
                           if q[1] > q[0]]
             for a, b in pieces:
                 while a < b and not draft.text[a].isalnum():
@@ -434,6 +436,7 @@ class Delinker(Sanitizer):
                     b -= 1
                 if b > a:
                     targets.append((a, b))
+        # a target that reaches an earlier rephrasing takes it whole (or leaves it, next to a mask)
         targets = whole_rephrasings(merge_ranges(targets), draft.movable, blocked)
         counts = {"targets": len(targets), "rewritten": 0, "refused": 0, "redacted": 0, "llm_requests": 0}
         jobs: list[tuple[ChatRequest, list[tuple[int, int]]]] = []

@@ -556,12 +556,7 @@ def _sort_unique(pieces: list[np.ndarray]) -> np.ndarray:
     """One bucket's keys, sorted, duplicate (hash, doc) pairs dropped."""
     merged = np.concatenate(pieces) if pieces else np.zeros(0, dtype=U64)
     merged.sort(kind=MERGE_SORT)  # the pieces are sorted runs
-    if len(merged) > 1:
-        keep = np.empty(len(merged), dtype=bool)
-        keep[0] = True
-        np.not_equal(merged[1:], merged[:-1], out=keep[1:])
-        merged = merged[keep]
-    return merged
+    return _distinct(merged)
 
 
 class _Clock:
