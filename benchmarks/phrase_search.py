@@ -36,6 +36,7 @@ from typing import NamedTuple
 import numpy as np
 
 from attackers.phrase_search.index import NgramIndex, Tokenizer
+from attackers.phrase_search.index.storage import ARRAYS
 from attackers.phrase_search import PhraseSearchAttack
 from audit.core.data import Corpus, Release, Scenario
 from audit.io.loaders import load_corpus, load_release_file
@@ -93,7 +94,7 @@ def build(texts: list[str], repeat: int = 1, **kw) -> tuple[NgramIndex, Timing]:
 
 
 def index_bytes(index: NgramIndex) -> int:
-    return int(index.keys.nbytes + index.offsets.nbytes + index.posting_docs.nbytes)
+    return int(sum(np.asarray(getattr(index, a)).nbytes for a in ARRAYS))
 
 
 def peak_build_bytes(texts: list[str]) -> int:

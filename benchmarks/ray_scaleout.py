@@ -12,7 +12,8 @@ and a masked release of them:
 * the sharded index (``--shards``) against the single one: build time, per-document query
   time, same answers (the attack's results compared whole);
 * the single-machine index: peak build memory (numpy allocations, traced) per million words
-  and words/s with one and with two threads;
+  and words/s with one and with two threads (``benchmarks/index_build.py`` compares the build
+  with another checkout's, resident memory included);
 * a paper projection for 1 M documents on N workers from the measured per-document costs.
 
     python benchmarks/ray_scaleout.py --docs 20000 --workers 1,2 --json ray_scaleout.json
@@ -28,10 +29,7 @@ local run has them: one worker gets every CPU (its model's threads, its chunk's 
 workers share them. The figures include no cluster start, but do include each stage's actor
 start (that is the fixed cost reported). ``--ray-cpus N`` starts Ray with N CPUs instead
 (``--ray-cpus 0``: as many as workers, the setting of the runs before 2026-11-24).
-``--sort`` sets the index build's sort in every stage (the build's ``SORT_BACKEND``: numpy's sorts
-per chunk merged, or one torch sort per bucket; ``auto`` by default, torch imported before the
-clock starts when the build will use it); ``--index-only`` compares the two on the single index.
-Needs ``pip install -e '.[ray]'``.
+``--index-only`` measures only the single index and the sharded build's memory. Needs ``pip install -e '.[ray]'``.
 """
 
 from __future__ import annotations
@@ -52,6 +50,7 @@ import numpy as np
 from attackers.phrase_search import PhraseSearchAttack
 from attackers.phrase_search.index import NgramIndex
 from attackers.phrase_search.index.shards import build_sharded
+from attackers.phrase_search.index.storage import ARRAYS
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.executor import Executor, LocalExecutor
 from audit.models.embed import Embedder
@@ -145,43 +144,29 @@ def stage_embed(texts: list[str], executor: Executor | None) -> tuple[float, np.
     return time.perf_counter() - t0, vecs
 
 
-def peak_build(texts: list[str], workers: int, backend: str) -> tuple[int, int]:
-    """Peak traced memory of one build (bytes; numpy's allocations: torch's sort's temporary
-    arrays, one bucket's per thread, are not traced) and the size of the index (bytes), with the
-    build's ``SORT_BACKEND`` set to ``backend``."""
-    import attackers.phrase_search.index.build as build
+def index_bytes(index: NgramIndex) -> int:
+    return sum(np.asarray(getattr(index, a)).nbytes for a in ARRAYS)
 
-    default, build.SORT_BACKEND = build.SORT_BACKEND, backend
-    try:
+
+def peak_build(texts: list[str], workers: int) -> tuple[int, int]:
+    """Peak traced memory of one build (bytes; numpy's allocations) and the size of the index (bytes)."""
+    gc.collect()
+    tracemalloc.start()
+    index = NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak, index_bytes(index)
+
+
+def timed_builds(texts: list[str], workers: int, builds: int) -> list[tuple[float, dict]]:
+    """``builds`` untraced builds: ``(seconds, build phases)`` of each."""
+    out = []
+    for _ in range(builds):
         gc.collect()
-        tracemalloc.start()
+        t0 = time.perf_counter()
         index = NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        return peak, sum(np.asarray(a).nbytes for a in (index.keys, index.offsets, index.posting_docs))
-    finally:
-        build.SORT_BACKEND = default
-
-
-def timed_builds(texts: list[str], workers: int, backends: tuple[str, ...], builds: int) -> dict[str, list]:
-    """``builds`` untraced builds with each backend, the backends taken in turn (so that a change in
-    the machine's state, such as the cost of touching fresh memory in this VM, falls on both):
-    per backend, a list of ``(seconds, build phases)``."""
-    import attackers.phrase_search.index.build as build
-
-    default = build.SORT_BACKEND
-    out: dict[str, list] = {b: [] for b in backends}
-    try:
-        for _ in range(builds):
-            for backend in backends:
-                build.SORT_BACKEND = backend
-                gc.collect()
-                t0 = time.perf_counter()
-                index = NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
-                out[backend].append((time.perf_counter() - t0, index.config["build_phases"]))
-                del index
-    finally:
-        build.SORT_BACKEND = default
+        out.append((time.perf_counter() - t0, index.config["build_phases"]))
+        del index
     return out
 
 
@@ -197,32 +182,25 @@ def peak_sharded(texts: list[str], shards: int) -> int:
 
 
 def single_index(texts: list[str], words: int, shards: int, builds: int = 5) -> dict[str, Any]:
-    """The single index's peak memory and words/s with numpy's sorts (each chunk sorted, the runs
-    merged: the build before) and torch's (one sort per bucket: the build now, when torch is
-    loaded), one and two threads: best and median of ``builds`` builds, the two taken in turn;
-    the index's own size; the sharded build's peak. torch is imported first (timed apart), and
-    3 GB are touched once before any build: in this VM the first touch of memory costs about 2 ms
-    a MB (a build allocates hundreds), which would otherwise fall on the first builds."""
-    t0 = time.perf_counter()
-    import torch  # noqa: F401
-
-    mem: dict[str, Any] = {"torch_import_s": time.perf_counter() - t0}
+    """The single index's peak traced memory and words/s with one and two threads (best and
+    median of ``builds`` builds), the index's own size, and the sharded build's peak. 3 GB are
+    touched once before any build: in this VM the first touch of memory costs about 2 ms a MB
+    (a build allocates hundreds), which would otherwise fall on the first builds."""
+    mem: dict[str, Any] = {}
     touched = np.ones(3 * 2**30 // 8, dtype=np.uint64)
     del touched
-    names = {"numpy": "numpy: chunks sorted, runs merged (before)", "torch": "torch: one sort per bucket (now)"}
     for w in (1, 2):
-        runs = timed_builds(texts, w, tuple(names), builds)
-        for backend, name in names.items():
-            peak, size = peak_build(texts, w, backend)
-            secs = [t for t, _ in runs[backend]]
-            best = min(range(builds), key=lambda i: secs[i])
-            row = {"peak_bytes_per_M_words": peak / words * 1e6, "index_bytes_per_M_words": size / words * 1e6,
-                   "words_per_s": words / secs[best], "words_per_s_median": words / float(np.median(secs)),
-                   "seconds": secs, "phases": [p for _, p in runs[backend]]}
-            mem[f"{name}, {w} thread(s)"] = row
-            print(f"single index, {name}, {w} thread(s): peak {peak / words:.0f} MB per M words (the index itself "
-                  f"{size / words:.0f}), {row['words_per_s'] / 1e6:.2f} M words/s best of {builds}, "
-                  f"{row['words_per_s_median'] / 1e6:.2f} median; best's phases {runs[backend][best][1]}", flush=True)
+        runs = timed_builds(texts, w, builds)
+        peak, size = peak_build(texts, w)
+        secs = [t for t, _ in runs]
+        best = min(range(builds), key=lambda i: secs[i])
+        row = {"peak_bytes_per_M_words": peak / words * 1e6, "index_bytes_per_M_words": size / words * 1e6,
+               "words_per_s": words / secs[best], "words_per_s_median": words / float(np.median(secs)),
+               "seconds": secs, "phases": [p for _, p in runs]}
+        mem[f"{w} thread(s)"] = row
+        print(f"single index, {w} thread(s): peak {peak / words:.0f} MB per M words (the index itself "
+              f"{size / words:.0f}), {row['words_per_s'] / 1e6:.2f} M words/s best of {builds}, "
+              f"{row['words_per_s_median'] / 1e6:.2f} median; best's phases {runs[best][1]}", flush=True)
     peak = peak_sharded(texts, shards)
     mem[f"sharded ({shards})"] = {"peak_bytes_per_M_words": peak / words * 1e6}
     print(f"sharded build ({shards} shards, local): peak {peak / words:.0f} MB per M words", flush=True)
@@ -241,12 +219,9 @@ def main() -> None:
                     help="CPUs of the local Ray (default: this machine's; 0: as many as workers)")
     ap.add_argument("--stages", default=",".join(STAGES),
                     help=f"stages to measure, comma-separated (default: all of {', '.join(STAGES)})")
-    ap.add_argument("--sort", choices=("auto", "numpy", "torch"), default="auto",
-                    help="the index build's sort (SORT_BACKEND) in every stage; torch is imported before "
-                         "any stage is timed when the build will use it")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--index-only", action="store_true",
-                    help="only the single index's memory and words/s (before and now) and the sharded build's memory")
+                    help="only the single index's memory and words/s and the sharded build's memory")
     args = ap.parse_args()
     workers = [int(w) for w in args.workers.split(",") if w.strip()]
     todo = {x.strip() for x in args.stages.split(",") if x.strip()}
@@ -257,10 +232,6 @@ def main() -> None:
     t0 = time.perf_counter()
     originals, release = synthetic(args.docs, args.words)
     texts = [d.text for d in originals]
-    import attackers.phrase_search.index.build as build
-
-    build.SORT_BACKEND = args.sort
-    out["index_sort"] = build._sort_backend(sum(len(t) for t in texts))  # imports torch if it will be used
     if args.index_only:
         NgramIndex.build(["Warm up the tables. Done."])
         words = int(NgramIndex.build(texts).config["n_tokens"])
@@ -318,8 +289,7 @@ def main() -> None:
         ex.map(_Noop(), [0], group=1, label="noop")
         fixed = time.perf_counter() - t0
         r_idx_s, r_index = stage_index(texts, ex)
-        same_index = all(np.array_equal(getattr(index, a), getattr(r_index, a))
-                         for a in ("keys", "offsets", "posting_docs"))
+        same_index = all(np.array_equal(getattr(index, a), getattr(r_index, a)) for a in ARRAYS)
         del r_index
         r_fit, r_eval, r_results = (stage_attack(scenario, release, ex) if "phrase_search" in todo
                                     else (None, None, None))
@@ -372,7 +342,7 @@ def main() -> None:
                           **{f"workers_{N}_h": (r1["stage_fixed_s"] + 1e6 * per_doc / N) / 3600
                              for N in (1, 8, 32, 128)}}
         # the single index sorts on the driver; the sharded one does not
-        sort_s = sum(v for k, v in index.config["build_phases"].items() if k in ("sort", "csr"))
+        sort_s = sum(v for k, v in index.config["build_phases"].items() if k in ("sort", "layout"))
         proj["index"]["single_index_driver_sort_h"] = sort_s * 1e6 / args.docs / 3600
         out["projection_1M_docs"] = proj
 

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from attackers.phrase_search.index import NgramIndex, Tokenizer
+from attackers.phrase_search.index.build import FORMAT, MULTI
+from attackers.phrase_search.index.storage import ARRAYS
 from attackers.phrase_search import PhraseSearchAttack
 from audit.core.data import Corpus, Document, Release, Scenario, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
@@ -237,8 +239,8 @@ def brute_force_df(texts: list[str], max_n: int) -> dict[tuple[int, ...], set[in
     return out
 
 
-@pytest.mark.parametrize("route_bits", [0, 8])
-@pytest.mark.parametrize("n_docs,min_hash_bits", [(40, 56), (700, 56), (700, 64)])
+@pytest.mark.parametrize("route_bits", [0, 10])  # 10 buckets' bits: more than a 40-bit index's directory has
+@pytest.mark.parametrize("n_docs,min_hash_bits", [(40, 56), (700, 56), (700, 52), (700, 40)])
 def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits, route_bits, monkeypatch):
     import attackers.phrase_search.index.build as build
 
@@ -261,7 +263,7 @@ def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits, route_bit
         for i in range(len(tn)):
             key = tuple(h[tn.first[i]:tn.last[i] + 1])
             assert tn.df[i] == len(truth[key])
-            docs = index.posting_docs[tn.post_start[i]:tn.post_start[i] + tn.df[i]]
+            docs = index.postings_at(tn.post_ref[i], tn.df[i])
             assert docs.tolist() == sorted(truth[key])
 
 
@@ -270,8 +272,8 @@ def test_saved_index_reloads_identically_and_is_reused(tmp_path, monkeypatch):
     index = NgramIndex.build([d.text for d in orig], ids=orig.ids, subjects=orig.subjects)
     index.save(tmp_path / "idx")
     loaded = NgramIndex.load(tmp_path / "idx")
-    assert isinstance(loaded.keys, np.memmap) and isinstance(loaded.posting_docs, np.memmap)
-    for name in ("keys", "offsets", "posting_docs"):
+    assert isinstance(loaded.keys, np.memmap) and isinstance(loaded.multi_docs, np.memmap)
+    for name in ARRAYS:
         assert np.array_equal(getattr(index, name), getattr(loaded, name))
     assert loaded.docs == index.docs and loaded.config == index.config
     for phrase in ("oslo", "visited paris yesterday", "the court held", "nothing here"):
@@ -304,7 +306,8 @@ def test_determinism():
     assert a == b
     i1 = NgramIndex.build([d.text for d in orig])
     i2 = NgramIndex.build([d.text for d in orig])
-    assert np.array_equal(i1.keys, i2.keys) and np.array_equal(i1.posting_docs, i2.posting_docs)
+    for name in ARRAYS:
+        assert np.array_equal(getattr(i1, name), getattr(i2, name))
 
 
 def test_bad_parameters_are_user_errors():
@@ -316,6 +319,40 @@ def test_bad_parameters_are_user_errors():
         PhraseSearchAttack(placeholder_pattern="[unclosed")
     with pytest.raises(AnonauditError):
         PhraseSearchAttack().fit(Scenario(originals=None))
+    for bits in (32, 64):  # a directory of 0 or 2^32 entries
+        with pytest.raises(AnonauditError, match="min_hash_bits must be between 40 and 56"):
+            NgramIndex.build(["a b c"], min_hash_bits=bits)
+
+
+def test_an_index_saved_by_an_older_version_is_refused_or_rebuilt(tmp_path):
+    """An index folder in another format gets a one-line error naming the folder and what to do;
+    the attack, whose ``index_dir`` is its own cache, builds over it."""
+    orig = visit_collection()
+    folder = tmp_path / "idx"
+    NgramIndex.build([d.text for d in orig]).save(folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "format": "anonaudit.ngram_index/1"}))
+    with pytest.raises(AnonauditError, match=r"idx: unsupported index format 'anonaudit.ngram_index/1'.*rebuild"):
+        NgramIndex.load(folder)
+    release = sanitize_corpus(orig, {}, name="r")
+    scenario = Scenario(originals=orig, releases=(release,))
+    PhraseSearchAttack(index_dir=str(folder)).fit(scenario).evaluate(scenario, release)
+    assert NgramIndex.load(folder).config["format"] == FORMAT
+
+
+def test_one_document_phrases_take_no_posting_list():
+    """The index's size: an n-gram found in one document keeps that document in ``first``;
+    only the others have posting lists, and lookups and gathers read both the same way."""
+    texts = ["alpha beta gamma. shared words here.", "delta epsilon. shared words here.", "zeta eta theta."]
+    index = NgramIndex.build(texts)
+    multi = np.asarray(index.first) >= MULTI
+    assert multi.sum() == len(index.multi_offsets) - 1 == 6  # shared, words, here and their 2- and 3-grams
+    assert len(index.multi_docs) == 12 and index.config["n_postings"] == (~multi).sum() + 12
+    tn = index.ngrams("shared words here. zeta eta.")
+    docs, owner = tn.gather_postings(index, np.flatnonzero(tn.df > 0))
+    assert [sorted(docs[owner == i].tolist()) for i in range(owner.max() + 1)] == \
+        [index.postings(tn.text[a:b]).tolist() for a, b in zip(tn.char_start[tn.df > 0], tn.char_end[tn.df > 0])]
+    assert index.postings("shared words").tolist() == [0, 1] and index.postings("zeta eta").tolist() == [2]
 
 
 def test_registered_under_its_name():
@@ -404,55 +441,22 @@ def test_windows_give_exactly_the_ngrams_of_the_whole_text():
         assert rows(whole) == sorted(r for p in parts for r in rows(p))
 
 
-@pytest.mark.parametrize("min_hash_bits", [56, 64])  # no hash bits moved out of the key, 8 of them
+@pytest.mark.parametrize("min_hash_bits", [48, 56])  # no hash bits moved out of the key, 2 of them
 def test_sorting_in_buckets_builds_the_same_index(min_hash_bits, monkeypatch):
-    """Issue 21: routing pairs to 2^r buckets by their top hash bits (sorted apart, on several
-    threads) is a speed-up only: the arrays are those of one sort of every pair; and so is
-    sorting each bucket once with torch's sort (its keys' top bit set or not) instead of sorting
-    each chunk with numpy's and merging the runs."""
+    """Issue 21: routing pairs to 2^r buckets by their top hash bits (merged and laid out apart,
+    on several threads) is a speed-up only: the arrays are those of one sort of every pair."""
     import attackers.phrase_search.index.build as build
 
     texts = [_wordy(300, i) for i in range(700)] + [_wordy(4000, 7)]
     monkeypatch.setattr(build, "ROUTE_BITS", 0)
-    monkeypatch.setattr(build, "SORT_BACKEND", "numpy")
     one = NgramIndex.build(texts, max_n=5, min_hash_bits=min_hash_bits, chunk_chars=20_000)
-    assert (np.asarray(one.keys) >= np.uint64(1 << 63)).any()  # keys torch sees as negative
-    # (sort, route bits at least, at most (torch's sort: more for a larger collection), threads)
-    for backend, bits, most, workers in (("numpy", 3, 3, 1), ("numpy", 8, 8, 2), ("numpy", 12, 12, 2),
-                                         ("torch", 0, 0, 1), ("torch", 8, 8, 1), ("torch", 8, 8, 2),
-                                         ("torch", 12, 12, 2), ("torch", 8, 10, 2)):
+    assert one.config["route_bits"] == build._Packing.for_collection(len(texts), min_hash_bits).t_bits
+    for bits, workers in ((3, 1), (8, 2), (12, 2)):
         monkeypatch.setattr(build, "ROUTE_BITS", bits)
-        monkeypatch.setattr(build, "MAX_ROUTE_BITS", most)
-        monkeypatch.setattr(build, "BUCKET_KEYS", 1000)  # this collection's ~1.3 M characters: 10 bits
-        monkeypatch.setattr(build, "SORT_BACKEND", backend)
         routed = NgramIndex.build(texts, max_n=5, min_hash_bits=min_hash_bits, chunk_chars=20_000, workers=workers)
-        t_bits = build._Packing.for_collection(len(texts), min_hash_bits).t_bits  # hash bits routed in any case
-        assert routed.config["build_sort"] == {"sort": backend, "route_bits": max(bits, min(most, 10), t_bits)}
-        for field in ("keys", "offsets", "posting_docs"):
-            assert np.array_equal(np.asarray(getattr(one, field)), np.asarray(getattr(routed, field))), \
-                (backend, bits, field)
-
-
-def test_the_sort_is_chosen_by_what_it_costs(monkeypatch):
-    """"auto" takes torch's faster sort only for a collection big enough to gain from it, and one
-    big enough to pay for its import unless it is loaded already; a build leaves torch's threads as
-    it found them."""
-    import torch
-
-    import attackers.phrase_search.index.build as build
-
-    small, big, huge = 10, build.TORCH_SORT_MIN_CHARS, build.TORCH_IMPORT_MIN_CHARS
-    assert build._sort_backend(small) == "numpy"
-    assert build._sort_backend(big) == "torch"  # torch is imported here
-    monkeypatch.setattr(build, "_torch_loaded", lambda: False)
-    assert build._sort_backend(big) == "numpy"
-    assert build._sort_backend(huge) == "torch"
-    monkeypatch.setattr(build, "SORT_BACKEND", "numpy")
-    assert build._sort_backend(huge) == "numpy"
-    threads = torch.get_num_threads()
-    monkeypatch.setattr(build, "SORT_BACKEND", "torch")
-    NgramIndex.build([_wordy(300, i) for i in range(50)], max_n=3, chunk_chars=2_000, workers=2)
-    assert torch.get_num_threads() == threads
+        assert routed.config["route_bits"] == bits
+        for field in ARRAYS:
+            assert np.array_equal(np.asarray(getattr(one, field)), np.asarray(getattr(routed, field))), (bits, field)
 
 
 def test_index_of_a_huge_document_built_in_windows_is_the_same(monkeypatch):
@@ -462,7 +466,7 @@ def test_index_of_a_huge_document_built_in_windows_is_the_same(monkeypatch):
     whole = NgramIndex.build(texts, max_n=5)
     monkeypatch.setattr(windows, "WINDOW_CHARS", 900)
     windowed = NgramIndex.build(texts, max_n=5)
-    for field in ("keys", "offsets", "posting_docs"):
+    for field in ARRAYS:
         assert np.array_equal(np.asarray(getattr(whole, field)), np.asarray(getattr(windowed, field)))
     assert whole.config["n_tokens"] == windowed.config["n_tokens"]
 

@@ -22,6 +22,7 @@ import pytest
 from attackers.phrase_search import PhraseSearchAttack
 from attackers.phrase_search.index import NgramIndex
 from attackers.phrase_search.index.shards import ShardedNgramIndex, build_sharded
+from attackers.phrase_search.index.storage import ARRAYS
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.core.executor import LocalExecutor
@@ -95,24 +96,19 @@ def test_local_executor_maps_exact_groups_in_order_and_sets_up_once():
 # --------------------------------------------------------------------------- the index
 
 
-@pytest.mark.parametrize("sort", ["numpy", "torch"])  # workers' chunks sorted and merged here, or sorted here once
 @pytest.mark.parametrize("threads", [None, 3])  # 3: each chunk cut into runs extracted on a worker's threads
-@pytest.mark.parametrize("min_hash_bits", [52, 64])  # 64: buckets (t_bits > 0) on a small collection
-def test_index_built_by_workers_is_the_local_index(min_hash_bits, threads, sort, monkeypatch):
-    import attackers.phrase_search.index.build as build
-
+@pytest.mark.parametrize("min_hash_bits", [52, 56])  # 56: buckets (t_bits > 0) on a small collection
+def test_index_built_by_workers_is_the_local_index(min_hash_bits, threads):
     texts = _texts()
-    monkeypatch.setattr(build, "SORT_BACKEND", "numpy")
     local = NgramIndex.build(texts, min_hash_bits=min_hash_bits, chunk_chars=15_000)
-    monkeypatch.setattr(build, "SORT_BACKEND", sort)
     remote = NgramIndex.build(texts, min_hash_bits=min_hash_bits, chunk_chars=15_000,
                               executor=PicklingExecutor(threads))
-    for name in ("keys", "offsets", "posting_docs"):
+    for name in ARRAYS:
         assert np.array_equal(getattr(local, name), getattr(remote, name))
     assert local.config["n_tokens"] == remote.config["n_tokens"]
 
 
-@pytest.mark.parametrize("min_hash_bits", [52, 64])
+@pytest.mark.parametrize("min_hash_bits", [52, 56])
 @pytest.mark.parametrize("shards", [1, 2, 16])
 def test_sharded_index_gives_the_single_index_answers(tmp_path, shards, min_hash_bits):
     texts = _texts()
@@ -134,6 +130,8 @@ def test_sharded_index_refuses_bad_shard_counts_and_broken_shards(tmp_path):
         build_sharded(tmp_path / "x", ["a b"], shards=3)
     with pytest.raises(AnonauditError, match="power of two"):
         PhraseSearchAttack(shards=6)
+    with pytest.raises(AnonauditError, match="512 shards need at least 41 hash bits; this index keeps 40"):
+        build_sharded(tmp_path / "z", ["a b"], shards=512, min_hash_bits=40)
     idx = build_sharded(tmp_path / "y", _texts(200), shards=2)
     np.save(tmp_path / "y" / "shard-0001" / "keys.npy", np.zeros(3, dtype=np.uint64))
     broken = ShardedNgramIndex.load(tmp_path / "y")
@@ -313,11 +311,11 @@ def test_ray_executor_maps_in_order_and_says_what_it_ran_on(ray_executor):
 @pytest.mark.slow
 def test_ray_builds_the_same_index_single_and_sharded(ray_executor, tmp_path):
     texts = _texts(800)
-    local = NgramIndex.build(texts, chunk_chars=10_000, min_hash_bits=64)
-    remote = NgramIndex.build(texts, chunk_chars=10_000, min_hash_bits=64, executor=ray_executor)
-    for name in ("keys", "offsets", "posting_docs"):
+    local = NgramIndex.build(texts, chunk_chars=10_000, min_hash_bits=56)
+    remote = NgramIndex.build(texts, chunk_chars=10_000, min_hash_bits=56, executor=ray_executor)
+    for name in ARRAYS:
         assert np.array_equal(getattr(local, name), getattr(remote, name))
-    sharded = build_sharded(tmp_path / "idx", texts, shards=4, chunk_chars=10_000, min_hash_bits=64,
+    sharded = build_sharded(tmp_path / "idx", texts, shards=4, chunk_chars=10_000, min_hash_bits=56,
                             executor=ray_executor)
     _same_index(local, sharded, texts[:50])
 

@@ -15,7 +15,9 @@ import numpy as np
 
 from attackers.phrase_search.combinations import Combination, rare_combinations
 from attackers.phrase_search.index import NgramIndex, TextNgrams, collection_fingerprint, minimal_set, windows
-from attackers.phrase_search.index.shards import ShardedNgramIndex, build_sharded, is_sharded
+from attackers.phrase_search.index.build import FORMAT
+from attackers.phrase_search.index.shards import SHARDED_FORMAT, ShardedNgramIndex, build_sharded, is_sharded
+from attackers.phrase_search.index.storage import saved_format
 from attackers.phrase_search.linking import blocked_ranges, rare_indices
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
@@ -183,7 +185,8 @@ class PhraseSearchAttack(Attack):
             self._source, self._mode = source, mode
             return self
         index = None
-        if self.index_dir and (Path(self.index_dir) / "config.json").is_file():
+        # an index saved by an older version (another format) is rebuilt over, like a stale one
+        if self.index_dir and saved_format(self.index_dir) in (FORMAT, SHARDED_FORMAT):
             sharded = is_sharded(self.index_dir)
             index = ShardedNgramIndex.load(self.index_dir) if sharded else NgramIndex.load(self.index_dir)
             cfg = index.config

@@ -49,7 +49,7 @@ def rare_combinations(index: NgramIndex, tn: TextNgrams, k: int, arity: int = 2,
     m = len(chosen)
     if m < 2:
         return []
-    lists = [index.postings_at(int(tn.post_start[i]), int(tn.df[i])) for i in chosen]
+    lists = [index.postings_at(int(tn.post_ref[i]), int(tn.df[i])) for i in chosen]
     lens = np.array([len(x) for x in lists])
     docs_all = np.concatenate(lists).astype(np.int64)
     cols = np.repeat(np.arange(m), lens)

@@ -4,19 +4,21 @@ The build packs each ``(hash, document)`` pair into one ``uint64`` (the document
 takes the hash's lowest bits) so that one plain ``np.sort`` orders pairs by hash then
 document; up to 8 more hash bits are kept by first routing pairs to 2^t buckets by their
 top bits (the "Hashing" section of the package docstring says how many bits are kept and
-what that costs in collisions).
+what that costs in collisions). Each chunk of documents leaves its pairs sorted and distinct,
+per bucket; each bucket merges its chunks' runs and is laid out at once into the index's
+arrays, which grow as the buckets are freed (:func:`_layout`), so the build's peak is about
+its distinct pairs (8 bytes each) and not the pairs plus the index.
 """
 
 from __future__ import annotations
 
 import hashlib
-import sys
-import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -27,30 +29,26 @@ from attackers.phrase_search.index import windows
 from attackers.phrase_search.index.windows import iter_windows, window_ngrams
 from audit.core.errors import AnonauditError
 
-FORMAT = "anonaudit.ngram_index/1"
-#: The single build sorts each of 2^ROUTE_BITS buckets on its own (see :class:`_Packing`). With
-#: torch's sort (see SORT_BACKEND) each bucket is sorted whole, so a large collection gets up to
-#: MAX_ROUTE_BITS bits, enough for buckets of about BUCKET_KEYS keys, which a sort keeps in cache
-#: (a key per character, roughly: max_n n-grams per word of about as many characters).
+FORMAT = "anonaudit.ngram_index/2"
+#: The build routes pairs to 2^ROUTE_BITS buckets by their top hash bits (see :class:`_Packing`):
+#: each bucket merges its chunks' runs and is laid out on its own (in cache, and the buckets on
+#: several threads), and is freed as its part of the index is laid out, which keeps the build's
+#: peak near the size of its pairs (see :func:`_layout`). More buckets make each chunk's
+#: per-bucket sorts smaller but more numerous (Python's overhead per call); 256 was the fastest
+#: of 64 to 1,024 at 20,000 documents (benchmarks/README.md).
 ROUTE_BITS = 8
-MAX_ROUTE_BITS = 10
-BUCKET_KEYS = 1 << 17
+#: Every TRIM_EVERY buckets laid out, the memory their pieces held goes back to the system (:func:`_trim`).
+TRIM_EVERY = 8
 #: How the sorted runs of the chunks are merged: timsort ("stable") finds the runs and merges them,
 #: several times faster than a quicksort that ignores them.
 MERGE_SORT = "stable"
-#: How the local build sorts its keys. "numpy": each chunk sorts and deduplicates its own keys
-#: (small sorts, in cache) and each bucket merges the chunks' sorted runs (timsort), as a
-#: distributed build does with its workers' chunks. "torch": the chunks only route their keys, and
-#: each bucket is sorted once, by torch's CPU sort, and deduplicated (torch sorts 64-bit integers
-#: about 1.6x as fast as numpy's wheel here, which has no SIMD sort for them; with numpy's sort one
-#: sort per bucket is no faster than the chunks' sorts and the merge). "auto": torch for a
-#: collection of at least TORCH_SORT_MIN_CHARS characters when torch is already imported (an audit
-#: that embeds or trains has loaded it; below that size the cost of a torch call per bucket is
-#: more than the faster sort saves), or of at least TORCH_IMPORT_MIN_CHARS, where the faster sort
-#: saves more than torch's import (about 1 s) costs. The index is the same either way.
-SORT_BACKEND = "auto"
-TORCH_SORT_MIN_CHARS = 8_000_000
-TORCH_IMPORT_MIN_CHARS = 128_000_000
+#: In ``first``, the flag of an n-gram found in two documents or more: the rest of the value is
+#: its number among those n-grams (its posting list is ``multi_docs[multi_offsets[j]:multi_offsets[j+1]]``);
+#: without the flag, the value is the one document of the n-gram.
+MULTI = 1 << 31
+#: Bounds of ``min_hash_bits``: at least 32 bits of every key are stored, the directory takes the
+#: bits above them (2^(bits - 32) entries: 4 MB at 52 bits, 64 MB at 56).
+MIN_HASH_BITS, MAX_HASH_BITS = 40, 56
 
 
 @dataclass
@@ -77,9 +75,9 @@ def collection_fingerprint(corpora: Sequence[tuple[str, Iterable[tuple[str, str]
 
 @dataclass(frozen=True)
 class _Packing:
-    """How a ``(hash, document)`` pair is packed into one ``uint64``: the document number
-    replaces the hash's lowest ``doc_bits`` bits, shifted up by ``t_bits`` whose top bits go
-    to a bucket. Effective hash bits = 64 - doc_bits + t_bits >= min_hash_bits.
+    """How a ``(hash, document)`` pair is packed into one ``uint64``: the hash keeps its top
+    ``hash_bits`` bits; shifted up by ``t_bits`` (whose top bits go to a bucket), its lowest
+    ``doc_bits`` bits are free for the document number.
 
     ``route_bits`` (>= ``t_bits``): pairs are routed to ``2^route_bits`` buckets by the hash's
     top bits, so that each bucket is sorted on its own (in cache, and the buckets on several
@@ -88,6 +86,7 @@ class _Packing:
 
     doc_bits: int
     t_bits: int
+    hash_bits: int
     route_bits: int = -1  # -1: t_bits
 
     def __post_init__(self) -> None:
@@ -96,21 +95,31 @@ class _Packing:
 
     @classmethod
     def for_collection(cls, n_docs: int, min_hash_bits: int, route_bits: int = 0) -> _Packing:
+        if not (isinstance(min_hash_bits, int) and MIN_HASH_BITS <= min_hash_bits <= MAX_HASH_BITS):
+            raise AnonauditError(f"min_hash_bits must be between {MIN_HASH_BITS} and {MAX_HASH_BITS}, "
+                                 f"got {min_hash_bits!r}")
         doc_bits = max(1, int(n_docs - 1).bit_length())
-        return cls(doc_bits, min(8, max(0, min_hash_bits - 64 + doc_bits)), route_bits)
-
-    @property
-    def lost(self) -> int:
-        """Low hash bits given up to the document number."""
-        return self.doc_bits - self.t_bits
+        t_bits = min(8, max(0, min_hash_bits - 64 + doc_bits))
+        return cls(doc_bits, t_bits, min(min_hash_bits, 64 - doc_bits + t_bits), route_bits)
 
     @property
     def hash_mask(self) -> int:
-        return MASK64 ^ ((1 << self.lost) - 1) if self.lost > 0 else MASK64
+        return MASK64 ^ ((1 << (64 - self.hash_bits)) - 1)
+
+    @property
+    def dir_bits(self) -> int:
+        """The hash's top bits that index the directory (the next 32 are each key's stored value)."""
+        return self.hash_bits - 32
 
     @property
     def n_buckets(self) -> int:
         return 1 << self.route_bits
+
+    @property
+    def keep(self) -> np.uint64:
+        """The bits of a shifted hash that stay in the packed key (the hash's kept bits below the
+        top ``t_bits``)."""
+        return U64((self.hash_mask << self.t_bits) & MASK64)
 
     def shifted_out(self, buckets: np.ndarray) -> np.ndarray:
         """The top ``t_bits`` hash bits (those that left the packed key) of each bucket number."""
@@ -120,6 +129,11 @@ class _Packing:
     def docmask(self) -> np.uint64:
         return U64((1 << self.doc_bits) - 1)
 
+    def dir_range(self, bucket: int) -> tuple[int, int]:
+        """The directory entries (first, how many) that the keys of ``bucket`` fall in."""
+        d, r = self.dir_bits, self.route_bits
+        return (bucket << (d - r), 1 << (d - r)) if d >= r else (bucket >> (r - d), 1)
+
 
 def prepare(texts: Iterable[str], ids: Sequence[str] | None, subjects: Sequence[str | None] | None,
             sources: Sequence[str] | None, max_n: int) -> tuple[list[str], DocInfo]:
@@ -128,8 +142,8 @@ def prepare(texts: Iterable[str], ids: Sequence[str] | None, subjects: Sequence[
         raise AnonauditError(f"max_n must be between 1 and 32, got {max_n}")
     texts = list(texts)
     D = len(texts)
-    if D >= 2**32 - 1:
-        raise AnonauditError("an index holds at most 2^32 - 2 documents")
+    if D >= MULTI:
+        raise AnonauditError(f"an index holds at most {MULTI - 1} documents")
     ids = [str(i) for i in range(D)] if ids is None else [str(i) for i in ids]
     subjects = [None] * D if subjects is None else list(subjects)
     sources = ["collection"] * D if sources is None else list(sources)
@@ -146,7 +160,7 @@ def base_config(tok: Tokenizer, max_n: int, packing: _Packing, fp: str, n_docs: 
         "max_n": max_n,
         "hash": {"tokens": "polynomial mod 2^64 over code points + splitmix64",
                  "ngrams": "polynomial mod 2^64 over token hashes + n * constant",
-                 "hash_bits": 64 - max(packing.lost, 0), "hash_mask": packing.hash_mask},
+                 "hash_bits": packing.hash_bits, "hash_mask": packing.hash_mask},
         "collection_fingerprint": fp,
         "n_docs": n_docs,
     }
@@ -161,41 +175,35 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
     texts, docs = prepare(texts, ids, subjects, sources, max_n)
     D = len(texts)
     tok = Tokenizer(lowercase=lowercase)
-    n_chars = sum(len(t) for t in texts)
-    sort = _sort_backend(n_chars)
-    route_bits = ROUTE_BITS
-    if sort == "torch":
-        route_bits = max(ROUTE_BITS, min(MAX_ROUTE_BITS, (n_chars // BUCKET_KEYS).bit_length()))
-    packing = _Packing.for_collection(D, min_hash_bits, route_bits)
+    packing = _Packing.for_collection(D, min_hash_bits, ROUTE_BITS)
     clock = _Clock()
-    n_tokens, buckets = _sorted_keys(texts, tok, max_n, packing, chunk_chars, workers, progress, clock, sort,
-                                     executor)
-    keys, offsets, doc = _csr(buckets, packing, clock, workers=workers)
+    n_tokens, buckets = _bucket_runs(texts, tok, max_n, packing, chunk_chars, workers, progress, clock, executor)
+    arrays = _layout(buckets, packing, clock, workers=workers)
     fp = fingerprint or collection_fingerprint([("collection", zip(docs.ids, texts))])
     config = {
         **base_config(tok, max_n, packing, fp, D),
         "n_tokens": int(n_tokens),
-        "n_ngrams": int(len(keys)),
-        "n_postings": int(len(doc)),
+        "n_ngrams": int(len(arrays["keys"])),
+        "n_postings": int(len(arrays["keys"]) - len(arrays["multi_offsets"]) + 1 + len(arrays["multi_docs"])),
         "build_seconds": round(time.perf_counter() - t0, 3),
         "build_phases": clock.rounded(),
-        "build_sort": {"sort": sort, "route_bits": packing.route_bits},
+        "route_bits": packing.route_bits,
     }
-    return dict(keys=keys, offsets=offsets, posting_docs=doc, docs=docs, max_n=max_n,
-                tokenizer=tok, hash_mask=packing.hash_mask, config=config)
+    return dict(**arrays, docs=docs, max_n=max_n, tokenizer=tok, hash_bits=packing.hash_bits, config=config)
 
 
 class ChunkKeys:
     """The n-gram extraction of the build as an executor's worker (:mod:`audit.core.executor`):
     an item is ``(lo, texts)``, a run of documents numbered from ``lo``; its output is
-    ``(n_tokens, keys per bucket)``, exactly what the build computes for that chunk here. A
-    worker with several CPUs (``threads``, set by the executor) cuts each chunk into as many
-    runs of documents, extracts them on threads (numpy releases the GIL) and merges each
-    bucket's sorted runs: the same output. With ``distinct=False`` (the driver sorts with torch,
-    see :data:`SORT_BACKEND`) the keys are only routed to their buckets, and sorted on the driver."""
+    ``(n_tokens, keys, counts)``, exactly what the build computes for that chunk here: each
+    bucket's keys sorted and distinct, the buckets one after the other in one array (one array
+    travels faster than 2^route_bits small ones; :func:`_split_buckets` cuts it back), and how
+    many each bucket has. A worker with several CPUs (``threads``, set by the executor) cuts each
+    chunk into as many runs of documents, extracts them on threads (numpy releases the GIL) and
+    merges each bucket's sorted runs: the same output."""
 
-    def __init__(self, lowercase: bool, max_n: int, packing: _Packing, distinct: bool = True):
-        self.lowercase, self.max_n, self.packing, self.distinct = lowercase, max_n, packing, distinct
+    def __init__(self, lowercase: bool, max_n: int, packing: _Packing):
+        self.lowercase, self.max_n, self.packing = lowercase, max_n, packing
         self.threads: int | None = None
 
     def setup(self) -> None:
@@ -205,12 +213,9 @@ class ChunkKeys:
         Tokenizer(lowercase=self.lowercase).tokenize("Warm up.")
 
     def __call__(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        """Per item ``(n_tokens, keys, counts)``: the buckets' keys one after the other in one
-        array, and how many each bucket has (one array travels faster than 2^route_bits small
-        ones; :func:`_split_buckets` cuts it back)."""
         tok = Tokenizer(lowercase=self.lowercase)
         if not self.threads or self.threads < 2:
-            outs = [chunk_keys(lo, texts, tok, self.max_n, self.packing, self.distinct) for lo, texts in items]
+            outs = [chunk_keys(lo, texts, tok, self.max_n, self.packing) for lo, texts in items]
         else:
             with ThreadPoolExecutor(self.threads) as pool:
                 outs = [self._on_threads(pool, lo, texts, tok) for lo, texts in items]
@@ -220,189 +225,227 @@ class ChunkKeys:
                     tok: Tokenizer) -> tuple[int, list[np.ndarray]]:
         runs = _chunks(texts, -(-sum(len(t) + 1 for t in texts) // self.threads))
         if len(runs) < 2:
-            return chunk_keys(lo, texts, tok, self.max_n, self.packing, self.distinct)
-        outs = list(pool.map(lambda r: chunk_keys(lo + r[0], texts[r[0]:r[1]], tok, self.max_n, self.packing,
-                                                  self.distinct), runs))
-        join = _merge_sorted if self.distinct else np.concatenate
-        return sum(nt for nt, _ in outs), [join([parts[b] for _, parts in outs]) for b in range(len(outs[0][1]))]
+            return chunk_keys(lo, texts, tok, self.max_n, self.packing)
+        outs = list(pool.map(lambda r: chunk_keys(lo + r[0], texts[r[0]:r[1]], tok, self.max_n, self.packing), runs))
+        return sum(nt for nt, _ in outs), [_merge_sorted([parts[b] for _, parts in outs])
+                                           for b in range(len(outs[0][1]))]
 
 
 def chunk_keys(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int,
-               packing: _Packing, distinct: bool = True) -> tuple[int, list[np.ndarray]]:
-    """``(n_tokens, keys per bucket)`` of the documents ``texts`` numbered from ``lo``: each
-    bucket's keys sorted and distinct, or (``distinct=False``) routed only (see :data:`SORT_BACKEND`)."""
+               packing: _Packing) -> tuple[int, list[np.ndarray]]:
+    """``(n_tokens, keys per bucket)`` of the documents ``texts`` numbered from ``lo``, each
+    bucket's keys sorted and distinct."""
     if len(texts) == 1 and len(texts[0]) > windows.WINDOW_CHARS:  # one huge document: in windows
         return _huge_doc_keys(texts[0], lo, tok, max_n, packing)
-    return _chunk_keys(texts, (0, len(texts)), tok, max_n, packing, base=lo, distinct=distinct)
+    return _chunk_keys(texts, (0, len(texts)), tok, max_n, packing, base=lo)
 
 
-def _sorted_keys(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing, chunk_chars: int,
-                 workers: int, progress: bool, clock: _Clock, sort: str,
-                 executor: Any = None) -> tuple[int, list[np.ndarray]]:
-    """The number of tokens, and per bucket the sorted, distinct packed keys of every n-gram.
-    With a distributed ``executor``, the chunks' n-grams are extracted by its workers
-    (:class:`ChunkKeys`) and only sorted here.
-
-    With numpy's sort each chunk's keys are sorted and deduplicated where they are made and each
-    bucket merges the chunks' sorted runs; with torch's the chunks only route their keys and each
-    bucket is sorted once (see :data:`SORT_BACKEND`)."""
+def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing, chunk_chars: int,
+                 workers: int, progress: bool, clock: _Clock,
+                 executor: Any = None) -> tuple[int, list[list[np.ndarray]]]:
+    """The number of tokens, and per bucket its chunks' keys, each sorted and distinct (a pair
+    belongs to one chunk, its document's, so the chunks' keys are also disjoint). With a
+    distributed ``executor`` the chunks' n-grams are extracted by its workers (:class:`ChunkKeys`)."""
     chunks = _chunks(texts, chunk_chars)
-    distinct = sort == "numpy"
     buckets: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
     n_tokens = 0
     if executor is not None and getattr(executor, "distributed", False):
-        outs = executor.map(ChunkKeys(tok.lowercase, max_n, packing, distinct),
-                            [(lo, texts[lo:hi]) for lo, hi in chunks], group=1, label="phrase index: n-grams")
-        for nt, keys, counts in outs:
+        outs = executor.map(ChunkKeys(tok.lowercase, max_n, packing), [(lo, texts[lo:hi]) for lo, hi in chunks],
+                            group=1, label="phrase index: n-grams")
+        outs.reverse()
+        while outs:
+            nt, keys, counts = outs.pop()
             n_tokens += nt
+            # copies, not views: each bucket's pieces are freed as the bucket is laid out
             for b, part in enumerate(_split_buckets(keys, counts)):
-                buckets[b].append(part)
-        del outs
+                buckets[b].append(part.copy())
+            del keys
         clock.lap("keys")
-        with ThreadPoolExecutor(max(1, workers)) as sorter:
-            return n_tokens, _sort_buckets(buckets, sort, sorter.map)
+        return n_tokens, buckets
     bar = _progress(progress, total=len(chunks), desc="indexing")
-    # numpy releases the GIL in the heavy loops, so threads share the work of
-    # independent chunks (and later of independent buckets) without copies
-    pool = ThreadPoolExecutor(workers) if workers > 1 and len(chunks) > 1 else None
-    mapper = pool.map if pool is not None else map
 
     def keys_of(span: tuple[int, int]) -> tuple[int, list[np.ndarray]]:
         lo, hi = span
         if hi - lo == 1 and len(texts[lo]) > windows.WINDOW_CHARS:  # one huge document: in windows
             return _huge_doc_keys(texts[lo], lo, tok, max_n, packing)
-        return _chunk_keys(texts, span, tok, max_n, packing, distinct=distinct)
+        return _chunk_keys(texts, span, tok, max_n, packing)
 
-    try:
-        for nt, parts in mapper(keys_of, chunks):
+    # numpy releases the GIL in the heavy loops, so threads share the work of independent chunks
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        for nt, parts in (pool.map if workers > 1 and len(chunks) > 1 else map)(keys_of, chunks):
             n_tokens += nt
             for b, part in enumerate(parts):
                 buckets[b].append(part)
             if bar is not None:
                 bar.update(1)
-        if bar is not None:
-            bar.close()
-        clock.lap("keys")
-        return n_tokens, _sort_buckets(buckets, sort, mapper)
-    finally:
-        if pool is not None:
-            pool.shutdown()
+    if bar is not None:
+        bar.close()
+    clock.lap("keys")
+    return n_tokens, buckets
 
 
-def _sort_buckets(buckets: list[list[np.ndarray]], sort: str, mapper: Any) -> list[np.ndarray]:
-    """Each bucket's distinct keys, sorted, from its chunks' pieces: sorted runs merged (numpy's
-    sort), or one sort of them all (torch's, on one torch thread per build thread)."""
-    if sort == "numpy":
-        return list(mapper(_merge_sorted, buckets))
-    with _one_torch_thread():
-        return list(mapper(_TorchBucketSort(), buckets))
+class _Grown:
+    """A numpy array grown in place (``ndarray.resize``: a ``realloc``, which moves no data for a
+    large block on Linux), a little ahead of what it holds, so that the index's arrays can grow
+    while the buckets they are made from are freed."""
+
+    def __init__(self, dtype: Any):
+        self.arr = np.empty(0, dtype=dtype)
+        self.n = 0
+
+    def extend(self, part: np.ndarray, expected: float) -> None:
+        """Append ``part``; ``expected``: about how many values the array will hold in the end."""
+        need = self.n + len(part)
+        if need > len(self.arr):
+            self.arr.resize(max(need, self.n + int(expected) // 16), refcheck=False)
+        self.arr[self.n:need] = part
+        self.n = need
+
+    def done(self) -> np.ndarray:
+        self.arr.resize(self.n, refcheck=False)
+        return self.arr
 
 
-class _TorchBucketSort:
-    """One bucket's distinct keys, sorted by torch, from its chunks' unsorted pieces (emptied).
-    The pieces are joined and sorted in scratch arrays that each build thread keeps for the next
-    bucket (torch's sort writes the order it found too, 8 bytes a key), so that only the distinct
-    keys are new memory: a bucket's worth of scratch per thread instead of three bucket-sized
-    arrays per bucket (in this VM, touching fresh memory costs about 2 ms a MB)."""
-
-    def __init__(self) -> None:
-        self._scratch: dict[int, tuple[np.ndarray, Any, Any]] = {}
-
-    def __call__(self, pieces: list[np.ndarray]) -> np.ndarray:
-        import torch
-
-        n = sum(len(p) for p in pieces)
-        if n == 0:
-            return np.zeros(0, dtype=U64)
-        scratch = self._scratch.get(threading.get_ident())
-        if scratch is None or len(scratch[0]) < n:
-            m = n + n // 4
-            scratch = (np.empty(m, dtype=U64), torch.empty(m, dtype=torch.int64), torch.empty(m, dtype=torch.int64))
-            self._scratch[threading.get_ident()] = scratch
-        joined = scratch[0][:n]
-        np.concatenate(pieces, out=joined)
-        pieces.clear()
-        joined ^= _SIGN  # torch sorts signed integers: flipping the sign bit maps uint64's order onto int64's
-        values, order = scratch[1][:n], scratch[2][:n]
-        torch.sort(torch.from_numpy(joined.view(np.int64)), out=(values, order))
-        out = values.numpy().view(U64)
-        out ^= _SIGN
-        return _distinct(out)
-
-
-def _csr(sorted_buckets: list[np.ndarray], packing: _Packing, clock: _Clock,
-         bucket_ids: np.ndarray | None = None, workers: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``keys``, ``offsets`` and ``postings`` from the sorted keys of every bucket (of the
-    buckets ``bucket_ids``, in increasing order, when not all of them: a shard).
-
-    Bucket by bucket (their key ranges do not overlap, and a posting list never crosses a
-    bucket's boundary), on ``workers`` threads: each bucket's posting starts, n-gram keys and
-    document numbers are cut from it, the document numbers straight into their place in the
-    final array, and the bucket is let go at once, so the buckets and the arrays made from them
-    never all live at once (the build's memory peak)."""
+def _bucket_layout(part: np.ndarray, bucket: int, packing: _Packing, dir_first: int,
+                   dir_n: int) -> tuple[np.ndarray, ...]:
+    """The index's arrays for one bucket's sorted, distinct keys ``part`` (overwritten):
+    ``(keys, first, multi_docs, multi_counts, dir_counts)``; ``first`` numbers the bucket's
+    n-grams with two documents or more from 0 (flagged with :data:`MULTI`); ``dir_counts``
+    counts the keys of the directory's entries ``dir_first`` to ``dir_first + dir_n``, where
+    they all fall."""
     docmask, t_bits = packing.docmask, packing.t_bits
-    counts = np.array([len(x) for x in sorted_buckets], dtype=np.int64)
-    bases = np.concatenate(([0], np.cumsum(counts)))
-    total = int(bases[-1])
-    ids = (np.arange(len(sorted_buckets), dtype=U64) if bucket_ids is None
-           else np.asarray(bucket_ids, dtype=U64))
-    # each bucket's hash bits that left its packed keys, back in place on top of its n-gram keys
-    high = packing.shifted_out(ids) << U64(64 - t_bits) if t_bits else None
-    doc = np.empty(total, dtype=np.uint32)
+    d, b = packing.dir_bits, packing.hash_bits
+    n = len(part)
+    # an n-gram's posting list starts where the hash part changes (and at the bucket's start)
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.greater(part[1:] ^ part[:-1], docmask, out=new[1:])
+    starts = _flatnonzero_u32(new) if n < 2**32 else np.flatnonzero(new)
+    del new
+    df = np.diff(starts, append=starts.dtype.type(n))
+    top = part[starts]
+    # the stored key: the 32 hash bits below the directory's (packed, they sit t_bits higher)
+    keys = (top >> U64(64 - b + t_bits)).astype(np.uint32)
+    # the directory's bits: the bucket's t_bits that left the packed key, then the next d - t_bits
+    top >>= U64(64 - d + t_bits)
+    if t_bits:
+        top |= packing.shifted_out(U64(bucket)) << U64(d - t_bits)
+    dir_counts = np.bincount((top - U64(dir_first)).astype(np.intp), minlength=dir_n)
+    del top
+    part &= docmask
+    docs = part.astype(np.uint32)
+    del part
+    single = df == 1
+    first = np.empty(len(starts), dtype=np.uint32)
+    first[single] = docs[starts[single]]
+    multi = ~single
+    first[multi] = np.arange(len(starts) - int(np.count_nonzero(single)), dtype=np.uint32)
+    first[multi] |= np.uint32(MULTI)
+    return keys, first, docs[np.repeat(multi, df)], df[multi], dir_counts
+
+
+def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
+            bucket_ids: Sequence[int] | None = None, dir_span: tuple[int, int] | None = None,
+            workers: int = 1) -> dict[str, np.ndarray]:
+    """The index's arrays (the package docstring) from each bucket's chunks' sorted, distinct
+    keys (of the buckets ``bucket_ids``, in increasing order, when not all of them: a shard,
+    whose directory covers only its entries ``dir_span``, (first, how many)).
+
+    Bucket by bucket, in order (their key ranges follow each other): its chunks' runs are merged,
+    laid out (:func:`_bucket_layout`) on ``workers`` threads, and appended to arrays that grow in
+    place, and the bucket is freed; so the pairs and the index never both live whole (the
+    build's peak: the index is about 0.9x the pairs it is made from)."""
+    ids = list(range(len(buckets))) if bucket_ids is None else [int(b) for b in bucket_ids]
+    total = sum(len(p) for pieces in buckets for p in pieces)
+    dir_lo, dir_n = dir_span or (0, 1 << packing.dir_bits)
+    dir_counts = np.zeros(dir_n + 1, dtype=np.int64)
+    grown = [_Grown(np.uint32) for _ in range(4)]  # keys, first, multi_docs, multi_counts
     clock.lap("sort")
 
-    def one(j: int) -> tuple[np.ndarray, np.ndarray]:
-        part = sorted_buckets[j]
-        sorted_buckets[j] = None  # type: ignore[call-overload]  # freed with ``part``
-        if not len(part):
-            return np.zeros(0, dtype=U64), np.zeros(0, dtype=np.uint32)
-        # a posting list starts where the hash part changes (and at the bucket's start)
-        new = np.empty(len(part), dtype=bool)
-        new[0] = True
-        np.greater(part[1:] ^ part[:-1], docmask, out=new[1:])
-        starts = _flatnonzero_u32(new) if len(part) < 2**32 else np.flatnonzero(new)
-        del new
-        with np.errstate(over="ignore"):
-            keys = part[starts] & ~docmask
-            if high is not None:
-                keys >>= U64(t_bits)
-                keys |= high[j]
-        part &= docmask  # in place (the bucket is the build's own array): the document numbers
-        doc[bases[j]:bases[j + 1]] = part
-        return keys, starts
+    def entries(j: int) -> tuple[int, int]:
+        """The directory entries of bucket ``ids[j]`` in this directory (a bucket may cover more
+        than a shard's)."""
+        at, span = packing.dir_range(ids[j])
+        at, end = max(at, dir_lo), min(at + span, dir_lo + dir_n)
+        return at - dir_lo, end - at
 
-    n = len(sorted_buckets)
-    if workers > 1 and n > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            parts = list(pool.map(one, range(n)))
-    else:
-        parts = [one(j) for j in range(n)]
-    sorted_buckets.clear()
-    n_keys = sum(len(k) for k, _ in parts)
-    keys = np.empty(n_keys, dtype=U64)
-    off_dtype = np.uint32 if total < 2**32 else np.uint64
-    offsets = np.empty(n_keys + 1, dtype=off_dtype)
-    pos = 0
-    for j, (k, st) in enumerate(parts):
-        keys[pos:pos + len(k)] = k
-        offsets[pos:pos + len(k)] = st
-        offsets[pos:pos + len(k)] += off_dtype(bases[j])
-        pos += len(k)
-        parts[j] = None  # type: ignore[call-overload]
-    offsets[-1] = total
-    clock.lap("csr")
-    return keys, offsets, doc
+    def one(j: int) -> tuple[int, tuple[np.ndarray, ...]] | None:
+        pieces = buckets[j]
+        buckets[j] = None  # type: ignore[call-overload]  # freed as merged
+        part = _merge_sorted(pieces)
+        return (len(part), _bucket_layout(part, ids[j], packing, dir_lo + entries(j)[0], entries(j)[1])) \
+            if len(part) else None
+
+    done, n_multi = 0, 0
+    _trim()  # the chunks' temporary arrays, freed, back to the system before the index grows
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        for j, out in enumerate(_in_order(pool, one, len(ids), workers)):
+            if out is None:
+                continue
+            pairs, (keys, first, multi_docs, multi_counts, counts) = out
+            done += pairs
+            first[first >= np.uint32(MULTI)] += np.uint32(n_multi)  # the bucket's numbering, made global
+            n_multi += len(multi_counts)
+            for g, arr in zip(grown, (keys, first, multi_docs, multi_counts)):
+                g.extend(arr, (g.n + len(arr)) * total / done)
+            at, span = entries(j)
+            dir_counts[at + 1:at + 1 + span] += counts
+            if j % TRIM_EVERY == TRIM_EVERY - 1:
+                _trim()
+    buckets.clear()
+    keys, first, multi_docs, multi_counts = (g.done() for g in grown)
+    offsets = np.zeros(len(multi_counts) + 1, dtype=np.uint32 if len(multi_docs) < 2**32 else np.uint64)
+    np.cumsum(multi_counts, out=offsets[1:])
+    del multi_counts
+    directory = np.cumsum(dir_counts).astype(np.uint32 if len(keys) < 2**32 else np.uint64)
+    clock.lap("layout")
+    return dict(directory=directory, keys=keys, first=first, multi_offsets=offsets, multi_docs=multi_docs)
 
 
 # --------------------------------------------------------------------------- helpers
 
 
+def _in_order(pool: ThreadPoolExecutor, fn: Any, n: int, workers: int) -> Iterator[Any]:
+    """``fn(0) .. fn(n - 1)`` on the pool's threads, in order, at most ``workers`` ahead of the
+    one being consumed (``pool.map`` would run all of them ahead: their results would pile up)."""
+    if workers <= 1:
+        yield from map(fn, range(n))
+        return
+    running: deque[Future] = deque()
+    for j in range(n):
+        running.append(pool.submit(fn, j))
+        if len(running) > workers:
+            yield running.popleft().result()
+    while running:
+        yield running.popleft().result()
+
+
+def _trim() -> None:
+    """Give the memory freed inside the C heap back to the system (glibc's ``malloc_trim``):
+    the buckets' pieces are small arrays in the heap, which ``free`` keeps for later use, so the
+    process would hold the pairs and the index at once although only the index is live."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+@lru_cache(maxsize=1)
+def _libc() -> Any:
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:  # not glibc (macOS, musl without it): the memory is reused by the process instead
+        return None
+
+
 def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, packing: _Packing,
-                base: int = 0, distinct: bool = True) -> tuple[int, list[np.ndarray]]:
+                base: int = 0) -> tuple[int, list[np.ndarray]]:
     """Packed ``(hash, doc)`` keys of the n-grams of ``texts[lo:hi]``, split by bucket (document
-    ``i`` numbered ``base + i``): each bucket's sorted and distinct, or (``distinct=False``) as
-    they come, duplicates included, for one sort of the whole bucket later."""
-    t_bits, r_bits, docmask, n_buckets = packing.t_bits, packing.route_bits, packing.docmask, packing.n_buckets
+    ``i`` numbered ``base + i``), each bucket's sorted and distinct."""
+    t_bits, r_bits, keep, n_buckets = packing.t_bits, packing.route_bits, packing.keep, packing.n_buckets
     lo, hi = span
     joined = "\n".join(texts[lo:hi])
     lens = np.fromiter((len(t) + 1 for t in texts[lo:hi]), dtype=np.int64, count=hi - lo)
@@ -420,22 +463,20 @@ def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
                 np.right_shift(h, U64(64 - r_bits), out=bucket[filled:end], casting="unsafe")
             if t_bits:
                 h <<= U64(t_bits)
-            h &= ~docmask
+            h &= keep
             h |= doc_of_tok[: len(valid)][valid]
         key[filled:end] = h
         filled = end
     key, bucket = key[:filled], bucket[:filled]
-    # distinct: each bucket's keys leave sorted and without duplicates, in arrays of their own: the
-    # chunk's buffer (max_n keys per token) is freed, and what is kept until the merge is only the
-    # distinct (n-gram, document) pairs. A pair belongs to one chunk (its document's), so the
-    # chunks' pairs are disjoint and the merge needs no second pass for duplicates. Otherwise the
-    # routed keys leave as views of one array, duplicates and all, for one sort of each bucket.
+    # each bucket's keys leave sorted and without duplicates, in arrays of their own: the chunk's
+    # buffer (max_n keys per token) is freed, what is kept until the buckets are laid out is only
+    # the distinct (n-gram, document) pairs, and each bucket's pieces can be freed with it
     if not r_bits:
-        return len(toks), [_compact_unique(key) if distinct else key]
+        return len(toks), [_compact_unique(key)]
     # route to buckets by the hash's top bits (radix sort of 8- or 16-bit values, chunk-sized: in cache)
     key = key[np.argsort(bucket, kind="stable")]
     parts = np.split(key, np.cumsum(np.bincount(bucket, minlength=n_buckets))[:-1])
-    return len(toks), [_compact_unique(p) for p in parts] if distinct else parts
+    return len(toks), [_compact_unique(p) for p in parts]
 
 
 def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
@@ -445,7 +486,7 @@ def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Pa
     are sorted and deduplicated before they are kept."""
     parts: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
     n_tokens = 0
-    t_bits, r_bits, docmask = packing.t_bits, packing.route_bits, packing.docmask
+    t_bits, r_bits, keep = packing.t_bits, packing.route_bits, packing.keep
     for w in iter_windows(tok, text, (), max_n, windows.WINDOW_CHARS):
         h, _n, _first = window_ngrams(w, max_n)
         n_tokens += w.core
@@ -454,7 +495,7 @@ def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Pa
                 bucket = (h >> U64(64 - r_bits)).astype(np.uint16)
             if t_bits:
                 h <<= U64(t_bits)
-            h &= ~docmask
+            h &= keep
             h |= U64(doc)
         if r_bits:
             order = np.argsort(bucket, kind="stable")
@@ -486,42 +527,6 @@ def _distinct(arr: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(arr[1:], arr[:-1], out=keep[1:])
     return arr[keep]
-
-
-_SIGN = U64(1 << 63)
-
-
-def _torch_loaded() -> bool:
-    return "torch" in sys.modules
-
-
-def _sort_backend(n_chars: int) -> str:
-    """How the buckets' keys are sorted for a collection of ``n_chars`` characters: "numpy" or
-    "torch" (see :data:`SORT_BACKEND`)."""
-    backend = SORT_BACKEND
-    if backend == "auto":
-        big = n_chars >= TORCH_IMPORT_MIN_CHARS or (n_chars >= TORCH_SORT_MIN_CHARS and _torch_loaded())
-        backend = "torch" if big else "numpy"
-    if backend == "torch":
-        try:
-            import torch  # noqa: F401  (a dependency of sentence-transformers; absent in a trimmed install)
-        except ImportError:
-            return "numpy"
-    return backend
-
-
-@contextmanager
-def _one_torch_thread() -> Iterator[None]:
-    """torch's intra-op threads set to one for the block (each build thread runs its own sort),
-    and restored after it."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _merge_sorted(pieces: list[np.ndarray]) -> np.ndarray:

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from attackers.phrase_search.index.build import DocInfo, build_fields, collection_fingerprint
-from attackers.phrase_search.index.hashing import MASK64, U64, ngram_hashes
+from attackers.phrase_search.index.build import MULTI, DocInfo, build_fields, collection_fingerprint
+from attackers.phrase_search.index.hashing import U64, ngram_hashes
 from attackers.phrase_search.index.storage import load_fields, save_index
 from attackers.phrase_search.index.tokenizer import Tokenizer
 from attackers.phrase_search.index import windows
@@ -28,13 +28,15 @@ class NgramIndex:
     documents given to :meth:`build`.
     """
 
+    directory: np.ndarray
     keys: np.ndarray
-    offsets: np.ndarray
-    posting_docs: np.ndarray
+    first: np.ndarray
+    multi_offsets: np.ndarray
+    multi_docs: np.ndarray
     docs: DocInfo
     max_n: int = 7
     tokenizer: Tokenizer = field(default_factory=Tokenizer)
-    hash_mask: int = MASK64
+    hash_bits: int = 52
     config: dict[str, Any] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ build
@@ -99,22 +101,17 @@ class NgramIndex:
     def n_docs(self) -> int:
         return len(self.docs.ids)
 
+    @property
+    def hash_mask(self) -> int:
+        """The hash bits the index keeps (a needle is compared on these)."""
+        return ((1 << 64) - 1) ^ ((1 << (64 - self.hash_bits)) - 1)
+
     def lookup(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Document frequency and posting-list start of each n-gram hash (df 0 if absent)."""
-        h = np.asarray(hashes, dtype=U64) & U64(self.hash_mask)
-        keys = self.keys
-        order = np.argsort(h)  # sorted needles: cache- and page-friendly on a memory-mapped index
-        pos = np.empty(len(h), dtype=np.int64)
-        pos[order] = np.searchsorted(keys, h[order])
-        inside = pos < len(keys)
-        found = np.zeros(len(h), dtype=bool)
-        found[inside] = keys[pos[inside]] == h[inside]
-        df = np.zeros(len(h), dtype=np.int64)
-        start = np.zeros(len(h), dtype=np.int64)
-        p = pos[found]
-        start[found] = self.offsets[p]
-        df[found] = self.offsets[p + 1].astype(np.int64) - start[found]
-        return df, start
+        """Document frequency and posting reference of each n-gram hash (df 0 if absent): the
+        reference is the document itself when df is 1, else the start of the posting list in
+        ``multi_docs`` (:meth:`postings_at` reads either)."""
+        return search(self.directory, self.keys, self.first, self.multi_offsets,
+                      np.asarray(hashes, dtype=U64), self.hash_bits)
 
     def phrase_hash(self, phrase: str) -> int | None:
         """Hash of ``phrase`` as one n-gram (None if it is empty, longer than
@@ -139,22 +136,41 @@ class NgramIndex:
         h = self.phrase_hash(phrase)
         if h is None:
             return np.zeros(0, dtype=np.uint32)
-        df, start = self.lookup(np.array([h], dtype=U64))
-        return np.asarray(self.postings_at(int(start[0]), int(df[0])))
+        df, ref = self.lookup(np.array([h], dtype=U64))
+        return np.asarray(self.postings_at(int(ref[0]), int(df[0])))
 
-    def postings_at(self, start: int, df: int) -> np.ndarray:
-        return np.asarray(self.posting_docs[start : start + df])
+    def postings_at(self, ref: int, df: int) -> np.ndarray:
+        """The sorted documents of the n-gram that :meth:`lookup` gave ``(df, ref)``."""
+        if df <= 1:
+            return np.array([ref] if df else [], dtype=np.uint32)
+        return np.asarray(self.multi_docs[ref : ref + df])
+
+    def gather(self, refs: np.ndarray, dfs: np.ndarray) -> np.ndarray:
+        """The posting lists of n-grams ``(df, ref)``, concatenated in order (as ``int64``)."""
+        refs, dfs = np.asarray(refs, dtype=np.int64), np.asarray(dfs, dtype=np.int64)
+        starts = np.cumsum(dfs) - dfs
+        # each list's positions in multi_docs; a single document's "position" is the document
+        pos = np.repeat(refs - starts, dfs)
+        pos += np.arange(len(pos))
+        single = dfs == 1
+        if not (dfs > 1).any():
+            return pos
+        at = starts[single]
+        pos[at] = 0  # read a placeholder for the single documents, then put them in place
+        out = np.asarray(self.multi_docs[pos]).astype(np.int64)
+        out[at] = refs[single]
+        return out
 
     def ngrams(self, text: str, blocked: Sequence[tuple[int, int]] = ()) -> TextNgrams:
         """The visible n-grams of ``text`` with character offsets and document frequencies."""
         toks = self.tokenizer.tokenize(text, blocked=blocked)
         ng = ngram_hashes(toks, self.max_n)
-        df, start = self.lookup(ng.hash)
+        df, ref = self.lookup(ng.hash)
         last = ng.first + ng.n.astype(np.int64) - 1
         return TextNgrams(text=text, hash=ng.hash, n=ng.n, first=ng.first, last=last,
                           char_start=toks.start[ng.first] if len(ng) else np.zeros(0, dtype=np.int64),
                           char_end=toks.end[last] if len(ng) else np.zeros(0, dtype=np.int64),
-                          df=df, post_start=start)
+                          df=df, post_ref=ref)
 
     def iter_ngrams(self, text: str, blocked: Sequence[tuple[int, int]] = (), *,
                     window_chars: int | None = None) -> Iterator[TextNgrams]:
@@ -171,10 +187,10 @@ class NgramIndex:
             return
         for w in iter_windows(self.tokenizer, text, blocked, self.max_n, window_chars):
             h, n, first = window_ngrams(w, self.max_n)
-            df, start = self.lookup(h)
+            df, ref = self.lookup(h)
             last = first + n.astype(np.int64) - 1
             yield TextNgrams(text=text, hash=h, n=n, first=first, last=last, char_start=w.tokens.start[first],
-                             char_end=w.tokens.end[last], df=df, post_start=start)
+                             char_end=w.tokens.end[last], df=df, post_ref=ref)
 
     def rare_ngrams(self, text: str, k: int = 2, *, blocked: Sequence[tuple[int, int]] = (),
                     minimal: bool = True) -> list[RareNgram]:
@@ -218,7 +234,7 @@ class TextNgrams:
     char_start: np.ndarray
     char_end: np.ndarray
     df: np.ndarray
-    post_start: np.ndarray
+    post_ref: np.ndarray  # see NgramIndex.lookup
 
     def __len__(self) -> int:
         return len(self.hash)
@@ -228,16 +244,53 @@ class TextNgrams:
         where ``owner[j]`` is the position in ``sel`` that ``docs[j]`` belongs to."""
         sel = np.asarray(sel, dtype=np.int64)
         df = self.df[sel]
-        owner = np.repeat(np.arange(len(sel)), df)
-        base = np.repeat(self.post_start[sel] - np.concatenate(([0], np.cumsum(df)[:-1])), df)
-        pos = base + np.arange(int(df.sum()))
-        return np.asarray(index.posting_docs[pos]).astype(np.int64), owner
+        return index.gather(self.post_ref[sel], df), np.repeat(np.arange(len(sel)), df)
 
     def rare(self, index: NgramIndex, i: int) -> RareNgram:
         s, e = int(self.char_start[i]), int(self.char_end[i])
-        docs = index.postings_at(int(self.post_start[i]), int(self.df[i]))
+        docs = index.postings_at(int(self.post_ref[i]), int(self.df[i]))
         return RareNgram(text=self.text[s:e], start=s, end=e, n=int(self.n[i]), df=int(self.df[i]),
                          docs=[int(d) for d in docs])
+
+
+def search(directory: np.ndarray, keys: np.ndarray, first: np.ndarray, multi_offsets: np.ndarray,
+           hashes: np.ndarray, hash_bits: int, dir_base: int = 0, multi_base: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(df, ref)`` of each hash (see :meth:`NgramIndex.lookup`) in the arrays of an index, or of
+    a shard whose directory starts at entry ``dir_base`` and whose posting lists start at
+    ``multi_base`` in the whole index's.
+
+    The directory entry (the hash's top ``hash_bits - 32`` bits) gives the range of keys to
+    search; the 32 bits below are searched in it, all needles at once, one halving per step (a
+    range holds a few dozen keys at most)."""
+    d = hash_bits - 32
+    df = np.zeros(len(hashes), dtype=np.int64)
+    ref = np.zeros(len(hashes), dtype=np.int64)
+    if not len(hashes) or not len(keys):
+        return df, ref
+    entry = (hashes >> U64(64 - d)).astype(np.int64) - dir_base
+    needle = (hashes >> U64(64 - hash_bits)).astype(np.uint32)  # the low 32 of the kept bits
+    lo, hi = np.asarray(directory[entry], dtype=np.int64), np.asarray(directory[entry + 1], dtype=np.int64)
+    end, last = hi.copy(), len(keys) - 1
+    while True:
+        live = np.flatnonzero(lo < hi)
+        if not len(live):
+            break
+        mid = (lo[live] + hi[live]) >> 1
+        below = np.asarray(keys[mid]) < needle[live]
+        lo[live[below]] = mid[below] + 1
+        hi[live[~below]] = mid[~below]
+    found = np.flatnonzero(lo < end)
+    found = found[np.asarray(keys[np.minimum(lo[found], last)]) == needle[found]]
+    f = np.asarray(first[lo[found]]).astype(np.int64)
+    multi = f >= MULTI
+    df[found] = 1
+    ref[found] = f
+    if multi.any():
+        j = f[multi] - MULTI
+        at = np.asarray(multi_offsets[j]).astype(np.int64)
+        df[found[multi]] = np.asarray(multi_offsets[j + 1]).astype(np.int64) - at
+        ref[found[multi]] = at + multi_base
+    return df, ref
 
 
 def minimal_set(tn: TextNgrams, candidates: np.ndarray) -> np.ndarray:

@@ -12,8 +12,9 @@ workers do them (the folder must then be on a filesystem every worker sees):
 
 1. per chunk of documents: tokenise, hash, pack ``(hash, document)`` keys exactly as the
    single build does, and spill them per shard to ``FOLDER/spill/shard-S/chunk-C.npz``;
-2. per shard: read its spilled keys, sort, deduplicate and lay out the CSR arrays
-   (``keys``, ``offsets``, ``postings``) in ``FOLDER/shard-S/``, then remove its spill.
+2. per shard: read its spilled keys, merge them and lay out the index's arrays for its part of
+   the key space (its own directory, keys, first documents and posting lists) in
+   ``FOLDER/shard-S/``, then remove its spill.
 
 A worker holds one chunk's keys in stage 1 and one shard's in stage 2: memory per worker is
 about the single build's divided by the number of shards. ``FOLDER/docs.json`` and
@@ -21,8 +22,8 @@ about the single build's divided by the number of shards. ``FOLDER/docs.json`` a
 
 Queries (:class:`ShardedNgramIndex`, an :class:`NgramIndex`) route each hash to its shard and
 search only there; shards are memory-mapped when first needed. A posting list's position is
-global (the shard's first posting plus its own offset), so the attack's code is the same for
-both indexes.
+global (the shard's first posting plus its own offset) and a single document is itself, so
+the attack's code is the same for both indexes.
 """
 
 from __future__ import annotations
@@ -42,22 +43,22 @@ from attackers.phrase_search.index.build import (
     DocInfo,
     _chunks,
     _Clock,
-    _csr,
+    _layout,
     _Packing,
-    _sort_unique,
     base_config,
     chunk_keys,
     collection_fingerprint,
     prepare,
 )
 from attackers.phrase_search.index.hashing import U64
-from attackers.phrase_search.index.query import NgramIndex
+from attackers.phrase_search.index.query import NgramIndex, search
+from attackers.phrase_search.index.storage import load_arrays, save_arrays, saved_format
 from attackers.phrase_search.index.tokenizer import TOKENIZER_NAME, Tokenizer
 from audit.core.errors import AnonauditError
 from audit.core.executor import LocalExecutor
 from audit.core.files import atomic_open, atomic_write_json
 
-SHARDED_FORMAT = "anonaudit.ngram_index.sharded/1"
+SHARDED_FORMAT = "anonaudit.ngram_index.sharded/2"
 
 
 def _shard_bits(shards: int) -> int:
@@ -114,17 +115,23 @@ class SpillShards:
         return out
 
 
+def _shard_dir(packing: _Packing, s_bits: int, s: int) -> tuple[int, int]:
+    """The directory entries of shard ``s``: (first, how many)."""
+    per = 1 << (packing.dir_bits - s_bits)
+    return s * per, per
+
+
 class BuildShard:
     """Stage 2 as an executor's worker: an item is a shard number; its spilled keys become the
-    CSR arrays in ``FOLDER/shard-S/``; the output is ``(n_ngrams, n_postings)``."""
+    index's arrays in ``FOLDER/shard-S/``; the output is ``(n_ngrams, n_postings, n_multi_docs)``."""
 
-    def __init__(self, folder: str, packing: _Packing):
-        self.folder, self.packing = folder, packing
+    def __init__(self, folder: str, packing: _Packing, s_bits: int):
+        self.folder, self.packing, self.s_bits = folder, packing, s_bits
 
-    def __call__(self, shards: list[int]) -> list[tuple[int, int]]:
+    def __call__(self, shards: list[int]) -> list[tuple[int, int, int]]:
         return [self._one(s) for s in shards]
 
-    def _one(self, s: int) -> tuple[int, int]:
+    def _one(self, s: int) -> tuple[int, int, int]:
         spill = Path(self.folder) / "spill" / f"shard-{s:04d}"
         pieces: dict[int, list[np.ndarray]] = {}
         for f in sorted(spill.glob("chunk-*.npz")) if spill.is_dir() else []:
@@ -133,15 +140,12 @@ class BuildShard:
             for b, part in zip(buckets.tolist(), np.split(keys, np.cumsum(counts)[:-1])):
                 pieces.setdefault(int(b), []).append(part)
         ids = sorted(pieces)
-        sorted_buckets = [_sort_unique(pieces.pop(b)) for b in ids]
-        keys, offsets, doc = _csr(sorted_buckets, self.packing, _Clock(), bucket_ids=np.asarray(ids, dtype=np.int64))
-        out = Path(self.folder) / f"shard-{s:04d}"
-        out.mkdir(parents=True, exist_ok=True)
-        for name, arr in (("keys", keys), ("offsets", offsets), ("postings", doc)):
-            with atomic_open(out / f"{name}.npy", "wb") as fh:
-                np.save(fh, arr)
+        arrays = _layout([pieces.pop(b) for b in ids], self.packing, _Clock(), bucket_ids=ids,
+                         dir_span=_shard_dir(self.packing, self.s_bits, s))
+        save_arrays(Path(self.folder) / f"shard-{s:04d}", arrays)
         shutil.rmtree(spill, ignore_errors=True)
-        return int(len(keys)), int(len(doc))
+        n_keys, n_multi = len(arrays["keys"]), len(arrays["multi_offsets"]) - 1
+        return n_keys, n_keys - n_multi + len(arrays["multi_docs"]), len(arrays["multi_docs"])
 
 
 def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: int, ids: Sequence[str] | None = None,
@@ -160,6 +164,9 @@ def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: in
     shutil.rmtree(folder / "spill", ignore_errors=True)
     tok = Tokenizer(lowercase=lowercase)
     packing = _Packing.for_collection(D, min_hash_bits)
+    if s_bits > packing.dir_bits:
+        raise AnonauditError(f"{shards} shards need at least {s_bits + 32} hash bits; this index keeps "
+                             f"{packing.hash_bits} (min_hash_bits)")
     ex = executor or LocalExecutor()
     clock = _Clock()
     chunks = _chunks(texts, chunk_chars)
@@ -167,7 +174,8 @@ def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: in
                           [(c, lo, texts[lo:hi]) for c, (lo, hi) in enumerate(chunks)], group=1,
                           label="sharded index: n-grams"))
     clock.lap("keys")
-    sizes = ex.map(BuildShard(str(folder), packing), list(range(shards)), group=1, label="sharded index: shards")
+    sizes = ex.map(BuildShard(str(folder), packing, s_bits), list(range(shards)), group=1,
+                   label="sharded index: shards")
     clock.lap("shards")
     shutil.rmtree(folder / "spill", ignore_errors=True)
     fp = fingerprint or collection_fingerprint([("collection", zip(docs.ids, texts))])
@@ -175,11 +183,11 @@ def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: in
         **base_config(tok, max_n, packing, fp, D),
         "format": SHARDED_FORMAT,
         "shards": shards,
-        "shard_ngrams": [n for n, _ in sizes],
-        "shard_postings": [p for _, p in sizes],
+        "shard_ngrams": [n for n, _, _ in sizes],
+        "shard_multi_docs": [m for _, _, m in sizes],
         "n_tokens": int(n_tokens),
-        "n_ngrams": int(sum(n for n, _ in sizes)),
-        "n_postings": int(sum(p for _, p in sizes)),
+        "n_ngrams": int(sum(n for n, _, _ in sizes)),
+        "n_postings": int(sum(p for _, p, _ in sizes)),
         "build_seconds": round(time.perf_counter() - t0, 3),
         "build_phases": clock.rounded(),
     }
@@ -189,15 +197,11 @@ def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: in
 
 
 def is_sharded(folder: str | os.PathLike) -> bool:
-    cfg = Path(folder) / "config.json"
-    try:
-        return json.loads(cfg.read_text(encoding="utf-8")).get("format") == SHARDED_FORMAT
-    except (OSError, ValueError):
-        return False
+    return saved_format(folder) == SHARDED_FORMAT
 
 
 class _Postings:
-    """The shards' posting arrays seen as one array (global positions), read shard by shard."""
+    """The shards' ``multi_docs`` seen as one array (global positions), read shard by shard."""
 
     def __init__(self, index: ShardedNgramIndex):
         self.index = index
@@ -213,20 +217,21 @@ class _Postings:
                 return np.zeros(0, dtype=np.uint32)
             s = int(np.searchsorted(self.base, start, side="right")) - 1
             b = int(self.base[s])
-            return np.asarray(self.index.shard(s)[2][start - b:stop - b])
+            return np.asarray(self.index.shard(s)["multi_docs"][start - b:stop - b])
         pos = np.asarray(pos, dtype=np.int64)
         out = np.empty(len(pos), dtype=np.uint32)
         which = np.searchsorted(self.base, pos, side="right") - 1
         for s in np.unique(which):
             sel = which == s
-            out[sel] = self.index.shard(int(s))[2][pos[sel] - int(self.base[s])]
+            out[sel] = self.index.shard(int(s))["multi_docs"][pos[sel] - int(self.base[s])]
         return out
 
 
 @dataclass
 class ShardedNgramIndex(NgramIndex):
     """An :class:`NgramIndex` whose arrays live in hash-partitioned shards (see the module doc).
-    ``keys`` and ``offsets`` are unused (empty); ``posting_docs`` reads across shards."""
+    ``directory``, ``keys``, ``first`` and ``multi_offsets`` are unused (empty); ``multi_docs``
+    reads across shards."""
 
     folder: Path | None = None
     shard_bits: int = 0
@@ -246,14 +251,15 @@ class ShardedNgramIndex(NgramIndex):
             raise AnonauditError(f"{folder}: built with tokeniser {tcfg.get('name')!r}, this version uses "
                                  f"{TOKENIZER_NAME}")
         docs = DocInfo(**json.loads((folder / "docs.json").read_text(encoding="utf-8")))
-        base = np.concatenate(([0], np.cumsum(np.asarray(config["shard_postings"], dtype=np.int64))))
-        index = cls(keys=np.zeros(0, dtype=U64), offsets=np.zeros(1, dtype=np.uint32),
-                    posting_docs=None, docs=docs, max_n=int(config["max_n"]),
-                    tokenizer=Tokenizer(lowercase=bool(tcfg["lowercase"])), hash_mask=int(config["hash"]["hash_mask"]),
-                    config=config, folder=folder, shard_bits=_shard_bits(int(config["shards"])), posting_base=base)
+        base = np.concatenate(([0], np.cumsum(np.asarray(config["shard_multi_docs"], dtype=np.int64))))
+        empty = np.zeros(0, dtype=np.uint32)
+        index = cls(directory=empty, keys=empty, first=empty, multi_offsets=empty, multi_docs=None, docs=docs,
+                    max_n=int(config["max_n"]), tokenizer=Tokenizer(lowercase=bool(tcfg["lowercase"])),
+                    hash_bits=int(config["hash"]["hash_bits"]), config=config, folder=folder,
+                    shard_bits=_shard_bits(int(config["shards"])), posting_base=base)
         index._mmap = mmap
-        index._open: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        index.posting_docs = _Postings(index)
+        index._open: dict[int, dict[str, np.ndarray]] = {}
+        index.multi_docs = _Postings(index)
         return index
 
     def save(self, folder: str | os.PathLike) -> Path:
@@ -261,41 +267,30 @@ class ShardedNgramIndex(NgramIndex):
             raise AnonauditError("a sharded index lives in the folder it was built in")
         return Path(folder)
 
-    def shard(self, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(keys, offsets, postings)`` of shard ``s``, opened (memory-mapped) on first use."""
+    def shard(self, s: int) -> dict[str, np.ndarray]:
+        """The arrays of shard ``s``, opened (memory-mapped) on first use."""
         found = self._open.get(s)
         if found is None:
-            d = self.folder / f"shard-{s:04d}"
-            mode = "r" if self._mmap else None
-            found = tuple(np.load(d / f"{n}.npy", mmap_mode=mode) for n in ("keys", "offsets", "postings"))
-            if len(found[1]) != len(found[0]) + 1 or len(found[0]) != self.config["shard_ngrams"][s]:
-                raise AnonauditError(f"{d}: the shard's files do not match the index (interrupted build?); rebuild it")
+            found = load_arrays(self.folder / f"shard-{s:04d}", self._mmap, self.config["shard_ngrams"][s],
+                                1 << (self.hash_bits - 32 - self.shard_bits))
             self._open[s] = found
         return found
 
     def lookup(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """As :meth:`NgramIndex.lookup`, each hash searched in its own shard only."""
-        h = np.asarray(hashes, dtype=U64) & U64(self.hash_mask)
+        h = np.asarray(hashes, dtype=U64)
         df = np.zeros(len(h), dtype=np.int64)
-        start = np.zeros(len(h), dtype=np.int64)
+        ref = np.zeros(len(h), dtype=np.int64)
         if not len(h):
-            return df, start
+            return df, ref
         which = (h >> U64(64 - self.shard_bits)).astype(np.int64) if self.shard_bits else np.zeros(len(h), np.int64)
+        per = 1 << (self.hash_bits - 32 - self.shard_bits)
         for s in np.unique(which):
             sel = np.flatnonzero(which == s)
-            keys, offsets, _ = self.shard(int(s))
-            hs = h[sel]
-            order = np.argsort(hs)
-            pos = np.empty(len(hs), dtype=np.int64)
-            pos[order] = np.searchsorted(keys, hs[order])
-            inside = pos < len(keys)
-            found = np.zeros(len(hs), dtype=bool)
-            found[inside] = keys[pos[inside]] == hs[inside]
-            p = pos[found]
-            local = offsets[p].astype(np.int64)
-            df[sel[found]] = offsets[p + 1].astype(np.int64) - local
-            start[sel[found]] = local + int(self.posting_base[s])
-        return df, start
+            a = self.shard(int(s))
+            df[sel], ref[sel] = search(a["directory"], a["keys"], a["first"], a["multi_offsets"], h[sel],
+                                       self.hash_bits, dir_base=int(s) * per, multi_base=int(self.posting_base[s]))
+        return df, ref
 
     def __getstate__(self) -> dict[str, Any]:  # sent to workers: they reopen the shards they need
         return {**self.__dict__, "_open": {}}

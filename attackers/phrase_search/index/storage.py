@@ -1,4 +1,4 @@
-"""The index on disk: three ``.npy`` arrays, ``docs.json`` and ``config.json`` (written last,
+"""The index on disk: its five ``.npy`` arrays, ``docs.json`` and ``config.json`` (written last,
 so a folder with a ``config.json`` holds a complete index). Loading memory-maps the arrays."""
 
 from __future__ import annotations
@@ -20,17 +20,51 @@ if TYPE_CHECKING:
     from attackers.phrase_search.index.query import NgramIndex
 
 
+#: The index's arrays, each saved as ``NAME.npy``.
+ARRAYS = ("directory", "keys", "first", "multi_offsets", "multi_docs")
+
+
+def save_arrays(folder: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write the arrays :data:`ARRAYS` of ``arrays`` to ``folder`` (created), each atomically."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ARRAYS:
+        with atomic_open(folder / f"{name}.npy", "wb") as fh:
+            np.save(fh, np.asarray(arrays[name]))
+
+
+def load_arrays(folder: Path, mmap: bool, n_keys: int | None, dir_entries: int) -> dict[str, np.ndarray]:
+    """The arrays :data:`ARRAYS` saved in ``folder`` (memory-mapped unless ``mmap=False``),
+    checked against each other and against the ``n_keys`` keys and ``dir_entries`` directory
+    entries the config gives."""
+    try:
+        arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r" if mmap else None) for name in ARRAYS}
+    except (OSError, ValueError) as exc:
+        raise AnonauditError(f"{folder}: unreadable index array ({exc}); rebuild the index") from None
+    n = len(arrays["keys"])
+    if (len(arrays["directory"]) != dir_entries + 1 or int(arrays["directory"][-1]) != n
+            or len(arrays["first"]) != n or (n_keys is not None and n != n_keys)
+            or int(arrays["multi_offsets"][-1]) != len(arrays["multi_docs"])):
+        raise AnonauditError(f"{folder}: the index files do not match each other (interrupted save?); rebuild it")
+    return arrays
+
+
 def save_index(index: NgramIndex, folder: str | os.PathLike) -> Path:
-    """Write ``index`` to ``folder`` (created): three .npy arrays, docs.json, config.json."""
+    """Write ``index`` to ``folder`` (created): its .npy arrays, docs.json, config.json."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").unlink(missing_ok=True)  # an interrupted save leaves no valid index
-    for name, arr in (("keys", index.keys), ("offsets", index.offsets), ("postings", index.posting_docs)):
-        with atomic_open(folder / f"{name}.npy", "wb") as fh:
-            np.save(fh, np.asarray(arr))
+    save_arrays(folder, {name: getattr(index, name) for name in ARRAYS})
     atomic_write_json(folder / "docs.json", asdict(index.docs), allow_nan=True)
     atomic_write_json(folder / "config.json", index.config, allow_nan=True)  # last: marks a complete index
     return folder
+
+
+def saved_format(folder: str | os.PathLike) -> str | None:
+    """The format of the index saved in ``folder`` (None if there is none, or it is unreadable)."""
+    try:
+        return json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("format")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def load_fields(folder: str | os.PathLike, *, mmap: bool = True) -> dict[str, Any]:
@@ -45,18 +79,16 @@ def load_fields(folder: str | os.PathLike, *, mmap: bool = True) -> dict[str, An
     except (OSError, json.JSONDecodeError) as exc:
         raise AnonauditError(f"{cfg_path}: unreadable index config ({exc})") from None
     if config.get("format") != FORMAT:
-        raise AnonauditError(f"{folder}: unsupported index format {config.get('format')!r} (expected {FORMAT})")
-    mode = "r" if mmap else None
-    arrays = {name: np.load(folder / f"{name}.npy", mmap_mode=mode) for name in ("keys", "offsets", "postings")}
+        raise AnonauditError(f"{folder}: unsupported index format {config.get('format')!r} (this version reads "
+                             f"{FORMAT}); rebuild the index")
+    hash_bits = int(config["hash"]["hash_bits"])
+    arrays = load_arrays(folder, mmap, config.get("n_ngrams"), 1 << (hash_bits - 32))
     docs = DocInfo(**json.loads((folder / "docs.json").read_text(encoding="utf-8")))
-    keys, offsets, posts = arrays["keys"], arrays["offsets"], arrays["postings"]
-    if (len(offsets) != len(keys) + 1 or int(offsets[-1]) != len(posts) or len(docs.ids) != config.get("n_docs")
-            or len(keys) != config.get("n_ngrams")):
+    if len(docs.ids) != config.get("n_docs"):
         raise AnonauditError(f"{folder}: the index files do not match each other (interrupted save?); rebuild it")
     tcfg = config["tokenizer"]
     if tcfg.get("name") != TOKENIZER_NAME:
         raise AnonauditError(f"{folder}: built with tokeniser {tcfg.get('name')!r}, "
                              f"this version uses {TOKENIZER_NAME}")
-    return dict(keys=arrays["keys"], offsets=arrays["offsets"], posting_docs=arrays["postings"], docs=docs,
-                max_n=int(config["max_n"]), tokenizer=Tokenizer(lowercase=bool(tcfg["lowercase"])),
-                hash_mask=int(config["hash"]["hash_mask"]), config=config)
+    return dict(**arrays, docs=docs, max_n=int(config["max_n"]), tokenizer=Tokenizer(lowercase=bool(tcfg["lowercase"])),
+                hash_bits=hash_bits, config=config)
