@@ -26,6 +26,7 @@ from attackers.phrase_search.index.storage import ARRAYS
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.core.executor import LocalExecutor
+from audit.pipeline.executors import _pack, _unpack
 from audit.demo.data import write as write_demo
 from audit.models.resources import Resources
 
@@ -47,8 +48,13 @@ class PicklingExecutor(LocalExecutor):
         worker = pickle.loads(pickle.dumps(worker))
         if self.threads and hasattr(worker, "threads"):  # as a Ray actor with this many CPUs is told
             worker.threads = self.threads
-        return [pickle.loads(pickle.dumps(o)) for o in
-                super()._run(worker, [pickle.loads(pickle.dumps(g)) for g in groups], **kw)]
+        out = []
+        for o in super()._run(worker, [pickle.loads(pickle.dumps(g)) for g in groups], **kw):
+            packed, raw = _pack(list(o))  # as the Ray executor sends a group's outputs back
+            raw = np.array(raw)
+            raw.flags.writeable = False  # read in place from the cluster's memory
+            out.append(_unpack(pickle.loads(pickle.dumps(packed)), raw, not getattr(worker, "readonly_outputs", False)))
+        return out
 
 
 def _texts(n: int = 1500, seed: int = 0) -> list[str]:
@@ -91,6 +97,25 @@ def test_local_executor_maps_exact_groups_in_order_and_sets_up_once():
     assert ex.timings["double"]["items"] == 10 and ex.map(Worker(), [], group=4) == []
     with pytest.raises(RuntimeError, match="returned 1 outputs for 2 items"):
         ex.map(lambda g: g[:1], [1, 2], group=2)
+
+
+def test_outputs_travel_back_with_their_large_arrays_out_of_band():
+    """A group's outputs come back equal, their large arrays beside the pickle (not copied into
+    it); read-only views of what arrived only for a worker that says it takes them."""
+    big, small = np.arange(100_000, dtype=np.uint64), np.arange(10, dtype=np.int32)
+    outputs = [(3, big, {"small": small, "text": "x"}), None, [big[::2].copy(), big[:5]]]
+    packed, raw = _pack(outputs)
+    assert len(packed) < 2_000 and raw.nbytes == big.nbytes + big[::2].nbytes  # big[:5] is small
+    raw = np.array(raw)
+    raw.flags.writeable = False
+    for copy in (True, False):
+        back = _unpack(packed, raw, copy)
+        assert back[0][0] == 3 and back[0][2]["text"] == "x" and back[1] is None
+        for a, b in ((back[0][1], big), (back[0][2]["small"], small), (back[2][0], big[::2]), (back[2][1], big[:5])):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        assert back[0][1].flags.writeable is copy and back[0][2]["small"].flags.writeable
+    empty = _pack([1, "two"])
+    assert len(empty[1]) == 0 and _unpack(*empty, True) == [1, "two"]
 
 
 # --------------------------------------------------------------------------- the index

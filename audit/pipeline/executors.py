@@ -5,7 +5,9 @@ dataset, one row per group, through ``map_batches`` over a pool of actors: each 
 the worker once (its ``setup()`` loads the model) and then takes group after group. Rows carry
 the group's position, so outputs come back in order whatever finished first. Items and outputs
 travel pickled (a Ray Data column of bytes), so a worker may take and return any picklable
-object (documents, findings, numpy arrays).
+object (documents, findings, numpy arrays); the large arrays of an output travel beside the
+pickle, out of band (pickle protocol 5), as a Ray Data tensor column that the driver reads
+without unpickling or copying it (:func:`_pack`).
 
 Addresses: ``local`` starts a Ray on this machine for the run (and stops it at the end),
 ``auto`` joins the cluster this machine belongs to (``ray start --head`` / ``ray start
@@ -34,6 +36,43 @@ from audit.core.executor import Executor, LocalExecutor, Worker
 KINDS = ("local", "ray")
 #: How often a stage's dead worker is restarted and its group tried again before the run stops.
 MAX_RETRIES = 2
+#: Arrays of an output at least this large (bytes) travel out of band (see :func:`_pack`).
+OUT_OF_BAND_BYTES = 1 << 16
+
+
+def _pack(outputs: list[Any]) -> tuple[bytes, Any]:
+    """A group's outputs for the way back: ``(pickle, raw)``, where the pickle (protocol 5) leaves
+    out the buffers of its arrays of at least :data:`OUT_OF_BAND_BYTES`, which follow one after
+    the other in ``raw`` (uint8; no copy when there is one). Pickled, such an array is copied
+    into the pickle, the pickle into a Ray Data block, and back out on the driver; as a tensor
+    column it is copied once into the block and read in place."""
+    import numpy as np
+
+    big: list[pickle.PickleBuffer] = []
+
+    def aside(buf: pickle.PickleBuffer) -> bool:  # False: out of band
+        if buf.raw().nbytes >= OUT_OF_BAND_BYTES:
+            big.append(buf)
+            return False
+        return True
+
+    payload = pickle.dumps(outputs, protocol=5, buffer_callback=aside)
+    views = [np.frombuffer(b.raw(), dtype=np.uint8) for b in big]
+    raw = views[0] if len(views) == 1 else np.concatenate(views) if views else np.zeros(0, dtype=np.uint8)
+    return pickle.dumps((payload, [len(v) for v in views]), protocol=5), raw
+
+
+def _unpack(packed: bytes, raw: Any, copy: bool) -> list[Any]:
+    """The outputs :func:`_pack` sent, their large arrays views of ``raw`` (read-only when ``raw``
+    is the cluster's memory) or, with ``copy``, arrays of their own."""
+    import numpy as np
+
+    payload, sizes = pickle.loads(packed)
+    raw = np.asarray(raw) if len(sizes) else raw
+    if copy and len(sizes) and not raw.flags.writeable:
+        raw = raw.copy()
+    cuts = np.cumsum([0, *sizes])
+    return pickle.loads(payload, buffers=[raw[a:b] for a, b in zip(cuts[:-1], cuts[1:])])
 
 
 @dataclass(frozen=True)
@@ -116,8 +155,11 @@ class _Actor:
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         import numpy as np
 
-        outs = [pickle.dumps(list(self.worker(pickle.loads(x))), protocol=5) for x in batch["x"]]
-        return {"i": np.asarray(batch["i"]), "y": np.array(outs, dtype=object)}
+        packed = [_pack(list(self.worker(pickle.loads(x)))) for x in batch["x"]]
+        raws = [r for _, r in packed]
+        return {"i": np.asarray(batch["i"]), "y": np.array([y for y, _ in packed], dtype=object),
+                # one row a batch (batch_size=1): a tensor column, each row's length its own
+                "b": raws[0][None, :] if len(raws) == 1 else np.array(raws, dtype=object)}
 
 
 def _reachable(address: str, timeout: float = 5.0) -> str | None:
@@ -246,7 +288,8 @@ class RayExecutor(Executor):
         except (rex.RayActorError, rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError,
                 rex.OwnerDiedError) as exc:
             raise _died(label, exc) from None
-        by_pos: dict[int, list[Any]] = {int(r["i"]): pickle.loads(r["y"]) for r in out}
+        copy = not getattr(worker, "readonly_outputs", False)
+        by_pos: dict[int, list[Any]] = {int(r["i"]): _unpack(r["y"], r["b"], copy) for r in out}
         if len(by_pos) != len(groups):
             raise AnonauditError(f"Ray stage {label!r}: {len(by_pos)} of {len(groups)} groups came back")
         return [by_pos[i] for i in range(len(groups))]

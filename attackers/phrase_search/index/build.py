@@ -202,6 +202,9 @@ class ChunkKeys:
     chunk into as many runs of documents, extracts them on threads (numpy releases the GIL) and
     merges each bucket's sorted runs: the same output."""
 
+    #: the build only reads the keys (see :mod:`audit.core.executor`)
+    readonly_outputs = True
+
     def __init__(self, lowercase: bool, max_n: int, packing: _Packing):
         self.lowercase, self.max_n, self.packing = lowercase, max_n, packing
         self.threads: int | None = None
@@ -252,14 +255,12 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
     if executor is not None and getattr(executor, "distributed", False):
         outs = executor.map(ChunkKeys(tok.lowercase, max_n, packing), [(lo, texts[lo:hi]) for lo, hi in chunks],
                             group=1, label="phrase index: n-grams")
-        outs.reverse()
-        while outs:
-            nt, keys, counts = outs.pop()
+        for nt, keys, counts in outs:
             n_tokens += nt
-            # copies, not views: each bucket's pieces are freed as the bucket is laid out
+            # views of what came back (read-only on a cluster), held until the layout is done
             for b, part in enumerate(_split_buckets(keys, counts)):
-                buckets[b].append(part.copy())
-            del keys
+                buckets[b].append(part)
+        del outs
         clock.lap("keys")
         return n_tokens, buckets
     bar = _progress(progress, total=len(chunks), desc="indexing")
