@@ -9,8 +9,9 @@ Python process (the other's code is never imported beside it) that measures:
 
 * words/s of the build with 1 and 2 threads, best and median of ``--builds`` builds;
 * peak resident memory of one build over the process's memory before it (``VmHWM`` reset
-  through ``/proc/self/clear_refs``), and what stays resident after it; this is what the
-  machine must have;
+  through ``/proc/self/clear_refs``), and what stays resident after it, taken first, before
+  any other build has left memory the C heap keeps for reuse; this is what the machine must
+  have;
 * peak traced memory (``tracemalloc``: numpy's live allocations) of one build, the measure of
   the figures before 2026-11-25; memory a build has freed but the C heap keeps is not in it;
 * the index's own size;
@@ -19,8 +20,10 @@ Python process (the other's code is never imported beside it) that measures:
   answers are compared whole (but for the number of hash bits the index keeps, which the
   results report and which may differ between versions).
 
-Both checkouts run with the same Python environment (this one's). Take the figures on a quiet
-machine: the rounds interleave the checkouts so that a change in the machine falls on both.
+Both checkouts run with the same Python environment (this one's), with torch imported first
+(as in an audit that embeds or trains; the build before 2026-11-25 sorted with torch then).
+Take the figures on a quiet machine: the rounds interleave the checkouts so that a change in
+the machine falls on both.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ HERE = Path(__file__).resolve().parents[1]
 CHILD = r'''
 import gc, hashlib, json, pickle, sys, time, tracemalloc
 import numpy as np
+import torch  # loaded, as in an audit that embeds or trains: a build that can use torch's sort does
 from attackers.phrase_search import PhraseSearchAttack
 from attackers.phrase_search.index import NgramIndex
 from audit.core.data import Scenario
@@ -63,16 +67,7 @@ def size(index):
     return sum(np.asarray(getattr(index, n)).nbytes for n in names if isinstance(getattr(index, n, None), np.ndarray))
 
 out = {}
-for workers in (1, 2):
-    secs = []
-    for _ in range(builds):
-        gc.collect()
-        t0 = time.perf_counter()
-        index = NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
-        secs.append(time.perf_counter() - t0)
-        words = int(index.config["n_tokens"])
-        del index
-    out[f"seconds_{workers}"] = secs
+# first, on a process that has built nothing big yet: what the build makes resident is its own
 gc.collect()
 base = status("VmRSS:")
 open("/proc/self/clear_refs", "w").write("5")  # resets VmHWM to the current resident size
@@ -87,6 +82,16 @@ index = NgramIndex.build(texts, fingerprint="benchmark", workers=2)
 out["peak_traced_bytes"] = tracemalloc.get_traced_memory()[1]
 tracemalloc.stop()
 del index
+for workers in (1, 2):
+    secs = []
+    for _ in range(builds):
+        gc.collect()
+        t0 = time.perf_counter()
+        index = NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
+        secs.append(time.perf_counter() - t0)
+        words = int(index.config["n_tokens"])
+        del index
+    out[f"seconds_{workers}"] = secs
 gc.collect()
 docs = list(release.corpus)[:query_docs]
 sub = type(release)(release.name, type(release.corpus)(docs, name=release.corpus.name))
