@@ -68,7 +68,7 @@ def _unpack(packed: bytes, raw: Any, copy: bool) -> list[Any]:
     import numpy as np
 
     payload, sizes = pickle.loads(packed)
-    raw = np.asarray(raw) if len(sizes) else raw
+    raw = np.asarray(raw)
     if copy and len(sizes) and not raw.flags.writeable:
         raw = raw.copy()
     cuts = np.cumsum([0, *sizes])

@@ -286,9 +286,11 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
 
 
 class _Grown:
-    """A numpy array grown in place (``ndarray.resize``: a ``realloc``, which moves no data for a
-    large block on Linux), a little ahead of what it holds, so that the index's arrays can grow
-    while the buckets they are made from are freed."""
+    """A numpy array grown in place (``ndarray.resize``: a ``realloc``, which for a large block
+    remaps its pages on Linux instead of copying them; the new tail is zero-filled), a sixteenth
+    of its expected size at a time, so that the index's arrays can grow while the buckets they
+    are made from are freed (allocated whole at the start, they would be counted, and on some
+    systems held, beside all the pairs)."""
 
     def __init__(self, dtype: Any):
         self.arr = np.empty(0, dtype=dtype)
@@ -361,7 +363,6 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
     dir_lo, dir_n = dir_span or (0, 1 << packing.dir_bits)
     dir_counts = np.zeros(dir_n + 1, dtype=np.int64)
     grown = [_Grown(np.uint32) for _ in range(4)]  # keys, first, multi_docs, multi_counts
-    clock.lap("sort")
 
     def entries(j: int) -> tuple[int, int]:
         """The directory entries of bucket ``ids[j]`` in this directory (a bucket may cover more
@@ -394,6 +395,9 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
             if j % TRIM_EVERY == TRIM_EVERY - 1:
                 _trim()
     buckets.clear()
+    if n_multi >= MULTI:  # ``first`` could not number them
+        raise AnonauditError(f"{n_multi:,} n-grams occur in two documents or more, more than one index holds "
+                             f"({MULTI:,}): build it in shards")
     keys, first, multi_docs, multi_counts = (g.done() for g in grown)
     offsets = np.zeros(len(multi_counts) + 1, dtype=np.uint32 if len(multi_docs) < 2**32 else np.uint64)
     np.cumsum(multi_counts, out=offsets[1:])
