@@ -13,6 +13,7 @@ its distinct pairs (8 bytes each) and not the pairs plus the index.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -309,42 +310,60 @@ class _Grown:
         return self.arr
 
 
-def _bucket_layout(part: np.ndarray, bucket: int, packing: _Packing, dir_first: int,
-                   dir_n: int) -> tuple[np.ndarray, ...]:
+class _Scratch(threading.local):
+    """Arrays each thread reuses from bucket to bucket (a bucket's merged pairs and the layout's
+    temporaries): allocated for each bucket, they would be given back by :func:`_trim` and
+    touched anew for the next one, which in a VM costs about 2 ms a MB."""
+
+    def get(self, name: str, n: int, dtype: Any) -> np.ndarray:
+        arr = self.__dict__.get(name)
+        if arr is None or len(arr) < n:
+            arr = self.__dict__[name] = np.empty(n + n // 4, dtype=dtype)
+        return arr[:n]
+
+
+def _bucket_layout(part: np.ndarray, bucket: int, packing: _Packing, dir_first: int, dir_n: int,
+                   scratch: _Scratch) -> tuple[np.ndarray, ...]:
     """The index's arrays for one bucket's sorted, distinct keys ``part`` (overwritten):
     ``(keys, first, multi_docs, multi_counts, dir_counts)``; ``first`` numbers the bucket's
     n-grams with two documents or more from 0 (flagged with :data:`MULTI`); ``dir_counts``
     counts the keys of the directory's entries ``dir_first`` to ``dir_first + dir_n``, where
-    they all fall."""
+    they all fall. Its temporary arrays are ``scratch``'s."""
     docmask, t_bits = packing.docmask, packing.t_bits
     d, b = packing.dir_bits, packing.hash_bits
     n = len(part)
-    # an n-gram's posting list starts where the hash part changes (and at the bucket's start)
-    new = np.empty(n, dtype=bool)
-    new[0] = True
-    np.greater(part[1:] ^ part[:-1], docmask, out=new[1:])
-    starts = _flatnonzero_u32(new) if n < 2**32 else np.flatnonzero(new)
-    del new
+    tmp = scratch.get("tmp", n, U64)
+    # an n-gram's posting list starts where the hash part changes (and at the bucket's start);
+    # new[n], the next list's start, ends the last one
+    new = scratch.get("new", n + 1, bool)
+    new[0] = new[n] = True
+    np.bitwise_xor(part[1:], part[:-1], out=tmp[:n - 1])
+    np.greater(tmp[:n - 1], docmask, out=new[1:n])
+    starts = _flatnonzero_u32(new[:n]) if n < 2**32 else np.flatnonzero(new[:n])
     df = np.diff(starts, append=starts.dtype.type(n))
-    top = part[starts]
+    top = scratch.get("top", len(starts), U64)
+    np.take(part, starts, out=top)
     # the stored key: the 32 hash bits below the directory's (packed, they sit t_bits higher)
-    keys = (top >> U64(64 - b + t_bits)).astype(np.uint32)
+    keys = np.right_shift(top, U64(64 - b + t_bits), out=tmp[:len(top)]).astype(np.uint32)
     # the directory's bits: the bucket's t_bits that left the packed key, then the next d - t_bits
     top >>= U64(64 - d + t_bits)
     if t_bits:
         top |= packing.shifted_out(U64(bucket)) << U64(d - t_bits)
-    dir_counts = np.bincount((top - U64(dir_first)).astype(np.intp), minlength=dir_n)
-    del top
+    top -= U64(dir_first)
+    dir_counts = np.bincount(top.view(np.int64), minlength=dir_n)
     part &= docmask
-    docs = part.astype(np.uint32)
-    del part
+    docs = scratch.get("docs", n, np.uint32)
+    np.copyto(docs, part, casting="unsafe")
     single = df == 1
     first = np.empty(len(starts), dtype=np.uint32)
     first[single] = docs[starts[single]]
     multi = ~single
     first[multi] = np.arange(len(starts) - int(np.count_nonzero(single)), dtype=np.uint32)
     first[multi] |= np.uint32(MULTI)
-    return keys, first, docs[np.repeat(multi, df)], df[multi], dir_counts
+    # a pair is in a posting list unless it starts a list that the next pair starts too
+    in_list = np.logical_and(new[:n], new[1:], out=scratch.get("in_list", n, bool))
+    np.logical_not(in_list, out=in_list)
+    return keys, first, docs[in_list], df[multi], dir_counts
 
 
 def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
@@ -371,12 +390,16 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
         at, end = max(at, dir_lo), min(at + span, dir_lo + dir_n)
         return at - dir_lo, end - at
 
+    scratch = _Scratch()
+
     def one(j: int) -> tuple[int, tuple[np.ndarray, ...]] | None:
         pieces = buckets[j]
         buckets[j] = None  # type: ignore[call-overload]  # freed as merged
-        part = _merge_sorted(pieces)
-        return (len(part), _bucket_layout(part, ids[j], packing, dir_lo + entries(j)[0], entries(j)[1])) \
-            if len(part) else None
+        n = sum(len(p) for p in pieces)
+        if not n:
+            return None
+        part = _merge_sorted(pieces, out=scratch.get("merged", n, U64))
+        return n, _bucket_layout(part, ids[j], packing, dir_lo + entries(j)[0], entries(j)[1], scratch)
 
     done, n_multi = 0, 0
     _trim()  # the chunks' temporary arrays, freed, back to the system before the index grows
@@ -534,11 +557,13 @@ def _distinct(arr: np.ndarray) -> np.ndarray:
     return arr[keep]
 
 
-def _merge_sorted(pieces: list[np.ndarray]) -> np.ndarray:
+def _merge_sorted(pieces: list[np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
     """One bucket's keys, sorted, from pieces that are each sorted and distinct and share no
-    value (one chunk's each). Empties ``pieces``, freeing each piece once it is copied, so the
-    pieces and the merged array are never both whole in memory."""
-    out = np.empty(sum(len(p) for p in pieces), dtype=U64)
+    value (one chunk's each), in ``out`` (made if not given, as long as the pieces together).
+    Empties ``pieces``, freeing each piece once it is copied, so the pieces and the merged array
+    are never both whole in memory."""
+    if out is None:
+        out = np.empty(sum(len(p) for p in pieces), dtype=U64)
     pieces.reverse()
     pos = 0
     while pieces:
