@@ -36,7 +36,6 @@ from typing import NamedTuple
 import numpy as np
 
 from attackers.phrase_search.index import NgramIndex, Tokenizer
-from attackers.phrase_search.index.storage import ARRAYS
 from attackers.phrase_search import PhraseSearchAttack
 from audit.core.data import Corpus, Release, Scenario
 from audit.io.loaders import load_corpus, load_release_file
@@ -94,7 +93,7 @@ def build(texts: list[str], repeat: int = 1, **kw) -> tuple[NgramIndex, Timing]:
 
 
 def index_bytes(index: NgramIndex) -> int:
-    return int(sum(np.asarray(getattr(index, a)).nbytes for a in ARRAYS))
+    return index.nbytes
 
 
 def peak_build_bytes(texts: list[str]) -> int:

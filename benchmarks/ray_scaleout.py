@@ -151,10 +151,6 @@ def stage_embed(texts: list[str], executor: Executor | None) -> tuple[float, np.
     return time.perf_counter() - t0, vecs
 
 
-def index_bytes(index: NgramIndex) -> int:
-    return sum(np.asarray(getattr(index, a)).nbytes for a in ARRAYS)
-
-
 def peak_build(texts: list[str], workers: int) -> tuple[int, int]:
     """Peak traced memory of one build (bytes; numpy's allocations) and the size of the index (bytes)."""
     gc.collect()
@@ -162,7 +158,7 @@ def peak_build(texts: list[str], workers: int) -> tuple[int, int]:
     index = NgramIndex.build(texts, fingerprint="benchmark", workers=workers)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return peak, index_bytes(index)
+    return peak, index.nbytes
 
 
 def timed_builds(texts: list[str], workers: int, builds: int) -> list[tuple[float, dict]]:

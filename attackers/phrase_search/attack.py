@@ -8,7 +8,6 @@ import re
 import time
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -16,7 +15,7 @@ import numpy as np
 from attackers.phrase_search.combinations import Combination, rare_combinations
 from attackers.phrase_search.index import NgramIndex, TextNgrams, collection_fingerprint, minimal_set, windows
 from attackers.phrase_search.index.build import FORMAT
-from attackers.phrase_search.index.shards import SHARDED_FORMAT, ShardedNgramIndex, build_sharded, is_sharded
+from attackers.phrase_search.index.shards import SHARDED_FORMAT, ShardedNgramIndex, build_sharded
 from attackers.phrase_search.index.storage import saved_format
 from attackers.phrase_search.linking import blocked_ranges, rare_indices
 from audit.core.data import Corpus, Document, Release, Scenario
@@ -186,8 +185,9 @@ class PhraseSearchAttack(Attack):
             return self
         index = None
         # an index saved by an older version (another format) is rebuilt over, like a stale one
-        if self.index_dir and saved_format(self.index_dir) in (FORMAT, SHARDED_FORMAT):
-            sharded = is_sharded(self.index_dir)
+        saved = saved_format(self.index_dir) if self.index_dir else None
+        if saved in (FORMAT, SHARDED_FORMAT):
+            sharded = saved == SHARDED_FORMAT
             index = ShardedNgramIndex.load(self.index_dir) if sharded else NgramIndex.load(self.index_dir)
             cfg = index.config
             if (cfg.get("collection_fingerprint") != fp or int(cfg.get("max_n", -1)) != self.max_n

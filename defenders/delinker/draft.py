@@ -24,6 +24,11 @@ class Edit:
     redacted: bool = False
 
 
+
+def covers_part(start: int, end: int, span: Any) -> bool:
+    """Whether ``[start, end)`` overlaps ``span`` (with ``start`` and ``end``) without covering it whole."""
+    return span.start < end and start < span.end and not (start <= span.start and span.end <= end)
+
 class Draft:
     """A released document being rewritten: its current text, the de-identifier's spans
     (shifted to the current text, never touched) and the rewritten regions so far.
@@ -56,7 +61,7 @@ class Draft:
                 raise AnonauditError(f"delinker: internal error, a rewrite [{start}, {end}) overlaps the "
                                      f"de-identifier's span [{p.start}, {p.end}) of document {self.doc.id!r}")
         for m in self.movable:  # taken whole or left alone: a part would leave its record at the wrong place
-            if m.start < end and start < m.end and not (start <= m.start and m.end <= end):
+            if covers_part(start, end, m):
                 raise AnonauditError(f"delinker: internal error, a rewrite [{start}, {end}) covers part of the "
                                      f"earlier rephrasing [{m.start}, {m.end}) of document {self.doc.id!r}")
         over = [e for e in self.edits if e.start < end and start < e.end]

@@ -17,7 +17,7 @@ from audit.core.registry import register
 from audit.models.llm import LLM, ChatRequest
 from audit.models.nlp import DEFAULT_SPACY_MODEL
 from audit.models.resources import resources_of
-from defenders.delinker.draft import Draft
+from defenders.delinker.draft import Draft, covers_part
 from defenders.delinker.prompts import (REDACTION, EXAMPLES_MARKED, EXAMPLES_PLAIN, SYSTEM_MARKED,
                                         SYSTEM_PLAIN, merge_ranges, norm_words, parse_plain, parse_rewrites)
 
@@ -43,7 +43,7 @@ def whole_rephrasings(targets: Sequence[tuple[int, int]], movable: Sequence[Any]
     out = []
     for a, b in targets:
         for _ in range(2 * len(movable) + 1):  # each pass covers or gives up one rephrasing
-            part = next((m for m in movable if m.start < b and a < m.end and not (a <= m.start and m.end <= b)), None)
+            part = next((m for m in movable if covers_part(a, b, m)), None)
             if part is None:
                 break
             s, e = min(a, part.start), max(b, part.end)

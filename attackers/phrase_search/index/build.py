@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from attackers.phrase_search.index.hashing import MASK64, U64, iter_ngram_hashes
+from attackers.phrase_search.index.hashing import MASK64, U64, iter_ngram_hashes, top_bits_mask
 from attackers.phrase_search.index.tokenizer import Tokenizer
 from attackers.phrase_search.index import windows
 from attackers.phrase_search.index.windows import iter_windows, window_ngrams
@@ -105,7 +105,7 @@ class _Packing:
 
     @property
     def hash_mask(self) -> int:
-        return MASK64 ^ ((1 << (64 - self.hash_bits)) - 1)
+        return top_bits_mask(self.hash_bits)
 
     @property
     def dir_bits(self) -> int:
@@ -383,13 +383,14 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
     dir_counts = np.zeros(dir_n + 1, dtype=np.int64)
     grown = [_Grown(np.uint32) for _ in range(4)]  # keys, first, multi_docs, multi_counts
 
-    def entries(j: int) -> tuple[int, int]:
-        """The directory entries of bucket ``ids[j]`` in this directory (a bucket may cover more
-        than a shard's)."""
-        at, span = packing.dir_range(ids[j])
+    def entries(bucket: int) -> tuple[int, int]:
+        """The directory entries of ``bucket`` in this directory, (first, how many) (a bucket may
+        cover more than a shard's)."""
+        at, span = packing.dir_range(bucket)
         at, end = max(at, dir_lo), min(at + span, dir_lo + dir_n)
         return at - dir_lo, end - at
 
+    spans = [entries(b) for b in ids]
     scratch = _Scratch()
 
     def one(j: int) -> tuple[int, tuple[np.ndarray, ...]] | None:
@@ -399,7 +400,7 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
         if not n:
             return None
         part = _merge_sorted(pieces, out=scratch.get("merged", n, U64))
-        return n, _bucket_layout(part, ids[j], packing, dir_lo + entries(j)[0], entries(j)[1], scratch)
+        return n, _bucket_layout(part, ids[j], packing, dir_lo + spans[j][0], spans[j][1], scratch)
 
     done, n_multi = 0, 0
     _trim()  # the chunks' temporary arrays, freed, back to the system before the index grows
@@ -413,7 +414,7 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
             n_multi += len(multi_counts)
             for g, arr in zip(grown, (keys, first, multi_docs, multi_counts)):
                 g.extend(arr, (g.n + len(arr)) * total / done)
-            at, span = entries(j)
+            at, span = spans[j]
             dir_counts[at + 1:at + 1 + span] += counts
             if j % TRIM_EVERY == TRIM_EVERY - 1:
                 _trim()
@@ -532,8 +533,9 @@ def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Pa
         else:
             split = [h]
         for b, piece in enumerate(split):
-            parts[b].append(_sort_unique([piece]))
-    return n_tokens, [_sort_unique(p) for p in parts]
+            parts[b].append(_compact_unique(piece))
+    # the windows' runs may share pairs (a phrase twice in the document): merged, then deduplicated
+    return n_tokens, [_distinct(_merge_sorted(p)) for p in parts]
 
 
 def _split_buckets(keys: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
@@ -558,8 +560,8 @@ def _distinct(arr: np.ndarray) -> np.ndarray:
 
 
 def _merge_sorted(pieces: list[np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
-    """One bucket's keys, sorted, from pieces that are each sorted and distinct and share no
-    value (one chunk's each), in ``out`` (made if not given, as long as the pieces together).
+    """One bucket's keys, sorted, from pieces that are each sorted (runs: one chunk's each, which
+    are also distinct and share no value, so the result is distinct too), in ``out`` (made if not given, as long as the pieces together).
     Empties ``pieces``, freeing each piece once it is copied, so the pieces and the merged array
     are never both whole in memory."""
     if out is None:
@@ -585,13 +587,6 @@ def _flatnonzero_u32(mask: np.ndarray, block: int = 1 << 22) -> np.ndarray:
         out[pos:pos + len(idx)] = idx
         pos += len(idx)
     return out
-
-
-def _sort_unique(pieces: list[np.ndarray]) -> np.ndarray:
-    """One bucket's keys, sorted, duplicate (hash, doc) pairs dropped."""
-    merged = np.concatenate(pieces) if pieces else np.zeros(0, dtype=U64)
-    merged.sort(kind=MERGE_SORT)  # the pieces are sorted runs
-    return _distinct(merged)
 
 
 class _Clock:

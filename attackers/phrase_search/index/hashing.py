@@ -24,6 +24,11 @@ _TOKEN_MULT = U64(0x9E3779B97F4A7C15 | 1)
 _LEN_MIX = U64(0xD6E8FEB86659FD93)
 
 
+def top_bits_mask(bits: int) -> int:
+    """The 64-bit mask that keeps a hash's top ``bits`` bits."""
+    return MASK64 ^ ((1 << (64 - bits)) - 1)
+
+
 def splitmix(x: np.ndarray) -> np.ndarray:
     """The splitmix64 finaliser, vectorised (wrap-around arithmetic on uint64)."""
     x = x.astype(U64, copy=True)

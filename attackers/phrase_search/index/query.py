@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from attackers.phrase_search.index.build import MULTI, DocInfo, build_fields, collection_fingerprint
-from attackers.phrase_search.index.hashing import U64, ngram_hashes
-from attackers.phrase_search.index.storage import load_fields, save_index
+from attackers.phrase_search.index.hashing import U64, ngram_hashes, top_bits_mask
+from attackers.phrase_search.index.storage import ARRAYS, load_fields, save_index
 from attackers.phrase_search.index.tokenizer import Tokenizer
 from attackers.phrase_search.index import windows
 from attackers.phrase_search.index.windows import iter_windows, window_ngrams
@@ -102,9 +102,14 @@ class NgramIndex:
         return len(self.docs.ids)
 
     @property
+    def nbytes(self) -> int:
+        """The size of the index's arrays (in memory, or on disk for a loaded one)."""
+        return sum(np.asarray(getattr(self, name)).nbytes for name in ARRAYS)
+
+    @property
     def hash_mask(self) -> int:
         """The hash bits the index keeps (a needle is compared on these)."""
-        return ((1 << 64) - 1) ^ ((1 << (64 - self.hash_bits)) - 1)
+        return top_bits_mask(self.hash_bits)
 
     def lookup(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Document frequency and posting reference of each n-gram hash (df 0 if absent): the

@@ -52,7 +52,7 @@ from attackers.phrase_search.index.build import (
 )
 from attackers.phrase_search.index.hashing import U64
 from attackers.phrase_search.index.query import NgramIndex, search
-from attackers.phrase_search.index.storage import load_arrays, save_arrays, saved_format
+from attackers.phrase_search.index.storage import load_arrays, save_arrays
 from attackers.phrase_search.index.tokenizer import TOKENIZER_NAME, Tokenizer
 from audit.core.errors import AnonauditError
 from audit.core.executor import LocalExecutor
@@ -196,10 +196,6 @@ def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: in
     return ShardedNgramIndex.load(folder)
 
 
-def is_sharded(folder: str | os.PathLike) -> bool:
-    return saved_format(folder) == SHARDED_FORMAT
-
-
 class _Postings:
     """The shards' ``multi_docs`` seen as one array (global positions), read shard by shard."""
 
@@ -267,12 +263,17 @@ class ShardedNgramIndex(NgramIndex):
             raise AnonauditError("a sharded index lives in the folder it was built in")
         return Path(folder)
 
+    @property
+    def shard_entries(self) -> int:
+        """How many directory entries each shard has (the directory cut by the shard bits)."""
+        return 1 << (self.hash_bits - 32 - self.shard_bits)
+
     def shard(self, s: int) -> dict[str, np.ndarray]:
         """The arrays of shard ``s``, opened (memory-mapped) on first use."""
         found = self._open.get(s)
         if found is None:
             found = load_arrays(self.folder / f"shard-{s:04d}", self._mmap, self.config["shard_ngrams"][s],
-                                1 << (self.hash_bits - 32 - self.shard_bits))
+                                self.shard_entries)
             self._open[s] = found
         return found
 
@@ -284,12 +285,12 @@ class ShardedNgramIndex(NgramIndex):
         if not len(h):
             return df, ref
         which = (h >> U64(64 - self.shard_bits)).astype(np.int64) if self.shard_bits else np.zeros(len(h), np.int64)
-        per = 1 << (self.hash_bits - 32 - self.shard_bits)
         for s in np.unique(which):
             sel = np.flatnonzero(which == s)
             a = self.shard(int(s))
             df[sel], ref[sel] = search(a["directory"], a["keys"], a["first"], a["multi_offsets"], h[sel],
-                                       self.hash_bits, dir_base=int(s) * per, multi_base=int(self.posting_base[s]))
+                                       self.hash_bits, dir_base=int(s) * self.shard_entries,
+                                       multi_base=int(self.posting_base[s]))
         return df, ref
 
     def __getstate__(self) -> dict[str, Any]:  # sent to workers: they reopen the shards they need
