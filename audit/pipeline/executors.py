@@ -153,13 +153,13 @@ class _Actor:
             setup()
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """One group (the stage's ``batch_size`` is 1): its outputs, their large arrays in the
+        tensor column ``b`` (one row; each group's length its own)."""
         import numpy as np
 
-        packed = [_pack(list(self.worker(pickle.loads(x)))) for x in batch["x"]]
-        raws = [r for _, r in packed]
-        return {"i": np.asarray(batch["i"]), "y": np.array([y for y, _ in packed], dtype=object),
-                # one row a batch (batch_size=1): a tensor column, each row's length its own
-                "b": raws[0][None, :] if len(raws) == 1 else np.array(raws, dtype=object)}
+        (i,), (x,) = batch["i"], batch["x"]
+        y, raw = _pack(list(self.worker(pickle.loads(x))))
+        return {"i": np.asarray([i]), "y": np.array([y], dtype=object), "b": raw[None, :]}
 
 
 def _reachable(address: str, timeout: float = 5.0) -> str | None:
