@@ -416,6 +416,24 @@ def test_save_jsonl_round_trip_keeps_release_records(tmp_path, originals_file):
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temp file left
 
 
+def test_release_record_whose_replacement_is_not_at_its_offsets_is_refused(tmp_path, originals_file):
+    """A release record locates its replacement in the released text; offsets gone wrong (here
+    shifted by two characters after an edit of the text) would make the attacks block the wrong
+    words, so loading names the line, the document and what stands there instead."""
+    orig = load_corpus(originals_file)
+    path = write(tmp_path / "s.json", json.dumps({"d1": [[0, 23, "[ORG]"], [30, 45]]}))
+    (rel,) = load_releases(str(path), originals=orig)
+    out = save_jsonl(rel.corpus, tmp_path / "rel.jsonl")
+    assert list(load_corpus(out)) == list(rel.corpus)
+    rec = json.loads(out.read_text().splitlines()[0])
+    assert rec["spans"][0]["replacement"] == "[ORG]"
+    rec["text"] = "> " + rec["text"]  # the text edited, the offsets not
+    write(out, json.dumps(rec) + "\n")
+    problems, msg = errors_of(load_corpus, out)
+    assert len(problems) == 1 and "rel.jsonl:1 (document 'd1')" in msg
+    assert "replacement '[ORG]' is not the text at its offsets [0, 5), which is '> [OR'" in msg
+
+
 def test_save_jsonl_is_atomic_on_failure(tmp_path):
     target = write(tmp_path / "keep.jsonl", "old\n")
 

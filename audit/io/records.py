@@ -143,10 +143,18 @@ def make_span(fields: dict[str, Any], n: int, problems: Problems, *, tag: str, l
     if start < 0 or end > n:
         problems.add(f"{tag}: [{start}, {end}) is outside the text (length {n})", line=line, doc_id=doc_id)
         return None
-    if fields.get("original") is not None and fields.get("replacement") is None and text is not None:
-        # A release record: what stands in the text is the replacement ("" for a
-        # suppression, which Span.to_dict leaves out).
-        fields["replacement"] = text[start:end]
+    if fields.get("original") is not None and text is not None:
+        # A release record: what stands in the text at its offsets is the replacement ("" for a
+        # suppression, which Span.to_dict leaves out). A replacement that is not there means
+        # offsets gone wrong: the attacks would block the wrong words.
+        actual = text[start:end]
+        if fields.get("replacement") is None:
+            fields["replacement"] = actual
+        elif fields["replacement"] != actual:
+            problems.add(f"{tag}: the replacement {fields['replacement'][:40]!r} is not the text at its offsets "
+                         f"[{start}, {end}), which is {actual[:40]!r} (a release record's start and end locate "
+                         "its replacement in the released text)", line=line, doc_id=doc_id)
+            return None
     return Span(**fields)
 
 
