@@ -23,6 +23,11 @@ import sys
 # sentence-transformers encoding) are off; ours pass ``disable`` explicitly (audit.core.progress).
 os.environ.setdefault("TQDM_DISABLE", "1")
 
+from audit.core.cpu import tune_numpy  # noqa: E402  (imports no numpy)
+
+# Before anything imports numpy: its fast sort on this CPU (see audit.core.cpu).
+tune_numpy(os.environ)
+
 import click  # noqa: E402
 
 from audit import __version__  # noqa: E402
