@@ -240,8 +240,11 @@ def brute_force_df(texts: list[str], max_n: int) -> dict[tuple[int, ...], set[in
 
 
 @pytest.mark.parametrize("route_bits", [0, 10])  # 10 buckets' bits: more than a 40-bit index's directory has
-@pytest.mark.parametrize("n_docs,min_hash_bits", [(40, 56), (700, 56), (700, 52), (700, 40)])
-def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits, route_bits, monkeypatch):
+# chunk_chars: 3,000 (about 100 documents a chunk) or all 700 in one, more than the 2^8 documents a
+# 56-bit index numbers within a chunk's sort (the chunk is cut in halves, whose keys are merged)
+@pytest.mark.parametrize("n_docs,min_hash_bits,chunk_chars", [(40, 56, 3000), (700, 56, 3000), (700, 56, 10**6),
+                                                              (700, 52, 3000), (700, 40, 3000)])
+def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits, chunk_chars, route_bits, monkeypatch):
     import attackers.phrase_search.index.build as build
 
     monkeypatch.setattr(build, "ROUTE_BITS", route_bits)
@@ -251,7 +254,7 @@ def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits, route_bit
     for _ in range(n_docs):
         sents = [" ".join(rng.choice(vocab, size=rng.integers(2, 9))) for _ in range(rng.integers(1, 4))]
         texts.append(". ".join(s.capitalize() for s in sents) + ".")
-    index = NgramIndex.build(texts, max_n=4, min_hash_bits=min_hash_bits, chunk_chars=3000)
+    index = NgramIndex.build(texts, max_n=4, min_hash_bits=min_hash_bits, chunk_chars=chunk_chars)
     truth = brute_force_df(texts, 4)
     assert index.config["n_ngrams"] == len(truth)
     assert index.config["n_postings"] == sum(len(v) for v in truth.values())

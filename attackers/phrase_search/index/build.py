@@ -4,8 +4,8 @@ The build packs each ``(hash, document)`` pair into one ``uint64`` (the document
 takes the hash's lowest bits) so that one plain ``np.sort`` orders pairs by hash then
 document; up to 8 more hash bits are kept by first routing pairs to 2^t buckets by their
 top bits (the "Hashing" section of the package docstring says how many bits are kept and
-what that costs in collisions). Each chunk of documents leaves its pairs sorted and distinct,
-per bucket; each bucket merges its chunks' runs and is laid out at once into the index's
+what that costs in collisions). Each chunk of documents sorts its pairs once and leaves them
+distinct, cut per bucket; each bucket merges its chunks' runs and is laid out at once into the index's
 arrays, which grow as the buckets are freed (:func:`_layout`), so the build's peak is about
 its distinct pairs (8 bytes each) and not the pairs plus the index.
 """
@@ -13,6 +13,7 @@ its distinct pairs (8 bytes each) and not the pairs plus the index.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections import deque
@@ -28,21 +29,19 @@ from attackers.phrase_search.index.hashing import MASK64, U64, iter_ngram_hashes
 from attackers.phrase_search.index.tokenizer import Tokenizer
 from attackers.phrase_search.index import windows
 from attackers.phrase_search.index.windows import iter_windows, window_ngrams
+from audit.core.cpu import slow_sort_hint
 from audit.core.errors import AnonauditError
 
 FORMAT = "anonaudit.ngram_index/2"
 #: The build routes pairs to 2^ROUTE_BITS buckets by their top hash bits (see :class:`_Packing`):
 #: each bucket merges its chunks' runs and is laid out on its own (in cache, and the buckets on
 #: several threads), and is freed as its part of the index is laid out, which keeps the build's
-#: peak near the size of its pairs (see :func:`_layout`). More buckets make each chunk's
-#: per-bucket sorts smaller but more numerous (Python's overhead per call); 256 was the fastest
-#: of 64 to 1,024 at 20,000 documents (benchmarks/README.md).
+#: peak near the size of its pairs (see :func:`_layout`). More buckets make each bucket's
+#: layout smaller (its scratch memory, and what is held until it is freed) but cost Python's
+#: overhead per bucket, and per chunk a piece each (benchmarks/README.md).
 ROUTE_BITS = 8
 #: Every TRIM_EVERY buckets laid out, the memory their pieces held goes back to the system (:func:`_trim`).
 TRIM_EVERY = 8
-#: How the sorted runs of the chunks are merged: timsort ("stable") finds the runs and merges them,
-#: several times faster than a quicksort that ignores them.
-MERGE_SORT = "stable"
 #: In ``first``, the flag of an n-gram found in two documents or more: the rest of the value is
 #: its number among those n-grams (its posting list is ``multi_docs[multi_offsets[j]:multi_offsets[j+1]]``);
 #: without the flag, the value is the one document of the n-gram.
@@ -50,6 +49,8 @@ MULTI = 1 << 31
 #: Bounds of ``min_hash_bits``: at least 32 bits of every key are stored, the directory takes the
 #: bits above them (2^(bits - 32) entries: 4 MB at 52 bits, 64 MB at 56).
 MIN_HASH_BITS, MAX_HASH_BITS = 40, 56
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -177,6 +178,7 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
     D = len(texts)
     tok = Tokenizer(lowercase=lowercase)
     packing = _Packing.for_collection(D, min_hash_bits, ROUTE_BITS)
+    _hint_slow_sort()
     clock = _Clock()
     n_tokens, buckets = _bucket_runs(texts, tok, max_n, packing, chunk_chars, workers, progress, clock, executor)
     arrays = _layout(buckets, packing, clock, workers=workers)
@@ -473,39 +475,46 @@ def _libc() -> Any:
 def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, packing: _Packing,
                 base: int = 0) -> tuple[int, list[np.ndarray]]:
     """Packed ``(hash, doc)`` keys of the n-grams of ``texts[lo:hi]``, split by bucket (document
-    ``i`` numbered ``base + i``), each bucket's sorted and distinct."""
-    t_bits, r_bits, keep, n_buckets = packing.t_bits, packing.route_bits, packing.keep, packing.n_buckets
+    ``i`` numbered ``base + i``), each bucket's sorted and distinct.
+
+    The chunk's pairs are sorted once, as ``(hash, document within the chunk)`` keys (the hash's
+    kept bits on top, so the buckets, its top bits, come out one after the other), then
+    deduplicated, cut at the buckets' bounds and packed with the documents' global numbers
+    (the order within a bucket is the same: its top bits are equal, and numbering from ``lo``
+    keeps the documents' order)."""
     lo, hi = span
+    if hi - lo > 1 << (64 - packing.hash_bits):  # more documents than the bits below the hash: halves
+        mid = (lo + hi) // 2
+        (n1, p1), (n2, p2) = (_chunk_keys(texts, s, tok, max_n, packing, base) for s in ((lo, mid), (mid, hi)))
+        return n1 + n2, [_merge_sorted([a, b]) for a, b in zip(p1, p2)]
     joined = "\n".join(texts[lo:hi])
     lens = np.fromiter((len(t) + 1 for t in texts[lo:hi]), dtype=np.int64, count=hi - lo)
     doc_starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
     toks = tok.tokenize(joined, doc_starts=doc_starts)
     per_doc = np.diff(np.searchsorted(toks.start, doc_starts), append=len(toks))
-    doc_of_tok = np.repeat(np.arange(base + lo, base + hi, dtype=U64), per_doc)
+    doc_of_tok = np.repeat(np.arange(hi - lo, dtype=U64), per_doc)
+    kept = U64(packing.hash_mask)
     key = np.empty(len(toks) * max_n, dtype=U64)
-    bucket = np.empty(len(key) if r_bits else 0, dtype=np.uint8 if r_bits <= 8 else np.uint16)
     filled = 0
     for _n, valid, h in iter_ngram_hashes(toks, max_n):
         end = filled + len(h)
-        with np.errstate(over="ignore"):
-            if r_bits:
-                np.right_shift(h, U64(64 - r_bits), out=bucket[filled:end], casting="unsafe")
-            if t_bits:
-                h <<= U64(t_bits)
-            h &= keep
-            h |= doc_of_tok[: len(valid)][valid]
+        h &= kept
+        h |= doc_of_tok[: len(valid)][valid]
         key[filled:end] = h
         filled = end
-    key, bucket = key[:filled], bucket[:filled]
-    # each bucket's keys leave sorted and without duplicates, in arrays of their own: the chunk's
-    # buffer (max_n keys per token) is freed, what is kept until the buckets are laid out is only
-    # the distinct (n-gram, document) pairs, and each bucket's pieces can be freed with it
-    if not r_bits:
-        return len(toks), [_compact_unique(key)]
-    # route to buckets by the hash's top bits (radix sort of 8- or 16-bit values, chunk-sized: in cache)
-    key = key[np.argsort(bucket, kind="stable")]
-    parts = np.split(key, np.cumsum(np.bincount(bucket, minlength=n_buckets))[:-1])
-    return len(toks), [_compact_unique(p) for p in parts]
+    # what is kept until the buckets are laid out is only the distinct (n-gram, document) pairs
+    # (the chunk's buffer, max_n keys per token, is freed), each bucket's in an array of its own,
+    # so that it can be freed with its bucket
+    key = _compact_unique(key[:filled])
+    doc = key & ~kept
+    doc += U64(base + lo)
+    cuts = np.searchsorted(key, np.arange(1, packing.n_buckets, dtype=U64) << U64(64 - packing.route_bits))
+    with np.errstate(over="ignore"):
+        key &= kept
+        key <<= U64(packing.t_bits)
+    key |= doc
+    del doc
+    return len(toks), [p.copy() for p in np.split(key, cuts)] if packing.route_bits else [key]
 
 
 def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
@@ -543,9 +552,44 @@ def _split_buckets(keys: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
     return np.split(keys, np.cumsum(counts)[:-1])
 
 
+@lru_cache(maxsize=1)
+def _hint_slow_sort() -> None:
+    """Once a process: say so when numpy's sort is the slow one of this CPU (:mod:`audit.core.cpu`)."""
+    hint = slow_sort_hint()
+    if hint:
+        log.warning(hint)
+
+
+@lru_cache(maxsize=1)
+def _sort_kinds() -> tuple[str, str]:
+    """The faster of numpy's sorts on this machine, ``(for a chunk's small pieces, for a bucket's
+    pre-sorted runs)``, timed once per process on arrays of those shapes (about 10 ms).
+
+    Where numpy's quicksort is vectorised (x86-simd-sort on AVX2 or AVX-512, Highway on ARM) it
+    beats timsort ("stable") on both, though timsort merges runs instead of ignoring them; where
+    it is not (older numpy, or AVX-512 on AMD Zen 4: :mod:`audit.core.cpu`), timsort wins both
+    by 1.4-2x. The sorted values are the same either way: only the time differs."""
+    rng = np.random.default_rng(0)
+    small = rng.integers(0, 2**63, (16, 2048), dtype=U64)
+    runs = np.sort(rng.integers(0, 2**63, (16, 4096), dtype=U64), axis=1).ravel()
+
+    def best(kind: str, arrays: list[np.ndarray]) -> float:
+        times = []
+        for _ in range(3):
+            work = [a.copy() for a in arrays]
+            t0 = time.perf_counter()
+            for a in work:
+                a.sort(kind=kind)
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    return tuple("quicksort" if best("quicksort", arrays) < best("stable", arrays) else "stable"  # type: ignore[return-value]
+                 for arrays in (list(small), [runs]))
+
+
 def _compact_unique(arr: np.ndarray) -> np.ndarray:
     """``arr`` sorted in place, then its distinct values in a new array of their own."""
-    arr.sort()
+    arr.sort(kind=_sort_kinds()[0])
     return _distinct(arr)
 
 
@@ -573,7 +617,7 @@ def _merge_sorted(pieces: list[np.ndarray], out: np.ndarray | None = None) -> np
         out[pos:pos + len(piece)] = piece
         pos += len(piece)
         del piece
-    out.sort(kind=MERGE_SORT)
+    out.sort(kind=_sort_kinds()[1])
     return out
 
 
