@@ -21,7 +21,10 @@ Python process (the other's code is never imported beside it) that measures:
   results report and which may differ between versions).
 
 Both checkouts run with the same Python environment (this one's), with torch imported first
-(as in an audit that embeds or trains; the build before 2026-11-25 sorted with torch then).
+(as in an audit that embeds or trains; the build before 2026-11-25 sorted with torch then), and
+with numpy started as the ``anonaudit`` command starts it on this machine (``--numpy cli``; on
+AMD Zen 4 without its AVX-512 sort, see ``audit/core/cpu.py``) or as numpy starts by itself
+(``--numpy default``).
 Take the figures on a quiet machine: the rounds interleave the checkouts so that a change in
 the machine falls on both.
 """
@@ -111,8 +114,12 @@ print(json.dumps(out))
 '''
 
 
-def run_child(checkout: Path, data: Path, builds: int, query_docs: int) -> dict[str, Any]:
+def run_child(checkout: Path, data: Path, builds: int, query_docs: int, numpy_as_cli: bool) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
+    if numpy_as_cli:
+        from audit.core.cpu import tune_numpy
+
+        tune_numpy(env, here=False)
     proc = subprocess.run([sys.executable, "-c", CHILD, str(data), str(builds), str(query_docs)], env=env,
                           cwd=str(checkout), capture_output=True, text=True)
     if proc.returncode:
@@ -143,6 +150,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--builds", type=int, default=3, help="timed builds per thread count in each process")
     ap.add_argument("--query-docs", type=int, default=1000)
+    ap.add_argument("--numpy", choices=("cli", "default"), default="cli",
+                    help="start numpy as the anonaudit command does on this machine, or as it starts by itself")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     sys.path.insert(0, str(HERE / "benchmarks"))
@@ -150,7 +159,11 @@ def main() -> None:
     from ray_scaleout import synthetic
 
     checkouts = {"baseline": args.baseline.resolve(), "this": HERE}
+    from audit.core.cpu import numpy_dispatch_setting
+
     out: dict[str, Any] = {"docs": args.docs, "checkouts": {k: str(v) for k, v in checkouts.items()},
+                           "numpy_disabled_features": os.environ.get("NPY_DISABLE_CPU_FEATURES")
+                           or (numpy_dispatch_setting(os.environ, here=False) if args.numpy == "cli" else None),
                            "load_avg_start": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data.pkl"
@@ -159,7 +172,7 @@ def main() -> None:
         runs: dict[str, list] = {k: [] for k in checkouts}
         for r in range(args.rounds):
             for name, path in checkouts.items():
-                res = run_child(path, data, args.builds, args.query_docs)
+                res = run_child(path, data, args.builds, args.query_docs, args.numpy == "cli")
                 runs[name].append(res)
                 print(f"round {r + 1}, {name}: {res['words'] / min(res['seconds_2']) / 1e6:.2f} M words/s (2 threads, "
                       f"best), peak RSS {res['peak_rss_bytes'] / res['words']:.1f} MB per M words, traced "

@@ -45,16 +45,20 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from audit.core.cpu import tune_numpy
 
-from attackers.phrase_search import PhraseSearchAttack
-from attackers.phrase_search.index import NgramIndex
-from attackers.phrase_search.index.shards import build_sharded
-from attackers.phrase_search.index.storage import ARRAYS
-from audit.core.data import Corpus, Document, Release, Scenario
-from audit.core.executor import Executor, LocalExecutor
-from audit.models.embed import Embedder
-from audit.models.resources import Resources
+tune_numpy(os.environ)  # numpy started as the anonaudit command starts it (audit/core/cpu.py), and Ray's workers
+
+import numpy as np  # noqa: E402
+
+from attackers.phrase_search import PhraseSearchAttack  # noqa: E402
+from attackers.phrase_search.index import NgramIndex  # noqa: E402
+from attackers.phrase_search.index.shards import build_sharded  # noqa: E402
+from attackers.phrase_search.index.storage import ARRAYS  # noqa: E402
+from audit.core.data import Corpus, Document, Release, Scenario  # noqa: E402
+from audit.core.executor import Executor, LocalExecutor  # noqa: E402
+from audit.models.embed import Embedder  # noqa: E402
+from audit.models.resources import Resources  # noqa: E402
 
 #: The stages ``--stages`` can pick (see the module doc).
 STAGES = ("index", "phrase_search", "embedding", "sharded", "single_index")
