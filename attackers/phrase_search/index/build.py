@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -216,6 +215,7 @@ class ChunkKeys:
         from attackers.phrase_search.index.hashing import _pow_tables
 
         _pow_tables()  # the code-point tables, once per worker
+        _sort_kinds()  # which of numpy's sorts is faster here, timed once per worker
         Tokenizer(lowercase=self.lowercase).tokenize("Warm up.")
 
     def __call__(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, np.ndarray, np.ndarray]]:
@@ -312,25 +312,37 @@ class _Grown:
         return self.arr
 
 
-class _Scratch(threading.local):
-    """Arrays each thread reuses from bucket to bucket (a bucket's merged pairs and the layout's
-    temporaries): allocated for each bucket, they would be given back by :func:`_trim` and
-    touched anew for the next one, which in a VM costs about 2 ms a MB."""
+class _Scratch:
+    """Arrays reused from bucket to bucket (a bucket's merged pairs, the layout's temporaries and
+    its outputs until they are copied into the index): allocated for each bucket, they would be
+    given back by :func:`_trim` and touched anew for the next one, which in a VM costs about
+    2 ms a MB."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
 
     def get(self, name: str, n: int, dtype: Any) -> np.ndarray:
-        arr = self.__dict__.get(name)
-        if arr is None or len(arr) < n:
-            arr = self.__dict__[name] = np.empty(n + n // 4, dtype=dtype)
+        arr = self.arrays.get(name)
+        if arr is None or len(arr) < n or arr.dtype != dtype:
+            arr = self.arrays[name] = np.empty(n + n // 4, dtype=dtype)
+        return arr[:n]
+
+    def arange(self, n: int, dtype: Any) -> np.ndarray:
+        """0, 1, ..., n - 1 (kept, extended when a longer one is asked for)."""
+        arr = self.arrays.get(" arange")
+        if arr is None or len(arr) < n or arr.dtype != dtype:
+            arr = self.arrays[" arange"] = np.arange(n + n // 4, dtype=dtype)
         return arr[:n]
 
 
 def _bucket_layout(part: np.ndarray, bucket: int, packing: _Packing, dir_first: int, dir_n: int,
                    scratch: _Scratch) -> tuple[np.ndarray, ...]:
     """The index's arrays for one bucket's sorted, distinct keys ``part`` (overwritten):
-    ``(keys, first, multi_docs, multi_counts, dir_counts)``; ``first`` numbers the bucket's
-    n-grams with two documents or more from 0 (flagged with :data:`MULTI`); ``dir_counts``
-    counts the keys of the directory's entries ``dir_first`` to ``dir_first + dir_n``, where
-    they all fall. Its temporary arrays are ``scratch``'s."""
+    ``(keys, first, multi, multi_docs, multi_counts, dir_counts)``; ``first`` numbers the
+    bucket's n-grams with two documents or more from 0 (flagged with :data:`MULTI`), which
+    ``multi`` marks; ``dir_counts`` counts the keys of the directory's entries ``dir_first`` to
+    ``dir_first + dir_n``, where they all fall. Every array but ``dir_counts`` is ``scratch``'s
+    (written with ``out=``): valid until ``scratch`` is used again."""
     docmask, t_bits = packing.docmask, packing.t_bits
     d, b = packing.dir_bits, packing.hash_bits
     n = len(part)
@@ -341,12 +353,15 @@ def _bucket_layout(part: np.ndarray, bucket: int, packing: _Packing, dir_first: 
     new[0] = new[n] = True
     np.bitwise_xor(part[1:], part[:-1], out=tmp[:n - 1])
     np.greater(tmp[:n - 1], docmask, out=new[1:n])
-    starts = _flatnonzero_u32(new[:n]) if n < 2**32 else np.flatnonzero(new[:n])
-    df = np.diff(starts, append=starts.dtype.type(n))
-    top = scratch.get("top", len(starts), U64)
-    np.take(part, starts, out=top)
+    m = int(np.count_nonzero(new[:n]))  # n-grams
+    idx = np.uint32 if n < 2**32 else np.int64
+    starts = np.compress(new[:n + 1], scratch.arange(n + 1, idx), out=scratch.get("starts", m + 1, idx))
+    df = np.subtract(starts[1:], starts[:m], out=scratch.get("df", m, idx))
+    starts = starts[:m]
+    top = np.take(part, starts, out=scratch.get("top", m, U64))
     # the stored key: the 32 hash bits below the directory's (packed, they sit t_bits higher)
-    keys = np.right_shift(top, U64(64 - b + t_bits), out=tmp[:len(top)]).astype(np.uint32)
+    keys = scratch.get("keys", m, np.uint32)
+    np.copyto(keys, np.right_shift(top, U64(64 - b + t_bits), out=tmp[:m]), casting="unsafe")
     # the directory's bits: the bucket's t_bits that left the packed key, then the next d - t_bits
     top >>= U64(64 - d + t_bits)
     if t_bits:
@@ -356,16 +371,20 @@ def _bucket_layout(part: np.ndarray, bucket: int, packing: _Packing, dir_first: 
     part &= docmask
     docs = scratch.get("docs", n, np.uint32)
     np.copyto(docs, part, casting="unsafe")
-    single = df == 1
-    first = np.empty(len(starts), dtype=np.uint32)
-    first[single] = docs[starts[single]]
-    multi = ~single
-    first[multi] = np.arange(len(starts) - int(np.count_nonzero(single)), dtype=np.uint32)
-    first[multi] |= np.uint32(MULTI)
+    # ``first``: the document of an n-gram found in one; else MULTI | its number among the others
+    first = np.take(docs, starts, out=scratch.get("first", m, np.uint32))
+    multi = np.not_equal(df, 1, out=scratch.get("multi", m, bool))
+    number = np.cumsum(multi, dtype=np.uint32, out=scratch.get("number", m, np.uint32))
+    n_multi = int(number[-1]) if m else 0
+    number -= np.uint32(1)
+    number |= np.uint32(MULTI)
+    np.copyto(first, number, where=multi)
     # a pair is in a posting list unless it starts a list that the next pair starts too
     in_list = np.logical_and(new[:n], new[1:], out=scratch.get("in_list", n, bool))
     np.logical_not(in_list, out=in_list)
-    return keys, first, docs[in_list], df[multi], dir_counts
+    multi_docs = np.compress(in_list, docs, out=scratch.get("multi_docs", n - m + n_multi, np.uint32))
+    multi_counts = np.compress(multi, df, out=scratch.get("multi_counts", n_multi, idx))
+    return keys, first, multi, multi_docs, multi_counts, dir_counts
 
 
 def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
@@ -393,7 +412,9 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
         return at - dir_lo, end - at
 
     spans = [entries(b) for b in ids]
-    scratch = _Scratch()
+    # one set of scratch arrays per bucket in flight: the one being copied into the index and
+    # those the threads lay out meanwhile (:func:`_in_order` runs at most ``workers`` ahead)
+    slots = [_Scratch() for _ in range(workers + 1 if workers > 1 else 1)]
 
     def one(j: int) -> tuple[int, tuple[np.ndarray, ...]] | None:
         pieces = buckets[j]
@@ -401,6 +422,7 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
         n = sum(len(p) for p in pieces)
         if not n:
             return None
+        scratch = slots[j % len(slots)]
         part = _merge_sorted(pieces, out=scratch.get("merged", n, U64))
         return n, _bucket_layout(part, ids[j], packing, dir_lo + spans[j][0], spans[j][1], scratch)
 
@@ -410,9 +432,9 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
         for j, out in enumerate(_in_order(pool, one, len(ids), workers)):
             if out is None:
                 continue
-            pairs, (keys, first, multi_docs, multi_counts, counts) = out
+            pairs, (keys, first, multi, multi_docs, multi_counts, counts) = out
             done += pairs
-            first[first >= np.uint32(MULTI)] += np.uint32(n_multi)  # the bucket's numbering, made global
+            np.add(first, np.uint32(n_multi), out=first, where=multi)  # the bucket's numbering, made global
             n_multi += len(multi_counts)
             for g, arr in zip(grown, (keys, first, multi_docs, multi_counts)):
                 g.extend(arr, (g.n + len(arr)) * total / done)
@@ -618,18 +640,6 @@ def _merge_sorted(pieces: list[np.ndarray], out: np.ndarray | None = None) -> np
         pos += len(piece)
         del piece
     out.sort(kind=_sort_kinds()[1])
-    return out
-
-
-def _flatnonzero_u32(mask: np.ndarray, block: int = 1 << 22) -> np.ndarray:
-    """``np.flatnonzero(mask)`` as ``uint32``, a block at a time (half the memory of int64)."""
-    out = np.empty(int(np.count_nonzero(mask)), dtype=np.uint32)
-    pos = 0
-    for i in range(0, len(mask), block):
-        idx = np.flatnonzero(mask[i:i + block])
-        idx += i
-        out[pos:pos + len(idx)] = idx
-        pos += len(idx)
     return out
 
 
