@@ -197,12 +197,11 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
 class ChunkKeys:
     """The n-gram extraction of the build as an executor's worker (:mod:`audit.core.executor`):
     an item is ``(lo, texts)``, a run of documents numbered from ``lo``; its output is
-    ``(n_tokens, keys, counts)``, exactly what the build computes for that chunk here: each
-    bucket's keys sorted and distinct, the buckets one after the other in one array (one array
-    travels faster than 2^route_bits small ones; :func:`_split_buckets` cuts it back), and how
-    many each bucket has. A worker with several CPUs (``threads``, set by the executor) cuts each
-    chunk into as many runs of documents, extracts them on threads (numpy releases the GIL) and
-    merges each bucket's sorted runs: the same output."""
+    ``(n_tokens, keys, counts)``: the chunk's runs (:func:`chunk_runs`) one after the other in
+    one array (one array travels faster than many small ones; :func:`_split_buckets` cuts it
+    back) and how many keys each run has in each bucket (one row a run). A worker with several
+    CPUs (``threads``, set by the executor) cuts each chunk into as many runs of documents and
+    extracts them on threads (numpy releases the GIL); the layout merges runs anyway."""
 
     #: the build only reads the keys (see :mod:`audit.core.executor`)
     readonly_outputs = True
@@ -220,30 +219,44 @@ class ChunkKeys:
 
     def __call__(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, np.ndarray, np.ndarray]]:
         tok = Tokenizer(lowercase=self.lowercase)
+
+        def runs_of(lo: int, texts: Sequence[str], pool: ThreadPoolExecutor | None) -> tuple[int, list[_Run]]:
+            spans = [(0, len(texts))] if pool is None else \
+                _chunks(texts, -(-sum(len(t) + 1 for t in texts) // (self.threads or 1)))
+            outs = (pool.map if pool is not None and len(spans) > 1 else map)(
+                lambda r: chunk_runs(lo + r[0], texts[r[0]:r[1]], tok, self.max_n, self.packing), spans)
+            outs = list(outs)
+            return sum(nt for nt, _ in outs), [run for _, runs in outs for run in runs]
+
         if not self.threads or self.threads < 2:
-            outs = [chunk_keys(lo, texts, tok, self.max_n, self.packing) for lo, texts in items]
+            outs = [runs_of(lo, texts, None) for lo, texts in items]
         else:
             with ThreadPoolExecutor(self.threads) as pool:
-                outs = [self._on_threads(pool, lo, texts, tok) for lo, texts in items]
-        return [(nt, np.concatenate(parts), np.array([len(p) for p in parts], dtype=np.int64)) for nt, parts in outs]
+                outs = [runs_of(lo, texts, pool) for lo, texts in items]
+        return [(nt, np.concatenate([k for k, _ in runs]), np.stack([c for _, c in runs])) for nt, runs in outs]
 
-    def _on_threads(self, pool: ThreadPoolExecutor, lo: int, texts: Sequence[str],
-                    tok: Tokenizer) -> tuple[int, list[np.ndarray]]:
-        runs = _chunks(texts, -(-sum(len(t) + 1 for t in texts) // self.threads))
-        if len(runs) < 2:
-            return chunk_keys(lo, texts, tok, self.max_n, self.packing)
-        outs = list(pool.map(lambda r: chunk_keys(lo + r[0], texts[r[0]:r[1]], tok, self.max_n, self.packing), runs))
-        return sum(nt for nt, _ in outs), [_merge_sorted([parts[b] for _, parts in outs])
-                                           for b in range(len(outs[0][1]))]
+
+#: A run of a chunk's keys: ``(keys, counts)``, the packed keys bucket after bucket, each
+#: bucket's sorted and distinct, and how many each bucket has.
+_Run = tuple[np.ndarray, np.ndarray]
+
+
+def chunk_runs(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[_Run]]:
+    """``(n_tokens, runs)`` of the documents ``texts`` numbered from ``lo``: usually one run;
+    the runs of a chunk share no pair (they hold different documents)."""
+    if len(texts) == 1 and len(texts[0]) > windows.WINDOW_CHARS:  # one huge document: in windows
+        nt, parts = _huge_doc_keys(texts[0], lo, tok, max_n, packing)
+        return nt, [(np.concatenate(parts), np.array([len(p) for p in parts], dtype=np.int64))]
+    return _chunk_runs(texts, (0, len(texts)), tok, max_n, packing, base=lo)
 
 
 def chunk_keys(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int,
                packing: _Packing) -> tuple[int, list[np.ndarray]]:
     """``(n_tokens, keys per bucket)`` of the documents ``texts`` numbered from ``lo``, each
     bucket's keys sorted and distinct."""
-    if len(texts) == 1 and len(texts[0]) > windows.WINDOW_CHARS:  # one huge document: in windows
-        return _huge_doc_keys(texts[0], lo, tok, max_n, packing)
-    return _chunk_keys(texts, (0, len(texts)), tok, max_n, packing, base=lo)
+    nt, runs = chunk_runs(lo, texts, tok, max_n, packing)
+    per_run = [_split_buckets(keys, counts) for keys, counts in runs]
+    return nt, per_run[0] if len(per_run) == 1 else [_merge_sorted(list(p)) for p in zip(*per_run)]
 
 
 def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing, chunk_chars: int,
@@ -261,25 +274,30 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
         for nt, keys, counts in outs:
             n_tokens += nt
             # views of what came back (read-only on a cluster), held until the layout is done
-            for b, part in enumerate(_split_buckets(keys, counts)):
-                buckets[b].append(part)
+            for i, part in enumerate(_split_buckets(keys, counts.ravel())):
+                buckets[i % packing.n_buckets].append(part)
         del outs
         clock.lap("keys")
         return n_tokens, buckets
     bar = _progress(progress, total=len(chunks), desc="indexing")
 
-    def keys_of(span: tuple[int, int]) -> tuple[int, list[np.ndarray]]:
+    def keys_of(span: tuple[int, int]) -> tuple[int, list[list[np.ndarray]]]:
+        """The chunk's tokens, and its runs' keys per bucket, each bucket's in an array of its own."""
         lo, hi = span
         if hi - lo == 1 and len(texts[lo]) > windows.WINDOW_CHARS:  # one huge document: in windows
-            return _huge_doc_keys(texts[lo], lo, tok, max_n, packing)
-        return _chunk_keys(texts, span, tok, max_n, packing)
+            nt, parts = _huge_doc_keys(texts[lo], lo, tok, max_n, packing)
+            return nt, [parts]
+        nt, runs = _chunk_runs(texts, span, tok, max_n, packing)
+        return nt, [[p.copy() for p in _split_buckets(keys, counts)] if len(counts) > 1 else [keys]
+                    for keys, counts in runs]
 
     # numpy releases the GIL in the heavy loops, so threads share the work of independent chunks
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        for nt, parts in (pool.map if workers > 1 and len(chunks) > 1 else map)(keys_of, chunks):
+        for nt, runs in (pool.map if workers > 1 and len(chunks) > 1 else map)(keys_of, chunks):
             n_tokens += nt
-            for b, part in enumerate(parts):
-                buckets[b].append(part)
+            for parts in runs:
+                for b, part in enumerate(parts):
+                    buckets[b].append(part)
             if bar is not None:
                 bar.update(1)
     if bar is not None:
@@ -494,10 +512,11 @@ def _libc() -> Any:
         return None
 
 
-def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, packing: _Packing,
-                base: int = 0) -> tuple[int, list[np.ndarray]]:
-    """Packed ``(hash, doc)`` keys of the n-grams of ``texts[lo:hi]``, split by bucket (document
-    ``i`` numbered ``base + i``), each bucket's sorted and distinct.
+def _chunk_runs(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, packing: _Packing,
+                base: int = 0) -> tuple[int, list[_Run]]:
+    """``(n_tokens, runs)``: the packed ``(hash, doc)`` keys of the n-grams of ``texts[lo:hi]``
+    (document ``i`` numbered ``base + i``) as a run (:data:`_Run`), or as two or more when the
+    chunk has too many documents (below).
 
     The chunk's pairs are sorted once, as ``(hash, document within the chunk)`` keys (the hash's
     kept bits on top, so the buckets, its top bits, come out one after the other), then
@@ -507,8 +526,8 @@ def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
     lo, hi = span
     if hi - lo > 1 << (64 - packing.hash_bits):  # more documents than the bits below the hash: halves
         mid = (lo + hi) // 2
-        (n1, p1), (n2, p2) = (_chunk_keys(texts, s, tok, max_n, packing, base) for s in ((lo, mid), (mid, hi)))
-        return n1 + n2, [_merge_sorted([a, b]) for a, b in zip(p1, p2)]
+        (n1, r1), (n2, r2) = (_chunk_runs(texts, s, tok, max_n, packing, base) for s in ((lo, mid), (mid, hi)))
+        return n1 + n2, r1 + r2
     joined = "\n".join(texts[lo:hi])
     lens = np.fromiter((len(t) + 1 for t in texts[lo:hi]), dtype=np.int64, count=hi - lo)
     doc_starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
@@ -525,8 +544,7 @@ def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
         key[filled:end] = h
         filled = end
     # what is kept until the buckets are laid out is only the distinct (n-gram, document) pairs
-    # (the chunk's buffer, max_n keys per token, is freed), each bucket's in an array of its own,
-    # so that it can be freed with its bucket
+    # (the chunk's buffer, max_n keys per token, is freed)
     key = _compact_unique(key[:filled])
     doc = key & ~kept
     doc += U64(base + lo)
@@ -536,12 +554,12 @@ def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
         key <<= U64(packing.t_bits)
     key |= doc
     del doc
-    return len(toks), [p.copy() for p in np.split(key, cuts)] if packing.route_bits else [key]
+    return len(toks), [(key, np.diff(cuts, prepend=0, append=len(key)))]
 
 
 def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
     """Packed keys of one huge document, split by bucket, computed one window at a time
-    (:mod:`~attackers.phrase_search.index.windows`): the same keys as :func:`_chunk_keys`, with
+    (:mod:`~attackers.phrase_search.index.windows`): the same keys as :func:`_chunk_runs`, with
     one window's tokens and n-grams in memory instead of the whole text's; each window's keys
     are sorted and deduplicated before they are kept."""
     parts: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
