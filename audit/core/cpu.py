@@ -55,6 +55,12 @@ def _numpy_version() -> tuple[int, int] | None:
         return None
 
 
+def _slow_avx512_sort(info: dict[str, str] | None, numpy_version: tuple[int, int] | None) -> bool:
+    """Whether this is a Zen 4 with a numpy whose AVX-512 dispatch can be left out by name (2.4+)."""
+    version = numpy_version or _numpy_version()
+    return version is not None and version >= (2, 4) and is_zen4(cpu_info() if info is None else info)
+
+
 def numpy_dispatch_setting(environ: Mapping[str, str], info: dict[str, str] | None = None,
                            numpy_version: tuple[int, int] | None = None, *, here: bool = True) -> str | None:
     """The ``NPY_DISABLE_CPU_FEATURES`` value this machine should start numpy with, or None:
@@ -65,10 +71,7 @@ def numpy_dispatch_setting(environ: Mapping[str, str], info: dict[str, str] | No
         return None
     if here and "numpy" in sys.modules:
         return None
-    version = numpy_version or _numpy_version()
-    if version is None or version < (2, 4):
-        return None
-    return ZEN4_DISABLE if is_zen4(cpu_info() if info is None else info) else None
+    return ZEN4_DISABLE if _slow_avx512_sort(info, numpy_version) else None
 
 
 def tune_numpy(environ: MutableMapping[str, str], *, here: bool = True) -> None:
@@ -86,8 +89,7 @@ def slow_sort_hint(environ: Mapping[str, str] = os.environ, info: dict[str, str]
     program of their own that imported numpy before anonaudit could set it), or None."""
     if "NPY_ENABLE_CPU_FEATURES" in environ or ZEN4_DISABLE in environ.get("NPY_DISABLE_CPU_FEATURES", "").split():
         return None
-    version = numpy_version or _numpy_version()
-    if version is None or version < (2, 4) or not is_zen4(cpu_info() if info is None else info):
+    if not _slow_avx512_sort(info, numpy_version):
         return None
     return (f"numpy sorts with AVX-512 on this AMD Zen 4, several times slower than with AVX2: start Python with "
             f"NPY_DISABLE_CPU_FEATURES={ZEN4_DISABLE} for a faster phrase index (the anonaudit command does it)")
