@@ -13,7 +13,10 @@ Python process (the other's code is never imported beside it) that measures:
   any other build has left memory the C heap keeps for reuse; this is what the machine must
   have;
 * peak traced memory (``tracemalloc``: numpy's live allocations) of one build, the measure of
-  the figures before 2026-11-25; memory a build has freed but the C heap keeps is not in it;
+  the figures before 2026-11-25; memory a build has freed but the C heap keeps is not in it,
+  nor, since the second session of 2026-11-25, the chunks' pairs, which live in memory maps
+  numpy does not allocate (:class:`~attackers.phrase_search.index.build._MappedRuns`): compare
+  builds on the resident figure;
 * the index's own size;
 * the phrase-search attack on the first ``--query-docs`` released documents (its per-document
   work, the index already built) and a digest of its results, so that the two checkouts'

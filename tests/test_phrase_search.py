@@ -270,6 +270,41 @@ def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits, chunk_cha
             assert docs.tolist() == sorted(truth[key])
 
 
+def test_chunk_runs_are_given_back_bucket_by_bucket_and_only_those_laid_out():
+    """The build keeps each chunk's pairs in a memory map and gives its pages back as the layout
+    passes their buckets: what is given back reads as zeros (the memory went back to the
+    system), the buckets not yet laid out keep their keys."""
+    import mmap
+
+    from attackers.phrase_search.index.build import _MappedRuns
+
+    store = _MappedRuns()
+    counts = np.array([3000, 5, 4000, 2000])  # bucket 1 shares pages with its neighbours
+    keys = np.arange(1, counts.sum() + 1, dtype=np.uint64)
+    pieces = store.add(keys, counts)
+    assert [len(p) for p in pieces] == counts.tolist() and np.array_equal(np.concatenate(pieces), keys)
+    store.release(1)
+    page_keys = mmap.PAGESIZE // 8
+    gone = (3005 // page_keys) * page_keys  # the whole pages before the end of bucket 1
+    everything = np.concatenate(pieces)
+    assert not everything[:gone].any()
+    assert np.array_equal(everything[gone:], keys[gone:])  # the rest of bucket 1's page, buckets 2 and 3
+    store.release(3)
+    assert not np.concatenate(pieces)[:(len(keys) * 8 // mmap.PAGESIZE) * page_keys].any()
+
+
+def test_index_is_the_same_with_its_pairs_mapped_or_in_the_heap(monkeypatch):
+    import attackers.phrase_search.index.build as build
+
+    rng = np.random.default_rng(3)
+    texts = [" ".join(rng.choice([f"w{i}" for i in range(80)], size=rng.integers(5, 60))) + "." for _ in range(2000)]
+    mapped = NgramIndex.build(texts, chunk_chars=4000, workers=2)
+    monkeypatch.setattr(build._MappedRuns, "MAX_MAPS", 0)  # more chunks than maps allowed: pieces in the heap
+    heap = NgramIndex.build(texts, chunk_chars=4000, workers=2)
+    for name in ("directory", "keys", "first", "multi_offsets", "multi_docs"):
+        assert np.array_equal(getattr(mapped, name), getattr(heap, name)), name
+
+
 def test_saved_index_reloads_identically_and_is_reused(tmp_path, monkeypatch):
     orig = visit_collection()
     index = NgramIndex.build([d.text for d in orig], ids=orig.ids, subjects=orig.subjects)

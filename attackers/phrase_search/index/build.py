@@ -6,14 +6,17 @@ document; up to 8 more hash bits are kept by first routing pairs to 2^t buckets 
 top bits (the "Hashing" section of the package docstring says how many bits are kept and
 what that costs in collisions). Each chunk of documents sorts its pairs once and leaves them
 distinct, cut per bucket; each bucket merges its chunks' runs and is laid out at once into the index's
-arrays, which grow as the buckets are freed (:func:`_layout`), so the build's peak is about
-its distinct pairs (8 bytes each) and not the pairs plus the index.
+arrays, which grow as the buckets are freed (:func:`_layout`; the chunks' pairs live in memory
+maps given back page by page, :class:`_MappedRuns`), so the build's peak is about its distinct
+pairs (8 bytes each) and not the pairs plus the index.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import mmap
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -179,8 +182,9 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
     packing = _Packing.for_collection(D, min_hash_bits, ROUTE_BITS)
     _hint_slow_sort()
     clock = _Clock()
-    n_tokens, buckets = _bucket_runs(texts, tok, max_n, packing, chunk_chars, workers, progress, clock, executor)
-    arrays = _layout(buckets, packing, clock, workers=workers)
+    n_tokens, buckets, release = _bucket_runs(texts, tok, max_n, packing, chunk_chars, workers, progress, clock,
+                                              executor)
+    arrays = _layout(buckets, packing, clock, workers=workers, release=release)
     fp = fingerprint or collection_fingerprint([("collection", zip(docs.ids, texts))])
     config = {
         **base_config(tok, max_n, packing, fp, D),
@@ -278,8 +282,9 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
                 buckets[i % packing.n_buckets].append(part)
         del outs
         clock.lap("keys")
-        return n_tokens, buckets
+        return n_tokens, buckets, None
     bar = _progress(progress, total=len(chunks), desc="indexing")
+    mapped = _MappedRuns() if _MappedRuns.usable(len(chunks)) else None
 
     def keys_of(span: tuple[int, int]) -> tuple[int, list[list[np.ndarray]]]:
         """The chunk's tokens, and its runs' keys per bucket, each bucket's in an array of its own."""
@@ -288,6 +293,8 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
             nt, parts = _huge_doc_keys(texts[lo], lo, tok, max_n, packing)
             return nt, [parts]
         nt, runs = _chunk_runs(texts, span, tok, max_n, packing)
+        if mapped is not None:
+            return nt, [mapped.add(keys, counts) for keys, counts in runs]
         return nt, [[p.copy() for p in _split_buckets(keys, counts)] if len(counts) > 1 else [keys]
                     for keys, counts in runs]
 
@@ -303,7 +310,7 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
     if bar is not None:
         bar.close()
     clock.lap("keys")
-    return n_tokens, buckets
+    return n_tokens, buckets, None if mapped is None else mapped.release
 
 
 class _Grown:
@@ -328,6 +335,48 @@ class _Grown:
     def done(self) -> np.ndarray:
         self.arr.resize(self.n, refcheck=False)
         return self.arr
+
+
+class _MappedRuns:
+    """The chunks' runs, each in an anonymous memory map of its own, given back to the system
+    page by page as the layout goes past their buckets (:meth:`release`, ``madvise``): the
+    buckets' pieces are views of their run instead of copies in the C heap, whose freed memory
+    only :func:`_trim` (glibc alone) gives back."""
+
+    #: At most this many maps (Linux allows 65,530 a process by default); a collection of more
+    #: chunks (some 8 G characters) keeps its pieces in the heap.
+    MAX_MAPS = 16384
+
+    def __init__(self) -> None:
+        self.runs: list[list[Any]] = []
+        self.lock = threading.Lock()
+
+    @classmethod
+    def usable(cls, n_chunks: int) -> bool:
+        return (n_chunks <= cls.MAX_MAPS and hasattr(mmap, "MADV_DONTNEED") and hasattr(mmap, "MAP_ANONYMOUS")
+                and hasattr(mmap.mmap, "madvise"))
+
+    def add(self, keys: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
+        """Each bucket's keys of the run ``(keys, counts)``, as views of its map."""
+        if not len(keys):
+            return _split_buckets(keys, counts)
+        # private: MADV_DONTNEED frees a private anonymous page (a shared one stays in memory)
+        mm = mmap.mmap(-1, keys.nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        arr = np.frombuffer(mm, dtype=keys.dtype, count=len(keys))
+        arr[:] = keys
+        with self.lock:
+            self.runs.append([mm, np.cumsum(counts) * keys.itemsize, 0])
+        return _split_buckets(arr, counts)
+
+    def release(self, j: int) -> None:
+        """Buckets up to ``j`` are laid out: give back the whole pages of every run before the end
+        of its bucket ``j``."""
+        for run in self.runs:
+            mm, ends, done = run
+            upto = int(ends[j]) & ~(mmap.PAGESIZE - 1)
+            if upto > done:
+                mm.madvise(mmap.MADV_DONTNEED, done, upto - done)
+                run[2] = upto
 
 
 class _Scratch:
@@ -407,15 +456,17 @@ def _bucket_layout(part: np.ndarray, bucket: int, packing: _Packing, dir_first: 
 
 def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
             bucket_ids: Sequence[int] | None = None, dir_span: tuple[int, int] | None = None,
-            workers: int = 1) -> dict[str, np.ndarray]:
+            workers: int = 1, release: Any = None) -> dict[str, np.ndarray]:
     """The index's arrays (the package docstring) from each bucket's chunks' sorted, distinct
     keys (of the buckets ``bucket_ids``, in increasing order, when not all of them: a shard,
     whose directory covers only its entries ``dir_span``, (first, how many)).
 
     Bucket by bucket, in order (their key ranges follow each other): its chunks' runs are merged,
     laid out (:func:`_bucket_layout`) on ``workers`` threads, and appended to arrays that grow in
-    place, and the bucket is freed; so the pairs and the index never both live whole (the
-    build's peak: the index is about 0.9x the pairs it is made from)."""
+    place, and the bucket is freed: ``release(j)``, when given, once bucket ``j`` and those
+    before it are laid out (:meth:`_MappedRuns.release`), and the heap trimmed every
+    :data:`TRIM_EVERY` buckets; so the pairs and the index never both live whole (the build's
+    peak: the index is about 0.9x the pairs it is made from)."""
     ids = list(range(len(buckets))) if bucket_ids is None else [int(b) for b in bucket_ids]
     total = sum(len(p) for pieces in buckets for p in pieces)
     dir_lo, dir_n = dir_span or (0, 1 << packing.dir_bits)
@@ -458,6 +509,8 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
                 g.extend(arr, (g.n + len(arr)) * total / done)
             at, span = spans[j]
             dir_counts[at + 1:at + 1 + span] += counts
+            if release is not None:
+                release(j)
             if j % TRIM_EVERY == TRIM_EVERY - 1:
                 _trim()
     buckets.clear()
