@@ -42,8 +42,12 @@ FORMAT = "anonaudit.ngram_index/2"
 #: layout smaller (its scratch memory, and what is held until it is freed) but cost Python's
 #: overhead per bucket, and per chunk a piece each (benchmarks/README.md).
 ROUTE_BITS = 8
-#: Every TRIM_EVERY buckets laid out, the memory their pieces held goes back to the system (:func:`_trim`).
-TRIM_EVERY = 8
+#: Every FREE_EVERY buckets laid out, the memory their pieces held goes back to the system: the
+#: pages of the chunks' memory maps (:class:`_MappedRuns`), or the C heap's free memory
+#: (:func:`_trim`) when the pieces are in the heap. Less often holds more pairs; more often
+#: costs more system calls, each of which interrupts the other threads (8 buckets: 1.3 MB per
+#: million words held at most).
+FREE_EVERY = 8
 #: In ``first``, the flag of an n-gram found in two documents or more: the rest of the value is
 #: its number among those n-grams (its posting list is ``multi_docs[multi_offsets[j]:multi_offsets[j+1]]``);
 #: without the flag, the value is the one document of the n-gram.
@@ -463,10 +467,10 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
 
     Bucket by bucket, in order (their key ranges follow each other): its chunks' runs are merged,
     laid out (:func:`_bucket_layout`) on ``workers`` threads, and appended to arrays that grow in
-    place, and the bucket is freed: ``release(j)``, when given, once bucket ``j`` and those
-    before it are laid out (:meth:`_MappedRuns.release`), and the heap trimmed every
-    :data:`TRIM_EVERY` buckets; so the pairs and the index never both live whole (the build's
-    peak: the index is about 0.9x the pairs it is made from)."""
+    place, and every :data:`FREE_EVERY` buckets the memory of those laid out is given back:
+    ``release(j)`` when given (:meth:`_MappedRuns.release`: buckets up to ``j`` are done), else
+    the heap is trimmed; so the pairs and the index never both live whole (the build's peak:
+    the index is about 0.9x the pairs it is made from)."""
     ids = list(range(len(buckets))) if bucket_ids is None else [int(b) for b in bucket_ids]
     total = sum(len(p) for pieces in buckets for p in pieces)
     dir_lo, dir_n = dir_span or (0, 1 << packing.dir_bits)
@@ -509,10 +513,11 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
                 g.extend(arr, (g.n + len(arr)) * total / done)
             at, span = spans[j]
             dir_counts[at + 1:at + 1 + span] += counts
-            if release is not None:
-                release(j)
-            if j % TRIM_EVERY == TRIM_EVERY - 1:
-                _trim()
+            if j % FREE_EVERY == FREE_EVERY - 1:
+                if release is not None:
+                    release(j)
+                else:
+                    _trim()
     buckets.clear()
     if n_multi >= MULTI:  # ``first`` could not number them
         raise AnonauditError(f"{n_multi:,} n-grams occur in two documents or more, more than one index holds "
