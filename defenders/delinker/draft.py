@@ -24,10 +24,10 @@ class Edit:
     redacted: bool = False
 
 
-
 def covers_part(start: int, end: int, span: Any) -> bool:
     """Whether ``[start, end)`` overlaps ``span`` (with ``start`` and ``end``) without covering it whole."""
     return span.start < end and start < span.end and not (start <= span.start and span.end <= end)
+
 
 class Draft:
     """A released document being rewritten: its current text, the de-identifier's spans

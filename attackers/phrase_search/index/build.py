@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from attackers.phrase_search.index.hashing import MASK64, U64, iter_ngram_hashes, top_bits_mask
+from attackers.phrase_search.index.hashing import U64, iter_ngram_hashes, top_bits_mask
 from attackers.phrase_search.index.tokenizer import Tokenizer
 from attackers.phrase_search.index import windows
 from attackers.phrase_search.index.windows import iter_windows, window_ngrams
@@ -122,12 +122,6 @@ class _Packing:
     @property
     def n_buckets(self) -> int:
         return 1 << self.route_bits
-
-    @property
-    def keep(self) -> np.uint64:
-        """The bits of a shifted hash that stay in the packed key (the hash's kept bits below the
-        top ``t_bits``)."""
-        return U64((self.hash_mask << self.t_bits) & MASK64)
 
     def shifted_out(self, buckets: np.ndarray) -> np.ndarray:
         """The top ``t_bits`` hash bits (those that left the packed key) of each bucket number."""
@@ -253,8 +247,7 @@ def chunk_runs(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int, packin
     """``(n_tokens, runs)`` of the documents ``texts`` numbered from ``lo``: usually one run;
     the runs of a chunk share no pair (they hold different documents)."""
     if len(texts) == 1 and len(texts[0]) > windows.WINDOW_CHARS:  # one huge document: in windows
-        nt, parts = _huge_doc_keys(texts[0], lo, tok, max_n, packing)
-        return nt, [(np.concatenate(parts), np.array([len(p) for p in parts], dtype=np.int64))]
+        return _huge_doc_run(texts[0], lo, tok, max_n, packing)
     return _chunk_runs(texts, (0, len(texts)), tok, max_n, packing, base=lo)
 
 
@@ -269,9 +262,10 @@ def chunk_keys(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int,
 
 def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing, chunk_chars: int,
                  workers: int, progress: bool, clock: _Clock,
-                 executor: Any = None) -> tuple[int, list[list[np.ndarray]]]:
-    """The number of tokens, and per bucket its chunks' keys, each sorted and distinct (a pair
-    belongs to one chunk, its document's, so the chunks' keys are also disjoint). With a
+                 executor: Any = None) -> tuple[int, list[list[np.ndarray]], Any]:
+    """The number of tokens, per bucket its chunks' keys, each sorted and distinct (a pair
+    belongs to one chunk, its document's, so the chunks' keys are also disjoint), and what gives
+    their memory back as the layout goes (:meth:`_MappedRuns.release`, or None). With a
     distributed ``executor`` the chunks' n-grams are extracted by its workers (:class:`ChunkKeys`)."""
     chunks = _chunks(texts, chunk_chars)
     buckets: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
@@ -293,10 +287,7 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
     def keys_of(span: tuple[int, int]) -> tuple[int, list[list[np.ndarray]]]:
         """The chunk's tokens, and its runs' keys per bucket, each bucket's in an array of its own."""
         lo, hi = span
-        if hi - lo == 1 and len(texts[lo]) > windows.WINDOW_CHARS:  # one huge document: in windows
-            nt, parts = _huge_doc_keys(texts[lo], lo, tok, max_n, packing)
-            return nt, [parts]
-        nt, runs = _chunk_runs(texts, span, tok, max_n, packing)
+        nt, runs = chunk_runs(lo, texts[lo:hi], tok, max_n, packing)
         if mapped is not None:
             return nt, [mapped.add(keys, counts) for keys, counts in runs]
         return nt, [[p.copy() for p in _split_buckets(keys, counts)] if len(counts) > 1 else [keys]
@@ -391,6 +382,7 @@ class _Scratch:
 
     def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
+        self.counting = np.zeros(0, dtype=np.uint32)
 
     def get(self, name: str, n: int, dtype: Any) -> np.ndarray:
         arr = self.arrays.get(name)
@@ -400,10 +392,9 @@ class _Scratch:
 
     def arange(self, n: int, dtype: Any) -> np.ndarray:
         """0, 1, ..., n - 1 (kept, extended when a longer one is asked for)."""
-        arr = self.arrays.get(" arange")
-        if arr is None or len(arr) < n or arr.dtype != dtype:
-            arr = self.arrays[" arange"] = np.arange(n + n // 4, dtype=dtype)
-        return arr[:n]
+        if len(self.counting) < n or self.counting.dtype != dtype:
+            self.counting = np.arange(n + n // 4, dtype=dtype)
+        return self.counting[:n]
 
 
 def _bucket_layout(part: np.ndarray, bucket: int, packing: _Packing, dir_first: int, dir_n: int,
@@ -551,8 +542,9 @@ def _in_order(pool: ThreadPoolExecutor, fn: Any, n: int, workers: int) -> Iterat
 
 def _trim() -> None:
     """Give the memory freed inside the C heap back to the system (glibc's ``malloc_trim``):
-    the buckets' pieces are small arrays in the heap, which ``free`` keeps for later use, so the
-    process would hold the pairs and the index at once although only the index is live."""
+    the chunks' temporary arrays, and the buckets' pieces when they are small arrays in the heap
+    (not in :class:`_MappedRuns`), which ``free`` keeps for later use, so the process would hold
+    the pairs and the index at once although only the index is live."""
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
@@ -603,46 +595,39 @@ def _chunk_runs(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
         filled = end
     # what is kept until the buckets are laid out is only the distinct (n-gram, document) pairs
     # (the chunk's buffer, max_n keys per token, is freed)
-    key = _compact_unique(key[:filled])
+    return len(toks), [_packed_run(_compact_unique(key[:filled]), base + lo, packing)]
+
+
+def _packed_run(key: np.ndarray, first_doc: int, packing: _Packing) -> _Run:
+    """The run of sorted, distinct ``(hash, document within the chunk)`` keys ``key`` (the hash's
+    kept bits on top; changed in place): cut at the buckets' bounds and packed, the documents
+    numbered from ``first_doc``."""
+    kept = U64(packing.hash_mask)
     doc = key & ~kept
-    doc += U64(base + lo)
+    doc += U64(first_doc)
     cuts = np.searchsorted(key, np.arange(1, packing.n_buckets, dtype=U64) << U64(64 - packing.route_bits))
     with np.errstate(over="ignore"):
         key &= kept
         key <<= U64(packing.t_bits)
     key |= doc
-    del doc
-    return len(toks), [(key, np.diff(cuts, prepend=0, append=len(key)))]
+    return key, np.diff(cuts, prepend=0, append=len(key))
 
 
-def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
-    """Packed keys of one huge document, split by bucket, computed one window at a time
+def _huge_doc_run(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[_Run]]:
+    """``(n_tokens, [run])`` of one huge document, computed one window at a time
     (:mod:`~attackers.phrase_search.index.windows`): the same keys as :func:`_chunk_runs`, with
     one window's tokens and n-grams in memory instead of the whole text's; each window's keys
     are sorted and deduplicated before they are kept."""
-    parts: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
-    n_tokens = 0
-    t_bits, r_bits, keep = packing.t_bits, packing.route_bits, packing.keep
+    kept = U64(packing.hash_mask)
+    pieces, n_tokens = [], 0
     for w in iter_windows(tok, text, (), max_n, windows.WINDOW_CHARS):
         h, _n, _first = window_ngrams(w, max_n)
         n_tokens += w.core
-        with np.errstate(over="ignore"):
-            if r_bits:
-                bucket = (h >> U64(64 - r_bits)).astype(np.uint16)
-            if t_bits:
-                h <<= U64(t_bits)
-            h &= keep
-            h |= U64(doc)
-        if r_bits:
-            order = np.argsort(bucket, kind="stable")
-            h = h[order]
-            split = np.split(h, np.cumsum(np.bincount(bucket, minlength=packing.n_buckets))[:-1])
-        else:
-            split = [h]
-        for b, piece in enumerate(split):
-            parts[b].append(_compact_unique(piece))
+        h &= kept  # the document within the chunk: 0
+        pieces.append(_compact_unique(h))
     # the windows' runs may share pairs (a phrase twice in the document): merged, then deduplicated
-    return n_tokens, [_distinct(_merge_sorted(p)) for p in parts]
+    key = _distinct(_merge_sorted(pieces)) if pieces else np.zeros(0, dtype=U64)
+    return n_tokens, [_packed_run(key, doc, packing)]
 
 
 def _split_buckets(keys: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:

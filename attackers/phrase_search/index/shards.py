@@ -93,9 +93,8 @@ class SpillShards:
                 if not len(part):
                     continue
                 if self.s_bits:
+                    # a bucket's keys are sorted, so its shards (top hash bits) follow each other
                     shard = (_full_hash(part, b, t_bits) >> U64(64 - self.s_bits)).astype(np.int64)
-                    order = np.argsort(shard, kind="stable")
-                    part, shard = part[order], shard[order]
                     cuts = np.flatnonzero(np.diff(shard)) + 1
                     for piece, s in zip(np.split(part, cuts), shard[np.concatenate(([0], cuts))]):
                         keys, buckets = per_shard.setdefault(int(s), ([], []))
@@ -115,9 +114,14 @@ class SpillShards:
         return out
 
 
+def _shard_entries(hash_bits: int, s_bits: int) -> int:
+    """How many directory entries each shard has (the directory cut by the shard bits)."""
+    return 1 << (hash_bits - 32 - s_bits)
+
+
 def _shard_dir(packing: _Packing, s_bits: int, s: int) -> tuple[int, int]:
     """The directory entries of shard ``s``: (first, how many)."""
-    per = 1 << (packing.dir_bits - s_bits)
+    per = _shard_entries(packing.hash_bits, s_bits)
     return s * per, per
 
 
@@ -265,8 +269,8 @@ class ShardedNgramIndex(NgramIndex):
 
     @property
     def shard_entries(self) -> int:
-        """How many directory entries each shard has (the directory cut by the shard bits)."""
-        return 1 << (self.hash_bits - 32 - self.shard_bits)
+        """How many directory entries each shard has."""
+        return _shard_entries(self.hash_bits, self.shard_bits)
 
     def shard(self, s: int) -> dict[str, np.ndarray]:
         """The arrays of shard ``s``, opened (memory-mapped) on first use."""
