@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from attackers.phrase_search.index.hashing import U64, iter_ngram_hashes, top_bits_mask
+from attackers.phrase_search.index.hashing import MASK64, U64, iter_ngram_hashes, top_bits_mask
 from attackers.phrase_search.index.tokenizer import Tokenizer
 from attackers.phrase_search.index import windows
 from attackers.phrase_search.index.windows import iter_windows, window_ngrams
@@ -113,6 +113,12 @@ class _Packing:
     @property
     def hash_mask(self) -> int:
         return top_bits_mask(self.hash_bits)
+
+    @property
+    def keep(self) -> np.uint64:
+        """The bits of a shifted hash that stay in the packed key (the hash's kept bits below the
+        top ``t_bits``)."""
+        return U64((self.hash_mask << self.t_bits) & MASK64)
 
     @property
     def dir_bits(self) -> int:
@@ -247,7 +253,8 @@ def chunk_runs(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int, packin
     """``(n_tokens, runs)`` of the documents ``texts`` numbered from ``lo``: usually one run;
     the runs of a chunk share no pair (they hold different documents)."""
     if len(texts) == 1 and len(texts[0]) > windows.WINDOW_CHARS:  # one huge document: in windows
-        return _huge_doc_run(texts[0], lo, tok, max_n, packing)
+        nt, parts = _huge_doc_keys(texts[0], lo, tok, max_n, packing)
+        return nt, [(np.concatenate(parts), np.array([len(p) for p in parts], dtype=np.int64))]
     return _chunk_runs(texts, (0, len(texts)), tok, max_n, packing, base=lo)
 
 
@@ -287,7 +294,12 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
     def keys_of(span: tuple[int, int]) -> tuple[int, list[list[np.ndarray]]]:
         """The chunk's tokens, and its runs' keys per bucket, each bucket's in an array of its own."""
         lo, hi = span
-        nt, runs = chunk_runs(lo, texts[lo:hi], tok, max_n, packing)
+        if hi - lo == 1 and len(texts[lo]) > windows.WINDOW_CHARS:
+            # one huge document: its buckets' keys as they are made, in windows (as one run, like
+            # a worker sends it, they would be copied once more: twice its pairs at the peak)
+            nt, parts = _huge_doc_keys(texts[lo], lo, tok, max_n, packing)
+            return nt, [parts]
+        nt, runs = _chunk_runs(texts, span, tok, max_n, packing)
         if mapped is not None:
             return nt, [mapped.add(keys, counts) for keys, counts in runs]
         return nt, [[p.copy() for p in _split_buckets(keys, counts)] if len(counts) > 1 else [keys]
@@ -595,7 +607,8 @@ def _chunk_runs(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
         filled = end
     # what is kept until the buckets are laid out is only the distinct (n-gram, document) pairs
     # (the chunk's buffer, max_n keys per token, is freed)
-    return len(toks), [_packed_run(_compact_unique(key[:filled]), base + lo, packing)]
+    key = _compact_unique(key[:filled])
+    return len(toks), [_packed_run(key, base + lo, packing)]
 
 
 def _packed_run(key: np.ndarray, first_doc: int, packing: _Packing) -> _Run:
@@ -613,21 +626,34 @@ def _packed_run(key: np.ndarray, first_doc: int, packing: _Packing) -> _Run:
     return key, np.diff(cuts, prepend=0, append=len(key))
 
 
-def _huge_doc_run(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[_Run]]:
-    """``(n_tokens, [run])`` of one huge document, computed one window at a time
+def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
+    """Packed keys of one huge document, split by bucket, computed one window at a time
     (:mod:`~attackers.phrase_search.index.windows`): the same keys as :func:`_chunk_runs`, with
     one window's tokens and n-grams in memory instead of the whole text's; each window's keys
     are sorted and deduplicated before they are kept."""
-    kept = U64(packing.hash_mask)
-    pieces, n_tokens = [], 0
+    parts: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
+    n_tokens = 0
+    t_bits, r_bits, keep = packing.t_bits, packing.route_bits, packing.keep
     for w in iter_windows(tok, text, (), max_n, windows.WINDOW_CHARS):
         h, _n, _first = window_ngrams(w, max_n)
         n_tokens += w.core
-        h &= kept  # the document within the chunk: 0
-        pieces.append(_compact_unique(h))
+        with np.errstate(over="ignore"):
+            if r_bits:
+                bucket = (h >> U64(64 - r_bits)).astype(np.uint16)
+            if t_bits:
+                h <<= U64(t_bits)
+            h &= keep
+            h |= U64(doc)
+        if r_bits:
+            order = np.argsort(bucket, kind="stable")
+            h = h[order]
+            split = np.split(h, np.cumsum(np.bincount(bucket, minlength=packing.n_buckets))[:-1])
+        else:
+            split = [h]
+        for b, piece in enumerate(split):
+            parts[b].append(_compact_unique(piece))
     # the windows' runs may share pairs (a phrase twice in the document): merged, then deduplicated
-    key = _distinct(_merge_sorted(pieces)) if pieces else np.zeros(0, dtype=U64)
-    return n_tokens, [_packed_run(key, doc, packing)]
+    return n_tokens, [_distinct(_merge_sorted(p)) for p in parts]
 
 
 def _split_buckets(keys: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
