@@ -321,6 +321,18 @@ class _Dies:
         os._exit(3)
 
 
+class _LightSquare(_Square):
+    light_setup = True  # runs as Ray tasks, setup() before every group
+    threads = None
+
+    def __call__(self, group):
+        return [(x, self.threads) for x, _ in super().__call__(group)]
+
+
+class _LightDies(_Dies):
+    light_setup = True
+
+
 @pytest.mark.slow
 def test_ray_executor_maps_in_order_and_says_what_it_ran_on(ray_executor):
     out = ray_executor.map(_Square(), list(range(200)), group=7, label="square")
@@ -331,6 +343,13 @@ def test_ray_executor_maps_in_order_and_says_what_it_ran_on(ray_executor):
     # a worker's threads are its share of the cluster: one group takes one worker and both CPUs
     assert ray_executor.map(_Threads(), [0], group=1) == [2]
     assert ray_executor.map(_Threads(), list(range(6)), group=1) == [1] * 6
+
+
+@pytest.mark.slow
+def test_ray_runs_a_worker_with_light_setup_as_tasks_in_order(ray_executor):
+    out = ray_executor.map(_LightSquare(), list(range(50)), group=3, label="light square")
+    assert out == [(x * x, 1) for x in range(50)]  # set up for every group, two workers of one CPU
+    assert ray_executor.map(_LightSquare(), [4], group=1) == [(16, 2)]
 
 
 @pytest.mark.slow
@@ -373,8 +392,9 @@ def test_audit_on_ray_has_the_results_of_a_local_audit(ray_executor, demo, monke
 @pytest.mark.timeout(300)
 def test_a_worker_that_dies_is_a_clear_error(ray_executor, monkeypatch):
     monkeypatch.setattr("audit.pipeline.executors.MAX_RETRIES", 0)  # the same error, without two restarts first
-    with pytest.raises(AnonauditError, match="a Ray worker died during 'dying'.*run the same command again"):
-        ray_executor.map(_Dies(), [1, 2, 3], group=1, label="dying")
+    for worker in (_Dies(), _LightDies()):  # an actor's process, a task's
+        with pytest.raises(AnonauditError, match="a Ray worker died during 'dying'.*run the same command again"):
+            ray_executor.map(worker, [1, 2, 3], group=1, label="dying")
 
 
 # --------------------------------------------------------------------------- LLM requests on workers

@@ -8,6 +8,9 @@ group (load a model once per worker, not once per group). A worker with a ``thre
 attribute is told, before ``setup()``, how many CPUs it has on a cluster (its share of the
 cluster's CPUs, at least the stage's ``num_cpus``), so a model can run that many threads;
 locally it is left as it is (the component's own setting).
+A worker whose ``light_setup`` is true loads nothing in ``setup()`` (or has none), so that a
+cluster may run it as plain tasks, calling ``setup()`` again for every group, instead of as
+actors that each start a process of their own (:meth:`audit.pipeline.executors.RayExecutor._run`).
 A worker whose ``readonly_outputs`` is true accepts that the numpy arrays of its outputs come
 back from a cluster read-only (views of the cluster's shared memory, not copied into this
 process: large outputs, such as an index's keys, travel several times faster); otherwise they

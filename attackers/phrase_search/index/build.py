@@ -208,11 +208,14 @@ class ChunkKeys:
     ``(n_tokens, keys, counts)``: the chunk's runs (:func:`chunk_runs`) one after the other in
     one array (one array travels faster than many small ones; :func:`_split_buckets` cuts it
     back) and how many keys each run has in each bucket (one row a run). A worker with several
-    CPUs (``threads``, set by the executor) cuts each chunk into as many runs of documents and
-    extracts them on threads (numpy releases the GIL); the layout merges runs anyway."""
+    CPUs (``threads``, set by the executor) extracts a group's chunks on as many threads (numpy
+    releases the GIL), or cuts a lone chunk into that many runs of documents (the layout merges
+    runs anyway)."""
 
     #: the build only reads the keys (see :mod:`audit.core.executor`)
     readonly_outputs = True
+    #: setup() loads nothing and, run again in the same process, costs nothing
+    light_setup = True
 
     def __init__(self, lowercase: bool, max_n: int, packing: _Packing):
         self.lowercase, self.max_n, self.packing = lowercase, max_n, packing
@@ -221,27 +224,31 @@ class ChunkKeys:
     def setup(self) -> None:
         from attackers.phrase_search.index.hashing import _pow_tables
 
+        _keep_heap()  # this process only extracts chunks: reuse their memory, do not give it back
         _pow_tables()  # the code-point tables, once per worker
         _sort_kinds()  # which of numpy's sorts is faster here, timed once per worker
         Tokenizer(lowercase=self.lowercase).tokenize("Warm up.")
 
     def __call__(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, np.ndarray, np.ndarray]]:
         tok = Tokenizer(lowercase=self.lowercase)
+        threads = self.threads or 1
 
-        def runs_of(lo: int, texts: Sequence[str], pool: ThreadPoolExecutor | None) -> tuple[int, list[_Run]]:
-            spans = [(0, len(texts))] if pool is None else \
-                _chunks(texts, -(-sum(len(t) + 1 for t in texts) // (self.threads or 1)))
-            outs = (pool.map if pool is not None and len(spans) > 1 else map)(
-                lambda r: chunk_runs(lo + r[0], texts[r[0]:r[1]], tok, self.max_n, self.packing), spans)
-            outs = list(outs)
+        def runs_of(lo: int, texts: Sequence[str], parts: int, pool: ThreadPoolExecutor | None) -> tuple[int, list[_Run]]:
+            spans = [(0, len(texts))] if parts < 2 else _chunks(texts, -(-sum(len(t) + 1 for t in texts) // parts))
+            outs = list((pool.map if pool is not None and len(spans) > 1 else map)(
+                lambda r: chunk_runs(lo + r[0], texts[r[0]:r[1]], tok, self.max_n, self.packing), spans))
             return sum(nt for nt, _ in outs), [run for _, runs in outs for run in runs]
 
-        if not self.threads or self.threads < 2:
-            outs = [runs_of(lo, texts, None) for lo, texts in items]
+        if threads < 2:
+            outs = [runs_of(lo, texts, 1, None) for lo, texts in items]
         else:
-            with ThreadPoolExecutor(self.threads) as pool:
-                outs = [runs_of(lo, texts, pool) for lo, texts in items]
-        return [(nt, np.concatenate([k for k, _ in runs]), np.stack([c for _, c in runs])) for nt, runs in outs]
+            with ThreadPoolExecutor(threads) as pool:
+                if len(items) > 1:  # whole chunks on the threads, as the local build
+                    outs = list(pool.map(lambda item: runs_of(*item, 1, None), items))
+                else:
+                    outs = [runs_of(lo, texts, threads, pool) for lo, texts in items]
+        return [(nt, runs[0][0] if len(runs) == 1 else np.concatenate([k for k, _ in runs]),
+                 np.stack([c for _, c in runs])) for nt, runs in outs]
 
 
 #: A run of a chunk's keys: ``(keys, counts)``, the packed keys bucket after bucket, each
@@ -279,7 +286,7 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
     n_tokens = 0
     if executor is not None and getattr(executor, "distributed", False):
         outs = executor.map(ChunkKeys(tok.lowercase, max_n, packing), [(lo, texts[lo:hi]) for lo, hi in chunks],
-                            group=1, label="phrase index: n-grams")
+                            group=_chunks_per_group(len(chunks)), label="phrase index: n-grams")
         for nt, keys, counts in outs:
             n_tokens += nt
             # views of what came back (read-only on a cluster), held until the layout is done
@@ -560,6 +567,29 @@ def _trim() -> None:
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+def _keep_heap() -> None:
+    """Let the C heap (glibc) keep what this process frees, up to 256 MB, and serve arrays up
+    to 32 MB from it, instead of giving them back to the system as it goes: in a process that
+    extracts chunk after chunk (a cluster's worker), each chunk's temporary arrays would
+    otherwise be pages touched anew, which in a VM cost as much as the work (benchmarks/README.md).
+    Not for the process that builds the index, whose peak memory this would raise."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
+        libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+
+
+#: glibc's ``mallopt`` parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def _chunks_per_group(n_chunks: int) -> int:
+    """How many chunks a cluster's worker takes at once: up to 8, so that what each group costs
+    the cluster (a few ms) is spread over several chunks, while a collection of a few dozen
+    chunks still makes 16 groups or more for the workers to share."""
+    return max(1, min(8, n_chunks // 16))
 
 
 @lru_cache(maxsize=1)

@@ -79,6 +79,9 @@ class SpillShards:
     """Stage 1 as an executor's worker: an item is ``(chunk, lo, texts)``; the chunk's packed
     keys are written per shard under ``spill``; the output is the chunk's number of tokens."""
 
+    #: no setup (see :mod:`audit.core.executor`)
+    light_setup = True
+
     def __init__(self, spill: str, lowercase: bool, max_n: int, packing: _Packing, s_bits: int):
         self.spill, self.lowercase, self.max_n, self.packing, self.s_bits = spill, lowercase, max_n, packing, s_bits
 
@@ -128,6 +131,9 @@ def _shard_dir(packing: _Packing, s_bits: int, s: int) -> tuple[int, int]:
 class BuildShard:
     """Stage 2 as an executor's worker: an item is a shard number; its spilled keys become the
     index's arrays in ``FOLDER/shard-S/``; the output is ``(n_ngrams, n_postings, n_multi_docs)``."""
+
+    #: no setup (see :mod:`audit.core.executor`)
+    light_setup = True
 
     def __init__(self, folder: str, packing: _Packing, s_bits: int):
         self.folder, self.packing, self.s_bits = folder, packing, s_bits
