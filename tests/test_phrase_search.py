@@ -294,6 +294,8 @@ def test_chunk_runs_are_given_back_bucket_by_bucket_and_only_those_laid_out():
 
 
 def test_index_is_the_same_with_its_pairs_mapped_or_in_the_heap(monkeypatch):
+    import mmap
+
     import attackers.phrase_search.index.build as build
 
     rng = np.random.default_rng(3)
@@ -301,8 +303,16 @@ def test_index_is_the_same_with_its_pairs_mapped_or_in_the_heap(monkeypatch):
     mapped = NgramIndex.build(texts, chunk_chars=4000, workers=2)
     monkeypatch.setattr(build._MappedRuns, "MAX_MAPS", 0)  # more chunks than maps allowed: pieces in the heap
     heap = NgramIndex.build(texts, chunk_chars=4000, workers=2)
+    # the index's own arrays without maps either (a system without them, or a reservation refused)
+    monkeypatch.setattr(build, "_MAP_FLAGS", -1)
+    grown = NgramIndex.build(texts, chunk_chars=4000, workers=2)
+    assert grown.keys.base is None and isinstance(mapped.keys.base.obj, mmap.mmap)
     for name in ("directory", "keys", "first", "multi_offsets", "multi_docs"):
         assert np.array_equal(getattr(mapped, name), getattr(heap, name)), name
+        assert np.array_equal(getattr(mapped, name), getattr(grown, name)), name
+    # a map holds no more than its values once the build is done
+    assert len(mapped.keys.base.obj) == mapped.keys.nbytes
+    assert len(mapped.multi_docs.base.obj) == mapped.multi_docs.nbytes
 
 
 def test_saved_index_reloads_identically_and_is_reused(tmp_path, monkeypatch):

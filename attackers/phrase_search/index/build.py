@@ -13,9 +13,11 @@ pairs (8 bytes each) and not the pairs plus the index.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import mmap
+import sys
 import threading
 import time
 from collections import deque
@@ -328,27 +330,50 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
 
 
 class _Grown:
-    """A numpy array grown in place (``ndarray.resize``: a ``realloc``, which for a large block
-    remaps its pages on Linux instead of copying them; the new tail is zero-filled), a sixteenth
-    of its expected size at a time, so that the index's arrays can grow while the buckets they
-    are made from are freed (allocated whole at the start, they would be counted, and on some
-    systems held, beside all the pairs)."""
+    """An array filled from its start, part after part, to at most ``capacity`` values, whose
+    memory is taken as it is written: an anonymous memory map of the capacity, reserved but not
+    backed (``MAP_NORESERVE``), so that the index's arrays can grow while the buckets they are
+    made from are freed (allocated and zeroed whole at the start, they would be counted, and on
+    some systems held, beside all the pairs), and are never copied nor zeroed as they grow.
+    Without such maps (another system, or a reservation refused) it grows in place instead
+    (``ndarray.resize``: a ``realloc``, zero-filled), a sixteenth of its expected size at a time."""
 
-    def __init__(self, dtype: Any):
-        self.arr = np.empty(0, dtype=dtype)
-        self.n = 0
+    def __init__(self, dtype: Any, capacity: int):
+        self.dtype, self.n = np.dtype(dtype), 0
+        self.map: mmap.mmap | None = None
+        try:
+            self.map = mmap.mmap(-1, max(1, capacity) * self.dtype.itemsize, flags=_MAP_FLAGS)
+        except _MAP_ERRORS:  # no anonymous maps, or the reservation refused
+            self.arr = np.empty(0, dtype=self.dtype)
+        else:
+            # (no huge pages: asked for here, they made the build 25% slower on this VM, benchmarks/README.md)
+            self.arr = np.frombuffer(self.map, dtype=self.dtype)
 
     def extend(self, part: np.ndarray, expected: float) -> None:
         """Append ``part``; ``expected``: about how many values the array will hold in the end."""
         need = self.n + len(part)
-        if need > len(self.arr):
+        if need > len(self.arr):  # never with a map: its capacity bounds the values
             self.arr.resize(max(need, self.n + int(expected) // 16), refcheck=False)
         self.arr[self.n:need] = part
         self.n = need
 
     def done(self) -> np.ndarray:
-        self.arr.resize(self.n, refcheck=False)
-        return self.arr
+        """The values, in an array that holds no more than they need."""
+        if self.map is None:
+            self.arr.resize(self.n, refcheck=False)
+            return self.arr
+        del self.arr  # the map's only view, so that it can shrink
+        with contextlib.suppress(*_MAP_ERRORS):  # not shrunk: the rest stays reserved but never backed
+            self.map.resize(max(1, self.n * self.dtype.itemsize))
+        return np.frombuffer(self.map, dtype=self.dtype, count=self.n)
+
+
+#: An anonymous private map, reserved without swap or commit accounting (Linux's MAP_NORESERVE,
+#: which Python's mmap module names only from 3.12): pages are taken only when written.
+_MAP_FLAGS = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0) | \
+    getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+#: What making an anonymous map, or shrinking it, raises where the system cannot.
+_MAP_ERRORS = (OSError, ValueError, AttributeError, SystemError)
 
 
 class _MappedRuns:
@@ -485,7 +510,8 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
     total = sum(len(p) for pieces in buckets for p in pieces)
     dir_lo, dir_n = dir_span or (0, 1 << packing.dir_bits)
     dir_counts = np.zeros(dir_n + 1, dtype=np.int64)
-    grown = [_Grown(np.uint32) for _ in range(4)]  # keys, first, multi_docs, multi_counts
+    # keys, first, multi_docs, multi_counts: at most one of each per pair (a half for the counts)
+    grown = [_Grown(np.uint32, cap) for cap in (total, total, total, total // 2)]
 
     def entries(bucket: int) -> tuple[int, int]:
         """The directory entries of ``bucket`` in this directory, (first, how many) (a bucket may
