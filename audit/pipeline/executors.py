@@ -5,12 +5,11 @@ dataset, one row per group, through ``map_batches`` over a pool of actors: each 
 the worker once (its ``setup()`` loads the model) and then takes group after group. A worker
 marked ``light_setup`` (its ``setup()`` loads nothing) runs as Ray tasks instead, set up for
 each group: Ray keeps a task's process for later tasks, where each stage's actors start
-processes of their own. Rows carry
-the group's position, so outputs come back in order whatever finished first. Items and outputs
-travel pickled (a Ray Data column of bytes), so a worker may take and return any picklable
-object (documents, findings, numpy arrays); the large arrays of an output travel beside the
-pickle, out of band (pickle protocol 5), as a Ray Data tensor column that the driver reads
-without unpickling or copying it (:func:`_pack`).
+processes of their own. Rows carry the group's position, so outputs come back in order
+whatever finished first. Items and outputs travel pickled (a Ray Data column of bytes), so a
+worker may take and return any picklable object (documents, findings, numpy arrays); the
+large arrays of an output travel beside the pickle, out of band (pickle protocol 5), as a Ray
+Data tensor column that the driver reads without unpickling or copying it (:func:`_pack`).
 
 Addresses: ``local`` starts a Ray on this machine for the run (and stops it at the end),
 ``auto`` joins the cluster this machine belongs to (``ray start --head`` / ``ray start
