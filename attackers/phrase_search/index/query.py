@@ -157,9 +157,9 @@ class NgramIndex:
         # each list's positions in multi_docs; a single document's "position" is the document
         pos = np.repeat(refs - starts, dfs)
         pos += np.arange(len(pos))
-        single = dfs == 1
         if not (dfs > 1).any():
             return pos
+        single = dfs == 1
         at = starts[single]
         pos[at] = 0  # read a placeholder for the single documents, then put them in place
         out = np.asarray(self.multi_docs[pos]).astype(np.int64)

@@ -43,6 +43,7 @@ from attackers.phrase_search.index.build import (
     DocInfo,
     _chunks,
     _Clock,
+    _hint_slow_sort,
     _layout,
     _Packing,
     base_config,
@@ -174,6 +175,7 @@ def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: in
     shutil.rmtree(folder / "spill", ignore_errors=True)
     tok = Tokenizer(lowercase=lowercase)
     packing = _Packing.for_collection(D, min_hash_bits)
+    _hint_slow_sort()
     if s_bits > packing.dir_bits:
         raise AnonauditError(f"{shards} shards need at least {s_bits + 32} hash bits; this index keeps "
                              f"{packing.hash_bits} (min_hash_bits)")
