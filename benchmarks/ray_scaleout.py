@@ -157,9 +157,10 @@ def stage_attack(scenario: Scenario, release: Release, executor: Executor, **kw)
 
 
 def stage_embed(texts: list[str], executor: Executor | None) -> tuple[float, np.ndarray]:
-    emb = Embedder(None, cache=False, **({"executor": executor} if executor is not None else {}))
-    emb.encode(texts[:8]) if executor is None else None  # warm the local model like a worker's setup
+    """The embedding stage, its model's load included on both sides: locally in this process
+    (and torch's import, the first time), on Ray in each worker (with its process's start)."""
     t0 = time.perf_counter()
+    emb = Embedder(None, cache=False, **({"executor": executor} if executor is not None else {}))
     vecs = emb.encode(texts)
     return time.perf_counter() - t0, vecs
 
