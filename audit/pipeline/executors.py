@@ -221,6 +221,11 @@ class RayExecutor(Executor):
         address = self.address
         if address == "local":
             kw.update(num_cpus=self.num_cpus, object_store_memory=self.object_store_memory)
+            # Ray ends idle worker processes beyond one a CPU, counting the stages' actors and Ray
+            # Data's own: a task stage after an actor stage would then start its processes anew
+            # (1.2-1.5 s here); room for a CPU's worth of each, and Ray Data's, keeps them
+            cpus = self.num_cpus or os.cpu_count() or 1
+            kw["_system_config"] = {"num_workers_soft_limit": 2 * cpus + 8}
             # workers import this very checkout (not another installed copy)
             paths = [p for p in sys.path if p and os.path.isdir(p)]
             kw["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}}
