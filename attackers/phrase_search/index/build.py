@@ -281,7 +281,8 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
                  executor: Any = None) -> tuple[int, list[list[np.ndarray]], Any]:
     """The number of tokens, per bucket its chunks' keys, each sorted and distinct (a pair
     belongs to one chunk, its document's, so the chunks' keys are also disjoint), and what gives
-    their memory back as the layout goes (:meth:`_MappedRuns.release`, or None). With a
+    their memory back as the layout goes (:meth:`_MappedRuns.release`, :func:`_hold_to_the_end`,
+    or None: trim the heap). With a
     distributed ``executor`` the chunks' n-grams are extracted by its workers (:class:`ChunkKeys`)."""
     chunks = _chunks(texts, chunk_chars)
     buckets: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
@@ -296,7 +297,7 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
                 buckets[i % packing.n_buckets].append(part)
         del outs
         clock.lap("keys")
-        return n_tokens, buckets, None
+        return n_tokens, buckets, _hold_to_the_end
     bar = _progress(progress, total=len(chunks), desc="indexing")
     mapped = _MappedRuns() if _MappedRuns.usable(len(chunks)) else None
 
@@ -327,6 +328,12 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
         bar.close()
     clock.lap("keys")
     return n_tokens, buckets, None if mapped is None else mapped.release
+
+
+def _hold_to_the_end(j: int) -> None:
+    """The release of pieces that cannot be given back before the layout ends: views of what a
+    cluster sent, whose blocks each hold every bucket of their chunks (and are not in the heap,
+    so trimming it would give back nothing of theirs)."""
 
 
 class _Grown:
@@ -400,7 +407,7 @@ class _MappedRuns:
         if not len(keys):
             return _split_buckets(keys, counts)
         # private: MADV_DONTNEED frees a private anonymous page (a shared one stays in memory)
-        mm = mmap.mmap(-1, keys.nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        mm = mmap.mmap(-1, keys.nbytes, flags=_MAP_FLAGS)
         arr = np.frombuffer(mm, dtype=keys.dtype, count=len(keys))
         arr[:] = keys
         with self.lock:
