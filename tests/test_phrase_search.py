@@ -7,6 +7,8 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attackers.phrase_search.index import NgramIndex, Tokenizer
 from attackers.phrase_search.index.build import FORMAT, MULTI
@@ -222,6 +224,75 @@ def test_ngrams_do_not_cross_sentences_and_phrase_api():
     tok = Tokenizer()
     toks = tok.tokenize("Mr. Smith arrived. Then he left.")
     assert toks.seg.tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def reference_tokens(text: str, lowercase: bool = True, doc_starts: tuple[int, ...] = ()):
+    """The tokeniser's rules (package docstring, "Tokenisation" and "Hashing") read plainly, one
+    character at a time, in Python integers: ``(start, end, hash, starts_segment)`` per token."""
+    from attackers.phrase_search.index.hashing import CHAR_MULT, MIX1, MIX2
+    from attackers.phrase_search.index.tokenizer import ABBREVIATIONS, JOINERS, NEWLINES, TERMINALS, _tables
+
+    value = _tables(lowercase)["value"]
+    mask = (1 << 64) - 1
+
+    def mix(x: int) -> int:
+        x ^= x >> 30
+        x = x * MIX1 & mask
+        x ^= x >> 27
+        x = x * MIX2 & mask
+        return x ^ x >> 31
+
+    def word(i: int) -> bool:
+        return 0 <= i < len(text) and ord(text[i]) < 0xFFFF and text[i].isalnum()
+
+    inword = [word(i) or (text[i] in JOINERS and word(i - 1) and word(i + 1)) for i in range(len(text))]
+    spans, i = [], 0
+    while i < len(text):
+        if inword[i]:
+            j = i
+            while j < len(text) and inword[j]:
+                j += 1
+            spans.append((i, j))
+            i = j
+        else:
+            i += 1
+    out = []
+    for t, (s, e) in enumerate(spans):
+        h = sum(int(value[ord(c)]) * pow(CHAR_MULT, k, 1 << 64) for k, c in enumerate(text[s:e])) & mask
+        gap = text[spans[t - 1][1]:s] if t else text[:s]
+        # a document starts at the first token at or after its offset
+        new = any(c in NEWLINES for c in gap) or any((spans[t - 1][0] if t else -1) < d <= s for d in doc_starts)
+        if t and any(c in TERMINALS for c in gap) and ord(text[s]) < 0xFFFF and text[s].isupper():
+            before = text[spans[t - 1][0]:spans[t - 1][1]]
+            initial = len(before) == 1 and not before.isdigit()
+            abbreviations = ABBREVIATIONS if lowercase else ABBREVIATIONS + [a.title() for a in ABBREVIATIONS]
+            known = (before.lower() if lowercase else before) in abbreviations
+            new = new or not (initial or known)
+        out.append((s, e, mix(h), new))
+    return out
+
+
+#: pieces of text that exercise every rule: joiners, full stops, newlines, capitals (and
+#: capitals whose lower case is two characters), abbreviations, initials, digits, astral
+#: characters; and any character at all
+PIECES = st.sampled_from(list("ab C.\n'’-,9Äé!?/&:İß\u2028\u2010\x0b") + [
+    "Mr", "e.g", "J", "😀", "Etc", "No", " Mr. Smith", " J. Smith", " 9. Then", " no. Then", " x. Then",
+    " Vs. Ab", "! É", ". İ"]) | st.characters()
+
+
+@given(text=st.lists(PIECES, max_size=30).map("".join),
+       lowercase=st.booleans(), cuts=st.lists(st.integers(0, 60), max_size=3))
+@settings(max_examples=400, deadline=None, derandomize=True)
+def test_tokenizer_follows_its_rules_character_by_character(text, lowercase, cuts):
+    """The compiled tokeniser (one pass over the code points) against the rules read plainly:
+    the same tokens, hashes and segments, whatever the characters."""
+    doc_starts = tuple(sorted({c for c in cuts if c <= len(text)}))
+    toks = Tokenizer(lowercase=lowercase).tokenize(text, doc_starts=np.array(doc_starts, dtype=np.int64))
+    expected = reference_tokens(text, lowercase, doc_starts)
+    assert list(zip(toks.start.tolist(), toks.end.tolist(), toks.hash.tolist())) == [t[:3] for t in expected]
+    if len(toks):
+        starts_segment = np.concatenate(([expected[0][3]], np.diff(toks.seg) > 0))
+        assert starts_segment.tolist() == [t[3] for t in expected]
 
 
 def brute_force_df(texts: list[str], max_n: int) -> dict[tuple[int, ...], set[int]]:

@@ -1,4 +1,4 @@
-"""A compact inverted index of word n-grams, built with vectorised numpy.
+"""A compact inverted index of word n-grams, built with vectorised numpy and two compiled loops.
 
 The phrase-search attack and the delinker sanitizer ask one question millions of
 times: "in how many documents of the collection does this phrase occur, and
@@ -20,8 +20,8 @@ opens instantly and is shared between processes through the page cache. A lookup
 reads the directory entry of the hash's top bits and halves the few keys under it
 (a few dozen at most) for all needles at once.
 
-Tokenisation (:class:`Tokenizer`) works on the text's code points as one numpy
-array, without a Python loop per word: word characters are letters and digits;
+Tokenisation (:class:`Tokenizer`) reads the text's code points as one numpy array in one
+compiled pass (:mod:`~attackers.phrase_search.index.kernels`): word characters are letters and digits;
 ``- ' ’ . / , : &`` between two word characters stay inside a token ("36110/97",
 "non-governmental", "1,000", "e.g"); everything else separates tokens.
 Sentence boundaries are rules, not a parser: a newline, or ``.``/``!``/``?``
@@ -32,7 +32,7 @@ errs towards keeping sentences together; n-grams never cross a boundary.
 
 Hashing: each code point (lower-cased; ’ folded to ', Unicode hyphens to -) has
 a fixed pseudo-random 64-bit value; a token's hash is the polynomial of those
-values mod 2^64 (vectorised with prefix sums), finalised with splitmix64; an
+values mod 2^64, finalised with splitmix64; an
 n-gram's hash is the polynomial of its token hashes plus n times a constant.
 The index keeps the hash's top ``b = hash_bits`` bits (see the config): ``min_hash_bits``
 (default 52, between 40 and 56), or fewer when the collection has more than 2^20
@@ -60,6 +60,7 @@ Import the index from this package, ``from attackers.phrase_search.index import 
 (the phrase-search attack and sanitizers such as a delinker share it); its modules are
 :mod:`~attackers.phrase_search.index.tokenizer` (tokens and sentence boundaries),
 :mod:`~attackers.phrase_search.index.hashing` (token and n-gram hashes),
+:mod:`~attackers.phrase_search.index.kernels` (the tokeniser's and the build's compiled loops),
 :mod:`~attackers.phrase_search.index.build` (the sorted, packed keys and the CSR arrays),
 :mod:`~attackers.phrase_search.index.storage` (save and load) and
 :mod:`~attackers.phrase_search.index.query` (:class:`NgramIndex` and its queries).

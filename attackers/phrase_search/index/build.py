@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from attackers.phrase_search.index.hashing import MASK64, U64, iter_ngram_hashes, top_bits_mask
+from attackers.phrase_search.index.hashing import MASK64, U64, top_bits_mask
+from attackers.phrase_search.index.kernels import kernels
 from attackers.phrase_search.index.tokenizer import Tokenizer
 from attackers.phrase_search.index import windows
 from attackers.phrase_search.index.windows import iter_windows, window_ngrams
@@ -224,12 +225,10 @@ class ChunkKeys:
         self.threads: int | None = None
 
     def setup(self) -> None:
-        from attackers.phrase_search.index.hashing import _pow_tables
-
         _keep_heap()  # this process only extracts chunks: reuse their memory, do not give it back
-        _pow_tables()  # the code-point tables, once per worker
         _sort_kinds()  # which of numpy's sorts is faster here, timed once per worker
-        Tokenizer(lowercase=self.lowercase).tokenize("Warm up.")
+        # the code-point tables and the compiled kernels (from numba's cache), once per worker
+        chunk_runs(0, ["Warm up."], Tokenizer(lowercase=self.lowercase), self.max_n, self.packing)
 
     def __call__(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, np.ndarray, np.ndarray]]:
         tok = Tokenizer(lowercase=self.lowercase)
@@ -356,13 +355,17 @@ class _Grown:
             # (no huge pages: asked for here, they made the build 25% slower on this VM, benchmarks/README.md)
             self.arr = np.frombuffer(self.map, dtype=self.dtype)
 
-    def extend(self, part: np.ndarray, expected: float) -> None:
-        """Append ``part``; ``expected``: about how many values the array will hold in the end."""
-        need = self.n + len(part)
+    def tail(self, n: int, expected: float) -> np.ndarray:
+        """Room for ``n`` more values after those written, to write them into (then
+        :meth:`advance`); ``expected``: about how many values the array will hold in the end."""
+        need = self.n + n
         if need > len(self.arr):  # never with a map: its capacity bounds the values
             self.arr.resize(max(need, self.n + int(expected) // 16), refcheck=False)
-        self.arr[self.n:need] = part
-        self.n = need
+        return self.arr[self.n:need]
+
+    def advance(self, n: int) -> None:
+        """``n`` more values were written into the :meth:`tail`."""
+        self.n += n
 
     def done(self) -> np.ndarray:
         """The values, in an array that holds no more than they need."""
@@ -425,79 +428,18 @@ class _MappedRuns:
                 run[2] = upto
 
 
-class _Scratch:
-    """Arrays reused from bucket to bucket (a bucket's merged pairs, the layout's temporaries and
-    its outputs until they are copied into the index): allocated for each bucket, they would be
-    given back by :func:`_trim` and touched anew for the next one, which in a VM costs about
-    2 ms a MB."""
+class _Merged:
+    """The array a bucket's pieces are merged into, reused from bucket to bucket: allocated
+    for each, it would be given back by :func:`_trim` and touched anew for the next one, which
+    in a VM costs about 2 ms a MB."""
 
     def __init__(self) -> None:
-        self.arrays: dict[str, np.ndarray] = {}
-        self.counting = np.zeros(0, dtype=np.uint32)
+        self.arr = np.zeros(0, dtype=U64)
 
-    def get(self, name: str, n: int, dtype: Any) -> np.ndarray:
-        arr = self.arrays.get(name)
-        if arr is None or len(arr) < n or arr.dtype != dtype:
-            arr = self.arrays[name] = np.empty(n + n // 4, dtype=dtype)
-        return arr[:n]
-
-    def arange(self, n: int, dtype: Any) -> np.ndarray:
-        """0, 1, ..., n - 1 (kept, extended when a longer one is asked for)."""
-        if len(self.counting) < n or self.counting.dtype != dtype:
-            self.counting = np.arange(n + n // 4, dtype=dtype)
-        return self.counting[:n]
-
-
-def _bucket_layout(part: np.ndarray, bucket: int, packing: _Packing, dir_first: int, dir_n: int,
-                   scratch: _Scratch) -> tuple[np.ndarray, ...]:
-    """The index's arrays for one bucket's sorted, distinct keys ``part`` (overwritten):
-    ``(keys, first, multi, multi_docs, multi_counts, dir_counts)``; ``first`` numbers the
-    bucket's n-grams with two documents or more from 0 (flagged with :data:`MULTI`), which
-    ``multi`` marks; ``dir_counts`` counts the keys of the directory's entries ``dir_first`` to
-    ``dir_first + dir_n``, where they all fall. Every array but ``dir_counts`` is ``scratch``'s
-    (written with ``out=``): valid until ``scratch`` is used again."""
-    docmask, t_bits = packing.docmask, packing.t_bits
-    d, b = packing.dir_bits, packing.hash_bits
-    n = len(part)
-    tmp = scratch.get("tmp", n, U64)
-    # an n-gram's posting list starts where the hash part changes (and at the bucket's start);
-    # new[n], the next list's start, ends the last one
-    new = scratch.get("new", n + 1, bool)
-    new[0] = new[n] = True
-    np.bitwise_xor(part[1:], part[:-1], out=tmp[:n - 1])
-    np.greater(tmp[:n - 1], docmask, out=new[1:n])
-    m = int(np.count_nonzero(new[:n]))  # n-grams
-    idx = np.uint32 if n < 2**32 else np.int64
-    starts = np.compress(new[:n + 1], scratch.arange(n + 1, idx), out=scratch.get("starts", m + 1, idx))
-    df = np.subtract(starts[1:], starts[:m], out=scratch.get("df", m, idx))
-    starts = starts[:m]
-    top = np.take(part, starts, out=scratch.get("top", m, U64))
-    # the stored key: the 32 hash bits below the directory's (packed, they sit t_bits higher)
-    keys = scratch.get("keys", m, np.uint32)
-    np.copyto(keys, np.right_shift(top, U64(64 - b + t_bits), out=tmp[:m]), casting="unsafe")
-    # the directory's bits: the bucket's t_bits that left the packed key, then the next d - t_bits
-    top >>= U64(64 - d + t_bits)
-    if t_bits:
-        top |= packing.shifted_out(U64(bucket)) << U64(d - t_bits)
-    top -= U64(dir_first)
-    dir_counts = np.bincount(top.view(np.int64), minlength=dir_n)
-    part &= docmask
-    docs = scratch.get("docs", n, np.uint32)
-    np.copyto(docs, part, casting="unsafe")
-    # ``first``: the document of an n-gram found in one; else MULTI | its number among the others
-    first = np.take(docs, starts, out=scratch.get("first", m, np.uint32))
-    multi = np.not_equal(df, 1, out=scratch.get("multi", m, bool))
-    number = np.cumsum(multi, dtype=np.uint32, out=scratch.get("number", m, np.uint32))
-    n_multi = int(number[-1]) if m else 0
-    number -= np.uint32(1)
-    number |= np.uint32(MULTI)
-    np.copyto(first, number, where=multi)
-    # a pair is in a posting list unless it starts a list that the next pair starts too
-    in_list = np.logical_and(new[:n], new[1:], out=scratch.get("in_list", n, bool))
-    np.logical_not(in_list, out=in_list)
-    multi_docs = np.compress(in_list, docs, out=scratch.get("multi_docs", n - m + n_multi, np.uint32))
-    multi_counts = np.compress(multi, df, out=scratch.get("multi_counts", n_multi, idx))
-    return keys, first, multi, multi_docs, multi_counts, dir_counts
+    def get(self, n: int) -> np.ndarray:
+        if len(self.arr) < n:
+            self.arr = np.empty(n + n // 4, dtype=U64)
+        return self.arr[:n]
 
 
 def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
@@ -507,9 +449,9 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
     keys (of the buckets ``bucket_ids``, in increasing order, when not all of them: a shard,
     whose directory covers only its entries ``dir_span``, (first, how many)).
 
-    Bucket by bucket, in order (their key ranges follow each other): its chunks' runs are merged,
-    laid out (:func:`_bucket_layout`) on ``workers`` threads, and appended to arrays that grow in
-    place, and every :data:`FREE_EVERY` buckets the memory of those laid out is given back:
+    Bucket by bucket, in order (their key ranges follow each other): its chunks' runs are merged
+    (sorted) on ``workers`` threads, and laid out (the kernel ``lay_out`` of
+    :mod:`~attackers.phrase_search.index.kernels`) straight into arrays that grow in place; every :data:`FREE_EVERY` buckets the memory of those laid out is given back:
     ``release(j)`` when given (:meth:`_MappedRuns.release`: buckets up to ``j`` are done), else
     the heap is trimmed; so the pairs and the index never both live whole (the build's peak:
     the index is about 0.9x the pairs it is made from)."""
@@ -528,34 +470,40 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
         return at - dir_lo, end - at
 
     spans = [entries(b) for b in ids]
-    # one set of scratch arrays per bucket in flight: the one being copied into the index and
-    # those the threads lay out meanwhile (:func:`_in_order` runs at most ``workers`` ahead)
-    slots = [_Scratch() for _ in range(workers + 1 if workers > 1 else 1)]
+    # one array per bucket in flight: the one being laid out and those the threads merge
+    # meanwhile (:func:`_in_order` runs at most ``workers`` ahead)
+    slots = [_Merged() for _ in range(workers + 1 if workers > 1 else 1)]
 
-    def one(j: int) -> tuple[int, tuple[np.ndarray, ...]] | None:
+    def merged(j: int) -> np.ndarray | None:
         pieces = buckets[j]
         buckets[j] = None  # type: ignore[call-overload]  # freed as merged
         n = sum(len(p) for p in pieces)
-        if not n:
-            return None
-        scratch = slots[j % len(slots)]
-        part = _merge_sorted(pieces, out=scratch.get("merged", n, U64))
-        return n, _bucket_layout(part, ids[j], packing, dir_lo + spans[j][0], spans[j][1], scratch)
+        return _merge_sorted(pieces, out=slots[j % len(slots)].get(n)) if n else None
 
+    # a stored key: the 32 hash bits below the directory's (packed, they sit t_bits higher);
+    # a directory entry: the bucket's t_bits that left the packed key, then the next d - t_bits
+    d, t_bits = packing.dir_bits, packing.t_bits
+    key_shift, dir_shift = U64(64 - packing.hash_bits + t_bits), U64(64 - d + t_bits)
+    lay_out = kernels().lay_out
     done, n_multi = 0, 0
     _trim()  # the chunks' temporary arrays, freed, back to the system before the index grows
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        for j, out in enumerate(_in_order(pool, one, len(ids), workers)):
-            if out is None:
+        for j, part in enumerate(_in_order(pool, merged, len(ids), workers)):
+            if part is None:
                 continue
-            pairs, (keys, first, multi, multi_docs, multi_counts, counts) = out
-            done += pairs
-            np.add(first, np.uint32(n_multi), out=first, where=multi)  # the bucket's numbering, made global
-            n_multi += len(multi_counts)
-            for g, arr in zip(grown, (keys, first, multi_docs, multi_counts)):
-                g.extend(arr, (g.n + len(arr)) * total / done)
+            n = len(part)
+            done += n
             at, span = spans[j]
-            dir_counts[at + 1:at + 1 + span] += counts
+            high = int(packing.shifted_out(U64(ids[j]))) << (d - t_bits) if t_bits else 0
+            # written after the arrays' values: at most one key, first and listed document a
+            # pair, and one list every two pairs (views not kept: the maps shrink when done)
+            m, lists, listed = lay_out(part, packing.docmask, key_shift, dir_shift, U64(high), U64(dir_lo + at),
+                                       U64(n_multi), U64(MULTI),
+                                       *(g.tail(k, (g.n + k) * total / done) for g, k in zip(grown, (n, n, n, n // 2))),
+                                       dir_counts[at + 1:at + 1 + span])
+            for g, k in zip(grown, (m, m, listed, lists)):
+                g.advance(k)
+            n_multi += lists
             if j % FREE_EVERY == FREE_EVERY - 1:
                 if release is not None:
                     release(j)
@@ -659,15 +607,8 @@ def _chunk_runs(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
     toks = tok.tokenize(joined, doc_starts=doc_starts)
     per_doc = np.diff(np.searchsorted(toks.start, doc_starts), append=len(toks))
     doc_of_tok = np.repeat(np.arange(hi - lo, dtype=U64), per_doc)
-    kept = U64(packing.hash_mask)
     key = np.empty(len(toks) * max_n, dtype=U64)
-    filled = 0
-    for _n, valid, h in iter_ngram_hashes(toks, max_n):
-        end = filled + len(h)
-        h &= kept
-        h |= doc_of_tok[: len(valid)][valid]
-        key[filled:end] = h
-        filled = end
+    filled = kernels().ngram_keys(toks.hash, toks.seg, doc_of_tok, max_n, U64(packing.hash_mask), key)
     # what is kept until the buckets are laid out is only the distinct (n-gram, document) pairs
     # (the chunk's buffer, max_n keys per token, is freed)
     key = _compact_unique(key[:filled])

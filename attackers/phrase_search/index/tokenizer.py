@@ -1,5 +1,5 @@
 """Word tokenisation with rule-based sentence boundaries, over a text's code points as one
-numpy array (the "Tokenisation" section of the package docstring)."""
+numpy array read in one compiled pass (the "Tokenisation" section of the package docstring)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from attackers.phrase_search.index.hashing import U64, splitmix, token_hash
+from attackers.phrase_search.index.hashing import U64, splitmix
+from attackers.phrase_search.index.kernels import CLIP, JOIN, NL, TERM, WORD, kernels
 
 TOKENIZER_NAME = "anonaudit-words/1"
 
@@ -23,8 +24,6 @@ ABBREVIATIONS = (
 JOINERS = "-'’./,:&\u2010\u2011"
 TERMINALS = ".!?"
 NEWLINES = "\n\r\u2028\u2029\x0b\x0c"
-
-_WORD, _JOIN, _TERM, _NL = 1, 2, 4, 8  # character classes
 
 
 @lru_cache(maxsize=2)
@@ -54,22 +53,19 @@ def _tables(lowercase: bool = True) -> dict[str, np.ndarray]:
     term[[ord(c) for c in TERMINALS]] = True
     nl = np.zeros(size, dtype=bool)
     nl[[ord(c) for c in NEWLINES]] = True
-    word[0xFFFF] = join[0xFFFF] = False  # code points beyond the BMP are clipped to 0xFFFF
-    # one byte of character classes, so a text needs a single table lookup
-    cls = (word * _WORD | join * _JOIN | term * _TERM | nl * _NL).astype(np.uint8)
+    word[CLIP] = join[CLIP] = False  # code points beyond the BMP read this entry: in no class
+    # one byte of character classes (the kernel's bits), so a character needs a single lookup
+    cls = (word * WORD | join * JOIN | term * TERM | nl * NL).astype(np.uint8)
     return {"cls": cls, "upper": upper, "value": value}
 
 
 def _hash_strings(tokens: Iterable[str], lowercase: bool = True) -> np.ndarray:
-    """Token hashes of plain strings, each taken as one token (e.g. abbreviations)."""
+    """Token hashes of plain strings, each one token (e.g. abbreviations)."""
     tokens = list(tokens)
-    if not tokens:
-        return np.zeros(0, dtype=U64)
-    text = "".join(tokens)
-    cp = np.minimum(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32), 0xFFFF)
-    lens = np.array([len(t) for t in tokens], dtype=np.int64)
-    ends = np.cumsum(lens)
-    return token_hash(_tables(lowercase)["value"][cp], ends - lens, ends)
+    starts, _ends, hashes, _boundary = _scan(" ".join(tokens), lowercase, np.zeros(0, dtype=U64), None)
+    if len(starts) != len(tokens):
+        raise ValueError(f"not one token each: {tokens!r}")
+    return hashes
 
 
 @lru_cache(maxsize=2)
@@ -122,81 +118,30 @@ class Tokenizer:
         that overlap or touch them are marked not ok and split segments.
         ``doc_starts`` (character offsets) start a new segment, for many
         documents joined into one text."""
-        tab = _tables(self.lowercase)
-        cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        L = len(cp)
-        empty = Tokens(*(np.zeros(0, dtype=np.int64) for _ in range(2)), np.zeros(0, dtype=U64),
-                       np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
-        if L == 0:
-            return empty
-        astral = bool(cp.max() > 0xFFFF)
-        cpc = np.minimum(cp, 0xFFFF) if astral else cp
-        cls = tab["cls"][cpc]
-        starts, ends, inword = _token_spans(cls)
-        nt = len(starts)
-        if nt == 0:
-            return empty
-        values = tab["value"][cpc]
-        if astral:  # keep code points beyond the BMP distinct
-            big = cp > 0xFFFF
-            values[big] = splitmix(cp[big].astype(U64) + U64(0x9E3779B97F4A7C15))
-        hashes = token_hash(values, starts, ends)
-        boundary = self._sentence_starts(tab, cls, cpc, inword, starts, ends, hashes)
-        ok = np.ones(nt, dtype=bool)
-        if doc_starts is not None and len(doc_starts):
-            idx = np.searchsorted(starts, np.asarray(doc_starts), side="left")
-            boundary[idx[idx < nt]] = True
-        if len(blocked):
-            bad, cuts = _blocked_tokens(blocked, starts, ends, L)
+        starts, ends, hashes, boundary = _scan(text, self.lowercase, _abbrev_hashes(self.lowercase), doc_starts)
+        ok = np.ones(len(starts), dtype=bool)
+        if len(blocked) and len(starts):
+            bad, cuts = _blocked_tokens(blocked, starts, ends, len(text))
             ok &= ~bad
             boundary[1:] |= cuts
             boundary |= bad
-        seg = np.cumsum(boundary)
-        return Tokens(starts.astype(np.int64), ends.astype(np.int64), hashes, seg, ok)
-
-    def _sentence_starts(self, tab: dict[str, np.ndarray], cls: np.ndarray, cpc: np.ndarray, inword: np.ndarray,
-                         starts: np.ndarray, ends: np.ndarray, hashes: np.ndarray) -> np.ndarray:
-        """Whether each token starts a sentence: after a newline, or after a full stop when it
-        is capitalised and the token before the stop is neither an abbreviation nor an initial."""
-        nt = len(starts)
-        # sentence boundaries, found from the (few) newlines and full stops outside tokens
-        boundary = np.zeros(nt + 1, dtype=bool)
-        # one scan of the text for the rare characters of either kind, then each kind among those
-        rare = np.flatnonzero((cls & (_NL | _TERM)) != 0)  # a bool mask: several times faster to scan
-        rare_cls = cls[rare]
-        boundary[np.searchsorted(starts, rare[(rare_cls & _NL) != 0])] = True
-        stops = rare[((rare_cls & _TERM) != 0) & ~inword[rare]]
-        t = np.searchsorted(starts, stops)  # non-decreasing, as ``stops`` is
-        t = t[(t > 0) & (t < nt)]
-        if len(t) > 1:
-            t = t[np.concatenate(([True], t[1:] != t[:-1]))]
-        if len(t):
-            prev = t - 1
-            first_char = cpc[starts[prev]]
-            # a single letter before the stop is an initial ("J. Smith"); a single digit a list number
-            single_letter = (ends[prev] - starts[prev] == 1) & ~((first_char >= ord("0")) & (first_char <= ord("9")))
-            abbr = _abbrev_hashes(self.lowercase)
-            pos = np.minimum(np.searchsorted(abbr, hashes[prev]), len(abbr) - 1)
-            known = abbr[pos] == hashes[prev]
-            boundary[t[tab["upper"][cpc[starts[t]]] & ~known & ~single_letter]] = True
-        return boundary[:nt]
+        return Tokens(starts, ends, hashes, np.cumsum(boundary), ok)
 
 
-def _token_spans(cls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Start and end offsets of the tokens of a text with character classes ``cls``, and which
-    characters are inside a token (word characters, and joiners between two of them)."""
-    L = len(cls)
-    word = (cls & _WORD).view(bool)
-    inword = word.copy()
-    if L > 2:
-        inword[1:-1] |= ((cls[1:-1] & _JOIN) != 0) & word[:-2] & word[2:]
-    # tokens are maximal runs of in-word characters
-    edge = np.flatnonzero(inword[1:] != inword[:-1]) + 1
-    if inword[0]:
-        edge = np.concatenate(([0], edge))
-    if inword[-1]:
-        edge = np.concatenate((edge, [L]))
-    return edge[0::2], edge[1::2], inword
+def _scan(text: str, lowercase: bool, abbr: np.ndarray,
+          doc_starts: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(starts, ends, hashes, boundary)`` of the tokens of ``text``: their character spans,
+    their hashes, and whether each starts a segment (the kernel ``scan_tokens`` of
+    :mod:`~attackers.phrase_search.index.kernels`); views of arrays sized for the most tokens a
+    text of its length can have."""
+    tab = _tables(lowercase)
+    cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    cap = (len(cp) + 1) // 2  # tokens are separated by at least one character
+    starts, ends = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
+    hashes, boundary = np.empty(cap, dtype=U64), np.empty(cap, dtype=bool)
+    docs = np.zeros(0, dtype=np.int64) if doc_starts is None else np.sort(np.asarray(doc_starts, dtype=np.int64))
+    nt = kernels().scan_tokens(cp, tab["cls"], tab["value"], tab["upper"], abbr, docs, starts, ends, hashes, boundary)
+    return starts[:nt], ends[:nt], hashes[:nt], boundary[:nt]
 
 
 def _blocked_tokens(blocked: Sequence[tuple[int, int]], starts: np.ndarray, ends: np.ndarray,

@@ -1,0 +1,195 @@
+"""The index's loops over characters, tokens and pairs, compiled with numba: a text's tokens
+(spans, hashes, sentence boundaries) in one pass over its code points, a chunk's packed n-gram
+keys in one pass over its tokens, and a bucket's layout into the index's arrays in one pass
+over its sorted pairs.
+
+Written as array expressions in numpy, the same work took a dozen passes over every character
+and about twenty over every token or pair, each with its temporary array: 115 ns a word against
+33 ns compiled for the first two (benchmarks/README.md). The kernels release the GIL, so the build's threads run them
+side by side. They are compiled on first use (about 1.5 s) and cached on disk beside this file,
+or in numba's user-wide cache where this folder cannot be written; numba is imported only then,
+so importing the index costs nothing.
+
+What they compute is defined in the package docstring ("Tokenisation", "Hashing"); the tests
+hold them to a plain Python reading of the same rules (``tests/test_phrase_search.py``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from attackers.phrase_search.index.hashing import CHAR_MULT, LEN_MIX, MIX1, MIX2, TOKEN_MULT
+
+#: Character classes: one byte a code point in the tokenizer's table, these its bits.
+WORD, JOIN, TERM, NL = 1, 2, 4, 8
+#: Code points beyond the Basic Multilingual Plane read the table's last entry (in no class).
+CLIP = 0xFFFF
+
+
+@lru_cache(maxsize=1)
+def kernels() -> SimpleNamespace:
+    """The compiled kernels, ``scan_tokens``, ``ngram_keys`` and ``lay_out`` (compiled, or
+    loaded from the cache, on the first call of each)."""
+    import numba
+
+    def jit(fn: Any) -> Any:
+        try:
+            return numba.njit(cache=True, nogil=True)(fn)
+        except RuntimeError:  # no folder to cache in: compile in every process instead
+            return numba.njit(nogil=True)(fn)
+
+    u64 = np.uint64
+    mix1, mix2, char_mult = u64(MIX1), u64(MIX2), u64(CHAR_MULT)
+    token_mult, len_mix = u64(TOKEN_MULT), u64(LEN_MIX)
+    s30, s27, s31 = u64(30), u64(27), u64(31)
+    word, join, term, nl, clip = WORD, JOIN, TERM, NL, CLIP
+
+    @jit
+    def scan_tokens(cp, cls, value, upper, abbr, doc_starts, starts, ends, hashes, boundary):  # pragma: no cover
+        """Fill ``starts``, ``ends``, ``hashes`` and ``boundary`` (whether the token starts a
+        segment) for the tokens of the code points ``cp``; return how many there are.
+
+        A token starts at a word character and goes on over word characters and over joiners
+        that have a word character on both sides. A token starts a segment after a newline,
+        at a document's start (``doc_starts``, sorted character offsets: the first token at or
+        after each), or after a full stop (``.!?`` outside a token) when it starts with a
+        capital and the token before the stop is neither an abbreviation (``abbr``: sorted
+        hashes) nor a single letter."""
+        L = cp.shape[0]
+        n_abbr = abbr.shape[0]
+        n_docs = doc_starts.shape[0]
+        nt = 0
+        di = 0
+        i = 0
+        after_newline = False
+        after_stop = False
+        while i < L:
+            c = cp[i]
+            k = cls[c if c < clip else clip]
+            if not k & word:
+                if k & nl:
+                    after_newline = True
+                if k & term:
+                    after_stop = True
+                i += 1
+                continue
+            s = i
+            h = u64(0)
+            p = u64(1)
+            while True:  # the token's polynomial: sum of value[c_j] * Q^(j - s)
+                h += value[cp[i]] * p
+                p *= char_mult
+                i += 1
+                if i >= L:
+                    break
+                c = cp[i]
+                k = cls[c if c < clip else clip]
+                if k & word:
+                    continue
+                if k & join and i + 1 < L:
+                    c = cp[i + 1]
+                    if cls[c if c < clip else clip] & word:
+                        continue
+                break
+            h ^= h >> s30  # splitmix64
+            h *= mix1
+            h ^= h >> s27
+            h *= mix2
+            h ^= h >> s31
+            starts_segment = after_newline
+            if after_stop and nt > 0 and not starts_segment:
+                c = cp[s]
+                if upper[c if c < clip else clip]:
+                    ps = starts[nt - 1]
+                    first = cp[ps]
+                    initial = ends[nt - 1] - ps == 1 and not (48 <= first <= 57)  # a letter, not a digit
+                    if not initial:
+                        prev = hashes[nt - 1]
+                        lo, hi = 0, n_abbr
+                        while lo < hi:
+                            mid = (lo + hi) >> 1
+                            if abbr[mid] < prev:
+                                lo = mid + 1
+                            else:
+                                hi = mid
+                        starts_segment = not (lo < n_abbr and abbr[lo] == prev)
+            while di < n_docs and doc_starts[di] <= s:
+                starts_segment = True
+                di += 1
+            starts[nt] = s
+            ends[nt] = i
+            hashes[nt] = h
+            boundary[nt] = starts_segment
+            nt += 1
+            after_newline = False
+            after_stop = False
+        return nt
+
+    @jit
+    def ngram_keys(th, seg, doc, max_n, kept, out):  # pragma: no cover
+        """Write into ``out`` the key of every n-gram (n = 1..max_n) of the tokens with hashes
+        ``th`` inside one segment (``seg``): its hash's bits ``kept`` with the document
+        ``doc`` of its first token below them; return how many. The n-grams starting at a token
+        come one after the other (the order does not matter: the keys are sorted next)."""
+        T = th.shape[0]
+        f = 0
+        for i in range(T):
+            h = u64(0)
+            s = seg[i]
+            d = doc[i]
+            for n in range(1, max_n + 1):
+                j = i + n - 1
+                if j >= T or seg[j] != s:
+                    break
+                h = h * token_mult + th[j]
+                out[f] = ((h + len_mix * u64(n)) & kept) | d
+                f += 1
+        return f
+
+    @jit
+    def lay_out(part, docmask, key_shift, dir_shift, dir_high, dir_first, multi_base, multi_flag,
+                keys, first, multi_docs, multi_counts, dir_counts):  # pragma: no cover
+        """Lay out one bucket's sorted, distinct packed keys ``part`` (a hash part above
+        ``docmask``, the document below it) into the index's arrays, from their starts: per
+        n-gram (a run of equal hash parts) its stored key (``part >> key_shift``, its low 32
+        bits), and ``first``: its document, or ``multi_flag`` with its number among the n-grams
+        of two documents or more (from ``multi_base``), whose documents go to ``multi_docs`` and
+        their count to ``multi_counts``; and count the n-grams of each directory entry
+        (``part >> dir_shift | dir_high``, less ``dir_first``: its place in ``dir_counts``). The masks, shifts and
+        numbers are ``uint64``. Return how many n-grams, posting lists and listed documents were
+        written."""
+        n = part.shape[0]
+        hashmask = ~docmask
+        m = 0
+        nm = 0
+        nd = 0
+        i = 0
+        while i < n:
+            x = part[i]
+            h = x & hashmask
+            j = i + 1
+            while j < n and (part[j] & hashmask) == h:
+                j += 1
+            keys[m] = np.uint32((x >> key_shift) & u64(0xFFFFFFFF))
+            entry = dir_high
+            if dir_shift < 64:
+                entry |= x >> dir_shift
+            dir_counts[entry - dir_first] += 1
+            if j - i == 1:
+                first[m] = np.uint32(x & docmask)
+            else:
+                first[m] = np.uint32(multi_flag | (multi_base + u64(nm)))
+                multi_counts[nm] = np.uint32(j - i)
+                for k in range(i, j):
+                    multi_docs[nd] = np.uint32(part[k] & docmask)
+                    nd += 1
+                nm += 1
+            m += 1
+            i = j
+        return m, nm, nd
+
+    return SimpleNamespace(scan_tokens=scan_tokens, ngram_keys=ngram_keys, lay_out=lay_out)
