@@ -311,8 +311,8 @@ def brute_force_df(texts: list[str], max_n: int) -> dict[tuple[int, ...], set[in
 
 
 @pytest.mark.parametrize("route_bits", [0, 10])  # 10 buckets' bits: more than a 40-bit index's directory has
-# chunk_chars: 3,000 (about 100 documents a chunk) or all 700 in one, more than the 2^8 documents a
-# 56-bit index numbers within a chunk's sort (the chunk is cut in halves, whose keys are merged)
+# chunk_chars: 3,000 (about 100 documents a chunk) or all 700 in one (one hash table of repeats,
+# reused from document to document: each document's pairs must stay its own)
 @pytest.mark.parametrize("n_docs,min_hash_bits,chunk_chars", [(40, 56, 3000), (700, 56, 3000), (700, 56, 10**6),
                                                               (700, 52, 3000), (700, 40, 3000)])
 def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits, chunk_chars, route_bits, monkeypatch):
@@ -362,6 +362,23 @@ def test_chunk_runs_are_given_back_bucket_by_bucket_and_only_those_laid_out():
     assert np.array_equal(everything[gone:], keys[gone:])  # the rest of bucket 1's page, buckets 2 and 3
     store.release(3)
     assert not np.concatenate(pieces)[:(len(keys) * 8 // mmap.PAGESIZE) * page_keys].any()
+
+
+def test_a_run_written_into_a_map_of_its_own_is_kept_there_not_copied():
+    import mmap
+
+    from attackers.phrase_search.index.build import _MappedRuns
+
+    store = _MappedRuns()
+    keys = store.empty(5000)
+    keys[:] = np.arange(5000, dtype=np.uint64)
+    pieces = store.add(keys, np.array([2000, 3000]))
+    assert all(np.shares_memory(p, keys) for p in pieces) and not store.fresh
+    copied = store.add(np.arange(10, dtype=np.uint64), np.array([10, 0]))  # an array of the heap: copied
+    assert np.array_equal(copied[0], np.arange(10)) and len(store.runs) == 2
+    store.release(1)
+    whole_pages = keys.nbytes // mmap.PAGESIZE * (mmap.PAGESIZE // 8)
+    assert not keys[:whole_pages].any() and keys[-1] == 4999  # given back: the pages of the map it was written in
 
 
 def test_index_is_the_same_with_its_pairs_mapped_or_in_the_heap(monkeypatch):

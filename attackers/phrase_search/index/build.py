@@ -4,8 +4,9 @@ The build packs each ``(hash, document)`` pair into one ``uint64`` (the document
 takes the hash's lowest bits) so that one plain ``np.sort`` orders pairs by hash then
 document; up to 8 more hash bits are kept by first routing pairs to 2^t buckets by their
 top bits (the "Hashing" section of the package docstring says how many bits are kept and
-what that costs in collisions). Each chunk of documents sorts its pairs once and leaves them
-distinct, cut per bucket; each bucket merges its chunks' runs and is laid out at once into the index's
+what that costs in collisions). Each chunk of documents finds its distinct pairs (document by
+document, in a small hash table) and places them bucket after bucket, in no order within a
+bucket; each bucket gathers its chunks' pairs, sorts them once and is laid out at once into the index's
 arrays, which grow as the buckets are freed (:func:`_layout`; the chunks' pairs live in memory
 maps given back page by page, :class:`_MappedRuns`), so the build's peak is about its distinct
 pairs (8 bytes each) and not the pairs plus the index.
@@ -39,7 +40,7 @@ from audit.core.errors import AnonauditError
 
 FORMAT = "anonaudit.ngram_index/2"
 #: The build routes pairs to 2^ROUTE_BITS buckets by their top hash bits (see :class:`_Packing`):
-#: each bucket merges its chunks' runs and is laid out on its own (in cache, and the buckets on
+#: each bucket sorts its chunks' pairs and is laid out on its own (in cache, and the buckets on
 #: several threads), and is freed as its part of the index is laid out, which keeps the build's
 #: peak near the size of its pairs (see :func:`_layout`). More buckets make each bucket's
 #: layout smaller (its scratch memory, and what is held until it is freed) but cost Python's
@@ -212,8 +213,8 @@ class ChunkKeys:
     one array (one array travels faster than many small ones; :func:`_split_buckets` cuts it
     back) and how many keys each run has in each bucket (one row a run). A worker with several
     CPUs (``threads``, set by the executor) extracts a group's chunks on as many threads (numpy
-    releases the GIL), or cuts a lone chunk into that many runs of documents (the layout merges
-    runs anyway)."""
+    releases the GIL), or cuts a lone chunk into that many runs of documents (the layout sorts
+    each bucket's runs together anyway)."""
 
     #: the build only reads the keys (see :mod:`audit.core.executor`)
     readonly_outputs = True
@@ -253,7 +254,7 @@ class ChunkKeys:
 
 
 #: A run of a chunk's keys: ``(keys, counts)``, the packed keys bucket after bucket, each
-#: bucket's sorted and distinct, and how many each bucket has.
+#: bucket's distinct (in no order, or sorted for one huge document), and how many each bucket has.
 _Run = tuple[np.ndarray, np.ndarray]
 
 
@@ -269,16 +270,16 @@ def chunk_runs(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int, packin
 def chunk_keys(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int,
                packing: _Packing) -> tuple[int, list[np.ndarray]]:
     """``(n_tokens, keys per bucket)`` of the documents ``texts`` numbered from ``lo``, each
-    bucket's keys sorted and distinct."""
+    bucket's keys distinct, in no order."""
     nt, runs = chunk_runs(lo, texts, tok, max_n, packing)
     per_run = [_split_buckets(keys, counts) for keys, counts in runs]
-    return nt, per_run[0] if len(per_run) == 1 else [_merge_sorted(list(p)) for p in zip(*per_run)]
+    return nt, per_run[0] if len(per_run) == 1 else [_sorted_union(list(p)) for p in zip(*per_run)]
 
 
 def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing, chunk_chars: int,
                  workers: int, progress: bool, clock: _Clock,
                  executor: Any = None) -> tuple[int, list[list[np.ndarray]], Any]:
-    """The number of tokens, per bucket its chunks' keys, each sorted and distinct (a pair
+    """The number of tokens, per bucket its chunks' keys, each distinct (a pair
     belongs to one chunk, its document's, so the chunks' keys are also disjoint), and what gives
     their memory back as the layout goes (:meth:`_MappedRuns.release`, :func:`_hold_to_the_end`,
     or None: trim the heap). With a
@@ -308,7 +309,7 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
             # a worker sends it, they would be copied once more: twice its pairs at the peak)
             nt, parts = _huge_doc_keys(texts[lo], lo, tok, max_n, packing)
             return nt, [parts]
-        nt, runs = _chunk_runs(texts, span, tok, max_n, packing)
+        nt, runs = _chunk_runs(texts, span, tok, max_n, packing, alloc=None if mapped is None else mapped.empty)
         if mapped is not None:
             return nt, [mapped.add(keys, counts) for keys, counts in runs]
         return nt, [[p.copy() for p in _split_buckets(keys, counts)] if len(counts) > 1 else [keys]
@@ -398,6 +399,7 @@ class _MappedRuns:
 
     def __init__(self) -> None:
         self.runs: list[list[Any]] = []
+        self.fresh: dict[int, mmap.mmap] = {}  # maps made by empty(), by their array's address
         self.lock = threading.Lock()
 
     @classmethod
@@ -405,17 +407,32 @@ class _MappedRuns:
         return (n_chunks <= cls.MAX_MAPS and hasattr(mmap, "MADV_DONTNEED") and hasattr(mmap, "MAP_ANONYMOUS")
                 and hasattr(mmap.mmap, "madvise"))
 
+    def empty(self, n: int, dtype: Any = U64) -> np.ndarray:
+        """An array of ``n`` values in a map of its own, for a run to be written into and then
+        handed to :meth:`add` (which then keeps it as it is, instead of copying it)."""
+        # private: MADV_DONTNEED frees a private anonymous page (a shared one stays in memory)
+        mm = mmap.mmap(-1, max(1, n * np.dtype(dtype).itemsize), flags=_MAP_FLAGS)
+        arr = np.frombuffer(mm, dtype=dtype, count=n)
+        with self.lock:
+            self.fresh[arr.ctypes.data] = mm
+        return arr
+
     def add(self, keys: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
-        """Each bucket's keys of the run ``(keys, counts)``, as views of its map."""
+        """Each bucket's keys of the run ``(keys, counts)``, as views of its map: the map of
+        ``keys`` when :meth:`empty` made it, else a copy's."""
+        with self.lock:
+            mm = self.fresh.pop(keys.ctypes.data, None)
         if not len(keys):
             return _split_buckets(keys, counts)
-        # private: MADV_DONTNEED frees a private anonymous page (a shared one stays in memory)
-        mm = mmap.mmap(-1, keys.nbytes, flags=_MAP_FLAGS)
-        arr = np.frombuffer(mm, dtype=keys.dtype, count=len(keys))
-        arr[:] = keys
+        if mm is None:
+            arr = self.empty(len(keys), keys.dtype)
+            arr[:] = keys
+            with self.lock:
+                mm = self.fresh.pop(arr.ctypes.data)
+            keys = arr
         with self.lock:
             self.runs.append([mm, np.cumsum(counts) * keys.itemsize, 0])
-        return _split_buckets(arr, counts)
+        return _split_buckets(keys, counts)
 
     def release(self, j: int) -> None:
         """Buckets up to ``j`` are laid out: give back the whole pages of every run before the end
@@ -429,7 +446,7 @@ class _MappedRuns:
 
 
 class _Merged:
-    """The array a bucket's pieces are merged into, reused from bucket to bucket: allocated
+    """The array a bucket's pieces are gathered and sorted in, reused from bucket to bucket: allocated
     for each, it would be given back by :func:`_trim` and touched anew for the next one, which
     in a VM costs about 2 ms a MB."""
 
@@ -445,12 +462,12 @@ class _Merged:
 def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
             bucket_ids: Sequence[int] | None = None, dir_span: tuple[int, int] | None = None,
             workers: int = 1, release: Any = None) -> dict[str, np.ndarray]:
-    """The index's arrays (the package docstring) from each bucket's chunks' sorted, distinct
+    """The index's arrays (the package docstring) from each bucket's chunks' distinct
     keys (of the buckets ``bucket_ids``, in increasing order, when not all of them: a shard,
     whose directory covers only its entries ``dir_span``, (first, how many)).
 
-    Bucket by bucket, in order (their key ranges follow each other): its chunks' runs are merged
-    (sorted) on ``workers`` threads, and laid out (the kernel ``lay_out`` of
+    Bucket by bucket, in order (their key ranges follow each other): its chunks' keys are
+    gathered and sorted on ``workers`` threads, and laid out (the kernel ``lay_out`` of
     :mod:`~attackers.phrase_search.index.kernels`) straight into arrays that grow in place; every :data:`FREE_EVERY` buckets the memory of those laid out is given back:
     ``release(j)`` when given (:meth:`_MappedRuns.release`: buckets up to ``j`` are done), else
     the heap is trimmed; so the pairs and the index never both live whole (the build's peak:
@@ -470,7 +487,7 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
         return at - dir_lo, end - at
 
     spans = [entries(b) for b in ids]
-    # one array per bucket in flight: the one being laid out and those the threads merge
+    # one array per bucket in flight: the one being laid out and those the threads sort
     # meanwhile (:func:`_in_order` runs at most ``workers`` ahead)
     slots = [_Merged() for _ in range(workers + 1 if workers > 1 else 1)]
 
@@ -478,7 +495,7 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
         pieces = buckets[j]
         buckets[j] = None  # type: ignore[call-overload]  # freed as merged
         n = sum(len(p) for p in pieces)
-        return _merge_sorted(pieces, out=slots[j % len(slots)].get(n)) if n else None
+        return _sorted_union(pieces, out=slots[j % len(slots)].get(n)) if n else None
 
     # a stored key: the 32 hash bits below the directory's (packed, they sit t_bits higher);
     # a directory entry: the bucket's t_bits that left the packed key, then the next d - t_bits
@@ -586,48 +603,31 @@ def _libc() -> Any:
 
 
 def _chunk_runs(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, packing: _Packing,
-                base: int = 0) -> tuple[int, list[_Run]]:
-    """``(n_tokens, runs)``: the packed ``(hash, doc)`` keys of the n-grams of ``texts[lo:hi]``
-    (document ``i`` numbered ``base + i``) as a run (:data:`_Run`), or as two or more when the
-    chunk has too many documents (below).
+                base: int = 0, alloc: Any = None) -> tuple[int, list[_Run]]:
+    """``(n_tokens, [run])``: the distinct packed ``(hash, document)`` keys of the n-grams of
+    ``texts[lo:hi]`` (document ``i`` numbered ``base + i``) as a run (:data:`_Run`), in an array
+    from ``alloc(n)`` (``np.empty`` if not given).
 
-    The chunk's pairs are sorted once, as ``(hash, document within the chunk)`` keys (the hash's
-    kept bits on top, so the buckets, its top bits, come out one after the other), then
-    deduplicated, cut at the buckets' bounds and packed with the documents' global numbers
-    (the order within a bucket is the same: its top bits are equal, and numbering from ``lo``
-    keeps the documents' order)."""
+    The chunk is tokenised as one text, and its pairs are found document by document (the
+    kernel ``doc_pairs``: a document's repeated n-grams in a hash table that stays in cache),
+    then placed bucket after bucket (``by_bucket``); within a bucket they are left unsorted: the
+    layout sorts each bucket's pairs anyway. What is kept until the buckets are laid out is only
+    the distinct pairs (the chunk's buffer, up to ``max_n`` pairs a token, is freed)."""
     lo, hi = span
-    if hi - lo > 1 << (64 - packing.hash_bits):  # more documents than the bits below the hash: halves
-        mid = (lo + hi) // 2
-        (n1, r1), (n2, r2) = (_chunk_runs(texts, s, tok, max_n, packing, base) for s in ((lo, mid), (mid, hi)))
-        return n1 + n2, r1 + r2
     joined = "\n".join(texts[lo:hi])
     lens = np.fromiter((len(t) + 1 for t in texts[lo:hi]), dtype=np.int64, count=hi - lo)
     doc_starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
     toks = tok.tokenize(joined, doc_starts=doc_starts)
-    per_doc = np.diff(np.searchsorted(toks.start, doc_starts), append=len(toks))
-    doc_of_tok = np.repeat(np.arange(hi - lo, dtype=U64), per_doc)
-    key = np.empty(len(toks) * max_n, dtype=U64)
-    filled = kernels().ngram_keys(toks.hash, toks.seg, doc_of_tok, max_n, U64(packing.hash_mask), key)
-    # what is kept until the buckets are laid out is only the distinct (n-gram, document) pairs
-    # (the chunk's buffer, max_n keys per token, is freed)
-    key = _compact_unique(key[:filled])
-    return len(toks), [_packed_run(key, base + lo, packing)]
-
-
-def _packed_run(key: np.ndarray, first_doc: int, packing: _Packing) -> _Run:
-    """The run of sorted, distinct ``(hash, document within the chunk)`` keys ``key`` (the hash's
-    kept bits on top; changed in place): cut at the buckets' bounds and packed, the documents
-    numbered from ``first_doc``."""
-    kept = U64(packing.hash_mask)
-    doc = key & ~kept
-    doc += U64(first_doc)
-    cuts = np.searchsorted(key, np.arange(1, packing.n_buckets, dtype=U64) << U64(64 - packing.route_bits))
-    with np.errstate(over="ignore"):
-        key &= kept
-        key <<= U64(packing.t_bits)
-    key |= doc
-    return key, np.diff(cuts, prepend=0, append=len(key))
+    doc_tokens = np.append(np.searchsorted(toks.start, doc_starts), len(toks))
+    k = kernels()
+    keys = np.empty(len(toks) * max_n, dtype=U64)
+    buckets = np.empty(len(keys), dtype=np.uint16)
+    counts = np.zeros(packing.n_buckets, dtype=np.int64)
+    n = k.doc_pairs(toks.hash, toks.seg, doc_tokens, max_n, U64(packing.hash_mask), packing.route_bits,
+                    packing.t_bits, U64(base + lo), keys, buckets, counts)
+    out = alloc(n) if alloc is not None else np.empty(n, dtype=U64)
+    k.by_bucket(keys[:n], buckets[:n], counts, out)
+    return len(toks), [(out, counts)]
 
 
 def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
@@ -657,7 +657,7 @@ def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Pa
         for b, piece in enumerate(split):
             parts[b].append(_compact_unique(piece))
     # the windows' runs may share pairs (a phrase twice in the document): merged, then deduplicated
-    return n_tokens, [_distinct(_merge_sorted(p)) for p in parts]
+    return n_tokens, [_distinct(_sorted_union(p, runs=True)) for p in parts]
 
 
 def _split_buckets(keys: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
@@ -675,8 +675,9 @@ def _hint_slow_sort() -> None:
 
 @lru_cache(maxsize=1)
 def _sort_kinds() -> tuple[str, str]:
-    """The faster of numpy's sorts on this machine, ``(for a chunk's pairs, for a bucket's
-    pre-sorted runs)``, timed once per process on arrays of those kinds (25-45 ms here).
+    """The faster of numpy's sorts on this machine, ``(for values in no order, for values in
+    sorted runs)``, timed once per process on arrays of those kinds (25-45 ms here): a bucket's
+    pairs from many chunks, and one huge document's windows' sorted keys.
 
     Where numpy's quicksort is vectorised and fast (x86-simd-sort with AVX2, or AVX-512 on
     Intel; Highway on ARM) it wins both, though timsort ("stable") merges runs instead of
@@ -716,11 +717,12 @@ def _distinct(arr: np.ndarray) -> np.ndarray:
     return arr[keep]
 
 
-def _merge_sorted(pieces: list[np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
-    """One bucket's keys, sorted, from pieces that are each sorted (runs: one chunk's each, which
-    are also distinct and share no value, so the result is distinct too), in ``out`` (made if not given, as long as the pieces together).
-    Empties ``pieces``, freeing each piece once it is copied, so the pieces and the merged array
-    are never both whole in memory."""
+def _sorted_union(pieces: list[np.ndarray], out: np.ndarray | None = None, runs: bool = False) -> np.ndarray:
+    """One bucket's keys, sorted, from its pieces: each one chunk's distinct keys, in no order
+    (with ``runs``: each sorted). Chunks share no pair, so the result is distinct too. Written
+    into ``out`` (made if not given, as long as the pieces together). Empties ``pieces``, freeing
+    each piece once it is copied, so the pieces and the sorted array are never both whole in
+    memory."""
     if out is None:
         out = np.empty(sum(len(p) for p in pieces), dtype=U64)
     pieces.reverse()
@@ -730,7 +732,7 @@ def _merge_sorted(pieces: list[np.ndarray], out: np.ndarray | None = None) -> np
         out[pos:pos + len(piece)] = piece
         pos += len(piece)
         del piece
-    out.sort(kind=_sort_kinds()[1])
+    out.sort(kind=_sort_kinds()[1 if runs else 0])
     return out
 
 

@@ -1,7 +1,8 @@
 """The index's loops over characters, tokens and pairs, compiled with numba: a text's tokens
-(spans, hashes, sentence boundaries) in one pass over its code points, a chunk's packed n-gram
-keys in one pass over its tokens, and a bucket's layout into the index's arrays in one pass
-over its sorted pairs.
+(spans, hashes, sentence boundaries) in one pass over its code points, a chunk's distinct
+packed (n-gram, document) keys in one pass over its tokens (each document's repeats found in a
+hash table that stays in cache) and one more that places them bucket after bucket, and a
+bucket's layout into the index's arrays in one pass over its sorted pairs.
 
 Written as array expressions in numpy, the same work took a dozen passes over every character
 and about twenty over every token or pair, each with its temporary array: 115 ns a word against
@@ -32,8 +33,8 @@ CLIP = 0xFFFF
 
 @lru_cache(maxsize=1)
 def kernels() -> SimpleNamespace:
-    """The compiled kernels, ``scan_tokens``, ``ngram_keys`` and ``lay_out`` (compiled, or
-    loaded from the cache, on the first call of each)."""
+    """The compiled kernels, ``scan_tokens``, ``doc_pairs``, ``by_bucket`` and ``lay_out``
+    (compiled, or loaded from the cache, on the first call of each)."""
     import numba
 
     def jit(fn: Any) -> Any:
@@ -130,25 +131,77 @@ def kernels() -> SimpleNamespace:
         return nt
 
     @jit
-    def ngram_keys(th, seg, doc, max_n, kept, out):  # pragma: no cover
-        """Write into ``out`` the key of every n-gram (n = 1..max_n) of the tokens with hashes
-        ``th`` inside one segment (``seg``): its hash's bits ``kept`` with the document
-        ``doc`` of its first token below them; return how many. The n-grams starting at a token
-        come one after the other (the order does not matter: the keys are sorted next)."""
+    def doc_pairs(th, seg, doc_tokens, max_n, kept, route_bits, t_bits, first_doc, keys, buckets, counts):  # pragma: no cover
+        """The distinct (n-gram, document) pairs of a chunk, document by document: for each
+        n-gram (n = 1..max_n) of the tokens with hashes ``th`` inside one segment (``seg``), its
+        hash's bits ``kept``, once per document (the tokens of document ``d`` are
+        ``doc_tokens[d]:doc_tokens[d + 1]``; the documents are numbered from ``first_doc``),
+        packed (the kept bits shifted up by ``t_bits``, the document below them) into ``keys``,
+        with its bucket (the hash's top ``route_bits``) in ``buckets``, counted per bucket in
+        ``counts``. Return how many pairs.
+
+        A document's repeated n-grams are found in a hash table sized for it (twice its n-grams
+        at most, a power of two: a few dozen KB for a page of text, so it stays in cache), whose
+        slots are marked with the document's number instead of being cleared."""
+        n_docs = doc_tokens.shape[0] - 1
         T = th.shape[0]
+        most = 1
+        for d in range(n_docs):
+            most = max(most, (doc_tokens[d + 1] - doc_tokens[d]) * max_n)
+        bits = 1
+        while (1 << bits) < 2 * most:
+            bits += 1
+        table = np.empty(1 << bits, dtype=np.uint64)
+        owner = np.zeros(1 << bits, dtype=np.int64)  # 1 + the document a slot holds a pair of
+        route_shift = u64(64 - route_bits if route_bits else 0)
+        up = u64(t_bits)
         f = 0
-        for i in range(T):
-            h = u64(0)
-            s = seg[i]
-            d = doc[i]
-            for n in range(1, max_n + 1):
-                j = i + n - 1
-                if j >= T or seg[j] != s:
-                    break
-                h = h * token_mult + th[j]
-                out[f] = ((h + len_mix * u64(n)) & kept) | d
-                f += 1
+        for d in range(n_docs):
+            a, b = doc_tokens[d], doc_tokens[d + 1]
+            slot_bits = 1
+            while (1 << slot_bits) < 2 * (b - a) * max_n:
+                slot_bits += 1
+            slot_shift = u64(64 - slot_bits)  # a slot: the pair's top bits (a hash's: random)
+            wrap = (1 << slot_bits) - 1
+            mark = d + 1
+            doc = first_doc + u64(d)
+            for i in range(a, b):
+                h = u64(0)
+                s = seg[i]
+                for n in range(1, max_n + 1):
+                    j = i + n - 1
+                    if j >= T or seg[j] != s:
+                        break
+                    h = h * token_mult + th[j]
+                    x = (h + len_mix * u64(n)) & kept
+                    slot = np.int64(x >> slot_shift)
+                    while owner[slot] == mark and table[slot] != x:
+                        slot = (slot + 1) & wrap
+                    if owner[slot] == mark:
+                        continue  # seen in this document
+                    owner[slot] = mark
+                    table[slot] = x
+                    bucket = np.int64(x >> route_shift) if route_bits else 0
+                    keys[f] = (x << up) | doc
+                    buckets[f] = bucket
+                    counts[bucket] += 1
+                    f += 1
         return f
+
+    @jit
+    def by_bucket(keys, buckets, counts, out):  # pragma: no cover
+        """``keys`` (with their ``buckets``, counted in ``counts``) into ``out`` bucket after
+        bucket, in their order within each."""
+        n_buckets = counts.shape[0]
+        at = np.empty(n_buckets, dtype=np.int64)
+        pos = 0
+        for b in range(n_buckets):
+            at[b] = pos
+            pos += counts[b]
+        for i in range(keys.shape[0]):
+            b = buckets[i]
+            out[at[b]] = keys[i]
+            at[b] += 1
 
     @jit
     def lay_out(part, docmask, key_shift, dir_shift, dir_high, dir_first, multi_base, multi_flag,
@@ -192,4 +245,5 @@ def kernels() -> SimpleNamespace:
             i = j
         return m, nm, nd
 
-    return SimpleNamespace(scan_tokens=scan_tokens, ngram_keys=ngram_keys, lay_out=lay_out)
+    return SimpleNamespace(scan_tokens=scan_tokens, doc_pairs=doc_pairs, by_bucket=by_bucket,
+                           lay_out=lay_out)

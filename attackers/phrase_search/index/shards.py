@@ -97,13 +97,16 @@ class SpillShards:
                 if not len(part):
                     continue
                 if self.s_bits:
-                    # a bucket's keys are sorted, so its shards (top hash bits) follow each other
-                    shard = (_full_hash(part, b, t_bits) >> U64(64 - self.s_bits)).astype(np.int64)
-                    cuts = np.flatnonzero(np.diff(shard)) + 1
-                    for piece, s in zip(np.split(part, cuts), shard[np.concatenate(([0], cuts))]):
-                        keys, buckets = per_shard.setdefault(int(s), ([], []))
-                        keys.append(piece)
-                        buckets.append(b)
+                    # a bucket's keys come in no order: grouped by their shard (the hash's top
+                    # bits) first, with numpy's radix sort of small integers
+                    shard = (_full_hash(part, b, t_bits) >> U64(64 - self.s_bits)).astype(np.uint16)
+                    grouped = part[np.argsort(shard, kind="stable")]
+                    counts = np.bincount(shard, minlength=1 << self.s_bits)
+                    for s, piece in enumerate(np.split(grouped, np.cumsum(counts)[:-1])):
+                        if len(piece):
+                            keys, buckets = per_shard.setdefault(s, ([], []))
+                            keys.append(piece)
+                            buckets.append(b)
                 else:
                     keys, buckets = per_shard.setdefault(0, ([], []))
                     keys.append(part)
