@@ -285,6 +285,33 @@ def test_a_local_ray_that_does_not_start_is_a_clear_error(monkeypatch):
         RayExecutor("auto").start()
 
 
+def _dense_links(executor, approx_threshold: int):
+    """The dense linker's links for 1,500 aux claims (two search groups) over 900 claims, with
+    ``executor`` (None: searched here)."""
+    from attackers.claim_linker import DenseLinker
+    from tests.test_claim_linker import BagOfWords, claims_of
+
+    rng = random.Random(5)
+    vocab = [f"w{i}" for i in range(300)]
+    docs, claims = [], []
+    for d in range(300):
+        sentences = [" ".join(rng.choices(vocab, k=6)) for _ in range(3)]
+        docs.append(Document(f"d{d}", " ".join(sentences)))
+        claims.append(claims_of(f"d{d}", sentences))
+    queries = [[" ".join(rng.choices(vocab, k=5)) for _ in range(3)] for _ in range(500)]
+    linker = DenseLinker(BagOfWords(dim=256), approx_threshold=approx_threshold, executor=executor)
+    linker.index(docs, claims)
+    return linker.link(queries), linker.info["index"]
+
+
+@pytest.mark.parametrize("approx_threshold", [10**6, 100])
+def test_faiss_search_on_workers_finds_what_it_finds_here(approx_threshold):
+    here, kind = _dense_links(None, approx_threshold)
+    there, _ = _dense_links(PicklingExecutor(threads=2), approx_threshold)
+    assert kind == ("flat" if approx_threshold > 900 else "hnsw")
+    assert there == here and any(link.doc >= 0 for link in here)
+
+
 # --------------------------------------------------------------------------- on a real local Ray (slow)
 
 
@@ -389,6 +416,49 @@ def test_audit_on_ray_has_the_results_of_a_local_audit(ray_executor, demo, monke
 
 
 @pytest.mark.slow
+def test_faiss_search_on_ray_finds_what_it_finds_here(ray_executor):
+    here, _ = _dense_links(None, 10**6)
+    there, _ = _dense_links(ray_executor, 10**6)
+    assert there == here
+    assert ray_executor.timings["claim linker: faiss search"]["items"] == 1500
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_trir_trains_on_a_ray_worker_the_attacker_a_local_run_trains(ray_executor):
+    """TRIR's training goes to one worker with the node's CPUs (or a GPU, when the cluster has
+    one) and comes back as the attacker a local run trains with as many threads: the same
+    weights, the same findings."""
+    import torch
+
+    from attackers.trir import TRIRAttack
+    from audit.demo.data import generate
+
+    data = generate(5, seed=1, background_per_person=2, extra_people=1)
+    scenario = Scenario(originals=data.originals, background=data.background,
+                        releases=(data.releases["suppressed"],))
+    tiny = dict(budget="fast", window=40, overlap=8, epochs=2, batch_size=8, seed=0, use_cache=False, progress=False)
+    local = TRIRAttack(num_threads=2, **tiny).use(Resources())
+    local.fit(scenario)
+    with Resources(executor=ray_executor) as res:
+        remote = TRIRAttack(**tiny).use(res)  # threads: the worker's two CPUs
+        remote.fit(scenario)
+        assert "TRIR: training" in ray_executor.timings
+        assert remote.trained_.info["threads"] == 2  # the worker's CPUs, as torch threads
+        assert remote.trained_.labels == local.trained_.labels
+        def history(attack):  # the epochs' losses and counts, not their timings
+            return [{k: v for k, v in epoch.items() if k != "seconds"} for epoch in attack.trained_.info["history"]]
+
+        assert history(remote) == history(local)
+        mine, theirs = local.trained_.model.state_dict(), remote.trained_.model.state_dict()
+        assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+        release = scenario.releases[0]
+        assert [r.to_dict() for r in remote.evaluate(scenario, release)] == \
+            [r.to_dict() for r in local.evaluate(scenario, release)]
+    local.close()
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_worker_that_dies_is_a_clear_error(ray_executor, monkeypatch):
     monkeypatch.setattr("audit.pipeline.executors.MAX_RETRIES", 0)  # the same error, without two restarts first
@@ -481,3 +551,20 @@ def test_spacy_ner_on_workers_finds_what_it_finds_locally():
     assert [d.to_dict() for d in remote] == [d.to_dict() for d in local]
     assert any(s.label == "GPE" for s in local.corpus["d0"].spans)
     assert executor.timings["spaCy NER"] == {"items": 7, "seconds": executor.timings["spaCy NER"]["seconds"], "calls": 1}
+
+
+def test_presidio_on_workers_finds_what_it_finds_locally():
+    """The Presidio baseline on a distributed executor: each worker loads the analyzer once,
+    and the release is the same."""
+    pytest.importorskip("presidio_analyzer", reason="Presidio is optional: pip install 'anonaudit[presidio]'")
+    from defenders.baselines import PRESIDIO_GROUP, PresidioSanitizer
+
+    texts = [f"Maria Lopez (maria.lopez{i}@example.org, +44 20 7946 09{i:02d}) moved to Lima in {1990 + i}."
+             for i in range(PRESIDIO_GROUP + 3)]
+    corpus = Corpus([Document(f"d{i}", t) for i, t in enumerate(texts)], name="c")
+    local = PresidioSanitizer().use(Resources()).sanitize(corpus)
+    executor = PicklingExecutor()
+    remote = PresidioSanitizer().use(Resources(executor=executor)).sanitize(corpus)
+    assert [d.to_dict() for d in remote] == [d.to_dict() for d in local]
+    assert {"PERSON", "EMAIL_ADDRESS"} <= {s.label for s in local.corpus["d0"].spans}
+    assert executor.timings["Presidio"]["items"] == len(texts) and executor.timings["Presidio"]["calls"] == 1

@@ -140,7 +140,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         if self.linker in ("dense", "dense-single"):
             return DenseLinker(self._get_embedder(), single=self.linker == "dense-single", top_k=self.top_k,
                                tolerance=self.tolerance, approx_threshold=self.approx_threshold,
-                               progress=self.progress)
+                               progress=self.progress, executor=resources_of(self).executor)
         if self.linker in ("bm25", "bm25-single"):
             return BM25Linker(single=self.linker == "bm25-single", top_k=self.top_k, tolerance=self.tolerance)
         return RougeLinker()

@@ -7,10 +7,12 @@ sanitized claims by embedding and votes for their documents, :func:`majority_vot
 
 from __future__ import annotations
 
+import os
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
@@ -92,15 +94,19 @@ class DenseLinker(Linker):
     ``single=False`` (the paper's linker): every aux claim searches ``top_k`` claims, keeps
     those within ``tolerance`` (cosine) of its best match, and votes. ``single=True``: the
     aux claims are joined into one query. Above ``approx_threshold`` claims the index is
-    HNSW (approximate) instead of exact.
+    HNSW (approximate) instead of exact. The queries are searched in groups of
+    :data:`SEARCH_GROUP`, here or, with a distributed ``executor``, on its workers
+    (:class:`FaissSearch`): the same groups, so the same answers.
     """
 
     name = "dense"
 
     def __init__(self, embedder, *, single: bool = False, top_k: int = 10, tolerance: float = 0.02,
-                 approx_threshold: int = 200_000, batch_size: int = 64, progress: bool = False):
+                 approx_threshold: int = 200_000, batch_size: int = 64, progress: bool = False,
+                 executor: Any = None):
         super().__init__()
         self.embedder = embedder
+        self.executor = executor
         self.single = single
         self.top_k = top_k
         self.tolerance = tolerance
@@ -138,7 +144,7 @@ class DenseLinker(Linker):
         t = time.perf_counter()
         k = min(self.top_k, len(self.texts))
         if k and len(flat):
-            scores, ids = self._index.search(qvec, k)
+            scores, ids = self._search(np.ascontiguousarray(qvec, dtype=np.float32), k)
         else:
             scores, ids = np.zeros((len(flat), 0)), np.zeros((len(flat), 0), dtype=int)
         links, row = [], 0
@@ -151,6 +157,72 @@ class DenseLinker(Linker):
             links.append(Link(*majority_vote(hits), hits=hits))
         self.timings["search"] = time.perf_counter() - t
         return links
+
+
+    def _search(self, qvec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best claims of each query vector, ``(scores, ids)``, in groups of
+        :data:`SEARCH_GROUP` (:func:`search_groups`), here or on the executor's workers."""
+        if self.executor is not None and getattr(self.executor, "distributed", False):
+            rows = self.executor.map(FaissSearch(self._index, k), list(qvec), group=SEARCH_GROUP,
+                                     label="claim linker: faiss search")
+            return np.stack([s for s, _ in rows]), np.stack([i for _, i in rows])
+        return search_groups(self._index, qvec, k, threads=os.cpu_count() or 1)
+
+
+#: Query vectors searched in one faiss call, here and on a cluster's workers: the groups are the
+#: same wherever they run, and so are the answers (:func:`search_groups`).
+SEARCH_GROUP = 1024
+
+
+def search_groups(index: Any, qvec: np.ndarray, k: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """``index.search`` of ``qvec`` in groups of :data:`SEARCH_GROUP`, each group on one thread
+    (up to ``threads`` groups side by side; faiss releases the GIL). faiss's scores depend in
+    their last bits on how many threads share one call (its OpenMP threads split the queries
+    and its BLAS computes the parts), and a last bit can reorder ties, so one thread a call
+    keeps the answers of a group the same on any machine and any worker."""
+    import faiss
+    from threadpoolctl import threadpool_limits
+
+    def one(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        faiss.omp_set_num_threads(1)  # OpenMP's setting is each thread's own: the pool's too
+        return index.search(group, k)
+
+    groups = [qvec[i:i + SEARCH_GROUP] for i in range(0, len(qvec), SEARCH_GROUP)]
+    # and the BLAS libraries' (process-wide) for as long as any group is searched
+    with threadpool_limits(limits=1), ThreadPoolExecutor(max(1, min(threads, len(groups)))) as pool:
+        found = list(pool.map(one, groups))
+    return np.concatenate([s for s, _ in found]), np.concatenate([i for _, i in found])
+
+
+class FaissSearch:
+    """The faiss search of a group of query vectors, as an executor's worker
+    (:mod:`audit.core.executor`): pickled, it carries the index serialised (faiss's own format),
+    read back once per worker; an item is one query vector, its output ``(scores, ids)`` of its
+    ``k`` best claims (:func:`search_groups`: the group on one thread)."""
+
+    def __init__(self, index: Any, k: int):
+        import faiss
+
+        self.data = faiss.serialize_index(index)
+        self.k = k
+        self._index: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"data": self.data, "k": self.k}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _index=None)
+
+    def setup(self) -> None:
+        import faiss
+
+        if self._index is None:
+            self._index = faiss.deserialize_index(self.data)
+
+    def __call__(self, group: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+        self.setup()
+        scores, ids = search_groups(self._index, np.stack(group).astype(np.float32, copy=False), self.k)
+        return list(zip(scores, ids))
 
 
 class BM25Linker(Linker):

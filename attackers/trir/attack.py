@@ -318,13 +318,26 @@ class TRIRAttack(TRIRTraining, Attack):
         if self.progress:
             print(f"    TRIR: training the attacker on {len(background)} background documents about "
                   f"{len({d.subject for d in background})} people (cached afterwards)", file=sys.stderr, flush=True)
-        trained = self._train(background, base_path, dev, device)
+        trained = self._train_where(background, base_path, dev, device)
         trained.info["cache_key"] = key
         if self.use_cache:
             trained.store(folder)
         trained.info["loaded_from_cache"] = False
         self.trained_ = trained
         return self
+
+    def _train_where(self, background: Corpus, base_path: str, dev: Release | None, device: str) -> TrainedTRIR:
+        """Train here, or on one worker of a distributed executor, with a GPU when the cluster
+        has one (:class:`TrainOnWorker`); the trained attacker comes back to this process."""
+        executor = resources_of(self).executor
+        if not getattr(executor, "distributed", False):
+            return self._train(background, base_path, dev, device)
+        gpus = int(executor.info().get("gpus") or 0)
+        worker = TrainOnWorker(self.get_params(), self._mask_styles, background, dev)
+        (files,) = executor.map(worker, [self.base], group=1, label="TRIR: training", num_gpus=1.0 if gpus else 0.0)
+        trained = TrainedTRIR.from_files(files, device)
+        trained.info["base"] = base_path  # as this process names it (the worker resolved its own copy)
+        return trained
 
     # ------------------------------------------------------------------ evaluate
 
@@ -469,6 +482,40 @@ class TRIRAttack(TRIRTraining, Attack):
                                     "so its TRIR is optimistic for the attacker")
         details["notes"].append("probability = softmax of the mean window logits (same ranking as their sum)")
         return details
+
+
+class TrainOnWorker:
+    """TRIR's training as an executor's worker (:mod:`audit.core.executor`), for a cluster: the
+    one item is the base encoder as the attack names it (resolved on the worker: the embedded
+    MiniLM of the worker's own install, or a folder every node sees); the one output is the
+    trained attacker's saved files by name (:meth:`TrainedTRIR.to_files`), which the run loads
+    and caches. Pickled, it carries the attack's parameters, the masking styles chosen from the
+    releases, the background and the dev release.
+
+    It trains on the worker's GPU when it has one (the run asks the cluster for one when the
+    cluster has any) unless the attack names a device, else on as many torch threads as the
+    attack's ``num_threads``, or as the worker has CPUs (``threads``, set by the executor: one
+    worker is given a node's CPUs, as a local run has this machine's), so that a CPU worker
+    trains the same attacker as a local run with as many threads."""
+
+    def __init__(self, params: dict[str, Any], mask_styles: tuple[str, ...], background: Corpus,
+                 dev: Release | None):
+        self.params, self.mask_styles, self.background, self.dev = dict(params), tuple(mask_styles), background, dev
+        self.threads: int | None = None
+
+    def __call__(self, bases: list[str | None]) -> list[dict[str, bytes]]:
+        out = []
+        for base in bases:
+            attack = TRIRAttack(**{**self.params, "base": base, "use_cache": False,
+                                   "num_threads": self.params.get("num_threads") or self.threads})
+            attack._mask_styles = self.mask_styles
+            try:
+                trained = attack._train(self.background, resolve_base(base), self.dev, attack._device())
+            finally:
+                attack.close()
+            trained.info["params"] = dict(self.params)  # the run's, not the worker's copy of them
+            out.append(trained.to_files())
+        return out
 
 
 def _attacker_sentence(d: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attackers.trir.encoder import folder_digest, quiet_transformers
+from audit.core.errors import AnonauditError
 
 if TYPE_CHECKING:
     from audit.core.data import Corpus, Release
@@ -62,6 +63,27 @@ class TrainedTRIR:
             self.path = folder
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def to_files(self) -> dict[str, bytes]:
+        """The saved attacker's files by name (what :meth:`from_files` loads): how a trained
+        attacker travels from a cluster's worker to the run."""
+        with tempfile.TemporaryDirectory(prefix="trir-") as tmp:
+            self.save(Path(tmp))
+            return {str(f.relative_to(tmp)): f.read_bytes() for f in sorted(Path(tmp).rglob("*")) if f.is_file()}
+
+    @classmethod
+    def from_files(cls, files: dict[str, bytes], device: str) -> TrainedTRIR:
+        """The attacker whose saved files are ``files`` (:meth:`to_files`), loaded on ``device``."""
+        with tempfile.TemporaryDirectory(prefix="trir-") as tmp:
+            for name, data in files.items():
+                path = Path(tmp) / name
+                if Path(tmp) not in path.resolve().parents:  # names come from another process: stay inside
+                    raise AnonauditError(f"a trained attacker's file name leaves its folder: {name!r}")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            trained = cls.load(Path(tmp), device)
+        trained.path = None
+        return trained
 
     @classmethod
     def load(cls, folder: Path, device: str) -> TrainedTRIR:
