@@ -158,7 +158,6 @@ class DenseLinker(Linker):
         self.timings["search"] = time.perf_counter() - t
         return links
 
-
     def _search(self, qvec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best claims of each query vector, ``(scores, ids)``, in groups of
         :data:`SEARCH_GROUP` (:func:`search_groups`), here or on the executor's workers."""

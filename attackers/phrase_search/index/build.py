@@ -719,7 +719,8 @@ def _distinct(arr: np.ndarray) -> np.ndarray:
 
 def _sorted_union(pieces: list[np.ndarray], out: np.ndarray | None = None, runs: bool = False) -> np.ndarray:
     """One bucket's keys, sorted, from its pieces: each one chunk's distinct keys, in no order
-    (with ``runs``: each sorted). Chunks share no pair, so the result is distinct too. Written
+    (with ``runs``: each sorted). Chunks share no pair, so the result is distinct too (one huge
+    document's windows may: :func:`_huge_doc_keys` keeps the distinct values). Written
     into ``out`` (made if not given, as long as the pieces together). Empties ``pieces``, freeing
     each piece once it is copied, so the pieces and the sorted array are never both whole in
     memory."""
