@@ -209,7 +209,7 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
 class ChunkKeys:
     """The n-gram extraction of the build as an executor's worker (:mod:`audit.core.executor`):
     an item is ``(lo, texts)``, a run of documents numbered from ``lo``; its output is
-    ``(n_tokens, keys, counts)``: the chunk's runs (:func:`chunk_runs`) one after the other in
+    ``(n_tokens, keys, counts)``: the chunk's runs (:func:`chunk_run`) one after the other in
     one array (one array travels faster than many small ones; :func:`_split_buckets` cuts it
     back) and how many keys each run has in each bucket (one row a run). A worker with several
     CPUs (``threads``, set by the executor) extracts a group's chunks on as many threads (numpy
@@ -229,7 +229,7 @@ class ChunkKeys:
         _keep_heap()  # this process only extracts chunks: reuse their memory, do not give it back
         _sort_kinds()  # which of numpy's sorts is faster here, timed once per worker
         # the code-point tables and the compiled kernels (from numba's cache), once per worker
-        chunk_runs(0, ["Warm up."], Tokenizer(lowercase=self.lowercase), self.max_n, self.packing)
+        chunk_run(0, ["Warm up."], Tokenizer(lowercase=self.lowercase), self.max_n, self.packing)
 
     def __call__(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, np.ndarray, np.ndarray]]:
         tok = Tokenizer(lowercase=self.lowercase)
@@ -238,8 +238,8 @@ class ChunkKeys:
         def runs_of(lo: int, texts: Sequence[str], parts: int, pool: ThreadPoolExecutor | None) -> tuple[int, list[_Run]]:
             spans = [(0, len(texts))] if parts < 2 else _chunks(texts, -(-sum(len(t) + 1 for t in texts) // parts))
             outs = list((pool.map if pool is not None and len(spans) > 1 else map)(
-                lambda r: chunk_runs(lo + r[0], texts[r[0]:r[1]], tok, self.max_n, self.packing), spans))
-            return sum(nt for nt, _ in outs), [run for _, runs in outs for run in runs]
+                lambda r: chunk_run(lo + r[0], texts[r[0]:r[1]], tok, self.max_n, self.packing), spans))
+            return sum(nt for nt, _ in outs), [run for _, run in outs]
 
         if threads < 2:
             outs = [runs_of(lo, texts, 1, None) for lo, texts in items]
@@ -258,22 +258,20 @@ class ChunkKeys:
 _Run = tuple[np.ndarray, np.ndarray]
 
 
-def chunk_runs(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[_Run]]:
-    """``(n_tokens, runs)`` of the documents ``texts`` numbered from ``lo``: usually one run;
-    the runs of a chunk share no pair (they hold different documents)."""
+def chunk_run(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, _Run]:
+    """``(n_tokens, run)`` of the documents ``texts`` numbered from ``lo``."""
     if len(texts) == 1 and len(texts[0]) > windows.WINDOW_CHARS:  # one huge document: in windows
         nt, parts = _huge_doc_keys(texts[0], lo, tok, max_n, packing)
-        return nt, [(np.concatenate(parts), np.array([len(p) for p in parts], dtype=np.int64))]
-    return _chunk_runs(texts, (0, len(texts)), tok, max_n, packing, base=lo)
+        return nt, (np.concatenate(parts), np.array([len(p) for p in parts], dtype=np.int64))
+    return _chunk_run(texts, (0, len(texts)), tok, max_n, packing, base=lo)
 
 
 def chunk_keys(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int,
                packing: _Packing) -> tuple[int, list[np.ndarray]]:
     """``(n_tokens, keys per bucket)`` of the documents ``texts`` numbered from ``lo``, each
     bucket's keys distinct, in no order."""
-    nt, runs = chunk_runs(lo, texts, tok, max_n, packing)
-    per_run = [_split_buckets(keys, counts) for keys, counts in runs]
-    return nt, per_run[0] if len(per_run) == 1 else [_sorted_union(list(p)) for p in zip(*per_run)]
+    nt, (keys, counts) = chunk_run(lo, texts, tok, max_n, packing)
+    return nt, _split_buckets(keys, counts)
 
 
 def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing, chunk_chars: int,
@@ -309,11 +307,11 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
             # a worker sends it, they would be copied once more: twice its pairs at the peak)
             nt, parts = _huge_doc_keys(texts[lo], lo, tok, max_n, packing)
             return nt, [parts]
-        nt, runs = _chunk_runs(texts, span, tok, max_n, packing, alloc=None if mapped is None else mapped.empty)
+        nt, (keys, counts) = _chunk_run(texts, span, tok, max_n, packing,
+                                        alloc=None if mapped is None else mapped.empty)
         if mapped is not None:
-            return nt, [mapped.add(keys, counts) for keys, counts in runs]
-        return nt, [[p.copy() for p in _split_buckets(keys, counts)] if len(counts) > 1 else [keys]
-                    for keys, counts in runs]
+            return nt, [mapped.add(keys, counts)]
+        return nt, [[p.copy() for p in _split_buckets(keys, counts)] if len(counts) > 1 else [keys]]
 
     # numpy releases the GIL in the heavy loops, so threads share the work of independent chunks
     with ThreadPoolExecutor(max(1, workers)) as pool:
@@ -407,12 +405,10 @@ class _MappedRuns:
         return (n_chunks <= cls.MAX_MAPS and hasattr(mmap, "MADV_DONTNEED") and hasattr(mmap, "MAP_ANONYMOUS")
                 and hasattr(mmap.mmap, "madvise"))
 
-    def empty(self, n: int, dtype: Any = U64) -> np.ndarray:
-        """An array of ``n`` values in a map of its own, for a run to be written into and then
+    def empty(self, n: int) -> np.ndarray:
+        """An array of ``n`` keys in a map of its own, for a run to be written into and then
         handed to :meth:`add` (which then keeps it as it is, instead of copying it)."""
-        # private: MADV_DONTNEED frees a private anonymous page (a shared one stays in memory)
-        mm = mmap.mmap(-1, max(1, n * np.dtype(dtype).itemsize), flags=_MAP_FLAGS)
-        arr = np.frombuffer(mm, dtype=dtype, count=n)
+        mm, arr = _new_map(n)
         with self.lock:
             self.fresh[arr.ctypes.data] = mm
         return arr
@@ -425,10 +421,8 @@ class _MappedRuns:
         if not len(keys):
             return _split_buckets(keys, counts)
         if mm is None:
-            arr = self.empty(len(keys), keys.dtype)
+            mm, arr = _new_map(len(keys), keys.dtype)
             arr[:] = keys
-            with self.lock:
-                mm = self.fresh.pop(arr.ctypes.data)
             keys = arr
         with self.lock:
             self.runs.append([mm, np.cumsum(counts) * keys.itemsize, 0])
@@ -443,6 +437,13 @@ class _MappedRuns:
             if upto > done:
                 mm.madvise(mmap.MADV_DONTNEED, done, upto - done)
                 run[2] = upto
+
+
+def _new_map(n: int, dtype: Any = U64) -> tuple[mmap.mmap, np.ndarray]:
+    """A private anonymous map of ``n`` values and the array over it (private: MADV_DONTNEED
+    frees a private anonymous page; a shared one stays in memory)."""
+    mm = mmap.mmap(-1, max(1, n * np.dtype(dtype).itemsize), flags=_MAP_FLAGS)
+    return mm, np.frombuffer(mm, dtype=dtype, count=n)
 
 
 class _Merged:
@@ -602,9 +603,9 @@ def _libc() -> Any:
         return None
 
 
-def _chunk_runs(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, packing: _Packing,
-                base: int = 0, alloc: Any = None) -> tuple[int, list[_Run]]:
-    """``(n_tokens, [run])``: the distinct packed ``(hash, document)`` keys of the n-grams of
+def _chunk_run(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, packing: _Packing,
+               base: int = 0, alloc: Any = None) -> tuple[int, _Run]:
+    """``(n_tokens, run)``: the distinct packed ``(hash, document)`` keys of the n-grams of
     ``texts[lo:hi]`` (document ``i`` numbered ``base + i``) as a run (:data:`_Run`), in an array
     from ``alloc(n)`` (``np.empty`` if not given).
 
@@ -627,12 +628,12 @@ def _chunk_runs(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
                     packing.t_bits, U64(base + lo), keys, buckets, counts)
     out = alloc(n) if alloc is not None else np.empty(n, dtype=U64)
     k.by_bucket(keys[:n], buckets[:n], counts, out)
-    return len(toks), [(out, counts)]
+    return len(toks), (out, counts)
 
 
 def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
     """Packed keys of one huge document, split by bucket, computed one window at a time
-    (:mod:`~attackers.phrase_search.index.windows`): the same keys as :func:`_chunk_runs`, with
+    (:mod:`~attackers.phrase_search.index.windows`): the same keys as :func:`_chunk_run`, with
     one window's tokens and n-grams in memory instead of the whole text's; each window's keys
     are sorted and deduplicated before they are kept."""
     parts: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
