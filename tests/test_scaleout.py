@@ -133,6 +133,21 @@ def test_index_built_by_workers_is_the_local_index(min_hash_bits, threads):
     assert local.config["n_tokens"] == remote.config["n_tokens"]
 
 
+def test_driver_loads_its_layout_kernel_beside_the_workers_with_the_types_it_lays_out_with(monkeypatch):
+    """On a cluster this process only lays the buckets out; its kernel loads while the workers
+    extract (numba's start is about a second in a fresh process), and that load must be the
+    very overload the layout then calls, not one for other argument types."""
+    from attackers.phrase_search.index import build
+    from attackers.phrase_search.index.kernels import kernels
+
+    load, loads = build._load_layout_kernel, []
+    monkeypatch.setattr(build, "_load_layout_kernel", lambda: loads.append(load()))
+    load()
+    NgramIndex.build(_texts(200), executor=PicklingExecutor())
+    assert loads == [None]  # loaded on the cluster's path
+    assert len(kernels().lay_out.signatures) == 1  # what it loaded is what the layout called
+
+
 @pytest.mark.parametrize("min_hash_bits", [52, 56])
 @pytest.mark.parametrize("shards", [1, 2, 16])
 def test_sharded_index_gives_the_single_index_answers(tmp_path, shards, min_hash_bits):

@@ -286,8 +286,13 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
     buckets: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
     n_tokens = 0
     if executor is not None and getattr(executor, "distributed", False):
-        outs = executor.map(ChunkKeys(tok.lowercase, max_n, packing), [(lo, texts[lo:hi]) for lo, hi in chunks],
-                            group=_chunks_per_group(len(chunks)), label="phrase index: n-grams")
+        # this process lays the buckets out: its kernel loads (numba's start, the first time in a
+        # process: about a second) while the workers extract, instead of after them
+        with ThreadPoolExecutor(1) as side:
+            loaded = side.submit(_load_layout_kernel)
+            outs = executor.map(ChunkKeys(tok.lowercase, max_n, packing), [(lo, texts[lo:hi]) for lo, hi in chunks],
+                                group=_chunks_per_group(len(chunks)), label="phrase index: n-grams")
+            loaded.result()
         for nt, keys, counts in outs:
             n_tokens += nt
             # views of what came back (read-only on a cluster), held until the layout is done
@@ -326,6 +331,13 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
         bar.close()
     clock.lap("keys")
     return n_tokens, buckets, None if mapped is None else mapped.release
+
+
+def _load_layout_kernel() -> None:
+    """Load :func:`_layout`'s kernel (from numba's cache, or compile it) by laying out nothing,
+    with the argument types of its real calls."""
+    none = np.zeros(0, dtype=np.uint32)
+    kernels().lay_out(np.zeros(0, dtype=U64), *[U64(0)] * 7, none, none, none, none, np.zeros(0, dtype=np.int64))
 
 
 def _hold_to_the_end(j: int) -> None:
