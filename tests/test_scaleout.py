@@ -330,6 +330,70 @@ def test_faiss_search_on_workers_finds_what_it_finds_here(approx_threshold):
 # --------------------------------------------------------------------------- on a real local Ray (slow)
 
 
+# --------------------------------------------------------------------------- information content
+
+
+def _ic_corpus() -> Corpus:
+    from tests.test_utility import COURT
+
+    texts = [COURT, "The court in Istanbul dismissed the application on 3 May.",
+             "An application was lodged against Turkey.", "", COURT.replace("Turkey", "the court")] * 3
+    return Corpus([Document(f"d{i}", t) for i, t in enumerate(texts)], name="originals")
+
+
+def _ic_models(root: Path) -> dict[str, Path]:
+    """Tiny model folders the estimators load by path: a causal LM (transformers) and a
+    masked LM, both with the same word-piece tokenizer."""
+    import torch
+    from transformers import BertTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    from tests.test_utility import _tiny_mlm
+
+    masked, causal = root / "masked", root / "causal"
+    masked.mkdir()
+    _tiny_mlm(masked)
+    tok = BertTokenizerFast.from_pretrained(masked)
+    tok.bos_token = "[CLS]"
+    tok.save_pretrained(causal)
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=1, intermediate_size=32, max_position_embeddings=128)
+    Qwen2ForCausalLM(cfg).save_pretrained(causal)
+    return {"masked": masked, "causal": causal}
+
+
+@pytest.mark.parametrize("kind", ["causal", "masked"])
+def test_information_content_on_workers_is_what_this_process_computes(tmp_path, kind):
+    """The scorer of TPI and TPS on a distributed executor: the documents go to the workers,
+    each loading the model once, and come back with the values, the estimator's identity (one
+    pass, as here) and the cache of a local run."""
+    from audit.metrics.ic import CausalIC, ICCache, MaskedIC, corpus_ic
+    from audit.metrics.terms import TermExtractor
+    from audit.models.nlp import Spacy
+    from audit.models.specs import load_llm
+
+    folder = str(_ic_models(tmp_path)[kind])
+    corpus, extract = _ic_corpus(), TermExtractor(Spacy())
+    ex = PicklingExecutor(threads=1)
+    with Resources(executor=ex, llm_cache_path=tmp_path / "llm.sqlite") as res:
+        if kind == "causal":
+            here_est = CausalIC(load_llm(folder, cache=False), context_tokens=16)
+            there_est = CausalIC(res.llm(folder), context_tokens=16)
+        else:
+            here_est, there_est = MaskedIC(folder, every=3), MaskedIC(folder, every=3)
+        assert there_est.identity == here_est.identity and there_est.worker() is not None
+        here = corpus_ic(corpus, here_est, extract)
+        cache = ICCache(corpus, there_est.identity, tmp_path / "ic")
+        there = corpus_ic(corpus, there_est, extract, cache=cache, executor=ex)
+    assert ex.timings["information content"]["items"] == sum(1 for d in corpus if d.text)
+    assert there.keys() == here.keys()
+    for doc_id, (terms, ic) in here.items():
+        assert there[doc_id][0] == terms and np.array_equal(there[doc_id][1], ic)
+    # saved as it came back: a later run reads every document from the cache
+    again = ICCache(corpus, there_est.identity, tmp_path / "ic")
+    assert all(again.get(d.id) is not None for d in corpus)
+
+
 @pytest.fixture(scope="module")
 def ray_executor():
     pytest.importorskip("ray", reason="the Ray tests need Ray (pip install 'anonaudit[ray]')")
@@ -471,6 +535,28 @@ def test_trir_trains_on_a_ray_worker_the_attacker_a_local_run_trains(ray_executo
         assert [r.to_dict() for r in remote.evaluate(scenario, release)] == \
             [r.to_dict() for r in local.evaluate(scenario, release)]
     local.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["causal", "masked"])
+def test_information_content_on_ray_is_what_the_run_computes(ray_executor, tmp_path, kind):
+    """On a local Ray, each worker loads the scorer (a causal LM folder through the run's LLM
+    layer, or a masked LM) and gives the run's own values. (The embedded 0.5B scorer takes
+    1.5 min to load through transformers here, twice in such a test: tiny models instead.)"""
+    from audit.metrics.ic import CausalIC, MaskedIC, corpus_ic
+    from audit.metrics.terms import TermExtractor
+    from audit.models.nlp import Spacy
+
+    folder = str(_ic_models(tmp_path)[kind])
+    corpus, extract = _ic_corpus(), TermExtractor(Spacy())
+    with Resources(executor=ray_executor, llm_cache_path=tmp_path / "llm.sqlite") as res:
+        est = CausalIC(res.llm(folder), context_tokens=16) if kind == "causal" else MaskedIC(folder, every=3)
+        assert est.worker() is not None and (kind == "masked" or est.uses_one_pass)
+        here = corpus_ic(corpus, est, extract)  # the run's own copy of the model
+        there = corpus_ic(corpus, est, extract, executor=ray_executor)
+    assert ray_executor.timings["information content"]["items"] >= sum(1 for d in corpus if d.text)
+    for doc_id, (terms, ic) in here.items():
+        assert there[doc_id][0] == terms and np.array_equal(there[doc_id][1], ic)
 
 
 @pytest.mark.slow

@@ -160,7 +160,7 @@ class UtilityContext:
                                          enabled=self.cache)
             sub = Corpus([self.originals[i] for i in missing], name=self.originals.name)
             self._ic.update(corpus_ic(sub, self.estimator, TermExtractor(self.spacy), cache=self._ic_cache,
-                                      progress=self.progress))
+                                      progress=self.progress, executor=self.resources.executor))
         return {i: self._ic[i] for i in want if i in self._ic}
 
     def cache_stats(self) -> dict[str, Any]:

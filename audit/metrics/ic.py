@@ -58,6 +58,11 @@ class ICEstimator(ABC):
     def estimate(self, text: str, terms: Sequence[Term]) -> np.ndarray:
         """IC of each term of ``text`` (same order as ``terms``), as float64 nats >= 0."""
 
+    def worker(self) -> ICWorker | None:
+        """A worker that computes these values on an executor's workers (:func:`corpus_ic`), or
+        None where they are computed here."""
+        return None
+
 
 # --------------------------------------------------------------------------- causal
 
@@ -82,6 +87,7 @@ class CausalIC(ICEstimator):
     def _local_model(self) -> tuple[Any, Any] | None:
         """(model, tokenizer) of an in-process transformers backend, if that is what ``llm`` is."""
         backend = getattr(self.llm, "backend", self.llm)  # CachedLLM wraps the backend
+        backend = getattr(backend, "local", backend)  # RemoteLLM: the run's own copy of the model
         model, tok = getattr(backend, "model", None), getattr(backend, "tokenizer", None)
         if model is None or tok is None or not hasattr(model, "forward") or not callable(tok):
             return None
@@ -95,6 +101,15 @@ class CausalIC(ICEstimator):
     def identity(self) -> str:
         mode = ":one-pass" if self.uses_one_pass else ""
         return f"causal:{self.llm.identity or type(self.llm).__name__}:ctx={self.context_tokens}{mode}"
+
+    def worker(self) -> ICWorker | None:
+        """One pass over windows on the workers, each loading the scorer the run's LLM layer
+        names (``RemoteLLM.spec``: on a distributed executor); per term, the
+        log-probabilities stay with the LLM layer here (its answer cache)."""
+        spec = getattr(getattr(self.llm, "backend", self.llm), "spec", None)
+        if not self.uses_one_pass or spec is None:
+            return None
+        return ICWorker("causal", spec, {"context_tokens": self.context_tokens, "batch_size": self.batch_size})
 
     def estimate(self, text: str, terms: Sequence[Term]) -> np.ndarray:
         if self.uses_one_pass:
@@ -222,6 +237,11 @@ class MaskedIC(ICEstimator):
             self._loaded = (tok, mlm.to(device).eval())
         return self._loaded
 
+    def worker(self) -> ICWorker:
+        """The same estimator on the workers, each loading the model folder (every node sees it)."""
+        return ICWorker("masked", self.model, {"every": self.every, "max_length": self.max_length,
+                                               "batch_size": self.batch_size, "device": self.device})
+
     @property
     def identity(self) -> str:
         if self._identity is None:
@@ -310,6 +330,41 @@ class MaskedIC(ICEstimator):
 # --------------------------------------------------------------------------- cache
 
 
+class ICWorker:
+    """Information content on an executor's worker: the estimator (``kind`` ``causal``: a
+    :class:`CausalIC` in one pass over the scorer ``model``, an LLM spec; ``masked``: a
+    :class:`MaskedIC` of the folder ``model``) made once per worker (``setup``, its model
+    loaded there, with as many torch threads as the worker has CPUs), then ``[(text, terms)] ->
+    [IC]``, each document's as :meth:`ICEstimator.estimate` gives it here."""
+
+    def __init__(self, kind: str, model: str, params: dict[str, Any]):
+        self.kind, self.model, self.params = kind, model, dict(params)
+        self.threads: int | None = None
+        self._estimator: ICEstimator | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_estimator": None}
+
+    def setup(self) -> None:
+        if self._estimator is not None:
+            return
+        if self.threads:
+            import torch
+
+            torch.set_num_threads(self.threads)
+        if self.kind == "causal":
+            from audit.models.specs import load_llm
+
+            self._estimator = CausalIC(load_llm(self.model, cache=False), one_pass=True, **self.params)
+        else:
+            self._estimator = MaskedIC(self.model, **self.params)
+
+    def __call__(self, items: list[tuple[str, list[Term]]]) -> list[np.ndarray]:
+        self.setup()
+        assert self._estimator is not None
+        return [np.asarray(self._estimator.estimate(text, terms), dtype=float) for text, terms in items]
+
+
 class ICCache:
     """IC of every term of a corpus on disk, keyed by corpus fingerprint + estimator identity.
 
@@ -346,11 +401,16 @@ class ICCache:
         return terms, np.array([float(x[4]) for x in entry["terms"]], dtype=float)
 
     def put(self, doc_id: str, terms: Sequence[Term], ic: np.ndarray, seconds: float) -> None:
-        self.documents[doc_id] = {
-            "terms": [[t.start, t.end, t.text, t.kind, round(float(v), IC_DECIMALS)] for t, v in zip(terms, ic)],
-            "seconds": round(seconds, 4),
-        }
-        if self.enabled:
+        self.put_many([(doc_id, terms, ic, seconds)])
+
+    def put_many(self, entries: Sequence[tuple[str, Sequence[Term], np.ndarray, float]]) -> None:
+        """Several documents' ``(id, terms, IC, seconds)``, saved once."""
+        for doc_id, terms, ic, seconds in entries:
+            self.documents[doc_id] = {
+                "terms": [[t.start, t.end, t.text, t.kind, round(float(v), IC_DECIMALS)] for t, v in zip(terms, ic)],
+                "seconds": round(seconds, 4),
+            }
+        if self.enabled and entries:
             atomic_write_json(self.path, {"identity": self.identity, "fingerprint": self.fingerprint,
                                           "version": IC_VERSION, "documents": self.documents})
 
@@ -358,11 +418,21 @@ class ICCache:
         return [float(d.get("seconds", 0.0)) for d in self.documents.values()]
 
 
+#: Documents a round of :func:`corpus_ic` sends to the workers (one executor stage, saved after it).
+IC_ROUND = 256
+#: Documents a worker scores per call.
+IC_GROUP = 8
+
+
 def corpus_ic(corpus: Corpus, estimator: ICEstimator, extract, *, cache: ICCache | None = None,
-              progress: bool = False) -> dict[str, tuple[list[Term], np.ndarray]]:
+              progress: bool = False, executor: Any = None) -> dict[str, tuple[list[Term], np.ndarray]]:
     """Terms and IC of every document of ``corpus`` (from ``cache`` where present).
 
     ``extract``: a callable text -> list[Term] (e.g. :class:`~audit.metrics.terms.TermExtractor`).
+    On a distributed ``executor``, an estimator with a :meth:`~ICEstimator.worker` scores the
+    documents on the workers, in rounds of :data:`IC_ROUND` documents saved to the cache as each
+    comes back (an interrupted run resumes from the last); a document's seconds are then its
+    round's wall time shared out. The terms are extracted here.
     """
     from audit.core.progress import bar as progress_bar
 
@@ -374,14 +444,33 @@ def corpus_ic(corpus: Corpus, estimator: ICEstimator, extract, *, cache: ICCache
             out[doc.id] = hit
         else:
             todo.append(doc)
+    worker = estimator.worker() if todo and getattr(executor, "distributed", False) else None
+    if worker is not None:
+        with progress_bar(total=len(todo), desc="information content", unit="doc", enabled=progress) as bar:
+            for at in range(0, len(todo), IC_ROUND):
+                part = todo[at:at + IC_ROUND]
+                t0 = time.perf_counter()
+                terms = [extract(doc.text) for doc in part]
+                scored = iter(executor.map(worker, [(d.text, t) for d, t in zip(part, terms) if t],
+                                           group=IC_GROUP, label="information content"))
+                seconds = (time.perf_counter() - t0) / len(part)
+                done = [(d.id, t, _kept(next(scored) if t else np.zeros(0)), seconds) for d, t in zip(part, terms)]
+                if cache is not None:
+                    cache.put_many(done)
+                out.update((doc_id, (t, ic)) for doc_id, t, ic, _ in done)
+                bar.update(len(part))
+        return out
     for doc in progress_bar(todo, desc="information content", unit="doc", enabled=progress):
         t0 = time.perf_counter()
         terms = extract(doc.text)
-        ic = estimator.estimate(doc.text, terms) if terms else np.zeros(0)
-        ic = np.nan_to_num(np.asarray(ic, dtype=float), nan=0.0, posinf=-math.log(MIN_PROB))
-        # Use exactly what the cache keeps (6 decimals), so a cold run and a warm one agree.
-        ic = np.round(ic, IC_DECIMALS)
+        ic = _kept(estimator.estimate(doc.text, terms) if terms else np.zeros(0))
         if cache is not None:
             cache.put(doc.id, terms, ic, time.perf_counter() - t0)
         out[doc.id] = (terms, ic)
     return out
+
+
+def _kept(ic: Any) -> np.ndarray:
+    """IC values as the cache keeps them: finite, 6 decimals (so a cold run and a warm one agree)."""
+    ic = np.nan_to_num(np.asarray(ic, dtype=float), nan=0.0, posinf=-math.log(MIN_PROB))
+    return np.round(ic, IC_DECIMALS)

@@ -71,6 +71,11 @@ class RemoteLLM(LLM):
         return self.local.cache_identity
 
     @property
+    def spec(self) -> str | None:
+        """The spec each worker loads its model from."""
+        return self.worker.spec
+
+    @property
     def context_size(self) -> int:  # type: ignore[override]
         return self.local.context_size
 
