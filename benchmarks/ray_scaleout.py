@@ -30,6 +30,12 @@ local run has them: one worker gets every CPU (its model's threads, its chunk's 
 workers share them. The figures include no cluster start and not the first stage's (Ray Data's
 own start), but do include each stage's start (that is the fixed cost reported). ``--ray-cpus N`` starts Ray with N CPUs instead
 (``--ray-cpus 0``: as many as workers, the setting of the runs before 2026-11-24).
+The cold index build (``index_cold``) is the first index of a fresh Python process, timed in
+``--cold-rounds`` fresh processes per configuration, taken in turn: locally, and on a local Ray
+whose worker processes are up but have built nothing; both pay in the build what a first
+index costs a process (numba's start, the kernels' load, the tokeniser's tables, memory never
+touched). The in-process builds (``index``: the first on Ray's workers; ``index_warm``) follow
+one made here before the figures, which loaded this process's kernels.
 ``--index-only`` measures only the single index and the sharded build's memory. Needs ``pip install -e '.[ray]'``.
 """
 
@@ -40,6 +46,8 @@ import gc
 import json
 import os
 import random
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -127,9 +135,11 @@ class _LightNoop(_Noop):
 
 
 def stage_index(texts: list[str], executor: Executor, repeat: int = 1) -> tuple[list[float], NgramIndex]:
-    """The index stage ``repeat`` times: the seconds of each, and the last index. The first pays
-    for the memory this process (and on Ray the object store) touches for the first time, which
-    costs about 2 ms a MB in this VM; the later ones are the stage on a warm process or cluster."""
+    """The index stage ``repeat`` times in this process, whose kernels are loaded: the seconds of
+    each, and the last index. On Ray the first is the workers' first index (numba's start in
+    each worker process, the object store's memory touched for the first time); the later ones
+    are the stage on a warm process or cluster. The first index of a fresh process on either
+    side is :func:`cold_index`'s."""
     secs = []
     for _ in range(repeat):
         index = None
@@ -138,6 +148,72 @@ def stage_index(texts: list[str], executor: Executor, repeat: int = 1) -> tuple[
         index = NgramIndex.build(texts, fingerprint="benchmark", executor=executor)
         secs.append(time.perf_counter() - t0)
     return secs, index
+
+
+def started_ray(workers: int, cpus: int, object_store_mb: int) -> tuple[Any, dict[str, float]]:
+    """A local Ray of ``cpus`` CPUs with ``workers`` workers, started, with its processes up: two
+    tiny stages on actors and two as tasks (Ray Data's own start is the first). Returns the
+    executor and the seconds of its start, the first stage and one more stage of each kind (the
+    fixed cost of a stage)."""
+    from audit.pipeline.executors import RayExecutor
+
+    ex = RayExecutor("local", num_cpus=cpus, workers=workers, object_store_memory=object_store_mb * 2**20)
+    secs = {}
+    t0 = time.perf_counter()
+    ex.start()
+    secs["ray_start_s"] = time.perf_counter() - t0
+    for key, worker in (("first_stage_s", _Noop()), ("stage_fixed_s", _Noop()), (None, _LightNoop()),
+                        ("task_stage_fixed_s", _LightNoop())):  # the last on the processes of the one before
+        t0 = time.perf_counter()
+        ex.map(worker, [0], group=1, label="noop")
+        if key:
+            secs[key] = time.perf_counter() - t0
+    return ex, secs
+
+
+def cold_index(texts_file: Path, config: str, object_store_mb: int, ray_cpus: int) -> dict[str, Any]:
+    """The first index a fresh process builds (run in one, by :func:`cold_indexes`): locally,
+    or on a local Ray whose processes are up but have built nothing (``config`` ``ray:W``, W
+    workers). Either side pays, in the build, what a process pays the first time: numba's start
+    and its kernels' load from the cache (on Ray in each worker; the driver's beside them),
+    the tokeniser's tables, memory touched for the first time (on Ray the object store's)."""
+    texts = json.loads(texts_file.read_text())
+    out: dict[str, Any] = {"config": config}
+    ex: Any = LocalExecutor()
+    if config != "local":
+        w = int(config.split(":")[1])
+        ex, secs = started_ray(w, ray_cpus or w, object_store_mb)
+        out.update(secs)
+    gc.collect()
+    t0 = time.perf_counter()
+    index = NgramIndex.build(texts, fingerprint="benchmark", executor=ex)
+    out["index_cold_s"] = time.perf_counter() - t0
+    out["phases"] = index.config["build_phases"]
+    if config != "local":
+        ex.close()
+    return out
+
+
+def cold_indexes(texts: list[str], configs: list[str], rounds: int, object_store_mb: int,
+                 ray_cpus: int) -> dict[str, list[float]]:
+    """:func:`cold_index` of each of ``configs`` in a fresh Python, ``rounds`` times in turn:
+    the seconds of each build per configuration."""
+    out: dict[str, list[float]] = {c: [] for c in configs}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "texts.json"
+        path.write_text(json.dumps(texts))
+        for _ in range(rounds):
+            for c in configs:
+                res = subprocess.run([sys.executable, __file__, "--cold-index", c, "--cold-texts", str(path),
+                                      "--object-store-mb", str(object_store_mb), "--ray-cpus", str(ray_cpus)],
+                                     capture_output=True, text=True)
+                if res.returncode:
+                    raise SystemExit(f"the cold index build ({c}) failed:\n{res.stderr[-3000:]}")
+                got = json.loads(res.stdout.strip().splitlines()[-1])
+                out[c].append(got["index_cold_s"])
+                print(f"cold index ({c}, a fresh process): {got['index_cold_s']:.2f} s, phases {got['phases']}",
+                      flush=True)
+    return out
 
 
 def stage_attack(scenario: Scenario, release: Release, executor: Executor, **kw) -> tuple[float, float, list]:
@@ -238,10 +314,17 @@ def main() -> None:
                     help=f"stages to measure, comma-separated (default: all of {', '.join(STAGES)})")
     ap.add_argument("--index-repeat", type=int, default=1,
                     help="build the index this many times in each configuration (the first on cold memory)")
+    ap.add_argument("--cold-rounds", type=int, default=2,
+                    help="fresh processes per configuration for the cold index build (0: none)")
+    ap.add_argument("--cold-index", default=None, help=argparse.SUPPRESS)  # one cold build, in this process
+    ap.add_argument("--cold-texts", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--index-only", action="store_true",
                     help="only the single index's memory and words/s and the sharded build's memory")
     args = ap.parse_args()
+    if args.cold_index:
+        print(json.dumps(cold_index(args.cold_texts, args.cold_index, args.object_store_mb, args.ray_cpus)))
+        return
     workers = [int(w) for w in args.workers.split(",") if w.strip()]
     todo = {x.strip() for x in args.stages.split(",") if x.strip()}
     if todo - set(STAGES):
@@ -261,6 +344,14 @@ def main() -> None:
     scenario = Scenario(originals=originals, releases=(release,))
     embed_texts = texts[: args.embed_docs]
     out["data_seconds"] = round(time.perf_counter() - t0, 1)
+    cold: dict[str, list[float]] = {}
+    if "index" in todo and args.cold_rounds:
+        # memory this VM has never touched costs about 2 ms a MB the first time: touched here
+        # once, so that no configuration's processes pay for it alone
+        touched = np.ones(3 * 2**30 // 8, dtype=np.uint64)
+        del touched
+        cold = cold_indexes(texts, ["local", *(f"ray:{w}" for w in workers)], args.cold_rounds,
+                            args.object_store_mb, args.ray_cpus)
     NgramIndex.build(["Warm up the tables. Done."])
 
     # --- local
@@ -272,7 +363,9 @@ def main() -> None:
     fit_s, eval_s, local_results = (stage_attack(scenario, release, local) if "phrase_search" in todo
                                     else (None, None, None))
     emb_s, local_vecs = stage_embed(embed_texts, None) if "embedding" in todo else (None, None)
-    stages = {"local": {"index_build_s": idx_s, "index_build_warm_s": idx_all[-1] if len(idx_all) > 1 else None,
+    stages = {"local": {"index_cold_s": float(np.median(cold["local"])) if cold else None,
+                        "index_cold_all_s": cold.get("local"),
+                        "index_build_s": idx_s, "index_build_warm_s": idx_all[-1] if len(idx_all) > 1 else None,
                         "index_build_all_s": idx_all, "index_phases_s": index.config["build_phases"],
                         "phrase_search_fit_s": fit_s, "phrase_search_documents_s": eval_s, "embedding_s": emb_s}}
     print(f"{args.docs:,} documents, {words:,} words; local: index {', '.join(f'{x:.1f}' for x in idx_all)} s, "
@@ -299,24 +392,9 @@ def main() -> None:
         out["single_index"] = single_index(texts, words, args.shards)
 
     # --- Ray
-    from audit.pipeline.executors import RayExecutor
-
     for w in workers:
-        ex = RayExecutor("local", num_cpus=args.ray_cpus or w, workers=w,
-                         object_store_memory=args.object_store_mb * 2**20)
-        t0 = time.perf_counter()
-        ex.start()
-        start_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        ex.map(_Noop(), [0], group=1, label="noop")
-        fixed = time.perf_counter() - t0  # the first stage: Ray Data's own start included
-        t0 = time.perf_counter()
-        ex.map(_Noop(), [0], group=1, label="noop")
-        fixed_actors = time.perf_counter() - t0
-        ex.map(_LightNoop(), [0], group=1, label="noop (tasks)")
-        t0 = time.perf_counter()
-        ex.map(_LightNoop(), [0], group=1, label="noop (tasks)")  # on the processes of the one before
-        fixed_tasks = time.perf_counter() - t0
+        ex, secs = started_ray(w, args.ray_cpus or w, args.object_store_mb)
+        fixed, fixed_actors, fixed_tasks = secs["first_stage_s"], secs["stage_fixed_s"], secs["task_stage_fixed_s"]
         r_idx_all, r_index = stage_index(texts, ex, args.index_repeat)
         r_idx_s = r_idx_all[0]
         same_index = all(np.array_equal(getattr(index, a), getattr(r_index, a)) for a in ARRAYS)
@@ -331,8 +409,9 @@ def main() -> None:
                 build_sharded(Path(tmp) / "idx", texts, shards=args.shards, fingerprint="benchmark", executor=ex)
                 r_sh = time.perf_counter() - t0
         stages[f"ray_{w}"] = {
-            "ray_cpus": args.ray_cpus or w, "ray_start_s": start_s, "first_stage_s": fixed,
-            "stage_fixed_s": fixed_actors, "task_stage_fixed_s": fixed_tasks,
+            "ray_cpus": args.ray_cpus or w, **secs,
+            "index_cold_s": float(np.median(cold[f"ray:{w}"])) if cold else None,
+            "index_cold_all_s": cold.get(f"ray:{w}"),
             "index_build_s": r_idx_s, "index_build_warm_s": r_idx_all[-1] if len(r_idx_all) > 1 else None,
             "index_build_all_s": r_idx_all, "phrase_search_fit_s": r_fit,
             "phrase_search_documents_s": r_eval, "embedding_s": r_emb, "sharded_build_s": r_sh,
@@ -351,11 +430,12 @@ def main() -> None:
     out["stages"] = stages
 
     # --- documents/s and overhead
-    per_stage = {"index": ("index_build_s", args.docs), "index_warm": ("index_build_warm_s", args.docs),
+    per_stage = {"index_cold": ("index_cold_s", args.docs), "index": ("index_build_s", args.docs),
+                 "index_warm": ("index_build_warm_s", args.docs),
                  "phrase_search": ("phrase_search_documents_s", args.docs),
                  "embedding": ("embedding_s", len(embed_texts))}
     #: the stages whose workers run as tasks (``light_setup``): their fixed cost is a task stage's
-    task_stages = {"index", "index_warm"}
+    task_stages = {"index_cold", "index", "index_warm"}
     table = {}
     for name, (key, n) in per_stage.items():
         row = {cfg: n / s[key] for cfg, s in stages.items() if s.get(key)}
