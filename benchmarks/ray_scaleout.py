@@ -165,7 +165,7 @@ def started_ray(workers: int, cpus: int, object_store_mb: int) -> tuple[Any, dic
     for key, worker in (("first_stage_s", _Noop()), ("stage_fixed_s", _Noop()), (None, _LightNoop()),
                         ("task_stage_fixed_s", _LightNoop())):  # the last on the processes of the one before
         t0 = time.perf_counter()
-        ex.map(worker, [0], group=1, label="noop")
+        ex.map(worker, [0], group=1, label="noop (tasks)" if getattr(worker, "light_setup", False) else "noop")
         if key:
             secs[key] = time.perf_counter() - t0
     return ex, secs
