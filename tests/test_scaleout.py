@@ -363,10 +363,11 @@ def _ic_models(root: Path) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("kind", ["causal", "masked"])
-def test_information_content_on_workers_is_what_this_process_computes(tmp_path, kind):
+def test_information_content_on_workers_is_what_this_process_computes(tmp_path, kind, monkeypatch):
     """The scorer of TPI and TPS on a distributed executor: the documents go to the workers,
-    each loading the model once, and come back with the values, the estimator's identity (one
-    pass, as here) and the cache of a local run."""
+    round after round, each worker loading the model once, and come back with the values, the
+    estimator's identity (one pass, as here) and the cache of a local run."""
+    from audit.metrics import ic as ic_module
     from audit.metrics.ic import CausalIC, ICCache, MaskedIC, corpus_ic
     from audit.metrics.terms import TermExtractor
     from audit.models.nlp import Spacy
@@ -384,8 +385,10 @@ def test_information_content_on_workers_is_what_this_process_computes(tmp_path, 
         assert there_est.identity == here_est.identity and there_est.worker() is not None
         here = corpus_ic(corpus, here_est, extract)
         cache = ICCache(corpus, there_est.identity, tmp_path / "ic")
+        monkeypatch.setattr(ic_module, "IC_ROUND", 4)  # 15 documents: 4 rounds, each saved
         there = corpus_ic(corpus, there_est, extract, cache=cache, executor=ex)
-    assert ex.timings["information content"]["items"] == sum(1 for d in corpus if d.text)
+    stage = ex.timings["information content"]
+    assert stage["calls"] == 4 and stage["items"] == sum(1 for d in corpus if d.text)
     assert there.keys() == here.keys()
     for doc_id, (terms, ic) in here.items():
         assert there[doc_id][0] == terms and np.array_equal(there[doc_id][1], ic)
