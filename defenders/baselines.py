@@ -226,17 +226,35 @@ class PresidioSanitizer(Sanitizer):
     @property
     def analyzer(self):
         if self._analyzer is None:
-            self._analyzer = presidio_analyzer(self.model, self.language)
+            try:
+                from presidio_analyzer import AnalyzerEngine
+            except ImportError:
+                raise AnonauditError(
+                    "the presidio sanitizer needs Microsoft Presidio: pip install 'anonaudit[presidio]'"
+                ) from None
+            logging.getLogger("presidio-analyzer").setLevel(logging.ERROR)
+            tldextract_offline()  # the e-mail recogniser's domain check never downloads the suffix list
+            try:
+                engine = offline_spacy_engine(self.model, self.language)
+            except OSError as exc:
+                raise AnonauditError(f"presidio: spaCy model {self.model!r} cannot be loaded ({exc})") from None
+            self._analyzer = AnalyzerEngine(nlp_engine=engine, supported_languages=[self.language])
         return self._analyzer
 
     def detect(self, text: str) -> list[Span]:
-        return _presidio_spans(self.analyzer, text, self.language, self.entities, self.score_threshold, self.template)
+        found = self.analyzer.analyze(text=text, language=self.language,
+                                      entities=list(self.entities) if self.entities else None,
+                                      score_threshold=self.score_threshold)
+        # Highest score first among detections starting at the same place; outermost kept by apply_spans.
+        found = sorted(found, key=lambda r: (r.start, -(r.end - r.start), -r.score))
+        return [Span(r.start, r.end, r.entity_type, replacement=_label_text(self.template, r.entity_type))
+                for r in found]
 
     def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
         executor = resources_of(self).executor
         if executor.distributed:  # each worker loads the analyzer once and detects in its documents
-            worker = PresidioWorker(self.model, self.language, self.entities, self.score_threshold, self.template)
-            found = executor.map(worker, [doc.text for doc in corpus], group=PRESIDIO_GROUP, label="Presidio")
+            found = executor.map(PresidioWorker(self.get_params()), [doc.text for doc in corpus],
+                                 group=PRESIDIO_GROUP, label="Presidio")
         else:
             found = [self.detect(doc.text) for doc in corpus]
         spans = dict(zip(corpus.ids, found))
@@ -247,50 +265,23 @@ class PresidioSanitizer(Sanitizer):
 PRESIDIO_GROUP = 16
 
 
-def presidio_analyzer(model: str, language: str):
-    """Presidio's analyzer, offline, with the spaCy pipeline ``model``."""
-    try:
-        from presidio_analyzer import AnalyzerEngine
-    except ImportError:
-        raise AnonauditError(
-            "the presidio sanitizer needs Microsoft Presidio: pip install 'anonaudit[presidio]'"
-        ) from None
-    logging.getLogger("presidio-analyzer").setLevel(logging.ERROR)
-    tldextract_offline()  # the e-mail recogniser's domain check never downloads the suffix list
-    try:
-        engine = offline_spacy_engine(model, language)
-    except OSError as exc:
-        raise AnonauditError(f"presidio: spaCy model {model!r} cannot be loaded ({exc})") from None
-    return AnalyzerEngine(nlp_engine=engine, supported_languages=[language])
-
-
-def _presidio_spans(analyzer, text: str, language: str, entities: Sequence[str] | None, score_threshold: float,
-                    template: str) -> list[Span]:
-    found = analyzer.analyze(text=text, language=language, entities=list(entities) if entities else None,
-                             score_threshold=score_threshold)
-    # Highest score first among detections starting at the same place; outermost kept by apply_spans.
-    found = sorted(found, key=lambda r: (r.start, -(r.end - r.start), -r.score))
-    return [Span(r.start, r.end, r.entity_type, replacement=_label_text(template, r.entity_type)) for r in found]
-
-
 class PresidioWorker:
-    """Presidio's detection in a group of texts, as an executor's worker (the analyzer is
-    loaded once per worker)."""
+    """:meth:`PresidioSanitizer.detect` for a group of texts, as an executor's worker: a
+    sanitizer made from the run's one's parameters, its analyzer loaded once per worker."""
 
-    def __init__(self, model: str, language: str, entities: Sequence[str] | None, score_threshold: float,
-                 template: str):
-        self.model, self.language, self.entities = model, language, entities
-        self.score_threshold, self.template = score_threshold, template
-        self._analyzer = None
+    def __init__(self, params: dict[str, Any]):
+        self.params = dict(params)
+        self._sanitizer: PresidioSanitizer | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_analyzer": None}
+        return {**self.__dict__, "_sanitizer": None}
 
     def setup(self) -> None:
-        if self._analyzer is None:
-            self._analyzer = presidio_analyzer(self.model, self.language)
+        if self._sanitizer is None:
+            self._sanitizer = PresidioSanitizer(**self.params)
+            self._sanitizer.analyzer  # noqa: B018 - loaded here, once per worker
 
     def __call__(self, texts: list[str]) -> list[list[Span]]:
         self.setup()
-        return [_presidio_spans(self._analyzer, t, self.language, self.entities, self.score_threshold, self.template)
-                for t in texts]
+        assert self._sanitizer is not None
+        return [self._sanitizer.detect(t) for t in texts]
