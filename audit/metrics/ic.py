@@ -86,12 +86,7 @@ class CausalIC(ICEstimator):
 
     def _local_model(self) -> tuple[Any, Any] | None:
         """(model, tokenizer) of an in-process transformers backend, if that is what ``llm`` is."""
-        backend = getattr(self.llm, "backend", self.llm)  # CachedLLM wraps the backend
-        backend = getattr(backend, "local", backend)  # RemoteLLM: the run's own copy of the model
-        model, tok = getattr(backend, "model", None), getattr(backend, "tokenizer", None)
-        if model is None or tok is None or not hasattr(model, "forward") or not callable(tok):
-            return None
-        return model, tok
+        return self.llm.in_process
 
     @property
     def uses_one_pass(self) -> bool:
@@ -104,9 +99,9 @@ class CausalIC(ICEstimator):
 
     def worker(self) -> ICWorker | None:
         """One pass over windows on the workers, each loading the scorer the run's LLM layer
-        names (``RemoteLLM.spec``: on a distributed executor); per term, the
+        names (:attr:`~audit.models.llm.LLM.worker_spec`: on a distributed executor); per term, the
         log-probabilities stay with the LLM layer here (its answer cache)."""
-        spec = getattr(getattr(self.llm, "backend", self.llm), "spec", None)
+        spec = self.llm.worker_spec
         if not self.uses_one_pass or spec is None:
             return None
         return ICWorker("causal", spec, {"context_tokens": self.context_tokens, "batch_size": self.batch_size})

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from audit.models.llm import LLM, ChatRequest
 
@@ -132,6 +133,14 @@ class CachedLLM(LLM):
     @property
     def cache_identity(self) -> str:
         return self.backend.cache_identity
+
+    @property
+    def in_process(self) -> tuple[Any, Any] | None:  # type: ignore[override]
+        return self.backend.in_process
+
+    @property
+    def worker_spec(self) -> str | None:  # type: ignore[override]
+        return self.backend.worker_spec
 
     @property
     def context_size(self) -> int:  # type: ignore[override]

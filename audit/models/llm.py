@@ -186,6 +186,23 @@ class LLM(ABC):
         return max(1, len(text) // 4)
 
     @property
+    def in_process(self) -> tuple[Any, Any] | None:
+        """``(model, tokenizer)`` where this is a transformers-style model in this process (one
+        forward pass scores a whole window: :class:`~audit.metrics.ic.CausalIC`), else None.
+        A wrapper (the answer cache, a cluster's remote model) answers for what it wraps."""
+        model = getattr(self, "model", None)
+        if model is None or not hasattr(model, "forward"):
+            return None
+        tok = getattr(self, "tokenizer", None)
+        return (model, tok) if callable(tok) else None
+
+    @property
+    def worker_spec(self) -> str | None:
+        """The spec a distributed executor's workers load this model from (the run's LLM on a
+        cluster: :class:`~audit.models.remote.RemoteLLM`), else None."""
+        return None
+
+    @property
     def usage(self) -> dict[str, int]:
         """Tokens the backend reported so far (``prompt_tokens``, ``completion_tokens``):
         the machine-independent cost of the requests this object sent to a model."""

@@ -71,8 +71,12 @@ class RemoteLLM(LLM):
         return self.local.cache_identity
 
     @property
-    def spec(self) -> str | None:
-        """The spec each worker loads its model from."""
+    def in_process(self) -> tuple[Any, Any] | None:  # type: ignore[override]
+        """The run's own copy of the model's (the workers load theirs)."""
+        return self.local.in_process
+
+    @property
+    def worker_spec(self) -> str | None:  # type: ignore[override]
         return self.worker.spec
 
     @property
