@@ -312,7 +312,8 @@ def brute_force_df(texts: list[str], max_n: int) -> dict[tuple[int, ...], set[in
 
 @pytest.mark.parametrize("route_bits", [0, 10])  # 10 buckets' bits: more than a 40-bit index's directory has
 # chunk_chars: 3,000 (about 100 documents a chunk) or all 700 in one (one hash table of repeats,
-# reused from document to document: each document's pairs must stay its own)
+# reused from document to document: each document's pairs must stay its own, also after the
+# documents' marks in the table wrap, at the 256th and 511th)
 @pytest.mark.parametrize("n_docs,min_hash_bits,chunk_chars", [(40, 56, 3000), (700, 56, 3000), (700, 56, 10**6),
                                                               (700, 52, 3000), (700, 40, 3000)])
 def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits, chunk_chars, route_bits, monkeypatch):
@@ -339,6 +340,17 @@ def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits, chunk_cha
             assert tn.df[i] == len(truth[key])
             docs = index.postings_at(tn.post_ref[i], tn.df[i])
             assert docs.tolist() == sorted(truth[key])
+
+
+def test_a_document_whose_mark_comes_round_again_keeps_its_own_ngrams():
+    """A chunk finds each document's repeated n-grams in one hash table whose slots carry the
+    document's mark (1 to 255); the 256th document of a chunk takes mark 1 again, and must not
+    read the 1st one's entries as its own (the table is cleared when the marks wrap)."""
+    filler = ["..."] * 254  # no words: nothing written over the first document's slots
+    texts = ["Zeta gamma.", *filler, "Zeta gamma.", *filler, "Zeta gamma."]  # documents 0, 255 and 510
+    index = NgramIndex.build(texts, chunk_chars=10**6)  # one chunk, one table
+    assert index.postings("zeta gamma").tolist() == [0, 255, 510]
+    assert index.postings("zeta").tolist() == [0, 255, 510]
 
 
 def test_chunk_runs_are_given_back_bucket_by_bucket_and_only_those_laid_out():

@@ -134,15 +134,17 @@ def kernels() -> SimpleNamespace:
     def doc_pairs(th, seg, doc_tokens, max_n, kept, route_bits, t_bits, first_doc, keys, buckets, counts):  # pragma: no cover
         """The distinct (n-gram, document) pairs of a chunk, document by document: for each
         n-gram (n = 1..max_n) of the tokens with hashes ``th`` inside one segment (``seg``), its
-        hash's bits ``kept``, once per document (the tokens of document ``d`` are
-        ``doc_tokens[d]:doc_tokens[d + 1]``; the documents are numbered from ``first_doc``),
-        packed (the kept bits shifted up by ``t_bits``, the document below them) into ``keys``,
-        with its bucket (the hash's top ``route_bits``) in ``buckets``, counted per bucket in
-        ``counts``. Return how many pairs.
+        hash's bits ``kept`` (the top bits: at least the lowest 8 are not kept), once per
+        document (the tokens of document ``d`` are ``doc_tokens[d]:doc_tokens[d + 1]``; the
+        documents are numbered from ``first_doc``), packed (the kept bits shifted up by
+        ``t_bits``, the document below them) into ``keys``, with its bucket (the hash's top
+        ``route_bits``) in ``buckets``, counted per bucket in ``counts``. Return how many pairs.
 
         A document's repeated n-grams are found in a hash table sized for it (twice its n-grams
-        at most, a power of two: a few dozen KB for a page of text, so it stays in cache), whose
-        slots are marked with the document's number instead of being cleared."""
+        at most, a power of two: a few dozen KB for a page of text, so it stays in cache). A
+        slot holds the n-gram's kept bits and, in the bits below them, a mark of the document
+        it was written for (1 to 255), so that a slot is read once a probe and the table is
+        cleared only when the marks wrap, not for every document."""
         n_docs = doc_tokens.shape[0] - 1
         T = th.shape[0]
         most = 1
@@ -151,10 +153,12 @@ def kernels() -> SimpleNamespace:
         bits = 1
         while (1 << bits) < 2 * most:
             bits += 1
-        table = np.empty(1 << bits, dtype=np.uint64)
-        owner = np.zeros(1 << bits, dtype=np.int64)  # 1 + the document a slot holds a pair of
+        table = np.zeros(1 << bits, dtype=np.uint64)
+        marks = ~kept  # the bits a mark takes
+        last_mark = u64(255) if marks >= u64(255) else marks
         route_shift = u64(64 - route_bits if route_bits else 0)
         up = u64(t_bits)
+        mark = u64(0)
         f = 0
         for d in range(n_docs):
             a, b = doc_tokens[d], doc_tokens[d + 1]
@@ -163,7 +167,10 @@ def kernels() -> SimpleNamespace:
                 slot_bits += 1
             slot_shift = u64(64 - slot_bits)  # a slot: the pair's top bits (a hash's: random)
             wrap = (1 << slot_bits) - 1
-            mark = d + 1
+            mark += u64(1)
+            if mark > last_mark:  # the marks wrap: slots of an earlier document could read as this one's
+                table[:] = 0
+                mark = u64(1)
             doc = first_doc + u64(d)
             for i in range(a, b):
                 h = u64(0)
@@ -174,13 +181,15 @@ def kernels() -> SimpleNamespace:
                         break
                     h = h * token_mult + th[j]
                     x = (h + len_mix * u64(n)) & kept
+                    entry = x | mark
                     slot = np.int64(x >> slot_shift)
-                    while owner[slot] == mark and table[slot] != x:
+                    held = table[slot]
+                    while (held & marks) == mark and held != entry:  # another n-gram of this document
                         slot = (slot + 1) & wrap
-                    if owner[slot] == mark:
+                        held = table[slot]
+                    if held == entry:
                         continue  # seen in this document
-                    owner[slot] = mark
-                    table[slot] = x
+                    table[slot] = entry
                     bucket = np.int64(x >> route_shift) if route_bits else 0
                     keys[f] = (x << up) | doc
                     buckets[f] = bucket
