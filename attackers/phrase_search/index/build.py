@@ -52,6 +52,11 @@ ROUTE_BITS = 8
 #: costs more system calls, each of which interrupts the other threads (8 buckets: 1.3 MB per
 #: million words held at most).
 FREE_EVERY = 8
+#: In the layout, each sorting thread may run this many buckets ahead of the one being laid
+#: out: with one each, a thread that has sorted its bucket waits for the layout, and the two
+#: cores were a fifth idle (benchmarks/README.md). Each costs a bucket's sorted array (an
+#: eighth of a percent of the pairs).
+SORT_AHEAD = 4
 #: In ``first``, the flag of an n-gram found in two documents or more: the rest of the value is
 #: its number among those n-grams (its posting list is ``multi_docs[multi_offsets[j]:multi_offsets[j+1]]``);
 #: without the flag, the value is the one document of the n-gram.
@@ -501,8 +506,9 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
 
     spans = [entries(b) for b in ids]
     # one array per bucket in flight: the one being laid out and those the threads sort
-    # meanwhile (:func:`_in_order` runs at most ``workers`` ahead)
-    slots = [_Merged() for _ in range(workers + 1 if workers > 1 else 1)]
+    # meanwhile (:func:`_in_order` runs at most ``ahead`` buckets ahead)
+    ahead = SORT_AHEAD * workers if workers > 1 else 0
+    slots = [_Merged() for _ in range(ahead + 1)]
 
     def merged(j: int) -> np.ndarray | None:
         pieces = buckets[j]
@@ -518,7 +524,7 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
     done, n_multi = 0, 0
     _trim()  # the chunks' temporary arrays, freed, back to the system before the index grows
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        for j, part in enumerate(_in_order(pool, merged, len(ids), workers)):
+        for j, part in enumerate(_in_order(pool, merged, len(ids), ahead)):
             if part is None:
                 continue
             n = len(part)
@@ -555,16 +561,17 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
 # --------------------------------------------------------------------------- helpers
 
 
-def _in_order(pool: ThreadPoolExecutor, fn: Any, n: int, workers: int) -> Iterator[Any]:
-    """``fn(0) .. fn(n - 1)`` on the pool's threads, in order, at most ``workers`` ahead of the
-    one being consumed (``pool.map`` would run all of them ahead: their results would pile up)."""
-    if workers <= 1:
+def _in_order(pool: ThreadPoolExecutor, fn: Any, n: int, ahead: int) -> Iterator[Any]:
+    """``fn(0) .. fn(n - 1)`` on the pool's threads, in order, at most ``ahead`` of them beyond
+    the one being consumed (``pool.map`` would run all of them ahead: their results would pile
+    up); none ahead: in this thread, one after the other."""
+    if ahead < 1:
         yield from map(fn, range(n))
         return
     running: deque[Future] = deque()
     for j in range(n):
         running.append(pool.submit(fn, j))
-        if len(running) > workers:
+        if len(running) > ahead:
             yield running.popleft().result()
     while running:
         yield running.popleft().result()
