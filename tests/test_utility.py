@@ -180,6 +180,39 @@ def test_ic_of_the_originals_is_computed_once_and_cached_on_disk(make_ctx, tmp_p
     assert len(ctx.estimator.llm.calls) == calls
 
 
+def test_ic_cache_is_saved_when_a_run_stops_not_rewritten_after_every_document(tmp_path, nlp, monkeypatch):
+    import audit.metrics.ic as ic_module
+
+    writes = []
+    real_write = ic_module.atomic_write_json
+    monkeypatch.setattr(ic_module, "atomic_write_json", lambda path, data: (writes.append(len(data["documents"])),
+                                                                            real_write(path, data)))
+    originals = _corpus(*(f"{COURT} Case number {i}." for i in range(6)))
+    est = CausalIC(FakeLLM(), context_tokens=64)
+    extract = TermExtractor(nlp)
+    calls = []
+
+    def failing_on_the_fifth(text):
+        calls.append(text)
+        if len(calls) == 5:
+            raise KeyboardInterrupt  # the user stops the run
+        return extract(text)
+
+    with pytest.raises(KeyboardInterrupt):
+        corpus_ic(originals, est, failing_on_the_fifth, cache=ICCache(originals, est.identity, tmp_path))
+    assert writes == [4]  # once, when it stopped, with the four documents scored
+    resumed = ICCache(originals, est.identity, tmp_path)
+    assert sorted(resumed.documents) == ["d0", "d1", "d2", "d3"]
+    writes.clear()
+    done = corpus_ic(originals, est, extract, cache=resumed)
+    assert writes == [6] and len(done) == 6 and resumed.stats == {"hits": 4, "misses": 2}
+    # a long run saves as it goes, at most every IC_SAVE_SECONDS
+    monkeypatch.setattr(ic_module, "IC_SAVE_SECONDS", 0.0)
+    writes.clear()
+    corpus_ic(originals, est, extract, cache=ICCache(originals, est.identity, tmp_path / "other"))
+    assert writes[:6] == [1, 2, 3, 4, 5, 6]
+
+
 def _tiny_mlm(path):
     from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 

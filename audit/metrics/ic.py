@@ -365,8 +365,9 @@ class ICCache:
 
     One JSON file per (corpus, estimator) under ``config.subdir("utility")`` (or
     ``folder``): ``{"identity", "fingerprint", "version", "documents": {id: {"terms":
-    [[start, end, text, kind, ic], ...], "seconds": s}}}``. Saved after every document,
-    so an interrupted run resumes where it stopped.
+    [[start, end, text, kind, ic], ...], "seconds": s}}}``. :func:`corpus_ic` saves it every
+    :data:`IC_SAVE_SECONDS` and when it ends or stops, so an interrupted run resumes where it
+    stopped.
     """
 
     def __init__(self, corpus: Corpus, identity: str, folder: str | os.PathLike | None = None,
@@ -395,9 +396,6 @@ class ICCache:
         terms = [Term(int(s), int(e), str(t), str(k)) for s, e, t, k, _ in entry["terms"]]
         return terms, np.array([float(x[4]) for x in entry["terms"]], dtype=float)
 
-    def put(self, doc_id: str, terms: Sequence[Term], ic: np.ndarray, seconds: float) -> None:
-        self.put_many([(doc_id, terms, ic, seconds)])
-
     def put_many(self, entries: Sequence[tuple[str, Sequence[Term], np.ndarray, float]]) -> None:
         """Several documents' ``(id, terms, IC, seconds)``, saved once."""
         for doc_id, terms, ic, seconds in entries:
@@ -415,6 +413,10 @@ class ICCache:
 
 #: Documents a round of :func:`corpus_ic` sends to the workers (one executor stage, saved after it).
 IC_ROUND = 256
+#: A local :func:`corpus_ic` saves its cache at most this often (seconds), and when it ends or
+#: stops (an error, Ctrl-C): the file is written whole each time, so saving after every document
+#: would take time quadratic in a corpus's documents; a run killed outright loses at most this.
+IC_SAVE_SECONDS = 10.0
 #: Documents a worker scores per call.
 IC_GROUP = 8
 
@@ -455,13 +457,22 @@ def corpus_ic(corpus: Corpus, estimator: ICEstimator, extract, *, cache: ICCache
                 out.update((doc_id, (t, ic)) for doc_id, t, ic, _ in done)
                 bar.update(len(part))
         return out
-    for doc in progress_bar(todo, desc="information content", unit="doc", enabled=progress):
-        t0 = time.perf_counter()
-        terms = extract(doc.text)
-        ic = _kept(estimator.estimate(doc.text, terms) if terms else np.zeros(0))
+    unsaved: list[tuple[str, list[Term], np.ndarray, float]] = []
+    saved_at = time.perf_counter()
+    try:
+        for doc in progress_bar(todo, desc="information content", unit="doc", enabled=progress):
+            t0 = time.perf_counter()
+            terms = extract(doc.text)
+            ic = _kept(estimator.estimate(doc.text, terms) if terms else np.zeros(0))
+            out[doc.id] = (terms, ic)
+            if cache is not None:
+                unsaved.append((doc.id, terms, ic, time.perf_counter() - t0))
+                if time.perf_counter() - saved_at >= IC_SAVE_SECONDS:
+                    cache.put_many(unsaved)
+                    unsaved, saved_at = [], time.perf_counter()
+    finally:  # what was scored before an error or an interruption is kept
         if cache is not None:
-            cache.put(doc.id, terms, ic, time.perf_counter() - t0)
-        out[doc.id] = (terms, ic)
+            cache.put_many(unsaved)
     return out
 
 
