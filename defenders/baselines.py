@@ -24,7 +24,7 @@ from typing import Any
 from audit.core.data import Corpus, Release, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
-from audit.models.nlp import DEFAULT_SPACY_MODEL, Spacy
+from audit.models.nlp import DEFAULT_SPACY_MODEL
 from audit.models.resources import resources_of
 from audit.core.registry import register
 
@@ -125,8 +125,7 @@ class SpacyNER(Sanitizer):
         texts go to its workers in the same batches, each worker loading the pipeline once."""
         executor = resources_of(self).executor
         if executor.distributed:
-            return executor.map(NERWorker(self.model, self.labels, self.template, self.batch_size), list(texts),
-                                group=self.batch_size, label="spaCy NER")
+            return executor.map(NERWorker(self.get_params()), list(texts), group=self.batch_size, label="spaCy NER")
         nlp = resources_of(self).spacy(self.model, disable=("lemmatizer",))  # the run's shared pipeline
         return [_entity_spans(parsed, self.labels, self.template)
                 for parsed in nlp.pipe(texts, batch_size=self.batch_size)]
@@ -142,24 +141,26 @@ def _entity_spans(parsed, labels: Sequence[str] | None, template: str) -> list[S
 
 
 class NERWorker:
-    """:meth:`SpacyNER.detect` for one batch of texts, as an executor's worker (the pipeline is
-    loaded once per worker)."""
+    """:meth:`SpacyNER.detect` for one batch of texts, as an executor's worker: a sanitizer made
+    from the run's one's parameters (on the worker it runs locally), its pipeline loaded once per
+    worker."""
 
-    def __init__(self, model: str, labels: Sequence[str] | None, template: str, batch_size: int):
-        self.model, self.labels, self.template, self.batch_size = model, labels, template, batch_size
-        self._nlp = None
+    def __init__(self, params: dict[str, Any]):
+        self.params = dict(params)
+        self._sanitizer: SpacyNER | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_nlp": None}
+        return {**self.__dict__, "_sanitizer": None}
 
     def setup(self) -> None:
-        if self._nlp is None:
-            self._nlp = Spacy(self.model, disable=("lemmatizer",))
+        if self._sanitizer is None:
+            self._sanitizer = SpacyNER(**self.params)
+            self._sanitizer.detect([])  # loads the pipeline here, once per worker
 
     def __call__(self, texts: list[str]) -> list[list[Span]]:
         self.setup()
-        return [_entity_spans(parsed, self.labels, self.template)
-                for parsed in self._nlp.pipe(texts, batch_size=self.batch_size)]
+        assert self._sanitizer is not None
+        return self._sanitizer.detect(texts)
 
 
 def tldextract_offline() -> None:
