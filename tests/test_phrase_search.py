@@ -353,6 +353,26 @@ def test_a_document_whose_mark_comes_round_again_keeps_its_own_ngrams():
     assert index.postings("zeta").tolist() == [0, 255, 510]
 
 
+def test_minimal_set_is_the_greedy_choice_shortest_then_leftmost():
+    from attackers.phrase_search.index import minimal_set
+
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(12)]
+    texts = [" ".join(rng.choice(words, size=40)) + "." for _ in range(30)]
+    index = NgramIndex.build(texts, max_n=5)
+    for trial in range(200):
+        tn = index.ngrams(texts[trial % len(texts)])
+        cand = rng.choice(len(tn), size=int(rng.integers(0, min(60, len(tn)))), replace=False)
+        kept, taken = [], set()
+        for c in sorted(cand.tolist(), key=lambda c: (tn.n[c], tn.first[c])):  # a plain reading
+            tokens = set(range(int(tn.first[c]), int(tn.last[c]) + 1))
+            if not tokens & taken:
+                kept.append(c)
+                taken |= tokens
+        expected = sorted(kept, key=lambda c: (tn.first[c], tn.n[c]))
+        assert minimal_set(tn, cand).tolist() == expected
+
+
 def test_chunk_runs_are_given_back_bucket_by_bucket_and_only_those_laid_out():
     """The build keeps each chunk's pairs in a memory map and gives its pages back as the layout
     passes their buckets: what is given back reads as zeros (the memory went back to the

@@ -33,8 +33,8 @@ CLIP = 0xFFFF
 
 @lru_cache(maxsize=1)
 def kernels() -> SimpleNamespace:
-    """The compiled kernels, ``scan_tokens``, ``doc_pairs``, ``by_bucket`` and ``lay_out``
-    (compiled, or loaded from the cache, on the first call of each)."""
+    """The compiled kernels, ``scan_tokens``, ``doc_pairs``, ``by_bucket``, ``lay_out``, ``find``
+    and ``keep_free`` (compiled, or loaded from the cache, on the first call of each)."""
     import numba
 
     def jit(fn: Any) -> Any:
@@ -254,5 +254,60 @@ def kernels() -> SimpleNamespace:
             i = j
         return m, nm, nd
 
+    @jit
+    def find(directory, keys, first, multi_offsets, hashes, entry_shift, needle_shift, dir_base, multi_flag,
+             multi_base, df, ref):  # pragma: no cover
+        """For each n-gram hash of ``hashes``, its document frequency in ``df`` (0 when absent)
+        and its posting reference in ``ref`` (see ``NgramIndex.lookup``), from the index's arrays
+        (or a shard's, whose directory starts at entry ``dir_base`` and whose posting lists at
+        ``multi_base``). The directory entry (``hash >> entry_shift``) bounds the keys to search,
+        a few dozen at most; the stored key (``hash >> needle_shift``, its low 32 bits) is
+        searched among them by halving."""
+        for i in range(hashes.shape[0]):
+            h = hashes[i]
+            e = np.int64(h >> entry_shift) - dir_base
+            lo = np.int64(directory[e])
+            end = np.int64(directory[e + 1])
+            hi = end
+            needle = np.uint32((h >> needle_shift) & u64(0xFFFFFFFF))
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if keys[mid] < needle:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo >= end or keys[lo] != needle:
+                continue
+            f = u64(first[lo])
+            if f < multi_flag:
+                df[i] = 1
+                ref[i] = np.int64(f)
+            else:
+                j = np.int64(f - multi_flag)
+                at = np.int64(multi_offsets[j])
+                df[i] = np.int64(multi_offsets[j + 1]) - at
+                ref[i] = at + multi_base
+
+    @jit
+    def keep_free(order, first, last, taken, out):  # pragma: no cover
+        """The n-grams ``order`` (positions in ``first``/``last``, their first and last tokens) in
+        turn, each kept (written to ``out``) when none of its tokens is ``taken`` yet, its tokens
+        then taken; return how many were kept."""
+        m = 0
+        for k in range(order.shape[0]):
+            c = order[k]
+            a, b = first[c], last[c]
+            free = True
+            for t in range(a, b + 1):
+                if taken[t]:
+                    free = False
+                    break
+            if free:
+                for t in range(a, b + 1):
+                    taken[t] = True
+                out[m] = c
+                m += 1
+        return m
+
     return SimpleNamespace(scan_tokens=scan_tokens, doc_pairs=doc_pairs, by_bucket=by_bucket,
-                           lay_out=lay_out)
+                           lay_out=lay_out, find=find, keep_free=keep_free)

@@ -13,6 +13,7 @@ import numpy as np
 
 from attackers.phrase_search.index.build import MULTI, DocInfo, build_fields, collection_fingerprint
 from attackers.phrase_search.index.hashing import U64, ngram_hashes, top_bits_mask
+from attackers.phrase_search.index.kernels import kernels
 from attackers.phrase_search.index.storage import ARRAYS, load_fields, save_index
 from attackers.phrase_search.index.tokenizer import Tokenizer
 from attackers.phrase_search.index import windows
@@ -265,36 +266,17 @@ def search(directory: np.ndarray, keys: np.ndarray, first: np.ndarray, multi_off
     ``multi_base`` in the whole index's.
 
     The directory entry (the hash's top ``hash_bits - 32`` bits) gives the range of keys to
-    search; the 32 bits below are searched in it, all needles at once, one halving per step (a
-    range holds a few dozen keys at most)."""
-    d = hash_bits - 32
+    search; the 32 bits below are searched in it (a range holds a few dozen keys at most), one
+    hash after the other in a compiled loop (the kernel ``find``): as numpy expressions over all
+    the hashes at once, each halving step cost a dozen passes, which a shard's few hundred hashes
+    a document did not amortise."""
     df = np.zeros(len(hashes), dtype=np.int64)
     ref = np.zeros(len(hashes), dtype=np.int64)
     if not len(hashes) or not len(keys):
         return df, ref
-    entry = (hashes >> U64(64 - d)).astype(np.int64) - dir_base
-    needle = (hashes >> U64(64 - hash_bits)).astype(np.uint32)  # the low 32 of the kept bits
-    lo, hi = np.asarray(directory[entry], dtype=np.int64), np.asarray(directory[entry + 1], dtype=np.int64)
-    end, last = hi.copy(), len(keys) - 1
-    while True:
-        live = np.flatnonzero(lo < hi)
-        if not len(live):
-            break
-        mid = (lo[live] + hi[live]) >> 1
-        below = np.asarray(keys[mid]) < needle[live]
-        lo[live[below]] = mid[below] + 1
-        hi[live[~below]] = mid[~below]
-    found = np.flatnonzero(lo < end)
-    found = found[np.asarray(keys[np.minimum(lo[found], last)]) == needle[found]]
-    f = np.asarray(first[lo[found]]).astype(np.int64)
-    multi = f >= MULTI
-    df[found] = 1
-    ref[found] = f
-    if multi.any():
-        j = f[multi] - MULTI
-        at = np.asarray(multi_offsets[j]).astype(np.int64)
-        df[found[multi]] = np.asarray(multi_offsets[j + 1]).astype(np.int64) - at
-        ref[found[multi]] = at + multi_base
+    kernels().find(np.asarray(directory), np.asarray(keys), np.asarray(first), np.asarray(multi_offsets),
+                   np.ascontiguousarray(hashes, dtype=U64), U64(64 - (hash_bits - 32)), U64(64 - hash_bits),
+                   int(dir_base), U64(MULTI), int(multi_base), df, ref)
     return df, ref
 
 
@@ -302,36 +284,16 @@ def minimal_set(tn: TextNgrams, candidates: np.ndarray) -> np.ndarray:
     """Greedy minimal non-overlapping subset: shortest first, then leftmost; an
     n-gram sharing a token with a kept one is dropped. Returned in text order.
 
-    Vectorised per length n: candidates overlapping a kept shorter n-gram are
-    dropped at once (prefix sums); only the survivors of one length, which may
-    overlap each other, are scanned left to right.
+    The candidates are taken in that order in a compiled loop (the kernel ``keep_free``), each
+    kept when none of its tokens is taken yet: a few operations each, where numpy expressions
+    per length cost a dozen passes and calls each, for a document's few dozen candidates.
     """
     candidates = np.asarray(candidates, dtype=np.int64)
     if len(candidates) == 0:
         return candidates
-    size = int(tn.last[candidates].max()) + 2
-    taken = np.zeros(size, dtype=np.int64)
-    kept: list[np.ndarray] = []
-    ns = tn.n[candidates]
-    for n in np.unique(ns):
-        c = candidates[ns == n]
-        c = c[np.argsort(tn.first[c], kind="stable")]
-        cum = np.concatenate(([0], np.cumsum(taken)))
-        c = c[cum[tn.last[c] + 1] - cum[tn.first[c]] == 0]
-        if len(c) == 0:
-            continue
-        firsts, lasts = tn.first[c], tn.last[c]
-        if len(c) > 1 and (firsts[1:] <= lasts[:-1]).any():  # same-length overlaps: leftmost wins
-            sel, end = [], -1
-            for j, (a, b) in enumerate(zip(firsts.tolist(), lasts.tolist())):
-                if a > end:
-                    sel.append(j)
-                    end = b
-            c, firsts, lasts = c[sel], firsts[sel], lasts[sel]
-        mark = np.zeros(size + 1, dtype=np.int64)
-        np.add.at(mark, firsts, 1)
-        np.add.at(mark, lasts + 1, -1)
-        taken |= np.cumsum(mark)[:size] > 0
-        kept.append(c)
-    out = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
-    return out[np.lexsort((tn.n[out], tn.first[out]))]
+    order = candidates[np.lexsort((tn.first[candidates], tn.n[candidates]))]  # by length, then start
+    taken = np.zeros(int(tn.last[candidates].max()) + 1, dtype=np.bool_)
+    out = np.empty(len(order), dtype=np.int64)
+    kept = out[:kernels().keep_free(order, np.asarray(tn.first, dtype=np.int64),
+                                    np.asarray(tn.last, dtype=np.int64), taken, out)]
+    return kept[np.lexsort((tn.n[kept], tn.first[kept]))]
