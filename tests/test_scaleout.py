@@ -133,6 +133,25 @@ def test_index_built_by_workers_is_the_local_index(min_hash_bits, threads):
     assert local.config["n_tokens"] == remote.config["n_tokens"]
 
 
+@pytest.mark.parametrize("threads", [None, 2])
+def test_index_built_by_workers_with_huge_documents_is_the_local_index(monkeypatch, threads):
+    """A document over the window size is a chunk of its own, read in windows, whose keys come
+    bucket by bucket already: a worker puts them in their place in its group's array as they are."""
+    import attackers.phrase_search.index.windows as windows
+
+    monkeypatch.setattr(windows, "WINDOW_CHARS", 900)
+    texts = _texts(400)
+    texts[10], texts[11], texts[300] = " ".join(texts[:40]), " ".join(texts[40:60]), " ".join(texts[100:150])
+    assert min(len(texts[i]) for i in (10, 11, 300)) > 900
+    from attackers.phrase_search.index.build import _chunks, _chunks_per_group
+
+    assert _chunks_per_group(len(_chunks(texts, 1_500))) == 2  # groups of two chunks, a huge one among them
+    local = NgramIndex.build(texts, chunk_chars=1_500)
+    remote = NgramIndex.build(texts, chunk_chars=1_500, executor=PicklingExecutor(threads))
+    for name in ARRAYS:
+        assert np.array_equal(getattr(local, name), getattr(remote, name))
+
+
 def test_driver_loads_its_layout_kernel_beside_the_workers_with_the_types_it_lays_out_with(monkeypatch):
     """On a cluster this process only lays the buckets out; its kernel loads while the workers
     extract (numba's start is about a second in a fresh process), and that load must be the

@@ -213,13 +213,14 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
 
 class ChunkKeys:
     """The n-gram extraction of the build as an executor's worker (:mod:`audit.core.executor`):
-    an item is ``(lo, texts)``, a run of documents numbered from ``lo``; its output is
-    ``(n_tokens, keys, counts)``: the chunk's runs (:func:`chunk_run`) one after the other in
-    one array (one array travels faster than many small ones; :func:`_split_buckets` cuts it
-    back) and how many keys each run has in each bucket (one row a run). A worker with several
-    CPUs (``threads``, set by the executor) extracts a group's chunks on as many threads (numpy
-    releases the GIL), or cuts a lone chunk into that many runs of documents (the layout sorts
-    each bucket's runs together anyway)."""
+    an item is a group of chunks, each ``(lo, texts)``, a run of documents numbered from
+    ``lo``; its output is ``(n_tokens, keys, counts)``: the chunks' runs (:func:`chunk_run`) one
+    after the other in one array, each written into its place there as it is made (one array
+    travels out of the worker with no copy, where several were copied into one;
+    :func:`_split_buckets` cuts it back), and how many keys each run has in each bucket (one row
+    a run). A worker with several CPUs (``threads``, set by the executor) extracts a group's
+    chunks on as many threads (numpy and the kernels release the GIL), or cuts a lone chunk
+    into that many runs of documents (the layout sorts each bucket's runs together anyway)."""
 
     #: the build only reads the keys (see :mod:`audit.core.executor`)
     readonly_outputs = True
@@ -236,26 +237,24 @@ class ChunkKeys:
         # the code-point tables and the compiled kernels (from numba's cache), once per worker
         chunk_run(0, ["Warm up."], Tokenizer(lowercase=self.lowercase), self.max_n, self.packing)
 
-    def __call__(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    def __call__(self, items: list[list[tuple[int, list[str]]]]) -> list[tuple[int, np.ndarray, np.ndarray]]:
         tok = Tokenizer(lowercase=self.lowercase)
         threads = self.threads or 1
+        with ThreadPoolExecutor(threads) if threads > 1 else contextlib.nullcontext() as pool:
+            return [self._group(chunks, tok, threads, pool) for chunks in items]
 
-        def runs_of(lo: int, texts: Sequence[str], parts: int, pool: ThreadPoolExecutor | None) -> tuple[int, list[_Run]]:
-            spans = [(0, len(texts))] if parts < 2 else _chunks(texts, -(-sum(len(t) + 1 for t in texts) // parts))
-            outs = list((pool.map if pool is not None and len(spans) > 1 else map)(
-                lambda r: chunk_run(lo + r[0], texts[r[0]:r[1]], tok, self.max_n, self.packing), spans))
-            return sum(nt for nt, _ in outs), [run for _, run in outs]
-
-        if threads < 2:
-            outs = [runs_of(lo, texts, 1, None) for lo, texts in items]
-        else:
-            with ThreadPoolExecutor(threads) as pool:
-                if len(items) > 1:  # whole chunks on the threads, as the local build
-                    outs = list(pool.map(lambda item: runs_of(*item, 1, None), items))
-                else:
-                    outs = [runs_of(lo, texts, threads, pool) for lo, texts in items]
-        return [(nt, runs[0][0] if len(runs) == 1 else np.concatenate([k for k, _ in runs]),
-                 np.stack([c for _, c in runs])) for nt, runs in outs]
+    def _group(self, chunks: list[tuple[int, list[str]]], tok: Tokenizer, threads: int,
+               pool: ThreadPoolExecutor | None) -> tuple[int, np.ndarray, np.ndarray]:
+        if len(chunks) == 1 and threads > 1:  # a lone chunk: in as many runs as threads
+            lo, texts = chunks[0]
+            chunks = [(lo + a, texts[a:b]) for a, b in _chunks(texts, -(-sum(len(t) + 1 for t in texts) // threads))]
+        each = pool.map if pool is not None and len(chunks) > 1 else map
+        # each chunk's distinct pairs, then, their number known, each placed bucket after bucket in its part of one array
+        found = list(each(lambda c: _chunk_pairs(c[1], c[0], tok, self.max_n, self.packing), chunks))
+        ends = np.cumsum([len(f[1]) for f in found])
+        keys = np.empty(int(ends[-1]), dtype=U64)
+        list(each(lambda j: _place(*found[j][1:], out=keys[ends[j] - len(found[j][1]):ends[j]]), range(len(found))))
+        return sum(f[0] for f in found), keys, np.stack([f[3] for f in found])
 
 
 #: A run of a chunk's keys: ``(keys, counts)``, the packed keys bucket after bucket, each
@@ -265,10 +264,32 @@ _Run = tuple[np.ndarray, np.ndarray]
 
 def chunk_run(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, _Run]:
     """``(n_tokens, run)`` of the documents ``texts`` numbered from ``lo``."""
+    nt, keys, buckets, counts = _chunk_pairs(texts, lo, tok, max_n, packing)
+    return nt, (_place(keys, buckets, counts), counts)
+
+
+def _chunk_pairs(texts: Sequence[str], lo: int, tok: Tokenizer, max_n: int,
+                 packing: _Packing) -> tuple[int, np.ndarray, np.ndarray | None, np.ndarray]:
+    """``(n_tokens, keys, buckets, counts)`` of the documents ``texts`` numbered from ``lo``: their
+    distinct pairs in the order found, each one's bucket, and how many each bucket has, for
+    :func:`_place` to put bucket after bucket (``buckets`` None: ``keys`` are so already, those of
+    one huge document)."""
     if len(texts) == 1 and len(texts[0]) > windows.WINDOW_CHARS:  # one huge document: in windows
         nt, parts = _huge_doc_keys(texts[0], lo, tok, max_n, packing)
-        return nt, (np.concatenate(parts), np.array([len(p) for p in parts], dtype=np.int64))
-    return _chunk_run(texts, (0, len(texts)), tok, max_n, packing, base=lo)
+        return nt, np.concatenate(parts), None, np.array([len(p) for p in parts], dtype=np.int64)
+    return _chunk_keys(texts, (0, len(texts)), tok, max_n, packing, base=lo)
+
+
+def _place(keys: np.ndarray, buckets: np.ndarray | None, counts: np.ndarray,
+           out: np.ndarray | None = None) -> np.ndarray:
+    """The pairs ``keys`` of :func:`_chunk_pairs` bucket after bucket, in ``out`` (made if not given)."""
+    if out is None:
+        out = np.empty(len(keys), dtype=U64)
+    if buckets is None:
+        out[:] = keys
+    else:
+        kernels().by_bucket(keys, buckets, counts, out)
+    return out
 
 
 def chunk_keys(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int,
@@ -291,12 +312,14 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
     buckets: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
     n_tokens = 0
     if executor is not None and getattr(executor, "distributed", False):
+        per = _chunks_per_group(len(chunks))
+        groups = [[(lo, texts[lo:hi]) for lo, hi in chunks[g:g + per]] for g in range(0, len(chunks), per)]
         # this process lays the buckets out: its kernel loads (numba's start, the first time in a
         # process: about a second) while the workers extract, instead of after them
         with ThreadPoolExecutor(1) as side:
             loaded = side.submit(_load_layout_kernel)
-            outs = executor.map(ChunkKeys(tok.lowercase, max_n, packing), [(lo, texts[lo:hi]) for lo, hi in chunks],
-                                group=_chunks_per_group(len(chunks)), label="phrase index: n-grams")
+            outs = executor.map(ChunkKeys(tok.lowercase, max_n, packing), groups, group=1,
+                                label="phrase index: n-grams")
             loaded.result()
         for nt, keys, counts in outs:
             n_tokens += nt
@@ -317,8 +340,8 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
             # a worker sends it, they would be copied once more: twice its pairs at the peak)
             nt, parts = _huge_doc_keys(texts[lo], lo, tok, max_n, packing)
             return nt, [parts]
-        nt, (keys, counts) = _chunk_run(texts, span, tok, max_n, packing,
-                                        alloc=None if mapped is None else mapped.empty)
+        nt, keys, buckets, counts = _chunk_keys(texts, span, tok, max_n, packing)
+        keys = _place(keys, buckets, counts, out=None if mapped is None else mapped.empty(len(keys)))
         if mapped is not None:
             return nt, [mapped.add(keys, counts)]
         return nt, [[p.copy() for p in _split_buckets(keys, counts)] if len(counts) > 1 else [keys]]
@@ -622,37 +645,34 @@ def _libc() -> Any:
         return None
 
 
-def _chunk_run(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, packing: _Packing,
-               base: int = 0, alloc: Any = None) -> tuple[int, _Run]:
-    """``(n_tokens, run)``: the distinct packed ``(hash, document)`` keys of the n-grams of
-    ``texts[lo:hi]`` (document ``i`` numbered ``base + i``) as a run (:data:`_Run`), in an array
-    from ``alloc(n)`` (``np.empty`` if not given).
+def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, packing: _Packing,
+                base: int = 0) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """``(n_tokens, keys, buckets, counts)``: the distinct packed ``(hash, document)`` keys of the
+    n-grams of ``texts[lo:hi]`` (document ``i`` numbered ``base + i``) in the order found, each
+    one's bucket, and how many each bucket has (:func:`_place` puts them bucket after bucket).
 
     The chunk is tokenised as one text, and its pairs are found document by document (the
-    kernel ``doc_pairs``: a document's repeated n-grams in a hash table that stays in cache),
-    then placed bucket after bucket (``by_bucket``); within a bucket they are left unsorted: the
-    layout sorts each bucket's pairs anyway. What is kept until the buckets are laid out is only
-    the distinct pairs (the chunk's buffer, up to ``max_n`` pairs a token, is freed)."""
+    kernel ``doc_pairs``: a document's repeated n-grams in a hash table that stays in cache);
+    placed, they are left unsorted within a bucket: the layout sorts each bucket's pairs anyway.
+    ``keys`` and ``buckets`` are views of the chunk's buffers (up to ``max_n`` pairs a token),
+    freed once the pairs are placed."""
     lo, hi = span
     joined = "\n".join(texts[lo:hi])
     lens = np.fromiter((len(t) + 1 for t in texts[lo:hi]), dtype=np.int64, count=hi - lo)
     doc_starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
     toks = tok.tokenize(joined, doc_starts=doc_starts)
     doc_tokens = np.append(np.searchsorted(toks.start, doc_starts), len(toks))
-    k = kernels()
     keys = np.empty(len(toks) * max_n, dtype=U64)
     buckets = np.empty(len(keys), dtype=np.uint16)
     counts = np.zeros(packing.n_buckets, dtype=np.int64)
-    n = k.doc_pairs(toks.hash, toks.seg, doc_tokens, max_n, U64(packing.hash_mask), packing.route_bits,
-                    packing.t_bits, U64(base + lo), keys, buckets, counts)
-    out = alloc(n) if alloc is not None else np.empty(n, dtype=U64)
-    k.by_bucket(keys[:n], buckets[:n], counts, out)
-    return len(toks), (out, counts)
+    n = kernels().doc_pairs(toks.hash, toks.seg, doc_tokens, max_n, U64(packing.hash_mask), packing.route_bits,
+                            packing.t_bits, U64(base + lo), keys, buckets, counts)
+    return len(toks), keys[:n], buckets[:n], counts
 
 
 def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
     """Packed keys of one huge document, split by bucket, computed one window at a time
-    (:mod:`~attackers.phrase_search.index.windows`): the same keys as :func:`_chunk_run`, with
+    (:mod:`~attackers.phrase_search.index.windows`): the same keys as :func:`_chunk_keys`, with
     one window's tokens and n-grams in memory instead of the whole text's; each window's keys
     are sorted and deduplicated before they are kept."""
     parts: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
