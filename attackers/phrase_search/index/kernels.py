@@ -50,6 +50,18 @@ def kernels() -> SimpleNamespace:
     word, join, term, nl, clip = WORD, JOIN, TERM, NL, CLIP
 
     @jit
+    def lower_bound(values, lo, hi, x):  # pragma: no cover
+        """The first position in ``values[lo:hi]`` (sorted) whose value is not below ``x``
+        (``hi`` if none), by halving."""
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if values[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    @jit
     def scan_tokens(cp, cls, value, upper, abbr, doc_starts, starts, ends, hashes, boundary):  # pragma: no cover
         """Fill ``starts``, ``ends``, ``hashes`` and ``boundary`` (whether the token starts a
         segment) for the tokens of the code points ``cp``; return how many there are.
@@ -110,14 +122,8 @@ def kernels() -> SimpleNamespace:
                     initial = ends[nt - 1] - ps == 1 and not (48 <= first <= 57)  # a letter, not a digit
                     if not initial:
                         prev = hashes[nt - 1]
-                        lo, hi = 0, n_abbr
-                        while lo < hi:
-                            mid = (lo + hi) >> 1
-                            if abbr[mid] < prev:
-                                lo = mid + 1
-                            else:
-                                hi = mid
-                        starts_segment = not (lo < n_abbr and abbr[lo] == prev)
+                        at = lower_bound(abbr, 0, n_abbr, prev)
+                        starts_segment = not (at < n_abbr and abbr[at] == prev)
             while di < n_docs and doc_starts[di] <= s:
                 starts_segment = True
                 di += 1
@@ -268,14 +274,8 @@ def kernels() -> SimpleNamespace:
             e = np.int64(h >> entry_shift) - dir_base
             lo = np.int64(directory[e])
             end = np.int64(directory[e + 1])
-            hi = end
             needle = np.uint32((h >> needle_shift) & u64(0xFFFFFFFF))
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if keys[mid] < needle:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            lo = lower_bound(keys, lo, end, needle)
             if lo >= end or keys[lo] != needle:
                 continue
             f = u64(first[lo])
