@@ -249,7 +249,8 @@ class ChunkKeys:
             lo, texts = chunks[0]
             chunks = [(lo + a, texts[a:b]) for a, b in _chunks(texts, -(-sum(len(t) + 1 for t in texts) // threads))]
         each = pool.map if pool is not None and len(chunks) > 1 else map
-        # each chunk's distinct pairs, then, their number known, each placed bucket after bucket in its part of one array
+        # each chunk's distinct pairs; then, their numbers known, each chunk's placed bucket after
+        # bucket in its part of one array
         found = list(each(lambda c: _chunk_pairs(c[1], c[0], tok, self.max_n, self.packing), chunks))
         ends = np.cumsum([len(f[1]) for f in found])
         keys = np.empty(int(ends[-1]), dtype=U64)
