@@ -54,7 +54,11 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from audit.core.cpu import tune_numpy
+# this checkout's package, not another one installed (an editable install of another checkout,
+# when this file is run from a worktree): the driver, and Ray's workers through its sys.path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from audit.core.cpu import tune_numpy  # noqa: E402
 
 tune_numpy(os.environ)  # numpy started as the anonaudit command starts it (audit/core/cpu.py), and Ray's workers
 
