@@ -278,7 +278,7 @@ def _chunk_pairs(texts: Sequence[str], lo: int, tok: Tokenizer, max_n: int,
     if len(texts) == 1 and len(texts[0]) > windows.WINDOW_CHARS:  # one huge document: in windows
         nt, parts = _huge_doc_keys(texts[0], lo, tok, max_n, packing)
         return nt, np.concatenate(parts), None, np.array([len(p) for p in parts], dtype=np.int64)
-    return _chunk_keys(texts, (0, len(texts)), tok, max_n, packing, base=lo)
+    return _pairs_of_documents(texts, (0, len(texts)), tok, max_n, packing, base=lo)
 
 
 def _place(keys: np.ndarray, buckets: np.ndarray | None, counts: np.ndarray,
@@ -341,7 +341,7 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
             # a worker sends it, they would be copied once more: twice its pairs at the peak)
             nt, parts = _huge_doc_keys(texts[lo], lo, tok, max_n, packing)
             return nt, [parts]
-        nt, keys, buckets, counts = _chunk_keys(texts, span, tok, max_n, packing)
+        nt, keys, buckets, counts = _pairs_of_documents(texts, span, tok, max_n, packing)
         keys = _place(keys, buckets, counts, out=None if mapped is None else mapped.empty(len(keys)))
         if mapped is not None:
             return nt, [mapped.add(keys, counts)]
@@ -646,8 +646,8 @@ def _libc() -> Any:
         return None
 
 
-def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int, packing: _Packing,
-                base: int = 0) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+def _pairs_of_documents(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int,
+                        packing: _Packing, base: int = 0) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """``(n_tokens, keys, buckets, counts)``: the distinct packed ``(hash, document)`` keys of the
     n-grams of ``texts[lo:hi]`` (document ``i`` numbered ``base + i``) in the order found, each
     one's bucket, and how many each bucket has (:func:`_place` puts them bucket after bucket).
@@ -673,9 +673,9 @@ def _chunk_keys(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max
 
 def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
     """Packed keys of one huge document, split by bucket, computed one window at a time
-    (:mod:`~attackers.phrase_search.index.windows`): the same keys as :func:`_chunk_keys`, with
-    one window's tokens and n-grams in memory instead of the whole text's; each window's keys
-    are sorted and deduplicated before they are kept."""
+    (:mod:`~attackers.phrase_search.index.windows`): the same keys as
+    :func:`_pairs_of_documents`, with one window's tokens and n-grams in memory instead of the
+    whole text's; each window's keys are sorted and deduplicated before they are kept."""
     parts: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
     n_tokens = 0
     t_bits, r_bits, keep = packing.t_bits, packing.route_bits, packing.keep
