@@ -167,6 +167,28 @@ def test_driver_loads_its_layout_kernel_beside_the_workers_with_the_types_it_lay
     assert len(kernels().lay_out.signatures) == 1  # what it loaded is what the layout called
 
 
+def test_a_fresh_process_loads_every_kernel_from_the_disk_cache(tmp_path):
+    """Every Ray worker and every new run is a fresh process: the kernels it calls (build,
+    tokeniser, lookups, minimal sets) must come from numba's disk cache, not be compiled again
+    (about 2 s a process when a kernel's cache entry never matched)."""
+    code = ("import json, numpy as np; from attackers.phrase_search.index import NgramIndex;"
+            "from attackers.phrase_search.index.kernels import kernels;"
+            "from attackers.phrase_search.index.query import minimal_set;"
+            "idx = NgramIndex.build(['Dr. Smith sat on the mat. He left.', 'A dog ran. Mr. Jones came.']);"
+            "tns = list(idx.iter_ngrams('Dr. Smith sat on the mat. A dog ran.'));"
+            "[idx.lookup(t.hash) for t in tns]; [minimal_set(t, np.arange(min(3, len(t.hash)))) for t in tns];"
+            "k = kernels();"
+            "print(json.dumps({n: sum(getattr(k, n).stats.cache_misses.values()) for n in vars(k)}))")
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                           env=env) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr + runs[1].stderr
+    first, second = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
+    assert set(first) == {"scan_tokens", "doc_pairs", "by_bucket", "lay_out", "find", "keep_free"}
+    assert all(first.values())  # compiled into the empty cache folder...
+    assert second == dict.fromkeys(first, 0)  # ...and loaded from it by the next process
+
+
 @pytest.mark.parametrize("min_hash_bits", [52, 56])
 @pytest.mark.parametrize("shards", [1, 2, 16])
 def test_sharded_index_gives_the_single_index_answers(tmp_path, shards, min_hash_bits):
