@@ -252,6 +252,45 @@ def test_phrase_search_on_workers_and_in_shards_finds_what_it_finds_locally(tmp_
     assert run(LocalExecutor(), shards=8, index_dir=str(tmp_path / "idx")) == local  # reused from the folder
 
 
+@pytest.mark.parametrize("against", ["originals", "background"])
+def test_phrase_search_workers_get_only_their_documents_originals(monkeypatch, against):
+    """A worker gets the fitted attack without the collection's originals (a million texts to
+    every worker) and each document with the originals of its truth; it finds what a local run
+    finds, against the background too (a person's several public texts as one), and for
+    documents read in windows."""
+    import attackers.phrase_search.index.windows as windows
+
+    monkeypatch.setattr(windows, "WINDOW_CHARS", 150)  # about half the documents are read in windows
+    scenario, release = _scenario()
+    if against == "background":
+        rng = random.Random(5)
+        extra = [Document(f"x{i}", " ".join(rng.choice(["v1", "v2", "v16", "v17"]) for _ in range(30)) + ".",
+                          subject=f"p{i}") for i in range(0, 60, 3)]
+        background = Corpus([*(Document(f"b{d.id}", d.text, subject=d.subject) for d in scenario.originals), *extra],
+                            name="background")
+        scenario = Scenario(background=background, releases=(release,))
+    sent = []
+
+    class Recording(PicklingExecutor):
+        def _run(self, worker, groups, **kw):
+            if type(worker).__name__ == "DocumentWorker":  # not the index's workers
+                sent.append(pickle.dumps(worker))
+            return super()._run(worker, groups, **kw)
+
+    def run(executor):
+        with Resources(executor=executor) as res:
+            attack = PhraseSearchAttack(arity=2, against=against).use(res)
+            out = [r.to_dict() for r in attack.fit(scenario).evaluate(scenario, release)]
+            return out, attack
+
+    local, attack = run(LocalExecutor())
+    assert any(len(d.text) > 150 for d in release.corpus) and local[0]["value"] > 0
+    assert run(Recording())[0] == local
+    (worker,) = sent
+    texts = [d.text for d in attack._originals]
+    assert len(texts) == 60 and not any(t.encode() in worker for t in texts)
+
+
 # --------------------------------------------------------------------------- spec, command line, provenance
 
 

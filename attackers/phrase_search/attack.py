@@ -469,8 +469,11 @@ class PhraseSearchAttack(Attack):
         index = self.index_
         docs_out = []
         executor = resources_of(self).executor
-        if executor.distributed:  # the documents go to the workers, the index with them, once per worker
-            items = [(doc, self._truth(doc, release, scenario.originals)) for doc in release.corpus]
+        if executor.distributed:  # the documents go to the workers, each with its originals; the index once a worker
+            items = []
+            for doc in release.corpus:
+                truth = self._truth(doc, release, scenario.originals)
+                items.append((doc, truth, {i: self._originals[i] for i in truth or () if i < self._n_orig}))
             docs_out = executor.map(DocumentWorker(self), items, group=256, label="phrase search: documents")
         else:
             it = release.corpus
@@ -530,16 +533,29 @@ class PhraseSearchAttack(Attack):
 
 class DocumentWorker:
     """The per-document attack on an executor's worker: a copy of the fitted attack without the
-    run's shared resources (models stay with the run); ``(document, truth) -> Finding``."""
+    run's shared resources (models stay with the run) and without the collection's originals;
+    ``(document, truth, {i: original document}) -> Finding``, each item with the originals of
+    its truth. A worker so receives its share of the originals, not all of them (a million
+    documents' texts to every worker), and the index with its arrays (read-only, shared by
+    the workers of a node on Ray)."""
+
+    #: What the copy leaves behind: the run's resources, the collection's originals and the
+    #: tables that map released documents to them (the driver computes each item's truth).
+    LEFT = ("resources", "_private_resources", "timings_by_release_", "_originals", "_source", "_orig_by_id",
+            "_orig_by_subject", "_orig_rare")
 
     def __init__(self, attack: PhraseSearchAttack):
-        state = {k: v for k, v in attack.__dict__.items()
-                 if k not in ("resources", "_private_resources", "timings_by_release_")}
+        state = {k: v for k, v in attack.__dict__.items() if k not in self.LEFT}
         self.attack = object.__new__(type(attack))
         self.attack.__dict__.update(state)
 
-    def __call__(self, items: list[tuple[Document, list[int] | None]]) -> list[Finding]:
-        return [self.attack.attack_document(doc, truth) for doc, truth in items]
+    def __call__(self, items: list[tuple[Document, list[int] | None, dict[int, Document]]]) -> list[Finding]:
+        out = []
+        for doc, truth, originals in items:
+            # the attack reads an original's text (for its rare n-grams) from these two
+            self.attack._originals, self.attack._orig_rare = originals, {}
+            out.append(self.attack.attack_document(doc, truth))
+        return out
 
 
 def _named(f: Finding, k: int) -> Finding:
