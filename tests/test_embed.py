@@ -32,3 +32,25 @@ def test_disk_cache_reuses_vectors(tmp_path, minilm):
     assert b.stats == {"hits": 2, "misses": 0}
     assert np.allclose(again, first[[1, 0]], atol=1e-6)
     assert np.allclose(first, minilm.encode(["one sentence", "another one", "one sentence"]), atol=1e-5)
+
+
+def test_an_embedder_whose_executor_computes_the_vectors_loads_no_model_itself(tmp_path, minilm, monkeypatch):
+    """On a cluster the driver only reads and writes the vector cache: the model is loaded by
+    the workers, not by the driver as well (seconds and the model's memory on a head node)."""
+    import audit.models.embed as embed
+    from audit.core.executor import LocalExecutor
+
+    loads = []
+    real_load = embed._load
+    monkeypatch.setattr(embed, "_load", lambda *a: loads.append(a) or real_load(*a))
+    texts = ["one sentence", "another one", "one sentence"]
+    a = Embedder("minilm", cache=tmp_path / "emb.sqlite", executor=LocalExecutor())
+    assert loads == []
+    got = a.encode(texts)
+    assert len(loads) == 1 and a.dim == 384  # the worker's model; the dimension from its vectors
+    assert np.array_equal(got, minilm.encode(texts))
+    b = Embedder("minilm", cache=tmp_path / "emb.sqlite", executor=LocalExecutor())
+    assert np.array_equal(b.encode(texts[:2]), got[:2]) and b.encode([]).shape == (0, 384)
+    assert len(loads) == 1 and b.stats == {"hits": 2, "misses": 0}  # all from the cache: nothing loaded
+    c = Embedder("minilm", executor=LocalExecutor())
+    assert c.encode([]).shape == (0, 384) and len(loads) == 2  # no vector to tell the dimension: the model does

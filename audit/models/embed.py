@@ -35,17 +35,19 @@ class Embedder:
     ``cache``: ``True`` for the default store, or a path to a sqlite file.
     ``executor``: an :class:`~audit.core.executor.Executor` that computes the vectors (groups of
     exactly the texts one local step would embed, so the vectors are the same); the cache is
-    read and written here, in this process.
+    read and written here, in this process, which then loads the model only if it must know
+    the vectors' dimension without any vector (an empty input with nothing embedded yet).
     """
 
     def __init__(self, model: str | None = None, cache: bool | str | os.PathLike[str] = False,
                  device: str | None = None, executor=None):
         self.executor = executor
         self.path = embedder_path(model)
-        self._model = _load(self.path, device)
-        self.device = self._model.device.type  # "cpu" or "cuda"
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-        self.dim = int(get_dim())
+        self._device = device
+        self._model = None
+        self._dim: int | None = None
+        if executor is None:  # the vectors are computed here: load now (the run shows it as a stage)
+            self._load_here()
         self.identity = f"sentence-transformers:{Path(self.path).name}:{self._fingerprint()}"
         self.cache_path: Path | None = None
         if cache:
@@ -56,6 +58,28 @@ class Embedder:
                 db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, key TEXT, vec BLOB, "
                            "PRIMARY KEY (model, key))")
         self.stats = {"hits": 0, "misses": 0}
+
+    def _load_here(self):
+        """The model, loaded in this process on first use."""
+        if self._model is None:
+            self._model = _load(self.path, self._device)
+            get_dim = (getattr(self._model, "get_embedding_dimension", None)
+                       or self._model.get_sentence_embedding_dimension)
+            self._dim = int(get_dim())
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        """The vectors' dimension (from the first vectors computed, or the model's own)."""
+        if self._dim is None:
+            self._load_here()
+        return self._dim  # type: ignore[return-value]
+
+    @property
+    def device(self) -> str:
+        """Where this process computes vectors: ``"cpu"`` or ``"cuda"`` (loads the model; with an
+        executor, its workers choose their own)."""
+        return self._load_here().device.type
 
     def _fingerprint(self) -> str:
         """Model identity for the vector cache: the content of the model's files (never its
@@ -82,9 +106,8 @@ class Embedder:
     def encode(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
         """Embed ``texts`` (order kept); an empty input gives a ``(0, dim)`` array."""
         texts = list(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return out
+            return np.zeros((0, self.dim), dtype=np.float32)
         keys = [_text_key(t) for t in texts]
         known: dict[str, np.ndarray] = {}
         if self.cache_path is not None:
@@ -103,7 +126,8 @@ class Embedder:
                                          group=step, label="embedding")
                 vecs = np.stack(rows).astype(np.float32)
             else:
-                parts = [_encode(self._model, [first[k] for k in todo[i:i + step]], batch_size)
+                model = self._load_here()
+                parts = [_encode(model, [first[k] for k in todo[i:i + step]], batch_size)
                          for i in progress_bar(range(0, len(todo), step), desc="embedding", unit="batch",
                                                enabled=progress)]
                 vecs = np.concatenate(parts)
@@ -113,6 +137,9 @@ class Embedder:
                 with self._db() as db:
                     db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
                                    [(self.identity, k, v.tobytes()) for k, v in fresh.items()])
+        if self._dim is None:
+            self._dim = len(known[keys[0]])
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for i, k in enumerate(keys):
             out[i] = known[k]
         # re-normalise: cached or not, every row is unit length (zero rows stay zero)
