@@ -380,6 +380,25 @@ def test_a_local_ray_that_does_not_start_is_a_clear_error(monkeypatch):
         RayExecutor("auto").start()
 
 
+def test_a_gpu_worker_asks_only_for_cpus_a_gpu_node_has(monkeypatch):
+    """A stage's workers share the CPUs of the nodes they can run on: a worker that needs a GPU
+    (TRIR's training) must not ask for the CPUs of a larger node without one, or Ray could never
+    place it and the run would wait forever."""
+    from types import SimpleNamespace
+
+    from audit.pipeline.executors import RayExecutor
+
+    nodes = [{"Alive": True, "Resources": {"CPU": 64.0}}, {"Alive": True, "Resources": {"CPU": 16.0, "GPU": 1.0}},
+             {"Alive": False, "Resources": {"CPU": 128.0, "GPU": 8.0}}]
+    ex = RayExecutor("auto")
+    ex._ray = SimpleNamespace(nodes=lambda: nodes)
+    monkeypatch.setattr(ex, "start", lambda: ex)
+    assert ex.cpus_per_worker(1, 1.0, num_gpus=1.0) == 16.0  # the GPU node's, not the 64 of the other
+    assert ex.cpus_per_worker(1, 1.0) == 64.0  # a CPU worker alone: the largest node's
+    assert ex.cpus_per_worker(8, 1.0) == 10.0  # 80 CPUs shared by 8
+    assert ex.cpus_per_worker(100, 2.0) == 2.0  # never below what the stage needs
+
+
 def _dense_links(executor, approx_threshold: int):
     """The dense linker's links for 1,500 aux claims (two search groups) over 900 claims, with
     ``executor`` (None: searched here)."""

@@ -266,13 +266,15 @@ class RayExecutor(Executor):
     def pool_size(self) -> int:
         return self.workers or max(1, self.cluster()["cpus"])
 
-    def cpus_per_worker(self, size: int, num_cpus: float) -> float:
-        """The CPUs each of ``size`` actors asks for: its share of the cluster's CPUs (never more
-        than the largest node has, so it can be placed), and at least the stage's ``num_cpus``.
-        With fewer workers than CPUs, each worker's model gets the spare cores as threads, as a
-        local run's does, instead of leaving them idle."""
+    def cpus_per_worker(self, size: int, num_cpus: float, num_gpus: float = 0.0) -> float:
+        """The CPUs each of ``size`` actors asks for: its share of the CPUs of the nodes it can run
+        on (those with ``num_gpus`` GPUs, when it asks for any), never more than the largest of
+        them has, so that it can be placed, and at least the stage's ``num_cpus``. With fewer
+        workers than CPUs, each worker's model gets the spare cores as threads, as a local run's
+        does, instead of leaving them idle."""
         ray = self.start()._ray
-        node_cpus = [n.get("Resources", {}).get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
+        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+        node_cpus = [r.get("CPU", 0) for r in nodes if not num_gpus or r.get("GPU", 0) >= num_gpus]
         share = min(max(node_cpus, default=1), int(sum(node_cpus)) // max(1, size))
         return max(float(num_cpus), float(share))
 
@@ -287,7 +289,7 @@ class RayExecutor(Executor):
         from ray import exceptions as rex
 
         size = min(self.pool_size(), len(groups))
-        num_cpus = self.cpus_per_worker(size, num_cpus)
+        num_cpus = self.cpus_per_worker(size, num_cpus, num_gpus)
         rows = [{"i": i, "x": pickle.dumps(g, protocol=5)} for i, g in enumerate(groups)]
         ds = ray.data.from_items(rows, override_num_blocks=min(len(rows), max(size * 4, 1)))
         with warnings.catch_warnings():  # Ray 2.60 names the retry arguments deprecated, with no successor yet
