@@ -137,11 +137,8 @@ class Embedder:
                 with self._db() as db:
                     db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
                                    [(self.identity, k, v.tobytes()) for k, v in fresh.items()])
-        if self._dim is None:
-            self._dim = len(known[keys[0]])
-        out = np.zeros((len(texts), self._dim), dtype=np.float32)
-        for i, k in enumerate(keys):
-            out[i] = known[k]
+        out = np.stack([known[k] for k in keys]).astype(np.float32, copy=False)
+        self._dim = out.shape[1]  # known now without the model (with an executor, it is not here)
         # re-normalise: cached or not, every row is unit length (zero rows stay zero)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
