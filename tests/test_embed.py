@@ -34,23 +34,64 @@ def test_disk_cache_reuses_vectors(tmp_path, minilm):
     assert np.allclose(first, minilm.encode(["one sentence", "another one", "one sentence"]), atol=1e-5)
 
 
+class _Recording:
+    """A local executor that records what it was asked to map (the worker runs in this process)."""
+
+    distributed = True
+
+    def __init__(self):
+        from audit.core.executor import LocalExecutor
+
+        self.local, self.calls = LocalExecutor(), []
+
+    def map(self, worker, items, **kw):
+        self.calls.append(list(items))
+        return self.local.map(worker, items, **kw)
+
+
 def test_an_embedder_whose_executor_computes_the_vectors_loads_no_model_itself(tmp_path, minilm, monkeypatch):
-    """On a cluster the driver only reads and writes the vector cache: the model is loaded by
-    the workers, not by the driver as well (seconds and the model's memory on a head node)."""
+    """On a cluster the driver only reads and writes the vector cache: a call with more than one
+    step of texts is embedded by the workers, and the driver loads no model as well (seconds and
+    the model's memory on a head node)."""
     import audit.models.embed as embed
-    from audit.core.executor import LocalExecutor
 
     loads = []
     real_load = embed._load
     monkeypatch.setattr(embed, "_load", lambda *a: loads.append(a) or real_load(*a))
-    texts = ["one sentence", "another one", "one sentence"]
-    a = Embedder("minilm", cache=tmp_path / "emb.sqlite", executor=LocalExecutor())
+    monkeypatch.setattr(Embedder, "STEP", 2)
+    texts = ["one sentence", "another one", "a third", "one sentence"]
+    ex = _Recording()
+    a = Embedder("minilm", cache=tmp_path / "emb.sqlite", executor=ex)
     assert loads == []
-    got = a.encode(texts)
-    assert len(loads) == 1 and a.dim == 384  # the worker's model; the dimension from its vectors
-    assert np.array_equal(got, minilm.encode(texts))
-    b = Embedder("minilm", cache=tmp_path / "emb.sqlite", executor=LocalExecutor())
+    got = a.encode(texts, batch_size=1)
+    assert ex.calls == [texts[:3]]  # the three distinct texts, two steps: on the workers
+    assert len(loads) == 1 and a._model is None and a.dim == 384  # the worker's model; the dimension from its vectors
+    assert np.array_equal(got, minilm.encode(texts, batch_size=1))
+    b = Embedder("minilm", cache=tmp_path / "emb.sqlite", executor=ex)
     assert np.array_equal(b.encode(texts[:2]), got[:2]) and b.encode([]).shape == (0, 384)
     assert len(loads) == 1 and b.stats == {"hits": 2, "misses": 0}  # all from the cache: nothing loaded
-    c = Embedder("minilm", executor=LocalExecutor())
+    c = Embedder("minilm", executor=ex)
     assert c.encode([]).shape == (0, 384) and len(loads) == 2  # no vector to tell the dimension: the model does
+
+
+def test_an_embedder_embeds_one_step_here_rather_than_start_a_cluster_stage(tmp_path, minilm, monkeypatch):
+    """An attack that embeds a document's few sentences at a time would start a stage on the
+    cluster for each (seconds of a fresh worker and its model load, for milliseconds of work):
+    a call with one step of texts or fewer is embedded here, the model loaded once, with the
+    vectors the workers would give."""
+    import audit.models.embed as embed
+
+    loads = []
+    real_load = embed._load
+    monkeypatch.setattr(embed, "_load", lambda *a: loads.append(a) or real_load(*a))
+    monkeypatch.setattr(Embedder, "STEP", 2)
+    ex = _Recording()
+    e = Embedder("minilm", executor=ex)
+    first = e.encode(["one sentence", "another one", "one sentence"], batch_size=1)
+    second = e.encode(["a third"], batch_size=1)
+    assert ex.calls == [] and len(loads) == 1 and e._model is not None  # both here, one load
+    assert np.array_equal(first, minilm.encode(["one sentence", "another one", "one sentence"], batch_size=1))
+    assert np.array_equal(second, minilm.encode(["a third"], batch_size=1))
+    many = ["w%d is a word" % i for i in range(5)]
+    assert np.array_equal(e.encode(many, batch_size=1), minilm.encode(many, batch_size=1))
+    assert ex.calls == [many] and len(loads) == 2  # three steps: the workers (here, this process again)

@@ -28,6 +28,7 @@ from audit.core.errors import AnonauditError
 from audit.core.executor import LocalExecutor
 from audit.pipeline.executors import _pack, _unpack
 from audit.demo.data import write as write_demo
+from audit.models.embed import Embedder
 from audit.models.resources import Resources
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -399,9 +400,9 @@ def test_a_gpu_worker_asks_only_for_cpus_a_gpu_node_has(monkeypatch):
     assert ex.cpus_per_worker(100, 2.0) == 2.0  # never below what the stage needs
 
 
-def _dense_links(executor, approx_threshold: int):
-    """The dense linker's links for 1,500 aux claims (two search groups) over 900 claims, with
-    ``executor`` (None: searched here)."""
+def _dense_links(executor, approx_threshold: int, n_queries: int = 500):
+    """The dense linker's links for ``n_queries`` people's 3 aux claims each (500: 1,500 claims, two
+    search groups) over 900 claims, with ``executor`` (None: searched here)."""
     from attackers.claim_linker import DenseLinker
     from tests.test_claim_linker import BagOfWords, claims_of
 
@@ -412,7 +413,7 @@ def _dense_links(executor, approx_threshold: int):
         sentences = [" ".join(rng.choices(vocab, k=6)) for _ in range(3)]
         docs.append(Document(f"d{d}", " ".join(sentences)))
         claims.append(claims_of(f"d{d}", sentences))
-    queries = [[" ".join(rng.choices(vocab, k=5)) for _ in range(3)] for _ in range(500)]
+    queries = [[" ".join(rng.choices(vocab, k=5)) for _ in range(3)] for _ in range(n_queries)]
     linker = DenseLinker(BagOfWords(dim=256), approx_threshold=approx_threshold, executor=executor)
     linker.index(docs, claims)
     return linker.link(queries), linker.info["index"]
@@ -421,9 +422,20 @@ def _dense_links(executor, approx_threshold: int):
 @pytest.mark.parametrize("approx_threshold", [10**6, 100])
 def test_faiss_search_on_workers_finds_what_it_finds_here(approx_threshold):
     here, kind = _dense_links(None, approx_threshold)
-    there, _ = _dense_links(PicklingExecutor(threads=2), approx_threshold)
+    ex = PicklingExecutor(threads=2)
+    there, _ = _dense_links(ex, approx_threshold)
     assert kind == ("flat" if approx_threshold > 900 else "hnsw")
     assert there == here and any(link.doc >= 0 for link in here)
+    assert ex.timings["claim linker: faiss search"]["items"] == 1500  # two groups: on the workers
+
+
+def test_faiss_search_of_one_group_stays_here():
+    """300 people's 900 aux claims make one search group: searched here, where the index is,
+    rather than on a cluster stage started for milliseconds of work; the same links."""
+    ex = PicklingExecutor(threads=2)
+    here, _ = _dense_links(None, 10**6, n_queries=300)
+    assert _dense_links(ex, 10**6, n_queries=300)[0] == here
+    assert "claim linker: faiss search" not in ex.timings
 
 
 # --------------------------------------------------------------------------- on a real local Ray (slow)
@@ -579,6 +591,9 @@ def test_audit_on_ray_has_the_results_of_a_local_audit(ray_executor, demo, monke
 
     data = _spec(demo, metrics=["similarity"])
     data["attacks"] = [{"name": "phrase_search", "params": {"arity": 2, "shards": 2}}]
+    # steps of 2 texts: the demo's few embed in several groups, which go to the workers (one
+    # step would be embedded here); the local run embeds the same steps
+    monkeypatch.setattr(Embedder, "STEP", 2)
     # each run with caches of its own, so the Ray run's vectors are computed on its workers
     monkeypatch.setenv("ANONAUDIT_HOME", str(demo / "home-ray"))
     on_ray = Audit(parse_spec({**data, "out": "ray"}, base=demo), progress=False, echo=None,

@@ -160,8 +160,10 @@ class DenseLinker(Linker):
 
     def _search(self, qvec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best claims of each query vector, ``(scores, ids)``, in groups of
-        :data:`SEARCH_GROUP` (:func:`search_groups`), here or on the executor's workers."""
-        if self.executor is not None and getattr(self.executor, "distributed", False):
+        :data:`SEARCH_GROUP` (:func:`search_groups`), here or, with more than one group, on the
+        executor's workers (one group would keep one worker busy for milliseconds, after a
+        stage's seconds of start)."""
+        if self.executor is not None and getattr(self.executor, "distributed", False) and len(qvec) > SEARCH_GROUP:
             rows = self.executor.map(FaissSearch(self._index, k), list(qvec), group=SEARCH_GROUP,
                                      label="claim linker: faiss search")
             return np.stack([s for s, _ in rows]), np.stack([i for _, i in rows])

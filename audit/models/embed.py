@@ -34,10 +34,17 @@ class Embedder:
     sentence-transformers folder. ``device``: ``"cpu"`` unless CUDA is available (or given).
     ``cache``: ``True`` for the default store, or a path to a sqlite file.
     ``executor``: an :class:`~audit.core.executor.Executor` that computes the vectors (groups of
-    exactly the texts one local step would embed, so the vectors are the same); the cache is
-    read and written here, in this process, which then loads the model only if it must know
-    the vectors' dimension without any vector (an empty input with nothing embedded yet).
+    exactly the texts one local step would embed, so the vectors are the same) when a call has
+    more than one step of texts to embed; the cache is read and written here, in this process,
+    which loads the model only for a call with one step or fewer to embed (one group would keep
+    one worker busy and gain nothing from a cluster, whose stage costs seconds to start: an
+    attack that embeds a document's few sentences at a time would start a stage each time), or
+    to know the vectors' dimension without any vector (an empty input with nothing embedded yet).
     """
+
+    #: Texts embedded in one step here, and in one group on an executor's worker (a model's batch
+    #: is at most a step).
+    STEP = 1024
 
     def __init__(self, model: str | None = None, cache: bool | str | os.PathLike[str] = False,
                  device: str | None = None, executor=None):
@@ -120,12 +127,13 @@ class Embedder:
             from audit.core.progress import bar as progress_bar
 
             # sentence-transformers' own bar would redraw with "\r" in a log: ours prints lines.
-            step = max(batch_size, 1024)
-            if self.executor is not None:  # the same steps, each one a group on a worker
+            step = self.STEP
+            batch_size = min(batch_size, step)  # a batch never spans two steps
+            if self.executor is not None and len(todo) > step:  # the same steps, each one a group on a worker
                 rows = self.executor.map(EmbedWorker(self.path, batch_size), [first[k] for k in todo],
                                          group=step, label="embedding")
                 vecs = np.stack(rows).astype(np.float32)
-            else:
+            else:  # here (one step with an executor: see the class doc)
                 model = self._load_here()
                 parts = [_encode(model, [first[k] for k in todo[i:i + step]], batch_size)
                          for i in progress_bar(range(0, len(todo), step), desc="embedding", unit="batch",
