@@ -715,6 +715,25 @@ def test_llm_requests_on_workers_keep_one_cache_in_the_run(tmp_path):
     assert few.complete_batch(requests[:3]) == expected[:3] and len(driver_side.calls) == 3  # not worth a stage
 
 
+@pytest.mark.slow
+def test_the_embedded_llm_on_workers_answers_what_the_run_answers(tmp_path, small_llm):
+    """LLM requests on a cluster, on the real model: the worker loads the embedded model from the
+    run's spec (a llama.cpp of its own, with its own threads) and answers a batch there; the
+    answers are the ones the run's own model gives."""
+    from audit.models.llm import ChatRequest
+    from audit.models.remote import MIN_REMOTE, RemoteLLM
+
+    requests = [ChatRequest.make([{"role": "user", "content": f"Say a colour. Number {i}."}], max_tokens=4)
+                for i in range(MIN_REMOTE)]
+    ex = PicklingExecutor(threads=1)
+    with Resources(executor=ex, llm_cache_path=tmp_path / "run.sqlite") as res:
+        llm = res.llm("qwen2.5-coder-0.5b")
+        assert isinstance(llm.backend, RemoteLLM)
+        got = llm.complete_batch(requests)
+    assert ex.timings["LLM requests"]["items"] == MIN_REMOTE  # one stage, every request on the worker
+    assert got == small_llm.complete_batch(requests) and any(a.strip() for a in got)
+
+
 def test_resources_send_llm_requests_to_a_distributed_executor(tmp_path, monkeypatch):
     from audit.models import specs
     from audit.models.cache import CachedLLM
