@@ -233,7 +233,16 @@ def _scenario(n: int = 60, seed: int = 3) -> tuple[Scenario, Release]:
     return Scenario(originals=originals, releases=(release,)), release
 
 
-def test_phrase_search_on_workers_and_in_shards_finds_what_it_finds_locally(tmp_path):
+@pytest.fixture()
+def doc_groups_of_4(monkeypatch):
+    """Phrase search's documents in groups of 4, so that a small release makes several groups
+    and goes to the workers (a release of one group is attacked here)."""
+    import attackers.phrase_search.attack as attack_module
+
+    monkeypatch.setattr(attack_module, "DOC_GROUP", 4)
+
+
+def test_phrase_search_on_workers_and_in_shards_finds_what_it_finds_locally(tmp_path, doc_groups_of_4):
     scenario, release = _scenario()
 
     def run(executor, **kw):
@@ -254,7 +263,7 @@ def test_phrase_search_on_workers_and_in_shards_finds_what_it_finds_locally(tmp_
 
 
 @pytest.mark.parametrize("against", ["originals", "background"])
-def test_phrase_search_workers_get_only_their_documents_originals(monkeypatch, against):
+def test_phrase_search_workers_get_only_their_documents_originals(monkeypatch, against, doc_groups_of_4):
     """A worker gets the fitted attack without the collection's originals (a million texts to
     every worker) and each document with the originals of its truth; it finds what a local run
     finds, against the background too (a person's several public texts as one), and for
@@ -290,6 +299,10 @@ def test_phrase_search_workers_get_only_their_documents_originals(monkeypatch, a
     (worker,) = sent
     texts = [d.text for d in attack._originals]
     assert len(texts) == 60 and not any(t.encode() in worker for t in texts)
+    import attackers.phrase_search.attack as attack_module
+
+    monkeypatch.setattr(attack_module, "DOC_GROUP", 60)  # the release is one group: attacked here
+    assert run(Recording())[0] == local and len(sent) == 1
 
 
 # --------------------------------------------------------------------------- spec, command line, provenance
@@ -585,7 +598,7 @@ def test_ray_builds_the_same_index_single_and_sharded(ray_executor, tmp_path):
 
 
 @pytest.mark.slow
-def test_audit_on_ray_has_the_results_of_a_local_audit(ray_executor, demo, monkeypatch):
+def test_audit_on_ray_has_the_results_of_a_local_audit(ray_executor, demo, monkeypatch, doc_groups_of_4):
     from audit.pipeline.runner import Audit
     from audit.pipeline.spec import parse_spec
 
@@ -773,6 +786,12 @@ def test_trir_window_logits_on_workers_are_the_local_ones():
     there = predict_logits(model, windows, pad_id=0, device="cpu", batch_size=8, progress=False, executor=executor)
     assert here.shape == (40, 7) and np.array_equal(here, there)
     assert executor.timings["TRIR: window logits"]["items"] == 40
+    # one batch (a small release) is computed here, where the model is: no stage for it
+    few = Windows(windows.ids[:8], windows.doc[:8], windows.chars[:8])
+    assert np.array_equal(predict_logits(model, few, pad_id=0, device="cpu", batch_size=8, progress=False,
+                                         executor=executor),
+                          predict_logits(model, few, pad_id=0, device="cpu", batch_size=8, progress=False))
+    assert executor.timings["TRIR: window logits"]["calls"] == 1
 
 
 def test_spacy_ner_on_workers_finds_what_it_finds_locally():

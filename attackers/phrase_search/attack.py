@@ -26,6 +26,10 @@ from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import cluster_bootstrap, clustered_details, clustered_risk, risk
 from audit.models.resources import resources_of
 
+#: Documents a cluster's worker attacks per call; a release of one group or fewer is attacked here,
+#: where the index is (a stage would start a worker and send it the index, seconds, for less).
+DOC_GROUP = 256
+
 #: Placeholder tokens sanitizers leave behind: bracketed or angled labels
 #: ([PERSON], [ORG_1], <NAME>), runs of * # or _ (***), words such as SENSITIVE or
 #: REDACTED, and numbered labels (CODE_0, PERSON_12).
@@ -469,12 +473,13 @@ class PhraseSearchAttack(Attack):
         index = self.index_
         docs_out = []
         executor = resources_of(self).executor
-        if executor.distributed:  # the documents go to the workers, each with its originals; the index once a worker
+        if executor.distributed and len(release.corpus) > DOC_GROUP:
+            # the documents go to the workers, each with its originals; the index once a worker
             items = []
             for doc in release.corpus:
                 truth = self._truth(doc, release, scenario.originals)
                 items.append((doc, truth, {i: self._originals[i] for i in truth or () if i < self._n_orig}))
-            docs_out = executor.map(DocumentWorker(self), items, group=256, label="phrase search: documents")
+            docs_out = executor.map(DocumentWorker(self), items, group=DOC_GROUP, label="phrase search: documents")
         else:
             it = release.corpus
             if self.progress:  # on a cluster, the executor shows the cluster's progress instead

@@ -138,7 +138,8 @@ def predict_logits(model, windows: Windows, *, pad_id: int, device: str, batch_s
                    progress: bool = True, desc: str = "TRIR predict", executor: Any = None) -> np.ndarray:
     """Logits of every window (batched by similar length for speed; original order returned).
     With a distributed ``executor`` the batches go to its workers (:class:`WindowLogits`): the
-    same batches, so the same numbers."""
+    same batches, so the same numbers; a single batch is computed here, where the model is (a
+    cluster's stage would start a worker and rebuild the model for it)."""
     import torch
 
     from audit.core.progress import bar as progress_bar
@@ -148,7 +149,7 @@ def predict_logits(model, windows: Windows, *, pad_id: int, device: str, batch_s
     n_labels = model.config.num_labels
     out = np.zeros((n, n_labels), dtype=np.float32)
     order = sorted(range(n), key=lambda i: len(windows.ids[i]))
-    if executor is not None and getattr(executor, "distributed", False):
+    if executor is not None and getattr(executor, "distributed", False) and n > batch_size:
         rows = executor.map(WindowLogits(model, pad_id), [windows.ids[i] for i in order], group=batch_size,
                             label="TRIR: window logits")
         if rows:
