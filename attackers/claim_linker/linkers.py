@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 import numpy as np
 
+from audit.core.executor import sends_to_workers
 from audit.core.text import RougeTokenizer, bitmasks, rouge_l, word_tokens
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ class DenseLinker(Linker):
         :data:`SEARCH_GROUP` (:func:`search_groups`), here or, with more than one group, on the
         executor's workers (one group would keep one worker busy for milliseconds, after a
         stage's seconds of start)."""
-        if self.executor is not None and getattr(self.executor, "distributed", False) and len(qvec) > SEARCH_GROUP:
+        if sends_to_workers(self.executor, len(qvec), SEARCH_GROUP):
             rows = self.executor.map(FaissSearch(self._index, k), list(qvec), group=SEARCH_GROUP,
                                      label="claim linker: faiss search")
             return np.stack([s for s, _ in rows]), np.stack([i for _, i in rows])

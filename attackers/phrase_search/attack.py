@@ -20,6 +20,7 @@ from attackers.phrase_search.index.storage import saved_format
 from attackers.phrase_search.linking import blocked_ranges, rare_indices
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
+from audit.core.executor import sends_to_workers
 from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
@@ -473,7 +474,7 @@ class PhraseSearchAttack(Attack):
         index = self.index_
         docs_out = []
         executor = resources_of(self).executor
-        if executor.distributed and len(release.corpus) > DOC_GROUP:
+        if sends_to_workers(executor, len(release.corpus), DOC_GROUP):
             # the documents go to the workers, each with its originals; the index once a worker
             items = []
             for doc in release.corpus:
@@ -482,7 +483,7 @@ class PhraseSearchAttack(Attack):
             docs_out = executor.map(DocumentWorker(self), items, group=DOC_GROUP, label="phrase search: documents")
         else:
             it = release.corpus
-            if self.progress:  # on a cluster, the executor shows the cluster's progress instead
+            if self.progress:  # a bar of its own here (on the workers, the executor shows the cluster's)
                 from audit.core.progress import bar as progress_bar
 
                 it = progress_bar(it, desc=f"phrase search {release.name}", unit="doc")

@@ -15,6 +15,7 @@ import numpy as np
 
 from attackers.trir.encoder import quiet_transformers
 from audit.core.errors import AnonauditError
+from audit.core.executor import sends_to_workers
 
 if TYPE_CHECKING:
     import torch
@@ -149,7 +150,7 @@ def predict_logits(model, windows: Windows, *, pad_id: int, device: str, batch_s
     n_labels = model.config.num_labels
     out = np.zeros((n, n_labels), dtype=np.float32)
     order = sorted(range(n), key=lambda i: len(windows.ids[i]))
-    if executor is not None and getattr(executor, "distributed", False) and n > batch_size:
+    if sends_to_workers(executor, n, batch_size):
         rows = executor.map(WindowLogits(model, pad_id), [windows.ids[i] for i in order], group=batch_size,
                             label="TRIR: window logits")
         if rows:

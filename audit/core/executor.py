@@ -16,6 +16,8 @@ back from a cluster read-only (views of the cluster's shared memory, not copied 
 process: large outputs, such as an index's keys, travel several times faster); otherwise they
 come back writable, as locally.
 
+A component asks :func:`sends_to_workers` first: work of one group stays with it.
+
 ``map`` cuts the items into groups of exactly ``group`` items in their order, so a worker sees
 the same groups whatever runs it: a model that batches its inputs (an embedder pads a batch to
 its longest text) computes the same numbers locally and on a cluster, and results are
@@ -37,6 +39,15 @@ from typing import Any, ClassVar
 
 #: A worker: ``worker(group) -> outputs`` (one per item), optionally with ``setup()``.
 Worker = Callable[[list[Any]], list[Any]]
+
+
+def sends_to_workers(executor: Any, n_items: int, group: int) -> bool:
+    """Whether a component sends ``n_items`` (in groups of ``group``) to ``executor``'s workers
+    rather than doing the work itself: only on a distributed executor, and only when they make
+    more than one group. One group keeps one worker busy and gains nothing from a cluster, whose
+    stage costs seconds to start (a worker, its imports, its model); the component does it here,
+    where its model or index is, in the same group, so the results are the same."""
+    return executor is not None and bool(getattr(executor, "distributed", False)) and n_items > group
 
 
 class Executor(ABC):

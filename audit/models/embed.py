@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from audit.core import config
+from audit.core.executor import sends_to_workers
 from audit.models.cache import set_wal
 from audit.models.specs import embedder_path
 
@@ -129,7 +130,7 @@ class Embedder:
             # sentence-transformers' own bar would redraw with "\r" in a log: ours prints lines.
             step = self.STEP
             batch_size = min(batch_size, step)  # a batch never spans two steps
-            if self.executor is not None and len(todo) > step:  # the same steps, each one a group on a worker
+            if sends_to_workers(self.executor, len(todo), step):  # the same steps, each one a group on a worker
                 rows = self.executor.map(EmbedWorker(self.path, batch_size), [first[k] for k in todo],
                                          group=step, label="embedding")
                 vecs = np.stack(rows).astype(np.float32)
