@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import numpy as np
 import pytest
 
+from audit.metrics.terms import Term
 from audit.models.llm import ChatRequest, LLMError, ScriptedLLM
 from audit.models.backends import OpenAILLM
 from audit.models.cache import AnswerStore, CachedLLM, cache_key
@@ -534,6 +537,44 @@ def test_transformers_logprobs_follow_the_chain_rule(tiny_hf_model, tmp_path, mo
     assert both == pytest.approx(parts, abs=1e-5)
     assert llm.logprobs("the cat", " sat") != llm.logprobs("the dog", " sat")
     assert llm.count_tokens("the cat sat") == len(llm.backend.tokenizer("the cat sat")["input_ids"]) >= 3
+
+
+def test_a_transformers_model_loads_on_first_use_and_a_warm_run_never_loads_it(tiny_hf_model, tmp_path,
+                                                                                 monkeypatch, capsys):
+    """The information content's scorer is loaded when something scores with it: not to name the
+    estimator (its cache key), and not when every value comes from the IC cache."""
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path))
+    from audit.core.data import Corpus, Document
+    from audit.metrics.ic import CausalIC, ICCache, corpus_ic
+    from audit.models.resources import Resources
+
+    corpus = Corpus([Document("d0", "the cat sat on the mat"), Document("d1", "a dog ran")])
+    extract = lambda text: [Term(m.start(), m.end(), m.group(), "word") for m in re.finditer(r"\w+", text)]  # noqa: E731
+
+    def run(progress):
+        with Resources(llm_cache_path=tmp_path / "c.sqlite", progress=progress) as res:
+            est = CausalIC(res.llm(str(tiny_hf_model), what="the scorer"), context_tokens=16)
+            assert est.uses_one_pass and "one-pass" in est.identity
+            values = corpus_ic(corpus, est, extract, cache=ICCache(corpus, est.identity, tmp_path / "ic"))
+            return values, est.llm.backend.loaded
+
+    cold, loaded = run(progress=True)
+    assert loaded and "loading the scorer" in capsys.readouterr().err  # scored here: loaded, and said so
+    warm, loaded = run(progress=True)
+    assert not loaded and "loading" not in capsys.readouterr().err  # every value from the cache
+    assert all(np.array_equal(warm[d][1], cold[d][1]) and warm[d][0] == cold[d][0] for d in cold)
+
+
+def test_a_transformers_folder_that_cannot_load_is_a_clear_error_on_first_use(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path))
+    from audit.models.specs import load_llm
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    llm = load_llm(str(broken), cache=False)  # named, not loaded
+    with pytest.raises(LLMError, match=f"transformers could not load {re.escape(str(broken))}"):
+        llm.logprobs("the cat", " sat")
 
 
 def test_transformers_chat_is_seeded_and_stops(tiny_hf_model, tmp_path, monkeypatch):

@@ -671,7 +671,8 @@ def test_trir_trains_on_a_ray_worker_the_attacker_a_local_run_trains(ray_executo
 @pytest.mark.parametrize("kind", ["causal", "masked"])
 def test_information_content_on_ray_is_what_the_run_computes(ray_executor, tmp_path, kind):
     """On a local Ray, each worker loads the scorer (a causal LM folder through the run's LLM
-    layer, or a masked LM) and gives the run's own values. (The embedded 0.5B scorer takes
+    layer, or a masked LM) and gives the run's own values; the run's process loads no causal
+    scorer of its own for that. (The embedded 0.5B scorer takes
     1.5 min to load through transformers here, twice in such a test: tiny models instead.)"""
     from audit.metrics.ic import CausalIC, MaskedIC, corpus_ic
     from audit.metrics.terms import TermExtractor
@@ -682,8 +683,10 @@ def test_information_content_on_ray_is_what_the_run_computes(ray_executor, tmp_p
     with Resources(executor=ray_executor, llm_cache_path=tmp_path / "llm.sqlite") as res:
         est = CausalIC(res.llm(folder), context_tokens=16) if kind == "causal" else MaskedIC(folder, every=3)
         assert est.worker() is not None and (kind == "masked" or est.uses_one_pass)
-        here = corpus_ic(corpus, est, extract)  # the run's own copy of the model
         there = corpus_ic(corpus, est, extract, executor=ray_executor)
+        if kind == "causal":  # the workers scored: the run never loaded its own copy
+            assert not est.llm.backend.local.loaded
+        here = corpus_ic(corpus, est, extract)  # the run's own copy of the model
     assert ray_executor.timings["information content"]["items"] >= sum(1 for d in corpus if d.text)
     for doc_id, (terms, ic) in here.items():
         assert there[doc_id][0] == terms and np.array_equal(there[doc_id][1], ic)

@@ -90,7 +90,7 @@ class CausalIC(ICEstimator):
 
     @property
     def uses_one_pass(self) -> bool:
-        return self._local_model() is not None if self.one_pass is None else bool(self.one_pass)
+        return self.llm.runs_in_process if self.one_pass is None else bool(self.one_pass)
 
     @property
     def identity(self) -> str:
@@ -350,7 +350,10 @@ class ICWorker:
         if self.kind == "causal":
             from audit.models.specs import load_llm
 
-            self._estimator = CausalIC(load_llm(self.model, cache=False), one_pass=True, **self.params)
+            llm = load_llm(self.model, cache=False)
+            if llm.in_process is None:  # loads a transformers model (on first use) here, once a worker
+                raise AnonauditError(f"the scorer {self.model} is not a model that runs in this process")
+            self._estimator = CausalIC(llm, one_pass=True, **self.params)
         else:
             self._estimator = MaskedIC(self.model, **self.params)
 

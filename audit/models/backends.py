@@ -501,18 +501,54 @@ class TransformersLLM(LLM):
     Chat uses the tokenizer's chat template; ``json_schema`` is not enforced (the schema
     is stated in a system note, and callers parse tolerantly). :meth:`logprobs` is exact:
     prefix + continuation are tokenized together and the continuation's tokens scored.
+
+    The model and its tokeniser are loaded on first use, not when this object is made (a GGUF
+    file takes over a minute here): a run whose information content all comes from the cache,
+    or whose scoring runs on a cluster's workers (:class:`~audit.metrics.ic.ICWorker`), never
+    loads them in its own process. ``announce``: the model's name in a line on stderr when the
+    load starts and ends (none when None).
     """
 
     supports_schema = False
 
-    def __init__(self, path: str | Path, *, identity: str = "", n_ctx: int = 4096, device: str | None = None):
+    def __init__(self, path: str | Path, *, identity: str = "", n_ctx: int = 4096, device: str | None = None,
+                 announce: str | None = None):
+        path = Path(path)
+        if not path.exists():
+            raise LLMError(f"transformers model {path} does not exist (a model folder or a GGUF file)")
+        self.path = path
+        self.identity = identity or f"transformers:{path.name}"
+        self.n_ctx = int(n_ctx)
+        self.announce = announce
+        self._device = device
+        self._loaded: tuple[Any, Any, Any] | None = None  # (torch, model, tokenizer)
+        self._load_lock = threading.Lock()
+        self._lock = threading.Lock()
+
+    @property
+    def runs_in_process(self) -> bool:  # type: ignore[override]
+        return True
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory yet."""
+        return self._loaded is not None
+
+    def _load(self) -> tuple[Any, Any, Any]:
+        with self._load_lock:
+            if self._loaded is None:
+                from audit.core.progress import stage
+
+                with stage(f"loading {self.announce}", enabled=self.announce is not None):
+                    self._loaded = self._load_now()
+            return self._loaded
+
+    def _load_now(self) -> tuple[Any, Any, Any]:
         _offline()
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        path = Path(path)
-        self.identity = identity or f"transformers:{path.name}"
-        kwargs: dict[str, Any] = {}
+        path, kwargs = self.path, {}
         folder = path
         if path.is_file():
             folder, kwargs = path.parent, {"gguf_file": path.name}
@@ -520,16 +556,34 @@ class TransformersLLM(LLM):
             ggufs = sorted(path.glob("*.gguf"))
             if ggufs:
                 kwargs = {"gguf_file": ggufs[0].name}
-        self._torch = torch
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, **kwargs)
-            self.model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, **kwargs)
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, **kwargs)
         except Exception as exc:  # noqa: BLE001
             raise LLMError(f"transformers could not load {path}: {exc}") from exc
-        self.model.to(self.device).eval()
-        self.context_size = min(int(n_ctx), int(getattr(self.model.config, "max_position_embeddings", n_ctx)))
-        self._lock = threading.Lock()
+        model.to(device).eval()
+        return torch, model, tokenizer
+
+    @property
+    def model(self) -> Any:
+        return self._load()[1]
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._load()[2]
+
+    @property
+    def _torch(self) -> Any:
+        return self._load()[0]
+
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
+    @property
+    def context_size(self) -> int:  # type: ignore[override]
+        return min(self.n_ctx, int(getattr(self.model.config, "max_position_embeddings", self.n_ctx)))
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -139,6 +139,10 @@ class CachedLLM(LLM):
         return self.backend.in_process
 
     @property
+    def runs_in_process(self) -> bool:  # type: ignore[override]
+        return self.backend.runs_in_process
+
+    @property
     def worker_spec(self) -> str | None:  # type: ignore[override]
         return self.backend.worker_spec
 

@@ -197,6 +197,13 @@ class LLM(ABC):
         return (model, tok) if callable(tok) else None
 
     @property
+    def runs_in_process(self) -> bool:
+        """Whether :attr:`in_process` gives a model, known without loading it (a backend that
+        loads its model on first use says so before): :class:`~audit.metrics.ic.CausalIC`
+        chooses its one-pass scoring, and names it in its identity, from this."""
+        return self.in_process is not None
+
+    @property
     def worker_spec(self) -> str | None:
         """The spec a distributed executor's workers load this model from (the run's LLM on a
         cluster: :class:`~audit.models.remote.RemoteLLM`), else None."""

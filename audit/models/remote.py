@@ -5,8 +5,8 @@ returns ``CachedLLM(RemoteLLM(...))``: the run's process looks every request up 
 cache, sends only the misses to the workers (rounds of :data:`ROUND` requests, each round one
 executor stage, groups of :data:`GROUP` requests per worker call), and stores the answers of each
 round as it comes back. A batch of fewer than :data:`MIN_REMOTE` misses (a component asking one
-question at a time) is answered by the run's own backend, which it loads anyway for the model's
-tokeniser and context size. Each worker loads the model once (``setup``) from the same spec, with no
+question at a time) is answered by the run's own backend (loaded for the model's tokeniser and context size; a
+transformers model only on first use). Each worker loads the model once (``setup``) from the same spec, with no
 cache of its own, and sends its group through the backend's own bounded concurrency (the
 OpenAI-compatible client's ``max_workers`` threads; the embedded llama.cpp answers one request at
 a time, so its answers do not depend on their neighbours).
@@ -74,6 +74,10 @@ class RemoteLLM(LLM):
     def in_process(self) -> tuple[Any, Any] | None:  # type: ignore[override]
         """The run's own copy of the model's (the workers load theirs)."""
         return self.local.in_process
+
+    @property
+    def runs_in_process(self) -> bool:  # type: ignore[override]
+        return self.local.runs_in_process
 
     @property
     def worker_spec(self) -> str | None:  # type: ignore[override]

@@ -93,13 +93,12 @@ class Resources:
                     found = CachedLLM(backend, self._cache_path(), enabled=bool(cache),
                                       **({"chunk_size": ROUND} if isinstance(backend, RemoteLLM) else {}))
                 else:
-                    from audit.core.progress import stage
                     from audit.models import specs
 
                     shown = {None: "(default)", "scorer": "(default scorer: the embedded 0.5B model through "
                                                           "transformers)"}.get(spec, spec)
-                    with stage(f"loading {what} {shown}", enabled=self.progress):
-                        found = specs.load_llm(spec, cache=bool(cache), cache_path=self.llm_cache_path)
+                    found = specs.load_llm(spec, cache=bool(cache), cache_path=self.llm_cache_path,
+                                           announce=f"{what} {shown}" if self.progress else None)
                     if self.executor.distributed:
                         found = self._remote(found, spec)
                 self._llms[key] = found

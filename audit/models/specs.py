@@ -217,6 +217,7 @@ def load_llm(
     timeout: float = 120.0,
     deterministic: bool = True,
     reuse_prefix: bool = True,
+    announce: str | None = None,
 ) -> CachedLLM:
     """Load the LLM named by ``spec`` (see module doc) wrapped in the sqlite answer cache.
 
@@ -226,24 +227,29 @@ def load_llm(
     ``n_parallel`` requests together (faster; answers then depend on their neighbours and are
     cached apart, see :class:`~audit.models.backends.LlamaCppLLM`). ``reuse_prefix=False`` makes
     llama.cpp evaluate every prompt whole, shared prefixes or not (slower; answers cached apart).
+    ``announce``: the model's name in a line on stderr when its load starts and ends (none when
+    None); a transformers model loads on first use (:class:`~audit.models.backends.TransformersLLM`),
+    and says so then.
     """
+    from audit.core.progress import stage
     from audit.models.llm import LLM
     from audit.models.backends import LlamaCppLLM, OpenAILLM, TransformersLLM
     from audit.models.cache import CachedLLM
 
     parsed = parse_llm_spec(spec)
-    if parsed.name:  # assemble + verify before loading
-        embedded_llm_path(parsed.name)
     backend: LLM
-    if parsed.backend == "openai":
-        backend = OpenAILLM(parsed.target, parsed.base_url, timeout=timeout, max_workers=n_parallel,
-                            context_size=n_ctx)
-    elif parsed.backend == "llamacpp":
-        backend = LlamaCppLLM(parsed.target, n_ctx=n_ctx, n_parallel=n_parallel, n_threads=n_threads,
-                              identity=spec_identity(parsed), deterministic=deterministic,
-                              reuse_prefix=reuse_prefix)
-    else:
-        backend = TransformersLLM(parsed.target, identity=spec_identity(parsed), n_ctx=n_ctx)
+    with stage(f"loading {announce}", enabled=announce is not None and parsed.backend != "transformers"):
+        if parsed.name:  # assemble + verify before loading
+            embedded_llm_path(parsed.name)
+        if parsed.backend == "openai":
+            backend = OpenAILLM(parsed.target, parsed.base_url, timeout=timeout, max_workers=n_parallel,
+                                context_size=n_ctx)
+        elif parsed.backend == "llamacpp":
+            backend = LlamaCppLLM(parsed.target, n_ctx=n_ctx, n_parallel=n_parallel, n_threads=n_threads,
+                                  identity=spec_identity(parsed), deterministic=deterministic,
+                                  reuse_prefix=reuse_prefix)
+        else:
+            backend = TransformersLLM(parsed.target, identity=spec_identity(parsed), n_ctx=n_ctx, announce=announce)
     path = Path(cache_path) if cache_path else config.subdir("cache") / "llm.sqlite"
     return CachedLLM(backend, path, enabled=cache)
 
