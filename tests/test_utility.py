@@ -533,6 +533,39 @@ def test_a_rare_name_carries_more_information_than_the_court(small_llm, nlp):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_default_scorer_is_dequantised_once_and_scores_the_same_from_its_copy(nlp, tmp_path, monkeypatch):
+    """The default information-content scorer (the embedded 0.5B model's GGUF file through
+    transformers, scoring each window in one pass): the first load reads the GGUF file (over a
+    minute) and keeps its dequantised weights; the next load reads those (seconds) and gives the
+    same weights and the same information content, bit for bit."""
+    import torch
+
+    from audit.models.specs import load_llm
+
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path))  # an empty model cache
+    text = "The applicant, Mr Bahattin Sarısoy, appealed to the court."
+    terms = TermExtractor(nlp)(text)
+    first = load_llm("scorer", cache=False)
+    est = CausalIC(first, context_tokens=64)
+    assert est.uses_one_pass and not first.backend.loaded
+    ic = est.estimate(text, terms)
+    values = dict(zip([t.text for t in terms], ic))
+    assert values["Bahattin Sarısoy"] > values["the court"] + 2.0  # nats
+    assert all(math.isfinite(v) and v >= 0 for v in ic)
+    copies = list((tmp_path / "models" / "transformers").glob("*/model.safetensors"))
+    assert len(copies) == 1
+
+    second = load_llm("scorer", cache=False)
+    again = CausalIC(second, context_tokens=64).estimate(text, terms)
+    assert second.backend.model.config._name_or_path == str(copies[0].parent)  # read from the copy
+    assert np.array_equal(again, ic)
+    assert second.logprobs("The applicant,", " Mr Bahattin") == first.logprobs("The applicant,", " Mr Bahattin")
+    a, b = first.backend.model.state_dict(), second.backend.model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow
 def test_tps_with_minilm_rewards_a_faithful_generalisation(minilm, nlp, tmp_path):
     text = "The applicant was detained in Istanbul by the police in 1996."
     originals = Corpus([Document("d0", text)])
