@@ -5,11 +5,12 @@ returns ``CachedLLM(RemoteLLM(...))``: the run's process looks every request up 
 cache, sends only the misses to the workers (rounds of :data:`ROUND` requests, each round one
 executor stage, groups of :data:`GROUP` requests per worker call), and stores the answers of each
 round as it comes back. A batch of fewer than :data:`MIN_REMOTE` misses (a component asking one
-question at a time) is answered by the run's own backend (loaded for the model's tokeniser and context size; a
-transformers model only on first use). Each worker loads the model once (``setup``) from the same spec, with no
-cache of its own, and sends its group through the backend's own bounded concurrency (the
-OpenAI-compatible client's ``max_workers`` threads; the embedded llama.cpp answers one request at
-a time, so its answers do not depend on their neighbours).
+question at a time) is answered by the run's own backend, also there for the model's tokeniser
+and context size (a transformers model loads only on first use). Each worker loads the model once
+(``setup``) from the same spec, with no cache of its own, and sends its group through the
+backend's own bounded concurrency (the OpenAI-compatible client's ``max_workers`` threads; the
+embedded llama.cpp answers one request at a time, so its answers do not depend on their
+neighbours).
 
 Why the cache stays with the run rather than a shared sqlite path on the workers or per-worker
 caches merged at the end: one writer needs no shared filesystem (sqlite's WAL needs shared memory,
