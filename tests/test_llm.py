@@ -565,6 +565,51 @@ def test_a_transformers_model_loads_on_first_use_and_a_warm_run_never_loads_it(t
     assert all(np.array_equal(warm[d][1], cold[d][1]) and warm[d][0] == cold[d][0] for d in cold)
 
 
+def test_a_gguf_file_is_dequantised_into_the_model_cache_once(tmp_path, monkeypatch, caplog):
+    """The copy's logic with transformers' reading and writing replaced (the real model's copy is
+    checked bit for bit in test_utility): the first load reads the GGUF file and writes the copy,
+    later loads read the copy, and a copy that cannot be written leaves the GGUF file read."""
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
+    import audit.models.backends as backends
+
+    class Model:
+        def to(self, device):
+            return self
+
+        def eval(self):
+            return self
+
+    reads = []
+
+    def read(self, folder, kwargs, copy=False):
+        reads.append((folder.name, kwargs, copy))
+        return "tok", Model()
+
+    monkeypatch.setattr(backends.TransformersLLM, "_read", read)
+
+    def save(model, tokenizer, folder):
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+
+    monkeypatch.setattr(backends, "_save_dequantised", save)
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    make = lambda identity: backends.TransformersLLM(gguf, identity=identity)  # noqa: E731
+    assert make("transformers:m:sha256=1").tokenizer == "tok"
+    assert reads == [(tmp_path.name, {"gguf_file": "m.gguf"}, False)]  # the file, once
+    copies, key = tmp_path / "home" / "models" / "transformers", backends._key_of("transformers:m:sha256=1")
+    assert [p.name for p in copies.iterdir() if not p.name.startswith(".")] == [key]
+    make("transformers:m:sha256=1").model
+    assert reads[-1] == (key, {}, True)  # the copy
+    monkeypatch.setattr(backends, "_save_dequantised", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left")))
+    with caplog.at_level("WARNING"):
+        assert make("transformers:m:sha256=2").model is not None  # other content: another copy, not written
+    assert reads[-1] == (tmp_path.name, {"gguf_file": "m.gguf"}, False)
+    assert "could not keep m.gguf dequantised" in caplog.text and "No space left" in caplog.text
+    assert [p.name for p in copies.iterdir() if not p.name.startswith(".")] == [key]  # no half-written copy
+    assert not [p for p in copies.iterdir() if p.name.endswith(".tmp")]
+
+
 def test_a_transformers_folder_that_cannot_load_is_a_clear_error_on_first_use(tmp_path, monkeypatch):
     monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path))
     from audit.models.specs import load_llm

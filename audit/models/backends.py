@@ -7,7 +7,6 @@ transformers runs with ``HF_HUB_OFFLINE=1``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
@@ -600,34 +599,44 @@ class TransformersLLM(LLM):
 
     def _dequantised(self, folder: Path, kwargs: dict[str, Any]) -> tuple[Any, Any]:
         """``(tokenizer, model)`` of the GGUF file: from its dequantised copy in the model cache,
-        or read from the file and the copy written (one process at a time: the others wait, then
-        read the copy); where the copy cannot be written (a read-only or full disk), from the
-        file each time."""
+        or read from the file and the copy written (:meth:`_write_copy`); where the copy cannot
+        be written (a read-only or full disk), from the file each time."""
+        try:
+            dest = config.subdir("models") / "transformers" / self._converted_key
+        except OSError as exc:  # a read-only model cache
+            log.warning("cannot keep %s dequantised (%s): it is read from the GGUF file", self.path.name, exc)
+            return self._read(folder, kwargs)
+        if not (dest / "config.json").exists():
+            made = self._write_copy(folder, kwargs, dest)
+            if made is not None:
+                return made
+        return self._read(dest, {}, copy=True)
+
+    def _write_copy(self, folder: Path, kwargs: dict[str, Any], dest: Path) -> tuple[Any, Any] | None:
+        """Read the GGUF file and write its dequantised copy ``dest`` (whole in a folder beside
+        it, then renamed), one process at a time; ``(tokenizer, model)`` as read, or None where
+        another process made the copy while this one waited (read that)."""
         import shutil
 
         from audit.core.files import locked
 
-        with contextlib.ExitStack() as held:
-            try:
-                dest = config.subdir("models") / "transformers" / self._converted_key
-                held.enter_context(locked(dest))
-            except OSError as exc:  # a read-only model cache
-                log.warning("cannot keep %s dequantised (%s): it is read from the GGUF file", self.path.name, exc)
-                return self._read(folder, kwargs)
-            if (dest / "config.json").exists():
-                return self._read(dest, {}, copy=True)
-            tokenizer, model = self._read(folder, kwargs)
-            tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-            shutil.rmtree(tmp, ignore_errors=True)  # left by a process of the same number that was killed
-            try:
-                _save_dequantised(model, tokenizer, tmp)
-                os.replace(tmp, dest)
-            except OSError as exc:
-                log.warning("could not keep %s dequantised in %s (%s): it is read from the GGUF file "
-                            "each time", self.path.name, dest.parent, exc)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-            return tokenizer, model
+        read = None
+        try:
+            with locked(dest):
+                if (dest / "config.json").exists():
+                    return None
+                read = self._read(folder, kwargs)
+                tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+                shutil.rmtree(tmp, ignore_errors=True)  # left by a killed process of the same number
+                try:
+                    _save_dequantised(read[1], read[0], tmp)
+                    os.replace(tmp, dest)
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
+        except OSError as exc:  # a read-only or full disk
+            log.warning("could not keep %s dequantised in %s (%s): it is read from the GGUF file each time",
+                        self.path.name, dest.parent, exc)
+        return read or self._read(folder, kwargs)
 
     @property
     def model(self) -> Any:
