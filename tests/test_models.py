@@ -162,6 +162,14 @@ def test_models_list_cli_shows_status(home, tmp_path, monkeypatch):
     model.path.write_bytes(b"corrupt")
     out = CliRunner().invoke(main, ["models", "list"]).output
     assert "MISMATCH" in out
+    assert "dequantised" not in out
+    copy = home / "models" / "transformers" / "key"  # the scorer's weights as transformers reads them
+    copy.mkdir(parents=True)
+    (copy / "config.json").write_text("{}")
+    (copy / "model.safetensors").write_bytes(b"w" * 3000)
+    rows = {m.name: m for m in models.list_models()}
+    assert rows["dequantised copies"].size == 3002 and rows["dequantised copies"].path == str(copy.parent)
+    assert "dequantised copies" in CliRunner().invoke(main, ["models", "list"]).output
 
 
 def test_scorer_spec_prefers_the_small_model_through_transformers(monkeypatch):

@@ -80,6 +80,12 @@ def gguf_tokenizer(gguf_path: str | Path, folder: str | Path):
     return tok
 
 
+def dequantised_root() -> Path:
+    """Where GGUF models read through transformers are kept dequantised, a folder each
+    (:class:`TransformersLLM`); ``anonaudit models list`` shows its size."""
+    return config.home() / "models" / "transformers"
+
+
 def _save_dequantised(model: Any, tokenizer: Any, folder: Path) -> None:
     """A model loaded from a GGUF file (its weights dequantised to float32) and its tokeniser,
     written as a Hugging Face folder. transformers will not ``save_pretrained`` a model it loaded
@@ -601,11 +607,7 @@ class TransformersLLM(LLM):
         """``(tokenizer, model)`` of the GGUF file: from its dequantised copy in the model cache,
         or read from the file and the copy written (:meth:`_write_copy`); where the copy cannot
         be written (a read-only or full disk), from the file each time."""
-        try:
-            dest = config.subdir("models") / "transformers" / self._converted_key
-        except OSError as exc:  # a read-only model cache
-            log.warning("cannot keep %s dequantised (%s): it is read from the GGUF file", self.path.name, exc)
-            return self._read(folder, kwargs)
+        dest = dequantised_root() / self._converted_key
         if not (dest / "config.json").exists():
             made = self._write_copy(folder, kwargs, dest)
             if made is not None:
@@ -633,7 +635,7 @@ class TransformersLLM(LLM):
                     os.replace(tmp, dest)
                 finally:
                     shutil.rmtree(tmp, ignore_errors=True)
-        except OSError as exc:  # a read-only or full disk
+        except OSError as exc:  # a read-only model cache, a full disk
             log.warning("could not keep %s dequantised in %s (%s): it is read from the GGUF file each time",
                         self.path.name, dest.parent, exc)
         return read or self._read(folder, kwargs)

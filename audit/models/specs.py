@@ -318,6 +318,13 @@ def list_models() -> list[ModelInfo]:
     except ModelError:
         rows.append(ModelInfo(MINILM, ("embedder", "classifier base"), False, None, None, "not installed",
                               ("embedder", "classifier base"), "all-MiniLM-L6-v2 sentence embedder"))
+    from audit.models.backends import dequantised_root
+
+    copies = [p for p in dequantised_root().glob("*") if (p / "config.json").exists()]
+    if copies:
+        rows.append(ModelInfo("dequantised copies", ("scorer",), True, str(dequantised_root()),
+                              sum(folder_size(p) for p in copies), "n/a", (),
+                              f"{len(copies)} GGUF model(s) as transformers reads them; remade on next use if deleted"))
     folder = package_folder(SPACY_MODEL)
     rows.append(ModelInfo(SPACY_MODEL, ("ner",), folder is not None, str(folder) if folder else None,
                           folder_size(folder) if folder else None, "n/a", ("ner",) if folder else (),
