@@ -160,6 +160,23 @@ def stage_index(texts: list[str], executor: Executor, repeat: int = 1) -> tuple[
     return secs, index
 
 
+def stage_sharded(texts: list[str], shards: int, executor: Executor | None, repeat: int = 1) -> list[float]:
+    """The sharded build ``repeat`` times: the seconds of each (the folder made anew each time)."""
+    secs = []
+    for _ in range(repeat):
+        gc.collect()
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            build_sharded(Path(tmp) / "idx", texts, shards=shards, fingerprint="benchmark", executor=executor)
+            secs.append(time.perf_counter() - t0)
+    return secs
+
+
+def warm(secs: list[float]) -> float | None:
+    """The warm stage's seconds: the median of the repeats after the first (None with one)."""
+    return float(np.median(secs[1:])) if len(secs) > 1 else None
+
+
 def started_ray(workers: int, cpus: int, object_store_mb: int) -> tuple[Any, dict[str, float]]:
     """A local Ray of ``cpus`` CPUs with ``workers`` workers, started, with its processes up: two
     tiny stages on actors and two as tasks (Ray Data's own start is the first). Returns the
@@ -323,7 +340,9 @@ def main() -> None:
     ap.add_argument("--stages", default=",".join(STAGES),
                     help=f"stages to measure, comma-separated (default: all of {', '.join(STAGES)})")
     ap.add_argument("--index-repeat", type=int, default=1,
-                    help="build the index this many times in each configuration (the first on cold memory)")
+                    help="build the index, and the sharded one, this many times in each configuration "
+                         "(the index's first on cold memory; warm: the median of the later ones; "
+                         "sharded: the median of all)")
     ap.add_argument("--cold-rounds", type=int, default=2,
                     help="fresh processes per configuration for the cold index build (0: none)")
     ap.add_argument("--cold-index", default=None, help=argparse.SUPPRESS)  # one cold build, in this process
@@ -377,7 +396,7 @@ def main() -> None:
     emb_s, local_vecs = stage_embed(embed_texts, None) if "embedding" in todo else (None, None)
     stages = {"local": {"index_cold_s": float(np.median(cold["local"])) if cold else None,
                         "index_cold_all_s": cold.get("local"),
-                        "index_build_s": idx_s, "index_build_warm_s": idx_all[-1] if len(idx_all) > 1 else None,
+                        "index_build_s": idx_s, "index_build_warm_s": warm(idx_all),
                         "index_build_all_s": idx_all, "index_phases_s": index.config["build_phases"],
                         "phrase_search_fit_s": fit_s, "phrase_search_documents_s": eval_s, "embedding_s": emb_s}}
     print(f"{args.docs:,} documents, {words:,} words; local: index {', '.join(f'{x:.1f}' for x in idx_all)} s, "
@@ -385,14 +404,14 @@ def main() -> None:
           f"embedding {emb_s} s ({len(embed_texts)} docs)", flush=True)
 
     # --- sharded against single (local executor)
+    if "sharded" in todo:
+        sh_all = stage_sharded(texts, args.shards, None, args.index_repeat)
+        sh_build = float(np.median(sh_all))
+        stages["local"].update(sharded_build_s=sh_build, sharded_build_all_s=sh_all)
     if {"sharded", "phrase_search"} <= todo:
         with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            build_sharded(Path(tmp) / "idx", texts, shards=args.shards, fingerprint="benchmark")
-            sh_build = time.perf_counter() - t0
             sh_fit, sh_eval, sh_results = stage_attack(scenario, release, local, shards=args.shards,
                                                        index_dir=str(Path(tmp) / "idx2"))
-        stages["local"]["sharded_build_s"] = sh_build
         out["sharded"] = {"shards": args.shards, "build_s": sh_build, "single_build_s": idx_s,
                           "build_ratio": sh_build / idx_s, "query_documents_s": sh_eval,
                           "single_query_documents_s": eval_s, "query_ratio": sh_eval / eval_s,
@@ -415,19 +434,16 @@ def main() -> None:
         r_fit, r_eval, r_results = (stage_attack(scenario, release, ex) if "phrase_search" in todo
                                     else (None, None, None))
         r_emb, r_vecs = stage_embed(embed_texts, ex) if "embedding" in todo else (None, None)
-        r_sh = None
-        if "sharded" in todo:
-            with tempfile.TemporaryDirectory() as tmp:
-                t0 = time.perf_counter()
-                build_sharded(Path(tmp) / "idx", texts, shards=args.shards, fingerprint="benchmark", executor=ex)
-                r_sh = time.perf_counter() - t0
+        r_sh_all = stage_sharded(texts, args.shards, ex, args.index_repeat) if "sharded" in todo else []
+        r_sh = float(np.median(r_sh_all)) if r_sh_all else None
         stages[f"ray_{w}"] = {
             "ray_cpus": args.ray_cpus or w, **secs,
             "index_cold_s": float(np.median(cold[f"ray:{w}"])) if cold else None,
             "index_cold_all_s": cold.get(f"ray:{w}"),
-            "index_build_s": r_idx_s, "index_build_warm_s": r_idx_all[-1] if len(r_idx_all) > 1 else None,
+            "index_build_s": r_idx_s, "index_build_warm_s": warm(r_idx_all),
             "index_build_all_s": r_idx_all, "phrase_search_fit_s": r_fit,
             "phrase_search_documents_s": r_eval, "embedding_s": r_emb, "sharded_build_s": r_sh,
+            "sharded_build_all_s": r_sh_all,
             "same_index": same_index,
             "same_findings": r_results == local_results if "phrase_search" in todo else None,
             "same_vectors": None if r_vecs is None else bool(np.array_equal(r_vecs, local_vecs)),
@@ -448,16 +464,11 @@ def main() -> None:
         a_idx_all, _ = stage_index(texts, local, args.index_repeat)
         a_eval = stage_attack(scenario, release, local)[1] if "phrase_search" in todo else None
         a_emb = stage_embed(embed_texts, None)[0] if "embedding" in todo else None
-        a_sh = None
-        if "sharded" in todo:
-            with tempfile.TemporaryDirectory() as tmp:
-                t0 = time.perf_counter()
-                build_sharded(Path(tmp) / "idx", texts, shards=args.shards, fingerprint="benchmark")
-                a_sh = time.perf_counter() - t0
-        stages["local_after"] = {"index_build_s": a_idx_all[0],
-                                 "index_build_warm_s": a_idx_all[-1] if len(a_idx_all) > 1 else None,
+        a_sh_all = stage_sharded(texts, args.shards, None, args.index_repeat) if "sharded" in todo else []
+        a_sh = float(np.median(a_sh_all)) if a_sh_all else None
+        stages["local_after"] = {"index_build_s": a_idx_all[0], "index_build_warm_s": warm(a_idx_all),
                                  "index_build_all_s": a_idx_all, "phrase_search_documents_s": a_eval,
-                                 "embedding_s": a_emb, "sharded_build_s": a_sh}
+                                 "embedding_s": a_emb, "sharded_build_s": a_sh, "sharded_build_all_s": a_sh_all}
         print(f"local again: index {', '.join(f'{x:.1f}' for x in a_idx_all)} s, phrase search {a_eval} s, "
               f"embedding {a_emb} s, sharded build {a_sh} s", flush=True)
     out["stages"] = stages
