@@ -627,9 +627,10 @@ class TransformersLLM(LLM):
             with locked(dest):
                 if (dest / "config.json").exists():
                     return None
+                for left in dest.parent.glob(f".{dest.name}.*.tmp"):  # half-written by a killed process
+                    shutil.rmtree(left, ignore_errors=True)
                 read = self._read(folder, kwargs)
                 tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-                shutil.rmtree(tmp, ignore_errors=True)  # left by a killed process of the same number
                 try:
                     _save_dequantised(read[1], read[0], tmp)
                     os.replace(tmp, dest)
