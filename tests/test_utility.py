@@ -555,6 +555,7 @@ def test_the_default_scorer_is_dequantised_once_and_scores_the_same_from_its_cop
     assert all(math.isfinite(v) and v >= 0 for v in ic)
     copies = list((tmp_path / "models" / "transformers").glob("*/model.safetensors"))
     assert len(copies) == 1
+    assert copies[0].stat().st_mode == (copies[0].parent / "config.json").stat().st_mode  # as readable
 
     second = load_llm("scorer", cache=False)
     again = CausalIC(second, context_tokens=64).estimate(text, terms)

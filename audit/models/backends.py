@@ -103,7 +103,10 @@ def _save_dequantised(model: Any, tokenizer: Any, folder: Path) -> None:
     cfg.save_pretrained(folder)
     if model.can_generate() and model.generation_config is not None:
         model.generation_config.save_pretrained(folder)
-    save_model(model, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    weights = folder / "model.safetensors"
+    save_model(model, str(weights), metadata={"format": "pt"})
+    # safetensors writes the file for its owner alone: readable as the other files are (umask)
+    os.chmod(weights, (folder / "config.json").stat().st_mode & 0o777)
 
 
 def _key_of(identity: str) -> str:
