@@ -12,15 +12,17 @@ import os
 import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from audit.core import config
 from audit.models.llm import LLM, ChatRequest, LLMError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def _offline() -> None:
@@ -54,30 +56,53 @@ def _schema_hint(request: ChatRequest) -> list[dict[str, str]]:
 # --------------------------------------------------------------------------- tokenizer
 
 
+def kept_folder(dest: Path, what: str, make: Callable[[], T], save: Callable[[T, Path], None],
+                load: Callable[[Path], T]) -> T:
+    """Something slow to make (``make()``: a conversion of a GGUF file), kept in the folder
+    ``dest`` of the model cache so that later processes ``load`` it instead. It is saved into a
+    folder beside ``dest``, renamed when whole (so ``dest`` exists only complete), by one process
+    at a time: the others wait for the lock, then load what it saved; a maker killed half-way
+    leaves a folder the next one removes. Where ``dest`` cannot be written (a read-only cache, a
+    full disk), ``what`` is made each time, with a warning."""
+    import shutil
+
+    from audit.core.files import locked
+
+    if dest.exists():
+        return load(dest)
+    made = None
+    try:
+        with locked(dest):
+            if dest.exists():  # saved by another process while this one waited
+                return load(dest)
+            for left in dest.parent.glob(f".{dest.name}.*.tmp"):  # half-saved by a killed process
+                shutil.rmtree(left, ignore_errors=True)
+            made = make()
+            tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+            try:
+                save(made, tmp)
+                os.replace(tmp, dest)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as exc:
+        log.warning("could not keep %s in %s (%s): it is made again each time", what, dest.parent, exc)
+    return made if made is not None else make()
+
+
 def gguf_tokenizer(gguf_path: str | Path, folder: str | Path):
     """A Hugging Face tokenizer rebuilt from a GGUF file's vocabulary.
 
-    Converting it takes tens of seconds, so the result is saved once in ``folder``
-    (``config.subdir("models")/tokenizers/KEY``) and later loads take a fraction of a second.
+    Converting it takes tens of seconds, so the result is kept in ``folder``
+    (``config.subdir("models")/tokenizers/KEY``: :func:`kept_folder`) and later loads take a
+    fraction of a second.
     """
     _offline()
     from transformers import AutoTokenizer
 
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    if (folder / "tokenizer.json").exists():
-        return AutoTokenizer.from_pretrained(folder)
     path = Path(gguf_path)
-    tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
-    tok.save_pretrained(tmp)
-    try:
-        os.replace(tmp, folder)
-    except OSError:  # another process won the race; its copy is as good
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-    return tok
+    return kept_folder(Path(folder), f"the tokeniser of {path.name}",
+                       lambda: AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name),
+                       lambda tok, tmp: tok.save_pretrained(tmp), AutoTokenizer.from_pretrained)
 
 
 def dequantised_root() -> Path:
@@ -95,7 +120,6 @@ def _save_dequantised(model: Any, tokenizer: Any, folder: Path) -> None:
 
     from safetensors.torch import save_model
 
-    folder.mkdir(parents=True)
     tokenizer.save_pretrained(folder)
     cfg = copy.deepcopy(model.config)
     if hasattr(cfg, "quantization_config"):
@@ -608,41 +632,11 @@ class TransformersLLM(LLM):
 
     def _dequantised(self, folder: Path, kwargs: dict[str, Any]) -> tuple[Any, Any]:
         """``(tokenizer, model)`` of the GGUF file: from its dequantised copy in the model cache,
-        or read from the file and the copy written (:meth:`_write_copy`); where the copy cannot
-        be written (a read-only or full disk), from the file each time."""
-        dest = dequantised_root() / self._converted_key
-        if not (dest / "config.json").exists():
-            made = self._write_copy(folder, kwargs, dest)
-            if made is not None:
-                return made
-        return self._read(dest, {}, copy=True)
-
-    def _write_copy(self, folder: Path, kwargs: dict[str, Any], dest: Path) -> tuple[Any, Any] | None:
-        """Read the GGUF file and write its dequantised copy ``dest`` (whole in a folder beside
-        it, then renamed), one process at a time; ``(tokenizer, model)`` as read, or None where
-        another process made the copy while this one waited (read that)."""
-        import shutil
-
-        from audit.core.files import locked
-
-        read = None
-        try:
-            with locked(dest):
-                if (dest / "config.json").exists():
-                    return None
-                for left in dest.parent.glob(f".{dest.name}.*.tmp"):  # half-written by a killed process
-                    shutil.rmtree(left, ignore_errors=True)
-                read = self._read(folder, kwargs)
-                tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-                try:
-                    _save_dequantised(read[1], read[0], tmp)
-                    os.replace(tmp, dest)
-                finally:
-                    shutil.rmtree(tmp, ignore_errors=True)
-        except OSError as exc:  # a read-only model cache, a full disk
-            log.warning("could not keep %s dequantised in %s (%s): it is read from the GGUF file each time",
-                        self.path.name, dest.parent, exc)
-        return read or self._read(folder, kwargs)
+        or read from the file and the copy kept (:func:`kept_folder`)."""
+        return kept_folder(dequantised_root() / self._converted_key, f"{self.path.name} dequantised",
+                           lambda: self._read(folder, kwargs),
+                           lambda read, tmp: _save_dequantised(read[1], read[0], tmp),
+                           lambda dest: self._read(dest, {}, copy=True))
 
     @property
     def model(self) -> Any:
