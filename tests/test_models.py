@@ -52,7 +52,7 @@ def test_assembles_parts_in_order_and_verifies(home, tmp_path, monkeypatch):
     out = assemble_parts(parts, model.path, GOOD)
     assert out.read_bytes() == b"".join(CHUNKS)
     assert cached_sha256(out, compute=False) == GOOD  # remembered in the sidecar
-    assert not [p for p in out.parent.iterdir() if p.name.endswith(".part")]  # no temp files left
+    assert not [p for p in out.parent.iterdir() if p.name.endswith(".tmp")]  # no temp files left
     # second call reuses the file (no rewrite)
     mtime = out.stat().st_mtime_ns
     assert assemble_parts(parts, model.path, GOOD) == out and out.stat().st_mtime_ns == mtime
@@ -63,7 +63,8 @@ def test_checksum_mismatch_is_refused_and_nothing_is_kept(home, tmp_path, monkey
     with pytest.raises(ModelError, match="checksum mismatch.*Refusing"):
         assemble_parts(model.part_files(), model.path, model.sha256)
     assert not model.path.exists()
-    assert not [p for p in model.path.parent.iterdir() if p.name.startswith(".fake")]
+    # nothing half-written left (the lock file beside it stays, as every lock's does)
+    assert not [p for p in model.path.parent.iterdir() if p.name.startswith(".fake") and p.suffix != ".lock"]
 
 
 def test_corrupt_assembled_file_is_refused(home, tmp_path, monkeypatch):

