@@ -52,11 +52,13 @@ import gc
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -144,32 +146,37 @@ class _LightNoop(_Noop):
     light_setup = True
 
 
+def timed(repeat: int, make: Callable[[], Any], after: Callable[[Any], None] | None = None) -> tuple[list[float], Any]:
+    """``make()`` ``repeat`` times, each after a garbage collection: the seconds of each, and what
+    the last made. ``after`` (untimed) gets rid of what each made before the next."""
+    secs, out = [], None
+    for _ in range(repeat):
+        out = None
+        gc.collect()
+        t0 = time.perf_counter()
+        out = make()
+        secs.append(time.perf_counter() - t0)
+        if after is not None:
+            after(out)
+    return secs, out
+
+
 def stage_index(texts: list[str], executor: Executor, repeat: int = 1) -> tuple[list[float], NgramIndex]:
     """The index stage ``repeat`` times in this process, whose kernels are loaded: the seconds of
     each, and the last index. On Ray the first is the workers' first index (numba's start in
     each worker process, the object store's memory touched for the first time); the later ones
     are the stage on a warm process or cluster. The first index of a fresh process on either
     side is :func:`cold_index`'s."""
-    secs = []
-    for _ in range(repeat):
-        index = None
-        gc.collect()
-        t0 = time.perf_counter()
-        index = NgramIndex.build(texts, fingerprint="benchmark", executor=executor)
-        secs.append(time.perf_counter() - t0)
-    return secs, index
+    return timed(repeat, lambda: NgramIndex.build(texts, fingerprint="benchmark", executor=executor))
 
 
 def stage_sharded(texts: list[str], shards: int, executor: Executor | None, repeat: int = 1) -> list[float]:
     """The sharded build ``repeat`` times: the seconds of each (the folder made anew each time)."""
-    secs = []
-    for _ in range(repeat):
-        gc.collect()
-        with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            build_sharded(Path(tmp) / "idx", texts, shards=shards, fingerprint="benchmark", executor=executor)
-            secs.append(time.perf_counter() - t0)
-    return secs
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "idx"
+        return timed(repeat, lambda: build_sharded(folder, texts, shards=shards, fingerprint="benchmark",
+                                                   executor=executor),
+                     after=lambda _: shutil.rmtree(folder))[0]
 
 
 def warm(secs: list[float]) -> float | None:
