@@ -404,13 +404,19 @@ def test_a_gpu_worker_asks_only_for_cpus_a_gpu_node_has(monkeypatch):
 
     nodes = [{"Alive": True, "Resources": {"CPU": 64.0}}, {"Alive": True, "Resources": {"CPU": 16.0, "GPU": 1.0}},
              {"Alive": False, "Resources": {"CPU": 128.0, "GPU": 8.0}}]
+    queries = []
     ex = RayExecutor("auto")
-    ex._ray = SimpleNamespace(nodes=lambda: nodes)
+    ex._ray = SimpleNamespace(nodes=lambda: queries.append(1) or nodes, __version__="x")
     monkeypatch.setattr(ex, "start", lambda: ex)
     assert ex.cpus_per_worker(1, 1.0, num_gpus=1.0) == 16.0  # the GPU node's, not the 64 of the other
     assert ex.cpus_per_worker(1, 1.0) == 64.0  # a CPU worker alone: the largest node's
     assert ex.cpus_per_worker(8, 1.0) == 10.0  # 80 CPUs shared by 8
     assert ex.cpus_per_worker(100, 2.0) == 2.0  # never below what the stage needs
+    # the provenance's cluster: the live nodes only, from one query of Ray's state
+    queries.clear()
+    assert ex.info() == {"kind": "ray", "address": "auto", "nodes": 2, "cpus": 80, "gpus": 1, "workers": 80,
+                         "ray": "x"}
+    assert len(queries) == 1
 
 
 def _dense_links(executor, approx_threshold: int, n_queries: int = 500):

@@ -257,29 +257,34 @@ class RayExecutor(Executor):
         self._ray = None
         self._started_here = False
 
-    def cluster(self) -> dict[str, Any]:
+    def _nodes(self) -> list[dict[str, float]]:
+        """The resources of each live node of the cluster (one query of Ray's state)."""
         ray = self.start()._ray
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
-        res = ray.cluster_resources()
-        return {"nodes": len(nodes), "cpus": int(res.get("CPU", 0)), "gpus": int(res.get("GPU", 0))}
+        return [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
 
-    def pool_size(self) -> int:
-        return self.workers or max(1, self.cluster()["cpus"])
+    def cluster(self, nodes: list[dict[str, float]] | None = None) -> dict[str, Any]:
+        nodes = self._nodes() if nodes is None else nodes
+        return {"nodes": len(nodes), "cpus": int(sum(r.get("CPU", 0) for r in nodes)),
+                "gpus": int(sum(r.get("GPU", 0) for r in nodes))}
 
-    def cpus_per_worker(self, size: int, num_cpus: float, num_gpus: float = 0.0) -> float:
+    def pool_size(self, nodes: list[dict[str, float]] | None = None) -> int:
+        return self.workers or max(1, self.cluster(nodes)["cpus"])
+
+    def cpus_per_worker(self, size: int, num_cpus: float, num_gpus: float = 0.0,
+                        nodes: list[dict[str, float]] | None = None) -> float:
         """The CPUs each of ``size`` actors asks for: its share of the CPUs of the nodes it can run
         on (those with ``num_gpus`` GPUs, when it asks for any), never more than the largest of
         them has, so that it can be placed, and at least the stage's ``num_cpus``. With fewer
         workers than CPUs, each worker's model gets the spare cores as threads, as a local run's
-        does, instead of leaving them idle."""
-        ray = self.start()._ray
-        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+        does, instead of leaving them idle. ``nodes``: :meth:`_nodes`, when the caller has them."""
+        nodes = self._nodes() if nodes is None else nodes
         node_cpus = [r.get("CPU", 0) for r in nodes if not num_gpus or r.get("GPU", 0) >= num_gpus]
         share = min(max(node_cpus, default=1), int(sum(node_cpus)) // max(1, size))
         return max(float(num_cpus), float(share))
 
     def info(self) -> dict[str, Any]:
-        return {"kind": "ray", "address": self.address, **self.cluster(), "workers": self.pool_size(),
+        nodes = self._nodes()
+        return {"kind": "ray", "address": self.address, **self.cluster(nodes), "workers": self.pool_size(nodes),
                 "ray": self.start()._ray.__version__}
 
     def _run(self, worker: Worker, groups: list[list[Any]], *, label: str, num_cpus: float,
@@ -288,8 +293,9 @@ class RayExecutor(Executor):
         import ray.data  # noqa: F401  (the Data library, installed by ray[data])
         from ray import exceptions as rex
 
-        size = min(self.pool_size(), len(groups))
-        num_cpus = self.cpus_per_worker(size, num_cpus, num_gpus)
+        nodes = self._nodes()  # once a stage (each query of Ray's state is a round trip to its GCS)
+        size = min(self.pool_size(nodes), len(groups))
+        num_cpus = self.cpus_per_worker(size, num_cpus, num_gpus, nodes)
         rows = [{"i": i, "x": pickle.dumps(g, protocol=5)} for i, g in enumerate(groups)]
         ds = ray.data.from_items(rows, override_num_blocks=min(len(rows), max(size * 4, 1)))
         with warnings.catch_warnings():  # Ray 2.60 names the retry arguments deprecated, with no successor yet
