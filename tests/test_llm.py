@@ -674,3 +674,34 @@ def test_extract_json_list_finds_the_list_in_chatter_and_objects():
     assert extract_json_list("1. Ankara\n2. Izmir") is None
     assert extract_json_list('{"answer": "Ankara"}') is None
     assert extract_json_list("[unclosed") is None
+
+
+def test_a_gguf_tokeniser_is_kept_with_the_model_it_was_rebuilt_from(tmp_path, monkeypatch):
+    """llama.cpp's tokeniser, rebuilt from the GGUF file once (tens of seconds), is kept with a
+    record of its model, so that `anonaudit models prune` can tell when it is no longer used."""
+    import json
+
+    import transformers
+
+    import audit.models.backends as backends
+
+    made = []
+
+    class Tok:
+        def save_pretrained(self, folder):
+            folder.mkdir(parents=True)
+            (folder / "tokenizer.json").write_text("{}")
+
+    def from_pretrained(folder, gguf_file=None):
+        made.append(gguf_file)
+        return Tok()
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", from_pretrained)
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    folder = tmp_path / "tokenizers" / "key"
+    backends.gguf_tokenizer(gguf, folder)
+    backends.gguf_tokenizer(gguf, folder)
+    assert made == ["m.gguf", None]  # rebuilt from the file once, then read from the folder
+    assert json.loads((folder / backends.KEPT_RECORD).read_text()) == {
+        "what": "the tokeniser of m.gguf", "source": f"llamacpp:{gguf.resolve()}"}

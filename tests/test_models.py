@@ -180,3 +180,92 @@ def test_scorer_spec_prefers_the_small_model_through_transformers(monkeypatch):
     monkeypatch.setattr(models, "_installed", lambda name: name == "qwen2.5-coder-1.5b")
     spec = models.parse_llm_spec("scorer")  # without the 0.5B: the default chat model, llama.cpp
     assert (spec.backend, spec.name) == ("llamacpp", "qwen2.5-coder-1.5b")
+
+
+def test_models_prune_removes_the_conversions_no_longer_used(home, tmp_path, monkeypatch):
+    """A GGUF model's conversions (its dequantised copy for transformers, its tokeniser for
+    llama.cpp) are kept in folders named by the file's content and the libraries' versions: after
+    an upgrade, or once the file changed or is gone, they are never read again, and `models
+    prune` removes them (2.5 GB each for the scorer) while it keeps those in use."""
+    import json
+
+    import audit.models.backends as backends
+    from audit.cli import main
+    from audit.models.specs import kept_conversions, load_llm
+
+    class Model:
+        def to(self, device):
+            return self
+
+        def eval(self):
+            return self
+
+    reads = []
+
+    def read(self, folder, kwargs, copy=False):
+        reads.append(copy)
+        return "tok", Model()
+
+    monkeypatch.setattr(backends.TransformersLLM, "_read", read)
+
+    def save(model, tokenizer, folder):
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(b"w" * 5000)
+
+    monkeypatch.setattr(backends, "_save_dequantised", save)
+    ggufs = []
+    for name in ("kept", "upgraded", "gone"):
+        ggufs.append(tmp_path / f"{name}.gguf")
+        ggufs[-1].write_bytes(f"GGUF {name}".encode())
+    upgraded = load_llm(f"transformers:{ggufs[1]}", cache=False)
+    upgraded.backend.model  # made with older libraries
+    monkeypatch.setattr(models, "runtime_versions", lambda *names: ",".join(f"{n}=99" for n in names))
+    for path in (ggufs[0], ggufs[2]):
+        load_llm(f"transformers:{path}", cache=False).backend.model
+    ggufs[2].unlink()
+    copies = home / "models" / "transformers"
+    record = json.loads((copies / backends._key_of(load_llm(f"transformers:{ggufs[0]}", cache=False).identity)
+                         / backends.KEPT_RECORD).read_text())
+    assert record == {"what": "kept.gguf dequantised", "source": f"transformers:{ggufs[0]}"}
+    legacy = copies / backends._key_of(models.spec_identity(parse_llm_spec("transformers:qwen2.5-coder-0.5b")))
+    legacy.mkdir()  # the embedded scorer's copy made before records were kept: still in use
+    (legacy / "model.safetensors").write_bytes(b"w" * 100)
+    (copies / "0123456789abcdef01234567").mkdir()  # no record, no model of ours: never read again
+    (copies / ".0123456789abcdef01234567.99.tmp").mkdir()  # a killed writer's leftover
+    tokenisers = home / "models" / "tokenizers"
+    old_tok = tokenisers / "fedcba9876543210fedcba98"  # llama.cpp's tokeniser, before an upgrade
+    old_tok.mkdir(parents=True)
+    (old_tok / backends.KEPT_RECORD).write_text(json.dumps({"what": "t", "source": f"llamacpp:{ggufs[0]}"}))
+
+    stale = {c.path.name: c.stale for c in kept_conversions()}
+    assert len(stale) == 7
+    kept = backends._key_of(load_llm(f"transformers:{ggufs[0]}", cache=False).identity)
+    assert stale[kept] == "" and stale[legacy.name] == ""
+    why = stale[backends._key_of(upgraded.identity)]
+    assert why.startswith("made for another version of its model") and "(now: transformers=99,torch=99)" in why
+    assert "llama.cpp (now: xllamacpp=99)" in stale[old_tok.name]
+    assert [why for why in stale.values() if why.startswith("its model")] == [
+        f"its model (transformers:{ggufs[2]}) is gone"]
+    assert stale["0123456789abcdef01234567"].startswith("no record of the model")
+    assert stale[".0123456789abcdef01234567.99.tmp"].startswith("half-written")
+
+    before = sorted(p.name for p in copies.iterdir())
+    out = CliRunner().invoke(main, ["models", "prune", "--dry-run"])
+    assert out.exit_code == 0 and "would remove 5 conversion(s)" in out.output and "2 in use (5.1 KB)" in out.output
+    assert sorted(p.name for p in copies.iterdir()) == before and old_tok.exists()
+    out = CliRunner().invoke(main, ["models", "prune"])
+    assert out.exit_code == 0 and "removed 5 conversion(s)" in out.output, out.output
+    assert {p.name for p in copies.iterdir() if not p.name.endswith(".lock")} == {kept, legacy.name}
+    assert not old_tok.exists()
+    assert "nothing to prune: 2 in use" in CliRunner().invoke(main, ["models", "prune"]).output
+    # what stays is read, not made again
+    reads.clear()
+    load_llm(f"transformers:{ggufs[0]}", cache=False).backend.model
+    assert reads == [True]
+    # a folder that cannot be removed: a clear error naming it, no traceback
+    (copies / "0123456789abcdef01234567").mkdir()
+    monkeypatch.setattr("shutil.rmtree", lambda path, *a, **k: (_ for _ in ()).throw(
+        PermissionError(13, "Permission denied", str(path))))
+    out = CliRunner().invoke(main, ["models", "prune"])
+    assert out.exit_code == 2 and "could not remove" in out.output and "Permission denied" in out.output
+    assert "Traceback" not in out.output

@@ -541,7 +541,8 @@ def test_the_default_scorer_is_dequantised_once_and_scores_the_same_from_its_cop
     same weights and the same information content, bit for bit."""
     import torch
 
-    from audit.models.specs import load_llm
+    from audit.models.backends import KEPT_RECORD
+    from audit.models.specs import kept_conversions, load_llm, parse_llm_spec, spec_string
 
     monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path))  # an empty model cache
     text = "The applicant, Mr Bahattin Sarısoy, appealed to the court."
@@ -556,6 +557,10 @@ def test_the_default_scorer_is_dequantised_once_and_scores_the_same_from_its_cop
     copies = list((tmp_path / "models" / "transformers").glob("*/model.safetensors"))
     assert len(copies) == 1
     assert copies[0].stat().st_mode == (copies[0].parent / "config.json").stat().st_mode  # as readable
+    # it says which model it is a copy of, so `models prune` keeps it (in use) until an upgrade
+    record = json.loads((copies[0].parent / KEPT_RECORD).read_text())
+    assert record["source"] == spec_string(parse_llm_spec("scorer"))
+    assert [(c.path, c.stale) for c in kept_conversions()] == [(copies[0].parent, "")]
 
     second = load_llm("scorer", cache=False)
     again = CausalIC(second, context_tokens=64).estimate(text, terms)

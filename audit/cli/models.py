@@ -1,4 +1,4 @@
-"""``anonaudit models list`` and ``anonaudit llm chat``: see and smoke-test the models."""
+"""``anonaudit models list`` and ``prune``, and ``anonaudit llm chat``: see, tidy and smoke-test the models."""
 
 from __future__ import annotations
 
@@ -39,6 +39,29 @@ def models_list() -> None:
         click.secho(line, bold=r is rows[0], fg="red" if "MISMATCH" in r else None)
     click.echo("\nOther LLMs: --llm PATH.gguf, --llm HF_FOLDER, or --llm openai:MODEL@http://host:port/v1 "
                "(key in ANONAUDIT_API_KEY or OPENAI_API_KEY).")
+
+
+@models_group.command("prune")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed, and remove nothing.")
+def models_prune(dry_run: bool) -> None:
+    """Remove the converted models this installation will not use again.
+
+    A GGUF model read through transformers is kept dequantised (2.5 GB for the 0.5B scorer), and
+    llama.cpp's tokeniser rebuilt from it, in folders named by the model file's content and the
+    versions of transformers, torch and llama.cpp: after an upgrade, or once the file changed or
+    is gone, the old ones are never read again. Another installation sharing this model cache
+    with other versions would make its own again."""
+    from audit.models.specs import prune_conversions
+
+    removed, kept = prune_conversions(dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for c in removed:
+        click.echo(f"{verb}  {_size(c.size):>9}  {c.path}\n    {c.stale}")
+    in_use = f"{len(kept)} in use ({_size(sum(c.size for c in kept))})"
+    if removed:
+        click.echo(f"{verb} {len(removed)} conversion(s), {_size(sum(c.size for c in removed))}; {in_use}")
+    else:
+        click.echo(f"nothing to prune: {in_use}")
 
 
 @click.group("llm")

@@ -56,14 +56,22 @@ def _schema_hint(request: ChatRequest) -> list[dict[str, str]]:
 # --------------------------------------------------------------------------- tokenizer
 
 
+#: The file in each kept conversion (:func:`kept_folder`) that says what it was made from, so that
+#: ``anonaudit models prune`` can tell the conversions this installation will not use again.
+KEPT_RECORD = "anonaudit-kept.json"
+
+
 def kept_folder(dest: Path, what: str, make: Callable[[], T], save: Callable[[T, Path], None],
-                load: Callable[[Path], T]) -> T:
+                load: Callable[[Path], T], source: str = "") -> T:
     """Something slow to make (``make()``: a conversion of a GGUF file), kept in the folder
     ``dest`` of the model cache so that later processes ``load`` it instead. It is saved into a
     folder beside ``dest``, renamed when whole (so ``dest`` exists only complete), by one process
     at a time: the others wait for the lock, then load what it saved; a maker killed half-way
     leaves a folder the next one removes. Where ``dest`` cannot be written (a read-only cache, a
-    full disk), ``what`` is made each time, with a warning."""
+    full disk), ``what`` is made each time, with a warning. ``source``: the ``--llm`` value of
+    the model it is made from, kept in the folder's :data:`KEPT_RECORD` with ``what``
+    (:func:`audit.models.specs.kept_conversions` reads it)."""
+    import json
     import shutil
 
     from audit.core.files import locked
@@ -81,6 +89,7 @@ def kept_folder(dest: Path, what: str, make: Callable[[], T], save: Callable[[T,
             tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
             try:
                 save(made, tmp)
+                (tmp / KEPT_RECORD).write_text(json.dumps({"what": what, "source": source}) + "\n")
                 os.replace(tmp, dest)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -89,12 +98,12 @@ def kept_folder(dest: Path, what: str, make: Callable[[], T], save: Callable[[T,
     return made if made is not None else make()
 
 
-def gguf_tokenizer(gguf_path: str | Path, folder: str | Path):
+def gguf_tokenizer(gguf_path: str | Path, folder: str | Path, source: str = ""):
     """A Hugging Face tokenizer rebuilt from a GGUF file's vocabulary.
 
     Converting it takes tens of seconds, so the result is kept in ``folder``
-    (``config.subdir("models")/tokenizers/KEY``: :func:`kept_folder`) and later loads take a
-    fraction of a second.
+    (:func:`tokenizers_root` ``/KEY``: :func:`kept_folder`, with ``source``) and later loads take
+    a fraction of a second.
     """
     _offline()
     from transformers import AutoTokenizer
@@ -102,7 +111,13 @@ def gguf_tokenizer(gguf_path: str | Path, folder: str | Path):
     path = Path(gguf_path)
     return kept_folder(Path(folder), f"the tokeniser of {path.name}",
                        lambda: AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name),
-                       lambda tok, tmp: tok.save_pretrained(tmp), AutoTokenizer.from_pretrained)
+                       lambda tok, tmp: tok.save_pretrained(tmp), AutoTokenizer.from_pretrained,
+                       source or f"llamacpp:{path.resolve()}")
+
+
+def tokenizers_root() -> Path:
+    """Where the tokenisers rebuilt from GGUF files for llama.cpp are kept, a folder each."""
+    return config.subdir("models") / "tokenizers"
 
 
 def dequantised_root() -> Path:
@@ -169,7 +184,8 @@ class LlamaCppLLM(LLM):
     evaluation, so they are keyed apart (the request's ``shared`` is in its cache key).
 
     :meth:`logprobs` uses llama.cpp itself, exactly: prefix and continuation are tokenized
-    together with the model's own tokenizer (rebuilt once from the GGUF file and cached),
+    together with the model's own tokenizer (rebuilt once from the GGUF file and kept, with
+    ``source``, the ``--llm`` value that names the model, for ``anonaudit models prune``),
     the prefix tokens are the prompt, and a token-level grammar forces the continuation
     tokens while ``n_probs`` reports each forced token's log-probability under the raw
     (pre-sampling) distribution.
@@ -179,7 +195,7 @@ class LlamaCppLLM(LLM):
 
     def __init__(self, model_path: str | Path, *, n_ctx: int = 4096, n_parallel: int = 4,
                  n_threads: int | None = None, identity: str = "", verbose: bool = False,
-                 deterministic: bool = True, reuse_prefix: bool = True):
+                 deterministic: bool = True, reuse_prefix: bool = True, source: str = ""):
         import xllamacpp as xlc
 
         self.model_path = str(model_path)
@@ -214,7 +230,8 @@ class LlamaCppLLM(LLM):
         self._held: tuple[tuple[int, ...], ...] = ()
         self._slot_lock = threading.Lock()
         # decided now, not at first use: the tokenizer cache sits beside the assembled models
-        self._tok_dir = config.subdir("models") / "tokenizers" / _key_of(self.identity)
+        self._tok_dir = tokenizers_root() / _key_of(self.identity)
+        self._source = source
 
     # chat ------------------------------------------------------------------------
     def _request_body(self, request: ChatRequest) -> dict[str, Any]:
@@ -365,7 +382,7 @@ class LlamaCppLLM(LLM):
     def tokenizer(self):
         with self._tok_lock:
             if self._tok is None:
-                self._tok = gguf_tokenizer(self.model_path, self._tok_dir)
+                self._tok = gguf_tokenizer(self.model_path, self._tok_dir, self._source)
             return self._tok
 
     def count_tokens(self, text: str) -> int:
@@ -565,13 +582,15 @@ class TransformersLLM(LLM):
     ``identity`` (which names the file's content and the versions of transformers and torch:
     :func:`audit.models.specs.spec_identity`), and loaded from there: the 0.5B scorer in 1.5 s
     instead of 80-90 s here (2.5 GB of float32 weights on disk; the same weights and log-
-    probabilities, bit for bit). Without an ``identity`` the file is read each time.
+    probabilities, bit for bit). Without an ``identity`` the file is read each time. ``source``
+    (the ``--llm`` value that names this model; its path when not given) is kept with the copy,
+    so that ``anonaudit models prune`` can tell a copy this installation will not use again.
     """
 
     supports_schema = False
 
     def __init__(self, path: str | Path, *, identity: str = "", n_ctx: int = 4096, device: str | None = None,
-                 announce: str | None = None):
+                 announce: str | None = None, source: str = ""):
         path = Path(path)
         if not path.exists():
             raise LLMError(f"transformers model {path} does not exist (a model folder or a GGUF file)")
@@ -579,6 +598,7 @@ class TransformersLLM(LLM):
         self.identity = identity or f"transformers:{path.name}"
         self.n_ctx = int(n_ctx)
         self.announce = announce
+        self._source = source or f"transformers:{path.resolve()}"
         self._converted_key = _key_of(identity) if identity else None
         self._device = device
         self._loaded: tuple[Any, Any, Any] | None = None  # (torch, model, tokenizer)
@@ -636,7 +656,7 @@ class TransformersLLM(LLM):
         return kept_folder(dequantised_root() / self._converted_key, f"{self.path.name} dequantised",
                            lambda: self._read(folder, kwargs),
                            lambda read, tmp: _save_dequantised(read[1], read[0], tmp),
-                           lambda dest: self._read(dest, {}, copy=True))
+                           lambda dest: self._read(dest, {}, copy=True), self._source)
 
     @property
     def model(self) -> Any:

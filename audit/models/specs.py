@@ -193,6 +193,13 @@ def runtime_versions(*packages: str) -> str:
     return ",".join(out)
 
 
+def spec_string(spec: LLMSpec) -> str:
+    """``spec`` as an ``--llm`` value that names the same model with the same backend again."""
+    if spec.backend == "openai":
+        return f"openai:{spec.target}@{spec.base_url}"
+    return f"{spec.backend}:{spec.name or spec.target}"
+
+
 def spec_identity(spec: LLMSpec) -> str:
     """Model identity for cache keys and provenance: backend + checksum (or server model name)."""
     if spec.backend == "openai":
@@ -247,9 +254,10 @@ def load_llm(
         elif parsed.backend == "llamacpp":
             backend = LlamaCppLLM(parsed.target, n_ctx=n_ctx, n_parallel=n_parallel, n_threads=n_threads,
                                   identity=spec_identity(parsed), deterministic=deterministic,
-                                  reuse_prefix=reuse_prefix)
+                                  reuse_prefix=reuse_prefix, source=spec_string(parsed))
         else:
-            backend = TransformersLLM(parsed.target, identity=spec_identity(parsed), n_ctx=n_ctx, announce=announce)
+            backend = TransformersLLM(parsed.target, identity=spec_identity(parsed), n_ctx=n_ctx, announce=announce,
+                                      source=spec_string(parsed))
     path = Path(cache_path) if cache_path else config.subdir("cache") / "llm.sqlite"
     return CachedLLM(backend, path, enabled=cache)
 
@@ -324,9 +332,101 @@ def list_models() -> list[ModelInfo]:
     if copies:
         rows.append(ModelInfo("dequantised copies", ("scorer",), True, str(dequantised_root()),
                               sum(folder_size(p) for p in copies), "n/a", (),
-                              f"{len(copies)} GGUF model(s) as transformers reads them; remade on next use if deleted"))
+                              f"{len(copies)} GGUF model(s) as transformers reads them; remade on next use if deleted "
+                              "(`anonaudit models prune` removes those no longer used)"))
     folder = package_folder(SPACY_MODEL)
     rows.append(ModelInfo(SPACY_MODEL, ("ner",), folder is not None, str(folder) if folder else None,
                           folder_size(folder) if folder else None, "n/a", ("ner",) if folder else (),
                           "spaCy English pipeline (sentences, lemmas, NER)"))
     return rows
+
+
+# --------------------------------------------------------------------------- kept conversions
+
+
+@dataclass(frozen=True)
+class KeptConversion:
+    """A conversion of a GGUF file kept in the model cache (:func:`audit.models.backends.kept_folder`):
+    a dequantised copy for transformers, or a tokeniser rebuilt for llama.cpp."""
+
+    path: Path
+    size: int
+    #: why this installation will not use it again; empty when it will
+    stale: str
+
+
+def kept_conversions() -> list[KeptConversion]:
+    """Every kept conversion of this machine's model cache, and whether it is stale: its
+    folder is named by its model's identity (the file's content, the versions of the libraries
+    that read it), so one made for a model file that changed or is gone, or with other versions
+    of transformers, torch or llama.cpp, is never read again. A copy half-written by a process
+    that was killed is stale too (the next conversion of its model removes it anyway)."""
+    from audit.models.backends import dequantised_root, tokenizers_root
+
+    out = []
+    for root in (dequantised_root(), tokenizers_root()):
+        if not root.is_dir():
+            continue
+        for folder in sorted(root.iterdir()):
+            if not folder.is_dir():
+                continue
+            if folder.name.startswith("."):
+                if folder.name.endswith(".tmp"):
+                    try:
+                        size = folder_size(folder)
+                    except OSError:  # renamed into place while being measured
+                        continue
+                    out.append(KeptConversion(folder, size, "half-written (by a process that was stopped, or one "
+                                              "writing it now: pruning waits for it)"))
+                continue
+            out.append(KeptConversion(folder, folder_size(folder), _why_stale(folder)))
+    return out
+
+
+def _why_stale(folder: Path) -> str:
+    """Why the kept conversion ``folder`` will not be used again ("" when it will)."""
+    import json
+
+    from audit.models.backends import KEPT_RECORD, _key_of
+
+    try:
+        source = json.loads((folder / KEPT_RECORD).read_text())["source"]
+        if not isinstance(source, str) or not source:
+            raise ValueError("no source")
+    except (OSError, ValueError, KeyError, TypeError):  # made before records were kept
+        embedded = {_key_of(spec_identity(parse_llm_spec(f"{backend}:{name}")))
+                    for name in EMBEDDED_LLMS for backend in ("llamacpp", "transformers")}
+        return "" if folder.name in embedded else ("no record of the model it was made from, and not made for "
+                                                   "an embedded model with these libraries")
+    try:
+        spec = parse_llm_spec(source)
+        now = spec_identity(spec)
+    except (ModelError, OSError):
+        return f"its model ({source}) is gone"
+    if _key_of(now) == folder.name:
+        return ""
+    return (f"made for another version of its model ({source}) or of "
+            f"{'llama.cpp' if spec.backend == 'llamacpp' else 'transformers or torch'} (now: {now.rsplit(':', 1)[-1]})")
+
+
+def prune_conversions(*, dry_run: bool = False) -> tuple[list[KeptConversion], list[KeptConversion]]:
+    """Remove the stale kept conversions (:func:`kept_conversions`): ``(removed, kept)``, nothing
+    removed with ``dry_run``. Each is removed under the lock its maker holds, so a conversion
+    being written now is waited for, not cut short."""
+    import shutil
+
+    from audit.core.files import locked
+
+    found = kept_conversions()
+    stale = [c for c in found if c.stale]
+    if not dry_run:
+        for c in stale:
+            key = c.path.name.split(".")[1] if c.path.name.startswith(".") else c.path.name
+            try:
+                with locked(c.path.with_name(key)):
+                    shutil.rmtree(c.path)
+            except FileNotFoundError:  # removed by another prune meanwhile
+                pass
+            except OSError as exc:
+                raise ModelError(f"could not remove {c.path}: {exc.strerror or exc}") from None
+    return stale, [c for c in found if not c.stale]
