@@ -66,3 +66,27 @@ def minilm():
     from audit.models.embed import Embedder
 
     return Embedder("minilm", cache=False)
+
+
+@pytest.fixture
+def fake_transformers_read(monkeypatch):
+    """transformers' reading of a model replaced (for the logic of the GGUF file's dequantised
+    copy): ``TransformersLLM._read`` gives a tokeniser ``"tok"`` and a model that moves nowhere,
+    and records ``(folder name, kwargs, whether it read the copy)``; returns those records."""
+    import audit.models.backends as backends
+
+    class Model:
+        def to(self, device):
+            return self
+
+        def eval(self):
+            return self
+
+    reads: list[tuple[str, dict, bool]] = []
+
+    def read(self, folder, kwargs, copy=False):
+        reads.append((folder.name, kwargs, copy))
+        return "tok", Model()
+
+    monkeypatch.setattr(backends.TransformersLLM, "_read", read)
+    return reads

@@ -565,27 +565,14 @@ def test_a_transformers_model_loads_on_first_use_and_a_warm_run_never_loads_it(t
     assert all(np.array_equal(warm[d][1], cold[d][1]) and warm[d][0] == cold[d][0] for d in cold)
 
 
-def test_a_gguf_file_is_dequantised_into_the_model_cache_once(tmp_path, monkeypatch, caplog):
+def test_a_gguf_file_is_dequantised_into_the_model_cache_once(tmp_path, monkeypatch, caplog, fake_transformers_read):
     """The copy's logic with transformers' reading and writing replaced (the real model's copy is
     checked bit for bit in test_utility): the first load reads the GGUF file and writes the copy,
     later loads read the copy, and a copy that cannot be written leaves the GGUF file read."""
     monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
     import audit.models.backends as backends
 
-    class Model:
-        def to(self, device):
-            return self
-
-        def eval(self):
-            return self
-
-    reads = []
-
-    def read(self, folder, kwargs, copy=False):
-        reads.append((folder.name, kwargs, copy))
-        return "tok", Model()
-
-    monkeypatch.setattr(backends.TransformersLLM, "_read", read)
+    reads = fake_transformers_read
 
     def save(model, tokenizer, folder):
         folder.mkdir(parents=True)

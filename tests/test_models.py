@@ -182,7 +182,7 @@ def test_scorer_spec_prefers_the_small_model_through_transformers(monkeypatch):
     assert (spec.backend, spec.name) == ("llamacpp", "qwen2.5-coder-1.5b")
 
 
-def test_models_prune_removes_the_conversions_no_longer_used(home, tmp_path, monkeypatch):
+def test_models_prune_removes_the_conversions_no_longer_used(home, tmp_path, monkeypatch, fake_transformers_read):
     """A GGUF model's conversions (its dequantised copy for transformers, its tokeniser for
     llama.cpp) are kept in folders named by the file's content and the libraries' versions: after
     an upgrade, or once the file changed or is gone, they are never read again, and `models
@@ -192,21 +192,6 @@ def test_models_prune_removes_the_conversions_no_longer_used(home, tmp_path, mon
     import audit.models.backends as backends
     from audit.cli import main
     from audit.models.specs import kept_conversions, load_llm
-
-    class Model:
-        def to(self, device):
-            return self
-
-        def eval(self):
-            return self
-
-    reads = []
-
-    def read(self, folder, kwargs, copy=False):
-        reads.append(copy)
-        return "tok", Model()
-
-    monkeypatch.setattr(backends.TransformersLLM, "_read", read)
 
     def save(model, tokenizer, folder):
         folder.mkdir(parents=True)
@@ -259,9 +244,9 @@ def test_models_prune_removes_the_conversions_no_longer_used(home, tmp_path, mon
     assert not old_tok.exists()
     assert "nothing to prune: 2 in use" in CliRunner().invoke(main, ["models", "prune"]).output
     # what stays is read, not made again
-    reads.clear()
+    fake_transformers_read.clear()
     load_llm(f"transformers:{ggufs[0]}", cache=False).backend.model
-    assert reads == [True]
+    assert [copy for _, _, copy in fake_transformers_read] == [True]
     # a folder that cannot be removed: a clear error naming it, no traceback
     (copies / "0123456789abcdef01234567").mkdir()
     monkeypatch.setattr("shutil.rmtree", lambda path, *a, **k: (_ for _ in ()).throw(

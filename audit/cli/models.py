@@ -1,4 +1,5 @@
-"""``anonaudit models list`` and ``prune``, and ``anonaudit llm chat``: see, tidy and smoke-test the models."""
+"""``anonaudit models list`` and ``prune``, and ``anonaudit llm chat``: see, tidy and smoke-test
+the models."""
 
 from __future__ import annotations
 

@@ -346,8 +346,9 @@ def list_models() -> list[ModelInfo]:
 
 @dataclass(frozen=True)
 class KeptConversion:
-    """A conversion of a GGUF file kept in the model cache (:func:`audit.models.backends.kept_folder`):
-    a dequantised copy for transformers, or a tokeniser rebuilt for llama.cpp."""
+    """A conversion of a GGUF file kept in the model cache
+    (:func:`audit.models.backends.kept_folder`): a dequantised copy for transformers, or a
+    tokeniser rebuilt for llama.cpp."""
 
     path: Path
     size: int
