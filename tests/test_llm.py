@@ -687,8 +687,8 @@ def test_a_gguf_tokeniser_is_kept_with_the_model_it_was_rebuilt_from(tmp_path, m
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     folder = tmp_path / "tokenizers" / "key"
-    backends.gguf_tokenizer(gguf, folder)
-    backends.gguf_tokenizer(gguf, folder)
+    backends.gguf_tokenizer(gguf, folder, f"llamacpp:{gguf.resolve()}")
+    backends.gguf_tokenizer(gguf, folder, f"llamacpp:{gguf.resolve()}")
     assert made == ["m.gguf", None]  # rebuilt from the file once, then read from the folder
     assert json.loads((folder / backends.KEPT_RECORD).read_text()) == {
         "what": "the tokeniser of m.gguf", "source": f"llamacpp:{gguf.resolve()}"}

@@ -98,7 +98,7 @@ def kept_folder(dest: Path, what: str, make: Callable[[], T], save: Callable[[T,
     return made if made is not None else make()
 
 
-def gguf_tokenizer(gguf_path: str | Path, folder: str | Path, source: str = ""):
+def gguf_tokenizer(gguf_path: str | Path, folder: str | Path, source: str):
     """A Hugging Face tokenizer rebuilt from a GGUF file's vocabulary.
 
     Converting it takes tens of seconds, so the result is kept in ``folder``
@@ -111,8 +111,7 @@ def gguf_tokenizer(gguf_path: str | Path, folder: str | Path, source: str = ""):
     path = Path(gguf_path)
     return kept_folder(Path(folder), f"the tokeniser of {path.name}",
                        lambda: AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name),
-                       lambda tok, tmp: tok.save_pretrained(tmp), AutoTokenizer.from_pretrained,
-                       source or f"llamacpp:{path.resolve()}")
+                       lambda tok, tmp: tok.save_pretrained(tmp), AutoTokenizer.from_pretrained, source)
 
 
 def tokenizers_root() -> Path:
@@ -231,7 +230,7 @@ class LlamaCppLLM(LLM):
         self._slot_lock = threading.Lock()
         # decided now, not at first use: the tokenizer cache sits beside the assembled models
         self._tok_dir = tokenizers_root() / _key_of(self.identity)
-        self._source = source
+        self._source = source or f"llamacpp:{Path(model_path).resolve()}"
 
     # chat ------------------------------------------------------------------------
     def _request_body(self, request: ChatRequest) -> dict[str, Any]:

@@ -362,8 +362,11 @@ def kept_conversions() -> list[KeptConversion]:
     that read it), so one made for a model file that changed or is gone, or with other versions
     of transformers, torch or llama.cpp, is never read again. A copy half-written by a process
     that was killed is stale too (the next conversion of its model removes it anyway)."""
-    from audit.models.backends import dequantised_root, tokenizers_root
+    from audit.models.backends import _key_of, dequantised_root, tokenizers_root
 
+    # what a folder made before records were kept is checked against (see _why_stale)
+    embedded = {_key_of(spec_identity(parse_llm_spec(f"{backend}:{name}")))
+                for name in EMBEDDED_LLMS for backend in ("llamacpp", "transformers")}
     out = []
     for root in (dequantised_root(), tokenizers_root()):
         if not root.is_dir():
@@ -380,12 +383,13 @@ def kept_conversions() -> list[KeptConversion]:
                     out.append(KeptConversion(folder, size, "half-written (by a process that was stopped, or one "
                                               "writing it now: pruning waits for it)"))
                 continue
-            out.append(KeptConversion(folder, folder_size(folder), _why_stale(folder)))
+            out.append(KeptConversion(folder, folder_size(folder), _why_stale(folder, embedded)))
     return out
 
 
-def _why_stale(folder: Path) -> str:
-    """Why the kept conversion ``folder`` will not be used again ("" when it will)."""
+def _why_stale(folder: Path, embedded: set[str]) -> str:
+    """Why the kept conversion ``folder`` will not be used again ("" when it will); ``embedded``:
+    the folder names this installation gives the embedded models' conversions."""
     import json
 
     from audit.models.backends import KEPT_RECORD, _key_of
@@ -395,8 +399,6 @@ def _why_stale(folder: Path) -> str:
         if not isinstance(source, str) or not source:
             raise ValueError("no source")
     except (OSError, ValueError, KeyError, TypeError):  # made before records were kept
-        embedded = {_key_of(spec_identity(parse_llm_spec(f"{backend}:{name}")))
-                    for name in EMBEDDED_LLMS for backend in ("llamacpp", "transformers")}
         return "" if folder.name in embedded else ("no record of the model it was made from, and not made for "
                                                    "an embedded model with these libraries")
     try:
