@@ -179,9 +179,14 @@ def stage_sharded(texts: list[str], shards: int, executor: Executor | None, repe
                      after=lambda _: shutil.rmtree(folder))[0]
 
 
+def median(secs: list[float] | None) -> float | None:
+    """The median of ``secs`` (None when there are none)."""
+    return float(np.median(secs)) if secs else None
+
+
 def warm(secs: list[float]) -> float | None:
     """The warm stage's seconds: the median of the repeats after the first (None with one)."""
-    return float(np.median(secs[1:])) if len(secs) > 1 else None
+    return median(secs[1:])
 
 
 def started_ray(workers: int, cpus: int, object_store_mb: int) -> tuple[Any, dict[str, float]]:
@@ -401,7 +406,7 @@ def main() -> None:
     fit_s, eval_s, local_results = (stage_attack(scenario, release, local) if "phrase_search" in todo
                                     else (None, None, None))
     emb_s, local_vecs = stage_embed(embed_texts, None) if "embedding" in todo else (None, None)
-    stages = {"local": {"index_cold_s": float(np.median(cold["local"])) if cold else None,
+    stages = {"local": {"index_cold_s": median(cold.get("local")),
                         "index_cold_all_s": cold.get("local"),
                         "index_build_s": idx_s, "index_build_warm_s": warm(idx_all),
                         "index_build_all_s": idx_all, "index_phases_s": index.config["build_phases"],
@@ -413,7 +418,7 @@ def main() -> None:
     # --- sharded against single (local executor)
     if "sharded" in todo:
         sh_all = stage_sharded(texts, args.shards, None, args.index_repeat)
-        sh_build = float(np.median(sh_all))
+        sh_build = median(sh_all)
         stages["local"].update(sharded_build_s=sh_build, sharded_build_all_s=sh_all)
     if {"sharded", "phrase_search"} <= todo:
         with tempfile.TemporaryDirectory() as tmp:
@@ -442,10 +447,10 @@ def main() -> None:
                                     else (None, None, None))
         r_emb, r_vecs = stage_embed(embed_texts, ex) if "embedding" in todo else (None, None)
         r_sh_all = stage_sharded(texts, args.shards, ex, args.index_repeat) if "sharded" in todo else []
-        r_sh = float(np.median(r_sh_all)) if r_sh_all else None
+        r_sh = median(r_sh_all)
         stages[f"ray_{w}"] = {
             "ray_cpus": args.ray_cpus or w, **secs,
-            "index_cold_s": float(np.median(cold[f"ray:{w}"])) if cold else None,
+            "index_cold_s": median(cold.get(f"ray:{w}")),
             "index_cold_all_s": cold.get(f"ray:{w}"),
             "index_build_s": r_idx_s, "index_build_warm_s": warm(r_idx_all),
             "index_build_all_s": r_idx_all, "phrase_search_fit_s": r_fit,
@@ -472,7 +477,7 @@ def main() -> None:
         a_eval = stage_attack(scenario, release, local)[1] if "phrase_search" in todo else None
         a_emb = stage_embed(embed_texts, None)[0] if "embedding" in todo else None
         a_sh_all = stage_sharded(texts, args.shards, None, args.index_repeat) if "sharded" in todo else []
-        a_sh = float(np.median(a_sh_all)) if a_sh_all else None
+        a_sh = median(a_sh_all)
         stages["local_after"] = {"index_build_s": a_idx_all[0], "index_build_warm_s": warm(a_idx_all),
                                  "index_build_all_s": a_idx_all, "phrase_search_documents_s": a_eval,
                                  "embedding_s": a_emb, "sharded_build_s": a_sh, "sharded_build_all_s": a_sh_all}
