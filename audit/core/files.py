@@ -10,12 +10,14 @@ the user creates, not the ``0600`` of a temporary file).
 
 :func:`locked` holds an exclusive lock on a file for a read-modify-write by several processes
 (the results file several commands merge into): see :meth:`audit.core.results.ResultsFile.update`.
+It goes through ``filelock`` (``fcntl.flock`` on POSIX, ``msvcrt.locking`` on Windows), so no
+POSIX-only module is imported here; a lock that cannot be taken (its path is a folder, or the
+folder is not writable) is an :class:`~audit.core.errors.AnonauditError` naming it (exit 2).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -23,6 +25,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+import filelock
+
+from audit.core.errors import AnonauditError
 
 _BLOCK = 1 << 20
 
@@ -52,6 +58,15 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~_umask()
 
 
+def _chmod_fd(fd: int, name: str, mode: int) -> None:
+    """Set the permission bits of an open file (``os.fchmod`` where the OS has it; on Windows,
+    which keeps only a read-only flag, by name)."""
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, mode)
+    else:  # pragma: no cover - Windows
+        os.chmod(name, mode)
+
+
 def _fsync_dir(folder: Path) -> None:
     """Make a rename in ``folder`` durable (best effort: not every file system allows it)."""
     with contextlib.suppress(OSError):
@@ -66,15 +81,25 @@ def _fsync_dir(folder: Path) -> None:
 def locked(path: str | os.PathLike[str]) -> Iterator[None]:
     """Hold an exclusive lock for ``path`` while the ``with`` block runs (other processes calling
     this for the same path wait). The lock is taken on the side file ``.NAME.lock`` beside it,
-    which stays: ``path`` itself is replaced by every atomic write, so it cannot carry the lock."""
+    which stays: ``path`` itself is replaced by every atomic write, so it cannot carry the lock.
+    A lock that cannot be taken is an :class:`AnonauditError` naming the lock file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    lock_path = path.with_name(f".{path.name}.lock")
+    lock = filelock.FileLock(str(lock_path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if lock_path.is_dir():
+            raise IsADirectoryError(21, "it is a folder, not a file", str(lock_path))
+        lock.acquire()
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise AnonauditError(
+            f"cannot lock {path}: the lock file {lock_path} cannot be opened ({why}); "
+            f"remove or rename it if it is a folder, or make {path.parent} writable") from exc
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @contextlib.contextmanager
@@ -90,7 +115,7 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", *, encoding: str 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, _mode_for(path))
+        _chmod_fd(fd, tmp, _mode_for(path))
         if mode == "wb":
             fh = os.fdopen(fd, "wb")
         else:
