@@ -143,13 +143,13 @@ def test_results_load_errors(tmp_path):
         ResultsFile.load(untyped)
 
 
-def test_non_finite_values_survive_a_round_trip(tmp_path):
-    import math
-
+def test_a_figure_that_says_nothing_is_never_written(tmp_path):
+    # NaN (saved as null), n = 0: a reader would take them for a verdict (issue 43, class 4)
     rf = ResultsFile()
     rf.add(Result("utility", "tpi", "empty", float("nan"), None, 0))
-    back = ResultsFile.load(rf.save(tmp_path / "r.json"))
-    assert math.isnan(back.get("tpi", "empty").value)
+    with pytest.raises(DataError, match=r"'tpi' on release 'empty': \"value\" is null.*\n.*\"n\" must be at least 1"):
+        rf.save(tmp_path / "r.json")
+    assert not (tmp_path / "r.json").exists()
 
 
 def test_terminal_summary_repeats_a_components_warning_once(capsys):

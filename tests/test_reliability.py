@@ -122,7 +122,7 @@ GOOD = {"kind": "attack", "name": "x", "release": "r", "value": 0.5, "ci": [0.1,
     ({"results": {"a": GOOD}}, r'"results" must be a list of results, not an object'),
     ({"results": [GOOD], "provenance": "abc"}, r'"provenance" must be an object, not a string'),
     ({"results": [3]}, r"results\[0\]: must be an object, not a number"),
-    ({"results": [{**GOOD, "value": "high"}]}, r'"value" must be a number or null, not a string'),
+    ({"results": [{**GOOD, "value": "high"}]}, r'"value" must be a number, not a string'),
     ({"results": [{**GOOD, "documents": [{"id": "d", "highlights": [{"start": 5, "end": 2}]}]}]},
      r"each highlight must be an object with whole-number offsets"),
 ])

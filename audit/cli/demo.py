@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import click
 
+from audit.demo.data import MAX_RELEASED
+
 
 @click.command("demo-data")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Folder to write into.")
-@click.option("--n", type=click.IntRange(1, 2000), default=40, show_default=True, help="People in the release.")
+@click.option("--n", type=click.IntRange(1, MAX_RELEASED), default=40, show_default=True,
+              help=f"People in the release (1 to {MAX_RELEASED}; half as many again appear only in the background).")
 @click.option("--seed", type=int, default=0, show_default=True)
 def demo_data(out_dir: str, n: int, seed: int) -> None:
     """Write a deterministic synthetic population: originals.jsonl (private records with gold

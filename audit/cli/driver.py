@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from audit.cli.common import LLM_HELP
 from audit.cli.options import (
@@ -148,8 +149,10 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
                     resume=False).run()
     keys = set(outcome.keys)
     echo_summary([r for r in outcome.results.results if r.key in keys])
-    for s in outcome.skipped + outcome.errors:
+    for s in outcome.skipped:
         click.secho(f"not run: {s['component']}: {s['reason']}", fg="yellow", err=True)
+    for s in outcome.errors:
+        click.secho(f"failed: {s['component']}: {s['reason']}", fg="red", err=True)
     return outcome
 
 
@@ -264,7 +267,14 @@ class UtilityCommand(SectionedCommand):
             entries.append(entry)
         outcome = run_components(ctx, kind="metric", entries=entries, data=data, corpora=corpora,
                                  command="utility", on_error="skip")
-        if outcome.skipped:  # a metric that could not even be created: a usage error
+        # A metric that could not be created, or failed, is not a success. Only when every registered
+        # metric runs by default may one that does not suit the data (it says so with an
+        # AnonauditError: no gold spans for recall) be left out without failing the command.
+        named = ctx.get_parameter_source("metrics") != ParameterSource.DEFAULT
+        failed = outcome.skipped + [e for e in outcome.errors if named or not e.get("input")]
+        if failed:
+            click.secho(f"error: {len(failed)} of {len(entries)} metric(s) did not run (reasons above); the "
+                        "others' results are saved", fg="red", err=True)
             ctx.exit(2)
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from audit.demo.data import MAX_RELEASED
+
 from audit.core.errors import AnonauditError
 
 
@@ -232,7 +234,8 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
 @click.command("demo")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="anonaudit-demo", show_default=True,
               help="Folder for the data, results.json and report.html.")
-@click.option("--n", type=click.IntRange(2, 2000), default=40, show_default=True, help="People in the release.")
+@click.option("--n", type=click.IntRange(2, MAX_RELEASED), default=40, show_default=True,
+              help=f"People in the release (2 to {MAX_RELEASED}).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--llm", "llm_spec", default=None, metavar="SPEC",
               help="LLM for the attacks that use one (default: the best embedded model installed).")

@@ -38,6 +38,8 @@ from audit.core.stats import Risk
 
 SCHEMA = "anonaudit.results/1"
 KINDS = ("attack", "utility")
+#: How far outside [0, 1] a share may stray by floating-point rounding.
+SHARE_TOLERANCE = 1e-9
 #: Keys a serialized finding uses itself; an attack's own facts may not take them.
 FINDING_KEYS = ("id", "success", "summary", "highlights", "highlights_in", "private")
 
@@ -204,7 +206,7 @@ class Result:
         value = data["value"]
         return cls(
             kind=data["kind"], name=data["name"], release=data["release"],
-            value=math.nan if value is None else float(value),  # non-finite values are saved as null
+            value=math.nan if value is None else float(value),  # refused on load (result_shape_problems)
             ci=None if ci is None else (float(ci[0]), float(ci[1])), n=int(data.get("n", 0)),
             baseline=data.get("baseline"), beats_baseline=data.get("beats_baseline"),
             details=dict(data.get("details") or {}),
@@ -270,8 +272,14 @@ class ResultsFile:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write atomically (temporary file in the same folder, flushed to disk, then rename).
-        Use :meth:`update` when another process may write the same file."""
-        return atomic_write_json(path, self.to_dict(), fsync=True)
+        Use :meth:`update` when another process may write the same file. A result whose figures
+        could not be read back (NaN, a reversed interval, n = 0) is refused, never written."""
+        data = self.to_dict()
+        problems = [Problem(str(path), f"result {r['name']!r} on release {r['release']!r}: {w}")
+                    for r in data["results"] for w in figure_problems(r)]
+        if problems:
+            raise DataError(problems)
+        return atomic_write_json(path, data, fsync=True)
 
     @classmethod
     def update(cls, path: str | os.PathLike, merge: Callable[[ResultsFile | None], ResultsFile]) -> ResultsFile:
@@ -354,17 +362,7 @@ def result_shape_problems(item: Any) -> list[str]:
             out.append(f"\"{key}\" must be a string, not {_json_type(item.get(key))}")
     if isinstance(item.get("kind"), str) and item["kind"] not in KINDS:
         out.append(f"\"kind\" must be one of {', '.join(KINDS)}, not {item['kind']!r}")
-    value = item.get("value", "missing")
-    if value is not None and not _is_number(value):
-        out.append("\"value\" must be a number or null" + (" (it is missing)" if value == "missing" else
-                                                            f", not {_json_type(value)}"))
-    ci = item.get("ci")
-    if ci is not None and not (isinstance(ci, list) and len(ci) == 2 and all(_is_number(x) for x in ci)):
-        out.append(f"\"ci\" must be a list of two numbers [low, high] or null, not {json.dumps(ci)[:60]}")
-    if "n" in item and not (isinstance(item["n"], int) and not isinstance(item["n"], bool)):
-        out.append(f"\"n\" must be a whole number, not {_json_type(item['n'])}")
-    if item.get("baseline") is not None and not _is_number(item["baseline"]):
-        out.append(f"\"baseline\" must be a number or null, not {_json_type(item['baseline'])}")
+    out += figure_problems(item)
     if item.get("beats_baseline") is not None and not isinstance(item["beats_baseline"], bool):
         out.append(f"\"beats_baseline\" must be true, false or null, not {_json_type(item['beats_baseline'])}")
     if item.get("details") is not None and not isinstance(item["details"], dict):
@@ -380,6 +378,50 @@ def result_shape_problems(item: Any) -> list[str]:
                 if len(out) >= 20:
                     break
     return out
+
+
+def _share_problem(key: str, x: Any) -> str:
+    """What is wrong with ``x`` as a share (a risk, a utility, a baseline: 0 <= x <= 1)."""
+    if not _is_number(x):
+        return f"\"{key}\" must be a number, not {_json_type(x)}"
+    if not math.isfinite(x):
+        return f"\"{key}\" must be a finite number, not {x}"
+    if not -SHARE_TOLERANCE <= x <= 1 + SHARE_TOLERANCE:
+        return f"\"{key}\" must lie between 0 and 1 (risks and utilities are shares), not {x}"
+    return ""
+
+
+def figure_problems(item: dict[str, Any]) -> list[str]:
+    """What is wrong with the figures of one serialized result: ``value`` a finite share,
+    ``ci`` ordered and within [0, 1], ``n`` at least 1, ``baseline`` a finite share or null. A
+    figure outside these (NaN, a reversed interval, a rate over no trial) would be read as a
+    verdict it does not support, so it is refused on read and on write alike."""
+    out: list[str] = []
+    if "value" not in item:
+        out.append("\"value\" is missing")
+    elif item["value"] is None:
+        out.append("\"value\" is null: the figure was not finite (NaN or infinite), so it says nothing")
+    else:
+        out.append(_share_problem("value", item["value"]))
+    ci = item.get("ci")
+    if ci is not None:
+        if not (isinstance(ci, list) and len(ci) == 2 and all(_is_number(x) for x in ci)):
+            out.append(f"\"ci\" must be a list of two numbers [low, high] or null, not {json.dumps(ci)[:60]}")
+        else:
+            wrong = [w for w in (_share_problem("ci[0]", ci[0]), _share_problem("ci[1]", ci[1])) if w]
+            out += wrong
+            if not wrong and ci[0] > ci[1]:
+                out.append(f"\"ci\" must be ordered [low, high], not [{ci[0]}, {ci[1]}]")
+    n = item.get("n")
+    if not (isinstance(n, int) and not isinstance(n, bool)):
+        out.append(f"\"n\" must be a whole number, not {_json_type(n)}" + (" (it is missing)" if "n" not in item
+                                                                            else ""))
+    elif n < 1:
+        out.append(f"\"n\" must be at least 1 (the number of documents scored), not {n}: a figure over no "
+                   "document measures nothing")
+    if item.get("baseline") is not None:
+        out.append(_share_problem("baseline", item["baseline"]))
+    return [w for w in out if w]
 
 
 def _finding_shape_problems(d: Any) -> str:

@@ -292,15 +292,23 @@ def _background_docs(p: Person, rng: random.Random, k: int) -> list[Document]:
             for j, t in enumerate(order)]
 
 
+#: People the generator can make with distinct names: half of the first-name x surname pairs, so
+#: drawing distinct ones stays quick.
+MAX_PEOPLE = len(SURNAMES) * sum(len(v) for v in FIRST_NAMES.values()) // 2
+#: The largest release: ``n`` people plus the ``n // 2`` who appear only in the background.
+MAX_RELEASED = max(n for n in range(1, MAX_PEOPLE + 1) if n + n // 2 <= MAX_PEOPLE)
+
+
 def generate(n: int = 40, seed: int = 0, *, background_per_person: int = 3, extra_people: int | None = None) -> DemoData:
     """Generate a population of ``n`` people in the release and ``extra_people``
-    (default ``n // 2``) more who appear only in the background."""
+    (default ``n // 2``) more who appear only in the background (at most :data:`MAX_PEOPLE` in
+    all, so ``n`` is at most :data:`MAX_RELEASED` with the default)."""
     if n < 1:
         raise ValueError("n must be at least 1")
-    max_people = len(SURNAMES) * sum(len(v) for v in FIRST_NAMES.values())
     extra = n // 2 if extra_people is None else extra_people
-    if n + extra > max_people // 2:
-        raise ValueError(f"at most {max_people // 2} people can be generated")
+    if n + extra > MAX_PEOPLE:
+        raise ValueError(f"at most {MAX_PEOPLE} people can be generated (n = {n} and {extra} in the background "
+                         "only were asked for)")
     rng = random.Random(seed)
     people = _make_people(rng, n + extra, set())
     released, only_public = people[:n], people[n:]

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from audit import __version__
 from audit.core.data import Corpus, Release
+from audit.core.errors import AnonauditError
 from audit.core.files import sha256_file
 
 if TYPE_CHECKING:
@@ -96,14 +97,59 @@ def component_info(obj: Any) -> dict[str, Any]:
 MERGED_KEYS = ("inputs", "releases", "components", "pairs")
 
 
+def _origin(entry: Mapping[str, Any]) -> str:
+    """Where a release of a results file came from, in words (its file, or its sanitizer)."""
+    if entry.get("source"):
+        return str(entry["source"])
+    if entry.get("sanitizer"):
+        return f"sanitizer {entry['sanitizer']}"
+    return "an unknown source"
+
+
+def release_conflicts(current: Any, mine: Mapping[str, Any]) -> list[str]:
+    """Why ``mine`` (release name -> provenance entry, with ``fingerprint``) cannot be written
+    into a results file whose releases are ``current``: a name that already stands there for
+    another file with other texts. One release name must mean one file in a results file, or
+    the report draws the highlights of one file's findings on the other's texts. The same
+    texts from another path, or the same file or sanitizer again (edited or re-run), are not
+    a conflict."""
+    if not isinstance(current, Mapping):
+        return []
+    out = []
+    for name, new in mine.items():
+        old = current.get(name)
+        if not (isinstance(old, Mapping) and isinstance(new, Mapping)):
+            continue
+        if not old.get("fingerprint") or old.get("fingerprint") == new.get("fingerprint"):
+            continue
+        a, b = _origin(old), _origin(new)
+        if a != b and not _same_file(a, b):
+            out.append(f"release {name!r} is already in this results file from {a}, and this run gives the name "
+                       f"to {b}, with other texts: one release name must mean one file (the report would draw "
+                       "the findings of one on the texts of the other). Give it another name (--release "
+                       "NAME=FILE), or write to another results file")
+    return out
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def merge_provenance(current: Mapping[str, Any], mine: Mapping[str, Any]) -> dict[str, Any]:
     """The provenance a run writes over a results file whose provenance is ``current`` (what is
     in the file now, maybe written by a parallel command): its own, with the :data:`MERGED_KEYS`
     of ``current`` kept beside its own (its own win on a clash), and ``runs`` kept. A
-    ``current`` that no run built (no ``command``) is replaced."""
+    ``current`` that no run built (no ``command``) is replaced. A release name that ``current``
+    gives to another file is an :class:`AnonauditError` (:func:`release_conflicts`)."""
     out = dict(mine)
     if not isinstance(current, Mapping) or not current.get("command"):
         return out
+    conflicts = release_conflicts(current.get("releases"), out.get("releases") or {})
+    if conflicts:
+        raise AnonauditError("\n".join(conflicts))
     for key in MERGED_KEYS:
         old, new = current.get(key), out.get(key)
         if isinstance(old, Mapping):

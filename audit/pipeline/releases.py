@@ -31,16 +31,18 @@ from audit.core.data import Corpus, Document, Release, Span
 from audit.core.errors import AnonauditError, DataError, Problem
 from audit.core.files import sha256_file
 from audit.core.registry import Registry, normalise
-from audit.pipeline.provenance import canonical, component_info, digest
+from audit.pipeline.provenance import canonical, component_info, digest, release_conflicts
 from audit.pipeline.spec import NOT_IN_KEY, AuditSpec, component_params
 
 
 def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[str, Any], *,
                    registry: Registry, resources: Any, progress: bool,
-                   echo: Callable[[str], None], folder: Path | None = None) -> tuple[list[Release], dict[str, Any]]:
+                   echo: Callable[[str], None], folder: Path | None = None,
+                   results: Path | None = None) -> tuple[list[Release], dict[str, Any]]:
     """Every release of ``spec`` and its provenance entry; ``previous`` is the ``releases``
     provenance of an earlier run into the same folder (sanitizer outputs are reused from it).
-    ``folder``: where the releases are written (default ``OUT/releases``)."""
+    ``folder``: where the releases are written (default ``OUT/releases``); ``results``: the results
+    file they belong to (named in errors). A name ``previous`` gives to another file is an error."""
     from audit.io.loaders import load_release_file
 
     prov: dict[str, Any] = {}
@@ -82,6 +84,11 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise AnonauditError(f"{spec.source}: two releases are named {sorted(dup)[0]!r}; give each a name")
+    # One name, one file in a results file, checked before any copy is written over another's.
+    conflicts = release_conflicts(previous, {r.name: {**prov[r.name], "fingerprint": r.corpus.fingerprint()}
+                                             for r in releases})
+    if conflicts:
+        raise AnonauditError("\n".join(f"{results or folder.parent}: {c}" for c in conflicts))
     # Every release is written beside the results, so the report can show sanitized texts.
     for rel in releases:
         doubts: list[str] = []

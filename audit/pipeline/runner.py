@@ -29,7 +29,7 @@ from audit.core.data import Corpus, Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.core.registry import Registry, normalise
 from audit.core.registry import registry as default_registry
-from audit.core.results import Result, ResultsFile
+from audit.core.results import Result, ResultsFile, figure_problems
 from audit.models.resources import LLM_STATS, Resources
 from audit.pipeline.provenance import (
     build_provenance,
@@ -175,7 +175,8 @@ class Audit:
         previous = rf.provenance.get("releases")
         releases, releases_prov = build_releases(spec, originals, previous if isinstance(previous, dict) else {},
                                                  registry=self.registry, resources=resources,
-                                                 progress=self.progress, echo=self.echo, folder=self.releases_dir)
+                                                 progress=self.progress, echo=self.echo, folder=self.releases_dir,
+                                                 results=path)
         releases_prov = {**(previous if isinstance(previous, dict) and old_prov else {}), **releases_prov}
         dev = self._load_dev()
         scenario = Scenario(originals=originals, background=background, releases=tuple(releases), dev=dev)
@@ -265,7 +266,8 @@ class Audit:
                 if self.on_error == "raise" or isinstance(exc, (MemoryError,)):
                     save()
                     raise
-                outcome.errors.append({"component": comp.label, "reason": f"{type(exc).__name__}: {exc}"})
+                outcome.errors.append({"component": comp.label, "reason": f"{type(exc).__name__}: {exc}",
+                                       "input": isinstance(exc, AnonauditError)})
                 self.echo(f"  {label}: FAILED ({type(exc).__name__}: {exc}); going on")
             finally:
                 _close_quietly(obj)  # what it loaded itself; the shared models stay for the next one
@@ -340,6 +342,10 @@ class Audit:
             if r.kind != want:
                 raise AnonauditError(f"{comp.kind} {comp.name!r} returned a result of kind {r.kind!r} "
                                      f"(expected {want!r})")
+            wrong = figure_problems(r.to_dict())
+            if wrong:  # NaN, n = 0, an interval outside [0, 1]: a failure, never a figure to read
+                raise AnonauditError(f"{comp.kind} {comp.name!r} on release {rel.name!r}: result {r.name!r} "
+                                     f"cannot be used: {'; '.join(wrong)}")
             if len(sampled) < len(rel) and "sampled" not in r.details:
                 # results are frozen: a new one with a new details dict
                 r = dataclasses.replace(r, details={**r.details, "sampled": {

