@@ -82,7 +82,10 @@ class Nan(Metric):
 def toy_registry() -> Registry:
     reg = Registry()
     reg._entry_points_loaded = True  # only these, not the installed plugins
-    for kind, cls in (("attack", Survives), ("metric", Kept), ("metric", Broken), ("metric", Nan)):
+    from defenders.baselines import LabelMasking, SpacyNER, Suppression
+
+    for kind, cls in (("attack", Survives), ("metric", Kept), ("metric", Broken), ("metric", Nan),
+                      ("sanitizer", Suppression), ("sanitizer", LabelMasking), ("sanitizer", SpacyNER)):
         reg.register(kind)(cls)
     return reg
 
@@ -116,6 +119,67 @@ def clear_error(res, *needles: str) -> str:
 
 def attack(reg, *args):
     return run(reg, "attack", "toy-survives", "--originals", "demo/originals.jsonl", *args)
+
+
+# --------------------------------------------------------------------------- 1. outputs that destroy inputs
+
+
+def test_an_output_that_is_an_input_is_refused_unless_forced(demo, reg):
+    assert attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "R.json").exit_code == 0
+    originals = (demo / "demo/originals.jsonl").read_bytes()
+    results = (demo / "R.json").read_bytes()
+    cases = [
+        (["report", "R.json", "--out", "R.json"], "R.json", "input"),
+        (["sanitize", "suppression", "--input", "demo/originals.jsonl", "--out", "demo/originals.jsonl"],
+         "originals.jsonl", "input (--input)"),
+        (["data", "convert", "demo/originals.jsonl", "demo/originals.jsonl"], "originals.jsonl", "input (SRC)"),
+        (["attack", "toy-survives", "--originals", "demo/originals.jsonl", "--release", "demo/releases/labels.jsonl",
+          "--out", "demo/originals.jsonl"], "originals.jsonl", "input (--originals)"),
+    ]
+    for args, path, why in cases:
+        clear_error(run(reg, *args), path, why, "--force")
+    assert (demo / "demo/originals.jsonl").read_bytes() == originals
+    assert (demo / "R.json").read_bytes() == results
+    # --force is the user's explicit word
+    res = run(reg, "sanitize", "suppression", "--input", "demo/originals.jsonl", "--out", "demo/originals.jsonl",
+              "--force")
+    assert res.exit_code == 0, res.output
+    assert (demo / "demo/originals.jsonl").read_bytes() != originals
+
+
+def test_an_output_over_an_existing_file_of_another_kind_is_refused(demo, reg):
+    assert attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "R.json").exit_code == 0
+    (demo / "data.csv").write_text("name,age\nAda,36\n")
+    originals = (demo / "demo/originals.jsonl").read_bytes()
+    clear_error(run(reg, "report", "R.json", "--out", "demo/originals.jsonl"), "originals.jsonl",
+                "is not an anonaudit HTML report")
+    clear_error(run(reg, "report", "R.json", "--out", "data.html"), "data.csv", "findings CSV beside data.html",
+                "not an anonaudit findings CSV")
+    clear_error(run(reg, "sanitize", "suppression", "--input", "demo/originals.jsonl", "--out", "R.json"),
+                "R.json", "not a JSONL file of documents")
+    clear_error(run(reg, "gate", "R.json", "--max", "toy_survives=1", "--junit", "data.csv"), "data.csv",
+                "not a JUnit XML file")
+    assert (demo / "data.csv").read_text() == "name,age\nAda,36\n"
+    assert (demo / "demo/originals.jsonl").read_bytes() == originals
+    assert not (demo / "data.html").exists()
+    # its own kind is replaced as before: a report over a report, results merged into results
+    assert run(reg, "report", "R.json", "--out", "a.html").exit_code == 0
+    assert run(reg, "report", "R.json", "--out", "a.html").exit_code == 0
+    assert (demo / "a.csv").exists()
+    res = run(reg, "report", "R.json", "--out", "data.html", "--force")
+    assert res.exit_code == 0 and (demo / "data.csv").read_text().startswith("release,result,kind")
+
+
+def test_the_files_written_beside_out_are_named_in_the_help(reg):
+    report = run(reg, "report", "--help").output
+    assert "findings.csv" in report and "NAME.csv" in report
+    attack_help = " ".join(run(reg, "attack", "toy-survives", "--help").output.split())
+    assert "X.releases/" in attack_help and ".X.json.lock" in attack_help
+    run_help = " ".join(run(reg, "run", "--help").output.split())
+    assert "findings.csv" in run_help and "releases/" in run_help
+    for args in (["report"], ["gate"], ["run"], ["demo"], ["demo-data"], ["data", "convert"],
+                 ["attack", "toy-survives"], ["utility"], ["sanitize", "suppression"], ["harden"]):
+        assert "--force" in run(reg, *args, "--help").output, args
 
 
 # --------------------------------------------------------------------------- 2. one name, one file
@@ -206,3 +270,30 @@ def test_demo_data_sizes_are_the_ones_the_generator_can_make(tmp_path):
     with pytest.raises(ValueError, match="at most"):
         generate(MAX_RELEASED + 1)
     assert len(generate(MAX_RELEASED).originals) == MAX_RELEASED  # the advertised top works
+
+
+def test_an_output_that_cannot_be_written_is_a_clear_error_before_any_work(demo, reg):
+    (demo / "afile").write_text("x")
+    clear_error(attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "afile/R.json"),
+                "afile is a file, not a folder")
+    clear_error(run(reg, "report", "R.json", "--out", "afile/x/r.html"), "afile is a file, not a folder")
+    clear_error(run(reg, "sanitize", "suppression", "--input", "demo/originals.jsonl", "--out", "demo"),
+                "is a directory")
+
+
+def test_a_full_disk_is_a_clear_error_and_replaces_nothing(demo, reg, monkeypatch):
+    import errno
+
+    import audit.core.files
+
+    assert attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "R.json").exit_code == 0
+    before = (demo / "R.json").read_bytes()
+
+    def full(fd, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device", "R.json")
+
+    monkeypatch.setattr(audit.core.files.os, "fsync", full)
+    res = attack(reg, "--release", "demo/releases/suppressed.jsonl", "--out", "R.json")
+    clear_error(res, "R.json", "no space left on the device")
+    assert (demo / "R.json").read_bytes() == before
+    assert not list(demo.glob(".R.json.*.tmp"))

@@ -50,10 +50,32 @@ class FriendlyGroup(click.Group):
         except AnonauditError as exc:
             click.secho(f"error: {exc}", fg="red", err=True)
             ctx.exit(EXIT_INVALID)
+        except OSError as exc:  # a file or folder the system refused: a full disk, a read-only folder
+            click.secho(f"error: {os_error_message(exc)}", fg="red", err=True)
+            ctx.exit(EXIT_INVALID)
+        except RecursionError:  # defence in depth: the readers bound nesting themselves
+            click.secho("error: an input is nested too deeply to be read", fg="red", err=True)
+            ctx.exit(EXIT_INVALID)
         except KeyboardInterrupt:
             click.secho("interrupted: finished work is saved; run the same command again to resume.",
                         fg="yellow", err=True)
             ctx.exit(130)
+
+
+def os_error_message(exc: OSError) -> str:
+    """An :class:`OSError` as one line naming the file and the reason. Every file is written to a
+    temporary file and renamed, so a write that failed replaced nothing."""
+    import errno
+
+    where = exc.filename if exc.filename is not None else "a file"
+    why = exc.strerror or str(exc) or type(exc).__name__
+    if exc.errno == errno.ENOSPC:
+        why = "no space left on the device"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        why = f"not allowed ({why}): the file or its folder is read-only"
+    elif exc.errno == errno.ENOTDIR:
+        why = "a part of the path is a file, not a folder"
+    return f"{where}: {why} (nothing was replaced; free the space or fix the path and run again)"
 
 
 @click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

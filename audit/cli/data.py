@@ -7,11 +7,11 @@ JSONL form that every other command reads fastest.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
+from audit.cli.outputs import Output, check_outputs, force_option
 from audit.core.data import Corpus
 from audit.core.errors import AnonauditError
 from audit.io.loaders import FORMATS, detect_format, load_corpus, load_releases, load_tri, save_jsonl
@@ -72,7 +72,9 @@ def validate(file: str, fmt: str | None, originals: str | None, annotator: str |
 @_format
 @_originals
 @_annotator
-def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotator: str | None) -> None:
+@force_option
+def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotator: str | None,
+            force: bool) -> None:
     """Convert SRC to JSONL at DST (one document per line, spans included).
 
     A span file is applied to --originals: DST is the sanitized release, each
@@ -83,12 +85,14 @@ def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotato
     """
     if Path(dst).suffix.lower() not in (".jsonl", ".ndjson"):
         raise AnonauditError(f"{dst}: the output is JSONL; give it a .jsonl name")
-    if os.path.exists(src) and os.path.exists(dst) and os.path.samefile(src, dst):
-        raise AnonauditError(f"{dst}: the output would overwrite the input")
+    inputs = [("SRC", src), ("--originals", originals)]
+    check_outputs([Output(Path(dst), "jsonl", "DST")], inputs, force=force)
     fmt = fmt or detect_format(src)
     if fmt == "tri":
         background, releases = load_tri(src)
         out = Path(dst)
+        check_outputs([Output(out.with_name(f"{out.stem}.{r.name}{out.suffix}"), "jsonl", f"DST of method {r.name}")
+                       for r in releases], inputs, force=force)
         save_jsonl(background, out)
         click.echo(f"wrote {out}: {len(background)} documents (background)")
         for r in releases:

@@ -40,6 +40,7 @@ from audit.cli.options import (
     merge_params,
     spellings,
 )
+from audit.cli.outputs import Output, check_outputs
 from audit.cli.params import Param, parameters, parse_param_values, split_list, summary
 from audit.core.errors import AnonauditError
 from audit.core.paramtypes import check_params
@@ -76,12 +77,13 @@ class DataArgs:
     llm: str | None
     embedder: str | None
     sample: int | None
+    force: bool = False
 
     @classmethod
     def of(cls, kw: Mapping[str, Any]) -> DataArgs:
         return cls(kw.get("originals"), kw.get("background"), kw.get("tri"), tuple(kw.get("releases") or ()),
                    kw.get("fmt"), kw["out"], kw.get("seed", 0), kw.get("llm"), kw.get("embedder"),
-                   kw.get("sample_documents"))
+                   kw.get("sample_documents"), bool(kw.get("force")))
 
 
 def _file_params(params: dict[str, Any], plist: Sequence[Param], corpora: dict[str, Any]) -> dict[str, Any]:
@@ -130,6 +132,10 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
     if not releases:
         raise AnonauditError("nothing to do: give at least one --release NAME=FILE")
     out = Path(data.out).resolve()
+    inputs = [("--originals", data.originals), ("--background", data.background), ("--tri", data.tri),
+              *(("--release", parse_release_spec(r)[1]) for r in data.releases),
+              *((f"corpus {k}", v["path"]) for k, v in corpora.items())]
+    check_outputs([Output(out, "results")], inputs, force=data.force)
     spec_data: dict[str, Any] = {
         "seed": data.seed, "out": str(out.parent),
         "releases": releases, f"{kind}s": list(entries),
@@ -289,7 +295,11 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
         SectionOption(["--input", "input_"], type=click.Path(dir_okay=False), required=True, metavar="FILE",
                       section=DATA, help="Documents to sanitize (JSONL, CSV, JSON map, TAB JSON)."),
         SectionOption(["--out", "out"], type=click.Path(dir_okay=False), required=True, metavar="FILE",
-                      section=DATA, help="Released documents (JSONL)."),
+                      section=DATA, help="Released documents (JSONL); nothing else is written beside it (a "
+                                         "temporary .NAME.*.tmp while it is written)."),
+        SectionOption(["--force", "force"], is_flag=True, section=DATA,
+                      help="Write --out even when it is the input or an existing file that is not JSONL "
+                           "documents (refused otherwise)."),
         SectionOption(["--format", "fmt"], default=None, metavar="FORMAT", section=DATA,
                       help="Input format (default: detected)."),
     ]
@@ -312,6 +322,10 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
 
         ctx = click.get_current_context()
         params = merge_params(comps.given(ctx, kw, key), parse_param_values(kw["param_values"]), comps)
+        check_outputs([Output(Path(kw["out"]), "jsonl")],
+                      [("--input", kw["input_"]), *((f"--{k}", v) for k, v in params.items()
+                                                    if isinstance(v, str) and Path(v).is_file())],
+                      force=kw["force"])
         for p in ("seed", "llm", "embedder"):
             if draft.takes(p) and kw.get(p) is not None and p not in params:
                 params[p] = kw[p]

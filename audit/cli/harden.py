@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from audit.cli.outputs import force_option
+
 from audit.core.errors import AnonauditError
 
 
@@ -34,11 +36,13 @@ from audit.core.errors import AnonauditError
 @click.option("--results-dir", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Folder for results.json, the report and the rounds (default: the spec's `out`).")
 @click.option("--report/--no-report", default=True, show_default=True,
-              help="Write OUT/report.html at the end, with every round as a release.")
+              help="Write OUT/report.html (and findings.csv) at the end, with every round as a release.")
+@force_option
 @click.pass_context
 def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, max_rounds: int,
                text_repairer: str, span_repairer: str, attacks: tuple[str, ...], metrics: tuple[str, ...],
-               repair_params: tuple[str, ...], llm_spec: str | None, out_dir: str | None, report: bool) -> None:
+               repair_params: tuple[str, ...], llm_spec: str | None, out_dir: str | None, report: bool,
+               force: bool) -> None:
     """Attack a release with the spec's attacks, repair exactly the evidence they found, and
     attack again, until the spec's `gate` passes or after --max-rounds.
 
@@ -51,17 +55,14 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
     """
     from audit.cli.driver import registry_of
     from audit.cli.params import parse_param_values
-    from audit.cli.run import _render
+    from audit.cli.outputs import Output, check_outputs
+    from audit.cli.run import _render, spec_inputs, spec_outputs
     from audit.pipeline.harden import Harden
     from audit.pipeline.releases import write_release_jsonl
     from audit.pipeline.runner import parse_spec, read_spec_file
 
     reg = registry_of(ctx)
     out = Path(out_file)
-    if out.is_dir():
-        raise AnonauditError(f"--out {out_file}: is a folder; give the file to write the hardened release to")
-    if not out.resolve().parent.is_dir():
-        raise AnonauditError(f"--out {out_file}: folder {out.resolve().parent} does not exist")
     params: dict[str, dict] = {}
     for key, value in parse_param_values(repair_params, "--repair-param").items():
         owner, dot, name = key.partition(".")
@@ -77,6 +78,8 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
     spec = parse_spec(data, base=Path(spec_file).resolve().parent, source=str(spec_file), registry=reg)
     if spec.out.resolve() == out.resolve().parent and out.name == "results.json":
         raise AnonauditError(f"--out {out_file}: would overwrite the audit's results file")
+    check_outputs([Output(out, "jsonl"), *spec_outputs(spec, report=report, shareable=False)],
+                  spec_inputs(spec, spec_file), force=force)
     harden = Harden(spec, release, max_rounds=max_rounds, registry=reg,
                     repairers={"text": text_repairer, "span": span_repairer}, repair_params=params,
                     attacks=list(attacks) or None, metrics=list(metrics) or None, progress=True)

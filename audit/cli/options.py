@@ -141,8 +141,13 @@ def common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sam
                       help="Format of the release files (default: detected from extension and content; the "
                            "originals take it when it is a corpus format)."),
         SectionOption(["--out", "out"], type=click.Path(dir_okay=False), required=True, metavar="FILE",
-                      section=DATA, help="Results JSON to write (merged into it if it exists); copies of the "
-                                         "releases go beside it, for the report."),
+                      section=DATA, help="Results JSON to write (merged into it if it exists). Written beside "
+                                         "it: copies of the releases for the report (releases/NAME-HASH.jsonl "
+                                         "beside results.json, X.releases/ beside any other X.json) and the "
+                                         "lock file .X.json.lock."),
+        SectionOption(["--force", "force"], is_flag=True, section=DATA,
+                      help="Write --out even when it is an input of this command or an existing file that is "
+                           "not a results file (refused otherwise)."),
         SectionOption(["--sample-documents" if own_sample else "--sample", "sample_documents"],
                       type=click.IntRange(1), default=None, metavar="N", section=DATA,
                       help="Run on a seeded sample of N documents of each release (the same ids in every "

@@ -11,6 +11,7 @@ import click
 
 from audit.demo.data import MAX_RELEASED
 
+from audit.cli.outputs import Output, check_outputs, findings_csv_path, force_option, report_outputs
 from audit.core.errors import AnonauditError
 
 
@@ -35,8 +36,7 @@ def _render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_
 
     rf = ResultsFile.load(results_path)
     out = Path(out)
-    csv_path = out.with_name("findings.csv" if out.name == "report.html" else
-                             "findings.shareable.csv" if out.name == "report.shareable.html" else out.stem + ".csv")
+    csv_path = findings_csv_path(out)
     write_findings_csv(csv_path, make_shareable(rf) if shareable else rf)
     extra = {} if registry is None else {"registry": registry}  # component descriptions
     return write_report(out, rf, shareable=shareable, checks=checks, texts=load_release_texts(results_path, rf),
@@ -60,7 +60,8 @@ def _warn_originals_beside(report: Path, results_path: Path) -> None:
 @click.command("run")
 @click.argument("spec_file", type=click.Path(dir_okay=False), metavar="AUDIT.yaml")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Output folder (overrides the spec's `out`).")
+              help="Output folder (overrides the spec's `out`): results.json, releases/, report.html, "
+                   "findings.csv and, with --shareable, shareable/.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report.html at the end.")
 @click.option("--shareable", is_flag=True,
               help="Also write the shareable edition (no original text) to OUT/shareable/, a folder safe to send.")
@@ -72,9 +73,10 @@ def _warn_originals_beside(report: Path, results_path: Path) -> None:
                    "HOST:PORT or ray://HOST:PORT. Implies --executor ray.")
 @click.option("--ray-workers", type=click.IntRange(1, 100_000), default=None,
               help="Workers (actors) per stage on Ray (default: the cluster's CPUs).")
+@force_option
 @click.pass_context
 def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: bool, shareable: bool,
-            executor: str | None, ray_address: str | None, ray_workers: int | None) -> None:
+            executor: str | None, ray_address: str | None, ray_workers: int | None, force: bool) -> None:
     """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
 
     Results go to OUT/results.json, saved after each (component, release) pair; running the
@@ -92,6 +94,7 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
     overrides = {"out": str(Path(out_dir).resolve())} if out_dir else None
     spec = load_spec(spec_file, overrides=overrides, registry=reg)
     spec = _with_executor(spec, executor, ray_address, ray_workers)
+    check_outputs(spec_outputs(spec, report=report, shareable=shareable), spec_inputs(spec, spec_file), force=force)
     outcome = Audit(spec, registry=reg, progress=True).run()
     rf = outcome.results
     click.echo("")
@@ -122,6 +125,25 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
                         fg="green", err=True)
     if checks and exit_code(checks):
         sys.exit(exit_code(checks))
+
+
+def spec_inputs(spec, spec_file: str | Path) -> list[tuple[str, Path | None]]:
+    """Every input file of an audit spec, by how the spec names it (for :func:`check_outputs`)."""
+    return [("the audit spec", Path(spec_file)),
+            ("originals", spec.originals and spec.originals.path),
+            ("background", spec.background and spec.background.path),
+            *((f"corpora.{k}", v.path) for k, v in spec.corpora.items()),
+            *((f"release {r.name or r.path}", r.path) for r in spec.releases if r.path is not None)]
+
+
+def spec_outputs(spec, *, report: bool, shareable: bool) -> list[Output]:
+    """What ``run`` writes in OUT: results.json (releases/ beside it) and the report with its CSV."""
+    outs = [Output(spec.out / "results.json", "results", "OUT/results.json")]
+    if report:
+        outs += report_outputs(spec.out / "report.html")
+        if shareable or bool(spec.report.get("shareable")):
+            outs += report_outputs(spec.out / "shareable" / "report.html")
+    return outs
 
 
 def _with_executor(spec, kind: str | None, address: str | None, workers: int | None):
@@ -159,17 +181,23 @@ def _with_executor(spec, kind: str | None, address: str | None, workers: int | N
 @click.option("--max-documents", type=click.IntRange(0, 100_000), default=50, show_default=True,
               help="Documents shown per release in the drill-down (the JSON has all).")
 @click.option("--title", default=None, help="Report title.")
+@force_option
 def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, ...], min_: tuple[str, ...],
-               on_point: bool, on_upper_ci: bool, max_documents: int, title: str | None) -> None:
-    """Render any results file as one self-contained HTML report."""
+               on_point: bool, on_upper_ci: bool, max_documents: int, title: str | None, force: bool) -> None:
+    """Render any results file as one self-contained HTML report.
+
+    Beside the report goes its CSV of per-document findings: findings.csv beside report.html,
+    findings.shareable.csv beside report.shareable.html, NAME.csv beside any other NAME.html.
+    """
     from audit.pipeline.gate import evaluate
     from audit.core.results import ResultsFile
 
     path = Path(results)
+    target = Path(out) if out else path.with_name("report.shareable.html" if shareable else "report.html")
+    check_outputs(report_outputs(target), [("RESULTS.json", path)], force=force)
     checks = None
     if max_ or min_:
         checks = evaluate(ResultsFile.load(path), _thresholds(max_, min_), on_point=on_point)
-    target = Path(out) if out else path.with_name("report.shareable.html" if shareable else "report.html")
     written = _render(path, target, shareable=shareable, checks=checks, max_documents=max_documents, title=title)
     click.echo(str(written))
     if shareable:
@@ -192,8 +220,9 @@ def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, 
               help="Compare point estimates instead of the 95% CI's upper bound for --max (lower bound for --min).")
 @click.option("--on-upper-ci", is_flag=True, hidden=True, help="The default now; accepted for older scripts.")
 @click.option("--junit", type=click.Path(dir_okay=False), default=None, help="Also write JUnit XML here.")
+@force_option
 def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], releases: tuple[str, ...],
-             on_point: bool, on_upper_ci: bool, junit: str | None) -> None:
+             on_point: bool, on_upper_ci: bool, junit: str | None, force: bool) -> None:
     """Pass/fail thresholds on a results file, for CI, on the cautious side: a risk fails when
     its 95% CI's upper bound is above --max, a utility when its lower bound is below --min.
 
@@ -206,6 +235,8 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
     from audit.core.results import ResultsFile
 
     try:
+        if junit:
+            check_outputs([Output(Path(junit), "junit", "--junit")], [("RESULTS.json", results)], force=force)
         checks = evaluate(ResultsFile.load(results), _thresholds(max_, min_), releases=releases,
                           on_point=on_point)
     except AnonauditError as exc:
@@ -243,12 +274,19 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
               help="Documents per release for the stages that call a language model per document.")
 @click.option("--presidio/--no-presidio", default=None,
               help="Include the Presidio release (default: when Presidio is installed).")
+@force_option
 @click.pass_context
 def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str | None, sample: int,
-             presidio: bool | None) -> None:
+             presidio: bool | None, force: bool) -> None:
     """The whole audit on a synthetic population: data, baseline sanitizers, every installed attack
-    and utility metric, results.json and report.html (prints the report's path)."""
+    and utility metric, results.json and report.html (prints the report's path). OUT receives
+    data/ (the population), audit.yaml, results.json, releases/, report.html and findings.csv."""
+    from audit.cli.demo import data_outputs
     from audit.cli.driver import registry_of
+
+    out = Path(out_dir)
+    check_outputs([*data_outputs(out / "data"), Output(out / "results.json", "results", "OUT/results.json"),
+                   *report_outputs(out / "report.html")], [], force=force)
 
     path = run_demo(out_dir, n=n, seed=seed, llm=llm_spec, sample=sample, presidio=presidio,
                     registry=registry_of(ctx))
