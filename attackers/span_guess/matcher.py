@@ -233,6 +233,8 @@ def corpus_matcher(originals: Any, top: int, nlp: Spacy | None = None) -> Matche
         return Matcher(nlp=nlp)
     from audit.core import config
 
+    if not config.cache_enabled():
+        return Matcher.from_corpus((d.text for d in originals), top=top, nlp=nlp)
     key = hashlib.sha256(f"{originals.fingerprint()}:{top}".encode()).hexdigest()[:24]
     path = config.subdir("span_guess") / f"frequent-lemmas-{key}.json"
     try:

@@ -19,6 +19,7 @@ from attackers.trir.texts import (LABEL_STYLE, SUPPRESS_STYLE, TOKEN_STYLE, cura
                                  original_range)
 from attackers.trir.training import FIT_CHECK_MIN, TRIRTraining
 from attackers.trir.windows import Windows, make_windows, predict_logits, rank_of, softmax, sum_window_logits
+from audit.core import config
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError, DataError, Problem
 from audit.core.interfaces import Attack
@@ -306,7 +307,8 @@ class TRIRAttack(TRIRTraining, Attack):
         device = self._device()
         key = self.cache_key(background, base_path, dev)
         folder = self._cache_root() / key[:24]
-        if self.use_cache and (folder / CONFIG_FILE).is_file():
+        use_cache = self.use_cache and config.cache_enabled()
+        if use_cache and (folder / CONFIG_FILE).is_file():
             log.info("TRIR: loading the trained attacker from %s", folder)
             if self.progress:
                 print(f"    TRIR: trained attacker loaded from the cache ({folder})", file=sys.stderr, flush=True)
@@ -320,7 +322,7 @@ class TRIRAttack(TRIRTraining, Attack):
                   f"{len({d.subject for d in background})} people (cached afterwards)", file=sys.stderr, flush=True)
         trained = self._train_where(background, base_path, dev, device)
         trained.info["cache_key"] = key
-        if self.use_cache:
+        if use_cache:
             trained.store(folder)
         trained.info["loaded_from_cache"] = False
         self.trained_ = trained

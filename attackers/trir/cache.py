@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attackers.trir.encoder import folder_digest, quiet_transformers
+from audit.core.config import make_private
 from audit.core.errors import AnonauditError
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ class TrainedTRIR:
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
         try:
             self.save(tmp)
+            for f in tmp.rglob("*"):  # the attacker has learnt the background: owner only
+                make_private(f)
             if folder.exists():
                 shutil.rmtree(folder)
             os.replace(tmp, folder)

@@ -6,6 +6,7 @@ import click
 
 
 def all_commands() -> list[click.Command]:
+    import audit.cli.cache as cache_cli
     import audit.cli.data as data_cli
     import audit.cli.demo as demo_cli
     import audit.cli.driver as driver
@@ -14,4 +15,4 @@ def all_commands() -> list[click.Command]:
     import audit.cli.run as run_cli
 
     return [*driver.groups(), *data_cli.commands(), *demo_cli.COMMANDS, *run_cli.COMMANDS, *harden_cli.COMMANDS,
-            *models_cli.COMMANDS]
+            *models_cli.COMMANDS, *cache_cli.COMMANDS]

@@ -17,6 +17,24 @@ LLM_HELP = ("LLM: an embedded model name (see `anonaudit models list`), a .gguf 
             "folder, or openai:MODEL@http://host:port/v1. Default: the best embedded model installed.")
 llm_option = click.option("--llm", "llm_spec", default=None, metavar="SPEC", help=LLM_HELP)
 no_cache_option = click.option("--no-cache", is_flag=True, help="Do not read or write the LLM cache.")
+NO_CACHE_HELP = ("Use no cache in this run: no LLM answer, embedding, information content, trained attacker "
+                 "or lemma list is read from ANONAUDIT_HOME or written there (the embedded models are still used).")
+
+
+def no_cache_run(fn):
+    """Give a command ``--no-cache``, which turns every cache off while it runs
+    (:func:`audit.core.config.caches_off`)."""
+    import functools
+
+    from audit.core.config import caches_off
+
+    @click.option("--no-cache", "no_cache", is_flag=True, help=NO_CACHE_HELP)
+    @functools.wraps(fn)
+    def wrapper(*args, no_cache: bool = False, **kwargs):
+        with caches_off(no_cache):
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def echo_summary(results: Iterable[Result]) -> None:

@@ -27,6 +27,7 @@ import click
 from click.core import ParameterSource
 
 from audit.cli.common import LLM_HELP
+from audit.core.config import caches_off
 from audit.cli.options import (
     DATA,
     EMBEDDER_HELP,
@@ -151,8 +152,12 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
     if corpora:
         spec_data["corpora"] = dict(corpora)
     spec = parse_spec(spec_data, base=Path.cwd(), source="command line", registry=reg)
-    outcome = Audit(spec, registry=reg, on_error=on_error, command=command, results_path=out,
-                    resume=False).run()
+    # A component's --no-cache (its `cache`/`use_cache` off) means no cache at all in this run:
+    # the shared models it asks for (LLM answers, embeddings, IC) honour it too.
+    no_cache = any(e.get("params", {}).get(k) is False for e in entries for k in ("cache", "use_cache"))
+    with caches_off(no_cache):
+        outcome = Audit(spec, registry=reg, on_error=on_error, command=command, results_path=out,
+                        resume=False).run()
     keys = set(outcome.keys)
     echo_summary([r for r in outcome.results.results if r.key in keys])
     for s in outcome.skipped:
@@ -341,7 +346,8 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
         corpus = load_corpus(kw["input_"], format=kw["fmt"])
         t0 = time.time()
         try:
-            release = san.sanitize(corpus, name=Path(kw["out"]).stem)
+            with caches_off(any(params.get(k) is False for k in ("cache", "use_cache"))):  # --no-cache: every cache
+                release = san.sanitize(corpus, name=Path(kw["out"]).stem)
         finally:
             san.close()
         write_release_jsonl(release, Path(kw["out"]))

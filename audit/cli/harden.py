@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from audit.cli.common import no_cache_run
 from audit.cli.outputs import force_option
 
 from audit.core.errors import AnonauditError
@@ -38,6 +39,7 @@ from audit.core.errors import AnonauditError
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write OUT/report.html (and findings.csv) at the end, with every round as a release.")
 @force_option
+@no_cache_run
 @click.pass_context
 def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, max_rounds: int,
                text_repairer: str, span_repairer: str, attacks: tuple[str, ...], metrics: tuple[str, ...],

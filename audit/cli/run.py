@@ -11,6 +11,7 @@ import click
 
 from audit.demo.data import MAX_RELEASED
 
+from audit.cli.common import no_cache_run
 from audit.cli.outputs import Output, check_outputs, findings_csv_path, force_option, report_outputs
 from audit.core.errors import AnonauditError
 
@@ -74,6 +75,7 @@ def _warn_originals_beside(report: Path, results_path: Path) -> None:
 @click.option("--ray-workers", type=click.IntRange(1, 100_000), default=None,
               help="Workers (actors) per stage on Ray (default: the cluster's CPUs).")
 @force_option
+@no_cache_run
 @click.pass_context
 def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: bool, shareable: bool,
             executor: str | None, ray_address: str | None, ray_workers: int | None, force: bool) -> None:
@@ -275,6 +277,7 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
 @click.option("--presidio/--no-presidio", default=None,
               help="Include the Presidio release (default: when Presidio is installed).")
 @force_option
+@no_cache_run
 @click.pass_context
 def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str | None, sample: int,
              presidio: bool | None, force: bool) -> None:

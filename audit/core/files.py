@@ -51,11 +51,24 @@ def _umask() -> int:
 
 def _mode_for(path: Path) -> int:
     """The permission bits a new version of ``path`` gets: those of the file it replaces, else
-    ``0666`` less the umask."""
+    ``0666`` less the umask (``0600`` at most under ANONAUDIT_HOME: the caches)."""
     try:
         return os.stat(path).st_mode & 0o7777
     except OSError:
-        return 0o666 & ~_umask()
+        mode = 0o666 & ~_umask()
+        if _in_home(path):  # the caches: derived from private documents, the owner's only
+            mode &= 0o600
+        return mode
+
+
+def _in_home(path: Path) -> bool:
+    """Whether ``path`` lies under ANONAUDIT_HOME (the caches, :mod:`audit.core.config`)."""
+    from audit.core import config
+
+    try:
+        return path.resolve().is_relative_to(config.home().resolve())
+    except (OSError, RuntimeError):
+        return False
 
 
 def _chmod_fd(fd: int, name: str, mode: int) -> None:

@@ -377,13 +377,13 @@ class ICCache:
                  enabled: bool = True):
         self.identity = identity
         self.fingerprint = corpus.fingerprint()
-        self.enabled = enabled
+        self.enabled = enabled and config.cache_enabled()
         key = hashlib.sha256(f"{self.fingerprint}|{identity}|{IC_VERSION}".encode()).hexdigest()[:24]
-        base = Path(folder) if folder else config.subdir("utility")
+        base = Path(folder) if folder else (config.subdir("utility") if self.enabled else config.home() / "utility")
         self.path = base / f"ic-{key}.json"
         self.documents: dict[str, dict[str, Any]] = {}
         self.stats = {"hits": 0, "misses": 0}
-        if enabled and self.path.exists():
+        if self.enabled and self.path.exists():
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
                 if data.get("identity") == identity and data.get("fingerprint") == self.fingerprint:

@@ -61,6 +61,9 @@ class AnswerStore:
     def __init__(self, path: str | Path, *, timeout: float = 60.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        from audit.core import config
+
+        config.private_file(self.path)  # the answers quote private documents: 0600, and its -wal/-shm
         self.timeout = timeout
         self._local = threading.local()
         conn = self._conn()
@@ -119,9 +122,11 @@ class CachedLLM(LLM):
     def __init__(self, backend: LLM, path: str | Path, enabled: bool = True, *, chunk_size: int = 16):
         self.backend = backend
         self.path = Path(path)
-        self.enabled = enabled
+        from audit.core import config
+
+        self.enabled = enabled and config.cache_enabled()
         self.chunk_size = max(1, chunk_size)
-        self.store = AnswerStore(self.path) if enabled else None
+        self.store = AnswerStore(self.path) if self.enabled else None
         self.stats: dict[str, int] = {"hits": 0, "misses": 0, "backend_calls": 0}
         self._lock = threading.Lock()
 

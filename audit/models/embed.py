@@ -58,10 +58,11 @@ class Embedder:
             self._load_here()
         self.identity = f"sentence-transformers:{Path(self.path).name}:{self._fingerprint()}"
         self.cache_path: Path | None = None
-        if cache:
+        if cache and config.cache_enabled():
             self.cache_path = (config.subdir("embeddings") / "embeddings.sqlite" if cache is True
                                else Path(cache))
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+            config.private_file(self.cache_path)
             with self._db() as db:
                 db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, key TEXT, vec BLOB, "
                            "PRIMARY KEY (model, key))")

