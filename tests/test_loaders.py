@@ -194,7 +194,7 @@ def test_format_override_and_unknown_format(tmp_path):
     assert load_corpus(one, format="json-map").ids == ["a"]
     with pytest.raises(AnonauditError, match="unknown format 'xml'"):
         load_corpus(one, format="xml")
-    assert set(FORMATS) == {"jsonl", "csv", "json-map", "json-list", "tab", "tri", "spans"}
+    assert set(FORMATS) == {"jsonl", "csv", "parquet", "json-map", "json-list", "tab", "tri", "spans"}
 
 
 def test_jsonl_content_in_a_json_file_is_detected(tmp_path):

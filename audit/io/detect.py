@@ -14,6 +14,7 @@ from audit.core.errors import AnonauditError, DataError, Problem, not_utf8_messa
 FORMATS: dict[str, str] = {
     "jsonl": "one JSON document per line: id, text, subject?, spans?",
     "csv": "CSV with columns id, text, subject?, spans (JSON string)?",
+    "parquet": "Parquet with columns id, text, subject?, spans? (needs anonaudit[pandas])",
     "json-map": "a JSON object {id: text}; subject = id",
     "json-list": "a JSON list of document objects (id or doc_id, text, subject?, spans?)",
     "tab": "TAB JSON: documents with annotations per annotator",
@@ -36,12 +37,14 @@ def sniff(source: str, format: str | None = None) -> tuple[str, Any]:
             head = fh.read(4096)
     except OSError as exc:
         raise unreadable(source, exc) from None
+    ext = p.suffix.lower()
+    if format == "parquet" or (format is None and (ext in (".parquet", ".pq") or head.startswith(b"PAR1"))):
+        return "parquet", None  # binary: none of the text checks below apply
     wide = wide_encoding(head)
     if wide:
         raise DataError(Problem(source, not_utf8_message(wide)))
     if not head.lstrip(b"\xef\xbb\xbf").strip():
         raise DataError(Problem(source, "the file is empty"))
-    ext = p.suffix.lower()
     if format in ("jsonl", "csv"):
         return format, None
     if format == "tri" and ext in (".csv", ".tsv"):

@@ -12,6 +12,10 @@ explicitly (``--format``):
 ``csv``
     The same columns in a CSV file (``.tsv``: tab-separated); ``spans`` is a JSON
     string column.
+``parquet``
+    The same columns in a Parquet file (``spans`` a list of structs or a JSON string),
+    read through pandas and pyarrow (:mod:`audit.io.frames`). In CSV, Parquet and
+    JSONL the columns may have other names (``columns={"text": "body"}``).
 ``json-map``
     ``{id: text}`` (e.g. TAB background files); subject = id.
 ``json-list``
@@ -67,6 +71,7 @@ from audit.core.data import Corpus, Document, Release
 from audit.core.errors import AnonauditError, Problems
 from audit.core.files import atomic_open
 from audit.io.detect import FORMATS, sniff
+from audit.io.frames import load_parquet
 from audit.io.jsondocs import load_json_list, load_json_map, load_tab
 from audit.io.spanfiles import apply_span_file
 from audit.io.tables import load_csv, load_jsonl
@@ -96,11 +101,14 @@ def detect_format(path: str | os.PathLike) -> str:
 
 
 def load_corpus(path: str | os.PathLike, format: str | None = None, *, name: str | None = None,
-                annotator: str | None = None) -> Corpus:
+                annotator: str | None = None, columns: dict[str, str] | None = None) -> Corpus:
     """Load documents from ``path`` (format detected unless given).
 
     A TRI file gives its background corpus (``public_knowledge``); a span file
     cannot be loaded alone (it needs originals: use :func:`load_releases`).
+    ``columns`` names the columns of the fields of a CSV, Parquet or JSONL file
+    (``{"text": "body", "id": "case"}``); the other formats have fixed fields and ignore it
+    (so one ``--text-column`` serves a CSV release beside a TAB background).
     """
     source = str(path)
     fmt, data = sniff(source, format)
@@ -113,15 +121,18 @@ def load_corpus(path: str | os.PathLike, format: str | None = None, *, name: str
         raise AnonauditError(f"{source}: --annotator applies to TAB files only (this file is {fmt})")
     if fmt == "tri":
         return read_tri(source, data)[0].rename(name)
-    return Corpus(_load_documents(source, fmt, data, annotator), name=name, source=source)
+    return Corpus(_load_documents(source, fmt, data, annotator, columns), name=name, source=source)
 
 
-def _load_documents(source: str, fmt: str, data: Any, annotator: str | None = None) -> list[Document]:
+def _load_documents(source: str, fmt: str, data: Any, annotator: str | None = None,
+                    columns: dict[str, str] | None = None) -> list[Document]:
     """The documents of a file in one of the document formats (not TRI, not a span file)."""
     if fmt == "jsonl":
-        return load_jsonl(source)
+        return load_jsonl(source, columns)
     if fmt == "csv":
-        return load_csv(source)
+        return load_csv(source, columns)
+    if fmt == "parquet":
+        return load_parquet(source, columns)
     if fmt == "json-map":
         return load_json_map(source, data)
     if fmt == "json-list":
@@ -138,7 +149,7 @@ def load_releases(spec: str, *, originals: Corpus | None = None, format: str | N
 
 
 def load_release_file(path: str | os.PathLike, *, name: str | None = None, originals: Corpus | None = None,
-                      format: str | None = None) -> list[Release]:
+                      format: str | None = None, columns: dict[str, str] | None = None) -> list[Release]:
     """Load the release(s) in the file ``path``, named ``name`` (default: the file stem).
 
     A span file is applied to ``originals``. A TRI file gives one release per
@@ -175,7 +186,7 @@ def load_release_file(path: str | os.PathLike, *, name: str | None = None, origi
             f"{path}: a JSON object {{id: text}} given as a release; without the original documents its ids "
             "cannot be checked and would be taken as subjects. Pass the originals (--originals FILE), or "
             "--format json-map if that is what you mean (a span file is {doc_id: [[start, end], ...]})")
-    corpus = Corpus(_load_documents(path, fmt, data), name=name, source=path)
+    corpus = Corpus(_load_documents(path, fmt, data, columns=columns), name=name, source=path)
     if originals is not None:
         problems = Problems(path)
         for doc in corpus:

@@ -11,10 +11,12 @@ from typing import Any
 from audit.core.data import Document
 from audit.core.errors import DataError, Problem, Problems
 from audit.io.detect import csv_header, delimiter, unreadable, utf8_error
+from audit.io.frames import check_columns, missing_columns, rename_header, rename_record
 from audit.io.records import record_to_doc
 
 
-def load_jsonl(source: str) -> list[Document]:
+def load_jsonl(source: str, columns: dict[str, str] | None = None) -> list[Document]:
+    columns = check_columns(columns)
     problems = Problems(source)
     docs: list[Document] = []
     seen: dict[str, int | None] = {}
@@ -35,6 +37,8 @@ def load_jsonl(source: str) -> list[Document]:
                 except json.JSONDecodeError as exc:
                     problems.add(f"invalid JSON at column {exc.colno}: {exc.msg}", line=lineno)
                     continue
+                if columns and isinstance(rec, dict):
+                    rec = rename_record(rec, columns)
                 doc = record_to_doc(rec, problems, line=lineno, seen=seen)
                 if doc is not None:
                     docs.append(doc)
@@ -60,18 +64,21 @@ def open_csv(source: str) -> Iterator[tuple[int, list[str], list[str]]]:
                 yield start, row, header
 
 
-def load_csv(source: str) -> list[Document]:
+def load_csv(source: str, columns: dict[str, str] | None = None) -> list[Document]:
+    """A CSV/TSV file; ``columns`` names the columns of the fields (``{"text": "body"}``)."""
+    columns = check_columns(columns)
     problems = Problems(source)
     docs: list[Document] = []
     seen: dict[str, int | None] = {}
     try:
         header = csv_header(source)
-        missing = [c for c in ("id", "text") if c not in header]
+        missing = missing_columns(header, columns) if columns else [c for c in ("id", "text") if c not in header]
         if missing:
             cols = ", ".join(repr(c) for c in header) or "(none)"
             problems.add(f"missing column(s) {', '.join(missing)}; the header has {cols}", line=1)
             problems.raise_if_any()
         for lineno, row, header in open_csv(source):
+            header = rename_header(header, columns)
             if len(row) != len(header):
                 problems.add(f"row has {len(row)} fields, the header has {len(header)}", line=lineno)
                 continue
@@ -83,7 +90,7 @@ def load_csv(source: str) -> list[Document]:
                 try:
                     rec["spans"] = json.loads(spans_raw)
                 except json.JSONDecodeError as exc:
-                    problems.add(f"column 'spans' is not valid JSON ({exc.msg})", line=lineno, doc_id=rec.get("id"))
+                    problems.add(f"column {columns.get('spans', 'spans')!r} is not valid JSON ({exc.msg})", line=lineno, doc_id=rec.get("id"))
                     continue
             else:
                 rec.pop("spans", None)

@@ -14,7 +14,7 @@ from audit.core.paramtypes import check_params
 from audit.core.registry import Registry, normalise
 
 COMPONENT_KEYS = ("name", "params", "sample")
-RELEASE_KEYS = ("name", "path", "format", "sanitizer", "params", "aligned")
+RELEASE_KEYS = ("name", "path", "format", "columns", "sanitizer", "params", "aligned")
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,21 @@ class ReleaseSpec:
     format: str | None = None
     sanitizer: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    #: The columns of a CSV, Parquet or JSONL file that hold the fields (``{"text": "body"}``).
+    columns: Mapping[str, str] = field(default_factory=dict)
+
+
+def columns_problem(columns: Any) -> str:
+    """What is wrong with a ``columns`` mapping ``{field: column}`` ("" when nothing)."""
+    from audit.io.frames import check_columns
+
+    if not isinstance(columns, Mapping):
+        return "must be a mapping FIELD: COLUMN (fields: id, text, subject, spans)"
+    try:
+        check_columns(columns)
+    except AnonauditError as exc:
+        return str(exc)
+    return ""
 
 
 @dataclass(frozen=True)
@@ -147,11 +162,16 @@ def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool
             if wrong:
                 p.at(f"{where}.name", wrong)
                 name = None
+        columns = item.get("columns") or {}
+        if columns_problem(columns):
+            p.at(f"{where}.columns", columns_problem(columns))
+            columns = {}
         if path is not None:
             full = (base / str(path)).expanduser()
             if not full.exists():
                 p.at(f"{where}.path", f"file not found: {full}")
-            out.append(ReleaseSpec(name=name, path=full, format=item.get("format"), params=params))
+            out.append(ReleaseSpec(name=name, path=full, format=item.get("format"), params=params,
+                                   columns=dict(columns)))
         else:
             san = str(san)
             if not have_originals:

@@ -50,7 +50,8 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
     folder = folder or spec.out / "releases"
     for rs in spec.releases:
         if rs.path is not None:
-            for rel in load_release_file(rs.path, name=rs.name, originals=originals, format=rs.format):
+            for rel in load_release_file(rs.path, name=rs.name, originals=originals, format=rs.format,
+                                         columns=dict(rs.columns) or None):
                 releases.append(rel)
                 prov[rel.name] = {"source": str(rs.path), "sha256": sha256_file(rs.path)}
             continue

@@ -7,7 +7,7 @@ models, sampling budgets, a seed and an output folder::
     title: Court decisions, June release
     seed: 0
     out: audit-out                       # relative to the spec file
-    originals: data/originals.jsonl      # or {path: ..., format: jsonl}
+    originals: data/originals.jsonl      # or {path: ..., format: csv, columns: {text: body}}
     background: data/background.jsonl
     corpora: {population: data/people.jsonl}   # extra corpora; a parameter "corpus:population" gets it
     releases:
@@ -76,6 +76,8 @@ class InputSpec:
 
     path: Path
     format: str | None = None
+    #: The columns of a CSV, Parquet or JSONL file that hold the fields (``{"text": "body"}``).
+    columns: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -249,17 +251,23 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
 
 
 def _input(value: Any, where: str, p: Problems, base: Path, required: bool = False) -> InputSpec | None:
-    """A corpus file given as ``PATH`` or ``{path, format}``, resolved against ``base``."""
+    """A corpus file given as ``PATH`` or ``{path, format, columns}``, resolved against ``base``."""
+    from audit.pipeline.entries import columns_problem
+
     if value is None:
         if required:
             p.at(where, "is required (a file path)")
         return None
-    fmt = None
+    fmt, columns = None, {}
     if isinstance(value, Mapping):
-        extra = set(value) - {"path", "format"}
+        extra = set(value) - {"path", "format", "columns"}
         if extra:
-            p.at(where, f"unknown key(s) {', '.join(sorted(extra))} (use path, format)")
+            p.at(where, f"unknown key(s) {', '.join(sorted(extra))} (use path, format, columns)")
         fmt = value.get("format")
+        columns = value.get("columns") or {}
+        if columns_problem(columns):
+            p.at(f"{where}.columns", columns_problem(columns))
+            columns = {}
         value = value.get("path")
     if not isinstance(value, str) or not value:
         p.at(where, f"must be a file path, got {value!r}")
@@ -267,7 +275,7 @@ def _input(value: Any, where: str, p: Problems, base: Path, required: bool = Fal
     full = (base / value).expanduser()
     if not full.exists():
         p.at(where, f"file not found: {full}")
-    return InputSpec(full, fmt)
+    return InputSpec(full, fmt, dict(columns))
 
 
 def _corpora(raw: Any, p: Problems, base: Path) -> dict[str, InputSpec]:

@@ -1,0 +1,165 @@
+"""Tables in memory and in Parquet files: documents from a list of dicts, a pandas DataFrame,
+a Hugging Face ``Dataset`` (or anything with ``to_list()`` / ``to_pandas()``), and from
+``.parquet`` files, with the columns that hold the id, text, subject and spans named by the
+caller (``columns={"text": "body", "id": "case_id"}``).
+
+pandas and pyarrow are imported only when a table or a Parquet file is read (the
+``anonaudit[pandas]`` extra); a list of dicts needs neither. Every row is validated like a
+JSONL line (:func:`audit.io.records.record_to_doc`), every problem named by its row.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from audit.core.data import Corpus, Document
+from audit.core.errors import AnonauditError, DataError, Problem, Problems
+from audit.io.records import record_to_doc
+
+#: The document fields a column can be named for.
+FIELDS = ("id", "text", "subject", "spans")
+PANDAS_HINT = "pip install 'anonaudit[pandas]' (pandas and pyarrow)"
+
+
+def check_columns(columns: Mapping[str, str] | None) -> dict[str, str]:
+    """``{field: column}`` for the fields whose column is not named as the field."""
+    out: dict[str, str] = {}
+    for field, column in (columns or {}).items():
+        if field not in FIELDS:
+            raise AnonauditError(f"unknown document field {field!r} for a column name (use {', '.join(FIELDS)})")
+        if column is None:
+            continue
+        if not isinstance(column, str) or not column:
+            raise AnonauditError(f"the {field} column must be named by a non-empty string, got {column!r}")
+        if column != field:
+            out[field] = column
+    return out
+
+
+def rename_record(rec: dict[str, Any], columns: Mapping[str, str]) -> dict[str, Any]:
+    """``rec`` with the named columns under the field names (``{"body": ...}`` -> ``{"text": ...}``);
+    a column named for another field is moved out of the way, never silently mixed in."""
+    if not columns:
+        return rec
+    out = {k: v for k, v in rec.items() if k not in columns.values() and k not in columns}
+    for field, column in columns.items():
+        if column in rec:
+            out[field] = rec[column]
+    for k in set(columns) - set(columns.values()):  # a column called "text" while the text is in "body"
+        if k in rec:
+            out[f"{k}_column"] = rec[k]
+    return out
+
+
+def rename_header(header: list[str], columns: Mapping[str, str]) -> list[str]:
+    """A CSV header with the named columns under the field names."""
+    if not columns:
+        return header
+    back = {c: f for f, c in columns.items()}
+    return [back.get(h, f"{h}_column" if h in columns else h) for h in header]
+
+
+def missing_columns(header: list[str], columns: Mapping[str, str]) -> list[str]:
+    """The required columns (id, text) absent from ``header``, by the name the user gave them."""
+    return [columns.get(f, f) for f in ("id", "text") if columns.get(f, f) not in header
+            and not (f == "id" and "doc_id" in header and "id" not in columns)]
+
+
+def plain(value: Any) -> Any:
+    """A cell as plain Python: numpy scalars and arrays (as pandas and pyarrow give them)
+    unwrapped, lists and dicts inside them too; a missing cell (None, NaN, NA) is None."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy array or scalar
+        return plain(value.tolist())
+    if type(value).__name__ in ("NAType", "NaTType"):
+        return None
+    return value
+
+
+def table_records(data: Any, what: str) -> list[dict[str, Any]]:
+    """The rows of a table in memory as dicts: a list of dicts, a pandas DataFrame, or any
+    object with ``to_list()`` (a Hugging Face ``Dataset``) or ``to_pandas()``."""
+    if isinstance(data, (list, tuple)):
+        rows = list(data)
+    elif hasattr(data, "to_dict") and hasattr(data, "columns") and hasattr(data, "iloc"):  # pandas
+        if not data.columns.is_unique:
+            dup = sorted({str(c) for c in data.columns[data.columns.duplicated()]})
+            raise AnonauditError(f"{what}: duplicate column name(s) {', '.join(dup)}")
+        rows = data.to_dict(orient="records")
+    elif callable(getattr(data, "to_list", None)):  # datasets.Dataset
+        rows = data.to_list()
+    elif callable(getattr(data, "to_pandas", None)):
+        return table_records(data.to_pandas(), what)
+    else:
+        raise AnonauditError(f"{what}: expected a file path, a Corpus, a list of dicts, a pandas DataFrame or a "
+                             f"Hugging Face Dataset, got {type(data).__name__}")
+    return rows
+
+
+def records_to_documents(rows: list[Any], source: str, columns: Mapping[str, str] | None = None) -> list[Document]:
+    """Validate rows (dicts) into documents; every problem named by its row, all at once.
+    Missing cells (None, NaN) are left out; a ``spans`` cell may be a JSON string (CSV)."""
+    cols = check_columns(columns)
+    problems = Problems(source)
+    docs: list[Document] = []
+    seen: dict[str, int | None] = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            problems.add(f"row {i}: expected a mapping of column: value, got {type(row).__name__}")
+            continue
+        rec = {str(k): plain(v) for k, v in row.items()}
+        rec = {k: v for k, v in rename_record(rec, cols).items() if v is not None}
+        if isinstance(rec.get("id"), float) and rec["id"].is_integer():
+            rec["id"] = int(rec["id"])  # an integer id column with gaps reads as floats in pandas
+        spans = rec.get("spans")
+        if isinstance(spans, str):
+            try:
+                rec["spans"] = json.loads(spans) if spans.strip() else None
+            except json.JSONDecodeError as exc:
+                problems.add(f"row {i}: column {cols.get('spans', 'spans')!r} is not valid JSON ({exc.msg})")
+                continue
+        doc = record_to_doc(rec, problems, item=i, seen=seen)
+        if doc is not None:
+            docs.append(doc)
+    if not docs and not problems:
+        problems.add("no documents")
+    problems.raise_if_any()
+    return docs
+
+
+def corpus_from_table(data: Any, *, name: str, columns: Mapping[str, str] | None = None,
+                      source: str | None = None) -> Corpus:
+    """A :class:`Corpus` from a table in memory (see :func:`table_records`)."""
+    source = source or f"<{name}: {type(data).__name__}>"
+    return Corpus(records_to_documents(table_records(data, source), source, columns), name=name, source=source)
+
+
+def read_parquet_records(source: str) -> list[dict[str, Any]]:
+    """The rows of a Parquet file (through pandas and pyarrow)."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise AnonauditError(f"{source}: reading Parquet needs pandas and pyarrow: {PANDAS_HINT}") from None
+    try:
+        frame = pd.read_parquet(source)
+    except ImportError as exc:
+        raise AnonauditError(f"{source}: reading Parquet needs pyarrow: {PANDAS_HINT} ({exc})") from None
+    except Exception as exc:  # pyarrow's errors have no common base class worth naming
+        raise DataError(Problem(source, f"unreadable Parquet file: {type(exc).__name__}: {exc}")) from None
+    return table_records(frame, source)
+
+
+def load_parquet(source: str, columns: Mapping[str, str] | None = None) -> list[Document]:
+    return records_to_documents(read_parquet_records(source), source, columns)
