@@ -271,15 +271,21 @@ class ResultsFile:
                 "results": [r.to_dict() for r in self.results]}
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write atomically (temporary file in the same folder, flushed to disk, then rename).
+        """Write atomically (temporary file in the same folder, flushed to disk, then rename),
+        and the flat table beside it (``summary.csv``: :mod:`audit.core.summary`).
         Use :meth:`update` when another process may write the same file. A result whose figures
         could not be read back (NaN, a reversed interval, n = 0) is refused, never written."""
+        from audit.core.summary import check_summary_target, write_summary
+
         data = self.to_dict()
         problems = [Problem(str(path), f"result {r['name']!r} on release {r['release']!r}: {w}")
                     for r in data["results"] for w in figure_problems(r)]
         if problems:
             raise DataError(problems)
-        return atomic_write_json(path, data, fsync=True)
+        check_summary_target(path)
+        written = atomic_write_json(path, data, fsync=True)
+        write_summary(path, self.results)
+        return written
 
     @classmethod
     def update(cls, path: str | os.PathLike, merge: Callable[[ResultsFile | None], ResultsFile]) -> ResultsFile:

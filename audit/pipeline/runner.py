@@ -30,6 +30,7 @@ from audit.core.errors import AnonauditError
 from audit.core.registry import Registry, normalise
 from audit.core.registry import registry as default_registry
 from audit.core.results import Result, ResultsFile, figure_problems
+from audit.core.summary import check_summary_target
 from audit.models.resources import LLM_STATS, Resources
 from audit.pipeline.provenance import (
     build_provenance,
@@ -131,7 +132,7 @@ class Audit:
     def _load_corpus(self, inp: InputSpec, name: str) -> Corpus:
         from audit.io.loaders import load_corpus
 
-        return load_corpus(str(inp.path), format=inp.format, name=name)
+        return load_corpus(str(inp.path), format=inp.format, name=name, columns=dict(inp.columns) or None)
 
     # -- the run
     def run(self, resources: Resources | None = None) -> AuditOutcome:
@@ -164,6 +165,7 @@ class Audit:
         t_start = time.time()
         spec.out.mkdir(parents=True, exist_ok=True)
         path = self.results_path
+        check_summary_target(path)  # before any work: the summary beside the results must be writable
         rf = ResultsFile.load(path) if path.exists() else ResultsFile()
         old_prov = rf.provenance if rf.provenance.get("command") else {}
         pairs: dict[str, Any] = dict(old_prov.get("pairs", {}))
