@@ -1,9 +1,12 @@
 """The import rules of the README's architecture section, checked on the source.
 
-Layers point down only: ``audit.cli`` -> ``audit.pipeline`` / ``audit.demo`` -> plugins
+Layers point down only: ``audit.cli`` -> ``anonaudit`` (the Python API) -> ``audit.pipeline`` /
+``audit.demo`` -> plugins
 (``attackers``, ``defenders``, ``audit.metrics``, ``reports``) -> ``audit.models``, ``audit.io``
 -> ``audit.core``. Plugins receive data objects and shared resources, never files or options,
-so they never import ``audit.cli`` or ``audit.io``; ``reports`` reads results only.
+so they never import ``audit.cli`` or ``audit.io``; ``reports`` reads results only. The API
+(``anonaudit``) is used by the command line only: nothing below it imports it, and it reaches
+attacks and sanitizers through the registry, never by name.
 Every import counts, including those inside functions and under TYPE_CHECKING.
 """
 
@@ -15,7 +18,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("audit", "attackers", "defenders", "reports")
+PACKAGES = ("anonaudit", "audit", "attackers", "defenders", "reports")
+#: Everything below the API.
+BELOW_API = ("audit.core", "audit.io", "audit.models", "audit.metrics", "audit.pipeline", "audit.demo",
+             "attackers", "defenders", "reports")
 
 
 def modules() -> dict[str, Path]:
@@ -62,6 +68,8 @@ RULES = [
                     "attackers", "defenders")),
     (("audit.pipeline", "audit.demo"), ("audit.cli",)),
     (("audit",), ("attackers", "defenders")),  # the core finds plugins through the registry only
+    (BELOW_API, ("anonaudit",)),  # the API sits just below the command line
+    (("anonaudit",), ("audit.cli", "attackers", "defenders")),
 ]
 
 

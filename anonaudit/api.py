@@ -1,0 +1,238 @@
+"""``anonaudit.audit``, ``attack``, ``utility``, ``sanitize`` and ``run``: the toolkit from Python.
+
+Each function builds an audit spec (:mod:`audit.pipeline.spec`) and runs it with the
+pipeline's :class:`~audit.pipeline.runner.Audit`: the same load, fit, evaluate and save loop,
+the same checks and provenance as ``anonaudit run``; the command line calls these functions.
+Nothing is written to disk unless asked (``out=``): the runner works in a private temporary
+folder, removed when the call returns, and the results come back in memory
+(:class:`~anonaudit.results.Results`). Model caches still go to ``ANONAUDIT_HOME``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from anonaudit.inputs import (
+    Workspace,
+    as_corpus,
+    columns_of,
+    component_entries,
+    forget_workspace,
+    input_entry,
+    is_file,
+    release_entries,
+)
+from anonaudit.results import Results, read_copies
+from audit.core.data import Corpus
+from audit.core.errors import AnonauditError
+
+
+def _registry(registry: Any):
+    from audit.core.registry import registry as default_registry
+
+    return registry or default_registry
+
+
+def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, metrics: Any = None,
+          background: Any = None, corpora: Mapping[str, Any] | None = None, seed: int = 0,
+          llm: str | None = None, embedder: str | None = None, sample: int | None = None,
+          text_column: str = "text", id_column: str = "id", subject_column: str = "subject",
+          spans_column: str = "spans", title: str | None = None, executor: Any = None,
+          out: str | os.PathLike | None = None, progress: bool = True, on_error: str = "raise",
+          registry: Any = None, command: str = "api", source: str = "anonaudit.audit()") -> Results:
+    """Run attacks and utility metrics on releases and return their :class:`Results`.
+
+    originals: the private documents (a file path, a DataFrame, a list of dicts, a Hugging Face
+        ``Dataset``, a ``Corpus``); needed by the attacks and metrics that compare with them.
+    releases: ``{name: data}`` (data: as originals, a ``Release``, a file, or
+        ``{"sanitizer": NAME, "params": {...}}`` run on the originals); or a list of files and
+        Release objects.
+    attacks, metrics: names, ``{"name": ..., "params": {...}, "sample": N}`` entries, or
+        ``{name: {params}}``.
+    background: public documents with a ``subject`` (what TRIR's adversary knows).
+    corpora: further corpora a parameter refers to as ``"corpus:NAME"``.
+    seed, llm, embedder: given to every component that takes them.
+    sample: a seeded sample of this many documents per release (the same ids for each).
+    text_column, id_column, subject_column, spans_column: the columns of tables and of CSV,
+        Parquet or JSONL files that hold each field.
+    out: a results file to write (``summary.csv`` and the release copies beside it); results
+        merge into an existing one, as on the command line. Default: nothing written.
+    progress: show what each stage does, with progress bars on a terminal.
+    on_error: ``"raise"`` stops at the first failing component; ``"skip"`` records it and goes on.
+    """
+    columns = columns_of(text_column, id_column, subject_column, spans_column)
+    with Workspace() as ws:
+        data: dict[str, Any] = {"seed": seed, "models": {"llm": llm, "embedder": embedder},
+                                "releases": release_entries(releases, columns, ws),
+                                "attacks": component_entries(attacks, "attacks"),
+                                "metrics": component_entries(metrics, "metrics")}
+        for role, value in (("originals", originals), ("background", background)):
+            entry = input_entry(value, role, columns, ws)
+            if entry is not None:
+                data[role] = entry
+        if corpora:
+            data["corpora"] = {str(k): input_entry(v, f"corpora[{k!r}]", columns, ws) for k, v in corpora.items()}
+        if sample is not None:
+            data["sampling"] = {"documents": sample}
+        if title is not None:
+            data["title"] = title
+        if executor is not None:
+            data["executor"] = executor
+        return _execute(data, ws, out=out, registry=registry, progress=progress, on_error=on_error,
+                        command=command, source=source, resume=False)
+
+
+def _execute(data: Mapping[str, Any] | Any, ws: Workspace, *, out: Any, registry: Any, progress: bool,
+             on_error: str, command: str, source: str, resume: bool, base: Path | None = None) -> Results:
+    """Parse (unless given parsed) and run a spec; results in memory, or in ``out`` when given."""
+    import dataclasses
+
+    from audit.pipeline.runner import Audit, AuditSpec, parse_spec
+
+    reg = _registry(registry)
+    results_path = Path(out).expanduser().resolve() if out is not None else None
+    if isinstance(data, AuditSpec):
+        spec = data
+    else:
+        spec = parse_spec({**data, "out": str(ws.dir / "out")}, base=base or Path.cwd(), source=source,
+                          registry=reg)
+    if results_path is not None:
+        spec = dataclasses.replace(spec, out=results_path.parent)
+    elif isinstance(data, AuditSpec):
+        spec = dataclasses.replace(spec, out=ws.dir / "out")
+    outcome = Audit(spec, registry=reg, on_error=on_error, progress=progress, echo=None if not progress else
+                    _echo, command=command, results_path=results_path, resume=resume).run()
+    rf = outcome.results
+    copies = read_copies(outcome.path, rf)
+    if results_path is None:
+        forget_workspace(rf.provenance, ws)
+    return Results(rf, copies=copies, computed=outcome.computed, reused=outcome.reused, skipped=outcome.skipped,
+                   errors=outcome.errors, keys=outcome.keys, path=results_path)
+
+
+def _echo(msg: str) -> None:
+    import sys
+
+    print(msg, file=sys.stderr, flush=True)
+
+
+def attack(name: str, releases: Any = None, *, originals: Any = None, background: Any = None,
+           params: Mapping[str, Any] | None = None, sample: int | None = None, **kwargs: Any) -> Results:
+    """Run one attack (``"phrase_search"``, ``"trir"``, ``"span_guess"``, ``"claim_linker"``, or a
+    plugin's) on the releases. Its parameters go in ``params`` (or as further keywords that
+    :func:`audit` does not take); ``sample`` is a per-release document budget. Every other
+    keyword is :func:`audit`'s."""
+    own = {k: kwargs.pop(k) for k in list(kwargs) if k not in _AUDIT_KEYWORDS}
+    entry: dict[str, Any] = {"name": name, "params": {**(params or {}), **own}}
+    if sample is not None:
+        entry["sample"] = sample
+    return audit(originals, releases, attacks=[entry], background=background, **kwargs)
+
+
+def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None, **kwargs: Any) -> Results:
+    """Utility metrics of the releases against the originals: ``metrics`` as in :func:`audit`
+    (default: every registered metric; ``tpi`` and ``tps`` load the 0.5B scoring model)."""
+    if metrics is None:
+        metrics = list(_registry(kwargs.get("registry")).names("metric"))
+    return audit(originals, releases, metrics=metrics, **kwargs)
+
+
+def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None, progress: bool = True,
+        on_error: str = "raise", resume: bool = True, command: str = "run") -> Results:
+    """Run an audit spec: a YAML/TOML file (its results go to the spec's ``out`` folder, or
+    ``out``, and a re-run resumes), a mapping with the spec's keys (in memory unless it names
+    ``out``), or a parsed :class:`~audit.pipeline.spec.AuditSpec`."""
+    from audit.pipeline.runner import AuditSpec, load_spec
+
+    reg = _registry(registry)
+    if is_file(spec):
+        overrides = {"out": str(Path(out).resolve())} if out is not None else None
+        spec = load_spec(spec, overrides=overrides, registry=reg)
+    elif isinstance(spec, Mapping) and (out is not None or "out" in spec):
+        from audit.pipeline.runner import parse_spec
+
+        spec = parse_spec({**spec, **({"out": str(out)} if out is not None else {})}, base=Path.cwd(),
+                          source="anonaudit.run()", registry=reg)
+    with Workspace() as ws:
+        written = isinstance(spec, AuditSpec)
+        path = spec.out / "results.json" if written else None
+        return _execute(spec, ws, out=path, registry=reg, progress=progress, on_error=on_error, command=command,
+                        source="anonaudit.run()", resume=resume)
+
+
+def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, seed: int | None = 0,
+             llm: str | None = None, embedder: str | None = None, text_column: str = "text", id_column: str = "id",
+             subject_column: str = "subject", spans_column: str = "spans", format: str | None = None,  # noqa: A002
+             release_name: str | None = None, progress: bool = False, registry: Any = None, **kwargs: Any) -> Any:
+    """Run the sanitizer ``name`` on ``data`` and return the release, the pandas way: a new
+    object of the input's kind, the input untouched. A DataFrame (or a Hugging Face
+    ``Dataset``) gives a DataFrame and a list of dicts a list of dicts, with the same column
+    names and the applied spans (offsets in the new text, label, replacement, original) in the
+    spans column; a file path or a ``Corpus`` gives a :class:`~audit.core.data.Release`.
+    The sanitizer's parameters go in ``params`` or as further keywords."""
+    from audit.core.paramtypes import check_params
+
+    reg = _registry(registry)
+    cls = reg.get("sanitizer", name)
+    given = {**(params or {}), **kwargs}
+    accepted = cls.param_names()
+    for key, value in (("seed", seed), ("llm", llm), ("embedder", embedder), ("progress", progress)):
+        if key in accepted and key not in given and value is not None:
+            given[key] = value
+    wrong = check_params(cls, given)
+    if wrong:
+        raise AnonauditError("\n".join(f"sanitizer {name!r}: parameter {k!r} {why}" for k, why in wrong.items()))
+    columns = columns_of(text_column, id_column, subject_column, spans_column)
+    if is_file(data):
+        from audit.io.loaders import load_corpus
+
+        corpus = load_corpus(data, format=format, columns=columns or None)
+    else:
+        corpus = as_corpus(data, name="originals", columns=columns)
+    try:
+        san = reg.create("sanitizer", name, **given)
+    except (TypeError, ValueError) as exc:
+        raise AnonauditError(f"sanitizer {name!r}: {exc}") from None
+    try:
+        release = san.sanitize(corpus, name=release_name or (Path(data).stem if is_file(data) else name))
+    finally:
+        san.close()
+    if is_file(data) or isinstance(data, Corpus):
+        return release
+    rows = [_row(d, text_column, id_column, subject_column, spans_column) for d in release.corpus]
+    if isinstance(data, (list, tuple)):
+        return rows
+    from anonaudit.results import _pandas
+
+    frame = _pandas().DataFrame(rows)
+    first = [c for c in (getattr(data, "columns", None) or getattr(data, "column_names", None) or [])
+             if c in frame.columns]
+    return frame[first + [c for c in frame.columns if c not in first]]
+
+
+def _row(doc: Any, text: str, id_: str, subject: str, spans: str) -> dict[str, Any]:
+    row: dict[str, Any] = {id_: doc.id, text: doc.text, subject: doc.subject,
+                           spans: [s.to_dict() for s in doc.spans]}
+    for k, v in doc.meta.items():
+        row.setdefault(k, v)
+    return row
+
+
+_AUDIT_KEYWORDS = frozenset(audit.__code__.co_varnames[:audit.__code__.co_argcount + audit.__code__.co_kwonlyargcount])
+
+
+def sample_data(n: int = 12, seed: int = 0) -> dict[str, Any]:
+    """A small synthetic population as lists of dicts (``originals``, ``background`` and the two
+    releases that come with ``anonaudit demo-data``), for examples and tests."""
+    from audit.demo.data import generate
+
+    demo = generate(n=n, seed=seed)
+    rows = lambda docs: [d.to_dict() for d in docs]  # noqa: E731
+    return {"originals": rows(demo.originals), "background": rows(demo.background),
+            "releases": {name: rows(r.corpus) for name, r in demo.releases.items()}}
+
+
+__all__ = ["audit", "attack", "utility", "sanitize", "run", "sample_data"]

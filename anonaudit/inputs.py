@@ -1,0 +1,147 @@
+"""The API's inputs as entries of an audit spec.
+
+A file (a path, or ``{"path", "format", "columns"}``) is passed on as it is: the runner
+loads it as ``anonaudit run`` would. Data in memory (a :class:`~audit.core.data.Corpus`, a
+:class:`~audit.core.data.Release`, a list of dicts, a pandas DataFrame, a Hugging Face
+``Dataset``) is validated here, row by row, and written as JSONL into the run's private
+working folder (:class:`Workspace`, removed when the run ends), so both kinds of input take
+the one load, fit, evaluate and save loop of :mod:`audit.pipeline.runner`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from audit.core.data import Corpus, Release
+from audit.core.errors import AnonauditError
+from audit.io.frames import check_columns, corpus_from_table
+
+IN_MEMORY = "<in memory>"
+
+
+class Workspace:
+    """A private temporary folder for one call (in-memory inputs as JSONL, and the runner's
+    output when the caller asked for no file); removed on exit, whatever happened."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="anonaudit-"))
+        self._n = 0
+        self.memory: dict[str, str] = {}  # the path of each input written here -> what it was
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def write(self, corpus: Corpus, what: str) -> str:
+        from audit.io.loaders import save_jsonl
+
+        self._n += 1
+        path = self.dir / "inputs" / f"{self._n}.jsonl"
+        save_jsonl(corpus, path)
+        self.memory[str(path)] = what
+        return str(path)
+
+
+def is_file(value: Any) -> bool:
+    return isinstance(value, (str, os.PathLike))
+
+
+def as_corpus(value: Any, *, name: str, columns: Mapping[str, str] | None = None) -> Corpus:
+    """A Corpus from a Corpus, a Release (its documents) or a table in memory."""
+    if isinstance(value, Corpus):
+        return value
+    if isinstance(value, Release):
+        return value.corpus
+    return corpus_from_table(value, name=name, columns=columns)
+
+
+def input_entry(value: Any, role: str, columns: Mapping[str, str], ws: Workspace) -> Any:
+    """The spec entry of an input (``originals``, ``background``, a corpus): a file as given
+    (with the column names), or data in memory written into the workspace."""
+    if value is None:
+        return None
+    if is_file(value):
+        return {"path": os.fspath(value), **({"columns": dict(columns)} if columns else {})}
+    if isinstance(value, Mapping):
+        if "path" not in value:
+            raise AnonauditError(f"{role}: a mapping names a file as {{'path': ..., 'format': ..., 'columns': ...}}; "
+                                 "give a table as a list of dicts or a DataFrame")
+        return {**({"columns": dict(columns)} if columns else {}), **value}
+    corpus = as_corpus(value, name=role, columns=columns)
+    return {"path": ws.write(corpus, f"{role} ({type(value).__name__})")}
+
+
+def release_entries(releases: Any, columns: Mapping[str, str], ws: Workspace) -> list[dict[str, Any]]:
+    """The spec's ``releases``: from ``{name: data}``, or a list of files, Release objects and
+    spec entries (``{"name", "path"}``, ``{"name", "sanitizer", "params"}``)."""
+    if releases is None:
+        raise AnonauditError("releases: give the releases to audit, as {name: data or file}")
+    if is_file(releases) or isinstance(releases, Release):
+        releases = [releases]
+    if isinstance(releases, Mapping):
+        items = [(str(k), v) for k, v in releases.items()]
+    elif isinstance(releases, (list, tuple)):
+        if releases and all(isinstance(r, Mapping) and "path" not in r and "sanitizer" not in r for r in releases):
+            raise AnonauditError("releases: this looks like one table (a list of rows); name it: "
+                                 "releases={'NAME': rows}")
+        items = [(None, v) for v in releases]
+    else:
+        raise AnonauditError("releases: give {name: data or file} (data: a DataFrame, a list of dicts, a Hugging "
+                             f"Face Dataset, a Corpus or a Release), got {type(releases).__name__}")
+    out: list[dict[str, Any]] = []
+    for name, value in items:
+        label = f"releases[{name!r}]" if name is not None else "releases"
+        if isinstance(value, Mapping) and ("path" in value or "sanitizer" in value):
+            entry = dict(value)
+            if "path" in value and columns and "columns" not in entry:
+                entry["columns"] = dict(columns)
+        elif is_file(value):
+            entry = {"path": os.fspath(value), **({"columns": dict(columns)} if columns else {})}
+        elif isinstance(value, Release):
+            entry = {"path": ws.write(value.corpus, f"release {value.name} (Release)"), "name": value.name}
+        else:
+            entry = {"path": ws.write(as_corpus(value, name=name or "release", columns=columns),
+                                      f"{label} ({type(value).__name__})")}
+        if name is not None:
+            entry["name"] = name
+        out.append(entry)
+    return out
+
+
+def columns_of(text_column: str, id_column: str, subject_column: str, spans_column: str) -> dict[str, str]:
+    """``{field: column}`` for the columns not named as their field."""
+    return check_columns({"text": text_column, "id": id_column, "subject": subject_column, "spans": spans_column})
+
+
+def component_entries(value: Any, what: str) -> list[Any]:
+    """Attacks or metrics as the spec takes them: ``"name"``, ``{"name", "params", "sample"}``,
+    a list of either, or ``{name: {params}}``."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        if "name" in value:
+            return [dict(value)]
+        return [{"name": str(k), "params": dict(v or {})} for k, v in value.items()]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise AnonauditError(f"{what}: give names, {{'name': ..., 'params': {{...}}}} or {{name: {{params}}}}, "
+                         f"got {type(value).__name__}")
+
+
+def forget_workspace(provenance: dict[str, Any], ws: Workspace) -> None:
+    """Replace the workspace's temporary paths in a provenance by what the data was."""
+    for record in (provenance.get("inputs") or {}).values():
+        if isinstance(record, dict) and record.get("path") in ws.memory:
+            record["path"] = f"{IN_MEMORY}: {ws.memory[record['path']]}"
+    for record in (provenance.get("releases") or {}).values():
+        if isinstance(record, dict) and record.get("source") in ws.memory:
+            record["source"] = f"{IN_MEMORY}: {ws.memory[record['source']]}"

@@ -1,0 +1,235 @@
+"""What an audit returns: :class:`Results` (a tidy table, the HTML report, the gate, a results
+file) and :class:`GateOutcome` (the gate's typed verdict).
+
+A :class:`Results` holds the results file's content and the sanitized texts of its releases
+(the report draws its evidence on them), in memory: nothing is written until
+:meth:`Results.save` or :meth:`Results.report` is called.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from audit.core.errors import AnonauditError
+from audit.core.results import Result, ResultsFile
+from audit.core.summary import COLUMNS, summary_rows
+
+PANDAS_HINT = "pip install 'anonaudit[pandas]'"
+
+
+def _pandas():
+    try:
+        import pandas as pd
+    except ImportError:
+        raise AnonauditError(f"to_pandas() needs pandas: {PANDAS_HINT} (or use to_list())") from None
+    return pd
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """The gate's verdict on a set of results: ``status`` is ``"pass"``, ``"fail"`` or
+    ``"inconclusive"`` (no check fails but an attacker failed its own check, so its low risk
+    proves nothing); ``exit_code`` is the CLI's (0, 1, 3); ``checks`` are the typed checks of
+    :mod:`audit.pipeline.gate`. True only when every check passes."""
+
+    checks: tuple[Any, ...]
+    status: str
+    exit_code: int
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
+    def failed(self) -> list[Any]:
+        return [c for c in self.checks if c.status == "fail"]
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [{"release": c.release, "name": c.threshold.name, "side": c.threshold.side,
+                 "threshold": c.threshold.value, "bound": c.bound, "compared": c.compared, "status": c.status,
+                 "reason": c.reason} for c in self.checks]
+
+    def to_pandas(self):
+        return _pandas().DataFrame(self.to_list(), columns=["release", "name", "side", "threshold", "bound",
+                                                            "compared", "status", "reason"])
+
+    def table(self) -> str:
+        from audit.pipeline.gate import format_table
+
+        return format_table(self.checks)
+
+    def write_junit(self, path: str | os.PathLike) -> Path:
+        from audit.pipeline.gate import write_junit
+
+        return write_junit(path, list(self.checks))
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+@dataclass
+class Results:
+    """The results of an audit, an attack or utility metrics.
+
+    ``to_pandas()`` (or ``to_list()``) is the flat table, one row per release x result
+    (columns :data:`audit.core.summary.COLUMNS`: release, kind, name, value, ci_low, ci_high,
+    n, baseline, beats_baseline, inconclusive, warning), the same as ``summary.csv``.
+    ``results`` are the typed :class:`~audit.core.results.Result` objects with their
+    per-document findings; ``provenance`` says how they were made. ``computed``, ``reused``,
+    ``skipped`` and ``errors`` say what the run did.
+    """
+
+    file: ResultsFile
+    #: The release copies the report reads: {path relative to the results file: JSONL bytes}.
+    copies: Mapping[str, bytes] = field(default_factory=dict)
+    computed: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)
+    keys: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Where the results file is, when the run wrote one (``out=``) or it was loaded.
+    path: Path | None = None
+
+    # -- reading
+    @property
+    def results(self) -> list[Result]:
+        return list(self.file.results)
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        return self.file.provenance
+
+    @property
+    def releases(self) -> list[str]:
+        return self.file.releases
+
+    def get(self, name: str, release: str) -> Result | None:
+        """The result ``name`` on ``release`` (None when there is none)."""
+        return self.file.get(name, release)
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return summary_rows(self.file.results)
+
+    def to_pandas(self):
+        """One row per release x result: the table of ``summary.csv``."""
+        return _pandas().DataFrame(self.to_list(), columns=list(COLUMNS))
+
+    def __len__(self) -> int:
+        return len(self.file.results)
+
+    def __repr__(self) -> str:
+        names = sorted({r.name for r in self.file.results})
+        return f"Results({len(self.file.results)} results: {', '.join(names)} on {', '.join(self.releases)})"
+
+    # -- the gate
+    def gate(self, max: Mapping[str, float] | None = None, min: Mapping[str, float] | None = None, *,  # noqa: A002
+             releases: Sequence[str] = (), on_point: bool = False) -> GateOutcome:
+        """Judge thresholds as ``anonaudit gate`` does (on the cautious end of each 95% CI unless
+        ``on_point``): ``max={"phrase_search": 0.1}`` fails a release whose risk may exceed 0.1,
+        ``min={"rouge": 0.5}`` one whose utility may fall below 0.5. Raises
+        :class:`~audit.pipeline.gate.GateInputError` for a name or release not in the results."""
+        from audit.pipeline.gate import Threshold, evaluate, exit_code
+
+        thresholds = [_threshold(k, "max", v, Threshold) for k, v in (max or {}).items()] + \
+                     [_threshold(k, "min", v, Threshold) for k, v in (min or {}).items()]
+        checks = evaluate(self.file, thresholds, releases=list(releases), on_point=on_point)
+        code = exit_code(checks)
+        status = {0: "pass", 1: "fail", 3: "inconclusive"}[code]
+        return GateOutcome(tuple(checks), status, code)
+
+    # -- writing
+    def save(self, path: str | os.PathLike, *, force: bool = False) -> Path:
+        """Write the results file (``results.json``), ``summary.csv`` beside it and the release
+        copies the report reads (``releases/`` beside ``results.json``, ``X.releases/`` beside
+        ``X.json``), so that ``anonaudit report`` and :func:`load_results` work on it later.
+        An existing results file is replaced only with ``force=True``."""
+        from audit.core.files import atomic_write
+        from audit.pipeline.releases import release_file_name
+
+        path = Path(path)
+        if path.exists() and not force and path.resolve() != (self.path.resolve() if self.path else None):
+            raise AnonauditError(f"{path}: exists; pass force=True to replace it")
+        folder = path.parent / ("releases" if path.name == "results.json" else f"{path.stem}.releases")
+        prov = json.loads(json.dumps(self.file.provenance))  # a copy, with the copies' new places
+        for name, info in (prov.get("releases") or {}).items():
+            data = self.copies.get(str(info.get("path"))) if isinstance(info, dict) else None
+            if data is None:
+                continue
+            target = folder / release_file_name(name)
+            atomic_write(target, data)
+            info["path"] = os.path.relpath(target, path.parent)
+        rf = ResultsFile(results=list(self.file.results), provenance=prov)
+        rf.save(path)
+        return path
+
+    def report(self, path: str | os.PathLike, *, shareable: bool = False, gate: GateOutcome | None = None,
+               max_documents: int = 50, title: str | None = None, notes: Sequence[str] = ()) -> Path:
+        """Write the HTML report to ``path`` and its per-document findings beside it
+        (``findings.csv`` for ``report.html``, ``NAME.csv`` otherwise); ``shareable=True``
+        leaves out every original text, span, guess and predicted identity. Returns the path."""
+        from reports.export import write_findings_csv
+        from reports.render import write_report
+        from reports.shareable import shareable as make_shareable
+
+        out = Path(path)
+        csv_path = out.with_name("findings.csv" if out.name == "report.html" else
+                                 "findings.shareable.csv" if out.name == "report.shareable.html" else
+                                 out.stem + ".csv")
+        write_findings_csv(csv_path, make_shareable(self.file) if shareable else self.file)
+        return write_report(out, self.file, shareable=shareable, checks=None if gate is None else list(gate.checks),
+                            texts=self.texts(), max_documents=max_documents, title=title, notes=list(notes),
+                            csv_name=csv_path.name)
+
+    def texts(self) -> dict[str, dict[str, str]]:
+        """The sanitized text of each document of each release: ``{release: {id: text}}``."""
+        out: dict[str, dict[str, str]] = {}
+        for name, info in (self.file.provenance.get("releases") or {}).items():
+            data = self.copies.get(str(info.get("path"))) if isinstance(info, Mapping) else None
+            if data is None:
+                continue
+            texts: dict[str, str] = {}
+            for line in data.decode("utf-8", errors="replace").splitlines():
+                if line.strip():
+                    d = json.loads(line)
+                    texts[str(d["id"])] = str(d["text"])
+            out[str(name)] = texts
+        return out
+
+
+def _threshold(name: str, side: str, value: Any, cls: Any) -> Any:
+    from audit.pipeline.gate import GateInputError
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise GateInputError(f"{side}={{{name!r}: {value!r}}}: a threshold is a number between 0 and 1")
+    return cls(str(name), side, float(value))
+
+
+def read_copies(results_path: Path, rf: ResultsFile) -> dict[str, bytes]:
+    """The release copies recorded in ``rf``'s provenance, read from beside ``results_path``
+    (checked as the report checks them: inside the folder, the recorded sha256)."""
+    from reports.render import load_release_texts
+
+    load_release_texts(results_path, rf)  # refuses a copy outside the folder or changed since
+    base = results_path.resolve().parent
+    copies: dict[str, bytes] = {}
+    for info in (rf.provenance.get("releases") or {}).values():
+        if isinstance(info, Mapping) and isinstance(info.get("path"), str):
+            target = Path(os.path.normpath(base / info["path"]))
+            if target.is_file():
+                copies[info["path"]] = target.read_bytes()
+    return copies
+
+
+def load_results(path: str | os.PathLike) -> Results:
+    """Read a results file (and the release copies beside it) into :class:`Results`."""
+    path = Path(path)
+    rf = ResultsFile.load(path)
+    return Results(rf, copies=read_copies(path, rf), path=path)
