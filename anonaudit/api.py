@@ -110,7 +110,8 @@ def _execute(data: Mapping[str, Any] | Any, ws: Workspace, *, out: Any, registry
     if results_path is None:
         forget_workspace(rf.provenance, ws)
     return Results(rf, copies=copies, computed=outcome.computed, reused=outcome.reused, skipped=outcome.skipped,
-                   errors=outcome.errors, keys=outcome.keys, path=results_path)
+                   errors=outcome.errors, keys=outcome.keys, path=outcome.path if results_path else None,
+                   seconds=outcome.seconds)
 
 
 def _echo(msg: str) -> None:
@@ -208,8 +209,9 @@ def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, s
     from anonaudit.results import _pandas
 
     frame = _pandas().DataFrame(rows)
-    first = [c for c in (getattr(data, "columns", None) or getattr(data, "column_names", None) or [])
-             if c in frame.columns]
+    given = getattr(data, "columns", None)
+    given = list(given) if given is not None else list(getattr(data, "column_names", None) or [])
+    first = [c for c in given if c in frame.columns]
     return frame[first + [c for c in frame.columns if c not in first]]
 
 

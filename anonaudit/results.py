@@ -97,6 +97,8 @@ class Results:
     keys: list[tuple[str, str, str]] = field(default_factory=list)
     #: Where the results file is, when the run wrote one (``out=``) or it was loaded.
     path: Path | None = None
+    #: How long the run took (0 for results loaded from a file).
+    seconds: float = 0.0
 
     # -- reading
     @property
@@ -170,11 +172,13 @@ class Results:
         rf.save(path)
         return path
 
-    def report(self, path: str | os.PathLike, *, shareable: bool = False, gate: GateOutcome | None = None,
-               max_documents: int = 50, title: str | None = None, notes: Sequence[str] = ()) -> Path:
+    def report(self, path: str | os.PathLike, *, shareable: bool = False, gate: Any = None,
+               max_documents: int = 50, title: str | None = None, notes: Sequence[str] = (),
+               registry: Any = None) -> Path:
         """Write the HTML report to ``path`` and its per-document findings beside it
         (``findings.csv`` for ``report.html``, ``NAME.csv`` otherwise); ``shareable=True``
-        leaves out every original text, span, guess and predicted identity. Returns the path."""
+        leaves out every original text, span, guess and predicted identity. ``gate``: a
+        :class:`GateOutcome` (or its checks) shown beside the verdict. Returns the path."""
         from reports.export import write_findings_csv
         from reports.render import write_report
         from reports.shareable import shareable as make_shareable
@@ -184,9 +188,11 @@ class Results:
                                  "findings.shareable.csv" if out.name == "report.shareable.html" else
                                  out.stem + ".csv")
         write_findings_csv(csv_path, make_shareable(self.file) if shareable else self.file)
-        return write_report(out, self.file, shareable=shareable, checks=None if gate is None else list(gate.checks),
-                            texts=self.texts(), max_documents=max_documents, title=title, notes=list(notes),
-                            csv_name=csv_path.name)
+        checks = None if gate is None else list(gate.checks if isinstance(gate, GateOutcome) else gate)
+        extra = {} if registry is None else {"registry": registry}  # component descriptions
+        return write_report(out, self.file, shareable=shareable, checks=checks, texts=self.texts(),
+                            max_documents=max_documents, title=title, notes=list(notes), csv_name=csv_path.name,
+                            **extra)
 
     def texts(self) -> dict[str, dict[str, str]]:
         """The sanitized text of each document of each release: ``{release: {id: text}}``."""

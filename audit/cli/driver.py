@@ -19,7 +19,7 @@ application embedding the CLI), else the process' registry.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ import click
 from click.core import ParameterSource
 
 from audit.cli.common import LLM_HELP
-from audit.core.config import caches_off
 from audit.cli.options import (
     DATA,
     EMBEDDER_HELP,
@@ -35,6 +34,7 @@ from audit.cli.options import (
     ComponentOptions,
     SectionedCommand,
     SectionOption,
+    column_options,
     common_options,
     component_options,
     extra_param_option,
@@ -44,7 +44,6 @@ from audit.cli.options import (
 from audit.cli.outputs import Output, check_outputs
 from audit.cli.params import Param, parameters, parse_param_values, split_list, summary
 from audit.core.errors import AnonauditError
-from audit.core.paramtypes import check_params
 from audit.core.registry import Registry, normalise
 
 
@@ -79,12 +78,15 @@ class DataArgs:
     embedder: str | None
     sample: int | None
     force: bool = False
+    #: text_column, id_column, subject_column, as the API takes them
+    columns: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, kw: Mapping[str, Any]) -> DataArgs:
+        columns = {k: kw[k] for k in ("text_column", "id_column", "subject_column") if kw.get(k)}
         return cls(kw.get("originals"), kw.get("background"), kw.get("tri"), tuple(kw.get("releases") or ()),
                    kw.get("fmt"), kw["out"], kw.get("seed", 0), kw.get("llm"), kw.get("embedder"),
-                   kw.get("sample_documents"), bool(kw.get("force")))
+                   kw.get("sample_documents"), bool(kw.get("force")), columns)
 
 
 def _file_params(params: dict[str, Any], plist: Sequence[Param], corpora: dict[str, Any]) -> dict[str, Any]:
@@ -110,11 +112,10 @@ def _file_params(params: dict[str, Any], plist: Sequence[Param], corpora: dict[s
 def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str, Any]], data: DataArgs,
                    corpora: Mapping[str, Any], command: str, on_error: str = "raise"):
     """Run ``entries`` (``{"name", "params", "sample"?}`` of ``kind``) on the releases of ``data``
-    through the pipeline's :class:`~audit.pipeline.runner.Audit`, merging into ``data.out``."""
+    with :func:`anonaudit.audit` (the Python API: one code path), merging into ``data.out``."""
+    import anonaudit
     from audit.cli.common import echo_summary
     from audit.io.loaders import parse_release_spec
-    from audit.pipeline.runner import Audit
-    from audit.pipeline.spec import parse_spec
 
     reg = registry_of(ctx)
     if data.background and data.tri:
@@ -137,34 +138,21 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
               *(("--release", parse_release_spec(r)[1]) for r in data.releases),
               *((f"corpus {k}", v["path"]) for k, v in corpora.items())]
     check_outputs([Output(out, "results")], inputs, force=data.force)
-    spec_data: dict[str, Any] = {
-        "seed": data.seed, "out": str(out.parent),
-        "releases": releases, f"{kind}s": list(entries),
-        "models": {"llm": data.llm, "embedder": data.embedder},
-    }
-    if data.originals:
-        spec_data["originals"] = {"path": data.originals,
-                                  "format": None if data.fmt in (None, "spans", "tri") else data.fmt}
-    if data.background:
-        spec_data["background"] = data.background
-    elif data.tri:
-        spec_data["background"] = {"path": data.tri, "format": "tri"}
-    if corpora:
-        spec_data["corpora"] = dict(corpora)
-    spec = parse_spec(spec_data, base=Path.cwd(), source="command line", registry=reg)
-    # A component's --no-cache (its `cache`/`use_cache` off) means no cache at all in this run:
-    # the shared models it asks for (LLM answers, embeddings, IC) honour it too.
-    no_cache = any(e.get("params", {}).get(k) is False for e in entries for k in ("cache", "use_cache"))
-    with caches_off(no_cache):
-        outcome = Audit(spec, registry=reg, on_error=on_error, command=command, results_path=out,
-                        resume=False).run()
-    keys = set(outcome.keys)
-    echo_summary([r for r in outcome.results.results if r.key in keys])
-    for s in outcome.skipped:
+    originals = None if not data.originals else {
+        "path": data.originals, "format": None if data.fmt in (None, "spans", "tri") else data.fmt}
+    background = data.background or ({"path": data.tri, "format": "tri"} if data.tri else None)
+    # A component's --no-cache (its `cache`/`use_cache` off) turns every cache off for the run: the API does it.
+    results = anonaudit.audit(originals, releases, background=background, corpora=dict(corpora) or None,
+                              **{f"{kind}s": list(entries)}, seed=data.seed, llm=data.llm, embedder=data.embedder,
+                              **data.columns, out=out, on_error=on_error, registry=reg, command=command,
+                              source="command line")
+    keys = set(results.keys)
+    echo_summary([r for r in results.results if r.key in keys])
+    for s in results.skipped:
         click.secho(f"not run: {s['component']}: {s['reason']}", fg="yellow", err=True)
-    for s in outcome.errors:
+    for s in results.errors:
         click.secho(f"failed: {s['component']}: {s['reason']}", fg="red", err=True)
-    return outcome
+    return results
 
 
 def _check_requires(label: str, requires: frozenset[str], data: DataArgs) -> None:
@@ -307,6 +295,7 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
                            "documents (refused otherwise)."),
         SectionOption(["--format", "fmt"], default=None, metavar="FORMAT", section=DATA,
                       help="Input format (default: detected)."),
+        *column_options(),
     ]
     draft = ComponentOptions({key: cls}, {key: parameters(cls)}, [], {}, {})
     if draft.takes("seed"):
@@ -322,7 +311,7 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
     def callback(**kw: Any) -> None:
         import time
 
-        from audit.io.loaders import load_corpus
+        import anonaudit
         from audit.pipeline.releases import write_release_jsonl
 
         ctx = click.get_current_context()
@@ -331,25 +320,12 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
                       [("--input", kw["input_"]), *((f"--{k}", v) for k, v in params.items()
                                                     if isinstance(v, str) and Path(v).is_file())],
                       force=kw["force"])
-        for p in ("seed", "llm", "embedder"):
-            if draft.takes(p) and kw.get(p) is not None and p not in params:
-                params[p] = kw[p]
-        if draft.takes("progress") and "progress" not in params:
-            params["progress"] = True
-        wrong = check_params(cls, params)
-        if wrong:  # every wrong value at once, named, before the corpus is read
-            raise AnonauditError("\n".join(f"sanitizer {name!r}: parameter {k!r} {why}" for k, why in wrong.items()))
-        try:
-            san = reg.create("sanitizer", key, **params)
-        except (TypeError, ValueError) as exc:
-            raise AnonauditError(f"sanitizer {name!r}: {exc}") from None
-        corpus = load_corpus(kw["input_"], format=kw["fmt"])
         t0 = time.time()
-        try:
-            with caches_off(any(params.get(k) is False for k in ("cache", "use_cache"))):  # --no-cache: every cache
-                release = san.sanitize(corpus, name=Path(kw["out"]).stem)
-        finally:
-            san.close()
+        # --no-cache (the sanitizer's `cache`/`use_cache` off) turns every cache off: the API does it.
+        release = anonaudit.sanitize(key, kw["input_"], params=params, seed=kw.get("seed"), llm=kw.get("llm"),
+                                     embedder=kw.get("embedder"), progress=True, format=kw["fmt"],
+                                     release_name=Path(kw["out"]).stem, registry=reg,
+                                     **{k: kw[k] for k in ("text_column", "id_column", "subject_column")})
         write_release_jsonl(release, Path(kw["out"]))
         spans = sum(len(d.spans) for d in release.corpus)
         click.echo(f"{key}: sanitized {len(release)} documents ({spans} spans replaced) in "

@@ -121,7 +121,7 @@ def common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sam
         SectionOption(["--originals", "originals"], type=click.Path(dir_okay=False), default=None,
                       metavar="FILE", section=DATA,
                       help=("The original (private) documents" + (" (required)" if needs_orig else "")
-                            + ": JSONL, CSV, JSON map, TAB JSON. Span-file releases are applied to them.")),
+                            + ": JSONL, CSV, Parquet, JSON map, TAB JSON. Span-file releases are applied to them.")),
     ]
     if "background" in requires | accepts:
         opts += [
@@ -140,11 +140,13 @@ def common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sam
         SectionOption(["--format", "fmt"], default=None, metavar="FORMAT", section=DATA,
                       help="Format of the release files (default: detected from extension and content; the "
                            "originals take it when it is a corpus format)."),
+        *column_options(),
         SectionOption(["--out", "out"], type=click.Path(dir_okay=False), required=True, metavar="FILE",
                       section=DATA, help="Results JSON to write (merged into it if it exists). Written beside "
-                                         "it: copies of the releases for the report (releases/NAME-HASH.jsonl "
-                                         "beside results.json, X.releases/ beside any other X.json) and the "
-                                         "lock file .X.json.lock."),
+                                         "it: summary.csv (X.summary.csv beside X.json), one row per release x "
+                                         "result with its interval, n and baseline; copies of the releases for "
+                                         "the report (releases/NAME-HASH.jsonl beside results.json, X.releases/ "
+                                         "beside any other X.json) and the lock file .X.json.lock."),
         SectionOption(["--force", "force"], is_flag=True, section=DATA,
                       help="Write --out even when it is an input of this command or an existing file that is "
                            "not a results file (refused otherwise)."),
@@ -161,6 +163,15 @@ def common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sam
         opts.append(SectionOption(["--embedder", "embedder"], default=None, metavar="SPEC", section=DATA,
                                   help=EMBEDDER_HELP))
     return opts
+
+
+def column_options() -> list[click.Option]:
+    """``--text-column``, ``--id-column``, ``--subject-column``: the columns of CSV, Parquet or
+    JSONL inputs that hold each field (the API's ``text_column=``...)."""
+    return [SectionOption([f"--{field}-column", f"{field}_column"], default=field, show_default=True, metavar="NAME",
+                          section=DATA, help=f"The column of CSV, Parquet or JSONL inputs that holds the {what}.")
+            for field, what in (("text", "text"), ("id", "document id"),
+                                ("subject", "subject (the person a document is about)"))]
 
 
 def extra_param_option(comps: ComponentOptions) -> click.Option:

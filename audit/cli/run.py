@@ -12,8 +12,9 @@ import click
 from audit.demo.data import MAX_RELEASED
 
 from audit.cli.common import no_cache_run
-from audit.cli.outputs import Output, check_outputs, findings_csv_path, force_option, report_outputs
+from audit.cli.outputs import Output, check_outputs, force_option, report_outputs
 from audit.core.errors import AnonauditError
+from audit.core.summary import summary_path
 
 
 def _echo_err(msg: str) -> None:
@@ -29,19 +30,12 @@ def _thresholds(max_: tuple[str, ...], min_: tuple[str, ...]):
 def _render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_documents: int = 50,
             title: str | None = None, notes=(), registry=None) -> Path:
     """Write the report and, beside it, its CSV of per-document findings (``findings.csv``,
-    or ``NAME.csv`` for a report named otherwise than report.html)."""
-    from audit.core.results import ResultsFile
-    from reports.export import write_findings_csv
-    from reports.render import load_release_texts, write_report
-    from reports.shareable import shareable as make_shareable
+    or ``NAME.csv`` for a report named otherwise than report.html), through the API's
+    :meth:`anonaudit.Results.report`."""
+    from anonaudit import load_results
 
-    rf = ResultsFile.load(results_path)
-    out = Path(out)
-    csv_path = findings_csv_path(out)
-    write_findings_csv(csv_path, make_shareable(rf) if shareable else rf)
-    extra = {} if registry is None else {"registry": registry}  # component descriptions
-    return write_report(out, rf, shareable=shareable, checks=checks, texts=load_release_texts(results_path, rf),
-                        max_documents=max_documents, title=title, notes=notes, csv_name=csv_path.name, **extra)
+    return load_results(results_path).report(out, shareable=shareable, gate=checks, max_documents=max_documents,
+                                             title=title, notes=notes, registry=registry)
 
 
 def _warn_originals_beside(report: Path, results_path: Path) -> None:
@@ -81,52 +75,50 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
             executor: str | None, ray_address: str | None, ray_workers: int | None, force: bool) -> None:
     """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
 
-    Results go to OUT/results.json, saved after each (component, release) pair; running the
-    same command again resumes and recomputes nothing that finished. The whole spec is checked
+    Results go to OUT/results.json, saved after each (component, release) pair, with OUT/summary.csv
+    beside it (one row per release x result: value, 95% CI, n, baseline); running the same command
+    again resumes and recomputes nothing that finished. The whole spec is checked
     before anything runs. Exit status: 0 done (and the spec's `gate` passed), 1 when a `gate`
     threshold fails, 2 when the spec or an input is invalid, 3 when no threshold fails but one is
     inconclusive (an attacker failed its own check).
     """
+    import anonaudit
     from audit.cli.common import echo_summary
     from audit.cli.driver import registry_of
-    from audit.pipeline.gate import Threshold, evaluate, exit_code, format_table
-    from audit.pipeline.runner import Audit, load_spec
+    from audit.pipeline.runner import load_spec
 
     reg = registry_of(ctx)
     overrides = {"out": str(Path(out_dir).resolve())} if out_dir else None
     spec = load_spec(spec_file, overrides=overrides, registry=reg)
     spec = _with_executor(spec, executor, ray_address, ray_workers)
     check_outputs(spec_outputs(spec, report=report, shareable=shareable), spec_inputs(spec, spec_file), force=force)
-    outcome = Audit(spec, registry=reg, progress=True).run()
-    rf = outcome.results
+    results = anonaudit.run(spec, registry=reg, progress=True)
     click.echo("")
-    echo_summary(rf.results)
-    click.echo(f"\n{len(outcome.computed)} pair(s) computed, {len(outcome.reused)} reused from an earlier run, "
-               f"in {outcome.seconds:.1f}s; results: {outcome.path}")
-    for s in outcome.skipped + outcome.errors:
+    echo_summary(results.results)
+    click.echo(f"\n{len(results.computed)} pair(s) computed, {len(results.reused)} reused from an earlier run, "
+               f"in {results.seconds:.1f}s; results: {results.path} (table: {summary_path(results.path)})")
+    for s in results.skipped + results.errors:
         click.secho(f"not run: {s['component']}: {s['reason']}", fg="yellow", err=True)
     checks = None
-    thresholds = [Threshold(k, "max", v) for k, v in spec.gate.max.items()] + \
-                 [Threshold(k, "min", v) for k, v in spec.gate.min.items()]
-    if thresholds:
-        checks = evaluate(rf, thresholds, on_point=spec.gate.on_point)
-        click.echo("\n" + format_table(checks))
+    if spec.gate.max or spec.gate.min:
+        checks = results.gate(max=spec.gate.max, min=spec.gate.min, on_point=spec.gate.on_point)
+        click.echo("\n" + checks.table())
     if report:
         max_docs = int(spec.report.get("max_documents", 50))
         notes = list(spec.report.get("notes") or ())  # e.g. the demo's weakened settings
-        path = _render(outcome.path, spec.out / "report.html", shareable=False, checks=checks,
-                       max_documents=max_docs, registry=reg, notes=notes)
+        path = results.report(spec.out / "report.html", shareable=False, gate=checks, max_documents=max_docs,
+                              registry=reg, notes=notes)
         click.echo(f"report: {path}")
         if shareable or bool(spec.report.get("shareable")):
             # In a folder of its own: everything in OUT/shareable/ may leave the data owner;
             # OUT/results.json and OUT/releases/ hold originals and must not.
-            shared = _render(outcome.path, spec.out / "shareable" / "report.html", shareable=True, checks=checks,
-                             max_documents=max_docs, registry=reg, notes=notes)
+            shared = results.report(spec.out / "shareable" / "report.html", shareable=True, gate=checks,
+                                    max_documents=max_docs, registry=reg, notes=notes)
             click.secho(f"shareable report: {shared} (share the folder {shared.parent} only: "
                         f"{spec.out / 'results.json'} and {spec.out / 'releases'} hold original text)",
                         fg="green", err=True)
-    if checks and exit_code(checks):
-        sys.exit(exit_code(checks))
+    if checks is not None and checks.exit_code:
+        sys.exit(checks.exit_code)
 
 
 def spec_inputs(spec, spec_file: str | Path) -> list[tuple[str, Path | None]]:
@@ -315,9 +307,10 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     tests pass their own registry and lists."""
     import yaml
 
+    import anonaudit
     from audit.demo.data import write
     from audit.core.registry import registry as default_registry
-    from audit.pipeline.runner import Audit, parse_spec
+    from audit.pipeline.runner import parse_spec
 
     reg = registry or default_registry
     out = Path(out_dir).resolve()
@@ -355,15 +348,14 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     spec_path.write_text("# Written by `anonaudit demo`; re-run with: anonaudit run audit.yaml\n"
                          + yaml.safe_dump(spec_data, sort_keys=False), encoding="utf-8")
     spec = parse_spec(spec_data, base=out, source=str(spec_path), registry=reg, check_components=False)
-    audit = Audit(spec, registry=reg, on_error="skip", command="demo",
-                  progress=True if progress is None else progress)
-    outcome = audit.run()
+    outcome = anonaudit.run(spec, registry=reg, on_error="skip", command="demo",
+                            progress=True if progress is None else progress)
     notes += settings
     notes.append(f"The whole demo took {time.time() - t0:.0f} s.")
     from audit.cli.common import echo_summary
 
-    echo_summary(outcome.results.results)
-    return _render(outcome.path, out / "report.html", shareable=False, notes=notes, registry=reg)
+    echo_summary(outcome.results)
+    return outcome.report(out / "report.html", shareable=False, notes=notes, registry=reg)
 
 
 def _demo_components(reg, attacks: list[str] | None, metrics: list[str] | None,

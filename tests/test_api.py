@@ -1,0 +1,243 @@
+"""``import anonaudit``: the Python API on data in memory (issue 46), and the command line as
+its thin user (summary.csv, Parquet, --text-column)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import tempfile
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import anonaudit
+from audit.cli import main
+from audit.core.data import Corpus, Release
+from audit.core.errors import AnonauditError, DataError
+from audit.core.summary import COLUMNS
+from audit.io.loaders import load_corpus, save_jsonl
+from audit.pipeline.gate import GateInputError
+
+REQUIRED = ["release", "name", "value", "ci_low", "ci_high", "n", "baseline"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return anonaudit.sample_data(n=12, seed=0)
+
+
+@pytest.fixture(scope="module")
+def frames(data):
+    return pd.DataFrame(data["originals"]), pd.DataFrame(data["releases"]["labels"])
+
+
+@pytest.fixture(scope="module")
+def promised(frames, tmp_path_factory):
+    """The spelling issue 46 promises, run once for the module; nothing written anywhere but the
+    private temporary folder, which is gone afterwards."""
+    df, df2 = frames
+    cwd, tmp = tmp_path_factory.mktemp("cwd"), tmp_path_factory.mktemp("tmp")
+    mp = pytest.MonkeyPatch()
+    mp.chdir(cwd)
+    mp.setattr(tempfile, "tempdir", str(tmp))
+    try:
+        results = anonaudit.audit(originals=df, releases={"labels": df2}, attacks=["phrase_search"],
+                                  metrics=["rouge"], seed=0)
+    finally:
+        mp.undo()
+    return results, cwd, tmp
+
+
+def test_the_promised_spelling_gives_a_tidy_table(promised, frames):
+    results, cwd, tmp = promised
+    table = results.to_pandas()
+    assert list(table.columns) == list(COLUMNS) and set(REQUIRED) <= set(table.columns)
+    assert set(table["name"]) == {"phrase_search", "phrase_search.ngram_residual", "rouge"}
+    assert (table["release"] == "labels").all() and (table["n"] == 12).all()
+    assert ((table["ci_low"] <= table["value"]) & (table["value"] <= table["ci_high"])).all()
+    head = table.set_index("name").loc["phrase_search"]
+    assert head["kind"] == "attack" and 0 < head["baseline"] < 1 and head["beats_baseline"] in (True, False)
+    assert table.set_index("name").loc["rouge", "kind"] == "utility"
+    # nothing written to disk: not in the working folder, and the temporary folder removed
+    assert list(cwd.iterdir()) == [] and list(tmp.iterdir()) == []
+    # the provenance says the data came from memory, not from a temporary path
+    assert results.provenance["inputs"]["originals"]["path"].startswith("<in memory>: originals (DataFrame)")
+    assert frames[0].columns.tolist() == ["id", "text", "subject", "spans"]  # inputs untouched
+
+
+def test_gate_is_typed_and_judges_like_the_cli(promised):
+    results = promised[0]
+    outcome = results.gate(max={"phrase_search": 0.05}, min={"rouge": 0.01})
+    assert outcome.status == "fail" and outcome.exit_code == 1 and not outcome
+    assert [c.status for c in outcome.checks] == ["fail", "pass"]
+    assert outcome.to_pandas()["status"].tolist() == ["fail", "pass"]
+    assert "phrase_search <= 0.05" in str(outcome)
+    assert results.gate(max={"phrase_search": 1.0}).passed
+    with pytest.raises(GateInputError, match="no result named 'trir'"):
+        results.gate(max={"trir": 0.1})
+    with pytest.raises(GateInputError, match="between 0 and 1"):
+        results.gate(max={"phrase_search": 5})
+
+
+def test_report_save_and_load_round_trip(promised, tmp_path):
+    results = promised[0]
+    html = results.report(tmp_path / "report.html", gate=results.gate(max={"phrase_search": 0.5}))
+    assert html.is_file() and (tmp_path / "findings.csv").is_file()
+    assert "phrase_search" in html.read_text(encoding="utf-8")
+    path = results.save(tmp_path / "results.json")
+    assert (tmp_path / "summary.csv").is_file() and len(list((tmp_path / "releases").iterdir())) == 1
+    with open(tmp_path / "summary.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["name"] for r in rows] == results.to_pandas()["name"].tolist()
+    back = anonaudit.load_results(path)
+    pd.testing.assert_frame_equal(back.to_pandas(), results.to_pandas())
+    assert back.texts() == results.texts() and back.texts()["labels"]
+    # the CLI renders the saved file with the release texts (one code path: Results.report)
+    out = CliRunner().invoke(main, ["report", str(path), "--out", str(tmp_path / "again.html")])
+    assert out.exit_code == 0, out.output
+    with pytest.raises(AnonauditError, match="exists"):
+        results.save(path)
+    results.save(path, force=True)
+
+
+def _rouge(results):
+    return results.to_pandas().set_index("release").loc["labels", "value"]
+
+
+def test_every_kind_of_input_gives_the_same_figure(data, frames, tmp_path):
+    """A list of dicts with other column names, a Corpus, a Release, files (JSONL, Parquet) and a
+    Hugging Face-like Dataset (duck-typed: to_list) are the same documents."""
+    df, df2 = frames
+    base = _rouge(anonaudit.utility(df, {"labels": df2}, metrics=["rouge"], progress=False))
+
+    renamed = [{"doc": r["id"], "body": r["text"], "person": r["subject"], "marks": r.get("spans")}
+               for r in data["originals"]]
+    rel = [{"doc": r["id"], "body": r["text"], "person": r["subject"], "marks": r.get("spans")}
+           for r in data["releases"]["labels"]]
+    cols = dict(text_column="body", id_column="doc", subject_column="person", spans_column="marks")
+    assert _rouge(anonaudit.utility(renamed, {"labels": rel}, metrics=["rouge"], progress=False, **cols)) == base
+
+    save_jsonl(load_corpus_from(data["originals"], tmp_path / "o.jsonl"), tmp_path / "o.jsonl")
+    df2.to_parquet(tmp_path / "labels.parquet")
+    from_files = anonaudit.utility(str(tmp_path / "o.jsonl"), {"labels": tmp_path / "labels.parquet"},
+                                   metrics=["rouge"], progress=False)
+    assert _rouge(from_files) == base
+
+    class Dataset:  # what datasets.Dataset offers
+        def __init__(self, rows):
+            self.rows = rows
+
+        def to_list(self):
+            return list(self.rows)
+
+    corpus = load_corpus(tmp_path / "o.jsonl")
+    release = Release("labels", load_corpus(tmp_path / "labels.parquet"), aligned=True)
+    assert _rouge(anonaudit.utility(corpus, [release], metrics={"rouge": {}}, progress=False)) == base
+    assert _rouge(anonaudit.audit(Dataset(data["originals"]), {"labels": Dataset(data["releases"]["labels"])},
+                                  metrics=[{"name": "rouge", "params": {}}], progress=False)) == base
+
+
+def load_corpus_from(rows, path):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return load_corpus(path)
+
+
+def test_bad_tables_are_named_errors(data, frames):
+    df, df2 = frames
+    broken = df.copy()
+    broken.loc[3, "text"] = None
+    with pytest.raises(DataError, match=r"item 3: missing field 'text'"):
+        anonaudit.utility(broken, {"labels": df2}, metrics=["rouge"], progress=False)
+    with pytest.raises(AnonauditError, match="name it: releases="):
+        anonaudit.utility(df, data["releases"]["labels"], metrics=["rouge"], progress=False)
+    with pytest.raises(AnonauditError, match="expected a file path, a Corpus"):
+        anonaudit.utility(df, {"labels": 42}, metrics=["rouge"], progress=False)
+    with pytest.raises(AnonauditError, match="unknown key|no metric|not registered|unknown metric"):
+        anonaudit.utility(df, {"labels": df2}, metrics=["nope"], progress=False)
+    with pytest.raises(DataError, match="missing field 'text'"):
+        anonaudit.utility(df, {"labels": df2}, metrics=["rouge"], text_column="body", progress=False)
+
+
+def test_sanitize_returns_the_kind_it_was_given(data, frames, tmp_path):
+    df = frames[0]
+    before = df.copy()
+    out = anonaudit.sanitize("labels", df)
+    assert isinstance(out, pd.DataFrame) and out.columns.tolist()[:4] == ["id", "text", "subject", "spans"]
+    pd.testing.assert_frame_equal(df, before)  # the input is untouched
+    assert out["id"].tolist() == df["id"].tolist() and (out["text"] != df["text"]).all()
+    assert all(s and "original" in s[0] for s in out["spans"])
+    rows = anonaudit.sanitize("labels", data["originals"])
+    assert isinstance(rows, list) and [r["text"] for r in rows] == out["text"].tolist()
+    path = tmp_path / "o.jsonl"
+    load_corpus_from(data["originals"], path)
+    release = anonaudit.sanitize("labels", path)
+    assert isinstance(release, Release) and [d.text for d in release.corpus] == out["text"].tolist()
+    # a release made in memory is audited as it is
+    res = anonaudit.utility(df, {"masked": out}, metrics=["rouge"], progress=False)
+    assert res.to_pandas()["release"].tolist() == ["masked"]
+    with pytest.raises(AnonauditError, match="no_such_parameter"):
+        anonaudit.sanitize("labels", df, no_such_parameter=1)
+
+
+def test_import_anonaudit_loads_no_model():
+    code = ("import sys, anonaudit; r = anonaudit.Results; "
+            "bad = [m for m in ('torch', 'spacy', 'transformers', 'sentence_transformers', 'xllamacpp', 'faiss', "
+            "'pandas', 'attackers', 'defenders') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def _write_csv(path, rows, header):
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for r in rows:
+            w.writerow([r["id"], r["text"], r["subject"], json.dumps(r.get("spans") or [])])
+
+
+def test_cli_columns_parquet_and_summary_csv(data, tmp_path):
+    _write_csv(tmp_path / "orig.csv", data["originals"], ["case", "body", "person", "spans"])
+    pd.DataFrame(data["releases"]["labels"]).rename(columns={"id": "case", "text": "body", "subject": "person"}) \
+        .to_parquet(tmp_path / "labels.parquet")
+    out = tmp_path / "res" / "results.json"
+    args = ["utility", "--metrics", "rouge", "--originals", str(tmp_path / "orig.csv"),
+            "--release", f"labels={tmp_path / 'labels.parquet'}", "--out", str(out)]
+    bad = CliRunner().invoke(main, args)
+    assert bad.exit_code == 2 and "missing column(s) id, text" in bad.output
+    cols = ["--text-column", "body", "--id-column", "case", "--subject-column", "person"]
+    ok = CliRunner().invoke(main, args + cols)
+    assert ok.exit_code == 0, ok.output
+    table = pd.read_csv(out.with_name("summary.csv"))
+    assert table["name"].tolist() == ["rouge"] and table.columns.tolist() == list(COLUMNS)
+    assert table.loc[0, "value"] == pytest.approx(anonaudit.load_results(out).to_pandas().loc[0, "value"])
+    helped = CliRunner().invoke(main, ["attack", "phrase-search", "--help"])
+    assert "summary.csv" in helped.output and "--text-column" in helped.output
+
+
+def test_a_foreign_summary_csv_is_never_written_over(data, tmp_path):
+    load_corpus_from(data["originals"], tmp_path / "o.jsonl")
+    load_corpus_from(data["releases"]["labels"], tmp_path / "labels.jsonl")
+    (tmp_path / "summary.csv").write_text("my,own,data\n1,2,3\n", encoding="utf-8")
+    out = CliRunner().invoke(main, ["utility", "--metrics", "rouge", "--originals", str(tmp_path / "o.jsonl"),
+                                    "--release", str(tmp_path / "labels.jsonl"),
+                                    "--out", str(tmp_path / "results.json")])
+    assert out.exit_code == 2 and "not one anonaudit wrote" in out.output
+    assert (tmp_path / "summary.csv").read_text(encoding="utf-8") == "my,own,data\n1,2,3\n"
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_run_from_a_mapping_stays_in_memory(data, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    load_corpus_from(data["originals"], tmp_path / "o.jsonl")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    results = anonaudit.run({"originals": "o.jsonl", "releases": [{"name": "self", "path": "o.jsonl"}],
+                             "metrics": ["rouge"]}, progress=False)
+    assert results.to_pandas().loc[0, "value"] == pytest.approx(1.0) and results.path is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert isinstance(load_corpus(tmp_path / "o.jsonl"), Corpus)
