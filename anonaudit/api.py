@@ -169,8 +169,8 @@ def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, s
              subject_column: str = "subject", spans_column: str = "spans", format: str | None = None,  # noqa: A002
              release_name: str | None = None, progress: bool = False, registry: Any = None, **kwargs: Any) -> Any:
     """Run the sanitizer ``name`` on ``data`` and return the release, the pandas way: a new
-    object of the input's kind, the input untouched. A DataFrame (or a Hugging Face
-    ``Dataset``) gives a DataFrame and a list of dicts a list of dicts, with the same column
+    object of the input's kind, the input untouched. A DataFrame gives a DataFrame, a Hugging
+    Face ``Dataset`` a ``Dataset`` and a list of dicts a list of dicts, with the same column
     names and the applied spans (offsets in the new text, label, replacement, original) in the
     spans column; a file path or a ``Corpus`` gives a :class:`~audit.core.data.Release`.
     The sanitizer's parameters go in ``params`` or as further keywords."""
@@ -206,6 +206,8 @@ def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, s
     rows = [_row(d, text_column, id_column, subject_column, spans_column) for d in release.corpus]
     if isinstance(data, (list, tuple)):
         return rows
+    if callable(getattr(type(data), "from_list", None)) and not hasattr(data, "iloc"):  # datasets.Dataset
+        return type(data).from_list(rows)
     from anonaudit.results import _pandas
 
     frame = _pandas().DataFrame(rows)

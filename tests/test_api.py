@@ -216,8 +216,15 @@ def test_cli_columns_parquet_and_summary_csv(data, tmp_path):
     table = pd.read_csv(out.with_name("summary.csv"))
     assert table["name"].tolist() == ["rouge"] and table.columns.tolist() == list(COLUMNS)
     assert table.loc[0, "value"] == pytest.approx(anonaudit.load_results(out).to_pandas().loc[0, "value"])
-    helped = CliRunner().invoke(main, ["attack", "phrase-search", "--help"])
-    assert "summary.csv" in helped.output and "--text-column" in helped.output
+
+
+@pytest.mark.parametrize("command", [["attack", "phrase-search"], ["attack", "trir"], ["attack", "span-guess"],
+                                     ["attack", "claim-linker"], ["utility"], ["run"], ["demo"], ["harden"]])
+def test_every_command_that_writes_results_names_summary_csv(command):
+    helped = CliRunner().invoke(main, [*command, "--help"])
+    assert helped.exit_code == 0 and "summary.csv" in helped.output
+    if command[0] in ("attack", "utility"):
+        assert all(f"--{f}-column" in helped.output for f in ("text", "id", "subject"))
 
 
 def test_a_foreign_summary_csv_is_never_written_over(data, tmp_path):
@@ -241,3 +248,50 @@ def test_run_from_a_mapping_stays_in_memory(data, tmp_path, monkeypatch):
     assert results.to_pandas().loc[0, "value"] == pytest.approx(1.0) and results.path is None
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert isinstance(load_corpus(tmp_path / "o.jsonl"), Corpus)
+
+
+def test_a_hugging_face_dataset_in_and_out(data, frames):
+    datasets = pytest.importorskip("datasets", reason="pip install datasets (in the [test] extra)")
+    ds = datasets.Dataset.from_list(data["originals"])
+    masked = anonaudit.sanitize("labels", ds)
+    assert isinstance(masked, datasets.Dataset) and masked.column_names[:4] == ["id", "text", "subject", "spans"]
+    assert masked["text"] == anonaudit.sanitize("labels", frames[0])["text"].tolist()
+    res = anonaudit.utility(ds, {"masked": masked}, metrics=["rouge"], progress=False)
+    same = anonaudit.utility(frames[0], {"masked": anonaudit.sanitize("labels", frames[0])}, metrics=["rouge"],
+                             progress=False)
+    pd.testing.assert_frame_equal(res.to_pandas(), same.to_pandas())
+
+
+# --------------------------------------------------------------------------- the README's examples
+
+
+def readme_python_blocks() -> list[str]:
+    """The ```python blocks of the README's "Python API" section, in order."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    start = text.index("\n## Python API\n")
+    end = text.index("\n## ", start + 1)
+    return re.findall(r"```python\n(.*?)```", text[start:end], flags=re.S)
+
+
+def test_the_readme_python_examples_run(tmp_path, monkeypatch, capsys):
+    blocks = readme_python_blocks()
+    assert len(blocks) >= 4 and "anonaudit.audit(originals=df" in blocks[0]
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"README.md Python API block {i + 1}", "exec"), namespace)  # noqa: S102
+    printed = capsys.readouterr().out
+    assert "phrase_search" in printed and "ci_low" in printed
+    assert {p.name for p in tmp_path.iterdir()} >= {"report.html", "findings.csv", "results.json", "summary.csv",
+                                                     "releases", "cases.parquet"}
+    # what the examples promise
+    assert namespace["outcome"].status in ("pass", "fail", "inconclusive")
+    assert list(namespace["table"].columns[:7]) == ["release", "kind", "name", "value", "ci_low", "ci_high", "n"]
+    assert set(namespace["results"].to_pandas()["release"]) == {"labels", "suppressed"}
+    assert (namespace["results"].to_pandas()["n"] == 10).all()
+    assert namespace["kept"].to_pandas()["release"].tolist() == ["masked"]
+    assert "phrase_search_reid" in set(namespace["reid"].to_pandas()["name"])
+    pd.testing.assert_frame_equal(namespace["again"].to_pandas(), namespace["table"])

@@ -35,7 +35,8 @@ from audit.core.errors import AnonauditError
               help="LLM of the attacks and repairers (overrides the spec's models.llm), e.g. "
                    "openai:MODEL@http://host:8000/v1.")
 @click.option("--results-dir", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Folder for results.json, the report and the rounds (default: the spec's `out`).")
+              help="Folder for results.json (summary.csv beside it), the report and the rounds "
+                   "(default: the spec's `out`).")
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write OUT/report.html (and findings.csv) at the end, with every round as a release.")
 @force_option

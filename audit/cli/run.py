@@ -55,7 +55,7 @@ def _warn_originals_beside(report: Path, results_path: Path) -> None:
 @click.command("run")
 @click.argument("spec_file", type=click.Path(dir_okay=False), metavar="AUDIT.yaml")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Output folder (overrides the spec's `out`): results.json, releases/, report.html, "
+              help="Output folder (overrides the spec's `out`): results.json, summary.csv, releases/, report.html, "
                    "findings.csv and, with --shareable, shareable/.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report.html at the end.")
 @click.option("--shareable", is_flag=True,
@@ -258,7 +258,7 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
 
 @click.command("demo")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="anonaudit-demo", show_default=True,
-              help="Folder for the data, results.json and report.html.")
+              help="Folder for the data, results.json (summary.csv beside it) and report.html.")
 @click.option("--n", type=click.IntRange(2, MAX_RELEASED), default=40, show_default=True,
               help=f"People in the release (2 to {MAX_RELEASED}).")
 @click.option("--seed", type=int, default=0, show_default=True)
