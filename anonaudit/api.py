@@ -10,6 +10,7 @@ folder, removed when the call returns, and the results come back in memory
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ from anonaudit.inputs import (
     forget_workspace,
     input_entry,
     is_file,
+    named_error,
     release_entries,
 )
 from anonaudit.results import Results, read_copies
@@ -103,8 +105,13 @@ def _execute(data: Mapping[str, Any] | Any, ws: Workspace, *, out: Any, registry
         spec = dataclasses.replace(spec, out=results_path.parent)
     elif isinstance(data, AuditSpec):
         spec = dataclasses.replace(spec, out=ws.dir / "out")
-    outcome = Audit(spec, registry=reg, on_error=on_error, progress=progress, echo=None if not progress else
-                    _echo, command=command, results_path=results_path, resume=resume).run()
+    try:
+        outcome = Audit(spec, registry=reg, on_error=on_error, progress=progress, echo=_echo if progress else None,
+                        command=command, results_path=results_path, resume=resume).run()
+    except AnonauditError as exc:
+        if not ws.memory:
+            raise
+        raise named_error(exc, ws) from None
     rf = outcome.results
     copies = read_copies(outcome.path, rf)
     if results_path is None:
@@ -225,7 +232,7 @@ def _row(doc: Any, text: str, id_: str, subject: str, spans: str) -> dict[str, A
     return row
 
 
-_AUDIT_KEYWORDS = frozenset(audit.__code__.co_varnames[:audit.__code__.co_argcount + audit.__code__.co_kwonlyargcount])
+_AUDIT_KEYWORDS = frozenset(inspect.signature(audit).parameters)
 
 
 def sample_data(n: int = 12, seed: int = 0) -> dict[str, Any]:

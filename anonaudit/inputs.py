@@ -137,6 +137,25 @@ def component_entries(value: Any, what: str) -> list[Any]:
                          f"got {type(value).__name__}")
 
 
+def named_error(exc: AnonauditError, ws: Workspace) -> AnonauditError:
+    """``exc`` with the workspace's temporary paths replaced by what the data was (a problem
+    found across inputs, e.g. a release id that is not among the originals, names the data
+    the caller gave, not a file they never saw)."""
+    import dataclasses
+
+    from audit.core.errors import DataError
+
+    def name(text: str) -> str:
+        for path, what in ws.memory.items():
+            text = text.replace(path, what)
+        return text
+
+    if isinstance(exc, DataError):
+        return DataError([dataclasses.replace(p, source=name(p.source), message=name(p.message))
+                          for p in exc.problems])
+    return type(exc)(name(str(exc))) if type(exc) is AnonauditError else exc
+
+
 def forget_workspace(provenance: dict[str, Any], ws: Workspace) -> None:
     """Replace the workspace's temporary paths in a provenance by what the data was."""
     for record in (provenance.get("inputs") or {}).values():

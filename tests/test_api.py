@@ -159,6 +159,12 @@ def test_bad_tables_are_named_errors(data, frames):
         anonaudit.utility(df, {"labels": df2}, metrics=["nope"], progress=False)
     with pytest.raises(DataError, match="missing field 'text'"):
         anonaudit.utility(df, {"labels": df2}, metrics=["rouge"], text_column="body", progress=False)
+    stranger = df2.copy()
+    stranger.loc[0, "id"] = "nobody"
+    with pytest.raises(DataError, match=r"releases\['labels'\] \(DataFrame\) \(document 'nobody'\): id not found "
+                                        r"in the originals \(originals \(DataFrame\)\)") as caught:
+        anonaudit.utility(df, {"labels": stranger}, metrics=["rouge"], progress=False)
+    assert "anonaudit-" not in str(caught.value)  # no temporary path the caller never saw
 
 
 def test_sanitize_returns_the_kind_it_was_given(data, frames, tmp_path):
