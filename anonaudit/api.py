@@ -28,6 +28,7 @@ from anonaudit.inputs import (
     release_entries,
 )
 from anonaudit.results import Results, read_copies
+from audit.core.config import caches_off
 from audit.core.data import Corpus
 from audit.core.errors import AnonauditError
 
@@ -106,8 +107,10 @@ def _execute(data: Mapping[str, Any] | Any, ws: Workspace, *, out: Any, registry
     elif isinstance(data, AuditSpec):
         spec = dataclasses.replace(spec, out=ws.dir / "out")
     try:
-        outcome = Audit(spec, registry=reg, on_error=on_error, progress=progress, echo=_echo if progress else None,
-                        command=command, results_path=results_path, resume=resume).run()
+        with caches_off(_no_cache(spec.components)):
+            outcome = Audit(spec, registry=reg, on_error=on_error, progress=progress,
+                            echo=_echo if progress else None, command=command, results_path=results_path,
+                            resume=resume).run()
     except AnonauditError as exc:
         if not ws.memory:
             raise
@@ -119,6 +122,12 @@ def _execute(data: Mapping[str, Any] | Any, ws: Workspace, *, out: Any, registry
     return Results(rf, copies=copies, computed=outcome.computed, reused=outcome.reused, skipped=outcome.skipped,
                    errors=outcome.errors, keys=outcome.keys, path=outcome.path if results_path else None,
                    seconds=outcome.seconds)
+
+
+def _no_cache(components: Any) -> bool:
+    """A component's ``cache``/``use_cache`` off (``--no-cache``) turns every cache off for the
+    run: the shared models it asks for (LLM answers, embeddings, information content) too."""
+    return any(c.params.get(k) is False for c in components for k in ("cache", "use_cache"))
 
 
 def _echo(msg: str) -> None:
@@ -205,7 +214,8 @@ def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, s
     except (TypeError, ValueError) as exc:
         raise AnonauditError(f"sanitizer {name!r}: {exc}") from None
     try:
-        release = san.sanitize(corpus, name=release_name or (Path(data).stem if is_file(data) else name))
+        with caches_off(any(given.get(k) is False for k in ("cache", "use_cache"))):  # every cache
+            release = san.sanitize(corpus, name=release_name or (Path(data).stem if is_file(data) else name))
     finally:
         san.close()
     if is_file(data) or isinstance(data, Corpus):
