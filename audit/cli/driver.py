@@ -109,6 +109,25 @@ def _file_params(params: dict[str, Any], plist: Sequence[Param], corpora: dict[s
     return out
 
 
+def _load_file_params(params: dict[str, Any], plist: Sequence[Param], *, fmt: str | None) -> dict[str, Any]:
+    """Corpus- and release-typed parameters given as ``NAME=FILE`` or ``FILE`` loaded, for a
+    command that runs a component directly rather than through an audit spec (``sanitize``):
+    the same spellings as :func:`_file_params`, every missing file named with its option."""
+    from audit.io.loaders import load_corpus, parse_release_spec
+
+    kinds = {p.name: p.kind for p in plist}
+    out = dict(params)
+    for k, v in params.items():
+        if kinds.get(k) not in ("corpus", "release") or not isinstance(v, str):
+            continue
+        name, path = parse_release_spec(v)
+        option = "--" + k.replace("_", "-")
+        if not Path(path).expanduser().is_file():
+            raise AnonauditError(f"{option} {path}: file not found")
+        out[k] = load_corpus(Path(path).expanduser(), format=fmt, name=name)
+    return out
+
+
 def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str, Any]], data: DataArgs,
                    corpora: Mapping[str, Any], command: str, on_error: str = "raise"):
     """Run ``entries`` (``{"name", "params", "sample"?}`` of ``kind``) on the releases of ``data``
@@ -320,6 +339,7 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
                       [("--input", kw["input_"]), *((f"--{k}", v) for k, v in params.items()
                                                     if isinstance(v, str) and Path(v).is_file())],
                       force=kw["force"])
+        params = _load_file_params(params, comps.params[key], fmt=None)  # --collection FILE: a loaded corpus
         t0 = time.time()
         # --no-cache (the sanitizer's `cache`/`use_cache` off) turns every cache off: the API does it.
         release = anonaudit.sanitize(key, kw["input_"], params=params, seed=kw.get("seed"), llm=kw.get("llm"),
