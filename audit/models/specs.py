@@ -107,7 +107,18 @@ def default_scorer_spec() -> str:
     return default_llm_name()
 
 
+#: Environment variable naming the default LLM (any ``--llm`` spec), e.g. the small model in CI.
+LLM_ENV = "ANONAUDIT_LLM"
+
+
 def default_llm_name() -> str:
+    """The LLM used when none is named: ``$ANONAUDIT_LLM`` when set, else the best embedded model
+    installed."""
+    chosen = os.environ.get(LLM_ENV, "").strip()
+    if chosen:
+        if chosen == "default":
+            raise ModelError(f"{LLM_ENV}=default names no model: give an embedded name, a path or openai:MODEL@URL")
+        return chosen
     for name in DEFAULT_LLM_ORDER:
         if _installed(name):
             return name

@@ -1,0 +1,304 @@
+"""Every ``anonaudit`` command the README shows runs here, parsed from the README itself.
+
+The commands are read from the README's ``bash`` blocks at test time (lines joined across
+backslash continuations, comments dropped, ``a && b`` split, an optional ``[--flag]`` run both
+without and with it), so the README and the CLI cannot drift apart: a command that a README
+edit adds is run by the next test run, and one whose options the CLI no longer takes fails
+here. Sections may move: the commands run in the order of what they need (data first, then
+sanitizers and attacks, then the report, the gate and the model commands), the README's order
+within each step.
+
+What the test changes, and only that (each listed below with its reason):
+
+- ``SIZES``: sizes made tiny so CI stays quick (the demo population, samples, rounds). A size
+  never changes what a command does.
+- ``ANONAUDIT_LLM=qwen2.5-coder-0.5b`` (a documented variable: the default LLM): commands
+  that load an LLM use the small embedded model, the one the test extras install.
+- ``INPUTS``: the README's placeholder inputs that no earlier README command writes
+  (``spans.json``, ``originals.json``, ``audit.yaml``) are written first, on the demo data.
+- ``EXCLUDED``: the few commands that cannot run in a test, with the reason; the test checks
+  that each still appears in the README, so the list cannot go stale.
+
+Every command must exit 0 (``EXIT_CODES`` lists the commands whose README line states other
+exit codes), with no traceback. ``test_readme_commands_without_models`` runs the model-free
+commands on every test run; ``test_every_readme_command_runs`` (slow: it loads the real
+models) runs all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+#: Commands that cannot run in a test: (the command's words, as in the README, up to the
+#: first option that decides it) -> why.
+EXCLUDED: dict[str, str] = {
+    "anonaudit run audit.yaml --executor ray --ray-address auto":
+        "needs a running Ray cluster (`ray start --head`); `--ray-address local` is run instead",
+    "anonaudit run audit.yaml --ray-address ray://head:10001":
+        "needs a Ray Client server at a named host",
+}
+
+#: Sizes made tiny: (command prefix, words, replacement, why). Only sizes, never a meaning.
+SIZES: list[tuple[str, list[str], list[str], str]] = [
+    ("anonaudit demo-data", ["--n", "40"], ["--n", "2"], "2 people instead of 40: every command on 2 documents"),
+    ("anonaudit attack span-guess", ["--sample", "50"], ["--sample", "2"], "2 spans guessed, not 50"),
+    ("anonaudit attack claim-linker", ["--score-sample", "10"], ["--score-sample", "1"], "1 record judged"),
+    ("anonaudit harden", ["--max-rounds", "3"], ["--max-rounds", "1"], "one repair round"),
+]
+#: Size options added to a command that would otherwise run at full size: (command prefix,
+#: options, why). Sizes only, as above.
+ADDED: list[tuple[str, list[str], str]] = [
+    ("anonaudit demo", ["--n", "2", "--sample", "1"], "the demo on 2 people, its LLM stages on 1 document"),
+    ("anonaudit attack trir", ["--epochs", "2"], "the paper's attacker trained 2 epochs, not 15"),
+    ("anonaudit sanitize intact", ["--candidates", "2", "--guesses", "2"], "2 generalisations, 2 guesses each"),
+]
+#: Exit codes a README line states (anything else must exit 0).
+EXIT_CODES: dict[str, set[int]] = {
+    "anonaudit gate": {0, 1, 3},  # "exit 0/1/3"
+    "anonaudit run": {0, 1, 3},  # a spec's gate is judged at the end of the run (Exit codes)
+    "anonaudit harden": {0, 1, 3},  # "exit 1 while the gate fails", 3 when inconclusive (Hardening)
+}
+
+#: The order of what commands need: producers of data first, the report and gate after.
+STEPS = [("anonaudit demo-data", 0), ("anonaudit data", 1), ("anonaudit demo", 1), ("anonaudit sanitize", 2),
+         ("anonaudit attack", 3), ("anonaudit utility", 3), ("anonaudit run", 4), ("anonaudit harden", 5),
+         ("anonaudit report", 6), ("anonaudit gate", 7), ("anonaudit models", 8), ("anonaudit llm", 8)]
+#: Commands that load no model (run on every test run, not only the slow one).
+MODEL_FREE = ("anonaudit demo-data", "anonaudit data", "anonaudit attack phrase-search", "anonaudit report",
+              "anonaudit models")
+
+
+@dataclass(frozen=True)
+class Command:
+    line: int  # README line where it starts
+    text: str  # as the README writes it (continuations joined)
+    argv: tuple[str, ...]  # what runs (after SIZES/ADDED, optional part in or out)
+
+    @property
+    def shown(self) -> str:
+        return shlex.join(self.argv)
+
+
+def bash_blocks(text: str) -> list[tuple[int, list[str]]]:
+    """``(first line number, lines)`` of every fenced bash/sh/shell/console block."""
+    fence = re.compile(r"^\s*```\s*(\w*)")
+    blocks: list[tuple[int, list[str]]] = []
+    inside, keep, start, lines = False, False, 0, []
+    for no, line in enumerate(text.splitlines(), 1):
+        m = fence.match(line)
+        if m and not inside:
+            inside, keep, start, lines = True, m.group(1).lower() in ("bash", "sh", "shell", "console"), no + 1, []
+        elif m:
+            if keep:
+                blocks.append((start, lines))
+            inside = False
+        elif inside:
+            lines.append(line)
+    return blocks
+
+
+def logical_lines(start: int, lines: list[str]) -> list[tuple[int, str]]:
+    """Lines joined across backslash continuations, with the number of their first line."""
+    out, buf, first = [], "", None
+    for i, line in enumerate(lines):
+        if first is None:
+            first = start + i
+        stripped = line.rstrip()
+        if stripped.endswith("\\"):
+            buf += stripped[:-1] + " "
+            continue
+        out.append((first, buf + line))
+        buf, first = "", None
+    if buf:
+        out.append((first, buf))
+    return out
+
+
+def split_commands(line: str) -> list[list[str]]:
+    """The simple commands of a shell line (``a && b; c | d``), comments dropped."""
+    lex = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+    lex.whitespace_split = True
+    lex.commenters = "#"
+    commands, current = [], []
+    for tok in lex:
+        if tok and set(tok) <= set(";&|"):
+            commands.append(current)
+            current = []
+        else:
+            current.append(tok)
+    commands.append(current)
+    return [c for c in commands if c]
+
+
+def variants(words: list[str]) -> list[list[str]]:
+    """An optional ``[--flag ...]`` part: the command without it, then with it."""
+    if not any(w.startswith("[") for w in words):
+        return [words]
+    bare, full, inside = [], [], False
+    for w in words:
+        opens = w.startswith("[")
+        inside = inside or opens
+        closes = inside and w.endswith("]")
+        if not inside:
+            bare.append(w)
+        full.append(w[1 if opens else 0: -1 if closes else None])
+        inside = inside and not closes
+    return [bare, full]
+
+
+def _sized(words: list[str]) -> list[str]:
+    text = " ".join(words)
+    words = list(words)
+    for prefix, old, new, _ in SIZES:
+        if text.startswith(prefix):
+            for i in range(len(words) - len(old) + 1):
+                if words[i:i + len(old)] == old:
+                    words[i:i + len(old)] = new
+    for prefix, extra, _ in ADDED:
+        if text == prefix or text.startswith(prefix + " "):
+            words += extra
+    return words
+
+
+def readme_commands(readme: Path = README) -> tuple[list[Command], list[Command]]:
+    """``(to run, excluded)``: every ``anonaudit`` command of the README's bash blocks."""
+    run, excluded = [], []
+    for start, lines in bash_blocks(readme.read_text(encoding="utf-8")):
+        for no, line in logical_lines(start, lines):
+            for words in split_commands(line):
+                if words[0] != "anonaudit":
+                    continue
+                text = " ".join(words)
+                if any(text.startswith(e) for e in EXCLUDED):
+                    excluded.append(Command(no, text, tuple(words)))
+                    continue
+                for v in variants(words):
+                    run.append(Command(no, text, tuple(_sized(v))))
+    order = {c: i for i, c in enumerate(run)}
+
+    def step(c: Command) -> tuple[int, int]:
+        shown = " ".join(c.argv)
+        return max((s for p, s in STEPS if shown == p or shown.startswith(p + " ")), default=9), order[c]
+
+    return sorted(run, key=step), excluded
+
+
+def _is(c: Command, prefixes) -> bool:
+    shown = " ".join(c.argv)
+    return any(shown == p or shown.startswith(p + " ") for p in prefixes)
+
+
+# --------------------------------------------------------------------------- the README's placeholder inputs
+
+
+def write_inputs(folder: Path) -> None:
+    """The README's placeholder inputs that no README command writes: a span file with its
+    originals for ``data convert``, and an ``audit.yaml`` on the demo data (whose release
+    ``ours`` is the name the README's harden command uses) for ``run`` and ``harden``."""
+    (folder / "originals.json").write_text(json.dumps({"a": "Alice Smith lives in Oslo.",
+                                                       "b": "Bob Jones works in Bergen."}), encoding="utf-8")
+    (folder / "spans.json").write_text(json.dumps({"a": [[0, 11, "[PERSON]"]], "b": [[0, 9]]}), encoding="utf-8")
+    (folder / "audit.yaml").write_text(
+        "title: README test\nseed: 0\nout: audit-run\n"
+        "originals: demo/originals.jsonl\nbackground: demo/background.jsonl\n"
+        "releases:\n  - {name: ours, path: demo/releases/suppressed.jsonl}\n"
+        "attacks:\n  - {name: phrase_search, params: {max_evidence: 3}}\n"
+        "metrics: [recall]\n"
+        "gate: {max: {phrase_search: 0.1}}\n", encoding="utf-8")
+
+
+def _cli() -> list[str]:
+    script = Path(sys.executable).with_name("anonaudit")
+    return [str(script)] if script.exists() else [sys.executable, "-c", "from audit.cli import main; main()"]
+
+
+def run_all(commands: list[Command], folder: Path, *, timeout: int) -> None:
+    write_inputs(folder)
+    env = {**os.environ, "ANONAUDIT_LLM": "qwen2.5-coder-0.5b", "ANONAUDIT_PROGRESS_SECONDS": "600",
+           "PYTHONUNBUFFERED": "1"}
+    failures = []
+    started = time.perf_counter()
+    for c in commands:
+        run_env = env
+        if _is(c, ["anonaudit models prune"]):
+            # prune removes converted model copies; the test home's models/ is the machine's
+            # shared folder, so it prunes an empty home of its own (the command runs the same).
+            run_env = {**env, "ANONAUDIT_HOME": str(folder / "prune-home")}
+        t0 = time.perf_counter()
+        res = subprocess.run([*_cli(), *c.argv[1:]], cwd=folder, env=run_env, capture_output=True, text=True,
+                             timeout=timeout)
+        print(f"{time.perf_counter() - t0:6.1f}s exit {res.returncode}  {c.shown}")
+        allowed = next((codes for p, codes in EXIT_CODES.items() if _is(c, [p])), {0})
+        output = res.stdout + res.stderr
+        if res.returncode not in allowed or "Traceback (most recent call last)" in output:
+            failures.append(f"README line {c.line}: {c.shown}\n  exit {res.returncode}\n"
+                            + "\n".join("  | " + x for x in output.strip().splitlines()[-15:]))
+    print(f"{time.perf_counter() - started:6.1f}s in all, {len(commands)} commands")
+    assert not failures, "README commands that fail:\n" + "\n".join(failures)
+
+
+# --------------------------------------------------------------------------- the tests
+
+
+def test_the_readme_parser_finds_every_command():
+    run, excluded = readme_commands()
+    texts = {c.text for c in run}
+    # The commands the README has always shown; a restructured README keeps them somewhere.
+    for needed in ("anonaudit demo", "anonaudit models list"):
+        assert needed in texts
+    assert any(c.argv[:3] == ("anonaudit", "sanitize", "delinker") for c in run)
+    assert any("--shareable" in c.argv for c in run) and any(
+        c.argv[:2] == ("anonaudit", "report") and "--shareable" not in c.argv for c in run)
+    assert len(run) >= 20
+    # Every exclusion still names a README command, and the exclusions stay few.
+    assert len(EXCLUDED) <= 3
+    for e in EXCLUDED:
+        assert any(c.text.startswith(e) for c in excluded), f"EXCLUDED names a command the README lost: {e}"
+    # No optional part is left in brackets.
+    for c in run:
+        assert not any(w.startswith("[--") or (w.startswith("--") and w.endswith("]")) for w in c.argv), c.shown
+
+
+def test_the_parser_joins_continuations_splits_and_expands_optional_parts(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("text\n```bash\npip install x && anonaudit demo   # comment\n"
+                      "anonaudit attack trir --release a.jsonl \\\n    --out r.json\n"
+                      "anonaudit report r.json --out x.html [--shareable]   # and findings.csv\n```\n"
+                      "```yaml\nanonaudit: not a command\n```\n"
+                      "```python\nanonaudit.audit()\n```\n", encoding="utf-8")
+    run, _ = readme_commands(readme)
+    shown = [" ".join(c.argv) for c in run]
+    assert "anonaudit attack trir --release a.jsonl --out r.json --epochs 2" in shown
+    assert "anonaudit report r.json --out x.html" in shown
+    assert "anonaudit report r.json --out x.html --shareable" in shown
+    assert "anonaudit demo --n 2 --sample 1" in shown and len(shown) == 4
+    assert shown.index("anonaudit demo --n 2 --sample 1") < shown.index("anonaudit report r.json --out x.html")
+
+
+def test_readme_commands_without_models(tmp_path):
+    """The model-free commands, in the order of what they need, on every test run."""
+    run, _ = readme_commands()
+    free = [c for c in run if _is(c, MODEL_FREE)]
+    assert len(free) >= 8
+    run_all(free, tmp_path, timeout=300)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_every_readme_command_runs(tmp_path):
+    """Every README command (but the EXCLUDED ones), real models, on the demo data."""
+    run, _ = readme_commands()
+    run_all(run, tmp_path, timeout=900)
