@@ -50,3 +50,149 @@ def test_sanitize_names_a_missing_corpus_file_with_its_option(demo, tmp_path):
                                     "--collection", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "o.jsonl")])
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert "--collection" in res.output and "nope.jsonl: file not found" in res.output
+
+
+# --------------------------------------------------------------------------- sealed folders
+
+
+def _phrase_search(demo, out, index_dir, *extra):
+    return CliRunner().invoke(main, ["attack", "phrase-search", "--originals", str(demo / "originals.jsonl"),
+                                     "--release", str(demo / "releases" / "labels.jsonl"), "--out", str(out),
+                                     "--index-dir", str(index_dir), *extra])
+
+
+def _risk(out):
+    return [r["value"] for r in json.loads(out.read_text())["results"] if r["name"] == "phrase_search"]
+
+
+def test_a_sealed_folder_names_what_changed(tmp_path):
+    from audit.core.integrity import CHECKSUMS, seal, verify
+
+    folder = tmp_path / "f"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.bin").write_bytes(b"abc")
+    (folder / "sub" / "b.json").write_text("{}")
+    assert "no checksums" in verify(folder)
+    seal(folder)
+    assert verify(folder) is None
+    (folder / "a.bin").write_bytes(b"abd")
+    assert "a.bin changed" in verify(folder)
+    seal(folder)
+    (folder / "sub" / "b.json").unlink()
+    assert "sub/b.json is missing" in verify(folder)
+    seal(folder)
+    (folder / "c.txt").write_text("x")
+    assert "c.txt was added" in verify(folder)
+    (folder / CHECKSUMS).write_text("[1, 2")
+    assert "unreadable" in verify(folder)
+
+
+@pytest.mark.parametrize("tamper", ["docs", "array", "config", "truncate", "unsealed"])
+def test_a_tampered_or_corrupt_index_folder_is_rebuilt_with_a_message(demo, tmp_path, tamper):
+    """The probe's case: a changed ``--index-dir`` was reused (risk 0.000 instead of 1.000), a
+    corrupt one gave a traceback. Now it is verified, rebuilt with a message, and gives the risk
+    of a fresh index."""
+    from audit.core.integrity import CHECKSUMS
+
+    idx = tmp_path / "idx"
+    first = _phrase_search(demo, tmp_path / "a.json", idx)
+    assert first.exit_code == 0, first.output
+    assert (idx / CHECKSUMS).is_file()
+    again = _phrase_search(demo, tmp_path / "a2.json", idx)
+    assert again.exit_code == 0 and "rebuilding" not in again.output  # a sound folder is reused quietly
+    if tamper == "docs":  # another collection's documents under the same fingerprint
+        docs = json.loads((idx / "docs.json").read_text())
+        docs["ids"] = list(reversed(docs["ids"]))
+        (idx / "docs.json").write_text(json.dumps(docs))
+    elif tamper == "array":
+        data = bytearray((idx / "multi_docs.npy").read_bytes())
+        data[-8:] = b"\xff" * 8
+        (idx / "multi_docs.npy").write_bytes(bytes(data))
+    elif tamper == "config":
+        (idx / "config.json").write_text((idx / "config.json").read_text().replace('"max_n"', '"max_m"'))
+    elif tamper == "truncate":
+        (idx / "keys.npy").write_bytes((idx / "keys.npy").read_bytes()[:40])
+    else:
+        (idx / CHECKSUMS).unlink()
+    res = _phrase_search(demo, tmp_path / "b.json", idx)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "is corrupt or was changed" in res.output and "rebuilding it" in res.output
+    assert _risk(tmp_path / "b.json") == _risk(tmp_path / "a.json")
+    third = _phrase_search(demo, tmp_path / "c.json", idx)  # rebuilt and sealed again: reused quietly
+    assert third.exit_code == 0 and "rebuilding" not in third.output
+
+
+class _FakeSentenceModel:
+    """Stands in for MiniLM (the cache's logic is under test, not the vectors)."""
+
+    calls: list = []
+
+    def get_embedding_dimension(self):
+        return 4
+
+    def encode(self, texts, **kw):
+        import numpy as np
+
+        _FakeSentenceModel.calls.append(list(texts))
+        return np.array([[len(t), 1.0, 2.0, float(ord(t[0]))] for t in texts], dtype=np.float32)
+
+
+@pytest.fixture
+def fake_embedder(monkeypatch):
+    import audit.models.embed as embed
+
+    monkeypatch.setattr(embed, "_load", lambda path, device: _FakeSentenceModel())
+    _FakeSentenceModel.calls = []
+    return embed.Embedder
+
+
+def test_a_changed_row_of_the_embeddings_cache_is_embedded_again(tmp_path, fake_embedder, capfd):
+    import sqlite3
+
+    path = tmp_path / "emb.sqlite"
+    first = fake_embedder("minilm", cache=path).encode(["one sentence", "another one"])
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE vectors SET vec = ? WHERE key = (SELECT min(key) FROM vectors)", (b"\0" * 16,))
+    db.close()
+    e = fake_embedder("minilm", cache=path)
+    again = e.encode(["one sentence", "another one"])
+    assert e.stats == {"hits": 1, "misses": 1}
+    assert (again == first).all()
+    assert "failed their checksum: embedding them again" in capfd.readouterr().err
+    third = fake_embedder("minilm", cache=path)
+    third.encode(["one sentence", "another one"])
+    assert third.stats == {"hits": 2, "misses": 0}  # the row was written again, with its checksum
+
+
+@pytest.mark.parametrize("damage", [b"not a database at all" * 100, b"SQLite format 3\0" + b"\xff" * 4000])
+def test_a_corrupt_embeddings_cache_is_set_aside_and_started_anew(tmp_path, fake_embedder, capfd, damage):
+    """The probe's case: a metric failed on a corrupt embeddings cache ("not run", exit 0)."""
+    path = tmp_path / "emb.sqlite"
+    fake_embedder("minilm", cache=path).encode(["one sentence"])
+    path.write_bytes(damage)
+    e = fake_embedder("minilm", cache=path)
+    vec = e.encode(["one sentence", "two"])
+    assert vec.shape == (2, 4) and e.stats == {"hits": 0, "misses": 2}
+    err = capfd.readouterr().err
+    assert "the embeddings cache in" in err and "is corrupt or was changed" in err
+    assert list(tmp_path.glob("emb.sqlite.corrupt-*"))  # kept for a look, never deleted
+    again = fake_embedder("minilm", cache=path)
+    again.encode(["one sentence", "two"])
+    assert again.stats == {"hits": 2, "misses": 0}
+
+
+def test_a_trained_attacker_is_sealed_when_stored(tmp_path):
+    from attackers.trir.cache import TrainedTRIR
+    from audit.core.integrity import verify
+
+    class Saves:
+        def save_pretrained(self, folder):
+            (Path(folder) / f"{type(self).__name__}.bin").write_bytes(b"weights")
+
+    folder = tmp_path / "cache" / "key"
+    folder.parent.mkdir()
+    TrainedTRIR(model=Saves(), tokenizer=Saves(), labels=["a", "b"], info={}).store(folder)
+    assert verify(folder) is None
+    (folder / "Saves.bin").write_bytes(b"weightz")
+    assert "Saves.bin changed" in verify(folder)

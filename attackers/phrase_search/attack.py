@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -190,15 +191,7 @@ class PhraseSearchAttack(Attack):
             return self
         index = None
         # an index saved by an older version (another format) is rebuilt over, like a stale one
-        saved = saved_format(self.index_dir) if self.index_dir else None
-        if saved in (FORMAT, SHARDED_FORMAT):
-            sharded = saved == SHARDED_FORMAT
-            index = ShardedNgramIndex.load(self.index_dir) if sharded else NgramIndex.load(self.index_dir)
-            cfg = index.config
-            if (cfg.get("collection_fingerprint") != fp or int(cfg.get("max_n", -1)) != self.max_n
-                    or index.tokenizer.lowercase != self.lowercase
-                    or int(cfg.get("shards", 1) if sharded else 1) != self.shards):
-                index = None  # stale: built from other documents or settings
+        index = self._saved_index(fp)
         if index is None:
             executor = resources_of(self).executor
             if self.shards > 1:
@@ -231,6 +224,34 @@ class PhraseSearchAttack(Attack):
         self._source, self._mode = source, mode
         self._n_orig = n_orig
         return self
+
+    def _saved_index(self, fp: str):
+        """The index saved in ``index_dir`` when it was built from the same collection and settings
+        and its checksums hold (:mod:`audit.core.integrity`); ``None`` (rebuild) otherwise, with a
+        message when the folder is corrupt or was changed."""
+        saved = saved_format(self.index_dir) if self.index_dir else None
+        if saved not in (FORMAT, SHARDED_FORMAT):
+            return None
+        from audit.core.integrity import rebuild_message, verify
+
+        sharded = saved == SHARDED_FORMAT
+        problem = verify(self.index_dir)
+        index = None
+        if problem is None:
+            try:
+                index = ShardedNgramIndex.load(self.index_dir) if sharded else NgramIndex.load(self.index_dir)
+            except (AnonauditError, OSError, ValueError, KeyError, TypeError) as exc:
+                problem = str(exc)
+        if problem is not None:
+            self._index_note = rebuild_message("the n-gram index", self.index_dir, problem)
+            print(f"    phrase_search: {self._index_note}", file=sys.stderr, flush=True)
+            return None
+        cfg = index.config
+        if (cfg.get("collection_fingerprint") != fp or int(cfg.get("max_n", -1)) != self.max_n
+                or index.tokenizer.lowercase != self.lowercase
+                or int(cfg.get("shards", 1) if sharded else 1) != self.shards):
+            return None  # stale: built from other documents or settings
+        return index
 
     def close(self) -> None:
         """Remove a sharded index built in a temporary folder (no ``index_dir``), then what

@@ -22,6 +22,7 @@ from attackers.trir.windows import Windows, make_windows, predict_logits, rank_o
 from audit.core import config
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError, DataError, Problem
+from audit.core.integrity import rebuild_message, verify
 from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
@@ -308,7 +309,10 @@ class TRIRAttack(TRIRTraining, Attack):
         key = self.cache_key(background, base_path, dev)
         folder = self._cache_root() / key[:24]
         use_cache = self.use_cache and config.cache_enabled()
-        if use_cache and (folder / CONFIG_FILE).is_file():
+        problem = verify(folder) if use_cache and (folder / CONFIG_FILE).is_file() else "absent"
+        if problem not in (None, "absent"):  # a corrupt or changed attacker is never reused
+            print(f"    TRIR: {rebuild_message('the trained attacker', folder, problem)}", file=sys.stderr, flush=True)
+        if problem is None:
             log.info("TRIR: loading the trained attacker from %s", folder)
             if self.progress:
                 print(f"    TRIR: trained attacker loaded from the cache ({folder})", file=sys.stderr, flush=True)

@@ -55,9 +55,12 @@ class TrainedTRIR:
     def store(self, folder: Path) -> None:
         """Save into ``folder`` (replacing it) through a temporary folder beside it, renamed at
         the end, so an interrupted save never leaves a half-written attacker to be loaded."""
+        from audit.core.integrity import seal
+
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
         try:
             self.save(tmp)
+            seal(tmp)  # verified before it is reused (audit.core.integrity)
             for f in tmp.rglob("*"):  # the attacker has learnt the background: owner only
                 make_private(f)
             if folder.exists():

@@ -20,6 +20,7 @@ import numpy as np
 
 from audit.core import config
 from audit.core.executor import sends_to_workers
+from audit.core.integrity import row_checksum
 from audit.models.cache import set_wal
 from audit.models.specs import embedder_path
 
@@ -63,10 +64,42 @@ class Embedder:
                                else Path(cache))
             self.cache_path.parent.mkdir(parents=True, exist_ok=True)
             config.private_file(self.cache_path)
-            with self._db() as db:
-                db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, key TEXT, vec BLOB, "
-                           "PRIMARY KEY (model, key))")
+            self._open_cache()
         self.stats = {"hits": 0, "misses": 0}
+
+    def _open_cache(self) -> None:
+        """Create the cache's table (each row with its checksum, :func:`audit.core.integrity.row_checksum`);
+        a file that is not a readable sqlite database is set aside and started anew, with a message."""
+        try:
+            with self._db() as db:
+                db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, key TEXT, vec BLOB, sum TEXT, "
+                           "PRIMARY KEY (model, key))")
+                columns = {row[1] for row in db.execute("PRAGMA table_info(vectors)")}
+                if "sum" not in columns:  # written by an older version: its rows are checked as unverified
+                    db.execute("ALTER TABLE vectors ADD COLUMN sum TEXT")
+                db.execute("SELECT count(*) FROM vectors").fetchone()
+        except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise
+            self._set_aside(exc)
+            config.private_file(self.cache_path)
+            with self._db() as db:
+                db.execute("CREATE TABLE vectors (model TEXT, key TEXT, vec BLOB, sum TEXT, PRIMARY KEY (model, key))")
+
+    def _set_aside(self, exc: Exception) -> None:
+        """Move a corrupt cache file (and its WAL files) aside, saying so."""
+        import sys
+        import time
+
+        from audit.core.integrity import rebuild_message
+
+        assert self.cache_path is not None
+        aside = self.cache_path.with_name(f"{self.cache_path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.replace(f"{self.cache_path}{suffix}", f"{aside}{suffix}")
+        print(f"    embeddings: {rebuild_message('the embeddings cache', self.cache_path, str(exc))}; "
+              f"the old file is kept as {aside.name}", file=sys.stderr, flush=True)
 
     def _load_here(self):
         """The model, loaded in this process on first use."""
@@ -144,9 +177,10 @@ class Embedder:
             fresh = dict(zip(todo, vecs))
             known.update(fresh)
             if self.cache_path is not None:
+                rows = [(self.identity, k, v.tobytes()) for k, v in fresh.items()]
                 with self._db() as db:
-                    db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                                   [(self.identity, k, v.tobytes()) for k, v in fresh.items()])
+                    db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)",
+                                   [(*row, row_checksum(*row)) for row in rows])
         out = np.stack([known[k] for k in keys]).astype(np.float32, copy=False)
         self._dim = out.shape[1]  # known now without the model (with an executor, it is not here)
         # re-normalise: cached or not, every row is unit length (zero rows stay zero)
@@ -155,14 +189,38 @@ class Embedder:
         return out
 
     def _lookup(self, keys: set[str]) -> dict[str, np.ndarray]:
+        """The cached vectors of ``keys`` whose row checksum holds; a row that fails it (changed,
+        truncated, or written without one) is deleted and its text embedded again."""
         found: dict[str, np.ndarray] = {}
+        bad: list[str] = []
         klist = list(keys)
-        with self._db() as db:
-            for i in range(0, len(klist), 500):
-                chunk = klist[i:i + 500]
-                rows = db.execute(f"SELECT key, vec FROM vectors WHERE model = ? AND key IN "
-                                  f"({','.join('?' * len(chunk))})", [self.identity, *chunk]).fetchall()
-                found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
+        try:
+            with self._db() as db:
+                for i in range(0, len(klist), 500):
+                    chunk = klist[i:i + 500]
+                    rows = db.execute(f"SELECT key, vec, sum FROM vectors WHERE model = ? AND key IN "
+                                      f"({','.join('?' * len(chunk))})", [self.identity, *chunk]).fetchall()
+                    for k, v, checksum in rows:
+                        if (isinstance(v, bytes) and len(v) % 4 == 0 and len(v)
+                                and checksum == row_checksum(self.identity, k, v)):
+                            found[k] = np.frombuffer(v, dtype=np.float32)
+                        else:
+                            bad.append(k)
+                if bad:
+                    db.executemany("DELETE FROM vectors WHERE model = ? AND key = ?", [(self.identity, k) for k in bad])
+        except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise
+            self._set_aside(exc)
+            self._open_cache()
+            return {}
+        if bad:
+            import sys
+
+            print(f"    embeddings: {len(bad)} cached vector(s) in {self.cache_path} failed their checksum: "
+                  "embedding them again", file=sys.stderr, flush=True)
+        if found and len({len(v) for v in found.values()}) > 1:  # vectors of mixed sizes: none is trusted
+            return {}
         return found
 
 

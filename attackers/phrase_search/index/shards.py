@@ -58,6 +58,7 @@ from attackers.phrase_search.index.tokenizer import TOKENIZER_NAME, Tokenizer
 from audit.core.errors import AnonauditError
 from audit.core.executor import LocalExecutor
 from audit.core.files import atomic_open, atomic_write_json
+from audit.core.integrity import seal, unseal
 
 SHARDED_FORMAT = "anonaudit.ngram_index.sharded/2"
 
@@ -174,6 +175,7 @@ def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: in
     D = len(texts)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    unseal(folder)
     (folder / "config.json").unlink(missing_ok=True)  # an interrupted build leaves no valid index
     shutil.rmtree(folder / "spill", ignore_errors=True)
     tok = Tokenizer(lowercase=lowercase)
@@ -207,7 +209,8 @@ def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: in
         "build_phases": clock.rounded(),
     }
     atomic_write_json(folder / "docs.json", asdict(docs), allow_nan=True)
-    atomic_write_json(folder / "config.json", config, allow_nan=True)  # last: marks a complete index
+    atomic_write_json(folder / "config.json", config, allow_nan=True)  # marks a complete index
+    seal(folder)  # checksums last: verified before the folder is reused (audit.core.integrity)
     return ShardedNgramIndex.load(folder)
 
 

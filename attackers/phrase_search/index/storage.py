@@ -15,6 +15,7 @@ from attackers.phrase_search.index.build import FORMAT, DocInfo
 from attackers.phrase_search.index.tokenizer import TOKENIZER_NAME, Tokenizer
 from audit.core.errors import AnonauditError
 from audit.core.files import atomic_open, atomic_write_json
+from audit.core.integrity import seal, unseal
 
 if TYPE_CHECKING:
     from attackers.phrase_search.index.query import NgramIndex
@@ -52,10 +53,12 @@ def save_index(index: NgramIndex, folder: str | os.PathLike) -> Path:
     """Write ``index`` to ``folder`` (created): its .npy arrays, docs.json, config.json."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    unseal(folder)
     (folder / "config.json").unlink(missing_ok=True)  # an interrupted save leaves no valid index
     save_arrays(folder, {name: getattr(index, name) for name in ARRAYS})
     atomic_write_json(folder / "docs.json", asdict(index.docs), allow_nan=True)
-    atomic_write_json(folder / "config.json", index.config, allow_nan=True)  # last: marks a complete index
+    atomic_write_json(folder / "config.json", index.config, allow_nan=True)  # marks a complete index
+    seal(folder)  # checksums last: verified before the folder is reused (audit.core.integrity)
     return folder
 
 
