@@ -196,3 +196,62 @@ def test_a_trained_attacker_is_sealed_when_stored(tmp_path):
     assert verify(folder) is None
     (folder / "Saves.bin").write_bytes(b"weightz")
     assert "Saves.bin changed" in verify(folder)
+
+
+# --------------------------------------------------------------------------- leftovers of killed runs
+
+_WRITER = """
+import sys, time
+from audit.core.files import atomic_open
+with atomic_open(sys.argv[1], "w") as fh:
+    fh.write("half")
+    fh.flush()
+    print("writing", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGTERM"])
+def test_temporaries_of_a_killed_writer_are_removed_by_the_next_write(tmp_path, signal_name):
+    import signal
+    import subprocess
+    import sys
+
+    target = tmp_path / "results.json"
+    killed = subprocess.Popen([sys.executable, "-c", _WRITER, str(target)], stdout=subprocess.PIPE, text=True)
+    live = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path / "other.json")], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert killed.stdout.readline().strip() == "writing" and live.stdout.readline().strip() == "writing"
+        killed.send_signal(getattr(signal, signal_name))
+        killed.wait(timeout=30)
+        left = sorted(p.name for p in tmp_path.glob(".*.tmp"))
+        assert len(left) == 2 and all(f".p{killed.pid}." in n or f".p{live.pid}." in n for n in left)
+        unrelated = tmp_path / ".notes.tmp"  # not a temporary of ours: never touched
+        unrelated.write_text("mine")
+        from audit.core.files import atomic_write, sweep_temporaries
+
+        sweep_temporaries(tmp_path, force=True)  # this process may have swept the folder before
+        atomic_write(target, "whole")
+        rest = sorted(p.name for p in tmp_path.glob(".*.tmp"))
+        assert rest == sorted([".notes.tmp", *[n for n in left if f".p{live.pid}." in n]])  # the live one stays
+        assert target.read_text() == "whole"
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_an_old_temporary_is_stale_whatever_its_pid(tmp_path):
+    import os
+
+    from audit.core.files import STALE_SECONDS, sweep_temporaries
+
+    old = tmp_path / f".x.json.p{os.getpid()}.abc123.tmp"
+    legacy = tmp_path / ".x.json.abcd1234.tmp"
+    fresh_legacy = tmp_path / ".y.json.abcd1234.tmp"
+    for p in (old, legacy, fresh_legacy):
+        p.write_text("?")
+    os.utime(old, (0, 0))
+    os.utime(legacy, (1, 1))
+    assert sorted(sweep_temporaries(tmp_path, force=True)) == sorted([old, legacy])
+    assert fresh_legacy.exists() and STALE_SECONDS >= 3600

@@ -57,7 +57,10 @@ class TrainedTRIR:
         the end, so an interrupted save never leaves a half-written attacker to be loaded."""
         from audit.core.integrity import seal
 
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        from audit.core.files import sweep_temporaries, temporary_prefix
+
+        sweep_temporaries(folder.parent)  # half-saved attackers of killed runs
+        tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(folder.name), suffix=".tmp", dir=folder.parent))
         try:
             self.save(tmp)
             seal(tmp)  # verified before it is reused (audit.core.integrity)

@@ -4,7 +4,9 @@ Every file the toolkit writes (results, released documents, caches, indexes, rep
 through :func:`atomic_open` (or :func:`atomic_write` / :func:`atomic_write_json` built on
 it): the content goes to a temporary file in the same folder, which replaces the target
 with :func:`os.replace` only once it is complete. An interrupted write never leaves half a
-file, and a reader never sees one; on any error the temporary file is removed. The new file
+file, and a reader never sees one; on any error the temporary file is removed. A writer killed
+before it could remove its temporary (``kill -9``, SIGTERM) leaves it behind, named with its
+process id: the next write into that folder removes it (:func:`sweep_temporaries`). The new file
 keeps the mode of the one it replaces (a new file gets ``0666`` less the umask, like any file
 the user creates, not the ``0600`` of a temporary file).
 
@@ -21,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,6 +118,71 @@ def locked(path: str | os.PathLike[str]) -> Iterator[None]:
         lock.release()
 
 
+#: A temporary of this module: ``.NAME.pPID.RANDOM.tmp`` (the writer's process id in the name).
+_TEMPORARY = re.compile(r"^\..+\.p(?P<pid>\d+)\.[A-Za-z0-9_]+\.tmp$")
+#: A temporary written before the process id was in the name (``.NAME.RANDOM.tmp``).
+_OLD_TEMPORARY = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+#: Age past which a temporary is stale whatever its name says (a process id can be reused).
+STALE_SECONDS = 24 * 3600
+_swept: set[str] = set()
+
+
+def temporary_prefix(name: str) -> str:
+    """The start of the name of a temporary file or folder for ``name`` in this process."""
+    return f".{name}.p{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, another user's
+        return True
+    return True
+
+
+def sweep_temporaries(folder: str | os.PathLike[str], *, force: bool = False) -> list[Path]:
+    """Remove the temporaries that killed writers left in ``folder`` (``kill -9``, SIGTERM, a power
+    cut): those whose process is gone, and any older than :data:`STALE_SECONDS` (a legacy one
+    without a process id after an hour). A live writer's temporary is never touched. Done once
+    per folder and process (``force``: again); returns what was removed."""
+    import shutil
+    import time
+
+    key = os.path.abspath(folder)
+    if key in _swept and not force:
+        return []
+    _swept.add(key)
+    removed: list[Path] = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _TEMPORARY.match(entry.name)
+        legacy = m is None and _OLD_TEMPORARY.match(entry.name)
+        if m is None and not legacy:
+            continue
+        try:
+            age = now - entry.stat(follow_symlinks=False).st_mtime
+        except OSError:
+            continue
+        stale = age > 3600 if legacy else (not _alive(int(m["pid"])) or age > STALE_SECONDS)
+        if not stale:
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed.append(Path(entry.path))
+    return removed
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "w", *, encoding: str | None = "utf-8",
                 newline: str | None = None, fsync: bool = False) -> Iterator[IO[Any]]:
@@ -126,7 +194,8 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", *, encoding: str 
         raise ValueError(f"atomic_open writes only: mode must be 'w' or 'wb', got {mode!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    sweep_temporaries(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path.name), suffix=".tmp", dir=path.parent)
     try:
         _chmod_fd(fd, tmp, _mode_for(path))
         if mode == "wb":
