@@ -55,9 +55,8 @@ class TrainedTRIR:
     def store(self, folder: Path) -> None:
         """Save into ``folder`` (replacing it) through a temporary folder beside it, renamed at
         the end, so an interrupted save never leaves a half-written attacker to be loaded."""
-        from audit.core.integrity import seal
-
         from audit.core.files import sweep_temporaries, temporary_prefix
+        from audit.core.integrity import seal
 
         sweep_temporaries(folder.parent)  # half-saved attackers of killed runs
         tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(folder.name), suffix=".tmp", dir=folder.parent))
