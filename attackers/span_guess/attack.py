@@ -7,9 +7,11 @@ import random
 import time
 from collections import Counter
 from collections.abc import Sequence
+from itertools import zip_longest
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from attackers.span_guess.background import Background, background_guesses
 from attackers.span_guess.guesser import SpanGuesser
 from attackers.span_guess.matcher import Matcher, corpus_matcher, normalise
 from audit.core.align import replaced_spans
@@ -32,6 +34,11 @@ class _Target:
     doc_id: str
     text: str  # sanitized document
     span: Span  # start/end in the sanitized text, original set, label set
+    subject: str | None = None  # whose document (the auditor's knowledge, never the adversary's)
+
+
+Knowledge = Literal["auto", "context", "background", "both"]
+Rank = Literal["fit", "llm"]
 
 
 @register("attack")
@@ -41,8 +48,11 @@ class SpanGuessAttack(Attack):
     name: ClassVar[str] = "span_guess"
     description: ClassVar[str] = (
         "An adversary who knows which parts of a document were replaced (masked, generalised or deleted) "
-        "shows the sanitized document to a language model, one replaced span at a time, and asks for a few "
-        "guesses of what was there originally. A span counts as recovered when a guess matches the "
+        "guesses what was there originally, a few guesses per span. With the public background (the "
+        "documents about people that TRIR's adversary also holds) it finds the person whose background best "
+        "matches the document and ranks the names, dates, places and numbers of the span's type in it by how "
+        "well their surroundings match the span's; without it (or as well), a language model reads the "
+        "sanitized document and writes its guesses. A span counts as recovered when a guess matches the "
         "original by shared word lemmas, acronyms, shared word stems for names, or, for dates, the exact "
         "same date. It shows whether generalisations such as \"a European capital\" still give \"Warsaw\" "
         "away. The baseline is a context-free adversary who guesses, for every span, the most frequent "
@@ -57,7 +67,8 @@ class SpanGuessAttack(Attack):
 
     def __init__(self, guesses: int = 5, sample: int | None = None, llm: str | LLM | None = None, seed: int = 0,
                  labels: Sequence[str] | None = None, frequent_lemmas: int = 200, context_tokens: int | None = None,
-                 cache: bool = True, ner: bool = True, progress: bool = True):
+                 cache: bool = True, ner: bool = True, progress: bool = True, knowledge: Knowledge = "auto",
+                 people: int = 1, rank: Rank = "fit", dense: bool = True):
         """
         guesses: guesses asked for per span.
         sample: attack a seeded random sample of this many spans per release (default: all spans).
@@ -67,6 +78,16 @@ class SpanGuessAttack(Attack):
         context_tokens: at most this many tokens of document context per prompt (default: what fits).
         cache: read and write the LLM answer cache.
         ner: label spans that a release does not label with spaCy NER on their original text.
+        knowledge: what the adversary knows besides the sanitized document: ``background`` (the public
+            background documents: candidates from the best-matching person's background, ranked by
+            context fit; no LLM unless ``rank="llm"``), ``context`` (nothing: the LLM guesses from the
+            document alone), ``both`` (the two lists interleaved), ``auto`` (background when the
+            scenario has one, else context).
+        people: look for candidates in the background of this many best-matching people.
+        rank: order background candidates by context ``fit`` (word overlap around each mention), or
+            re-rank the best ``2 * guesses`` by the ``llm``'s log-probability of the candidate in the
+            span's place.
+        dense: find the person with the embedded MiniLM as well as BM25 (reciprocal-rank fusion).
         """
         self.guesses = guesses
         self.sample = sample
@@ -84,12 +105,21 @@ class SpanGuessAttack(Attack):
             raise AnonauditError(f"span_guess: sample must be a positive number of spans, got {sample!r}")
         if context_tokens is not None and context_tokens < 16:
             raise AnonauditError(f"span_guess: context_tokens must be at least 16, got {context_tokens!r}")
+        if knowledge not in ("auto", "context", "background", "both"):
+            raise AnonauditError(f"span_guess: knowledge must be auto, context, background or both, got {knowledge!r}")
+        if rank not in ("fit", "llm"):
+            raise AnonauditError(f"span_guess: rank must be fit or llm, got {rank!r}")
+        if not isinstance(people, int) or people < 1:
+            raise AnonauditError(f"span_guess: people must be a positive number, got {people!r}")
+        self.knowledge, self.people, self.rank, self.dense = knowledge, people, rank, dense
         if frequent_lemmas < 0:
             raise AnonauditError(f"span_guess: frequent_lemmas must be 0 or more, got {frequent_lemmas!r}")
         self._llm: LLM | None = None
         self._matcher: Matcher | None = None
         self._matcher_key: str | None = None
         self._ner_nlp: Spacy | None = None
+        self._background: Background | None = None
+        self._background_key: str | None = None
 
     # ------------------------------------------------------------------ resources
 
@@ -103,6 +133,7 @@ class SpanGuessAttack(Attack):
     def close(self) -> None:
         self._llm = None
         self._ner_nlp = None
+        self._background = None
         if self._matcher is not None:
             self._matcher.nlp = None  # a matcher outlives a close; its pipeline may not
         super().close()
@@ -152,7 +183,7 @@ class SpanGuessAttack(Attack):
                 elif wanted is not None and span.label.upper() not in wanted:
                     skipped["label not selected"] += 1
                 else:
-                    targets.append(_Target(doc.id, doc.text, span))
+                    targets.append(_Target(doc.id, doc.text, span, doc.subject or orig.subject))
         return targets, dict(skipped)
 
     def _ner(self) -> Spacy:
@@ -168,19 +199,60 @@ class SpanGuessAttack(Attack):
 
     # ------------------------------------------------------------------ evaluate
 
+    def knowledge_of(self, scenario: Scenario) -> str:
+        """The knowledge this attack gives its adversary on ``scenario`` (``auto`` resolved)."""
+        has = scenario.background is not None and len(scenario.background) > 0
+        if self.knowledge == "auto":
+            return "background" if has else "context"
+        if self.knowledge in ("background", "both") and not has:
+            raise AnonauditError(f"span_guess: knowledge={self.knowledge!r} needs public background documents "
+                                 "(the audit's `background`, a TRI file's public_knowledge column); there are none")
+        return self.knowledge
+
+    def background(self, scenario: Scenario) -> Background:
+        """The scenario's background, grouped by person and indexed (kept while it is the same)."""
+        bg = scenario.background
+        key = bg.fingerprint() if bg is not None else "none"
+        if self._background is None or self._background_key != key:
+            self._background = Background(bg, resources_of(self).spacy(disable=("parser", "lemmatizer")),
+                                          embedder=resources_of(self).embedder(None, cache=self.cache)
+                                          if self.dense else None)
+            self._background_key = key
+        return self._background
+
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
+        knowledge = self.knowledge_of(scenario)
         matcher = self.matcher(scenario)
         all_targets, skipped = self.targets(scenario, release)
         targets = self._sample(all_targets)
-        started = time.perf_counter()
-        guesses = self.guesser().guess_many([(t.text, t.span) for t in targets], progress=self.progress)
-        self.record_timing(release.name, {"llm": time.perf_counter() - started})
+        timing: dict[str, float] = {}
+        sources: dict[str, list[list[str]]] = {}
+        diag: dict[str, Any] = {}
+        if knowledge in ("background", "both"):
+            started = time.perf_counter()
+            bg = self.background(scenario)
+            llm = self._get_llm() if self.rank == "llm" else None
+            sources["background"], sources["background_person_only"], diag = background_guesses(
+                bg, targets, self.guesses, people=self.people, llm=llm, progress=self.progress)
+            timing["background"] = time.perf_counter() - started
+        if knowledge in ("context", "both"):
+            started = time.perf_counter()
+            sources["context_llm"] = self.guesser().guess_many([(t.text, t.span) for t in targets],
+                                                               progress=self.progress)
+            timing["llm"] = time.perf_counter() - started
+        self.record_timing(release.name, timing)
+        guesses = (sources["context_llm"] if knowledge == "context" else sources["background"]
+                   if knowledge == "background" else _interleave(sources["background"], sources["context_llm"],
+                                                                 self.guesses))
 
-        matcher.analyse_many([t.span.original or "" for t in all_targets] + [g for gs in guesses for g in gs])
+        matcher.analyse_many([t.span.original or "" for t in all_targets]
+                             + [g for gl in sources.values() for gs in gl for g in gs])
         findings = []
         for t, gs in zip(targets, guesses):
             hit = matcher.first_match(t.span.original or "", gs, t.span.label)
             findings.append((t, gs, hit))
+        per_source = {name: [matcher.first_match(t.span.original or "", gs, t.span.label) is not None
+                             for t, gs in zip(targets, gl)] for name, gl in sources.items()}
 
         base_hits = _baseline_hits(matcher, all_targets, targets, self.guesses)
         n = len(targets)
@@ -190,10 +262,13 @@ class SpanGuessAttack(Attack):
         units = _units([(t.doc_id, hit is not None) for t, _, hit in findings])
         headline = clustered_risk(units, baseline, seed=self.seed)
 
-        per_label = _per_label(findings, base_hits, self.seed)
         rules = Counter(hit[1] for _, _, hit in findings if hit is not None)
+        recovered_by = {name: {"recovered": sum(hits), "of": n, "rate": sum(hits) / n if n else None}
+                        for name, hits in per_source.items()}
         details = {
-            "per_label": per_label,
+            "knowledge": knowledge,
+            "per_label": _per_label(findings, base_hits, self.seed),
+            "recovered_by_source": recovered_by,
             "rules": dict(rules.most_common()),
             "spans_total": len(all_targets),
             "spans_attacked": n,
@@ -202,19 +277,78 @@ class SpanGuessAttack(Attack):
             "baseline_method": (f"context-free: the {self.guesses} most frequent originals of the span's label "
                                 "among the release's other replaced spans"),
             "frequent_lemmas": sorted(matcher.frequent),
-            "llm": getattr(self._get_llm(), "identity", "") or type(self._get_llm()).__name__,
+            "llm": (getattr(self._get_llm(), "identity", "") or type(self._get_llm()).__name__)
+            if knowledge != "background" or self.rank == "llm" else "",
             "params": self.get_params(),
+            **{k: v for k, v in diag.items() if k != "per_span"},
             **clustered_details(cluster_bootstrap(units, seed=self.seed), "spans"),
         }
+        details["attacker"] = _attacker_sentence(knowledge, recovered_by, diag, self.people, self.rank)
+        warnings = _warnings(knowledge, targets, diag)
         if n and successes < sum(base_hits):
             # An attacker that does worse than guessing each label's most frequent originals
             # without reading the document is too weak for its "no risk" to mean anything.
-            details["warning"] = (
+            warnings.append(
                 f"the guesser is weaker than its own context-free baseline ({successes} of {n} spans recovered, "
                 f"{sum(base_hits)} by guessing the most frequent originals of each label): a low figure here says "
-                "little about the release; use a stronger --llm or more --guesses")
+                "little about the release; " + ("use a stronger --llm or more --guesses" if knowledge == "context"
+                                                 else "give the adversary more background or more --guesses"))
+        if warnings:
+            details["warning"] = "; ".join(warnings)
+        per_span = diag.get("per_span") or [{} for _ in targets]
         return [Result.from_risk(self.name, release.name, headline, details=details,
-                                 documents=_documents(findings))]
+                                 documents=_documents(findings, sources, per_span))]
+
+
+def _interleave(first: list[list[str]], second: list[list[str]], p: int) -> list[list[str]]:
+    """Per span: the two guess lists alternately (first's best first), without repeats, cut at ``p``."""
+    out = []
+    for a, b in zip(first, second):
+        merged: list[str] = []
+        for pair in zip_longest(a, b):
+            for g in pair:
+                if g and g.lower() not in {m.lower() for m in merged}:
+                    merged.append(g)
+        out.append(merged[:p])
+    return out
+
+
+def _attacker_sentence(knowledge: str, by: dict[str, dict], diag: dict[str, Any], people: int, rank: str) -> str:
+    """What the adversary knew and what each source of guesses recovered (shown in the report)."""
+    def got(name: str) -> str:
+        s = by.get(name)
+        return f"{s['recovered']} of {s['of']} spans" if s else "not run"
+
+    if knowledge == "context":
+        return f"knew only the sanitized document (an LLM guessed from the context): recovered {got('context_llm')}"
+    what = (f"knew the public background ({diag.get('background_documents', 0)} documents about "
+            f"{diag.get('background_people', 0)} people) and the sanitized document; it looked in the background "
+            f"of the {people} best-matching {'person' if people == 1 else 'people'} (BM25 over each person's "
+            f"documents), ranking entities of the span's type by "
+            f"{'the LLM log-probability of each in the span' + chr(39) + 's place' if rank == 'llm' else 'context fit'}")
+    out = (f"{what}. Background candidates recovered {got('background')} (the same person's most frequent "
+           f"candidates, without the span's context: {got('background_person_only')})")
+    if knowledge == "both":
+        out += f"; the context-only LLM guesser {got('context_llm')}"
+    return out + "."
+
+
+def _warnings(knowledge: str, targets: list[_Target], diag: dict[str, Any]) -> list[str]:
+    """Limits of the adversary's knowledge that make the figure a lower bound, said, never silent."""
+    out = []
+    no_ctx = sum(not t.text[:t.span.start].strip() and not t.text[t.span.end:].strip() for t in targets)
+    if no_ctx:
+        out.append(f"{no_ctx} of {len(targets)} attacked spans have no context at all (the document is only "
+                   "the span): nothing could be guessed from it")
+    if knowledge in ("background", "both"):
+        missing = diag.get("documents_without_background", 0)
+        if missing:
+            out.append(f"{missing} of {diag.get('documents_attacked', 0)} attacked documents are about people with "
+                       "no passage in the background: their spans could only be guessed from other people's "
+                       "background, so the figure is a lower bound")
+        if targets and diag.get("spans_without_candidates", 0) == len(targets):
+            out.append("the background held no candidate of the attacked spans' types")
+    return out
 
 
 def _baseline_hits(matcher: Matcher, all_targets: list[_Target], attacked: list[_Target], p: int) -> list[bool]:
@@ -255,18 +389,20 @@ def _per_label(findings: list, base_hits: list[bool], seed: int = 0) -> dict[str
     return out
 
 
-def _documents(findings: list) -> list[Finding]:
+def _documents(findings: list, sources: dict[str, list[list[str]]], per_span: list[dict]) -> list[Finding]:
     """One finding per document: it succeeds when a guess recovered at least one of its spans.
-    ``spans`` is private (originals, guesses, the matching guess)."""
+    ``spans`` is private (originals, guesses of each source, the matching guess, the background
+    person looked at)."""
     docs: dict[str, dict[str, Any]] = {}
-    for t, gs, hit in findings:
+    for i, (t, gs, hit) in enumerate(findings):
         entry = docs.setdefault(t.doc_id, {"attacked": 0, "recovered": 0, "spans": [], "highlights": []})
         s = t.span
         entry["attacked"] += 1
         record = {"start": s.start, "end": s.end, "label": s.label, "original": s.original,
                   "replacement": s.replacement if s.replacement is not None else t.text[s.start:s.end],
                   "guesses": gs, "recovered": hit is not None,
-                  "matched_guess": gs[hit[0]] if hit else None, "rule": hit[1] if hit else None}
+                  "matched_guess": gs[hit[0]] if hit else None, "rule": hit[1] if hit else None,
+                  "guesses_by_source": {name: gl[i] for name, gl in sources.items()}, **per_span[i]}
         if s.orig_start is not None:
             record["orig_start"], record["orig_end"] = s.orig_start, s.orig_end
         entry["spans"].append(record)
