@@ -1,4 +1,4 @@
-"""Span guessing on TAB (ECHR): recovery rate per release, throughput, cache effect.
+"""Span guessing on TAB (ECHR): recovery rate per release, per source of guesses, throughput.
 
 Compares the releases of the INTACT paper on the same seeded sample of manually
 annotated spans (all five files sanitize the same 7,340 TAB spans, so each sampled
@@ -10,13 +10,23 @@ span is attacked once per release):
 * INTACT least_specific — the least specific candidate
 * Manual_Dou           — Dou et al.'s abstractions
 
-The paper's ordering to compare with: most-specific leaks most, INTACT-selected less,
-labels least. Span labels come from TAB_test_Manual_Entity.json (its replacement is
-the TAB entity type). Every release is evaluated twice: the second pass is answered
-from the LLM cache (cache effect).
+Two adversaries (``--knowledge``, issue 44):
 
-    python benchmarks/span_guess_tab.py --quick                # 6 spans, 0.5B model
-    python benchmarks/span_guess_tab.py --sample 40 --llm qwen2.5-coder-1.5b
+* ``background`` (default): holds the public background (``--background``, by default the full
+  public judgments ``TAB_test_BK=Public.json``, one per person; it is not told whose document it
+  reads); it finds the best-matching person and ranks that person's entities of the span's type
+  by context fit. No LLM. Reported beside it: the same person's most frequent candidates without
+  the span's context, and the context-free baseline (the most frequent originals of the label).
+* ``context``: the LLM guesses from the sanitized document alone (issue 6); every release is
+  evaluated twice, the second pass answered from the LLM cache.
+
+``--tri`` also builds a TRI-format file (``name``, ``public_knowledge``, one column per method)
+from a demo population at run time in a temporary folder (never committed) and attacks its
+releases through the TRI loader, whose releases carry no spans (they are aligned with the originals).
+
+    python benchmarks/span_guess_tab.py --quick                      # 12 spans, Manual_Entity, background
+    python benchmarks/span_guess_tab.py --sample 40 --tri            # the issue-44 figures
+    python benchmarks/span_guess_tab.py --knowledge context --sample 40 --llm qwen2.5-coder-1.5b
 
 Numbers depend heavily on the machine's load (2 shared CPU cores here).
 """
@@ -80,24 +90,84 @@ def paired_tests(outcomes: dict[str, dict[tuple, bool]]) -> list[dict]:
     return out
 
 
+def tri_check(seed: int, n: int, guesses: int, people: int) -> dict:
+    """A TRI-format file made from a demo population (people and distractors; each person's
+    background documents joined as ``public_knowledge``), attacked through the TRI loader."""
+    from audit.demo.data import write
+    from audit.io.loaders import load_tri
+
+    with tempfile.TemporaryDirectory(prefix="span-guess-tri-") as tmp:
+        data = write(Path(tmp) / "demo", n=n, seed=seed)
+        originals = load_corpus(Path(tmp) / "demo" / "originals.jsonl")
+        background = load_corpus(Path(tmp) / "demo" / "background.jsonl")
+        pk: dict[str, list[str]] = {}
+        for d in background:
+            pk.setdefault(d.subject or d.id, []).append(d.text)
+        methods = {m: {d.subject: d.text for d in load_corpus(Path(tmp) / "demo" / "releases" / f"{m}.jsonl")}
+                   for m in ("labels", "suppressed")}
+        rows = [{"name": person, "public_knowledge": "\n\n".join(texts),
+                 **{m: t[person] for m, t in methods.items() if person in t}} for person, texts in pk.items()]
+        path = Path(tmp) / "tri.json"
+        path.write_text(json.dumps(rows), encoding="utf-8")
+        bg, releases = load_tri(path)
+        # the originals keyed as the TRI file keys its rows (by name)
+        orig = Corpus([Document(d.subject, d.text, subject=d.subject) for d in originals], name="originals")
+        scenario = Scenario(originals=orig, background=bg, releases=tuple(releases))
+        attack = SpanGuessAttack(guesses=guesses, people=people, knowledge="background", progress=False)
+        attack.fit(scenario)
+        out = {"people_in_background": len(bg), "people_in_release": len(data.originals), "releases": []}
+        for rel in releases:
+            t = time.perf_counter()
+            (res,) = attack.evaluate(scenario, rel)
+            out["releases"].append(_row(res, time.perf_counter() - t))
+            _print(out["releases"][-1])
+        return out
+
+
+def _row(res, seconds: float) -> dict:
+    by = res.details.get("recovered_by_source", {})
+    return {"release": res.release, "recovered": res.value, "ci": res.ci, "n": res.n, "documents": res.details.get("units"),
+            "baseline": res.baseline, "beats_baseline": res.beats_baseline,
+            "by_source": {k: v["recovered"] for k, v in by.items()},
+            "person_found_rate": res.details.get("person_found_rate"), "warning": res.details.get("warning"),
+            "per_label": {k: (v["successes"], v["n"]) for k, v in res.details["per_label"].items()},
+            "rules": res.details["rules"], "s": round(seconds, 1),
+            "s_per_span": round(seconds / res.n, 3) if res.n else None,
+            "examples": [(s["original"], s["replacement"], s["guesses"][:3], s["rule"])
+                         for d in res.documents for s in d.facts["spans"]][:6]}
+
+
+def _print(r: dict) -> None:
+    print(f"{r['release']:22s} recovered {r['recovered']:.3f} [{r['ci'][0]:.2f},{r['ci'][1]:.2f}] n={r['n']} "
+          f"baseline {r['baseline']:.3f} beats={r['beats_baseline']} by source {r['by_source']} "
+          f"person found {r['person_found_rate']}  {r['s']}s ({r['s_per_span']} s/span)"
+          + (f"\n    WARNING {r['warning']}" if r.get("warning") else ""), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=TAB)
-    ap.add_argument("--sample", type=int, default=20, help="spans attacked per release (same spans in each)")
+    ap.add_argument("--sample", type=int, default=40, help="spans attacked per release (same spans in each)")
     ap.add_argument("--guesses", type=int, default=5)
+    ap.add_argument("--knowledge", choices=("background", "context", "both"), default="background")
+    ap.add_argument("--background", default="TAB_test_BK=Public.json", help="background file in DATA/bks")
+    ap.add_argument("--people", type=int, default=1, help="people whose background is searched per document")
+    ap.add_argument("--no-dense", action="store_true", help="find the person by BM25 only (no MiniLM)")
     ap.add_argument("--context-tokens", type=int, default=384)
     ap.add_argument("--llm", default="qwen2.5-coder-0.5b")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--releases", default=",".join(RELEASES), help="comma-separated subset of " + ",".join(RELEASES))
-    ap.add_argument("--quick", action="store_true", help="6 spans, 3 guesses, 256 context tokens")
+    ap.add_argument("--tri", action="store_true", help="also attack a TRI-format file built from a demo population")
+    ap.add_argument("--tri-people", type=int, default=60, help="people in the TRI file's demo population")
+    ap.add_argument("--quick", action="store_true", help="12 spans, Manual_Entity only (context: 3 guesses, 256 tokens)")
     ap.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
     ap.add_argument("--cache", type=Path, default=None,
                     help="LLM answer cache (sqlite) to use; default: a fresh one, so the first pass is cold")
     args = ap.parse_args()
     if args.quick:
-        args.sample, args.guesses, args.context_tokens = 6, 3, 256
-
-    from audit.models.specs import load_llm
+        args.sample, args.releases = 12, "Manual_Entity"
+        if args.knowledge != "background":
+            args.guesses, args.context_tokens = 3, 256
 
     t0 = time.perf_counter()
     originals = labelled_originals(args.data)
@@ -108,17 +178,28 @@ def main() -> None:
     keys = sorted({(d.id, s.orig_start, s.orig_end) for d in releases[0] for s in d.spans
                    if (s.original or "").strip()})
     sample = set(random.Random(args.seed).sample(keys, min(args.sample, len(keys))))
+    background = load_corpus(args.data / "bks" / args.background) if args.knowledge != "context" else None
     load_s = time.perf_counter() - t0
 
-    cache_path = args.cache or Path(tempfile.mkdtemp(prefix="span-guess-bench-")) / "llm.sqlite"
-    print(f"LLM cache: {cache_path}", flush=True)
-    llm = load_llm(args.llm, cache=True, cache_path=cache_path, n_ctx=2048, n_parallel=2)
+    llm = None
+    if args.knowledge != "context":
+        print(f"background: {args.background} ({len(background)} people)", flush=True)
+    if args.knowledge != "background":
+        from audit.models.specs import load_llm
+
+        cache_path = args.cache or Path(tempfile.mkdtemp(prefix="span-guess-bench-")) / "llm.sqlite"
+        print(f"LLM cache: {cache_path}", flush=True)
+        llm = load_llm(args.llm, cache=True, cache_path=cache_path, n_ctx=2048, n_parallel=2)
     attack = SpanGuessAttack(llm=llm, guesses=args.guesses, context_tokens=args.context_tokens, seed=args.seed,
-                             ner=False, progress=True)
-    scenario = Scenario(originals=originals, releases=tuple(releases))
+                             ner=False, progress=True, knowledge=args.knowledge, people=args.people,
+                             dense=not args.no_dense)
+    scenario = Scenario(originals=originals, background=background, releases=tuple(releases))
     t1 = time.perf_counter()
     attack.fit(scenario)
+    if args.knowledge != "context":
+        attack.background(scenario)  # the index (and MiniLM over the background sentences), once
     fit_s = time.perf_counter() - t1
+    print(f"load {load_s:.1f}s, fit (frequent lemmas, background index) {fit_s:.1f}s", flush=True)
 
     rows = []
     outcomes: dict[str, dict[tuple, bool]] = {}  # release -> (doc, start, end) -> recovered
@@ -127,40 +208,38 @@ def main() -> None:
         t = time.perf_counter()
         (res,) = attack.evaluate(scenario, small)
         cold = time.perf_counter() - t
-        t = time.perf_counter()
-        (again,) = attack.evaluate(scenario, small)
-        warm = time.perf_counter() - t
-        assert again.value == res.value
+        row = _row(res, cold)
+        if llm is not None:
+            t = time.perf_counter()
+            (again,) = attack.evaluate(scenario, small)
+            row["warm_s"] = round(time.perf_counter() - t, 2)
+            assert again.value == res.value
         outcomes[rel.name] = {(d.id, sp["orig_start"], sp["orig_end"]): sp["recovered"]
                               for d in res.documents for sp in d.facts["spans"]}
-        rows.append({"release": rel.name, "recovered": res.value, "ci": res.ci, "n": res.n,
-                     "baseline": res.baseline, "per_label": {k: (v["successes"], v["n"])
-                                                             for k, v in res.details["per_label"].items()},
-                     "rules": res.details["rules"], "cold_s": round(cold, 1), "warm_s": round(warm, 2),
-                     "spans_per_min": round(60 * res.n / cold, 2) if cold else None,
-                     "examples": [(s["original"], s["replacement"], s["guesses"][:3], s["rule"])
-                                  for d in res.documents for s in d.facts["spans"]][:4]})
-        r = rows[-1]
-        print(f"{rel.name:22s} recovered {r['recovered']:.3f} [{r['ci'][0]:.2f},{r['ci'][1]:.2f}] n={r['n']} "
-              f"baseline {r['baseline']:.3f}  cold {cold:6.1f}s ({r['spans_per_min']} spans/min)  "
-              f"warm {warm:5.2f}s", flush=True)
+        rows.append(row)
+        _print(row)
 
     paired = paired_tests(outcomes)
     for p in paired:
         print(f"{p['a']} vs {p['b']}: recovered only by {p['a']} {p['only_a']}, only by {p['b']} {p['only_b']}, "
               f"exact sign test p = {p['p']:.3f}", flush=True)
-    summary = {"llm": llm.identity, "sample": len(sample), "guesses": args.guesses,
-               "context_tokens": args.context_tokens, "seed": args.seed, "load_s": round(load_s, 1),
-               "fit_s": round(fit_s, 1), "frequent_lemmas_head": sorted(attack._matcher.frequent)[:20],
-               "releases": rows, "paired": paired}
-    print(json.dumps({k: v for k, v in summary.items() if k != "releases"}, indent=1))
+    summary = {"knowledge": args.knowledge, "background": args.background if background is not None else None,
+               "llm": llm.identity if llm is not None else None, "sample": len(sample), "guesses": args.guesses,
+               "people": args.people, "dense": not args.no_dense, "seed": args.seed, "load_s": round(load_s, 1),
+               "fit_s": round(fit_s, 1), "releases": rows, "paired": paired}
+    if args.tri:
+        t = time.perf_counter()
+        summary["tri"] = tri_check(seed=args.seed + 7, n=args.tri_people, guesses=args.guesses, people=args.people)
+        summary["tri"]["s"] = round(time.perf_counter() - t, 1)
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("releases", "tri")}, indent=1))
     for r in rows:
         print(r["release"], "per label (recovered, n):", r["per_label"], "rules:", r["rules"])
         for ex in r["examples"]:
             print("   ", ex)
     if args.out:
         args.out.write_text(json.dumps(summary, indent=1, ensure_ascii=False))
-    llm.close()
+    if llm is not None:
+        llm.close()
 
 
 if __name__ == "__main__":

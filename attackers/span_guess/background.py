@@ -145,6 +145,7 @@ class Background:
         n = max(1, len(tokens))
         self._idf = {w: math.log(1 + (n - c + 0.5) / (c + 0.5)) for w, c in df.items()}
         self._idf_default = math.log(1 + (n + 0.5) / 0.5)
+        self._idf_one = math.log(1 + (n - 1 + 0.5) / 1.5)  # a word in one person's background
         self._vectors = None
         if self.embedder is not None:
             chunks = [(i, c) for i, p in enumerate(self._people) for t in self._texts[p] for c in sentences(t)]
@@ -223,6 +224,14 @@ class Background:
         share = sum(self._idf.get(w, self._idf_default) for w in want & have) / total if total else 0.0
         return edge, share
 
+    def specificity(self, key: str) -> float:
+        """How specific a name is to one person: the mean IDF of its words over the people of the
+        background, relative to a word only one person's background holds (0 to 1)."""
+        words = key.split()
+        if not words or self._idf_default <= 0:
+            return 0.0
+        return min(1.0, sum(self._idf.get(w, self._idf_default) for w in words) / len(words) / self._idf_one)
+
     def candidates(self, person: str, label: str, ctx: Context,
                    exclude: Iterable[str] = ()) -> list[tuple[str, float, int]]:
         """``person``'s candidates for the span, best first: ``(text, score, tier)`` (tier 0: of the
@@ -237,14 +246,21 @@ class Background:
                 continue
             counts[key] += 1
             f = self.fit(ctx, m)
-            if key not in best or (tier, best[key][1]) < (best[key][0], f) or tier < best[key][0]:
-                best[key] = (tier, f if key not in best else max(f, best[key][1]), m.text)
+            if key not in best:
+                best[key] = (tier, f, m.text)
+            else:  # the name's most specific type and its best-fitting mention
+                old_tier, old_f, text = best[key]
+                best[key] = (min(tier, old_tier), max(f, old_f), m.text if f > old_f else text)
         # Evidence for a candidate: the context words its best mention repeats in order, plus the
         # log of how often the person's background names it (a name the background repeats is more
         # likely theirs, as a BM25 term weight grows with its frequency); the bag-of-words share of
         # the surroundings only breaks ties: on a paraphrase it follows the sentence, not the slot.
-        score = {k: best[k][1][0] + math.log1p(counts[k]) for k in best}
-        ranked = sorted(best, key=lambda k: (best[k][0], -score[k], -best[k][1][1], -counts[k], k))
+        # A mention of the span's type counts as one more word of context (the small NER model
+        # mistypes names: a copied sentence around a mistyped name is stronger evidence).
+        # Both weigh by how specific the name is to this person (its words' IDF over the people of
+        # the background, 0 to 1): "the Court" in every judgment says nothing about whose it is.
+        score = {k: best[k][1][0] + ((best[k][0] == 0) + math.log1p(counts[k])) * self.specificity(k) for k in best}
+        ranked = sorted(best, key=lambda k: (-score[k], -best[k][1][1], best[k][0], -counts[k], k))
         return [(best[k][2], score[k] + best[k][1][1] / 10, best[k][0]) for k in ranked]
 
     def person_only(self, person: str, label: str, exclude: Iterable[str] = ()) -> list[str]:
@@ -336,10 +352,10 @@ def background_guesses(bg: Background, targets: Sequence, p: int, *, people: int
         who = [w for w, _ in ranked[t.doc_id]]
         ctx = Context.of(t.text, t.span.start, t.span.end)
         shown = t.text[t.span.start:t.span.end]
-        best: dict[str, tuple[int, float, str]] = {}
+        best: dict[str, tuple[float, int, str]] = {}
         for rank, person in enumerate(who):  # a nearer person's evidence counts fully, the next ones' less
             for cand, score, tier in bg.candidates(person, t.span.label, ctx, exclude=[shown]):
-                key = (tier, -score / (1 + rank), cand)
+                key = (-score / (1 + rank), tier, cand)
                 if _key(cand) not in best or key < best[_key(cand)]:
                     best[_key(cand)] = key
         cands = [c for _, _, c in sorted(best.values())]
