@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from audit.core.paramtypes import PositiveInt
 from audit.core.data import Corpus, Release, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
@@ -34,8 +35,44 @@ SPACY_PII_LABELS = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "DATE", "TIME"
                     "CARDINAL", "ORDINAL", "PERCENT")
 
 
+#: The entity labels of spaCy's English pipelines (OntoNotes 5), the default model's among them.
+SPACY_ENGLISH_LABELS = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW",
+                        "LANGUAGE", "DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL")
+
+
 def _label_text(template: str, label: str) -> str:
     return template.format(label=(label or "REDACTED").upper())
+
+
+def check_template(template: str) -> str:
+    """``template`` if it makes a replacement text from ``{label}`` (and nothing else), else a
+    :class:`ValueError` saying why, when the sanitizer is made, not on the first document."""
+    if not isinstance(template, str):
+        raise ValueError(f"template must be a text with {{label}} for the label, got {template!r}")
+    try:
+        template.format(label="LABEL")
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
+        raise ValueError(f"template {template!r} cannot be filled: the only field it may use is {{label}} "
+                         f"(write {{{{ and }}}} for literal braces); {type(exc).__name__}: {exc}") from None
+    return template
+
+
+def check_labels(labels: Sequence[str] | None, known: Iterable[str] | None, where: str) -> Sequence[str] | None:
+    """``labels`` unless one of them is not among ``known`` (compared without case), or the list is
+    empty: either would release documents with less masked than asked, silently."""
+    if labels is None:
+        return None
+    if isinstance(labels, str) or not all(isinstance(x, str) and x.strip() for x in labels):
+        raise ValueError(f"labels must be a list of label names, got {labels!r}")
+    if not labels:
+        raise ValueError("labels is empty: nothing would be masked (leave it out to mask every label)")
+    if known is not None:
+        have = {k.upper() for k in known}
+        unknown = [x for x in labels if x.upper() not in have]
+        if unknown:
+            raise ValueError(f"unknown label(s) {', '.join(unknown)}: {where} knows "
+                             f"{', '.join(sorted(have)) or 'no label'}")
+    return labels
 
 
 def _wanted(labels: Sequence[str] | None, label: str) -> bool:
@@ -56,6 +93,11 @@ class _AnnotationSanitizer(Sanitizer):
                 f"{corpus.source or corpus.name}: no document has annotated spans, so {self.name!r} would "
                 "release the originals unchanged; annotate the PII spans, or use a detector "
                 "(spacy_ner, presidio)")
+        try:
+            check_labels(self.labels, {s.label for doc in corpus for s in doc.spans},
+                         f"the annotations of {corpus.source or corpus.name}")
+        except ValueError as exc:
+            raise AnonauditError(f"{self.name}: {exc}") from None
         spans = {doc.id: [Span(s.start, s.end, s.label, s.entity_id, s.identifier_type,
                                replacement=self._replacement(s))
                           for s in doc.spans if _wanted(self.labels, s.label)]
@@ -73,7 +115,7 @@ class Suppression(_AnnotationSanitizer):
 
     def __init__(self, labels: Sequence[str] | None = None):
         """labels: only spans with these labels (default: every annotated span)."""
-        self.labels = labels
+        self.labels = check_labels(labels, None, "")
 
     def _replacement(self, span: Span) -> str:
         return ""
@@ -92,8 +134,8 @@ class LabelMasking(_AnnotationSanitizer):
         labels: only spans with these labels (default: every annotated span).
         template: the replacement, with {label} for the span's label.
         """
-        self.labels = labels
-        self.template = template
+        self.labels = check_labels(labels, None, "")
+        self.template = check_template(template)
 
     def _replacement(self, span: Span) -> str:
         return _label_text(self.template, span.label)
@@ -108,7 +150,7 @@ class SpacyNER(Sanitizer):
                    "organisations, dates, numbers) with their category; a common, cheap de-identification.")
 
     def __init__(self, model: str = DEFAULT_SPACY_MODEL, labels: Sequence[str] | None = SPACY_PII_LABELS,
-                 template: str = "[{label}]", batch_size: int = 16):
+                 template: str = "[{label}]", batch_size: PositiveInt = 16):
         """
         model: the spaCy pipeline (an installed package name or a folder).
         labels: the entity labels masked.
@@ -116,8 +158,11 @@ class SpacyNER(Sanitizer):
         batch_size: documents per spaCy batch.
         """
         self.model = model
-        self.labels = labels
-        self.template = template
+        # The default pipeline's labels are known without loading it; another model's are checked
+        # when it is loaded (detect).
+        self.labels = check_labels(labels, SPACY_ENGLISH_LABELS if model == DEFAULT_SPACY_MODEL else None,
+                                   f"spaCy model {model}")
+        self.template = check_template(template)
         self.batch_size = batch_size
 
     def detect(self, texts: Iterable[str]) -> list[list[Span]]:
@@ -127,6 +172,11 @@ class SpacyNER(Sanitizer):
         if executor.distributed:
             return executor.map(NERWorker(self.get_params()), list(texts), group=self.batch_size, label="spaCy NER")
         nlp = resources_of(self).spacy(self.model, disable=("lemmatizer",))  # the run's shared pipeline
+        if "ner" in getattr(nlp, "pipe_names", ()):
+            try:
+                check_labels(self.labels, nlp.get_pipe("ner").labels, f"spaCy model {self.model}")
+            except ValueError as exc:
+                raise AnonauditError(f"{self.name}: {exc}") from None
         return [_entity_spans(parsed, self.labels, self.template)
                 for parsed in nlp.pipe(texts, batch_size=self.batch_size)]
 
@@ -218,10 +268,10 @@ class PresidioSanitizer(Sanitizer):
         template: the replacement, with {label} for the entity type.
         """
         self.model = model
-        self.entities = entities
+        self.entities = check_labels(entities, None, "")
         self.score_threshold = score_threshold
         self.language = language
-        self.template = template
+        self.template = check_template(template)
         self._analyzer = None
 
     @property
@@ -239,7 +289,12 @@ class PresidioSanitizer(Sanitizer):
                 engine = offline_spacy_engine(self.model, self.language)
             except OSError as exc:
                 raise AnonauditError(f"presidio: spaCy model {self.model!r} cannot be loaded ({exc})") from None
-            self._analyzer = AnalyzerEngine(nlp_engine=engine, supported_languages=[self.language])
+            analyzer = AnalyzerEngine(nlp_engine=engine, supported_languages=[self.language])
+            try:
+                check_labels(self.entities, analyzer.get_supported_entities(self.language), "Presidio")
+            except ValueError as exc:
+                raise AnonauditError(f"presidio: {exc}") from None
+            self._analyzer = analyzer
         return self._analyzer
 
     def detect(self, text: str) -> list[Span]:

@@ -26,7 +26,8 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from audit.core.files import atomic_write
-from audit.core.results import ResultsFile
+from audit.core.errors import DataError, Problem
+from audit.core.results import ResultsFile, figure_problems
 from reports.context import build_context
 from reports.drilldown import load_release_texts, segments
 from reports.formatting import visible
@@ -44,7 +45,13 @@ def environment() -> Environment:
 
 
 def render(rf: ResultsFile, **kwargs: Any) -> str:
-    """The report as an HTML string (see :func:`build_context` for the options)."""
+    """The report as an HTML string (see :func:`build_context` for the options). Results whose
+    figures cannot be drawn (NaN, an infinite or reversed interval, n = 0: results made in memory
+    rather than read from a file, which checks them) are a :class:`DataError` naming each one."""
+    problems = [Problem("results", f"result {r.name!r} on release {r.release!r}: {w}")
+                for r in rf.results for w in figure_problems(r.to_dict())]
+    if problems:
+        raise DataError(problems)
     return environment().get_template("report.html").render(**build_context(rf, **kwargs))
 
 

@@ -297,3 +297,169 @@ def test_a_full_disk_is_a_clear_error_and_replaces_nothing(demo, reg, monkeypatc
     clear_error(res, "R.json", "no space left on the device")
     assert (demo / "R.json").read_bytes() == before
     assert not list(demo.glob(".R.json.*.tmp"))
+
+
+def test_deeply_nested_json_is_refused_by_every_reader(demo, reg):
+    deep = "[" * 5000 + "]" * 5000
+    doc = '{"id": "a", "text": "x", "meta": ' + "[" * 300 + "]" * 300 + "}"
+    (demo / "deep.json").write_text(deep)
+    (demo / "deep.jsonl").write_text(doc + "\n")
+    (demo / "R.json").write_text('{"schema": "anonaudit.results/1", "results": ' + deep + "}")
+    for args, where in ((["data", "validate", "deep.json"], "deep.json"),
+                        (["data", "validate", "deep.jsonl"], "deep.jsonl:1"),
+                        (["gate", "R.json", "--max", "x=0.5"], "R.json"),
+                        (["report", "R.json"], "R.json")):
+        clear_error(run(reg, *args), where, "nested deeper than")
+    (demo / "deep.yaml").write_text("releases: " + "[" * 3000 + "]" * 3000 + "\n")
+    clear_error(run(reg, "run", "deep.yaml"), "deep.yaml", "nested")
+
+
+def test_a_lone_surrogate_is_refused_by_data_validate_and_every_loader(demo, reg):
+    bad = '{"id": "a", "text": "Ada \\ud800 Lovelace"}'
+    (demo / "s.jsonl").write_text('{"id": "b", "text": "fine"}\n' + bad + "\n")
+    (demo / "s.json").write_text("[" + bad + "]")
+    (demo / "m.json").write_text('{"a": "Ada \\udc00"}')
+    for name, where in (("s.jsonl", "s.jsonl:2"), ("s.json", "s.json"), ("m.json", "m.json")):
+        clear_error(run(reg, "data", "validate", name), where, "not valid Unicode", "lone surrogate")
+    clear_error(attack(reg, "--release", "s.jsonl", "--out", "R.json"), "s.jsonl:2", "not valid Unicode")
+    assert not (demo / "R.json").exists()
+
+
+@pytest.mark.parametrize("template", ["[{foo}]", "[{0}]", "[{label.x}]", "[{label"])
+def test_a_bad_sanitizer_template_is_refused_when_the_sanitizer_is_made(demo, reg, template):
+    for name in ("labels", "spacy-ner"):
+        res = run(reg, "sanitize", name, "--input", "demo/originals.jsonl", "--out", "o.jsonl", "--template", template)
+        clear_error(res, "template", "cannot be filled", "{label}")
+    assert not (demo / "o.jsonl").exists()
+    assert run(reg, "sanitize", "labels", "--input", "demo/originals.jsonl", "--out", "o.jsonl",
+               "--template", "<{label}> {{x}}").exit_code == 0
+    assert "<PERSON> {x}" in (demo / "o.jsonl").read_text()
+
+
+def test_a_tri_method_named_like_a_path_is_refused_before_anything_is_written(demo, reg):
+    rows = [{"name": f"P{i}", "public_knowledge": f"P{i} was born in Oslo.", "../evil": f"P{i} was born in *."}
+            for i in range(3)]
+    (demo / "t.json").write_text(json.dumps(rows))
+    res = run(reg, "data", "convert", "t.json", "out.jsonl")
+    clear_error(res, "t.json", "method column '../evil'", "'/'")
+    assert not list(demo.glob("out*"))
+    clear_error(run(reg, "data", "validate", "t.json"), "method column '../evil'")
+    assert not (demo / "evil.jsonl").exists()
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(demo, reg):
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    bomb = "\n".join(lines).replace("a0: ", "x0: ", 1)
+    spec = ("title: &t [" + ", ".join(["*a9"] * 9) + "]\n").replace("&t ", "")
+    text = "\n".join(f"{ln}" for ln in ["x:"] + ["  " + ln for ln in bomb.splitlines()]) + "\n" + spec
+    text += "originals: demo/originals.jsonl\nreleases: [demo/releases/labels.jsonl]\nattacks: [toy_survives]\n"
+    (demo / "bomb.yaml").write_text(text)
+    assert len(text) < 2000
+    res = run(reg, "run", "bomb.yaml")
+    clear_error(res, "bomb.yaml", "expands to more than")
+    assert not (demo / "audit-out").exists()
+
+
+def test_spec_fields_are_validated_by_type_and_empty_lists_are_errors(demo, reg):
+    base = "originals: demo/originals.jsonl\nattacks: [toy_survives]\n"
+    cases = [
+        ("title: [a, b]\nreleases: [demo/releases/labels.jsonl]\n", "title: must be a non-empty text, got a list of 2"),
+        ("releases: []\n", "releases: is empty"),
+        ("releases: [demo/releases/labels.jsonl]\nreport: {max_documents: -1}\n", "report.max_documents"),
+        ("releases: [demo/releases/labels.jsonl]\ngate: {on_point: 'yes'}\n", "gate.on_point: must be true or false"),
+        ("releases: [demo/releases/labels.jsonl]\nattacks: [{name: toy_survives, min_len: 0}]\n", None),
+    ]
+    for i, (extra, message) in enumerate(cases):
+        spec = demo / f"s{i}.yaml"
+        spec.write_text(extra + (base if "attacks" not in extra else "originals: demo/originals.jsonl\n"))
+        res = run(reg, "run", spec)
+        if message is None:  # min_len has no bound in its type: it runs
+            assert res.exit_code == 0, res.output
+        else:
+            clear_error(res, f"s{i}.yaml", message)
+
+
+def test_counts_and_sizes_are_validated_by_type(demo, reg):
+    from audit.core.paramtypes import check_params
+    from defenders.baselines import SpacyNER
+
+    res = run(reg, "sanitize", "spacy-ner", "--input", "demo/originals.jsonl", "--out", "o.jsonl", "--batch-size", "0")
+    clear_error(res, "batch_size", "must be a whole number of at least 1, got 0")
+    assert not (demo / "o.jsonl").exists()
+    assert check_params(SpacyNER, {"batch_size": 1}) == {}
+
+
+def test_labels_are_checked_against_what_the_annotations_or_the_detector_know(demo, reg):
+    res = run(reg, "sanitize", "suppression", "--input", "demo/originals.jsonl", "--out", "o.jsonl",
+              "--labels", "NOSUCHLABEL")
+    out = clear_error(res, "unknown label(s) NOSUCHLABEL", "originals.jsonl", "PERSON")
+    res = run(reg, "sanitize", "spacy-ner", "--input", "demo/originals.jsonl", "--out", "o.jsonl",
+              "--labels", "PERSN,DATEE")
+    out = clear_error(res, "unknown label(s) PERSN, DATEE", "spaCy model")
+    assert "PERSON" in out and "DATE" in out
+    res = run(reg, "sanitize", "suppression", "--input", "demo/originals.jsonl", "--out", "o.jsonl",
+              "--param", "labels=[]")
+    clear_error(res, "labels is empty")
+    assert not (demo / "o.jsonl").exists()
+    # known labels, in any case, work
+    res = run(reg, "sanitize", "suppression", "--input", "demo/originals.jsonl", "--out", "o.jsonl",
+              "--labels", "person")
+    assert res.exit_code == 0, res.output
+
+
+def test_non_finite_figures_never_reach_the_report(tmp_path):
+    from audit.core.errors import DataError
+    from reports.render import render
+
+    rf = ResultsFile(results=[Result("attack", "trir", "r", 0.5, (0.1, math.inf), 12),
+                              Result("utility", "tpi", "r", math.nan, None, 12)])
+    with pytest.raises(DataError, match=r"'trir' on release 'r': \"ci\[1\]\" is null: the bound was not finite") as info:
+        render(rf)
+    assert "'tpi' on release 'r'" in str(info.value)
+
+
+# --------------------------------------------------------------------------- 6. pipes and FIFOs
+
+
+def test_a_pipe_is_read_whole_once_and_detected_from_memory(demo, reg, monkeypatch):
+    import os
+
+    from audit.core import files
+    from audit.io.loaders import load_corpus
+
+    text = (demo / "demo/originals.jsonl").read_bytes()
+    assert 4096 < len(text) < 60000  # more than the old detection read; less than a pipe's buffer
+    for _ in range(2):
+        r, w = os.pipe()
+        os.write(w, text)
+        os.close(w)
+        path = f"/dev/fd/{r}"
+        monkeypatch.setattr(files, "_STREAMS", {})
+        corpus = load_corpus(path)
+        os.close(r)
+        assert len(corpus) == 6  # no document dropped, no false "invalid JSON"
+
+
+def test_a_fifo_fed_once_is_read_once_and_never_hangs(demo, reg):
+    import os
+    import threading
+
+    fifo = demo / "in.fifo"
+    os.mkfifo(fifo)
+    text = (demo / "demo/originals.jsonl").read_bytes()
+
+    def feed():
+        with open(fifo, "wb") as fh:  # blocks until the command opens it, then feeds it once
+            fh.write(text)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    res = run(reg, "attack", "toy-survives", "--originals", fifo, "--release", "demo/releases/labels.jsonl",
+              "--out", "R.json")
+    feeder.join(timeout=5)
+    assert res.exit_code == 0, res.output
+    rf = ResultsFile.load(demo / "R.json")
+    assert rf.get("toy_survives", "labels").n == 6
+    assert rf.provenance["inputs"]["originals"]["documents"] == 6

@@ -566,7 +566,7 @@ def test_cli_end_to_end(tmp_path):
     assert r["plain"]["details"]["collection_size"] == 4 and r["plain"]["baseline"] == pytest.approx(1 / 4)
     # a user error is one readable line, not a traceback
     res = CliRunner().invoke(main, args[:-2] + ["--k", "0", "--out", str(out)])
-    assert res.exit_code != 0 and "k must be a positive integer" in res.output
+    assert res.exit_code != 0 and "parameter 'k' must be a whole number of at least 1, got 0" in res.output
 
 
 def test_a_rephrased_span_stays_searchable_unlike_a_mask():

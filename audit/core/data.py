@@ -29,6 +29,20 @@ def span_order(span: "Span") -> tuple[int, int, int]:
     return (span.start, span.end, span.orig_start if span.orig_start is not None else -1)
 
 
+def release_name_problem(name: Any) -> str:
+    """What is wrong with a release name given in a spec ("" when nothing). A name must be
+    writable as ``--release NAME=FILE`` on the command line and as ``gate --release NAME``:
+    no ``=`` (the command line splits there), no path separator, no control character."""
+    if not isinstance(name, str) or not name.strip():
+        return f"a release name must be a non-empty string, got {name!r}"
+    bad = sorted({c for c in name if c in "=/\\" or not c.isprintable()})
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        return (f"release name {name!r} contains {shown}: a name may not contain '=', '/', '\\' or control "
+                "characters (it must be writable as --release NAME=FILE)")
+    return ""
+
+
 @dataclass(frozen=True)
 class Span:
     """A labelled region ``text[start:end]`` of a document.

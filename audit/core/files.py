@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,10 +37,37 @@ from audit.core.errors import AnonauditError
 _BLOCK = 1 << 20
 
 
+#: The content of every input that is not a regular file (a pipe such as ``<(cat f)``, a FIFO, a
+#: device), by absolute path: such an input can be read only once, so every later reader of the
+#: same path in this process (format detection, the loader, the provenance's sha256) gets these
+#: bytes instead of blocking on an empty pipe. Regular files are read again when asked.
+_STREAMS: dict[str, bytes] = {}
+
+
+def read_input(path: str | os.PathLike[str]) -> bytes:
+    """The whole content of the input file ``path``, read once (a pipe or FIFO: once per
+    process, see :data:`_STREAMS`). Raises :class:`OSError` as ``open`` does."""
+    key = os.path.abspath(os.fspath(path))
+    if key in _STREAMS:
+        return _STREAMS[key]
+    with open(path, "rb") as fh:
+        regular = stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
+        data = fh.read()
+    if not regular:
+        _STREAMS[key] = data
+    return data
+
+
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file's content, read in blocks."""
+    """Hex sha256 of a file's content, read in blocks (a pipe already read: its bytes)."""
+    key = os.path.abspath(os.fspath(path))
+    if key in _STREAMS:
+        return hashlib.sha256(_STREAMS[key]).hexdigest()
     h = hashlib.sha256()
     with open(path, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            _STREAMS[key] = fh.read()
+            return hashlib.sha256(_STREAMS[key]).hexdigest()
         while block := fh.read(_BLOCK):
             h.update(block)
     return h.hexdigest()

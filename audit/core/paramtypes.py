@@ -7,7 +7,9 @@ parameter, so the spec validator can list every problem at once instead of the r
 later with a raw Python error, one component at a time.
 
 Only what the hint says is checked (``int``, ``float``, ``str``, ``bool``, ``Literal``,
-``None``, unions, lists/tuples/sets and mappings of those); a parameter whose hint names
+``None``, unions, lists/tuples/sets and mappings of those, and the bounds of
+:data:`PositiveInt`/:data:`NonNegativeInt`: a count or size is validated by its type, so
+``batch_size=0`` is refused before anything runs); a parameter whose hint names
 another class (a model object, a corpus given as ``corpus:NAME``) or cannot be resolved is
 accepted as it is, and ranges stay the constructor's business.
 """
@@ -30,6 +32,18 @@ _MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
 
 class _Unknown:
     """A hint that could not be resolved: anything is accepted."""
+
+
+class AtLeast(typing.NamedTuple):
+    """``Annotated[int, AtLeast(1)]``: a whole number no smaller than ``minimum``."""
+
+    minimum: int
+
+
+#: A count or size where 0 makes no sense (a batch of 0 documents, 0 rounds): at least 1.
+PositiveInt = typing.Annotated[int, AtLeast(1)]
+#: A count that may be 0 (layers to freeze, an overlap): not negative.
+NonNegativeInt = typing.Annotated[int, AtLeast(0)]
 
 
 def param_hints(cls: type) -> dict[str, Any]:
@@ -73,7 +87,7 @@ def matches(value: Any, hint: Any) -> bool:
     if origin is typing.Literal:
         return any(value == a and type(value) is type(a) for a in args)
     if origin is typing.Annotated:
-        return matches(value, args[0])
+        return matches(value, args[0]) and all(value >= m.minimum for m in args[1:] if isinstance(m, AtLeast))
     if hint is bool:
         return isinstance(value, bool)
     if hint is int:
@@ -112,7 +126,8 @@ def describe(hint: Any) -> str:
     if origin is typing.Literal:
         return "one of " + ", ".join(repr(a) for a in args)
     if origin is typing.Annotated:
-        return describe(args[0])
+        least = [m.minimum for m in args[1:] if isinstance(m, AtLeast)]
+        return describe(args[0]) + (f" of at least {max(least)}" if least else "")
     names = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
     if hint in names:
         return names[hint]

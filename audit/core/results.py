@@ -32,6 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from audit.core import safejson
 from audit.core.errors import DataError, Problem, read_text
 from audit.core.files import atomic_write_json, locked
 from audit.core.stats import Risk
@@ -306,11 +307,9 @@ class ResultsFile:
         src = str(path)
         text = read_text(path, "results file")
         try:
-            data = json.loads(text)
+            data = safejson.loads(text, src)
         except json.JSONDecodeError as exc:
             raise DataError(Problem(src, f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno)) from None
-        except RecursionError:
-            raise DataError(Problem(src, "invalid JSON: nested too deeply")) from None
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise DataError(Problem(src, f"not an anonaudit results file (expected \"schema\": \"{SCHEMA}\")"))
         problems: list[Problem] = []
@@ -411,7 +410,9 @@ def figure_problems(item: dict[str, Any]) -> list[str]:
         out.append(_share_problem("value", item["value"]))
     ci = item.get("ci")
     if ci is not None:
-        if not (isinstance(ci, list) and len(ci) == 2 and all(_is_number(x) for x in ci)):
+        if isinstance(ci, list) and len(ci) == 2 and None in ci:
+            out.append(f"\"ci[{ci.index(None)}]\" is null: the bound was not finite (NaN or infinite)")
+        elif not (isinstance(ci, list) and len(ci) == 2 and all(_is_number(x) for x in ci)):
             out.append(f"\"ci\" must be a list of two numbers [low, high] or null, not {json.dumps(ci)[:60]}")
         else:
             wrong = [w for w in (_share_problem("ci[0]", ci[0]), _share_problem("ci[1]", ci[1])) if w]

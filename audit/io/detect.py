@@ -5,11 +5,14 @@ errors for unreadable or non-UTF-8 files)."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
 
+from audit.core import safejson
 from audit.core.errors import AnonauditError, DataError, Problem, not_utf8_message, wide_encoding
+from audit.core.files import read_input
 
 FORMATS: dict[str, str] = {
     "jsonl": "one JSON document per line: id, text, subject?, spans?",
@@ -28,15 +31,8 @@ def sniff(source: str, format: str | None = None) -> tuple[str, Any]:
     if format is not None and format not in FORMATS:
         raise AnonauditError(f"unknown format {format!r}; choose one of: {', '.join(FORMATS)}")
     p = Path(source)
-    if not p.exists():
-        raise DataError(Problem(source, "file not found"))
-    if p.is_dir():
-        raise DataError(Problem(source, "is a folder, not a file"))
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(4096)
-    except OSError as exc:
-        raise unreadable(source, exc) from None
+    raw = read_bytes(source)
+    head = raw[:4096]
     ext = p.suffix.lower()
     if format == "parquet" or (format is None and (ext in (".parquet", ".pq") or head.startswith(b"PAR1"))):
         return "parquet", None  # binary: none of the text checks below apply
@@ -70,16 +66,37 @@ def sniff(source: str, format: str | None = None) -> tuple[str, Any]:
     return _json_kind(data, source), data
 
 
+def read_bytes(source: str) -> bytes:
+    """The whole content of an input, read once (a pipe or FIFO too: :func:`audit.core.files.read_input`);
+    every reader of this package parses these bytes, never the path again."""
+    try:
+        return read_input(source)
+    except FileNotFoundError:
+        raise DataError(Problem(source, "file not found")) from None
+    except IsADirectoryError:
+        raise DataError(Problem(source, "is a folder, not a file")) from None
+    except OSError as exc:
+        raise unreadable(source, exc) from None
+
+
+def read_text(source: str) -> str:
+    """The UTF-8 text of an input (a leading byte order mark dropped); a :class:`DataError`
+    naming the line of the first byte that is not UTF-8."""
+    try:
+        return read_bytes(source).decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise utf8_error(source) from None
+
+
 def _looks_like_jsonl(source: str) -> bool:
     """True when the first line is a complete JSON object and more content follows."""
-    with open(source, encoding="utf-8-sig", errors="replace") as fh:
-        first = fh.readline()
-        rest = fh.read(64)
-    if not rest.strip():
+    text = read_bytes(source)[:1 << 20].decode("utf-8-sig", errors="replace")
+    first, _, rest = text.partition("\n")
+    if not rest[:64].strip():
         return False
     try:
         return isinstance(json.loads(first), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 
@@ -130,15 +147,11 @@ def _kind_of(value: Any) -> str:
 
 
 def _read_json(source: str) -> Any:
+    text = read_text(source)
     try:
-        with open(source, encoding="utf-8-sig") as fh:
-            return json.load(fh, object_pairs_hook=_DupDict.from_pairs)
+        return safejson.loads(text, source, object_pairs_hook=_DupDict.from_pairs)
     except json.JSONDecodeError as exc:
         raise DataError(Problem(source, f"invalid JSON at column {exc.colno}: {exc.msg}", line=exc.lineno)) from None
-    except UnicodeDecodeError:
-        raise utf8_error(source) from None
-    except OSError as exc:
-        raise unreadable(source, exc) from None
 
 
 def unreadable(source: str, exc: OSError) -> DataError:
@@ -148,8 +161,7 @@ def unreadable(source: str, exc: OSError) -> DataError:
 
 def utf8_error(source: str) -> DataError:
     """A DataError naming the line of the first byte that is not UTF-8."""
-    with open(source, "rb") as fh:
-        raw = fh.read()
+    raw = read_bytes(source)
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -176,11 +188,8 @@ class _DupDict(dict):
 
 def csv_header(source: str) -> list[str]:
     try:
-        with open(source, encoding="utf-8-sig", newline="") as fh:
-            row = next(csv.reader(fh, delimiter=delimiter(source)), [])
-    except UnicodeDecodeError:
-        raise utf8_error(source) from None
-    except (OSError, csv.Error):
+        row = next(csv.reader(io.StringIO(read_text(source), newline=""), delimiter=delimiter(source)), [])
+    except csv.Error:
         return []
     return [c.strip() for c in row]
 

@@ -10,6 +10,7 @@ JSONL line (:func:`audit.io.records.record_to_doc`), every problem named by its 
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from typing import Any
 
 from audit.core.data import Corpus, Document
 from audit.core.errors import AnonauditError, DataError, Problem, Problems
+from audit.io.detect import read_bytes
 from audit.io.records import record_to_doc
 
 #: The document fields a column can be named for.
@@ -153,7 +155,7 @@ def read_parquet_records(source: str) -> list[dict[str, Any]]:
     except ImportError:
         raise AnonauditError(f"{source}: reading Parquet needs pandas and pyarrow: {PANDAS_HINT}") from None
     try:
-        frame = pd.read_parquet(source)
+        frame = pd.read_parquet(io.BytesIO(read_bytes(source)))  # read once: a pipe works too
     except ImportError as exc:
         raise AnonauditError(f"{source}: reading Parquet needs pyarrow: {PANDAS_HINT} ({exc})") from None
     except Exception as exc:  # pyarrow's errors have no common base class worth naming

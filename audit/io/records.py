@@ -8,6 +8,7 @@ from typing import Any
 
 from audit.core.data import Document, Span, span_order
 from audit.core.errors import Problems
+from audit.core.safejson import tree_problem
 
 _SPAN_FIELDS = frozenset(Span.__dataclass_fields__)
 _LABEL_ALIASES = ("entity_type", "type")
@@ -28,6 +29,10 @@ def record_to_doc(rec: Any, problems: Problems, *, line: int | None = None, item
     where = "" if item is None else f"item {item}: "
     if not isinstance(rec, dict):
         problems.add(f"{where}expected a JSON object, got {type(rec).__name__}", line=line)
+        return None
+    wrong = tree_problem(rec)  # every loader alike (a table or a list in memory too): valid Unicode, bounded
+    if wrong:
+        problems.add(f"{where}{wrong}", line=line, doc_id=as_id(rec.get("id", rec.get("doc_id"))))
         return None
     id_key = "id" if "id" in rec else "doc_id" if "doc_id" in rec else None
     if id_key is None:

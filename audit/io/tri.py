@@ -7,7 +7,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from audit.core.data import Corpus, Document, Release
+from audit.core.data import Corpus, Document, Release, release_name_problem
 from audit.core.errors import DataError, Problem, Problems
 from audit.io.detect import utf8_error
 from audit.io.records import as_id
@@ -94,6 +94,9 @@ def read_tri_all(source: str, data: Any) -> tuple[Corpus, list[Release], Release
             continue
         vals = values(col)
         if vals and all(isinstance(v, str) for v in vals) and not all(_is_number_text(v) for v in vals):
+            wrong = release_name_problem(col)
+            if wrong:  # a method column names a release, and files are named after releases
+                problems.add(f"method column {str(col)[:80]!r}: {wrong}", line=1 if data is None else None)
             methods.append(col)
     seen: dict[str, int | None] = {}
     names: list[tuple[str, int | None, dict]] = []

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from audit.core.paramtypes import PositiveInt
 from audit.core.data import Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Metric
@@ -68,8 +69,8 @@ class UtilityMetric(Metric):
 
     def __init__(self, context: UtilityContext | None = None, ic: Literal["causal", "masked"] = "causal",
                  ic_model: str | None = None, llm: str | None = None, embedder: str | None = None,
-                 cache: bool = True, seed: int = 0, progress: bool = False, context_tokens: int = 256,
-                 mask_every: int = 6):
+                 cache: bool = True, seed: int = 0, progress: bool = False, context_tokens: PositiveInt = 256,
+                 mask_every: PositiveInt = 6):
         self.context = context
         self._given_context = context
         self.progress = progress

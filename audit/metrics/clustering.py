@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from audit.core.paramtypes import PositiveInt
 from audit.core.data import Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.core.registry import register
@@ -31,8 +32,8 @@ class NMIMetric(UtilityMetric):
 
     def __init__(self, context: UtilityContext | None = None, ic: Literal["causal", "masked"] = "causal",
                  ic_model: str | None = None, llm: str | None = None, embedder: str | None = None,
-                 cache: bool = True, seed: int = 0, k: int | None = None, max_k: int = 10, runs: int = 5,
-                 n_init: int = 10, progress: bool = False, context_tokens: int = 256, mask_every: int = 6):
+                 cache: bool = True, seed: int = 0, k: PositiveInt | None = None, max_k: PositiveInt = 10, runs: PositiveInt = 5,
+                 n_init: PositiveInt = 10, progress: bool = False, context_tokens: PositiveInt = 256, mask_every: PositiveInt = 6):
         super().__init__(context, ic, ic_model, llm, embedder, cache, seed, progress, context_tokens=context_tokens,
                          mask_every=mask_every)
         self.k = k

@@ -7,6 +7,7 @@ from typing import Literal
 
 import numpy as np
 
+from audit.core.paramtypes import PositiveInt
 from audit.core.data import Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.core.registry import register
@@ -30,8 +31,8 @@ class _GoldMetric(UtilityMetric):
 
     def __init__(self, context: UtilityContext | None = None, ic: Literal["causal", "masked"] = "causal",
                  ic_model: str | None = None, llm: str | None = None, embedder: str | None = None,
-                 cache: bool = True, seed: int = 0, progress: bool = False, context_tokens: int = 256,
-                 mask_every: int = 6, ic_weighted: bool = False):
+                 cache: bool = True, seed: int = 0, progress: bool = False, context_tokens: PositiveInt = 256,
+                 mask_every: PositiveInt = 6, ic_weighted: bool = False):
         """
         ic_weighted: also report IC-weighted token figures (loads the information-content scorer).
         """

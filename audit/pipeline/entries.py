@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from audit.core.data import release_name_problem
 from audit.core.errors import AnonauditError, Problems
 from audit.core.paramtypes import check_params
 from audit.core.registry import Registry, normalise
@@ -113,20 +114,6 @@ def parse_components(raw: Any, key: str, kind: str, p: Problems, reg: Registry,
     return out
 
 
-def release_name_problem(name: Any) -> str:
-    """What is wrong with a release name given in a spec ("" when nothing). A name must be
-    writable as ``--release NAME=FILE`` on the command line and as ``gate --release NAME``:
-    no ``=`` (the command line splits there), no path separator, no control character."""
-    if not isinstance(name, str) or not name.strip():
-        return f"a release name must be a non-empty string, got {name!r}"
-    bad = sorted({c for c in name if c in "=/\\" or not c.isprintable()})
-    if bad:
-        shown = ", ".join(repr(c) for c in bad)
-        return (f"release name {name!r} contains {shown}: a name may not contain '=', '/', '\\' or control "
-                "characters (it must be writable as --release NAME=FILE)")
-    return ""
-
-
 def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool,
                     have_originals: bool) -> list[ReleaseSpec]:
     if raw is None:
@@ -136,6 +123,9 @@ def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool
         raw = [{"name": k, **(v if isinstance(v, Mapping) else {"path": v})} for k, v in raw.items()]
     if not isinstance(raw, list):
         p.at("releases", "must be a list")
+        return []
+    if not raw:
+        p.at("releases", "is empty: the audit would audit nothing; name at least one release file or sanitizer")
         return []
     out: list[ReleaseSpec] = []
     for i, item in enumerate(raw):

@@ -30,6 +30,7 @@ from typing import Any
 from audit.core.data import Corpus, Document, Release, Span
 from audit.core.errors import AnonauditError, DataError, Problem
 from audit.core.files import sha256_file
+from audit.core.safejson import check_tree
 from audit.core.registry import Registry, normalise
 from audit.pipeline.provenance import canonical, component_info, digest, release_conflicts
 from audit.pipeline.spec import NOT_IN_KEY, AuditSpec, component_params
@@ -68,7 +69,10 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
             info = {k: old[k] for k in ("stats", "provenance") if k in old}  # what the run that made it said
         else:
             t0 = time.time()
-            san = registry.create("sanitizer", rs.sanitizer, **params).use(resources)
+            try:
+                san = registry.create("sanitizer", rs.sanitizer, **params).use(resources)
+            except (TypeError, ValueError) as exc:  # a template, labels or a size the sanitizer refuses
+                raise AnonauditError(f"{spec.source}: release {rs.name!r}: sanitizer {rs.sanitizer!r}: {exc}") from None
             try:
                 rel = san.sanitize(originals, name=rs.name)
                 info = component_info(san)  # its counts and timings (LLM requests, fallbacks...)
@@ -135,11 +139,13 @@ def read_release_jsonl(path: Path, name: str, sanitizer: str | None = None) -> R
             for n, line in enumerate(fh, 1):
                 if line.strip():
                     try:
-                        d = json.loads(line)
+                        d = check_tree(json.loads(line), str(path), line=n)
                         docs.append(Document(str(d["id"]), d["text"], d.get("subject"),
                                              tuple(Span.from_dict(s) for s in d.get("spans", ())),
                                              d.get("meta") or {}))
-                    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                    except DataError:
+                        raise
+                    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
                         raise DataError(Problem(str(path), f"damaged release file ({type(exc).__name__}: {exc}); "
                                                            "delete it and run again", line=n)) from None
     except UnicodeDecodeError:

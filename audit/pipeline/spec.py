@@ -48,6 +48,7 @@ from typing import Any
 
 from audit.core.errors import AnonauditError, DataError, Problem, Problems, read_text
 from audit.core.paramtypes import check_params
+from audit.core.safejson import YAML_MAX_NODES, check_tree
 from audit.core.registry import Registry
 from audit.core.registry import registry as default_registry
 from audit.pipeline.executors import ExecutorSpec, parse_executor
@@ -130,6 +131,8 @@ def read_spec_file(path: str | os.PathLike) -> dict[str, Any]:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise DataError(Problem(src, f"invalid TOML: {exc}")) from None
+        except RecursionError:
+            raise DataError(Problem(src, "invalid TOML: nested too deeply")) from None
     else:
         import yaml
 
@@ -142,6 +145,9 @@ def read_spec_file(path: str | os.PathLike) -> dict[str, Any]:
             line = None if mark is None else mark.line + 1
             what = getattr(exc, "problem", None) or str(exc)
             raise DataError(Problem(src, f"invalid YAML: {what}", line=line)) from None
+        except RecursionError:
+            raise DataError(Problem(src, "invalid YAML: nested too deeply")) from None
+    check_tree(data, src, max_nodes=YAML_MAX_NODES)  # depth, alias bombs, lone surrogates
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -233,12 +239,20 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
         notes = report.get("notes")
         if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
             p.at("report.notes", "must be a list of sentences shown beside the verdict")
+        most = report.get("max_documents")
+        if most is not None and (not isinstance(most, int) or isinstance(most, bool) or most < 0):
+            p.at("report.max_documents", f"must be a whole number, 0 or more, got {_shown(most)}")
+        if not isinstance(report.get("shareable", False), bool):
+            p.at("report.shareable", f"must be true or false, got {_shown(report['shareable'])}")
 
     out = data.get("out", "audit-out")
     if not isinstance(out, str) or not out:
         p.at("out", f"must be a folder path, got {out!r}")
         out = "audit-out"
-    title = data.get("title") or "Audit"
+    title = data.get("title", "Audit")
+    if not isinstance(title, str) or not title.strip():
+        p.at("title", f"must be a non-empty text, got {_shown(title)}")
+        title = "Audit"
     executor, executor_problems = parse_executor(data.get("executor"))
     for where, message in executor_problems:
         p.at(where, message)
@@ -248,6 +262,16 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
                      sample_documents=sample_documents, sampling_params=sampling_params, seed=seed,
                      out=(base / out).expanduser(), title=str(title), gate=gate, report=dict(report),
                      source=source, executor=executor)
+
+
+def _shown(value: Any) -> str:
+    """A value for a message: its type when it is a list or mapping (which may be huge), else its repr."""
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)}"
+    if isinstance(value, Mapping):
+        return f"a mapping of {len(value)} keys"
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def _input(value: Any, where: str, p: Problems, base: Path, required: bool = False) -> InputSpec | None:
@@ -408,8 +432,12 @@ def _gate(raw_gate: Any, p: Problems) -> GateSpec:
                     p.at(f"gate.{side}.{k}", f"must be between 0 and 1 (risks and utilities are shares), got {v!r}")
                 else:
                     limits[side][str(k)] = float(v)
-        on_upper_ci = bool(raw_gate.get("on_upper_ci", False))
-        on_point = bool(raw_gate.get("on_point", False))
+        on_upper_ci = raw_gate.get("on_upper_ci", False)
+        on_point = raw_gate.get("on_point", False)
+        for k, v in (("on_upper_ci", on_upper_ci), ("on_point", on_point)):
+            if not isinstance(v, bool):
+                p.at(f"gate.{k}", f"must be true or false, got {_shown(v)}")
+        on_upper_ci, on_point = on_upper_ci is True, on_point is True
     return GateSpec(max=limits["max"], min=limits["min"], on_upper_ci=on_upper_ci, on_point=on_point)
 
 
