@@ -463,3 +463,4 @@ def test_a_fifo_fed_once_is_read_once_and_never_hangs(demo, reg):
     rf = ResultsFile.load(demo / "R.json")
     assert rf.get("toy_survives", "labels").n == 6
     assert rf.provenance["inputs"]["originals"]["documents"] == 6
+

@@ -41,7 +41,7 @@ from audit.cli.options import (
     merge_params,
     spellings,
 )
-from audit.cli.outputs import Output, check_outputs
+from audit.cli.outputs import Output, check_outputs, results_outputs
 from audit.cli.params import Param, parameters, parse_param_values, split_list, summary
 from audit.core.errors import AnonauditError
 from audit.core.registry import Registry, normalise
@@ -156,7 +156,7 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
     inputs = [("--originals", data.originals), ("--background", data.background), ("--tri", data.tri),
               *(("--release", parse_release_spec(r)[1]) for r in data.releases),
               *((f"corpus {k}", v["path"]) for k, v in corpora.items())]
-    check_outputs([Output(out, "results")], inputs, force=data.force)
+    check_outputs(results_outputs(out), inputs, force=data.force)
     originals = None if not data.originals else {
         "path": data.originals, "format": None if data.fmt in (None, "spans", "tri") else data.fmt}
     background = data.background or ({"path": data.tri, "format": "tri"} if data.tri else None)

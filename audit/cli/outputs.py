@@ -135,6 +135,12 @@ def check_outputs(outputs: Iterable[Output], inputs: Sequence[tuple[str, str | o
         raise AnonauditError("\n".join(hard + (soft if not force else []) + hint))
 
 
+def results_outputs(results: Path, named: str = "--out") -> list[Output]:
+    """The files a results writer makes: the results file (the summary table beside it is
+    guarded by its writer, :mod:`audit.core.summary`, which refuses a CSV it did not write)."""
+    return [Output(results, "results", named)]
+
+
 def report_outputs(out: Path, shareable: bool = False) -> tuple[Output, Output]:
     """The files ``report`` (and ``run``/``demo``) write: the HTML report at ``out`` and its
     findings CSV beside it (:func:`findings_csv_path`)."""

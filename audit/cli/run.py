@@ -12,7 +12,7 @@ import click
 from audit.demo.data import MAX_RELEASED
 
 from audit.cli.common import no_cache_run
-from audit.cli.outputs import Output, check_outputs, force_option, report_outputs
+from audit.cli.outputs import Output, check_outputs, force_option, report_outputs, results_outputs
 from audit.core.errors import AnonauditError
 from audit.core.summary import summary_path
 
@@ -132,7 +132,7 @@ def spec_inputs(spec, spec_file: str | Path) -> list[tuple[str, Path | None]]:
 
 def spec_outputs(spec, *, report: bool, shareable: bool) -> list[Output]:
     """What ``run`` writes in OUT: results.json (releases/ beside it) and the report with its CSV."""
-    outs = [Output(spec.out / "results.json", "results", "OUT/results.json")]
+    outs = results_outputs(spec.out / "results.json", "OUT/results.json")
     if report:
         outs += report_outputs(spec.out / "report.html")
         if shareable or bool(spec.report.get("shareable")):
@@ -280,7 +280,7 @@ def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str 
     from audit.cli.driver import registry_of
 
     out = Path(out_dir)
-    check_outputs([*data_outputs(out / "data"), Output(out / "results.json", "results", "OUT/results.json"),
+    check_outputs([*data_outputs(out / "data"), *results_outputs(out / "results.json", "OUT/results.json"),
                    *report_outputs(out / "report.html")], [], force=force)
 
     path = run_demo(out_dir, n=n, seed=seed, llm=llm_spec, sample=sample, presidio=presidio,
