@@ -174,11 +174,12 @@ class Results:
 
     def report(self, path: str | os.PathLike, *, shareable: bool = False, gate: Any = None,
                max_documents: int = 50, title: str | None = None, notes: Sequence[str] = (),
-               registry: Any = None) -> Path:
+               registry: Any = None, keep_ids: bool = False) -> Path:
         """Write the HTML report to ``path`` and its per-document findings beside it
         (``findings.csv`` for ``report.html``, ``NAME.csv`` otherwise); ``shareable=True``
         leaves out every original text, span, guess and predicted identity. ``gate``: a
-        :class:`GateOutcome` (or its checks) shown beside the verdict. Returns the path."""
+        :class:`GateOutcome` (or its checks) shown beside the verdict. In the shareable edition
+        document ids are stable pseudonyms unless ``keep_ids``. Returns the path."""
         from reports.export import write_findings_csv
         from reports.render import write_report
         from reports.shareable import shareable as make_shareable
@@ -187,12 +188,12 @@ class Results:
         csv_path = out.with_name("findings.csv" if out.name == "report.html" else
                                  "findings.shareable.csv" if out.name == "report.shareable.html" else
                                  out.stem + ".csv")
-        write_findings_csv(csv_path, make_shareable(self.file) if shareable else self.file)
+        write_findings_csv(csv_path, make_shareable(self.file, keep_ids=keep_ids) if shareable else self.file)
         checks = None if gate is None else list(gate.checks if isinstance(gate, GateOutcome) else gate)
         extra = {} if registry is None else {"registry": registry}  # component descriptions
         return write_report(out, self.file, shareable=shareable, checks=checks, texts=self.texts(),
                             max_documents=max_documents, title=title, notes=list(notes), csv_name=csv_path.name,
-                            **extra)
+                            keep_ids=keep_ids, **extra)
 
     def texts(self) -> dict[str, dict[str, str]]:
         """The sanitized text of each document of each release: ``{release: {id: text}}``."""

@@ -24,6 +24,7 @@ from reports.charts import forest_chart, pareto_chart
 from reports.drilldown import drilldown
 from reports.formatting import anchor, num, pct, short, title_of, visible
 from reports.shareable import not_run_categories
+from reports.shareable import pseudonyms
 from reports.shareable import shareable as make_shareable
 
 PALETTE = ("#1f5f8b", "#b5542d", "#3a7d44", "#7a4f9a", "#8a6d1d", "#4a5560", "#2b8a8a", "#a23b62")
@@ -139,12 +140,15 @@ def _attack_groups(attacks: list[Result]) -> list[str]:
 def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[Any] | None = None,
                   texts: Mapping[str, Mapping[str, str]] | None = None, max_documents: int = 50,
                   title: str | None = None, registry: Registry | None = None,
-                  notes: Sequence[str] = (), csv_name: str | None = None) -> dict[str, Any]:
-    """Everything the template shows, as plain data (strings still unescaped)."""
+                  notes: Sequence[str] = (), csv_name: str | None = None, keep_ids: bool = False) -> dict[str, Any]:
+    """Everything the template shows, as plain data (strings still unescaped). ``shareable``:
+    from :func:`reports.shareable.shareable`'s copy, document ids pseudonymised unless ``keep_ids``."""
     registry = registry or default_registry
     raw_prov = rf.provenance
     if shareable:
-        rf = make_shareable(rf)
+        ids = {} if keep_ids else pseudonyms(rf)
+        texts = {rel: {ids.get(i, i): t for i, t in by_id.items()} for rel, by_id in (texts or {}).items()}
+        rf = make_shareable(rf, keep_ids=keep_ids)
     prov = rf.provenance
     attacks = [r for r in rf.results if r.kind == "attack"]
     utility = [r for r in rf.results if r.kind == "utility"]

@@ -13,8 +13,11 @@ copy of the results that keeps only what can be shown outside the data owner:
 * ``details`` keep numbers and booleans at any depth, strings only under
   :data:`DETAIL_STRING_KEYS`, and nested mapping keys only when they look like a
   category (``PERSON``, ``direct_identifier``), never like a name;
-* provenance keeps no free text: the command line is dropped and the reasons a component was
-  skipped or failed become a category and a count (:func:`not_run_categories`);
+* document ids become pseudonyms (``D01``, ``D02``..., :func:`pseudonyms`, stable for the same
+  results) unless ``keep_ids``: an id can be a person's name (a TRI file) or a case number;
+* provenance keeps no free text and no file path: the command line is dropped, the reasons a
+  component was skipped or failed become a category and a count (:func:`not_run_categories`),
+  and every value or key that reads like a path goes (:func:`_no_paths`);
 * keys named like originals (:data:`DENY`) are dropped even when their value is a number, and
   so are such facts of a finding that its attack forgot to name private (a safety net: a new
   attack's ``guess`` or ``original`` never reaches a shared report by an oversight).
@@ -40,22 +43,64 @@ CATEGORY_KEY = re.compile(r"^(?:[A-Z0-9_]{1,40}|[a-z0-9_]{1,40})$")
 CATEGORY_KIND = re.compile(r"^(?:[a-z0-9 _/-]{1,40}|[A-Z0-9_/-]{1,40})$")
 
 
-def shareable(rf: ResultsFile) -> ResultsFile:
-    """A copy of ``rf`` safe to share (see the module docstring for what is kept)."""
+def shareable(rf: ResultsFile, *, keep_ids: bool = False) -> ResultsFile:
+    """A copy of ``rf`` safe to share (see the module docstring for what is kept); document ids
+    become their :func:`pseudonyms` unless ``keep_ids``."""
+    ids = {} if keep_ids else pseudonyms(rf)
     results = [
         Result(kind=r.kind, name=r.name, release=r.release, value=r.value, ci=r.ci, n=r.n, baseline=r.baseline,
-               beats_baseline=r.beats_baseline, details=_details(r.details),
-               documents=[_finding(d) for d in r.documents])
+               beats_baseline=r.beats_baseline, details=_details(r.details, ids=ids),
+               documents=[_finding(d, ids) for d in r.documents])
         for r in rf.results
     ]
     return ResultsFile(results=results, provenance=_provenance(rf.provenance))
 
 
-def _finding(f: Finding) -> Finding:
-    """The finding without its private facts (and summary, when private) and highlight notes."""
-    return Finding(id=f.id, success=f.success, summary="" if "summary" in f.private else f.summary,
-                   highlights=tuple(_highlight(h) for h in f.highlights), highlights_in=f.highlights_in,
-                   facts={k: v for k, v in f.facts.items() if k not in f.private and not DENY.match(k)},
+def pseudonyms(rf: ResultsFile) -> dict[str, str]:
+    """``{document id: pseudonym}`` for every document of ``rf``: ``D01``, ``D02``... in the order
+    the documents first appear in the results file, so the same results give the same pseudonyms
+    (every run, every report of them) and one document has one pseudonym across releases and
+    attacks. An id can name a person (a TRI file's ids are the subjects' names) or a case; the
+    order of first appearance says nothing about it (sorting by id would)."""
+    order: dict[str, None] = {}
+    for r in rf.results:
+        for d in r.documents:
+            for i in (d.id, d.highlights_in):
+                if isinstance(i, str):
+                    order.setdefault(i, None)
+    width = max(2, len(str(len(order))))
+    return {i: f"D{n:0{width}d}" for n, i in enumerate(order, 1)}
+
+
+def _ids(value: Any, ids: dict[str, str]) -> Any:
+    """``value`` with every string that is a document id replaced by its pseudonym, at any depth."""
+    if not ids:
+        return value
+    if isinstance(value, str):
+        return ids.get(value, value)
+    if isinstance(value, dict):
+        return {ids.get(k, k) if isinstance(k, str) else k: _ids(v, ids) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_ids(v, ids) for v in value)
+    return value
+
+
+def _summary(text: str, ids: dict[str, str]) -> str:
+    """A summary with any document id it quotes (a wrong link's document) replaced."""
+    for i in sorted((i for i in ids if len(i) >= 3), key=len, reverse=True):
+        if i in text:
+            text = re.sub(rf"(?<!\w){re.escape(i)}(?!\w)", ids[i], text)
+    return text
+
+
+def _finding(f: Finding, ids: dict[str, str]) -> Finding:
+    """The finding without its private facts (and summary, when private) and highlight notes,
+    its ids replaced by their pseudonyms."""
+    return Finding(id=ids.get(f.id, f.id), success=f.success,
+                   summary="" if "summary" in f.private else _summary(f.summary or "", ids),
+                   highlights=tuple(_highlight(h) for h in f.highlights),
+                   highlights_in=ids.get(f.highlights_in, f.highlights_in) if f.highlights_in else f.highlights_in,
+                   facts={k: _ids(v, ids) for k, v in f.facts.items() if k not in f.private and not DENY.match(k)},
                    private=f.private)
 
 
@@ -64,23 +109,25 @@ def _highlight(h: Highlight) -> Highlight:
     return Highlight(h.start, h.end, kind)
 
 
-def _details(value: Any, key: str | None = None) -> Any:
+def _details(value: Any, key: str | None = None, *, ids: dict[str, str]) -> Any:
     if isinstance(value, bool) or isinstance(value, (int, float)) or value is None:
         return value
     if isinstance(value, str):
-        return value if key in DETAIL_STRING_KEYS else _DROP
+        return value if key in DETAIL_STRING_KEYS and value not in ids else _DROP
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
             k = str(k)
-            if DENY.match(k) or not CATEGORY_KEY.match(k):
+            if k in ids:  # keyed by document: the pseudonym
+                k = ids[k]
+            elif DENY.match(k) or not CATEGORY_KEY.match(k):
                 continue
-            kept = _details(v, k)
+            kept = _details(v, k, ids=ids)
             if kept is not _DROP:
                 out[k] = kept
         return out
     if isinstance(value, (list, tuple)):
-        kept = [v for v in (_details(v, key) for v in value if not isinstance(v, str)) if v is not _DROP]
+        kept = [v for v in (_details(v, key, ids=ids) for v in value if not isinstance(v, str)) if v is not _DROP]
         return kept if kept or not value else _DROP
     return _DROP
 
@@ -92,11 +139,31 @@ def _provenance(prov: dict[str, Any]) -> dict[str, Any]:
     """Provenance without free text: the command line is dropped, and the reasons a component
     was skipped or failed (exception texts, model answers, document ids) become a category
     and a count per component (:func:`not_run_categories`)."""
-    out = {k: v for k, v in prov.items() if k not in ("argv", "skipped", "errors")}
+    out = {k: _no_paths(v) for k, v in prov.items() if k not in ("argv", "skipped", "errors")}
     for key in ("skipped", "errors"):
         if prov.get(key):
             out[key] = not_run_categories(prov.get(key), "skipped" if key == "skipped" else "error")
     return out
+
+
+#: Keys whose value is a file or folder, dropped from a shared provenance.
+PATH_KEY = re.compile(r"^(path|paths|source|file|files|dir|folder|cwd|out|spec_file|.*_(path|dir|file|folder))$",
+                      re.IGNORECASE)
+#: A value that reads like a path or a URL (a folder separator, a drive, a home, a file's extension).
+PATH_VALUE = re.compile(r"[/\\]|^~|^[A-Za-z]:|\.(jsonl?|csv|tsv|ya?ml|toml|txt|gguf|parquet|html|sqlite|npy)$",
+                        re.IGNORECASE)
+
+
+def _no_paths(value: Any) -> Any:
+    """Provenance with no file path (an input's path may name a person or a case): keys named
+    like a path and values that read like one are dropped, at any depth; checksums, counts and
+    names stay, so the shared report still says which data it is about."""
+    if isinstance(value, dict):
+        return {k: _no_paths(v) for k, v in value.items()
+                if not (isinstance(k, str) and PATH_KEY.match(k)) and not (isinstance(v, str) and PATH_VALUE.search(v))}
+    if isinstance(value, (list, tuple)):
+        return [_no_paths(v) for v in value if not (isinstance(v, str) and PATH_VALUE.search(v))]
+    return value
 
 
 def not_run_categories(entries: Any, category: str) -> list[dict[str, Any]]:

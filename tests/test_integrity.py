@@ -255,3 +255,88 @@ def test_an_old_temporary_is_stale_whatever_its_pid(tmp_path):
     os.utime(legacy, (1, 1))
     assert sorted(sweep_temporaries(tmp_path, force=True)) == sorted([old, legacy])
     assert fresh_legacy.exists() and STALE_SECONDS >= 3600
+
+
+# --------------------------------------------------------------------------- the shareable edition
+
+PEOPLE = [("Alice Marwood", "Alice Marwood is a lighthouse keeper in Tromso who restores old boats and sings.",
+           "[PERSON] is a lighthouse keeper in [LOC] who restores old boats and sings."),
+          ("Bertil Quandt", "Bertil Quandt taught chemistry at the Uppsala gymnasium and wrote two books on bees.",
+           "[PERSON] taught chemistry at the [ORG] and wrote two books on bees."),
+          ("Chiara Vessel", "Chiara Vessel designs bridges for a firm in Genoa and races dinghies every summer.",
+           "[PERSON] designs bridges for a firm in [LOC] and races dinghies every summer.")]
+
+
+@pytest.fixture
+def tri_case(tmp_path):
+    """A TRI file in a folder named after a case: its document ids are the people's names."""
+    folder = tmp_path / "case-Marwood-v-Norway"
+    folder.mkdir()
+    tri = folder / "Alice_Marwood_dossier.json"
+    tri.write_text(json.dumps([{"name": n, "public_knowledge": bk, "spacy_abstract": rel} for n, bk, rel in PEOPLE]))
+    return tri
+
+
+def _private_strings(tri: Path) -> list[str]:
+    return [n for n, _, _ in PEOPLE] + ["Marwood-v-Norway", tri.name, str(tri.parent)]
+
+
+def test_the_shareable_report_names_no_person_and_no_path(tri_case, tmp_path):
+    out = tmp_path / "share"
+    res = CliRunner().invoke(main, ["attack", "phrase-search", "--tri", str(tri_case), "--out", str(out / "r.json")])
+    assert res.exit_code == 0, res.output
+    assert "Alice Marwood" in (out / "r.json").read_text()  # the internal results keep the ids
+    html_path = out / "public" / "report.html"
+    res = CliRunner().invoke(main, ["report", str(out / "r.json"), "--out", str(html_path), "--shareable"])
+    assert res.exit_code == 0, res.output
+    html, csv = html_path.read_text(), (out / "public" / "findings.csv").read_text()
+    for private in _private_strings(tri_case):
+        assert private not in html and private not in csv, private
+    rows = csv.splitlines()[1:]
+    assert {r.split(",")[3] for r in rows} == {"D01", "D02", "D03"}  # every document, by pseudonym
+    import re
+
+    assert "[PERSON] is a lighthouse keeper" in re.sub(r"<[^>]+>", "", html)  # the sanitized text is still shown
+    # stable: the same results give the same pseudonyms, byte for byte in the CSV
+    again = out / "public2" / "report.html"
+    assert CliRunner().invoke(main, ["report", str(out / "r.json"), "--out", str(again), "--shareable"]).exit_code == 0
+    assert (out / "public2" / "findings.csv").read_text() == csv
+    # --keep-ids: the user's explicit choice
+    kept = out / "kept" / "report.html"
+    res = CliRunner().invoke(main, ["report", str(out / "r.json"), "--out", str(kept), "--shareable", "--keep-ids"])
+    assert res.exit_code == 0 and "Alice Marwood" in (out / "kept" / "findings.csv").read_text()
+
+
+def test_run_shareable_names_no_person_and_no_path(tri_case, tmp_path):
+    spec = tmp_path / "audit.yaml"
+    spec.write_text(f"seed: 0\nout: {tmp_path / 'run'}\nbackground: {{path: {tri_case}, format: tri}}\n"
+                    f"releases:\n  - {{path: {tri_case}, format: tri}}\nattacks: [phrase_search]\n")
+    res = CliRunner().invoke(main, ["run", str(spec), "--shareable"])
+    assert res.exit_code == 0, res.output
+    shared = tmp_path / "run" / "shareable"
+    files = [p for p in shared.iterdir() if p.is_file()]
+    assert {p.suffix for p in files} == {".html", ".csv"}
+    for p in files:
+        text = p.read_text()
+        for private in _private_strings(tri_case):
+            assert private not in text, (p.name, private)
+
+
+def test_pseudonyms_reach_every_id_a_finding_carries():
+    from audit.core.results import Finding, Result, ResultsFile
+    from reports.shareable import shareable
+
+    docs = [Finding(id="Alice Marwood", success=True, summary="Linked to Bertil Quandt's record by mistake",
+                    highlights_in="Bertil Quandt", facts={"evidence": [{"docs": ["Bertil Quandt"]}], "linked_to":
+                                                          "Bertil Quandt"}),
+            Finding(id="Bertil Quandt", success=False)]
+    rf = ResultsFile(results=[Result(kind="attack", name="x", release="r", value=0.5, ci=(0.1, 0.9), n=2,
+                                     baseline=0.5, details={"per_document": {"Alice Marwood": 1.0}},
+                                     documents=docs)],
+                     provenance={"inputs": {"originals": {"path": "/cases/Marwood.jsonl", "sha256": "ab"}},
+                                 "releases": {"r": {"source": "C:\\cases\\Marwood.jsonl", "documents": 2}},
+                                 "models": {"llm": "/home/me/Marwood-model.gguf"}})
+    text = json.dumps(shareable(rf).to_dict())
+    for private in ("Alice", "Bertil", "Marwood", "cases"):
+        assert private not in text, private
+    assert '"D01"' in text and '"D02"' in text and '"sha256": "ab"' in text and '"documents": 2' in text

@@ -130,7 +130,7 @@ def test_shareable_pass_keeps_numbers_and_drops_strings():
     out = shareable(rf).results[0]
     assert out.details["per_type"] == {"PERSON": 0.5} and out.details["unit"] == "spans"
     assert "examples" not in out.details and "orig_text" not in out.details
-    assert out.documents == (Finding(id="d1", success=True, summary="Recovered the name",
+    assert out.documents == (Finding(id="D01", success=True, summary="Recovered the name",  # ids: pseudonyms
                                      facts={"correct": True, "rank": 2, "sanitized_text": "[PERSON] lives",
                                             "label": "PERSON"},
                                      private={"original", "orig_start", "guess", "claims"},
@@ -254,7 +254,7 @@ def test_private_facts_of_a_finding_never_reach_the_shareable_report():
     from reports.export import findings_csv
 
     assert "PRIVSUMMARY" in findings_csv(rf)
-    assert "PRIVSUMMARY" not in findings_csv(shareable(rf)) and ",d1,hit," in findings_csv(shareable(rf))
+    assert "PRIVSUMMARY" not in findings_csv(shareable(rf)) and ",D01,hit," in findings_csv(shareable(rf))
 
 
 def test_facts_named_like_originals_stay_out_even_when_not_marked_private():
@@ -354,8 +354,11 @@ def test_drilldown_marks_one_attack_at_a_time_in_the_same_colours_in_both_editio
     style = [h[h.index("<style>"):h.index("</style>")] for h in editions]
     assert style[0] == style[1]  # highlight colours identical in the internal and shareable editions
     # marks that come from attacking another document say so, in the document that holds them
-    doc_b = editions[1][editions[1].index("<code class=\"iso\">b</code>"):]
-    assert "come from attacking another document: <span class=\"iso\">a</span>" in doc_b
+    from reports.shareable import pseudonyms
+
+    ids = pseudonyms(rf)  # the shareable edition names documents by pseudonym
+    doc_b = editions[1][editions[1].index(f"<code class=\"iso\">{ids['b']}</code>"):]
+    assert f"come from attacking another document: <span class=\"iso\">{ids['a']}</span>" in doc_b
     assert "another person&#39;s facts" in doc_b or "another person's facts" in doc_b
     assert "PRIVCLAIM" in editions[0] and "PRIVCLAIM" not in editions[1]
     # one sentence per attack, no key/value dumps

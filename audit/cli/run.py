@@ -28,14 +28,14 @@ def _thresholds(max_: tuple[str, ...], min_: tuple[str, ...]):
 
 
 def _render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_documents: int = 50,
-            title: str | None = None, notes=(), registry=None) -> Path:
+            title: str | None = None, notes=(), registry=None, keep_ids: bool = False) -> Path:
     """Write the report and, beside it, its CSV of per-document findings (``findings.csv``,
     or ``NAME.csv`` for a report named otherwise than report.html), through the API's
     :meth:`anonaudit.Results.report`."""
     from anonaudit import load_results
 
     return load_results(results_path).report(out, shareable=shareable, gate=checks, max_documents=max_documents,
-                                             title=title, notes=notes, registry=registry)
+                                             title=title, notes=notes, registry=registry, keep_ids=keep_ids)
 
 
 def _warn_originals_beside(report: Path, results_path: Path) -> None:
@@ -59,7 +59,11 @@ def _warn_originals_beside(report: Path, results_path: Path) -> None:
                    "findings.csv and, with --shareable, shareable/.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Write OUT/report.html at the end.")
 @click.option("--shareable", is_flag=True,
-              help="Also write the shareable edition (no original text) to OUT/shareable/, a folder safe to send.")
+              help="Also write the shareable edition (no original text, no file path, documents by "
+                   "pseudonym) to OUT/shareable/, a folder safe to send.")
+@click.option("--keep-ids", is_flag=True,
+              help="In the shareable edition, keep the documents' ids (by default each is a stable pseudonym, "
+                   "D01, D02...: an id can be a person's name or a case number).")
 @click.option("--executor", "executor", type=click.Choice(["local", "ray"]), default=None,
               help="Where per-document work runs (overrides the spec's `executor`; default local). "
                    "ray needs pip install 'anonaudit[ray]'.")
@@ -71,7 +75,7 @@ def _warn_originals_beside(report: Path, results_path: Path) -> None:
 @force_option
 @no_cache_run
 @click.pass_context
-def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: bool, shareable: bool,
+def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: bool, shareable: bool, keep_ids: bool,
             executor: str | None, ray_address: str | None, ray_workers: int | None, force: bool) -> None:
     """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
 
@@ -113,7 +117,7 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
             # In a folder of its own: everything in OUT/shareable/ may leave the data owner;
             # OUT/results.json and OUT/releases/ hold originals and must not.
             shared = results.report(spec.out / "shareable" / "report.html", shareable=True, gate=checks,
-                                    max_documents=max_docs, registry=reg, notes=notes)
+                                    max_documents=max_docs, registry=reg, notes=notes, keep_ids=keep_ids)
             click.secho(f"shareable report: {shared} (share the folder {shared.parent} only: "
                         f"{spec.out / 'results.json'} and {spec.out / 'releases'} hold original text)",
                         fg="green", err=True)
@@ -167,7 +171,11 @@ def _with_executor(spec, kind: str | None, address: str | None, workers: int | N
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="HTML file to write (default: report.html beside the results).")
 @click.option("--shareable", is_flag=True,
-              help="Leave out every original text, original span, guess and predicted identity.")
+              help="Leave out every original text, original span, guess, predicted identity and file path; "
+                   "documents by pseudonym.")
+@click.option("--keep-ids", is_flag=True,
+              help="In the shareable edition, keep the documents' ids (by default each is a stable pseudonym, "
+                   "D01, D02...: an id can be a person's name or a case number).")
 @click.option("--max", "max_", multiple=True, metavar="NAME=VALUE", help="Gate threshold to show (see `gate`).")
 @click.option("--min", "min_", multiple=True, metavar="NAME=VALUE", help="Gate threshold to show (see `gate`).")
 @click.option("--on-point", is_flag=True, help="Judge thresholds on point estimates (default: the cautious CI bound).")
@@ -176,7 +184,8 @@ def _with_executor(spec, kind: str | None, address: str | None, workers: int | N
               help="Documents shown per release in the drill-down (the JSON has all).")
 @click.option("--title", default=None, help="Report title.")
 @force_option
-def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, ...], min_: tuple[str, ...],
+def report_cmd(results: str, out: str | None, shareable: bool, keep_ids: bool, max_: tuple[str, ...],
+               min_: tuple[str, ...],
                on_point: bool, on_upper_ci: bool, max_documents: int, title: str | None, force: bool) -> None:
     """Render any results file as one self-contained HTML report.
 
@@ -192,7 +201,8 @@ def report_cmd(results: str, out: str | None, shareable: bool, max_: tuple[str, 
     checks = None
     if max_ or min_:
         checks = evaluate(ResultsFile.load(path), _thresholds(max_, min_), on_point=on_point)
-    written = _render(path, target, shareable=shareable, checks=checks, max_documents=max_documents, title=title)
+    written = _render(path, target, shareable=shareable, checks=checks, max_documents=max_documents, title=title,
+                      keep_ids=keep_ids)
     click.echo(str(written))
     if shareable:
         _warn_originals_beside(written, path)
