@@ -124,6 +124,17 @@ class Results:
         """One row per release x result: the table of ``summary.csv``."""
         return _pandas().DataFrame(self.to_list(), columns=list(COLUMNS))
 
+    def findings(self):
+        """One row per release x result x document (the report's findings CSV, as a DataFrame):
+        ``success`` True (the attack succeeded on the document), False or None (not scored),
+        its one-sentence ``summary``, and how many evidence ``marks`` it left in which document."""
+        rows = [{"release": r.release, "result": r.name, "kind": r.kind, "document": d.id, "success": d.success,
+                 "summary": d.summary, "marks": len(d.highlights),
+                 "marks_in": d.highlights_in or (d.id if d.highlights else None)}
+                for r in self.file.results for d in r.documents]
+        return _pandas().DataFrame(rows, columns=["release", "result", "kind", "document", "success", "summary",
+                                                  "marks", "marks_in"])
+
     def __len__(self) -> int:
         return len(self.file.results)
 

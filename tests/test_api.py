@@ -66,6 +66,9 @@ def test_the_promised_spelling_gives_a_tidy_table(promised, frames):
     # the provenance says the data came from memory, not from a temporary path
     assert results.provenance["inputs"]["originals"]["path"].startswith("<in memory>: originals (DataFrame)")
     assert frames[0].columns.tolist() == ["id", "text", "subject", "spans"]  # inputs untouched
+    found = results.findings()
+    hits = found[(found["result"] == "phrase_search")]
+    assert len(hits) == 12 and hits["success"].mean() == pytest.approx(head["value"])
 
 
 def test_gate_is_typed_and_judges_like_the_cli(promised):
@@ -301,3 +304,33 @@ def test_the_readme_python_examples_run(tmp_path, monkeypatch, capsys):
     assert namespace["kept"].to_pandas()["release"].tolist() == ["masked"]
     assert "phrase_search_reid" in set(namespace["reid"].to_pandas()["name"])
     pd.testing.assert_frame_equal(namespace["again"].to_pandas(), namespace["table"])
+
+
+def test_run_a_spec_file_writes_its_out_folder_and_resumes(data, tmp_path):
+    load_corpus_from(data["originals"], tmp_path / "o.jsonl")
+    load_corpus_from(data["releases"]["labels"], tmp_path / "labels.jsonl")
+    spec = tmp_path / "audit.yaml"
+    spec.write_text("originals: o.jsonl\nreleases: [{name: labels, path: labels.jsonl}]\nmetrics: [rouge]\n"
+                    "out: audit-out\n", encoding="utf-8")
+    first = anonaudit.run(spec, progress=False)
+    assert first.path == tmp_path / "audit-out" / "results.json" and first.computed == ["metric:rouge@labels"]
+    assert (tmp_path / "audit-out" / "summary.csv").is_file()
+    again = anonaudit.run(spec, progress=False)
+    assert again.computed == [] and again.reused == ["metric:rouge@labels"]
+    pd.testing.assert_frame_equal(again.to_pandas(), first.to_pandas())
+
+
+def test_summary_rows_and_csv():
+    from audit.core.results import Result
+    from audit.core.summary import summary_csv, summary_path, summary_rows
+
+    results = [Result("utility", "rouge", "b", 0.5, (0.4, 0.6), 3),
+               Result("attack", "trir", "-a", 0.2, (0.1, 0.3), 10, 0.1, True, {"warning": "=weak attacker"}),
+               Result("attack", "phrase_search", "b", 0.0, None, 0)]
+    rows = summary_rows(results)
+    assert [(r["release"], r["name"]) for r in rows] == [("b", "rouge"), ("b", "phrase_search"), ("-a", "trir")]
+    assert rows[2]["inconclusive"] is True and rows[0]["inconclusive"] is False and rows[1]["ci_low"] is None
+    text = summary_csv(results)
+    assert text.splitlines()[0] == ",".join(COLUMNS)
+    assert "'-a,attack,trir,0.2,0.1,0.3,10,0.1,True,True,'=weak attacker" in text  # no formula for a spreadsheet
+    assert summary_path("x/results.json").name == "summary.csv" and summary_path("x/r2.json").name == "r2.summary.csv"

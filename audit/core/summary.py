@@ -58,12 +58,23 @@ def summary_path(results_path: str | os.PathLike[str]) -> Path:
     return path.with_name("summary.csv" if path.name == "results.json" else f"{path.stem}.summary.csv")
 
 
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value: Any) -> Any:
+    """A cell a spreadsheet would read as a formula (a release name or a warning starting with
+    ``=``, ``+``, ``-``, ``@``...) gets an apostrophe first, as in the report's findings CSV."""
+    if value is None:
+        return ""
+    return "'" + value if isinstance(value, str) and value.startswith(_FORMULA) else value
+
+
 def summary_csv(results: Iterable[Any]) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in summary_rows(results):
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        writer.writerow({k: _csv_cell(v) for k, v in row.items()})
     return buf.getvalue()
 
 
