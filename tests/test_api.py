@@ -334,3 +334,17 @@ def test_summary_rows_and_csv():
     assert text.splitlines()[0] == ",".join(COLUMNS)
     assert "'-a,attack,trir,0.2,0.1,0.3,10,0.1,True,True,'=weak attacker" in text  # no formula for a spreadsheet
     assert summary_path("x/results.json").name == "summary.csv" and summary_path("x/r2.json").name == "r2.summary.csv"
+
+
+@pytest.mark.slow
+def test_the_api_on_the_real_model_path(frames):
+    """llm= reaches the component: span guessing by the embedded 0.5B model, through the API."""
+    df, df2 = frames
+    res = anonaudit.attack("span_guess", originals=df, releases={"labels": df2}, llm="qwen2.5-coder-0.5b",
+                           params={"sample": 3, "guesses": 2, "context_tokens": 120, "frequent_lemmas": 0},
+                           seed=0, progress=False)
+    row = res.to_pandas().set_index("name").loc["span_guess"]
+    assert row["release"] == "labels" and row["n"] >= 1 and 0.0 <= row["value"] <= 1.0
+    assert res.results[0].details["trials"] == 3
+    used = res.provenance["components"]["attack:span_guess"]
+    assert used["params"]["llm"] == "qwen2.5-coder-0.5b" and used["stats"]["llm_cache"]["misses"] >= 1
