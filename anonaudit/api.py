@@ -150,10 +150,13 @@ def attack(name: str, releases: Any = None, *, originals: Any = None, background
 
 
 def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None, **kwargs: Any) -> Results:
-    """Utility metrics of the releases against the originals: ``metrics`` as in :func:`audit`
-    (default: every registered metric; ``tpi`` and ``tps`` load the 0.5B scoring model)."""
+    """Utility metrics of the releases against the originals: ``metrics`` as in :func:`audit`.
+    Default: every registered metric (``tpi`` and ``tps`` load the 0.5B scoring model), and, as
+    ``anonaudit utility`` does, one that does not suit the data (``recall`` without gold spans)
+    is left out and listed in ``results.errors`` instead of stopping the others."""
     if metrics is None:
         metrics = list(_registry(kwargs.get("registry")).names("metric"))
+        kwargs.setdefault("on_error", "skip")
     return audit(originals, releases, metrics=metrics, **kwargs)
 
 
