@@ -160,8 +160,11 @@ def test_bad_tables_are_named_errors(data, frames):
         anonaudit.utility(df, {"labels": 42}, metrics=["rouge"], progress=False)
     with pytest.raises(AnonauditError, match="unknown key|no metric|not registered|unknown metric"):
         anonaudit.utility(df, {"labels": df2}, metrics=["nope"], progress=False)
-    with pytest.raises(DataError, match="missing field 'text'"):
+    with pytest.raises(DataError, match=r"<labels: DataFrame>: missing column\(s\) body; the table has id, text"):
         anonaudit.utility(df, {"labels": df2}, metrics=["rouge"], text_column="body", progress=False)
+    with pytest.raises(DataError, match="missing field 'text'"):  # a list of dicts: each row on its own
+        anonaudit.utility(data["originals"], {"labels": data["releases"]["labels"]}, metrics=["rouge"],
+                          text_column="body", progress=False)
     stranger = df2.copy()
     stranger.loc[0, "id"] = "nobody"
     with pytest.raises(DataError, match=r"releases\['labels'\] \(DataFrame\) \(document 'nobody'\): id not found "
@@ -219,6 +222,8 @@ def test_cli_columns_parquet_and_summary_csv(data, tmp_path):
             "--release", f"labels={tmp_path / 'labels.parquet'}", "--out", str(out)]
     bad = CliRunner().invoke(main, args)
     assert bad.exit_code == 2 and "missing column(s) id, text" in bad.output
+    bad = CliRunner().invoke(main, ["data", "validate", str(tmp_path / "labels.parquet")])
+    assert bad.exit_code == 2 and "missing column(s) id, text; the table has case, body" in bad.output
     cols = ["--text-column", "body", "--id-column", "case", "--subject-column", "person"]
     ok = CliRunner().invoke(main, args + cols)
     assert ok.exit_code == 0, ok.output

@@ -110,11 +110,28 @@ def table_records(data: Any, what: str) -> list[dict[str, Any]]:
     return rows
 
 
-def records_to_documents(rows: list[Any], source: str, columns: Mapping[str, str] | None = None) -> list[Document]:
+def table_header(data: Any) -> list[str] | None:
+    """The column names of a DataFrame or a Dataset (None for a list of dicts: rows may differ)."""
+    names = getattr(data, "columns", None)
+    if names is None:
+        names = getattr(data, "column_names", None)
+    return None if names is None or isinstance(data, (list, tuple)) else [str(c) for c in names]
+
+
+def records_to_documents(rows: list[Any], source: str, columns: Mapping[str, str] | None = None, *,
+                         header: list[str] | None = None) -> list[Document]:
     """Validate rows (dicts) into documents; every problem named by its row, all at once.
-    Missing cells (None, NaN) are left out; a ``spans`` cell may be a JSON string (CSV)."""
+    Missing cells (None, NaN) are left out; a ``spans`` cell may be a JSON string (CSV).
+    ``header``: a table's column names, checked first (one message for a missing column,
+    not one per row)."""
     cols = check_columns(columns)
     problems = Problems(source)
+    if header is not None:
+        missing = missing_columns(header, cols)
+        if missing:
+            problems.add(f"missing column(s) {', '.join(missing)}; the table has {', '.join(header) or '(none)'} "
+                         "(other names: --text-column/--id-column, or text_column=/id_column= in Python)")
+            problems.raise_if_any()
     docs: list[Document] = []
     seen: dict[str, int | None] = {}
     for i, row in enumerate(rows):
@@ -145,11 +162,12 @@ def corpus_from_table(data: Any, *, name: str, columns: Mapping[str, str] | None
                       source: str | None = None) -> Corpus:
     """A :class:`Corpus` from a table in memory (see :func:`table_records`)."""
     source = source or f"<{name}: {type(data).__name__}>"
-    return Corpus(records_to_documents(table_records(data, source), source, columns), name=name, source=source)
+    return Corpus(records_to_documents(table_records(data, source), source, columns, header=table_header(data)),
+                  name=name, source=source)
 
 
-def read_parquet_records(source: str) -> list[dict[str, Any]]:
-    """The rows of a Parquet file (through pandas and pyarrow)."""
+def read_parquet(source: str):
+    """A Parquet file as a DataFrame (through pandas and pyarrow)."""
     try:
         import pandas as pd
     except ImportError:
@@ -160,8 +178,9 @@ def read_parquet_records(source: str) -> list[dict[str, Any]]:
         raise AnonauditError(f"{source}: reading Parquet needs pyarrow: {PANDAS_HINT} ({exc})") from None
     except Exception as exc:  # pyarrow's errors have no common base class worth naming
         raise DataError(Problem(source, f"unreadable Parquet file: {type(exc).__name__}: {exc}")) from None
-    return table_records(frame, source)
+    return frame
 
 
 def load_parquet(source: str, columns: Mapping[str, str] | None = None) -> list[Document]:
-    return records_to_documents(read_parquet_records(source), source, columns)
+    frame = read_parquet(source)
+    return records_to_documents(table_records(frame, source), source, columns, header=table_header(frame))
