@@ -50,6 +50,16 @@ class Survives(Attack):
                                  documents=docs)]
 
 
+class Crash(Attack):
+    """An attack that fails while it runs (a bug in a plugin, a damaged cache)."""
+
+    name = "toy_crash"
+    requires = frozenset({"originals"})
+
+    def evaluate(self, scenario, release):
+        raise KeyError("a damaged index entry")
+
+
 class Kept(Metric):
     """Share of the original's length kept."""
 
@@ -84,7 +94,7 @@ def toy_registry() -> Registry:
     reg._entry_points_loaded = True  # only these, not the installed plugins
     from defenders.baselines import LabelMasking, SpacyNER, Suppression
 
-    for kind, cls in (("attack", Survives), ("metric", Kept), ("metric", Broken), ("metric", Nan),
+    for kind, cls in (("attack", Survives), ("attack", Crash), ("metric", Kept), ("metric", Broken), ("metric", Nan),
                       ("sanitizer", Suppression), ("sanitizer", LabelMasking), ("sanitizer", SpacyNER)):
         reg.register(kind)(cls)
     return reg
@@ -221,6 +231,16 @@ def test_a_metric_that_fails_makes_the_command_fail_with_its_reason(demo, reg):
               "--release", "demo/releases/labels.jsonl", "--out", "R.json")
     clear_error(res, "toy_broken", "the embeddings cache is corrupt", "1 of 2 metric(s) did not run")
     assert ResultsFile.load(demo / "R.json").get("toy_kept", "labels") is not None  # the others are kept
+
+
+def test_an_attack_that_fails_exits_non_zero_with_its_reason_not_a_traceback(demo, reg):
+    res = run(reg, "attack", "toy-crash", "--originals", "demo/originals.jsonl", "--release",
+              "demo/releases/labels.jsonl", "--out", "R.json")
+    clear_error(res, "attack 'toy_crash' failed: KeyError", "a damaged index entry")
+    (demo / "a.yaml").write_text("originals: demo/originals.jsonl\nreleases: [demo/releases/labels.jsonl]\n"
+                                 "attacks: [toy_survives, toy_crash]\n")
+    clear_error(run(reg, "run", "a.yaml", "--no-report"), "attack 'toy_crash' failed: KeyError")
+    assert ResultsFile.load(demo / "audit-out/results.json").get("toy_survives", "labels") is not None
 
 
 def test_a_metric_whose_figure_is_nan_fails_instead_of_writing_it(demo, reg):

@@ -162,8 +162,10 @@ def test_each_component_is_closed_once_done_even_when_it_failed(demo_dir):
     failing = make_spec(demo_dir, out="out2", attacks=[{"name": "toy_leak", "params": {"fail_on": "masked"}}])
     outcome = Audit(load_spec(failing, registry=reg), registry=reg, on_error="skip", progress=False, echo=None).run()
     assert outcome.errors and LeakAttack.closes == 2
-    with pytest.raises(RuntimeError, match="boom"):  # stopping at the failure still releases it
+    # stopping at the failure still releases it; the failure is named, with its cause kept
+    with pytest.raises(AnonauditError, match="attack 'toy_leak' failed: RuntimeError: .*boom") as info:
         Audit(load_spec(failing, registry=reg), registry=reg, progress=False, echo=None).run()
+    assert isinstance(info.value.__cause__, RuntimeError)
     assert LeakAttack.closes == 3
 
 

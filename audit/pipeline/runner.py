@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -55,6 +56,10 @@ from audit.pipeline.spec import (  # noqa: F401  (re-exported: the runner's publ
     parse_spec,
     read_spec_file,
 )
+
+
+class ComponentError(AnonauditError):
+    """An attack or metric failed while it ran (its exception is the ``__cause__``)."""
 
 
 def _echo(msg: str) -> None:
@@ -265,9 +270,19 @@ class Audit:
                 save()
                 raise
             except Exception as exc:
-                if self.on_error == "raise" or isinstance(exc, (MemoryError,)):
+                if isinstance(exc, MemoryError):
                     save()
                     raise
+                if self.on_error == "raise":
+                    save()
+                    if isinstance(exc, AnonauditError):
+                        raise
+                    # A component's own failure (a bug, a damaged cache): the reason, named, not a
+                    # traceback; the traceback goes to the log (``anonaudit -v``).
+                    logging.getLogger(__name__).info("%s failed", comp.label, exc_info=True)
+                    raise ComponentError(f"{comp.kind} {normalise(comp.name)!r} failed: {type(exc).__name__}: "
+                                         f"{exc} (finished results are saved; `anonaudit -v ...` shows where it "
+                                         "failed)") from exc
                 outcome.errors.append({"component": comp.label, "reason": f"{type(exc).__name__}: {exc}",
                                        "input": isinstance(exc, AnonauditError)})
                 self.echo(f"  {label}: FAILED ({type(exc).__name__}: {exc}); going on")
