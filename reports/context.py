@@ -171,6 +171,10 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
     # A component that doubts its own figure says so in ``details["warning"]``; the reader
     # sees it beside the verdict, not only in results.json.
     warnings = [f"{title_of(name)} on {', '.join(rels)}: {text}" for name, text, rels in grouped_warnings(rf.results)]
+    # A sanitizer that found its own release degenerate says so in the release's provenance
+    # (``self_check``): a comparison against that release says little, so the reader sees it here.
+    warnings += [f"Release {k}: {w}" for k, v in (prov.get("releases") or {}).items() if isinstance(v, Mapping)
+                 for w in (v.get("self_check") or []) if isinstance(w, str)]
     skipped = (prov.get("skipped") or []) + (prov.get("errors") or []) if shareable else \
         not_run_categories(raw_prov.get("skipped"), "skipped") + not_run_categories(raw_prov.get("errors"), "error")
     reasons = [] if shareable else [
@@ -408,7 +412,8 @@ def _provenance_view(prov: Mapping[str, Any]) -> dict[str, Any]:
                "documents": num(v.get("documents"))}
               for k, v in (prov.get("inputs") or {}).items() if isinstance(v, Mapping)]
     releases = [{"name": visible(str(k)), "source": visible(str(v.get("sanitizer") or v.get("source") or "")),
-                 "documents": num(v.get("documents")), "sha": short(v.get("sha256"))}
+                 "documents": num(v.get("documents")), "sha": short(v.get("sha256")),
+                 "warnings": [visible(str(w)) for w in (v.get("self_check") or [])]}
                 for k, v in (prov.get("releases") or {}).items() if isinstance(v, Mapping)]
     comps = [{"label": visible(str(k)), "params": visible(json.dumps(v.get("params", {}), sort_keys=True)[:400]),
               "fit": num(v.get("fit_seconds")),

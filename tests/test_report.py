@@ -432,3 +432,17 @@ def test_utility_metrics_are_explained_where_they_are_shown():
     assert "Text preserved information" in utility and "Text preserved similarity" in utility
     assert "Normalised mutual information" in utility
     assert "@media print" in html  # prints to a clean PDF
+
+
+def test_a_sanitizer_self_check_warning_is_shown_beside_its_release(tmp_path):
+    """Issue 49: a release its sanitizer found degenerate says so in the report, by the release
+    (provenance) and among the notes at the top, in both editions."""
+    from reports.render import render
+
+    warning = "degenerate release: 2 of 3 document(s) have most of their words masked"
+    rf = ResultsFile(provenance={"releases": {"p": {"sanitizer": "prompt", "documents": 3,
+                                                    "self_check": [warning]}}})
+    rf.add(Result.from_risk("trir", "p", risk(1, 3, 0.3), documents=[Finding("a", True, facts={"correct": True})]))
+    for shareable_edition in (False, True):
+        html = render(rf, shareable=shareable_edition)
+        assert html.count(warning) >= 2 and "self-check</span> " + warning in html and f"Release p: {warning}" in html

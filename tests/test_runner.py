@@ -489,3 +489,34 @@ def test_spec_gate_judges_the_cautious_bound_unless_on_point(demo_dir):
     on_point = make_spec(demo_dir, gate={"max": {"toy_leak": limit}, "on_point": True})
     res = CliRunner().invoke(main, ["run", str(on_point), "--no-report"], obj=reg)
     assert res.exit_code == 0, res.output
+
+
+def test_a_sanitizer_warning_reaches_the_release_provenance_and_survives_reuse(demo_dir):
+    """Issue 49: what a sanitizer's self-check finds degenerate is written into the release's
+    provenance (``self_check``, and among its ``warnings``), also when the release is reused."""
+    from audit.core.data import sanitize_corpus
+    from audit.core.interfaces import Sanitizer
+
+    class Doubtful(Sanitizer):
+        name = "toy_doubtful"
+
+        def __init__(self, progress: bool = False):
+            self.progress = progress
+
+        def sanitize(self, corpus, *, name=None):
+            return sanitize_corpus(corpus, {}, name=name or self.name, sanitizer=self.name, source=corpus.source)
+
+        def warnings(self, name):
+            return [f"degenerate release: nothing masked in {name}"]
+
+    reg = toy_registry()
+    reg.register("sanitizer")(Doubtful)
+    path = make_spec(demo_dir, releases=[{"name": "d", "sanitizer": "toy_doubtful"}], metrics=[], attacks=["toy_leak"])
+    lines: list[str] = []
+    for _ in range(2):  # made, then reused
+        Audit(load_spec(path, registry=reg), registry=reg, progress=False, echo=lines.append).run()
+        prov = ResultsFile.load(demo_dir / "out" / "results.json").provenance["releases"]["d"]
+        assert prov["self_check"] == ["degenerate release: nothing masked in d"]
+        assert "release 'd': degenerate release: nothing masked in d" in prov["warnings"]
+    assert sum("warning: release 'd': degenerate release" in line for line in lines) == 2
+    assert any("reused" in line for line in lines)

@@ -126,6 +126,12 @@ class Sanitizer(Component):
     def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
         """Sanitize every document of ``corpus``."""
 
+    def warnings(self, name: str) -> list[str]:
+        """What this sanitizer's own check of release ``name`` found degenerate (most of the
+        text masked, a named person left in clear...): copied into the release's provenance and
+        shown beside it in the report. Empty: nothing to say (the default)."""
+        return []
+
     def repair(self, release: Release, targets: Mapping[str, Sequence[RepairTarget]], *, name: str,
                round: int = 1) -> Release:
         """A copy of ``release`` named ``name`` in which exactly ``targets`` (per document id, of the

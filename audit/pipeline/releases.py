@@ -66,7 +66,7 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
         if old.get("key") == key and cached.exists() and old.get("sha256") == sha256_file(cached):
             rel = read_release_jsonl(cached, rs.name, sanitizer=normalise(rs.sanitizer))
             echo(f"  release {rs.name}: reused {cached.name} ({len(rel)} documents)")
-            info = {k: old[k] for k in ("stats", "provenance") if k in old}  # what the run that made it said
+            info = {k: old[k] for k in ("stats", "provenance", "self_check") if k in old}  # what the run that made it said
         else:
             t0 = time.time()
             try:
@@ -76,6 +76,9 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
             try:
                 rel = san.sanitize(originals, name=rs.name)
                 info = component_info(san)  # its counts and timings (LLM requests, fallbacks...)
+                own = getattr(san, "warnings", lambda _name: [])(rs.name)  # its self-check: degenerate?
+                if own:
+                    info["self_check"] = own
             finally:
                 with contextlib.suppress(Exception):  # releasing is best effort
                     san.close()
@@ -96,12 +99,15 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
         raise AnonauditError("\n".join(f"{results or folder.parent}: {c}" for c in conflicts))
     # Every release is written beside the results, so the report can show sanitized texts.
     for rel in releases:
-        doubts: list[str] = []
+        doubts = [f"release {rel.name!r}: {w}" for w in prov[rel.name].get("self_check", [])]
+        for doubt in doubts:
+            echo(f"  warning: {doubt}")
         if originals is not None:
             rel.check_against(originals)
-            doubts = rel.doubts_against(originals)
-            for doubt in doubts:
+            against = rel.doubts_against(originals)
+            for doubt in against:
                 echo(f"  warning: {doubt}")
+            doubts += against
         path = folder / release_file_name(rel.name)
         if not (rel.source and path.exists() and os.path.exists(rel.source) and os.path.samefile(rel.source, path)):
             write_release_jsonl(rel, path)  # (never over the input file itself, e.g. --out beside it)
