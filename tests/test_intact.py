@@ -290,3 +290,81 @@ def test_real_model_on_two_documents(small_llm):
         assert len(doc.spans) == len(src.spans)
     counts = san.stats()["counts"]["real"]
     assert counts["entities"] == 9 and counts["llm_requests"] >= counts["candidate_requests"] >= 2
+
+
+# --------------------------------------------------------------------------- truth checks (issue 49)
+
+@pytest.mark.parametrize(("original", "candidate", "verdict"), [
+    ("1997", "the 1990s", True), ("1997", "the late 1990s", True), ("1997", "the early 1990s", False),
+    ("spring 1997", "the 1980s", False), ("1997", "the 20th century", True), ("1997", "between 1995 and 1999", True),
+    ("1997", "1990-1995", False), ("1997", "the '90s", True), ("1997", "before 2000", True),
+    ("1997", "after 2000", False), ("March 1997", "June 1997", False), ("March 1997", "in the spring of 1997", True),
+    ("18 years", "more than 10 years", True), ("18 years", "less than 10 years", False),
+    ("18 years", "10 to 20 years", True), ("18 years", "20 years", False), ("5,000 euros", "over 1,000 euros", True),
+    ("18 years", "about 20 years", None), ("18 years", "over a decade", None), ("Oslo", "a city in Norway", None),
+    ("1997", "a recent year", None), ("3 children", "one child", None),
+])
+def test_years_and_numbers_are_checked_by_rule(original, candidate, verdict):
+    from defenders.intact.truth import rule_verdict
+
+    assert rule_verdict(original, candidate) is verdict
+
+
+def test_a_year_in_a_quantity_is_a_number():
+    from defenders.intact.truth import rule_verdict
+
+    assert rule_verdict("1500 euros", "more than 1000 euros", "MONEY") is True
+    assert rule_verdict("1500 euros", "1990 euros", "MONEY") is False  # not read as a year
+
+
+class _Scoring(ScriptedLLM):
+    """A scripted LLM that also scores: "No" is likelier for the descriptions in ``false``."""
+
+    def __init__(self, script, false=()):
+        super().__init__(script)
+        self.false = set(false)
+        self.scored: list[str] = []
+
+    def logprobs(self, prefix, continuation):
+        said = re.findall(r"Description: (.*)\nTrue\?$", prefix)[-1]
+        self.scored.append(said)
+        likely = continuation.strip() == ("No" if said in self.false else "Yes")
+        return [-0.1 if likely else -3.0]
+
+
+def test_untruthful_candidates_are_dropped_by_the_model_and_counted():
+    cands = {"Ankara": ["a city in Greece", "a Turkish city", "a city"],
+             "Serco Limited": ["a fishing village", "a company"]}
+    llm = _Scoring(script(cands, risky={}), false={"a city in Greece", "a fishing village"})
+    san, rel = sanitize(llm, selection="most_specific")
+    doc = rel.corpus["d1"]
+    assert "a Turkish city" in doc.text and "a company" in doc.text and "Greece" not in doc.text
+    counts = san.stats()["counts"]["rel"]
+    assert counts["untruthful_model"] == 3  # Greece, and the fishing village in each document
+    assert counts["truth_checked_model"] == 7 and counts["truth_unchecked"] == 0
+    assert "a city in Greece" in llm.scored  # each candidate scored with its fixed answers
+
+
+def test_without_log_probabilities_candidates_stay_unchecked():
+    cands = {"Ankara": ["a city in Greece"], "Serco Limited": ["a company"]}
+    san, rel = sanitize(ScriptedLLM(script(cands, risky={})), selection="most_specific")
+    assert "a city in Greece" in rel.corpus["d1"].text
+    counts = san.stats()["counts"]["rel"]
+    assert counts["truth_unchecked"] == 3 and counts["untruthful_model"] == 0
+
+
+def test_check_truth_off_keeps_every_candidate():
+    cands = {"Ankara": ["a city in Greece"], "Serco Limited": ["a company"]}
+    llm = _Scoring(script(cands, risky={}), false={"a city in Greece"})
+    san, rel = sanitize(llm, selection="most_specific", check_truth=False)
+    assert "a city in Greece" in rel.corpus["d1"].text and not llm.scored
+
+
+def test_intact_self_check_counts_what_was_replaced():
+    san, _ = sanitize(_Scoring(script(CANDIDATES)), selection="most_specific")
+    check = san.stats()["counts"]["rel"]["self_check"]
+    assert check["documents"] == 2 and 0.3 < check["share_words_changed"] < 0.7
+    assert check["documents_person_in_clear"] == 0 and check["documents_mostly_changed"] == 1
+    # d2 is a short sentence that is mostly names and a date: its release hides most of it
+    (warning,) = san.warnings("rel")
+    assert "1 of 2 document(s) have most of their words replaced" in warning

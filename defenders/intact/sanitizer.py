@@ -20,6 +20,9 @@ from audit.core.repair import set_replacements
 from audit.models.llm import LLM, ChatRequest
 from audit.models.resources import resources_of
 from defenders.intact.dates import date_generalisations
+from defenders.intact.prompts import CANDIDATE_EXAMPLE, CANDIDATE_EXAMPLE_ANSWER, CANDIDATE_SYSTEM, candidate_user
+from defenders.intact.truth import TruthCheck
+from defenders.selfcheck import check_document, names_a_person, self_check, stop_words
 
 
 Selection = Literal["attack", "most_specific", "least_specific"]
@@ -27,27 +30,6 @@ SELECTIONS = ("attack", "most_specific", "least_specific")
 
 #: Labels replaced by numbered placeholders instead of generalisations.
 PLACEHOLDER_LABELS = ("PERSON", "CODE")
-
-# =========================================================================== candidates prompt
-
-_CANDIDATE_SYSTEM = (
-    "You help publish documents without exposing personal details. In the sentence below, the words "
-    "between double square brackets [[...]] must be replaced. Propose exactly {m} replacements, each a "
-    "short phrase that is still TRUE of the bracketed words (a broader category, region, period, range "
-    "or description) but says less than they do. Order them from the most specific (closest to the "
-    "original) to the least specific (most general). Never repeat the original words or any part of "
-    "them.\nAnswer with a JSON array of {m} strings and nothing else."
-)
-_CANDIDATE_EXAMPLE = ("Sentence: She moved to [[Gdansk]] after the war.\nType of detail: LOC\n"
-                      "Replacements, most specific first:")
-_CANDIDATE_EXAMPLE_ANSWER = ["a port city in northern Poland", "a city in Poland", "a city in Central Europe",
-                             "a European city", "a city"]
-
-
-def _candidate_user(sentence: str, label: str) -> str:
-    kind = f"\nType of detail: {label}" if label else ""
-    return f"Sentence: {sentence}{kind}\nReplacements, most specific first:"
-
 
 # =========================================================================== bookkeeping
 
@@ -63,6 +45,7 @@ class _Entity:
     candidates: list[str] = field(default_factory=list)
     kind: str = "llm"  # "placeholder", "date" or "llm"
     choice: str | None = None
+    sentence: str = ""  # its first mention's sentence, the mention marked [[...]] (LLM candidates)
 
 
 @dataclass
@@ -83,7 +66,8 @@ class _RepairPlan:
 #: ``fallbacks_all_risky``; ``chosen_rank``: how often the k-th candidate (1 = most specific) won.
 _COUNTS = ("documents", "entities", "mentions", "placeholders", "date_rules", "candidate_requests",
            "attack_requests", "llm_requests", "unparsable_candidates", "unparsable_guesses", "fallbacks",
-           "fallbacks_no_candidate", "fallbacks_all_risky", "dropped_candidates")
+           "fallbacks_no_candidate", "fallbacks_all_risky", "dropped_candidates", "truth_checked_rule",
+           "truth_checked_model", "truth_unchecked", "untruthful_rule", "untruthful_model")
 #: Longer "candidates" are explanations or refusals, not replacements.
 MAX_CANDIDATE_WORDS = 15
 
@@ -107,7 +91,7 @@ class IntactSanitizer(Sanitizer):
                  labels: Sequence[str] | None = None, placeholders: Sequence[str] | None = PLACEHOLDER_LABELS,
                  template: str = "[{label}]", frequent_lemmas: int = 200, context_tokens: int | None = None,
                  structured: bool | None = None, layout: Layout = "shared", lookahead: int = 1,
-                 batch: int = 32, cache: bool = True, progress: bool = True):
+                 batch: int = 32, check_truth: bool = True, cache: bool = True, progress: bool = True):
         """
         selection: how a candidate is chosen: attack (the first the LLM cannot invert), most_specific or least_specific.
         candidates: generalisations asked for per entity, most specific first.
@@ -123,6 +107,7 @@ class IntactSanitizer(Sanitizer):
         layout: the attack prompt: shared (the document once, the candidate in a last message, so a span's candidates reuse the evaluated document) or inline (the candidate inside the document).
         lookahead: candidates attacked at once; 1 stops at the first safe one (fewest requests), more saves round trips on a server with parallel slots (the same choice).
         batch: documents sanitized side by side (their requests go out together: concurrently on a server, to the workers on a cluster); the same release whatever it is.
+        check_truth: drop candidates that are untrue of the original (years and numbers by rule, the rest by the model's log-probabilities of Yes and No).
         cache: read and write the LLM answer cache.
         """
         self.selection = selection
@@ -140,6 +125,7 @@ class IntactSanitizer(Sanitizer):
         self.layout = layout
         self.lookahead = lookahead
         self.batch = batch
+        self.check_truth = check_truth
         self.cache = cache
         self.progress = progress
         if selection not in SELECTIONS:
@@ -169,6 +155,10 @@ class IntactSanitizer(Sanitizer):
     def close(self) -> None:
         self._llm = None
         super().close()
+
+    def warnings(self, name: str) -> list[str]:
+        """The self-check's warnings on release ``name`` (:mod:`defenders.selfcheck`)."""
+        return list(self._counts.get(name, {}).get("self_check", {}).get("warnings", []))
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()
@@ -229,12 +219,12 @@ class IntactSanitizer(Sanitizer):
     def candidate_request(self, sentence: str, label: str) -> ChatRequest:
         """The request for the generalisations of the span marked ``[[...]]`` in ``sentence``."""
         m = self.candidates
-        example = (_CANDIDATE_EXAMPLE_ANSWER * (1 + m // len(_CANDIDATE_EXAMPLE_ANSWER)))[:m]
+        example = (CANDIDATE_EXAMPLE_ANSWER * (1 + m // len(CANDIDATE_EXAMPLE_ANSWER)))[:m]
         messages = [
-            {"role": "system", "content": _CANDIDATE_SYSTEM.format(m=m)},
-            {"role": "user", "content": _CANDIDATE_EXAMPLE},
+            {"role": "system", "content": CANDIDATE_SYSTEM.format(m=m)},
+            {"role": "user", "content": CANDIDATE_EXAMPLE},
             {"role": "assistant", "content": json.dumps(example, ensure_ascii=False)},
-            {"role": "user", "content": _candidate_user(sentence, label)},
+            {"role": "user", "content": candidate_user(sentence, label)},
         ]
         return ChatRequest.make(messages, temperature=0.0, max_tokens=32 + 20 * m, seed=self.seed,
                                 json_schema=self._schema(m), shared=(3,))
@@ -270,13 +260,15 @@ class IntactSanitizer(Sanitizer):
                 mine.append(ent)
             if mine:
                 bounds = resources_of(self).spacy(disable=("ner",)).sentences(doc.text)
-                requests += [self.candidate_request(self._sentence(doc.text, bounds, ent.mentions[0]), ent.label)
-                             for ent in mine]
+                for ent in mine:
+                    ent.sentence = self._sentence(doc.text, bounds, ent.mentions[0])
+                requests += [self.candidate_request(ent.sentence, ent.label) for ent in mine]
                 asked += [(k, ent) for ent in mine]
         if not requests:
             return
         answers = self._get_llm().complete_batch(requests, progress=self.progress)
         counts["candidate_requests"] += len(requests)
+        truth = TruthCheck(self._get_llm()) if self.check_truth else None
         # every original of the document, so that no candidate names another entity in clear
         # (a small model readily proposes a person of the same sentence for an organisation)
         others = {}
@@ -291,6 +283,8 @@ class IntactSanitizer(Sanitizer):
                     and len(c.split()) <= MAX_CANDIDATE_WORDS]
             counts["dropped_candidates"] += len(parsed) - len(kept)
             ent.candidates = kept[:self.candidates]
+            if truth is not None:  # a generalisation must stay true of the original
+                ent.candidates = truth.keep(ent.original, ent.label, ent.sentence, ent.candidates, counts)
             if not parsed:
                 counts["unparsable_candidates"] += 1
 
@@ -403,6 +397,7 @@ class IntactSanitizer(Sanitizer):
                                   seed=self.seed, structured=self.structured, layout=self.layout)
         replaced: dict[str, list[Span]] = {}
         docs = list(corpus)
+        checks, ner = [], resources_of(self).spacy()
         for lo in range(0, len(docs), self.batch):
             items = [(doc, self._entities(doc, spans.get(doc.id, []))) for doc in docs[lo:lo + self.batch]]
             for _doc, entities in items:
@@ -414,7 +409,12 @@ class IntactSanitizer(Sanitizer):
             for doc, entities in items:
                 replaced[doc.id] = [Span(s.start, s.end, s.label, s.entity_id, s.identifier_type, replacement=e.choice)
                                     for e in entities for s in e.mentions]
+                asked = [e for e in entities if e.kind == "llm"]  # proposed: usable, truthful candidates
+                checks.append(check_document(doc.text, [(s.start, s.end) for s in replaced[doc.id]],
+                                             stop_words(ner.nlp), person=names_a_person(ner(doc.text)),
+                                             proposed=sum(len(e.candidates) for e in asked) if asked else None))
         counts["llm_requests"] = counts["candidate_requests"] + counts["attack_requests"]
+        counts["self_check"] = self_check(checks, what="replaced")
         self._counts[name] = counts
         self.record_timing(name, {"sanitize": time.perf_counter() - started})
         return sanitize_corpus(corpus, replaced, name=name, sanitizer=self.name, source=corpus.source)
