@@ -44,7 +44,12 @@ def marked(req) -> list[str]:
     return MARK.findall(req.messages[-1][1])
 
 
-def rewriter(new=lambda phrase: f"some place {len(phrase)}"):
+def _spelled(n: int) -> str:
+    """A number in words ("one three"), so that no rewording invents a digit."""
+    return " ".join("zero one two three four five six seven eight nine".split()[int(c)] for c in str(n))
+
+
+def rewriter(new=lambda phrase: f"some place {_spelled(len(phrase))}"):
     """A scripted LLM that rewords every marked phrase with ``new(phrase)``."""
     return ScriptedLLM(lambda req: json.dumps(
         {"reasoning": "r", "rewrites": [{"marked": m, "new": new(m)} for m in marked(req)]}))
@@ -121,7 +126,7 @@ def test_rounds_repeat_until_nothing_links_then_stop():
 
     def script(req):  # round 1 refuses (answers the same words), round 2 rewords
         ms = marked(req)
-        new = (lambda m: m) if req.temperature == 0.0 else (lambda m: f"elsewhere {len(m)}")
+        new = (lambda m: m) if req.temperature == 0.0 else (lambda m: f"elsewhere {_spelled(len(m))}")
         return json.dumps({"reasoning": "r", "rewrites": [{"marked": m, "new": new(m)} for m in ms]})
 
     llm = ScriptedLLM(script)
@@ -155,7 +160,7 @@ def test_documents_are_delinked_together_with_the_same_release():
     def script(req):  # round 1: d1 and d3 refused (same words), the others reworded; round 2 rewords
         ms = marked(req)
         stuck = req.temperature == 0.0 and ("Lima" in req.messages[-1][1] or "Pune" in req.messages[-1][1])
-        return json.dumps({"reasoning": "r", "rewrites": [{"marked": m, "new": m if stuck else f"somewhere {len(m)}"}
+        return json.dumps({"reasoning": "r", "rewrites": [{"marked": m, "new": m if stuck else f"somewhere {_spelled(len(m))}"}
                                                           for m in ms]})
 
     out = {}
@@ -297,3 +302,51 @@ def test_unusable_rephrasings_are_refused_and_many_spans_are_split_over_requests
     assert all(len(marked(r)) == 1 for r in llm.calls) and len(llm.calls) > 1
     assert out.corpus["a"].meta["delinker"]["llm_requests"] == len(llm.calls)
     check_offsets(release, out)
+
+
+# --------------------------------------------------------------------------- validation (issue 49)
+
+@pytest.mark.parametrize(("original", "new", "found"), [
+    ("ran a small bakery", "had a food business", []),
+    ("ran a small bakery", "ran 3 bakeries", ["3"]),
+    ("ran a small bakery", "had a shop in Lyon", ["Lyon"]),
+    ("The regional court upheld", "Appellate judges confirmed", []),  # starts a sentence, as the phrase does
+    ("the court in Lyon", "a tribunal in Lyon", []),
+    ("for 12 years", "for over 12 years", []),
+    ("on 5,000 euros", "on 5000 euros", []),
+])
+def test_a_rewording_invents_no_number_or_name(original, new, found):
+    from defenders.delinker.checks import invented
+
+    assert invented(original, new) == found
+
+
+def test_invented_facts_and_rewordings_that_link_by_themselves_are_rejected():
+    orig = originals()
+    release = deidentified(orig)
+
+    def new(phrase):
+        return {"Oslo": "a city in Norway", "harbour": "harbour district"}.get(phrase, "a place of 7 kinds")
+
+    d, out = delink(release, rewriter(new), max_rounds=1)
+    counts = d.stats()["delinker"]["delinked"]
+    assert counts["rejected_invented"] >= 2  # "Norway" and the 7 are in no marked phrase
+    assert "Norway" not in out.corpus["a"].text and " 7 " not in out.corpus["a"].text
+    assert "[REDACTED]" in out.corpus["a"].text  # what no valid rewording replaced is redacted
+    # "district" is a word of one document only: a rewording holding it links by itself
+    from defenders.delinker.checks import links_alone
+
+    assert links_alone(d.index(), "harbour district", 2) and not links_alone(d.index(), "the station", 2)
+
+
+def test_delinker_self_check_counts_reworded_words_and_warns_when_most_is_rewritten():
+    orig = originals()
+    release = deidentified(orig)
+    d, out = delink(release, rewriter())
+    check = d.stats()["delinker"]["delinked"]["self_check"]
+    assert check["documents"] == 3 and 0 < check["share_words_changed"] < 0.5
+    assert check["documents_nothing_proposed"] == 0 and d.warnings("delinked") == []
+    refuser = ScriptedLLM(lambda req: json.dumps({"reasoning": "r", "rewrites": []}))
+    d2, _ = delink(release, refuser, max_rounds=1)
+    assert d2.stats()["delinker"]["delinked"]["self_check"]["documents_nothing_proposed"] == 1
+    assert d2.stats()["delinker"]["delinked"]["rejected_unusable"] >= 1

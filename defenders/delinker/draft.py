@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from audit.core.data import REPHRASED, Document, Span, span_order
 from audit.core.errors import AnonauditError
-from defenders.delinker.prompts import REDACTED_LABEL
+from defenders.delinker.prompts import REDACTED_LABEL, merge_ranges
 
 # --------------------------------------------------------------------------- the draft
 
@@ -117,3 +118,39 @@ class Draft:
         return Document(self.doc.id, self.text, subject=self.doc.subject,
                         spans=tuple(sorted(spans, key=span_order)),
                         meta={**dict(self.doc.meta), "delinker": meta})
+
+
+def cuts(a: int, b: int, bs: int, be: int) -> bool:
+    """Whether the blocked range ``[bs, be)`` cuts the range ``[a, b)``: it overlaps it, or, empty
+    (a suppression), lies strictly inside it."""
+    return (bs < b and a < be) or a < bs == be < b
+
+
+def whole_rephrasings(targets: Sequence[tuple[int, int]], movable: Sequence[Any],
+                      blocked: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``targets`` (sorted, not overlapping) made to take each earlier rephrasing (``movable``
+    spans) whole or leave it alone: a target that reaches into part of one (after the cuts around
+    the masks, or the trimming of its punctuation) grows to cover it, or, where covering it would
+    reach a ``blocked`` range, gives that part up. Rewriting part of a rephrasing would leave two
+    records crossing each other, which no release may hold."""
+    def reaches_blocked(s: int, e: int) -> bool:
+        return any(cuts(s, e, bs, be) for bs, be in blocked)
+
+    out = []
+    for a, b in targets:
+        for _ in range(2 * len(movable) + 1):  # each pass covers or gives up one rephrasing
+            part = next((m for m in movable if covers_part(a, b, m)), None)
+            if part is None:
+                break
+            s, e = min(a, part.start), max(b, part.end)
+            if not reaches_blocked(s, e):
+                a, b = s, e
+            elif part.start <= a:
+                a = part.end
+            else:
+                b = part.start
+            if b <= a:
+                break
+        if b > a:
+            out.append((a, b))
+    return merge_ranges(out)

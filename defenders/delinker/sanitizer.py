@@ -17,47 +17,13 @@ from audit.core.registry import register
 from audit.models.llm import LLM, ChatRequest
 from audit.models.nlp import DEFAULT_SPACY_MODEL
 from audit.models.resources import resources_of
-from defenders.delinker.draft import Draft, covers_part
-from defenders.delinker.prompts import (REDACTION, EXAMPLES_MARKED, EXAMPLES_PLAIN, SYSTEM_MARKED,
+from defenders.delinker.checks import delinker_check, rewrite_problem
+from defenders.selfcheck import stop_words
+from defenders.delinker.draft import Draft, cuts as _cuts, whole_rephrasings  # noqa: F401 (re-exported)
+from defenders.delinker.prompts import (REDACTED_LABEL, REDACTION, EXAMPLES_MARKED, EXAMPLES_PLAIN, SYSTEM_MARKED,
                                         SYSTEM_PLAIN, merge_ranges, norm_words, parse_plain, parse_rewrites)
 
 # --------------------------------------------------------------------------- the sanitizer
-
-
-def _cuts(a: int, b: int, bs: int, be: int) -> bool:
-    """Whether the blocked range ``[bs, be)`` cuts the range ``[a, b)``: it overlaps it, or, empty
-    (a suppression), lies strictly inside it."""
-    return (bs < b and a < be) or a < bs == be < b
-
-
-def whole_rephrasings(targets: Sequence[tuple[int, int]], movable: Sequence[Any],
-                      blocked: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``targets`` (sorted, not overlapping) made to take each earlier rephrasing (``movable``
-    spans) whole or leave it alone: a target that reaches into part of one (after the cuts around
-    the masks, or the trimming of its punctuation) grows to cover it, or, where covering it would
-    reach a ``blocked`` range, gives that part up. Rewriting part of a rephrasing would leave two
-    records crossing each other, which no release may hold."""
-    def reaches_blocked(s: int, e: int) -> bool:
-        return any(_cuts(s, e, bs, be) for bs, be in blocked)
-
-    out = []
-    for a, b in targets:
-        for _ in range(2 * len(movable) + 1):  # each pass covers or gives up one rephrasing
-            part = next((m for m in movable if covers_part(a, b, m)), None)
-            if part is None:
-                break
-            s, e = min(a, part.start), max(b, part.end)
-            if not reaches_blocked(s, e):
-                a, b = s, e
-            elif part.start <= a:
-                a = part.end
-            else:
-                b = part.start
-            if b <= a:
-                break
-        if b > a:
-            out.append((a, b))
-    return merge_ranges(out)
 
 
 @register("sanitizer")
@@ -291,7 +257,7 @@ class Delinker(Sanitizer):
         llm = self._get_llm()
         drafts = [Draft(doc) for doc in docs]
         counts = [{"rounds": 0, "spans_sent": 0, "llm_requests": 0, "redacted": 0, "still_linking": 0,
-                   "rewritten": 0} for _ in docs]
+                   "rewritten": 0, "rejected_unusable": 0, "rejected_invented": 0, "rejected_links": 0} for _ in docs]
         links = [self.links(d) for d in drafts]
         active = list(range(len(docs)))
         for rnd in range(1, self.max_rounds + 1):
@@ -307,7 +273,7 @@ class Delinker(Sanitizer):
             answers = iter(llm.complete_batch(requests, progress=self.progress))
             for i in active:
                 counts[i]["llm_requests"] += len(jobs[i])
-                replacements = self._replacements(drafts[i], [(job, next(answers)) for job in jobs[i]])
+                replacements = self._replacements(drafts[i], [(job, next(answers)) for job in jobs[i]], counts[i])
                 for s, e, new in sorted(replacements, reverse=True):
                     drafts[i].replace(s, e, new)
                 counts[i]["rewritten"] += len(replacements)
@@ -352,8 +318,9 @@ class Delinker(Sanitizer):
                     counts["spans_sent"] += len(group)
         return jobs
 
-    def _replacements(self, draft: Draft, answered: list[tuple[tuple[ChatRequest, Any], str]]) -> list[tuple[int, int, str]]:
-        """The edits that one round's answers make to ``draft``."""
+    def _replacements(self, draft: Draft, answered: list[tuple[tuple[ChatRequest, Any], str]],
+                      counts: dict[str, int]) -> list[tuple[int, int, str]]:
+        """The edits that one round's answers make to ``draft`` (validated: :meth:`_valid`)."""
         replacements: list[tuple[int, int, str]] = []
         for (_, spans), answer in answered:
             if self.plain:
@@ -367,9 +334,22 @@ class Delinker(Sanitizer):
                     if core_e > core_s and new.strip() and norm_words(new) != norm_words(old):
                         replacements.append((core_s, core_e, new.strip()))
             else:
-                news = parse_rewrites(answer, [draft.text[s:e] for s, e in spans])
+                news = self._valid(draft, spans, parse_rewrites(answer, [draft.text[s:e] for s, e in spans]), counts)
                 replacements += [(s, e, new) for (s, e), new in zip(spans, news) if new is not None]
         return replacements
+
+    def _valid(self, draft: Draft, spans: Sequence[tuple[int, int]], news: Sequence[str | None],
+               counts: dict[str, int]) -> list[str | None]:
+        """``news`` with each rewording that is unusable, invents a fact or links by itself
+        (:mod:`defenders.delinker.checks`) replaced by None, and counted."""
+        index = self.index() if self.collection is not None else None
+        out: list[str | None] = []
+        for (s, e), new in zip(spans, news):
+            why = "unusable" if new is None else rewrite_problem(draft.text[s:e], new, index, self.k)
+            if why:
+                counts[f"rejected_{why}"] = counts.get(f"rejected_{why}", 0) + 1
+            out.append(None if why else new)
+        return out
 
     # ------------------------------------------------------------------ given spans
 
@@ -402,7 +382,8 @@ class Delinker(Sanitizer):
                 replacements: list[tuple[int, int, str]] = []
                 refused: list[tuple[int, int]] = []
                 for _, group in jobs:
-                    news = parse_rewrites(next(answers), [draft.text[a:b] for a, b in group])
+                    news = self._valid(draft, group, parse_rewrites(next(answers), [draft.text[a:b] for a, b in group]),
+                                       counts)
                     replacements += [(a, b, new) for (a, b), new in zip(group, news) if new is not None]
                     refused += [(a, b) for (a, b), new in zip(group, news) if new is None]
                 redact = rnd > 1 and self.on_failure == "redact"
@@ -499,10 +480,16 @@ class Delinker(Sanitizer):
                 totals[key] = totals.get(key, 0) + value
         totals["max_rounds_used"] = max((d.meta["delinker"]["rounds"] for d in docs), default=0)
         totals["documents_still_linking"] = sum(d.meta["delinker"]["still_linking"] > 0 for d in docs)
+        stops = stop_words(resources_of(self).spacy(self.spacy_model, disable=("ner", "lemmatizer")).nlp)
+        totals["self_check"] = delinker_check(list(zip(todo, docs)), stops, (REPHRASED, REDACTED_LABEL))
         self._totals[name] = totals
         self.record_timing(name, {"delink": time.perf_counter() - t0})
         return Release(name=name, corpus=Corpus(docs, name=name, source=corpus.source), aligned=True,
                        sanitizer=self.name, source=corpus.source)
+
+    def warnings(self, name: str) -> list[str]:
+        """The self-check's warnings on release ``name`` (:mod:`defenders.selfcheck`)."""
+        return list(self._totals.get(name, {}).get("self_check", {}).get("warnings", []))
 
     def stats(self) -> dict[str, Any]:
         """Timings, and per release: rounds used, spans sent, spans redacted, LLM requests,
