@@ -10,8 +10,10 @@ folder, removed when the call returns, and the results come back in memory
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -219,10 +221,15 @@ def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, s
     try:
         with caches_off(any(given.get(k) is False for k in ("cache", "use_cache"))):  # every cache
             release = san.sanitize(corpus, name=release_name or (Path(data).stem if is_file(data) else name))
+        own = tuple(san.warnings(release.name)) if callable(getattr(san, "warnings", None)) else ()
     finally:
         san.close()
+    if own:  # its self-check found the release degenerate: the release says so
+        release = dataclasses.replace(release, warnings=own)
     if is_file(data) or isinstance(data, Corpus):
         return release
+    for text in own:  # a table has no place for it: Python's warnings do
+        warnings.warn(f"release {release.name!r}: {text}", UserWarning, stacklevel=2)
     rows = [_row(d, text_column, id_column, subject_column, spans_column) for d in release.corpus]
     if isinstance(data, (list, tuple)):
         return rows

@@ -454,3 +454,21 @@ def test_real_model_keeps_the_stop_words_and_hides_the_name(small_llm):
         assert word in doc.text  # the stop words stay
     check = anon.stats()["self_check"]["bio"]
     assert check["share_masks_on_stop_words"] == 0.0 and check["share_words_changed"] < 0.5
+
+
+def test_the_api_hands_the_warning_on_with_the_release():
+    import warnings
+
+    import anonaudit
+
+    rows = [{"id": "a", "text": "Maria Lopez lives in Oslo."}]
+    with pytest.warns(UserWarning, match="name a person"):
+        out = anonaudit.sanitize("prompt", rows, params={"llm": ScriptedLLM(lambda r: "[]")})
+    assert out[0]["text"] == rows[0]["text"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a Release carries its warnings instead
+        rel = anonaudit.sanitize("prompt", _corpus("Maria Lopez lives in Oslo."),
+                                 params={"llm": ScriptedLLM(lambda r: '["Maria Lopez"]')})
+    assert rel.warnings == ()
+    rel = anonaudit.sanitize("prompt", _corpus("Maria Lopez lives in Oslo."), params={"llm": ScriptedLLM(lambda r: "[]")})
+    assert any("name a person" in w for w in rel.warnings)

@@ -222,6 +222,8 @@ class Release:
     aligned: bool = True
     sanitizer: str | None = None
     source: str | None = None
+    #: What the sanitizer that made it found degenerate in it (its self-check), when it says.
+    warnings: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.corpus)
