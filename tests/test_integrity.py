@@ -340,3 +340,50 @@ def test_pseudonyms_reach_every_id_a_finding_carries():
     for private in ("Alice", "Bertil", "Marwood", "cases"):
         assert private not in text, private
     assert '"D01"' in text and '"D02"' in text and '"sha256": "ab"' in text and '"documents": 2' in text
+
+
+# --------------------------------------------------------------------------- crossing mentions of two annotators
+
+
+def _tab_with_crossing(tmp_path) -> Path:
+    text = "The applicant, Mr Hakan Yilmaz Ozturk, was born in Izmir in 1961."
+    a, b = text.index("Hakan"), text.index("Ozturk")
+    path = tmp_path / "tab.json"
+    path.write_text(json.dumps([{"doc_id": "001-1", "text": text, "annotations": {
+        "ann1": {"entity_mentions": [  # "Mr Hakan Yilmaz"
+            {"start_offset": a - 3, "end_offset": a + len("Hakan Yilmaz"), "entity_type": "PERSON",
+             "entity_id": "e1", "identifier_type": "DIRECT"}]},
+        "ann2": {"entity_mentions": [  # "Yilmaz Ozturk": crosses the first
+            {"start_offset": a + len("Hakan "), "end_offset": b + len("Ozturk"), "entity_type": "PERSON",
+             "entity_id": "e2", "identifier_type": "DIRECT"},
+            {"start_offset": text.index("Izmir"), "end_offset": text.index("Izmir") + 5, "entity_type": "LOC",
+             "entity_id": "e3", "identifier_type": "QUASI"}]}}}]))
+    return path
+
+
+@pytest.mark.parametrize("sanitizer,expected", [
+    ("suppression", "The applicant, , was born in  in 1961."),
+    ("labels", "The applicant, [PERSON], was born in [LOC] in 1961."),
+])
+def test_crossing_mentions_of_two_annotators_are_masked_as_their_union(tmp_path, sanitizer, expected):
+    """The probe's case: suppression left part of one of two crossing mentions in the clear."""
+    src = _tab_with_crossing(tmp_path)
+    out = tmp_path / f"{sanitizer}.jsonl"
+    res = CliRunner().invoke(main, ["sanitize", sanitizer, "--input", str(src), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text().splitlines()[0])
+    assert doc["text"] == expected
+    for name in ("Hakan", "Yilmaz", "Ozturk", "Izmir"):
+        assert name not in doc["text"]
+    assert doc["spans"][0]["original"] == "Mr Hakan Yilmaz Ozturk"  # the union, recorded as what was replaced
+
+
+def test_crossing_mentions_pass_validation_and_a_label_filter_masks_their_union(tmp_path):
+    src = _tab_with_crossing(tmp_path)
+    res = CliRunner().invoke(main, ["data", "validate", str(src)])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "one.jsonl"
+    res = CliRunner().invoke(main, ["sanitize", "suppression", "--input", str(src), "--format", "tab",
+                                    "--out", str(out), "--param", "labels=[PERSON]"])
+    assert res.exit_code == 0, res.output
+    assert "Hakan" not in json.loads(out.read_text())["text"]

@@ -305,14 +305,21 @@ class Scenario:
 def outermost(spans: Iterable[Span]) -> tuple[list[Span], list[Span]]:
     """Sort spans by start (longest first on ties) and keep the outermost ones.
 
-    A span that starts inside an already kept span is dropped: nested mentions
-    (``Serco Limited ("Serco")`` and ``Serco``) and crossing overlaps alike.
-    Returns ``(kept, dropped)``.
+    A span inside an already kept span is dropped (nested mentions: ``Serco Limited
+    ("Serco")`` and ``Serco``). Crossing spans (overlapping, neither inside the other: two
+    TAB annotators who disagree on a mention's extent) are masked as their **union**: the
+    kept span grows to the end of the crossing one (its label and replacement kept), so no
+    part of either is left in the clear. Returns ``(kept, dropped)``; a crossing span is
+    among the dropped, the union among the kept.
     """
+    import dataclasses
+
     kept: list[Span] = []
     dropped: list[Span] = []
     for span in sorted(spans, key=lambda s: (s.start, -s.end)):
         if kept and span.start < kept[-1].end:
+            if span.end > kept[-1].end:  # crossing: mask the union
+                kept[-1] = dataclasses.replace(kept[-1], end=span.end)
             dropped.append(span)
         else:
             kept.append(span)

@@ -28,7 +28,9 @@ explicitly (``--format``):
     ``identifier_type``). ``annotator=NAME`` keeps one annotator; by default the
     annotators are merged, identical offsets kept once (first annotator wins).
     Overlaps between mentions are kept as they are (TAB has nested mentions and
-    annotators disagree); sanitizing keeps the outermost. Subject = doc_id.
+    annotators disagree); sanitizing keeps the outermost, and masks crossing
+    mentions (two annotators' extents of one mention) as their union, so none is
+    left half in the clear (:func:`audit.core.data.outermost`). Subject = doc_id.
 ``tri``
     The TRI dataframe layout: one row per individual with ``name`` (= subject and
     id), ``public_knowledge`` (background text) and one text column per method.
