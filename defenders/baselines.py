@@ -25,6 +25,7 @@ from audit.core.paramtypes import PositiveInt
 from audit.core.data import Corpus, Release, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
+from audit.core.progress import bar as progress_bar
 from audit.models.nlp import DEFAULT_SPACY_MODEL
 from audit.models.resources import resources_of
 from audit.core.registry import register
@@ -177,8 +178,10 @@ class SpacyNER(Sanitizer):
                 check_labels(self.labels, nlp.get_pipe("ner").labels, f"spaCy model {self.model}")
             except ValueError as exc:
                 raise AnonauditError(f"{self.name}: {exc}") from None
-        return [_entity_spans(parsed, self.labels, self.template)
-                for parsed in nlp.pipe(texts, batch_size=self.batch_size)]
+        texts = list(texts)
+        parsed_all = progress_bar(nlp.pipe(texts, batch_size=self.batch_size), total=len(texts), desc="spaCy NER",
+                                  unit="doc")
+        return [_entity_spans(parsed, self.labels, self.template) for parsed in parsed_all]
 
     def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
         spans = dict(zip(corpus.ids, self.detect(doc.text for doc in corpus)))
@@ -312,7 +315,7 @@ class PresidioSanitizer(Sanitizer):
             found = executor.map(PresidioWorker(self.get_params()), [doc.text for doc in corpus],
                                  group=PRESIDIO_GROUP, label="Presidio")
         else:
-            found = [self.detect(doc.text) for doc in corpus]
+            found = [self.detect(doc.text) for doc in progress_bar(corpus, total=len(corpus), desc="Presidio", unit="doc")]
         spans = dict(zip(corpus.ids, found))
         return sanitize_corpus(corpus, spans, name=name or self.name, sanitizer=self.name, source=corpus.source)
 

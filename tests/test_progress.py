@@ -46,3 +46,31 @@ def test_stage_lines_name_the_step_and_its_time(monkeypatch, capsys):
     err = capsys.readouterr().err.splitlines()
     assert err[0].strip() == "loading the LLM qwen ..."
     assert err[1].strip().startswith("loading the LLM qwen: done in ") and err[1].endswith("s")
+
+
+def test_trir_background_preparation_shows_progress(monkeypatch):
+    """TRIR's spaCy masking and curation of the background took minutes in silence (issue 46)."""
+    from types import SimpleNamespace
+
+    from attackers.trir.texts import masked_copies
+
+    class SlowSpacy:  # the pipeline's shape, a document every 0.15 s
+        nlp = SimpleNamespace(Defaults=SimpleNamespace(stop_words=set()))
+
+        def pipe(self, texts):
+            for t in texts:
+                time.sleep(0.15)
+                yield SimpleNamespace(text=t, ents=[], __iter__=None)
+
+    monkeypatch.setenv("ANONAUDIT_PROGRESS_SECONDS", "0.5")
+    monkeypatch.setattr(progress, "QUIET_SECONDS", 0.5)
+    err = io.StringIO()
+    monkeypatch.setattr(progress.sys, "stderr", err)
+    texts = [f"text {i}" for i in range(8)]
+    assert masked_copies(SlowSpacy(), texts, ["label"], progress="TRIR background: masking entities") == [texts]
+    lines = err.getvalue().splitlines()
+    assert lines and lines[-1].startswith("TRIR background: masking entities: 8/8 [")
+    err.truncate(0)
+    err.seek(0)
+    masked_copies(SlowSpacy(), texts, ["label"], progress=False)
+    assert err.getvalue() == ""

@@ -241,7 +241,11 @@ def corpus_matcher(originals: Any, top: int, nlp: Spacy | None = None) -> Matche
         return Matcher(frequent=frozenset(json.loads(path.read_text(encoding="utf-8"))), nlp=nlp)
     except (OSError, ValueError):
         pass
-    matcher = Matcher.from_corpus((d.text for d in originals), top=top, nlp=nlp)
+    from audit.core.progress import bar
+
+    texts = bar((d.text for d in originals), total=len(originals), desc="span guessing: frequent lemmas of the originals",
+                unit="doc")
+    matcher = Matcher.from_corpus(texts, top=top, nlp=nlp)
     try:
         atomic_write(path, json.dumps(sorted(matcher.frequent)))
     except OSError:

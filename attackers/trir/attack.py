@@ -253,8 +253,9 @@ class TRIRAttack(TRIRTraining, Attack):
         self._spacy = None
         super().close()
 
-    def _prepare(self, texts: Sequence[str]) -> list[str]:
-        return curated(self._spacy_nlp(), texts) if self.settings()["curate"] else list(texts)
+    def _prepare(self, texts: Sequence[str], what: str = "background") -> list[str]:
+        bar = self.progress and f"TRIR {what}: curating (spaCy lemmas)"
+        return curated(self._spacy_nlp(), texts, progress=bar) if self.settings()["curate"] else list(texts)
 
     def _dev_release(self, scenario: Scenario) -> Release | None:
         if self.dev is None:
@@ -355,7 +356,7 @@ class TRIRAttack(TRIRTraining, Attack):
         t = self.trained_
         device = self._device()
         if self.settings()["curate"]:
-            prepared = curated_with_offsets(self._spacy_nlp(), texts)
+            prepared = curated_with_offsets(self._spacy_nlp(), texts, progress=self.progress and "TRIR release: curating")
             windows = make_windows(t.tokenizer, [c for c, _ in prepared], self.window, self.overlap)
             # evidence is shown in the release's own text, not in its curated form
             windows.chars = [None if ch is None else original_range(prepared[d][1], *ch)

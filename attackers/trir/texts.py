@@ -45,10 +45,19 @@ def _mask_text(style: str, label: str) -> str:
     return label
 
 
-def masked_copies(spacy, texts: Sequence[str], styles: Sequence[str]) -> list[list[str]]:
-    """One NER-masked copy of ``texts`` per masking style (spaCy runs once)."""
+def _pipe(spacy, texts: Sequence[str], desc: str | bool | None):
+    """spaCy over ``texts``, with a progress bar named ``desc`` (none when ``desc`` is empty):
+    on a large background this is minutes of work."""
+    from audit.core.progress import bar
+
+    return bar(spacy.pipe(texts), total=len(texts), desc=str(desc or ""), unit="doc", enabled=bool(desc))
+
+
+def masked_copies(spacy, texts: Sequence[str], styles: Sequence[str], *, progress: str | bool | None = None) -> list[list[str]]:
+    """One NER-masked copy of ``texts`` per masking style (spaCy runs once); ``progress``: the
+    name of a progress bar to show."""
     out: list[list[str]] = [[] for _ in styles]
-    for doc in spacy.pipe(texts):
+    for doc in _pipe(spacy, texts, progress):
         for k, style in enumerate(styles):
             pieces, cursor = [], 0
             for ent in doc.ents:
@@ -115,20 +124,21 @@ def style_words(style: str) -> str:
     return "their label" + (f" as {style[len(LABEL_STYLE) + 1:]!r}" if ":" in style else "")
 
 
-def curated(spacy, texts: Sequence[str]) -> list[str]:
+def curated(spacy, texts: Sequence[str], *, progress: str | bool | None = None) -> list[str]:
     """Document curation as the TRI paper's code does it: stop words dropped, every other token
     lemmatized and stripped of special characters (letters, digits, ``.`` and ``/`` stay), and
     a full stop glued to the word before it, so sentence ends survive."""
-    return [text for text, _ in curated_with_offsets(spacy, texts)]
+    return [text for text, _ in curated_with_offsets(spacy, texts, progress=progress)]
 
 
-def curated_with_offsets(spacy, texts: Sequence[str]) -> list[tuple[str, list[tuple[int, int, int, int]]]]:
+def curated_with_offsets(spacy, texts: Sequence[str], *,
+                         progress: str | bool | None = None) -> list[tuple[str, list[tuple[int, int, int, int]]]]:
     """:func:`curated` texts, each with its pieces as ``(start, end, orig_start, orig_end)``:
     where each curated word lies and the characters of the original it came from, so a passage
     of the curated text can be shown in the original."""
     stop = spacy.nlp.Defaults.stop_words
     out = []
-    for doc in spacy.pipe(texts):
+    for doc in _pipe(spacy, texts, progress):
         words: list[str] = []
         pieces: list[list[int]] = []
         length = 0

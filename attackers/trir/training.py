@@ -120,7 +120,9 @@ class TRIRTraining:
         if self.settings()["augment_ner"]:
             styles = list(self._mask_styles) or [LABEL_STYLE]
             t0 = time.time()
-            copies = masked_copies(self._spacy_nlp(), texts, styles)
+            copies = masked_copies(self._spacy_nlp(), texts, styles,
+                                   progress=f"TRIR background: masking entities (spaCy, {len(styles)} "
+                                            f"style{'s' if len(styles) > 1 else ''})" if self.progress else None)
             self._timings["ner_masking_seconds"] = round(time.time() - t0, 1)
             for copy in copies:
                 texts = texts + copy
@@ -176,7 +178,7 @@ class TRIRTraining:
         if not dev_docs:
             raise AnonauditError(f"dev release {dev.name!r} has no document about a person in the "
                                  "background, so it cannot select the epoch")
-        dev_windows = make_windows(tokenizer, self._prepare([d.text for d in dev_docs]), self.window, self.overlap)
+        dev_windows = make_windows(tokenizer, self._prepare([d.text for d in dev_docs], "dev release"), self.window, self.overlap)
         return dev_windows, np.array([label_of[d.subject] for d in dev_docs])
 
     def _fine_tune(self, model, windows: Windows, y: Sequence[int], pad_id: int, device: str, dev: Release | None,
