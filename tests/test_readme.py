@@ -302,3 +302,25 @@ def test_every_readme_command_runs(tmp_path):
     """Every README command (but the EXCLUDED ones), real models, on the demo data."""
     run, _ = readme_commands()
     run_all(run, tmp_path, timeout=900)
+
+
+def test_every_test_the_readme_names_exists():
+    """The Reliability section names the test that holds each class: each must exist."""
+    text = README.read_text(encoding="utf-8")
+    named = set(re.findall(r"`(test_\w+)`", text))
+    files = set(re.findall(r"`tests/(test_\w+\.py)`", text))
+    assert len(named) >= 20 and len(files) >= 5
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").glob("test_*.py"))
+    missing = sorted(n for n in named if not re.search(rf"^def {n}\(", source, re.MULTILINE))
+    assert not missing, f"the README names tests that do not exist: {missing}"
+    assert not [f for f in files if not (ROOT / "tests" / f).is_file()]
+
+
+def test_the_default_llm_can_be_named_by_the_environment(monkeypatch):
+    from audit.models.specs import default_llm_name, parse_llm_spec
+
+    monkeypatch.setenv("ANONAUDIT_LLM", "qwen2.5-coder-0.5b")
+    assert default_llm_name() == "qwen2.5-coder-0.5b"
+    assert parse_llm_spec(None).name == "qwen2.5-coder-0.5b"
+    monkeypatch.setenv("ANONAUDIT_LLM", "openai:m@http://127.0.0.1:9/v1")
+    assert parse_llm_spec(None).backend == "openai"
