@@ -71,7 +71,7 @@ def check_labels(labels: Sequence[str] | None, known: Iterable[str] | None, wher
         have = {k.upper() for k in known}
         unknown = [x for x in labels if x.upper() not in have]
         if unknown:
-            raise ValueError(f"unknown label(s) {', '.join(unknown)}: {where} knows "
+            raise ValueError(f"unknown label(s) {', '.join(unknown)}; known to {where}: "
                              f"{', '.join(sorted(have)) or 'no label'}")
     return labels
 

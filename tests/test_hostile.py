@@ -484,3 +484,9 @@ def test_a_fifo_fed_once_is_read_once_and_never_hangs(demo, reg):
     assert rf.get("toy_survives", "labels").n == 6
     assert rf.provenance["inputs"]["originals"]["documents"] == 6
 
+
+
+def test_a_format_in_a_spec_is_checked_with_the_rest(demo, reg):
+    (demo / "f.yaml").write_text("originals: {path: demo/originals.jsonl, format: 5}\nattacks: [toy_survives]\n"
+                                 "releases: [{path: demo/releases/labels.jsonl, format: jsonx}]\n")
+    clear_error(run(reg, "run", "f.yaml"), "originals.format: must be one of", "releases[0].format: must be one of")

@@ -296,6 +296,13 @@ def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str 
     path = run_demo(out_dir, n=n, seed=seed, llm=llm_spec, sample=sample, presidio=presidio,
                     registry=registry_of(ctx))
     click.echo(str(path))
+    from audit.core.results import ResultsFile
+
+    failed = ResultsFile.load(out / "results.json").provenance.get("errors") or []
+    if failed:  # the report says so too; a demo with a failed attack or metric is not a success
+        click.secho(f"error: {len(failed)} component(s) failed: "
+                    + "; ".join(f"{e.get('component')}: {e.get('reason')}" for e in failed), fg="red", err=True)
+        ctx.exit(2)
 
 
 #: Settings that keep the demo's language-model stages within minutes on a laptop CPU;

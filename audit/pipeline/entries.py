@@ -13,6 +13,7 @@ from audit.core.data import release_name_problem
 from audit.core.errors import AnonauditError, Problems
 from audit.core.paramtypes import check_params
 from audit.core.registry import Registry, normalise
+from audit.io.detect import FORMATS
 
 COMPONENT_KEYS = ("name", "params", "sample")
 RELEASE_KEYS = ("name", "path", "format", "columns", "sanitizer", "params", "aligned")
@@ -137,6 +138,9 @@ def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool
             continue
         for k in set(item) - set(RELEASE_KEYS):
             p.at(f"{where}.{k}", f"unknown key (use {', '.join(RELEASE_KEYS)})")
+        fmt = item.get("format")
+        if fmt is not None and fmt not in FORMATS:
+            p.at(f"{where}.format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}"[:200])
         path, san = item.get("path"), item.get("sanitizer")
         if (path is None) == (san is None):
             p.at(where, "give exactly one of 'path' (a release file) or 'sanitizer' (run on the originals)")

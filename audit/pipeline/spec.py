@@ -48,6 +48,7 @@ from typing import Any
 
 from audit.core.errors import AnonauditError, DataError, Problem, Problems, read_text
 from audit.core.paramtypes import check_params
+from audit.io.detect import FORMATS
 from audit.core.safejson import YAML_MAX_NODES, check_tree
 from audit.core.registry import Registry
 from audit.core.registry import registry as default_registry
@@ -288,6 +289,9 @@ def _input(value: Any, where: str, p: Problems, base: Path, required: bool = Fal
         if extra:
             p.at(where, f"unknown key(s) {', '.join(sorted(extra))} (use path, format, columns)")
         fmt = value.get("format")
+        if fmt is not None and fmt not in FORMATS:
+            p.at(f"{where}.format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}"[:200])
+            fmt = None
         columns = value.get("columns") or {}
         if columns_problem(columns):
             p.at(f"{where}.columns", columns_problem(columns))
