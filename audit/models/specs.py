@@ -157,8 +157,9 @@ def parse_llm_spec(spec: str | None) -> LLMSpec:
             forced, spec = prefix[:-1], spec[len(prefix):]
     if spec == "scorer" and forced is None:
         return parse_llm_spec(default_scorer_spec())
-    if spec == "default":
-        spec = default_llm_name()
+    if spec == "default":  # $ANONAUDIT_LLM (any spec, a server's too) or the best embedded model
+        chosen = default_llm_name()
+        return parse_llm_spec(f"{forced}:{chosen}" if forced and not chosen.startswith("openai:") else chosen)
     if spec in EMBEDDED_LLMS:
         model = EMBEDDED_LLMS[spec]
         return LLMSpec(forced or "llamacpp", str(model.path), name=spec, sha256=model.sha256)
