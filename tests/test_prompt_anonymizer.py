@@ -472,3 +472,12 @@ def test_the_api_hands_the_warning_on_with_the_release():
     assert rel.warnings == ()
     rel = anonaudit.sanitize("prompt", _corpus("Maria Lopez lives in Oslo."), params={"llm": ScriptedLLM(lambda r: "[]")})
     assert any("name a person" in w for w in rel.warnings)
+
+
+def test_word_frequencies_may_come_from_a_larger_collection():
+    many = _corpus(*[f"The applicant {i} lodged a complaint." for i in range(12)])
+    anon, _ = _anon(lambda r: '["complaint"]', frequency_corpus=many)
+    (doc,) = anon.sanitize(_corpus("Her complaint was late."))
+    assert doc.text == "Her complaint was late." and anon.stats()["counts"]["rejected_common_word"] == 1
+    with pytest.raises(AnonauditError, match="frequency_corpus must be a loaded corpus"):
+        PromptAnonymizer(frequency_corpus="file.jsonl")

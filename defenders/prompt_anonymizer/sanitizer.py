@@ -50,7 +50,8 @@ class PromptAnonymizer(Sanitizer):
     def __init__(self, family: Family = "ppdp", llm: str | LLM | None = None, replacement: str = "SENSITIVE",
                  chunk_tokens: int = 1500, rounds: int = 1, max_answer_tokens: int = 1024,
                  temperature: float = 0.0, seed: int = 0, structured: bool = True, batch: int = 32,
-                 validate: bool = True, cache: bool = True, progress: bool = True):
+                 validate: bool = True, frequency_corpus: Corpus | None = None, cache: bool = True,
+                 progress: bool = True):
         """
         family: the prompt family (mvm, sparks, student, ppdp).
         llm: the LLM that reads the documents (a spec, see ``anonaudit models list``, or an LLM object).
@@ -63,6 +64,7 @@ class PromptAnonymizer(Sanitizer):
         structured: ask for a JSON array of strings through the backend's structured output when it has one.
         batch: documents asked about together (their requests go out at once: concurrently on a server, to the workers on a cluster); the same results whatever it is.
         validate: reject proposed terms that are stop words, punctuation, a single word found in most documents of the corpus, or absent from the document (off: mask whatever the model proposes, as the paper does).
+        frequency_corpus: the documents whose word frequencies say which words are very common (default: the corpus sanitized; useful when sanitizing a few documents of a larger collection).
         cache: read and write the LLM answer cache.
         """
         if family not in FAMILIES:
@@ -86,6 +88,10 @@ class PromptAnonymizer(Sanitizer):
         self.structured = structured
         self.batch = batch
         self.validate = validate
+        if frequency_corpus is not None and not isinstance(frequency_corpus, Corpus):
+            raise AnonauditError("prompt: frequency_corpus must be a loaded corpus (on the command line: "
+                                 "--frequency-corpus FILE)")
+        self.frequency_corpus = frequency_corpus
         self.cache = cache
         self.progress = progress
         self._llm: LLM | None = None
@@ -256,7 +262,8 @@ class PromptAnonymizer(Sanitizer):
         started = time.perf_counter()
         spans: dict[str, list[Span]] = {}
         docs = list(corpus)
-        self._common = common_words(d.text for d in docs) if self.validate else frozenset()
+        reference = self.frequency_corpus if self.frequency_corpus is not None else docs
+        self._common = common_words(d.text for d in reference) if self.validate else frozenset()
         stops = stop_words(resources_of(self).spacy().nlp)
         checks = []
         with bar(total=len(docs), desc=f"prompt ({self.family})", unit="doc", enabled=self.progress) as done:
