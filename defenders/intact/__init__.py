@@ -16,7 +16,9 @@ After "INTACT: truthful sanitization" (Algorithm 1), with our own prompts:
    marked, asking for ``candidates`` replacements that are true of the original, from the
    most to the least specific (a JSON array, enforced by schema where the backend can).
    Candidates that contain the original, or the original text of any span of the document,
-   are dropped (counted as ``dropped_candidates``).
+   are dropped (counted as ``dropped_candidates``), and so are those untrue of the original
+   (:mod:`defenders.intact.truth`: years and numbers by rule, the rest by the model's
+   log-probabilities of "Yes" and "No"; ``check_truth=False`` keeps them).
 4. **Selection.** ``most_specific`` / ``least_specific`` take the first / last candidate.
    ``attack`` runs the inference attack of the paper: the current document, with the
    replacements already chosen, the most specific candidate for the entities still to come

@@ -17,6 +17,10 @@ Each family asks for a JSON list of strings; where the backend enforces JSON sch
 is also asked for as one (an array of strings), and answers are parsed tolerantly either way
 (:func:`parse_terms`: JSON, a Python-style list, a list cut off by the token limit, bullets).
 Terms that do not occur in the document are counted and ignored: no offset is ever invented.
+Every proposed term is validated before it is masked (:mod:`~defenders.prompt_anonymizer.validate`:
+no punctuation, stop words or word found in most of the corpus's documents; ``validate=False``
+follows the model as the paper does), and each release gets a self-check with a warning when it
+degenerates (:mod:`defenders.selfcheck`).
 Masking (:func:`find_terms`) is case-insensitive and word-bounded ("Ann" never masks "Annex"),
 longest match first; a shorter match inside a kept one is dropped, one that crosses a kept one
 widens it to their union (so no character of a proposed term stays visible); every occurrence is
