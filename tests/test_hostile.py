@@ -490,3 +490,20 @@ def test_a_format_in_a_spec_is_checked_with_the_rest(demo, reg):
     (demo / "f.yaml").write_text("originals: {path: demo/originals.jsonl, format: 5}\nattacks: [toy_survives]\n"
                                  "releases: [{path: demo/releases/labels.jsonl, format: jsonx}]\n")
     clear_error(run(reg, "run", "f.yaml"), "originals.format: must be one of", "releases[0].format: must be one of")
+
+
+def test_a_results_file_from_a_pipe_is_read_once_by_every_reader(demo, reg, monkeypatch):
+    import os
+
+    from audit.core import files
+
+    assert attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "R.json").exit_code == 0
+    r, w = os.pipe()
+    os.write(w, (demo / "R.json").read_bytes())
+    os.close(w)
+    monkeypatch.setattr(files, "_STREAMS", {})
+    # --max makes report read the results twice (the checks, then the page)
+    res = run(reg, "report", f"/dev/fd/{r}", "--max", "toy_survives=0.5", "--out", "p.html")
+    os.close(r)
+    assert res.exit_code == 0, res.output
+    assert "toy_survives" in (demo / "p.html").read_text()

@@ -82,7 +82,7 @@ class TRIRAttack(TRIRTraining, Attack):
         pretrain: bool | None = None,
         pretrain_window: PositiveInt = 512,
         pretrain_overlap: NonNegativeInt = 128,
-        pretrain_epochs: int | None = None,
+        pretrain_epochs: PositiveInt | None = None,
         new_mlm_head: bool = False,
         dedup: bool = True,
         bucket: bool = True,

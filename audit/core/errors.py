@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 
 class AnonauditError(Exception):
@@ -116,9 +115,11 @@ def not_utf8_message(encoding: str) -> str:
 
 def read_text(path: str | os.PathLike, what: str = "file") -> str:
     """The UTF-8 text of ``path``, or an :class:`AnonauditError` naming it and ``what`` it is."""
+    from audit.core.files import read_input  # (files imports this module)
+
     src = str(path)
     try:
-        raw = Path(path).read_bytes()
+        raw = read_input(path)  # whole, once: a pipe can be read again by a later reader
         wide = wide_encoding(raw[:4096])
         if wide:
             raise AnonauditError(f"{src}: {not_utf8_message(wide)}")
