@@ -153,6 +153,8 @@ def main() -> None:
     ap.add_argument("--background", default="TAB_test_BK=Public.json", help="background file in DATA/bks")
     ap.add_argument("--people", type=int, default=1, help="people whose background is searched per document")
     ap.add_argument("--no-dense", action="store_true", help="find the person by BM25 only (no MiniLM)")
+    ap.add_argument("--rank", choices=("fit", "llm"), default="fit",
+                    help="background candidates by context fit, or re-ranked by the --llm's log-probabilities")
     ap.add_argument("--context-tokens", type=int, default=384)
     ap.add_argument("--llm", default="qwen2.5-coder-0.5b")
     ap.add_argument("--seed", type=int, default=0)
@@ -184,7 +186,7 @@ def main() -> None:
     llm = None
     if args.knowledge != "context":
         print(f"background: {args.background} ({len(background)} people)", flush=True)
-    if args.knowledge != "background":
+    if args.knowledge != "background" or args.rank == "llm":
         from audit.models.specs import load_llm
 
         cache_path = args.cache or Path(tempfile.mkdtemp(prefix="span-guess-bench-")) / "llm.sqlite"
@@ -192,7 +194,7 @@ def main() -> None:
         llm = load_llm(args.llm, cache=True, cache_path=cache_path, n_ctx=2048, n_parallel=2)
     attack = SpanGuessAttack(llm=llm, guesses=args.guesses, context_tokens=args.context_tokens, seed=args.seed,
                              ner=False, progress=True, knowledge=args.knowledge, people=args.people,
-                             dense=not args.no_dense)
+                             dense=not args.no_dense, rank=args.rank)
     scenario = Scenario(originals=originals, background=background, releases=tuple(releases))
     t1 = time.perf_counter()
     attack.fit(scenario)
@@ -209,7 +211,7 @@ def main() -> None:
         (res,) = attack.evaluate(scenario, small)
         cold = time.perf_counter() - t
         row = _row(res, cold)
-        if llm is not None:
+        if args.knowledge != "background":
             t = time.perf_counter()
             (again,) = attack.evaluate(scenario, small)
             row["warm_s"] = round(time.perf_counter() - t, 2)
@@ -225,7 +227,7 @@ def main() -> None:
               f"exact sign test p = {p['p']:.3f}", flush=True)
     summary = {"knowledge": args.knowledge, "background": args.background if background is not None else None,
                "llm": llm.identity if llm is not None else None, "sample": len(sample), "guesses": args.guesses,
-               "people": args.people, "dense": not args.no_dense, "seed": args.seed, "load_s": round(load_s, 1),
+               "people": args.people, "dense": not args.no_dense, "rank": args.rank, "seed": args.seed, "load_s": round(load_s, 1),
                "fit_s": round(fit_s, 1), "releases": rows, "paired": paired}
     if args.tri:
         t = time.perf_counter()

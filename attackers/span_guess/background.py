@@ -72,6 +72,7 @@ _PASSAGE = re.compile(r"\n\s*\n")
 _MAX_PASSAGE = 2000
 #: reciprocal-rank fusion constant (Cormack et al., 2009)
 RRF_K = 60
+SHARE = 1.0  # weight of the bag-of-words share: all surrounding words shared = one adjacent word
 
 
 def allowed_types(label: str) -> frozenset[str] | None:
@@ -259,7 +260,7 @@ class Background:
         # mistypes names: a copied sentence around a mistyped name is stronger evidence).
         # Both weigh by how specific the name is to this person (its words' IDF over the people of
         # the background, 0 to 1): "the Court" in every judgment says nothing about whose it is.
-        score = {k: best[k][1][0] + ((best[k][0] == 0) + math.log1p(counts[k])) * self.specificity(k) for k in best}
+        score = {k: best[k][1][0] + SHARE * best[k][1][1] + ((best[k][0] == 0) + math.log1p(counts[k])) * self.specificity(k) for k in best}
         ranked = sorted(best, key=lambda k: (-score[k], -best[k][1][1], best[k][0], -counts[k], k))
         return [(best[k][2], score[k] + best[k][1][1] / 10, best[k][0]) for k in ranked]
 
