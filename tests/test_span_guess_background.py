@@ -182,6 +182,19 @@ def test_nothing_from_the_background_reaches_the_shareable_edition(home):
     assert shareable(rf).results[0].details["recovered_by_source"]["background"]["recovered"] == 8
 
 
+def test_the_report_says_what_the_adversary_knew_and_warns(home):
+    from reports.render import render
+
+    scenario, release = _scenario(subjects=("p1", "nobody"))
+    rf = ResultsFile()
+    rf.extend(_attack().fit(scenario).evaluate(scenario, release))
+    html = render(rf)
+    assert "knew the public background (4 documents about 3 people)" in html
+    assert "no passage in the background" in html  # the warning, beside the figure
+    shared = render(rf, shareable=True)
+    assert "Yalman" not in shared and "Baltic" not in shared
+
+
 def test_sentences_cut_long_text_without_a_parser():
     assert sentences("One. Two! Three\n\nFour") == ["One.", "Two!", "Three", "Four"]
     assert all(len(s) <= 600 for s in sentences("x" * 1500))

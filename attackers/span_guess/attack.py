@@ -220,11 +220,9 @@ class SpanGuessAttack(Attack):
             self._background_key = key
         return self._background
 
-    def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
-        knowledge = self.knowledge_of(scenario)
-        matcher = self.matcher(scenario)
-        all_targets, skipped = self.targets(scenario, release)
-        targets = self._sample(all_targets)
+    def _sources(self, scenario: Scenario, release: Release, knowledge: str,
+                 targets: list[_Target]) -> tuple[dict[str, list[list[str]]], dict[str, Any]]:
+        """The guesses of each source the adversary has, per target, and the background's diagnostics."""
         timing: dict[str, float] = {}
         sources: dict[str, list[list[str]]] = {}
         diag: dict[str, Any] = {}
@@ -241,6 +239,14 @@ class SpanGuessAttack(Attack):
                                                                progress=self.progress)
             timing["llm"] = time.perf_counter() - started
         self.record_timing(release.name, timing)
+        return sources, diag
+
+    def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
+        knowledge = self.knowledge_of(scenario)
+        matcher = self.matcher(scenario)
+        all_targets, skipped = self.targets(scenario, release)
+        targets = self._sample(all_targets)
+        sources, diag = self._sources(scenario, release, knowledge, targets)
         guesses = (sources["context_llm"] if knowledge == "context" else sources["background"]
                    if knowledge == "background" else _interleave(sources["background"], sources["context_llm"],
                                                                  self.guesses))
@@ -284,15 +290,7 @@ class SpanGuessAttack(Attack):
             **clustered_details(cluster_bootstrap(units, seed=self.seed), "spans"),
         }
         details["attacker"] = _attacker_sentence(knowledge, recovered_by, diag, self.people, self.rank)
-        warnings = _warnings(knowledge, targets, diag)
-        if n and successes < sum(base_hits):
-            # An attacker that does worse than guessing each label's most frequent originals
-            # without reading the document is too weak for its "no risk" to mean anything.
-            warnings.append(
-                f"the guesser is weaker than its own context-free baseline ({successes} of {n} spans recovered, "
-                f"{sum(base_hits)} by guessing the most frequent originals of each label): a low figure here says "
-                "little about the release; " + ("use a stronger --llm or more --guesses" if knowledge == "context"
-                                                 else "give the adversary more background or more --guesses"))
+        warnings = _warnings(knowledge, targets, diag) + _weak(knowledge, successes, sum(base_hits), n)
         if warnings:
             details["warning"] = "; ".join(warnings)
         per_span = diag.get("per_span") or [{} for _ in targets]
@@ -331,6 +329,17 @@ def _attacker_sentence(knowledge: str, by: dict[str, dict], diag: dict[str, Any]
     if knowledge == "both":
         out += f"; the context-only LLM guesser {got('context_llm')}"
     return out + "."
+
+
+def _weak(knowledge: str, successes: int, baseline_hits: int, n: int) -> list[str]:
+    """An attacker that does worse than guessing each label's most frequent originals without
+    reading the document is too weak for its "no risk" to mean anything."""
+    if not n or successes >= baseline_hits:
+        return []
+    return [f"the guesser is weaker than its own context-free baseline ({successes} of {n} spans recovered, "
+            f"{baseline_hits} by guessing the most frequent originals of each label): a low figure here says little "
+            "about the release; " + ("use a stronger --llm or more --guesses" if knowledge == "context"
+                                      else "give the adversary more background or more --guesses")]
 
 
 def _warnings(knowledge: str, targets: list[_Target], diag: dict[str, Any]) -> list[str]:
