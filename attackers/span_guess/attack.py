@@ -59,6 +59,8 @@ class SpanGuessAttack(Attack):
         "originals of its entity type."
     )
     requires: ClassVar[frozenset[str]] = frozenset({"originals"})
+    #: the public background documents: the adversary's knowledge about the people (``knowledge``)
+    accepts: ClassVar[frozenset[str]] = frozenset({"background"})
     #: The fix the report proposes when this attack decides a release ({exposed}/{total} documents).
     remedy: ClassVar[str] = (
         "The context gives the hidden text away in {exposed} of {total} attacked documents: generalise "
