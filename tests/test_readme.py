@@ -76,9 +76,11 @@ EXIT_CODES: dict[str, set[int]] = {
 STEPS = [("anonaudit demo-data", 0), ("anonaudit data", 1), ("anonaudit demo", 1), ("anonaudit sanitize", 2),
          ("anonaudit attack", 3), ("anonaudit utility", 3), ("anonaudit run", 4), ("anonaudit harden", 5),
          ("anonaudit report", 6), ("anonaudit gate", 7), ("anonaudit models", 8), ("anonaudit llm", 8)]
+#: Commands that remove cached files: run on a home of their own (see run_all).
+OWN_HOME = ("anonaudit models prune", "anonaudit cache")
 #: Commands that load no model (run on every test run, not only the slow one).
 MODEL_FREE = ("anonaudit demo-data", "anonaudit data", "anonaudit attack phrase-search", "anonaudit report",
-              "anonaudit models")
+              "anonaudit models", "anonaudit cache")
 
 
 @dataclass(frozen=True)
@@ -233,10 +235,10 @@ def run_all(commands: list[Command], folder: Path, *, timeout: int) -> None:
     started = time.perf_counter()
     for c in commands:
         run_env = env
-        if _is(c, ["anonaudit models prune"]):
-            # prune removes converted model copies; the test home's models/ is the machine's
-            # shared folder, so it prunes an empty home of its own (the command runs the same).
-            run_env = {**env, "ANONAUDIT_HOME": str(folder / "prune-home")}
+        if _is(c, OWN_HOME):
+            # these remove cached or converted files; the test home's models/ is the machine's
+            # shared folder, so they run on an empty home of their own (the command runs the same).
+            run_env = {**env, "ANONAUDIT_HOME": str(folder / "own-home")}
         t0 = time.perf_counter()
         res = subprocess.run([*_cli(), *c.argv[1:]], cwd=folder, env=run_env, capture_output=True, text=True,
                              timeout=timeout)
