@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -198,7 +199,8 @@ def test_import_anonaudit_loads_no_model():
     code = ("import sys, anonaudit; r = anonaudit.Results; "
             "bad = [m for m in ('torch', 'spacy', 'transformers', 'sentence_transformers', 'xllamacpp', 'faiss', "
             "'pandas', 'attackers', 'defenders') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    root = Path(__file__).resolve().parents[1]  # the checkout's package, whatever the venv has installed
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -282,7 +284,6 @@ def test_a_hugging_face_dataset_in_and_out(data, frames):
 def readme_python_blocks() -> list[str]:
     """The ```python blocks of the README's "Python API" section, in order."""
     import re
-    from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     start = text.index("\n## Python API\n")
