@@ -118,7 +118,7 @@ def _execute(data: Mapping[str, Any] | Any, ws: Workspace, *, out: Any, registry
             raise
         raise named_error(exc, ws) from None
     rf = outcome.results
-    copies = read_copies(outcome.path, rf)
+    copies = read_copies(outcome.path, rf, strict=False)
     if results_path is None:
         forget_workspace(rf.provenance, ws)
     return Results(rf, copies=copies, computed=outcome.computed, reused=outcome.reused, skipped=outcome.skipped,

@@ -230,18 +230,25 @@ def _threshold(name: str, side: str, value: Any, cls: Any) -> Any:
     return cls(str(name), side, float(value))
 
 
-def read_copies(results_path: Path, rf: ResultsFile) -> dict[str, bytes]:
-    """The release copies recorded in ``rf``'s provenance, read from beside ``results_path``
-    (checked as the report checks them: inside the folder, the recorded sha256)."""
+def read_copies(results_path: Path, rf: ResultsFile, *, strict: bool = True) -> dict[str, bytes]:
+    """The release copies recorded in ``rf``'s provenance, read from beside ``results_path``,
+    checked as the report checks them (inside the folder, the recorded sha256). ``strict``: a
+    copy that fails is an error (loading results to report on them); otherwise it is left out
+    (after a run, whose own copies were just written: an older run's damaged copy in the same
+    results file is the report's to refuse, not a reason to fail the attack that just ran)."""
+    from audit.core.files import sha256_file
     from reports.render import load_release_texts
 
-    load_release_texts(results_path, rf)  # refuses a copy outside the folder or changed since
+    if strict:
+        load_release_texts(results_path, rf)  # refuses a copy outside the folder or changed since
     base = results_path.resolve().parent
     copies: dict[str, bytes] = {}
     for info in (rf.provenance.get("releases") or {}).values():
         if isinstance(info, Mapping) and isinstance(info.get("path"), str):
             target = Path(os.path.normpath(base / info["path"]))
-            if target.is_file():
+            if not target.is_file() or not target.is_relative_to(base):
+                continue
+            if strict or info.get("sha256") in (None, sha256_file(target)):
                 copies[info["path"]] = target.read_bytes()
     return copies
 

@@ -354,3 +354,19 @@ def test_the_api_on_the_real_model_path(frames):
     assert res.results[0].details["trials"] == 3
     used = res.provenance["components"]["attack:span_guess"]
     assert used["params"]["llm"] == "qwen2.5-coder-0.5b" and used["stats"]["llm_cache"]["misses"] >= 1
+
+
+def test_a_damaged_older_copy_fails_the_report_not_the_next_command(data, tmp_path):
+    load_corpus_from(data["originals"], tmp_path / "o.jsonl")
+    load_corpus_from(data["releases"]["labels"], tmp_path / "labels.jsonl")
+    load_corpus_from(data["releases"]["suppressed"], tmp_path / "suppressed.jsonl")
+    out = tmp_path / "results.json"
+    base = ["utility", "--metrics", "rouge", "--originals", str(tmp_path / "o.jsonl"), "--out", str(out)]
+    assert CliRunner().invoke(main, [*base, "--release", str(tmp_path / "labels.jsonl")]).exit_code == 0
+    (copy,) = (tmp_path / "releases").glob("labels-*.jsonl")
+    copy.write_text(copy.read_text(encoding="utf-8").replace("[", "(", 1), encoding="utf-8")
+    second = CliRunner().invoke(main, [*base, "--release", str(tmp_path / "suppressed.jsonl")])
+    assert second.exit_code == 0, second.output
+    assert set(pd.read_csv(tmp_path / "summary.csv")["release"]) == {"labels", "suppressed"}
+    with pytest.raises(AnonauditError, match="changed after the audit wrote it"):
+        anonaudit.load_results(out)
