@@ -507,3 +507,10 @@ def test_a_results_file_from_a_pipe_is_read_once_by_every_reader(demo, reg, monk
     os.close(r)
     assert res.exit_code == 0, res.output
     assert "toy_survives" in (demo / "p.html").read_text()
+
+
+def test_a_file_name_that_is_not_utf8_is_a_clear_error(demo, reg):
+    # bytes that are not UTF-8 in a name reach Python as lone surrogates (os.fsdecode)
+    assert attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "R.json").exit_code == 0
+    clear_error(run(reg, "report", "R.json", "--out", "\udcff.html"), "not valid UTF-8")
+    clear_error(attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "\udcfe.json"), "not valid UTF-8")

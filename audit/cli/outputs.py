@@ -81,6 +81,15 @@ def _is_kind(path: Path, kind: str) -> bool:
     raise ValueError(f"unknown output kind {kind!r}")
 
 
+def _not_unicode(path: Path) -> bool:
+    """A name made of bytes that are not UTF-8 (Python keeps them as lone surrogates)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _same(a: Path, b: Path) -> bool:
     if a.resolve() == b.resolve():
         return True
@@ -117,9 +126,14 @@ def check_outputs(outputs: Iterable[Output], inputs: Sequence[tuple[str, str | o
     hard: list[str] = []
     soft: list[str] = []
     given = [(label, Path(p).expanduser()) for label, p in inputs if p]
+    for label, path in given:
+        if _not_unicode(path):
+            hard.append(f"{label} {path!s:.200}: the file name is not valid UTF-8; rename it (file names are "
+                        "recorded in the results and the report)")
     for out in outputs:
         path = Path(out.path).expanduser()
-        wrong = _where_problem(path)
+        wrong = "the file name is not valid UTF-8; choose another (it is written into the results and the report)" \
+            if _not_unicode(path) else _where_problem(path)
         if wrong:
             hard.append(f"{out.named} {path}: {wrong}")
             continue
