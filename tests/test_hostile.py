@@ -3,7 +3,8 @@ naming the file, field or document) or a correct result; never a traceback, neve
 left its output unchanged or wrong. Non-slow: no model is loaded (a toy registry stands in for
 the attacks and metrics, and the baselines are built without their spaCy pipeline).
 
-Classes (the README's Reliability section lists them with these tests):
+Classes (the README's Reliability section lists them with these tests; 5 and 6 are in
+tests/test_hostile_inputs.py):
 1. outputs that would destroy an input or a file of another kind;
 2. one release name for two files in one results file;
 3. silent no-ops (unknown labels, zero sizes, empty lists, a failing metric);
@@ -129,8 +130,6 @@ def clear_error(res, *needles: str) -> str:
 
 def attack(reg, *args):
     return run(reg, "attack", "toy-survives", "--originals", "demo/originals.jsonl", *args)
-
-
 # --------------------------------------------------------------------------- 1. outputs that destroy inputs
 
 
@@ -191,7 +190,6 @@ def test_the_files_written_beside_out_are_named_in_the_help(reg):
                  ["attack", "toy-survives"], ["utility"], ["sanitize", "suppression"], ["harden"]):
         assert "--force" in run(reg, *args, "--help").output, args
 
-
 # --------------------------------------------------------------------------- 2. one name, one file
 
 
@@ -222,7 +220,6 @@ def test_the_writer_refuses_a_conflict_that_appears_under_its_lock(tmp_path):
     with pytest.raises(AnonauditError, match=r"release 'r' is already in this results file from /a.jsonl.*/b.jsonl"):
         merge_provenance(current, mine)
 
-
 # --------------------------------------------------------------------------- 3. silent no-ops
 
 
@@ -248,139 +245,6 @@ def test_a_metric_whose_figure_is_nan_fails_instead_of_writing_it(demo, reg):
               "--release", "demo/releases/labels.jsonl", "--out", "R.json")
     clear_error(res, "toy_nan", "not finite")
     assert not ResultsFile.load(demo / "R.json").results
-
-
-# --------------------------------------------------------------------------- 4. results read strictly
-
-GOOD = {"kind": "attack", "name": "trir", "release": "r", "value": 0.5, "ci": [0.25, 0.75], "n": 12}
-
-
-@pytest.mark.parametrize("change, field", [
-    ({"ci": [0.9, 0.1]}, '"ci" must be ordered'),
-    ({"ci": [0.1, 1.5]}, '"ci[1]" must lie between 0 and 1'),
-    ({"value": "NaN"}, '"value" must be a finite number'),
-    ({"ci": [0.1, "Infinity"]}, '"ci[1]" must be a finite number'),
-    ({"value": None}, '"value" is null'),
-    ({"n": 0}, '"n" must be at least 1'),
-    ({"n": None}, '"n" must be a whole number'),
-    ({"baseline": -0.5}, '"baseline" must lie between 0 and 1'),
-])
-def test_results_files_are_validated_on_read(tmp_path, change, field):
-    item = {**GOOD, **change}
-    text = json.dumps({"schema": "anonaudit.results/1", "results": [item]})
-    text = text.replace('"NaN"', "NaN").replace('"Infinity"', "Infinity")  # JSON as Python writes them
-    (tmp_path / "R.json").write_text(text)
-    for args in (["gate", "R.json", "--max", "trir=0.9"], ["report", "R.json"]):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.chdir(tmp_path)
-            res = CliRunner().invoke(main, args)
-        clear_error(res, "R.json", "results[0]", field)
-    assert not (tmp_path / "report.html").exists()
-
-
-# --------------------------------------------------------------------------- 5. tracebacks
-
-
-def test_demo_data_sizes_are_the_ones_the_generator_can_make(tmp_path):
-    from audit.demo.data import MAX_PEOPLE, MAX_RELEASED, generate
-
-    assert MAX_RELEASED + MAX_RELEASED // 2 <= MAX_PEOPLE < (MAX_RELEASED + 1) + (MAX_RELEASED + 1) // 2
-    res = CliRunner().invoke(main, ["demo-data", "--out", str(tmp_path / "d"), "--n", str(MAX_RELEASED + 1)])
-    assert res.exit_code == 2 and f"1<=x<={MAX_RELEASED}" in res.output and "Traceback" not in res.output
-    with pytest.raises(ValueError, match="at most"):
-        generate(MAX_RELEASED + 1)
-    assert len(generate(MAX_RELEASED).originals) == MAX_RELEASED  # the advertised top works
-
-
-def test_an_output_that_cannot_be_written_is_a_clear_error_before_any_work(demo, reg):
-    (demo / "afile").write_text("x")
-    clear_error(attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "afile/R.json"),
-                "afile is a file, not a folder")
-    clear_error(run(reg, "report", "R.json", "--out", "afile/x/r.html"), "afile is a file, not a folder")
-    clear_error(run(reg, "sanitize", "suppression", "--input", "demo/originals.jsonl", "--out", "demo"),
-                "is a directory")
-
-
-def test_a_full_disk_is_a_clear_error_and_replaces_nothing(demo, reg, monkeypatch):
-    import errno
-
-    import audit.core.files
-
-    assert attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "R.json").exit_code == 0
-    before = (demo / "R.json").read_bytes()
-
-    def full(fd, *a, **k):
-        raise OSError(errno.ENOSPC, "No space left on device", "R.json")
-
-    monkeypatch.setattr(audit.core.files.os, "fsync", full)
-    res = attack(reg, "--release", "demo/releases/suppressed.jsonl", "--out", "R.json")
-    clear_error(res, "R.json", "no space left on the device")
-    assert (demo / "R.json").read_bytes() == before
-    assert not list(demo.glob(".R.json.*.tmp"))
-
-
-def test_deeply_nested_json_is_refused_by_every_reader(demo, reg):
-    deep = "[" * 5000 + "]" * 5000
-    doc = '{"id": "a", "text": "x", "meta": ' + "[" * 300 + "]" * 300 + "}"
-    (demo / "deep.json").write_text(deep)
-    (demo / "deep.jsonl").write_text(doc + "\n")
-    (demo / "R.json").write_text('{"schema": "anonaudit.results/1", "results": ' + deep + "}")
-    for args, where in ((["data", "validate", "deep.json"], "deep.json"),
-                        (["data", "validate", "deep.jsonl"], "deep.jsonl:1"),
-                        (["gate", "R.json", "--max", "x=0.5"], "R.json"),
-                        (["report", "R.json"], "R.json")):
-        clear_error(run(reg, *args), where, "nested deeper than")
-    (demo / "deep.yaml").write_text("releases: " + "[" * 3000 + "]" * 3000 + "\n")
-    clear_error(run(reg, "run", "deep.yaml"), "deep.yaml", "nested")
-
-
-def test_a_lone_surrogate_is_refused_by_data_validate_and_every_loader(demo, reg):
-    bad = '{"id": "a", "text": "Ada \\ud800 Lovelace"}'
-    (demo / "s.jsonl").write_text('{"id": "b", "text": "fine"}\n' + bad + "\n")
-    (demo / "s.json").write_text("[" + bad + "]")
-    (demo / "m.json").write_text('{"a": "Ada \\udc00"}')
-    for name, where in (("s.jsonl", "s.jsonl:2"), ("s.json", "s.json"), ("m.json", "m.json")):
-        clear_error(run(reg, "data", "validate", name), where, "not valid Unicode", "lone surrogate")
-    clear_error(attack(reg, "--release", "s.jsonl", "--out", "R.json"), "s.jsonl:2", "not valid Unicode")
-    assert not (demo / "R.json").exists()
-
-
-@pytest.mark.parametrize("template", ["[{foo}]", "[{0}]", "[{label.x}]", "[{label"])
-def test_a_bad_sanitizer_template_is_refused_when_the_sanitizer_is_made(demo, reg, template):
-    for name in ("labels", "spacy-ner"):
-        res = run(reg, "sanitize", name, "--input", "demo/originals.jsonl", "--out", "o.jsonl", "--template", template)
-        clear_error(res, "template", "cannot be filled", "{label}")
-    assert not (demo / "o.jsonl").exists()
-    assert run(reg, "sanitize", "labels", "--input", "demo/originals.jsonl", "--out", "o.jsonl",
-               "--template", "<{label}> {{x}}").exit_code == 0
-    assert "<PERSON> {x}" in (demo / "o.jsonl").read_text()
-
-
-def test_a_tri_method_named_like_a_path_is_refused_before_anything_is_written(demo, reg):
-    rows = [{"name": f"P{i}", "public_knowledge": f"P{i} was born in Oslo.", "../evil": f"P{i} was born in *."}
-            for i in range(3)]
-    (demo / "t.json").write_text(json.dumps(rows))
-    res = run(reg, "data", "convert", "t.json", "out.jsonl")
-    clear_error(res, "t.json", "method column '../evil'", "'/'")
-    assert not list(demo.glob("out*"))
-    clear_error(run(reg, "data", "validate", "t.json"), "method column '../evil'")
-    assert not (demo / "evil.jsonl").exists()
-
-
-def test_a_yaml_alias_bomb_is_refused_before_it_expands(demo, reg):
-    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    for i in range(1, 10):
-        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
-    bomb = "\n".join(lines).replace("a0: ", "x0: ", 1)
-    spec = ("title: &t [" + ", ".join(["*a9"] * 9) + "]\n").replace("&t ", "")
-    text = "\n".join(f"{ln}" for ln in ["x:"] + ["  " + ln for ln in bomb.splitlines()]) + "\n" + spec
-    text += "originals: demo/originals.jsonl\nreleases: [demo/releases/labels.jsonl]\nattacks: [toy_survives]\n"
-    (demo / "bomb.yaml").write_text(text)
-    assert len(text) < 2000
-    res = run(reg, "run", "bomb.yaml")
-    clear_error(res, "bomb.yaml", "expands to more than")
-    assert not (demo / "audit-out").exists()
-
 
 def test_spec_fields_are_validated_by_type_and_empty_lists_are_errors(demo, reg):
     base = "originals: demo/originals.jsonl\nattacks: [toy_survives]\n"
@@ -428,89 +292,35 @@ def test_labels_are_checked_against_what_the_annotations_or_the_detector_know(de
               "--labels", "person")
     assert res.exit_code == 0, res.output
 
-
-def test_non_finite_figures_never_reach_the_report(tmp_path):
-    from audit.core.errors import DataError
-    from reports.render import render
-
-    rf = ResultsFile(results=[Result("attack", "trir", "r", 0.5, (0.1, math.inf), 12),
-                              Result("utility", "tpi", "r", math.nan, None, 12)])
-    with pytest.raises(DataError, match=r"'trir' on release 'r': \"ci\[1\]\" is null: the bound was not finite") as info:
-        render(rf)
-    assert "'tpi' on release 'r'" in str(info.value)
-
-
-# --------------------------------------------------------------------------- 6. pipes and FIFOs
-
-
-def test_a_pipe_is_read_whole_once_and_detected_from_memory(demo, reg, monkeypatch):
-    import os
-
-    from audit.core import files
-    from audit.io.loaders import load_corpus
-
-    text = (demo / "demo/originals.jsonl").read_bytes()
-    assert 4096 < len(text) < 60000  # more than the old detection read; less than a pipe's buffer
-    for _ in range(2):
-        r, w = os.pipe()
-        os.write(w, text)
-        os.close(w)
-        path = f"/dev/fd/{r}"
-        monkeypatch.setattr(files, "_STREAMS", {})
-        corpus = load_corpus(path)
-        os.close(r)
-        assert len(corpus) == 6  # no document dropped, no false "invalid JSON"
-
-
-def test_a_fifo_fed_once_is_read_once_and_never_hangs(demo, reg):
-    import os
-    import threading
-
-    fifo = demo / "in.fifo"
-    os.mkfifo(fifo)
-    text = (demo / "demo/originals.jsonl").read_bytes()
-
-    def feed():
-        with open(fifo, "wb") as fh:  # blocks until the command opens it, then feeds it once
-            fh.write(text)
-
-    feeder = threading.Thread(target=feed, daemon=True)
-    feeder.start()
-    res = run(reg, "attack", "toy-survives", "--originals", fifo, "--release", "demo/releases/labels.jsonl",
-              "--out", "R.json")
-    feeder.join(timeout=5)
-    assert res.exit_code == 0, res.output
-    rf = ResultsFile.load(demo / "R.json")
-    assert rf.get("toy_survives", "labels").n == 6
-    assert rf.provenance["inputs"]["originals"]["documents"] == 6
-
-
-
 def test_a_format_in_a_spec_is_checked_with_the_rest(demo, reg):
     (demo / "f.yaml").write_text("originals: {path: demo/originals.jsonl, format: 5}\nattacks: [toy_survives]\n"
                                  "releases: [{path: demo/releases/labels.jsonl, format: jsonx}]\n")
     clear_error(run(reg, "run", "f.yaml"), "originals.format: must be one of", "releases[0].format: must be one of")
 
 
-def test_a_results_file_from_a_pipe_is_read_once_by_every_reader(demo, reg, monkeypatch):
-    import os
+# --------------------------------------------------------------------------- 4. results read strictly
 
-    from audit.core import files
-
-    assert attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "R.json").exit_code == 0
-    r, w = os.pipe()
-    os.write(w, (demo / "R.json").read_bytes())
-    os.close(w)
-    monkeypatch.setattr(files, "_STREAMS", {})
-    # --max makes report read the results twice (the checks, then the page)
-    res = run(reg, "report", f"/dev/fd/{r}", "--max", "toy_survives=0.5", "--out", "p.html")
-    os.close(r)
-    assert res.exit_code == 0, res.output
-    assert "toy_survives" in (demo / "p.html").read_text()
+GOOD = {"kind": "attack", "name": "trir", "release": "r", "value": 0.5, "ci": [0.25, 0.75], "n": 12}
 
 
-def test_a_file_name_that_is_not_utf8_is_a_clear_error(demo, reg):
-    # bytes that are not UTF-8 in a name reach Python as lone surrogates (os.fsdecode)
-    assert attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "R.json").exit_code == 0
-    clear_error(run(reg, "report", "R.json", "--out", "\udcff.html"), "not valid UTF-8")
-    clear_error(attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "\udcfe.json"), "not valid UTF-8")
+@pytest.mark.parametrize("change, field", [
+    ({"ci": [0.9, 0.1]}, '"ci" must be ordered'),
+    ({"ci": [0.1, 1.5]}, '"ci[1]" must lie between 0 and 1'),
+    ({"value": "NaN"}, '"value" must be a finite number'),
+    ({"ci": [0.1, "Infinity"]}, '"ci[1]" must be a finite number'),
+    ({"value": None}, '"value" is null'),
+    ({"n": 0}, '"n" must be at least 1'),
+    ({"n": None}, '"n" must be a whole number'),
+    ({"baseline": -0.5}, '"baseline" must lie between 0 and 1'),
+])
+def test_results_files_are_validated_on_read(tmp_path, change, field):
+    item = {**GOOD, **change}
+    text = json.dumps({"schema": "anonaudit.results/1", "results": [item]})
+    text = text.replace('"NaN"', "NaN").replace('"Infinity"', "Infinity")  # JSON as Python writes them
+    (tmp_path / "R.json").write_text(text)
+    for args in (["gate", "R.json", "--max", "trir=0.9"], ["report", "R.json"]):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.chdir(tmp_path)
+            res = CliRunner().invoke(main, args)
+        clear_error(res, "R.json", "results[0]", field)
+    assert not (tmp_path / "report.html").exists()
