@@ -324,3 +324,18 @@ def test_results_files_are_validated_on_read(tmp_path, change, field):
             res = CliRunner().invoke(main, args)
         clear_error(res, "R.json", "results[0]", field)
     assert not (tmp_path / "report.html").exists()
+
+
+def test_utility_with_its_default_metrics_fails_when_none_of_them_could_run(demo, reg, monkeypatch):
+    from audit.core.errors import AnonauditError
+
+    def unsuited(self, scenario, release):
+        raise AnonauditError("these originals carry no gold spans")
+
+    monkeypatch.setattr(Kept, "evaluate", unsuited)
+    slim = Registry()
+    slim._entry_points_loaded = True
+    slim.register("metric")(Kept)
+    res = run(slim, "utility", "--originals", "demo/originals.jsonl", "--release", "demo/releases/labels.jsonl",
+              "--out", "R.json")
+    clear_error(res, "no gold spans", "1 of 1 metric(s) did not run")

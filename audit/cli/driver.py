@@ -290,6 +290,8 @@ class UtilityCommand(SectionedCommand):
         # AnonauditError: no gold spans for recall) be left out without failing the command.
         named = ctx.get_parameter_source("metrics") != ParameterSource.DEFAULT
         failed = outcome.skipped + [e for e in outcome.errors if named or not e.get("input")]
+        if not failed and len(outcome.errors) == len(entries):  # none ran at all: nothing was measured
+            failed = list(outcome.errors)
         if failed:
             click.secho(f"error: {len(failed)} of {len(entries)} metric(s) did not run (reasons above); the "
                         "others' results are saved", fg="red", err=True)
