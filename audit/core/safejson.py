@@ -53,6 +53,8 @@ def tree_problem(data: Any, *, max_depth: int = MAX_DEPTH, max_nodes: int | None
             items = list(enumerate(node))
         else:
             continue
+        if not items:
+            continue
         if depth >= max_depth:
             return f"{where or 'the top level'}: nested deeper than {max_depth} levels"
         for key, value in reversed(items):
@@ -68,6 +70,8 @@ def tree_problem(data: Any, *, max_depth: int = MAX_DEPTH, max_nodes: int | None
 
 
 def _unicode_problem(text: str) -> str:
+    if text.isascii():
+        return ""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:

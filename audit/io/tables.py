@@ -12,7 +12,7 @@ from typing import Any
 from audit.core.data import Document
 from audit.core import safejson
 from audit.core.errors import DataError, Problem, Problems
-from audit.core.safejson import MAX_DEPTH, tree_problem
+from audit.core.safejson import MAX_DEPTH
 from audit.io.detect import csv_header, delimiter, read_bytes, read_text, unreadable, utf8_error
 from audit.io.frames import check_columns, missing_columns, rename_header, rename_record
 from audit.io.records import record_to_doc
@@ -39,13 +39,8 @@ def load_jsonl(source: str, columns: dict[str, str] | None = None) -> list[Docum
         except json.JSONDecodeError as exc:
             problems.add(f"invalid JSON at column {exc.colno}: {exc.msg}", line=lineno)
             continue
-        except RecursionError:
-            rec = None
-            wrong = f"nested deeper than {MAX_DEPTH} levels"
-        else:
-            wrong = tree_problem(rec)
-        if wrong:  # too deep, or a text that is not valid Unicode
-            problems.add(wrong, line=lineno)
+        except RecursionError:  # record_to_doc checks the rest of the tree (depth, Unicode)
+            problems.add(f"nested deeper than {MAX_DEPTH} levels", line=lineno)
             continue
         if columns and isinstance(rec, dict):
             rec = rename_record(rec, columns)
