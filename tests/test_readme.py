@@ -53,7 +53,7 @@ EXCLUDED: dict[str, str] = {
 
 #: Sizes made tiny: (command prefix, words, replacement, why). Only sizes, never a meaning.
 SIZES: list[tuple[str, list[str], list[str], str]] = [
-    ("anonaudit demo-data", ["--n", "40"], ["--n", "2"], "2 people instead of 40: every command on 2 documents"),
+    ("anonaudit demo-data", ["--n", "40"], ["--n", "3"], "3 people instead of 40 (NMI needs 3 documents)"),
     ("anonaudit attack span-guess", ["--sample", "50"], ["--sample", "2"], "2 spans guessed, not 50"),
     ("anonaudit attack claim-linker", ["--score-sample", "10"], ["--score-sample", "1"], "1 record judged"),
     ("anonaudit harden", ["--max-rounds", "3"], ["--max-rounds", "1"], "one repair round"),
@@ -61,7 +61,7 @@ SIZES: list[tuple[str, list[str], list[str], str]] = [
 #: Size options added to a command that would otherwise run at full size: (command prefix,
 #: options, why). Sizes only, as above.
 ADDED: list[tuple[str, list[str], str]] = [
-    ("anonaudit demo", ["--n", "2", "--sample", "1"], "the demo on 2 people, its LLM stages on 1 document"),
+    ("anonaudit demo", ["--n", "3", "--sample", "1"], "the demo on 3 people, its LLM stages on 1 document"),
     ("anonaudit attack trir", ["--epochs", "2"], "the paper's attacker trained 2 epochs, not 15"),
     ("anonaudit sanitize intact", ["--candidates", "2", "--guesses", "2"], "2 generalisations, 2 guesses each"),
 ]
@@ -286,8 +286,8 @@ def test_the_parser_joins_continuations_splits_and_expands_optional_parts(tmp_pa
     assert "anonaudit attack trir --release a.jsonl --out r.json --epochs 2" in shown
     assert "anonaudit report r.json --out x.html" in shown
     assert "anonaudit report r.json --out x.html --shareable" in shown
-    assert "anonaudit demo --n 2 --sample 1" in shown and len(shown) == 4
-    assert shown.index("anonaudit demo --n 2 --sample 1") < shown.index("anonaudit report r.json --out x.html")
+    assert "anonaudit demo --n 3 --sample 1" in shown and len(shown) == 4
+    assert shown.index("anonaudit demo --n 3 --sample 1") < shown.index("anonaudit report r.json --out x.html")
 
 
 def test_readme_commands_without_models(tmp_path):
