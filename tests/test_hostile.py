@@ -273,6 +273,12 @@ def test_counts_and_sizes_are_validated_by_type(demo, reg):
     clear_error(res, "batch_size", "must be a whole number of at least 1, got 0")
     assert not (demo / "o.jsonl").exists()
     assert check_params(SpacyNER, {"batch_size": 1}) == {}
+    # a float is a finite number, on the command line and in a spec
+    clear_error(run(reg, "llm", "chat", "hi", "--temperature", "nan"), "'nan' is not a finite number")
+    from defenders.baselines import PresidioSanitizer
+
+    assert "must be a finite number, got inf" in check_params(PresidioSanitizer, {"score_threshold": math.inf})[
+        "score_threshold"]
 
 
 def test_labels_are_checked_against_what_the_annotations_or_the_detector_know(demo, reg):

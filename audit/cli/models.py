@@ -8,6 +8,7 @@ import logging
 import click
 
 from audit.cli.common import llm_option, no_cache_option
+from audit.cli.params import FINITE_FLOAT
 
 
 def _size(n: int | None) -> str:
@@ -74,13 +75,17 @@ def llm_group() -> None:
 @click.argument("prompt")
 @llm_option
 @click.option("--system", default=None, help="A system message.")
-@click.option("--max-tokens", type=int, default=256, show_default=True)
-@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(1, 1_000_000), default=256, show_default=True,
+              help="Most tokens in the answer.")
+@click.option("--temperature", type=FINITE_FLOAT, default=0.0, show_default=True,
+              help="Sampling temperature (0: the most likely answer).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @no_cache_option
 def llm_chat(prompt: str, llm_spec: str | None, system: str | None, max_tokens: int, temperature: float,
              seed: int, no_cache: bool) -> None:
     """Send PROMPT to the LLM and print its answer (cache statistics with -v)."""
+    if not 0.0 <= temperature <= 10.0:
+        raise click.BadParameter(f"{temperature} is not between 0 and 10", param_hint="--temperature")
     from audit.models.specs import load_llm
 
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]

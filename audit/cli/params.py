@@ -25,6 +25,7 @@ from __future__ import annotations
 import builtins
 import collections.abc
 import inspect
+import math
 import re
 import sys
 import types
@@ -247,7 +248,21 @@ def parameters(cls: type) -> list[Param]:
 # --------------------------------------------------------------------------- options
 
 
-_TYPES = {"int": click.INT, "float": click.FLOAT, "str": click.STRING, "list": click.STRING,
+class FiniteFloat(click.ParamType):
+    """A number; NaN and infinities are refused (no parameter of a component means them)."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+FINITE_FLOAT = FiniteFloat()
+
+_TYPES = {"int": click.INT, "float": FINITE_FLOAT, "str": click.STRING, "list": click.STRING,
           "corpus": click.STRING, "release": click.STRING}
 _METAVARS = {"int": "N", "float": "X", "str": "TEXT", "list": "A,B", "corpus": "FILE", "release": "NAME=FILE"}
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import builtins
 import collections.abc
 import inspect
+import math
 import sys
 import types
 import typing
@@ -92,8 +93,8 @@ def matches(value: Any, hint: Any) -> bool:
         return isinstance(value, bool)
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return _is_number(value)
+    if hint is float:  # NaN and infinities are no value a parameter means
+        return _is_number(value) and math.isfinite(value)
     if hint is str:
         return isinstance(value, str)
     if origin in _MAPPINGS or hint in _MAPPINGS:
@@ -128,7 +129,7 @@ def describe(hint: Any) -> str:
     if origin is typing.Annotated:
         least = [m.minimum for m in args[1:] if isinstance(m, AtLeast)]
         return describe(args[0]) + (f" of at least {max(least)}" if least else "")
-    names = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+    names = {bool: "true or false", int: "a whole number", float: "a finite number", str: "a string"}
     if hint in names:
         return names[hint]
     if origin in _MAPPINGS or hint in _MAPPINGS:
