@@ -132,6 +132,10 @@ def test_a_file_name_that_is_not_utf8_is_a_clear_error(demo, reg):
     assert attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "R.json").exit_code == 0
     clear_error(run(reg, "report", "R.json", "--out", "\udcff.html"), "not valid UTF-8")
     clear_error(attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "\udcfe.json"), "not valid UTF-8")
+    clear_error(run(reg, "report", "R.json", "--title", "Ada \udcff"), "not valid UTF-8")  # any argument
+    (demo / "deep.yaml").write_text("originals: demo/originals.jsonl\nreleases: [demo/releases/labels.jsonl]\n"
+                                    "attacks: [{name: toy_survives, params: {x: " + "[" * 60 + "]" * 60 + "}}]\n")
+    clear_error(run(reg, "run", "deep.yaml"), "nested deeper than 50 levels")  # a spec nests less than JSON
 
 
 # --------------------------------------------------------------------------- 6. pipes and FIFOs

@@ -44,6 +44,16 @@ EXIT_INVALID = 2
 class FriendlyGroup(click.Group):
     """A group whose commands report user errors as one message, never a traceback."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # Bytes that are not UTF-8 reach Python as lone surrogates, which no file, report or
+        # results file can hold: refused here for every command, as the readers refuse them in files.
+        for arg in args:
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                raise click.UsageError(f"the argument {arg!r} is not valid UTF-8 text", ctx=ctx) from None
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)

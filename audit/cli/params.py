@@ -38,7 +38,7 @@ import click
 
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
-from audit.core.safejson import YAML_MAX_NODES, check_tree
+from audit.core.safejson import YAML_MAX_DEPTH, YAML_MAX_NODES, check_tree
 
 #: Parameters filled by the driver's common options or by the runner, never their own option.
 COMMON = ("seed", "llm", "embedder")
@@ -346,7 +346,7 @@ def parse_param_values(values: Sequence[str], option: str = "--param") -> dict[s
             raise AnonauditError(f"{option} {item!r}: expected KEY=VALUE")
         try:
             out[key.strip().replace("-", "_")] = check_tree(yaml.safe_load(value), f"{option} {key.strip()}",
-                                                                  max_nodes=YAML_MAX_NODES)
+                                                                  max_nodes=YAML_MAX_NODES, max_depth=YAML_MAX_DEPTH)
         except (yaml.YAMLError, RecursionError) as exc:
             raise AnonauditError(f"{option} {item[:80]!r}: the value is not valid YAML "
                                  f"({exc.__class__.__name__})") from None

@@ -26,6 +26,9 @@ from audit.core.errors import DataError, Problem
 
 #: Nesting of lists and objects an input may have.
 MAX_DEPTH = 100
+#: Nesting a YAML document (an audit spec, a --param value) may have: less than a JSON input's, so
+#: a spec's values stay readable inside the results' provenance, a few levels deeper.
+YAML_MAX_DEPTH = 50
 #: Values (strings, numbers, lists, objects) a YAML document (an audit spec, a --param value) may
 #: expand to: a hand-written spec has hundreds.
 YAML_MAX_NODES = 100_000
@@ -80,10 +83,11 @@ def _unicode_problem(text: str) -> str:
     return ""
 
 
-def check_tree(data: Any, source: str, *, line: int | None = None, max_nodes: int | None = None) -> Any:
-    """``data`` unchanged, or a :class:`DataError` naming ``source`` (and ``line``); ``max_nodes``:
-    :data:`YAML_MAX_NODES` for what a YAML parser made."""
-    wrong = tree_problem(data, max_nodes=max_nodes)
+def check_tree(data: Any, source: str, *, line: int | None = None, max_nodes: int | None = None,
+               max_depth: int = MAX_DEPTH) -> Any:
+    """``data`` unchanged, or a :class:`DataError` naming ``source`` (and ``line``); ``max_nodes``
+    and ``max_depth``: :data:`YAML_MAX_NODES` and :data:`YAML_MAX_DEPTH` for what a YAML parser made."""
+    wrong = tree_problem(data, max_nodes=max_nodes, max_depth=max_depth)
     if wrong:
         raise DataError(Problem(source, wrong, line=line))
     return data

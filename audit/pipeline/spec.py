@@ -49,7 +49,7 @@ from typing import Any
 from audit.core.errors import AnonauditError, DataError, Problem, Problems, read_text
 from audit.core.paramtypes import check_params
 from audit.io.detect import FORMATS
-from audit.core.safejson import YAML_MAX_NODES, check_tree
+from audit.core.safejson import YAML_MAX_DEPTH, YAML_MAX_NODES, check_tree
 from audit.core.registry import Registry
 from audit.core.registry import registry as default_registry
 from audit.pipeline.executors import ExecutorSpec, parse_executor
@@ -148,7 +148,7 @@ def read_spec_file(path: str | os.PathLike) -> dict[str, Any]:
             raise DataError(Problem(src, f"invalid YAML: {what}", line=line)) from None
         except RecursionError:
             raise DataError(Problem(src, "invalid YAML: nested too deeply")) from None
-    check_tree(data, src, max_nodes=YAML_MAX_NODES)  # depth, alias bombs, lone surrogates
+    check_tree(data, src, max_nodes=YAML_MAX_NODES, max_depth=YAML_MAX_DEPTH)  # depth, alias bombs, lone surrogates
     if data is None:
         data = {}
     if not isinstance(data, dict):
