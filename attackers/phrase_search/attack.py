@@ -15,9 +15,7 @@ import numpy as np
 
 from attackers.phrase_search.combinations import Combination, rare_combinations
 from attackers.phrase_search.index import NgramIndex, TextNgrams, collection_fingerprint, minimal_set, windows
-from attackers.phrase_search.index.build import FORMAT
-from attackers.phrase_search.index.shards import SHARDED_FORMAT, ShardedNgramIndex, build_sharded
-from attackers.phrase_search.index.storage import saved_format
+from attackers.phrase_search.index.shards import build_sharded, open_saved
 from attackers.phrase_search.linking import blocked_ranges, rare_indices
 from audit.core.paramtypes import NonNegativeInt, PositiveInt
 from audit.core.data import Corpus, Document, Release, Scenario
@@ -227,31 +225,13 @@ class PhraseSearchAttack(Attack):
         return self
 
     def _saved_index(self, fp: str):
-        """The index saved in ``index_dir`` when it was built from the same collection and settings
-        and its checksums hold (:mod:`audit.core.integrity`); ``None`` (rebuild) otherwise, with a
-        message when the folder is corrupt or was changed."""
-        saved = saved_format(self.index_dir) if self.index_dir else None
-        if saved not in (FORMAT, SHARDED_FORMAT):
+        """The index saved in ``index_dir`` when it matches and its checksums hold; ``None``
+        (rebuild) otherwise, saying so when the folder is corrupt or was changed."""
+        if not self.index_dir:
             return None
-        from audit.core.integrity import rebuild_message, verify
-
-        sharded = saved == SHARDED_FORMAT
-        problem = verify(self.index_dir)
-        index = None
-        if problem is None:
-            try:
-                index = ShardedNgramIndex.load(self.index_dir) if sharded else NgramIndex.load(self.index_dir)
-            except (AnonauditError, OSError, ValueError, KeyError, TypeError) as exc:
-                problem = str(exc)
-        if problem is not None:
-            self._index_note = rebuild_message("the n-gram index", self.index_dir, problem)
-            print(f"    phrase_search: {self._index_note}", file=sys.stderr, flush=True)
-            return None
-        cfg = index.config
-        if (cfg.get("collection_fingerprint") != fp or int(cfg.get("max_n", -1)) != self.max_n
-                or index.tokenizer.lowercase != self.lowercase
-                or int(cfg.get("shards", 1) if sharded else 1) != self.shards):
-            return None  # stale: built from other documents or settings
+        index, note = open_saved(self.index_dir, fp, max_n=self.max_n, lowercase=self.lowercase, shards=self.shards)
+        if note:
+            print(f"    phrase_search: {note}", file=sys.stderr, flush=True)
         return index
 
     def close(self) -> None:

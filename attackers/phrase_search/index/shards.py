@@ -313,3 +313,32 @@ class ShardedNgramIndex(NgramIndex):
 
     def __getstate__(self) -> dict[str, Any]:  # sent to workers: they reopen the shards they need
         return {**self.__dict__, "_open": {}}
+
+
+def open_saved(folder: str | os.PathLike, fp: str, *, max_n: int, lowercase: bool,
+               shards: int) -> tuple[NgramIndex | None, str | None]:
+    """``(index, note)``: the index saved in ``folder`` (plain or sharded) when it was built from
+    the collection ``fp`` with these settings and its checksums hold (:mod:`audit.core.integrity`);
+    else ``None`` (build it again), with a ``note`` saying why when the folder is corrupt or was
+    changed (a stale one, built from other documents or settings, is rebuilt quietly)."""
+    from attackers.phrase_search.index.build import FORMAT
+    from attackers.phrase_search.index.storage import saved_format
+    from audit.core.integrity import rebuild_message, verify
+
+    saved = saved_format(folder)
+    if saved not in (FORMAT, SHARDED_FORMAT):
+        return None, None
+    sharded = saved == SHARDED_FORMAT
+    problem = verify(folder)
+    if problem is None:
+        try:
+            index = ShardedNgramIndex.load(folder) if sharded else NgramIndex.load(folder)
+        except (AnonauditError, OSError, ValueError, KeyError, TypeError) as exc:
+            problem = str(exc)
+    if problem is not None:
+        return None, rebuild_message("the n-gram index", folder, problem)
+    cfg = index.config
+    if (cfg.get("collection_fingerprint") != fp or int(cfg.get("max_n", -1)) != max_n
+            or index.tokenizer.lowercase != lowercase or int(cfg.get("shards", 1) if sharded else 1) != shards):
+        return None, None  # stale: built from other documents or settings
+    return index, None
