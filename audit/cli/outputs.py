@@ -155,7 +155,7 @@ def results_outputs(results: Path, named: str = "--out") -> list[Output]:
     return [Output(results, "results", named)]
 
 
-def report_outputs(out: Path, shareable: bool = False) -> tuple[Output, Output]:
+def report_outputs(out: Path) -> tuple[Output, Output]:
     """The files ``report`` (and ``run``/``demo``) write: the HTML report at ``out`` and its
     findings CSV beside it (:func:`findings_csv_path`)."""
     return (Output(out, "report", "the report"),
