@@ -269,8 +269,8 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
 @click.command("demo")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="anonaudit-demo", show_default=True,
               help="Folder for the data, results.json (summary.csv beside it) and report.html.")
-@click.option("--n", type=click.IntRange(2, MAX_RELEASED), default=40, show_default=True,
-              help=f"People in the release (2 to {MAX_RELEASED}).")
+@click.option("--n", type=click.IntRange(3, MAX_RELEASED), default=40, show_default=True,
+              help=f"People in the release (3, the fewest the NMI metric can cluster, to {MAX_RELEASED}).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--llm", "llm_spec", default=None, metavar="SPEC",
               help="LLM for the attacks that use one (default: the best embedded model installed).")
