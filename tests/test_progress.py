@@ -74,3 +74,28 @@ def test_trir_background_preparation_shows_progress(monkeypatch):
     err.seek(0)
     masked_copies(SlowSpacy(), texts, ["label"], progress=False)
     assert err.getvalue() == ""
+
+
+def test_by_default_a_stage_longer_than_ten_seconds_says_how_far_it_has_come(monkeypatch):
+    """Issue 46: every stage over 10 s says what it does and how far it has come, in a log too."""
+    monkeypatch.delenv("ANONAUDIT_PROGRESS_SECONDS", raising=False)
+    assert progress._interval() == 10.0
+
+
+def test_an_llm_bar_says_what_the_requests_are_for(monkeypatch, tmp_path):
+    """A bare "LLM: 8/8" left a log reader guessing which stage ran (issue 46)."""
+    from audit.models.cache import CachedLLM
+    from audit.models.llm import ChatRequest, ScriptedLLM
+
+    def slow(request):
+        time.sleep(0.2)
+        return "yes"
+
+    monkeypatch.setenv("ANONAUDIT_PROGRESS_SECONDS", "0.5")
+    monkeypatch.setattr(progress, "QUIET_SECONDS", 0.5)
+    err = io.StringIO()
+    monkeypatch.setattr(progress.sys, "stderr", err)
+    llm = CachedLLM(ScriptedLLM(slow, identity="s"), tmp_path / "c.sqlite")
+    requests = [ChatRequest.make([{"role": "user", "content": f"q{i}"}]) for i in range(5)]
+    assert llm.complete_batch(requests, progress="claim linker, judging leakage") == ["yes"] * 5
+    assert err.getvalue().splitlines()[-1].startswith("LLM: claim linker, judging leakage: 5/5 [")

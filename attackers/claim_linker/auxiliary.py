@@ -84,7 +84,8 @@ def paraphrase_claims(llm: LLM, claims: Sequence[str], *, seed: int = 0,
     cannot be used, or only repeats it, is kept as it is (and counted as a failure)."""
     if not claims:
         return [], 0
-    answers = llm.complete_batch([paraphrase_request(c, seed) for c in claims], progress=progress)
+    answers = llm.complete_batch([paraphrase_request(c, seed) for c in claims],
+                                 progress=progress and "claim linker, paraphrasing claims")
     out, failed = [], 0
     for claim, answer in zip(claims, answers):
         para = parse_paraphrase(answer)

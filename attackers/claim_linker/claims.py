@@ -266,7 +266,7 @@ class LLMSplitter(ClaimSplitter):
             for chunk in self._chunks(doc.text):
                 jobs.append((i, chunk))
         requests = [self.request(docs[i].text[chunk[0][0]:chunk[-1][1]]) for i, chunk in jobs]
-        answers = self.llm.complete_batch(requests, progress=progress)
+        answers = self.llm.complete_batch(requests, progress=progress and "claim linker, splitting claims")
         out: list[list[Claim]] = [[] for _ in docs]
         for (i, chunk), answer in zip(jobs, answers):
             doc = docs[i]

@@ -136,7 +136,7 @@ class Judging:
         temperature = 0.0 if repeats == 1 else 0.7
         requests = [judge_request(ev, claim, seed=self.seed + r, temperature=temperature)
                     for ev, claim in items for r in range(repeats)]
-        answers = llm.complete_batch(requests, progress=self.progress)
+        answers = llm.complete_batch(requests, progress=self.progress and "claim linker, judging leakage")
         verdicts = [parse_verdict(a) for a in answers]
         ratings = [mode_rating(verdicts[k * repeats:(k + 1) * repeats]) for k in range(len(items))]
         return ratings, sum(v is None for v in verdicts)

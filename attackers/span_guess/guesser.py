@@ -234,7 +234,7 @@ class SpanGuesser:
             return []
         budget = self.context_budget()
         requests = [self.request(text, span, budget) for text, span in items]
-        answers = self.llm.complete_batch(requests, progress=progress)
+        answers = self.llm.complete_batch(requests, progress=progress and "span guessing")
         return [parse_guesses(a, self.guesses) for a in answers]
 
 

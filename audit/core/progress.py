@@ -2,7 +2,8 @@
 
 On a terminal, :func:`bar` is an ordinary tqdm bar. When stderr is not a terminal (CI, a log
 file, ``nohup``), a redrawn bar would write raw ``\\r`` characters; there it prints a plain line
-every ``ANONAUDIT_PROGRESS_SECONDS`` (default 30) while work goes on and one at the end (unless
+every ``ANONAUDIT_PROGRESS_SECONDS`` (default 10: any stage longer than that says how far it
+has come) while work goes on and one at the end (unless
 the work took under two seconds): ``stage: done/total [elapsed<remaining, rate]``.
 
 Third-party bars (transformers de-quantizing a GGUF file, sentence-transformers encoding) are
@@ -29,7 +30,7 @@ QUIET_SECONDS = 2.0
 
 def _interval() -> float:
     try:
-        return max(0.5, float(os.environ.get("ANONAUDIT_PROGRESS_SECONDS", "30")))
+        return max(0.5, float(os.environ.get("ANONAUDIT_PROGRESS_SECONDS", "10")))
     except ValueError:
         return 30.0
 

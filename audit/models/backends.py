@@ -32,10 +32,13 @@ def _offline() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def _map_concurrently(fn, items: Sequence[Any], workers: int, progress: bool, desc: str = "LLM") -> list[Any]:
+def _map_concurrently(fn, items: Sequence[Any], workers: int, progress: bool | str) -> list[Any]:
     """``[fn(x) for x in items]`` on a thread pool, in order, with an optional progress bar."""
     from audit.core.progress import bar as progress_bar
+    from audit.models.llm import llm_desc
 
+    desc = llm_desc(progress)
+    progress = bool(progress)
     if len(items) <= 1 or workers <= 1:
         return [fn(x) for x in progress_bar(items, enabled=progress, desc=desc, unit="req")]
     with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
@@ -363,7 +366,7 @@ class LlamaCppLLM(LLM):
         ran = timings.get("prompt_n") if isinstance(timings, dict) else None
         return ran if isinstance(ran, int) else len(ids)
 
-    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool = False) -> list[str]:
+    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool | str = False) -> list[str]:
         return _map_concurrently(self._complete, requests, self.n_parallel, progress)
 
     def _call(self, handler, body: dict[str, Any]) -> dict[str, Any]:
@@ -538,7 +541,7 @@ class OpenAILLM(LLM):
         except (KeyError, IndexError, TypeError) as exc:
             raise LLMError(f"{self.base_url} returned an unexpected answer: {str(data)[:300]}") from exc
 
-    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool = False) -> list[str]:
+    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool | str = False) -> list[str]:
         return _map_concurrently(self._complete, requests, self.max_workers, progress)
 
     def logprobs(self, prefix: str, continuation: str) -> list[float]:

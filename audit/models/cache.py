@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from audit.models.llm import LLM, ChatRequest
+from audit.models.llm import LLM, ChatRequest, llm_desc
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 
@@ -184,7 +184,7 @@ class CachedLLM(LLM):
     def _complete(self, request: ChatRequest) -> str:
         return self._complete_batch([request])[0]
 
-    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool = False) -> list[str]:
+    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool | str = False) -> list[str]:
         if self.store is None:
             self._count(misses=len(requests), backend_calls=len(requests))
             return self.backend.complete_batch(requests, progress=progress)
@@ -195,7 +195,8 @@ class CachedLLM(LLM):
         items = list(todo.items())
         from audit.core.progress import bar as progress_bar
 
-        with progress_bar(total=len(items), enabled=progress and bool(items), desc="LLM", unit="req") as bar:
+        with progress_bar(total=len(items), enabled=bool(progress) and bool(items), desc=llm_desc(progress),
+                          unit="req") as bar:
             for i in range(0, len(items), self.chunk_size):
                 chunk = items[i:i + self.chunk_size]
                 answers = self.backend.complete_batch([r for _, r in chunk])

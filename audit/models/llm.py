@@ -164,14 +164,16 @@ class LLM(ABC):
                                stop=stop, json_schema=json_schema)
         return self.complete_batch([req])[0]
 
-    def complete_batch(self, requests: Sequence[ChatRequest], *, progress: bool = False) -> list[str]:
-        """Answer many independent requests; order of answers = order of requests."""
+    def complete_batch(self, requests: Sequence[ChatRequest], *, progress: bool | str = False) -> list[str]:
+        """Answer many independent requests; order of answers = order of requests. ``progress``:
+        show a bar, named by it when it is a string (what the requests are for)."""
         return self._complete_batch(list(requests), progress=progress)
 
-    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool = False) -> list[str]:
+    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool | str = False) -> list[str]:
         from audit.core.progress import bar as progress_bar
 
-        return [self._complete(r) for r in progress_bar(requests, enabled=progress, desc="LLM", unit="req")]
+        return [self._complete(r) for r in progress_bar(requests, enabled=bool(progress), desc=llm_desc(progress),
+                                                        unit="req")]
 
     @abstractmethod
     def _complete(self, request: ChatRequest) -> str:
@@ -280,3 +282,8 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'audit.models.llm' has no attribute {name!r}")
+
+
+def llm_desc(progress: bool | str) -> str:
+    """The name of an LLM progress bar: what the requests are for, when the caller said it."""
+    return f"LLM: {progress}" if isinstance(progress, str) and progress else "LLM"

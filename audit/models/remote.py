@@ -106,7 +106,7 @@ class RemoteLLM(LLM):
     def _complete(self, request: ChatRequest) -> str:
         return self._complete_batch([request])[0]
 
-    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool = False) -> list[str]:
+    def _complete_batch(self, requests: list[ChatRequest], *, progress: bool | str = False) -> list[str]:
         if len(requests) < MIN_REMOTE:  # a caller asking one request at a time: not worth a stage
             return list(self.local.complete_batch(requests))
         return [str(a) for a in self.executor.map(self.worker, requests, group=self.group, label="LLM requests")]
