@@ -368,3 +368,16 @@ def test_intact_self_check_counts_what_was_replaced():
     # d2 is a short sentence that is mostly names and a date: its release hides most of it
     (warning,) = san.warnings("rel")
     assert "1 of 2 document(s) have most of their words replaced" in warning
+
+
+@pytest.mark.slow
+def test_real_model_scores_a_true_and_an_absurd_generalisation(small_llm):
+    from defenders.intact.truth import TruthCheck
+
+    check = TruthCheck(small_llm)
+    sentence = "After the war she moved to [[Oslo]], where she opened a bakery."
+    assert check.model_verdict("Oslo", sentence, "a city in Norway") is True
+    assert check.model_verdict("Oslo", sentence, "a kind of fruit") is False
+    counts: dict = {}
+    kept = check.keep("1997", "DATETIME", "He was born in [[1997]].", ["the late 1990s", "the 1980s"], counts)
+    assert kept == ["the late 1990s"] and counts == {"truth_checked_rule": 2, "untruthful_rule": 1}

@@ -18,10 +18,10 @@ from audit.models.llm import LLM, ChatRequest
 from audit.models.nlp import DEFAULT_SPACY_MODEL
 from audit.models.resources import resources_of
 from defenders.delinker.checks import delinker_check, rewrite_problem
-from defenders.selfcheck import stop_words
 from defenders.delinker.draft import Draft, cuts as _cuts, whole_rephrasings  # noqa: F401 (re-exported)
 from defenders.delinker.prompts import (REDACTED_LABEL, REDACTION, EXAMPLES_MARKED, EXAMPLES_PLAIN, SYSTEM_MARKED,
                                         SYSTEM_PLAIN, merge_ranges, norm_words, parse_plain, parse_rewrites)
+from defenders.selfcheck import stop_words
 
 # --------------------------------------------------------------------------- the sanitizer
 
