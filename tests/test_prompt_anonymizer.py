@@ -481,3 +481,17 @@ def test_word_frequencies_may_come_from_a_larger_collection():
     assert doc.text == "Her complaint was late." and anon.stats()["counts"]["rejected_common_word"] == 1
     with pytest.raises(AnonauditError, match="frequency_corpus must be a loaded corpus"):
         PromptAnonymizer(frequency_corpus="file.jsonl")
+
+
+def test_a_proposed_name_is_masked_in_its_shorter_mentions_too():
+    from defenders.prompt_anonymizer.validate import name_parts
+
+    assert name_parts(["Edith Varga"], ["Edith Varga", "Mr Laszlo Kiss"], frozenset({"the"})) == ["Edith", "Varga"]
+    assert name_parts(["Kiss"], ["Mr Laszlo Kiss"], frozenset()) == ["Laszlo", "Kiss"]  # no honorific
+    assert name_parts(["Vienna"], ["Edith Varga"], frozenset()) == []
+    anon, _ = _anon(lambda r: '["Edith Varga"]')
+    (doc,) = anon.sanitize(_corpus("Edith Varga is a cellist from Szeged. Varga teaches in Vienna."))
+    assert doc.text == "SENSITIVE is a cellist from Szeged. SENSITIVE teaches in Vienna."
+    assert anon.stats()["counts"]["name_parts_added"] == 2
+    plain, _ = _anon(lambda r: '["Edith Varga"]', validate=False)  # the paper's method: what was proposed
+    assert plain.sanitize(_corpus("Edith Varga plays. Varga teaches.")).corpus[0].text == "SENSITIVE plays. Varga teaches."

@@ -17,7 +17,7 @@ from audit.models.llm import LLM, ChatRequest
 from audit.models.resources import resources_of
 from defenders.prompt_anonymizer.prompts import FAMILIES, Family, PROMPTS, TERMS_SCHEMA, inference_messages
 from defenders.prompt_anonymizer.terms import covered, split_long, find_terms, pack_chunks, parse_terms
-from defenders.prompt_anonymizer.validate import common_words, proper_words, validate_terms
+from defenders.prompt_anonymizer.validate import common_words, name_parts, person_names, proper_words, validate_terms
 from defenders.selfcheck import check_document, names_a_person, self_check, stop_words
 
 # =========================================================================== the sanitizer
@@ -212,7 +212,7 @@ class PromptAnonymizer(Sanitizer):
             if not pool:
                 self.counts["documents_nothing_proposed"] += 1
             st = state[k] = DocumentResult([], [], [], 1, n_chunks, len(pool), person=names_a_person(parsed[k]))
-            self._admit(docs[k].text, st, pool, stops, proper_words(parsed[k]))
+            self._admit(docs[k].text, st, pool, stops, parsed[k])
         active = list(live)
         for _ in range(1, self.rounds):
             if not active:
@@ -226,7 +226,7 @@ class PromptAnonymizer(Sanitizer):
                 self.counts["terms_proposed"] += len(new)
                 st.proposed += len(new)
                 before = covered(st.regions)
-                self._admit(docs[k].text, st, new, stops, proper_words(parsed[k]))
+                self._admit(docs[k].text, st, new, stops, parsed[k])
                 if covered(st.regions) > before:  # something new masked: ask again
                     still.append(k)
             active = still
@@ -240,15 +240,18 @@ class PromptAnonymizer(Sanitizer):
             results[k] = st
         return [r for r in results if r is not None]
 
-    def _admit(self, text: str, st: DocumentResult, new: list[str], stops: frozenset[str],
-               proper: frozenset[str]) -> None:
-        """Add the proposed terms ``new`` to ``st`` (validated first when :attr:`validate`):
-        its terms, the regions of ``text`` they mask and the terms found nowhere."""
+    def _admit(self, text: str, st: DocumentResult, new: list[str], stops: frozenset[str], parsed: Any) -> None:
+        """Add the proposed terms ``new`` to ``st`` (validated first when :attr:`validate`, with
+        the words of a person's name they overlap): its terms, the regions of ``text`` they mask
+        and the terms found nowhere (``parsed``: ``text`` parsed by spaCy)."""
         if self.validate:
-            kept, rejected = validate_terms(text, new, stops, self._common, proper)
+            kept, rejected = validate_terms(text, new, stops, self._common, proper_words(parsed))
             for why, terms in rejected.items():
                 st.rejected.setdefault(why, []).extend(terms)
             missing = rejected["not_found"]
+            parts = [w for w in name_parts(kept, person_names(parsed), stops) if w not in st.terms and w not in kept]
+            self.counts["name_parts_added"] += len(parts)
+            kept += parts
         else:
             kept, missing = new, find_terms(text, new)[1]
         st.terms += [t for t in kept if t not in st.terms]

@@ -15,6 +15,11 @@ rejected, with its reason counted, when it is:
 * ``not_found``: it occurs nowhere in the document as whole words (matching is word-bounded and
   case-insensitive, :func:`~defenders.prompt_anonymizer.terms.find_terms`).
 
+A person's name the model proposes is masked in all its mentions (:func:`name_parts`): when a kept
+term overlaps a name spaCy's NER finds ("Edith Varga"), each word of that name (not an honorific
+nor a stop word) is masked too, so "Varga has taught" does not keep the surname the full name
+hid. Those are counted as ``name_parts_added``.
+
 The rules are the same for every corpus: a stop list of the language, a majority of the
 corpus's own documents, and the document's own text; no threshold is fitted to a benchmark.
 """
@@ -95,3 +100,31 @@ def validate_terms(text: str, terms: Iterable[str], stops: frozenset[str], commo
     gone = set(missing)
     rejected["not_found"] = [t for t in candidates if t in gone]
     return [t for t in candidates if t not in gone], rejected
+
+
+#: Lowercase words inside names ("Ludwig van Beethoven").
+PARTICLES = frozenset("van von der den de du da di del della la le bin ibn al el ter ten".split())
+#: Words before a name that are not part of it.
+HONORIFICS = frozenset("mr mrs ms miss mx dr prof professor sir madam dame lord lady judge justice rev".split())
+
+
+def person_names(doc: Any) -> list[str]:
+    """The texts of the ``PERSON`` entities of a parsed spaCy document."""
+    return [ent.text for ent in doc.ents if ent.label_ == "PERSON"]
+
+
+def name_parts(terms: Iterable[str], persons: Iterable[str], stops: frozenset[str]) -> list[str]:
+    """The words of each person's name (``persons``) that shares a word with one of ``terms``,
+    so that the name is masked in its shorter mentions too (honorifics, stop words and initials
+    left out). Only a name written as one (its words capitalised but for particles such as "van")
+    counts: NER sometimes calls other words a person."""
+    said = {w.lower() for t in terms for w in _WORD.findall(t) if len(w) > 1 and w.lower() not in stops}
+    out: list[str] = []
+    for name in persons:
+        words = [w for w in _WORD.findall(name) if len(w) > 1 and w.lower() not in stops | HONORIFICS]
+        if not words or not said & {w.lower() for w in words}:
+            continue
+        if any(not w[0].isupper() and w.lower() not in PARTICLES for w in words):
+            continue
+        out += [w for w in words if w[0].isupper() and w not in out]
+    return out
