@@ -222,11 +222,15 @@ def test_cli_columns_parquet_and_summary_csv(data, tmp_path):
     out = tmp_path / "res" / "results.json"
     args = ["utility", "--metrics", "rouge", "--originals", str(tmp_path / "orig.csv"),
             "--release", f"labels={tmp_path / 'labels.parquet'}", "--out", str(out)]
+    cols = ["--text-column", "body", "--id-column", "case", "--subject-column", "person"]
     bad = CliRunner().invoke(main, args)
     assert bad.exit_code == 2 and "missing column(s) id, text" in bad.output
     bad = CliRunner().invoke(main, ["data", "validate", str(tmp_path / "labels.parquet")])
     assert bad.exit_code == 2 and "missing column(s) id, text; the table has case, body" in bad.output
-    cols = ["--text-column", "body", "--id-column", "case", "--subject-column", "person"]
+    ok = CliRunner().invoke(main, ["data", "convert", str(tmp_path / "labels.parquet"), str(tmp_path / "l.jsonl"),
+                                   "--originals", str(tmp_path / "orig.csv"), *cols])
+    assert ok.exit_code == 0, ok.output
+    assert load_corpus(tmp_path / "l.jsonl").ids == [r["id"] for r in data["releases"]["labels"]]
     ok = CliRunner().invoke(main, args + cols)
     assert ok.exit_code == 0, ok.output
     table = pd.read_csv(out.with_name("summary.csv"))

@@ -25,6 +25,19 @@ _annotator = click.option("--annotator", default=None, metavar="NAME",
                           help="TAB files: keep this annotator's mentions (default: merge all).")
 
 
+def _columns(f):
+    """``--text-column``, ``--id-column``, ``--subject-column`` (CSV, Parquet, JSONL)."""
+    for field, what in (("subject", "subject"), ("id", "document id"), ("text", "text")):
+        f = click.option(f"--{field}-column", f"{field}_column", default=field, show_default=True, metavar="NAME",
+                         help=f"The column of a CSV, Parquet or JSONL file that holds the {what}.")(f)
+    return f
+
+
+def _column_map(text_column: str, id_column: str, subject_column: str) -> dict[str, str] | None:
+    named = {f: c for f, c in (("text", text_column), ("id", id_column), ("subject", subject_column)) if c != f}
+    return named or None
+
+
 def _spec(path: str) -> str:
     """A release spec that names ``path`` unambiguously (file names may contain '=')."""
     return f"{Path(path).stem.replace('=', '_') or 'release'}={path}"
@@ -44,7 +57,9 @@ def data() -> None:
 @_format
 @_originals
 @_annotator
-def validate(file: str, fmt: str | None, originals: str | None, annotator: str | None) -> None:
+@_columns
+def validate(file: str, fmt: str | None, originals: str | None, annotator: str | None, text_column: str,
+             id_column: str, subject_column: str) -> None:
     """Check FILE and list every problem found (exit code 2), or print a summary (exit code 0).
 
     A span file {doc_id: [[start, end, replacement?], ...]} needs --originals. With
@@ -57,12 +72,13 @@ def validate(file: str, fmt: str | None, originals: str | None, annotator: str |
         for r in releases:
             click.echo(f"  method {r.name}: {len(r)} documents")
         return
+    columns = _column_map(text_column, id_column, subject_column)
     if originals is not None:
-        orig = load_corpus(originals)
-        (release,) = load_releases(_spec(file), originals=orig, format=fmt)
+        orig = load_corpus(originals, columns=columns)
+        (release,) = load_releases(_spec(file), originals=orig, format=fmt, columns=columns)
         corpus = release.corpus
     else:
-        corpus = load_corpus(file, fmt, annotator=annotator)
+        corpus = load_corpus(file, fmt, annotator=annotator, columns=columns)
     click.echo(f"OK: {file}: {len(corpus)} documents, {_n_spans(corpus)} spans, format {fmt}")
 
 
@@ -72,9 +88,10 @@ def validate(file: str, fmt: str | None, originals: str | None, annotator: str |
 @_format
 @_originals
 @_annotator
+@_columns
 @force_option
 def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotator: str | None,
-            force: bool) -> None:
+            text_column: str, id_column: str, subject_column: str, force: bool) -> None:
     """Convert SRC to JSONL at DST (one document per line, spans included).
 
     A span file is applied to --originals: DST is the sanitized release, each
@@ -100,12 +117,13 @@ def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotato
             save_jsonl(r.corpus, path)
             click.echo(f"wrote {path}: {len(r)} documents (method {r.name})")
         return
+    columns = _column_map(text_column, id_column, subject_column)
     if fmt == "spans" or originals is not None:
-        orig = load_corpus(originals) if originals is not None else None
-        (release,) = load_releases(_spec(src), originals=orig, format=fmt)
+        orig = load_corpus(originals, columns=columns) if originals is not None else None
+        (release,) = load_releases(_spec(src), originals=orig, format=fmt, columns=columns)
         corpus = release.corpus
     else:
-        corpus = load_corpus(src, fmt, annotator=annotator)
+        corpus = load_corpus(src, fmt, annotator=annotator, columns=columns)
     save_jsonl(corpus, dst)
     click.echo(f"wrote {dst}: {len(corpus)} documents, {_n_spans(corpus)} spans (from {fmt})")
 

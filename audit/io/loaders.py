@@ -142,12 +142,13 @@ def _load_documents(source: str, fmt: str, data: Any, annotator: str | None = No
     return load_tab(source, data, annotator)
 
 
-def load_releases(spec: str, *, originals: Corpus | None = None, format: str | None = None) -> list[Release]:
+def load_releases(spec: str, *, originals: Corpus | None = None, format: str | None = None,
+                  columns: dict[str, str] | None = None) -> list[Release]:
     """Load the release(s) named by a command-line ``spec`` (``NAME=PATH`` or ``PATH``; see
     :func:`parse_release_spec`). Code that has the name and the path apart calls
     :func:`load_release_file`, which never splits a string."""
     name, path = parse_release_spec(spec)
-    return load_release_file(path, name=name, originals=originals, format=format)
+    return load_release_file(path, name=name, originals=originals, format=format, columns=columns)
 
 
 def load_release_file(path: str | os.PathLike, *, name: str | None = None, originals: Corpus | None = None,
