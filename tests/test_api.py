@@ -309,7 +309,7 @@ def test_the_readme_python_examples_run(tmp_path, monkeypatch, capsys):
     # what the examples promise
     assert namespace["outcome"].status in ("pass", "fail", "inconclusive")
     assert list(namespace["table"].columns[:7]) == ["release", "kind", "name", "value", "ci_low", "ci_high", "n"]
-    assert set(namespace["results"].to_pandas()["release"]) == {"labels", "suppressed"}
+    assert set(namespace["results"].to_pandas()["release"]) == {"labels", "suppressed", "ner"}
     assert (namespace["results"].to_pandas()["n"] == 10).all()
     assert namespace["kept"].to_pandas()["release"].tolist() == ["masked"]
     assert "phrase_search_reid" in set(namespace["reid"].to_pandas()["name"])
