@@ -64,7 +64,9 @@ def main() -> None:
     ap.add_argument("--semantic-pool", type=int, default=30, help="documents in the --semantic-only pool")
     ap.add_argument("--scored", default="Manual_Entity,Manual_Dou",
                     help="releases whose semantic leakage is scored (comma-separated)")
-    ap.add_argument("--repeats", type=int, default=1, help="judge repeats per claim (the attack's default is 3)")
+    ap.add_argument("--repeats", type=int, default=1, help="judge repeats per claim (the rating judge's default is 3)")
+    ap.add_argument("--judge", choices=("yesno", "rating"), default="yesno",
+                    help="the leakage judge (see benchmarks/claim_linker_judge.py for the two side by side)")
     ap.add_argument("--clauses", action="store_true",
                     help="split clauses with the parser (the attack's default; about 2x slower than sentences)")
     ap.add_argument("--docs", type=int, default=None, help="only the first N documents (smoke tests)")
@@ -191,7 +193,7 @@ def main() -> None:
         # ------------------------------------------------------------ semantic vs lexical leakage
         scored = {}
         attack = ClaimLinkerAttack(llm=llm, embedder=embedder, score_sample=score_sample, repeats=args.repeats,
-                                   paraphrase=False, seed=args.seed, progress=True)
+                                   judge=args.judge, paraphrase=False, seed=args.seed, progress=True)
         attack._splitter = splitter
         scen = Scenario(originals=originals, releases=tuple(releases))
         attack.fit(scen)

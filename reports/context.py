@@ -125,6 +125,15 @@ def _is_headline(name: str) -> bool:
     return "." not in name
 
 
+def _counted_measure(r: Result) -> bool:
+    """A further measure (not a headline) that counts in the verdict: one that says so
+    (``details["in_verdict"]``, set by a component only when the measure passed its own check,
+    e.g. the claim linker's leakage when its judge passed its control) and carries no warning.
+    A measure whose check failed carries a warning instead, and only makes a verdict that
+    nothing else decides INCONCLUSIVE."""
+    return not _is_headline(r.name) and r.details.get("in_verdict") is True and not _warning(r)
+
+
 def _base(name: str) -> str:
     return name.split(".", 1)[0]
 
@@ -188,7 +197,7 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
         "version": __version__, "shareable": shareable,
         "n_releases": len(releases), "n_attacks": len(names), "n_metrics": len(util_names),
         "releases": [visible(r) for r in releases],
-        "verdicts": _verdicts(releases, heads, checks, remedies, rf),
+        "verdicts": _verdicts(releases, [*heads, *[r for r in attacks if _counted_measure(r)]], checks, remedies, rf),
         "gate": _gate_view(checks) if checks else None,
         "n_attack_results": len(attacks),
         "matrix": _matrix(releases, names, heads, utility, metric),
@@ -265,7 +274,7 @@ def _verdicts(releases: list[str], heads: list[Result], checks: Sequence[Any] | 
             status = level
             word = {"high": "HIGH RISK", "elevated": "ELEVATED RISK", "low": "LOW RISK",
                     "none": "NO RISK SHOWN"}[level]
-            if level == "none" and any(_warning(r) for r in rs):
+            if level == "none" and weak:
                 # nothing shown, but by an attacker that failed its own check: that proves nothing
                 status, word = "inconclusive", "INCONCLUSIVE"
             decisive = risky[:3]

@@ -12,12 +12,12 @@ import pytest
 
 from attackers.claim_linker import (
     BM25Linker, Claim, ClaimLinkerAttack, DenseLinker, LLMSplitter, SentenceSplitter, evidence_text, judge_request,
-    leakage_of, majority_vote, mode_rating, parse_claim_list, parse_paraphrase, parse_verdict, rank_evidence,
-    select_aux,
+    leakage_of, majority_vote, margin_rating, mode_rating, parse_claim_list, parse_paraphrase, parse_verdict,
+    rank_evidence, select_aux, yesno_prompt,
 )
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.text import RougeTokenizer, rouge_l
-from audit.models.llm import ScriptedLLM
+from audit.models.llm import LLM, ScriptedLLM
 
 STOP = {"the", "a", "an", "in", "on", "of", "her", "his", "she", "he", "and", "at", "was", "to", "from", "while", "for"}
 
@@ -261,7 +261,8 @@ def spacy_resource():
 
 
 def _attack(spacy_resource, **kw) -> ClaimLinkerAttack:
-    params = dict(llm=ScriptedLLM(judge), embedder=BagOfWords(), paraphrase=False, repeats=3)
+    params = dict(llm=ScriptedLLM(judge), embedder=BagOfWords(), paraphrase=False, repeats=3, judge="rating",
+                  judge_check=8)
     params.update(kw)
     attack = ClaimLinkerAttack(**params)
     attack._splitter = SentenceSplitter(spacy_resource)
@@ -335,8 +336,8 @@ def test_a_judge_that_cannot_tell_documents_apart_is_flagged(spacy_resource):
     _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
     check = semantic.details["judge_check"]
     assert check["self"] == 1.0 and check["unrelated"] == 1.0 and not check["passed"]
-    assert "WARNING: the judge (scripted) failed its self-consistency control" in semantic.details["note"]
-    assert semantic.details["warning"].startswith("the judge (scripted) failed")
+    assert "WARNING: the judge (scripted, rating) failed its self-consistency control" in semantic.details["note"]
+    assert semantic.details["warning"].startswith("the judge (scripted, rating) failed")
     # The control runs once per fit, not once per release.
     calls = len(attack._get_llm().calls)
     attack.evaluate(scenario, release)
@@ -344,6 +345,101 @@ def test_a_judge_that_cannot_tell_documents_apart_is_flagged(spacy_resource):
     # judge_check=0 switches the control off.
     off = _attack(spacy_resource, llm=ScriptedLLM(yes_sayer), repeats=1, judge_check=0)
     assert off.fit(scenario).evaluate(scenario, release)[1].details["judge_check"] is None
+
+
+class YesNoLLM(LLM):
+    """A scripted judge that answers only by log-probabilities (it generates nothing): "Yes" is
+    likelier when every content word of the fact is in the passage (``says`` forces one answer).
+    ``template``: whether it knows a chat template (an embedded model) or not (a server)."""
+
+    identity = "scripted-logprobs"
+
+    def __init__(self, says: str | None = None, template: bool = True):
+        self.says, self.template = says, template
+        self.scored: list[tuple[str, str]] = []
+
+    def _complete(self, request):
+        raise AssertionError("the yes/no judge must not generate text")
+
+    def chat_text(self, messages):
+        return "".join(f"<{m['role']}>{m['content']}</{m['role']}>" for m in messages) + "<assistant>" \
+            if self.template else None
+
+    def logprobs(self, prefix, continuation):
+        self.scored.append((prefix, continuation))
+        passage = prefix.split("Passage: ", 1)[1].split("\n\nFact: ", 1)[0]
+        fact = prefix.split("Fact: ", 1)[1].split("\n", 1)[0]
+        stated = set(re.findall(r"\w+", fact.lower())) - STOP <= set(re.findall(r"\w+", passage.lower()))
+        answer = continuation.strip()
+        assert answer in ("Yes", "No")
+        likely = (self.says or ("Yes" if stated else "No")) == answer
+        return [-0.1 if likely else -2.4]
+
+
+def test_yesno_prompt_uses_the_chat_template_or_plain_text():
+    with_template = YesNoLLM(template=True)
+    prefix, yes, no = yesno_prompt(with_template, "She farms goats.", "She keeps goats.")
+    assert prefix.startswith("<system>") and prefix.endswith("<assistant>") and (yes, no) == ("Yes", "No")
+    # the instructions come first (a prefix every claim shares), passage and fact last
+    assert prefix.index("Answer Yes or No") < prefix.index("Passage: She farms goats.") < prefix.index("Fact: ")
+    prefix, yes, no = yesno_prompt(YesNoLLM(template=False), "She farms goats.", "She keeps goats.")
+    assert prefix.endswith("\nAnswer:") and (yes, no) == (" Yes", " No")
+    # the rule: stated when P(Yes) > P(No); a tie is not support
+    assert margin_rating(0.3) == 1 and margin_rating(0.0) == 3 and margin_rating(-2.0) == 3
+    assert margin_rating(float("-inf")) == 3
+
+
+def test_the_yesno_judge_scores_fixed_answers_and_passes_its_control(spacy_resource):
+    originals, release = _originals(), _masked()
+    scenario = Scenario(originals=originals, releases=(release,))
+    llm = YesNoLLM()
+    attack = _attack(spacy_resource, llm=llm, judge="yesno", judge_check=16)
+    link, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
+    d = semantic.details
+    assert d["judge"] == "yesno" and "log P(Yes) > log P(No)" in d["decision_rule"] and d["repeats"] == 1
+    assert d["malformed_answers"] == 0 and d["warning"] is None
+    # two continuations per question, never a generated answer; 8 scored claims + 2 x 8 control claims
+    # (only 8 claims of the 4 originals are not the attacker's: the control takes what there is)
+    assert {c for _, c in llm.scored} == {"Yes", "No"} and len(llm.scored) == 2 * (4 * 2 + 8 * 2)
+    check = d["judge_check"]
+    assert check["judge"] == "yesno" and check["self"] == 1.0 and check["unrelated"] == 0.0 and check["passed"]
+    # masked names: the claims naming a person are not stated, the others are
+    assert 0.0 < semantic.value < 1.0
+    assert set(d["rating_counts"]) <= {"1", "3"}
+    # a checked figure counts in the verdict, against what another record "states" (the control's level)
+    assert d["in_verdict"] is True and semantic.baseline == 0.0 and semantic.beats_baseline is True
+    aux = {c.text for i, doc in enumerate(originals) for k, c in enumerate(attack.orig_claims_[i])
+           if k in attack.aux_index_[doc.id]}
+    judged = {p.split("Fact: ", 1)[1].split("\n", 1)[0] for p, _ in llm.scored}
+    assert not aux & judged
+
+
+def test_a_yes_saying_yesno_judge_fails_its_control_and_says_so(spacy_resource):
+    originals, release = _originals(), _masked()
+    scenario = Scenario(originals=originals, releases=(release,))
+    attack = _attack(spacy_resource, llm=YesNoLLM(says="Yes"), judge="yesno")
+    _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
+    check = semantic.details["judge_check"]
+    assert check["self"] == 1.0 and check["unrelated"] == 1.0 and not check["passed"]
+    assert semantic.details["warning"].startswith("the judge (scripted-logprobs, yesno) failed its self-consistency")
+    assert "does not count in the verdict" in semantic.details["warning"]
+    assert semantic.details["in_verdict"] is False and semantic.baseline is None
+    assert semantic.value == 1.0  # the figure is still there, never a silent zero, with its warning
+
+
+def test_a_server_without_logprobs_falls_back_to_ratings_and_says_so(spacy_resource):
+    originals, release = _originals(), _masked()
+    scenario = Scenario(originals=originals, releases=(release,))
+    llm = ScriptedLLM(judge)  # generates, but cannot give log-probabilities
+    attack = _attack(spacy_resource, llm=llm, judge="yesno", repeats=1)
+    _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
+    d = semantic.details
+    assert d["judge"] == "rating" and d["judge_check"]["judge"] == "rating" and d["judge_check"]["passed"]
+    assert d["judge_fallback"].startswith("the yes/no judge needs log-probabilities, which scripted did not give")
+    assert d["judge_fallback"] in d["note"]
+    # the rating judge passed its control here: the figure is checked and counts, with the fallback said
+    assert d["warning"] is None and d["in_verdict"] is True
+    assert judged_facts(llm.calls)  # it did judge, by ratings
 
 
 def test_score_sample_is_seeded_and_reported(spacy_resource):

@@ -181,6 +181,28 @@ def test_verdict_first_one_line_per_release_with_what_decides_it_and_no_cap():
     assert "NO RISK SHOWN" not in verdict and '<span class="vword inconclusive">INCONCLUSIVE</span>' in verdict
 
 
+def test_a_checked_further_measure_counts_in_the_verdict_and_a_failed_one_makes_it_inconclusive():
+    """One rule for the semantic attacks (issue 44): a further measure counts in the verdict when
+    it says it passed its own check (``in_verdict``); one whose check failed carries a warning,
+    never counts, and makes a verdict that nothing else decides INCONCLUSIVE."""
+    def results(**leak):
+        rf = ResultsFile()
+        rf.add(Result.from_risk("claim_linker", "r", risk(1, 40, 0.025)))  # linking shows nothing
+        rf.add(Result("attack", "claim_linker.leakage", "r", 0.62, (0.55, 0.7), 10, baseline=0.05, **leak))
+        return rf
+
+    checked = _verdict_of(render(results(beats_baseline=True, details={"in_verdict": True})))
+    assert "HIGH RISK" in checked and "62.0%" in checked
+    assert "HIGH RISK" in _verdict_of(render(results(beats_baseline=True, details={"in_verdict": True}),
+                                             shareable=True))
+    # not declared: a further measure stays out, as before
+    assert "NO RISK SHOWN" in _verdict_of(render(results(beats_baseline=True)))
+    # below its baseline: counted, but shows no risk
+    assert "NO RISK SHOWN" in _verdict_of(render(results(beats_baseline=False, details={"in_verdict": True})))
+    failed = _verdict_of(render(results(details={"in_verdict": False, "warning": "the judge failed its control"})))
+    assert "INCONCLUSIVE" in failed and "62.0%" not in failed
+
+
 def test_a_components_warning_about_its_own_figure_is_shown_in_both_editions():
     rf = ResultsFile()
     rf.add(Result("attack", "claim_linker.leakage", "labels", 0.9, None, 3,

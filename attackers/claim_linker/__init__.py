@@ -14,13 +14,16 @@ record says. Two stages:
    Headline: the correct-linkage rate with a Wilson interval, against chance 1/|release|.
 2. **Semantic scoring.** Each of the original's other claims (never the aux claims) is
    judged by an LLM against the ``evidence_sentences`` sentences of the linked sanitized
-   document most related to it (dense retrieval): same information (1), similar (2) or not
-   stated (3); each question is asked ``repeats`` times and the mode kept. Leakage per
-   document is ``1 - mean((s - 1) / 2)``: 1 means everything is still there. The lexical
-   counterpart is ROUGE-L between the original and the linked document, which misses
-   reworded facts. Before scoring, the judge passes a self-consistency control once per fit:
-   original claims against their own document must leak (near 1) and against another
-   document must not; a judge that fails it is named in the result as unreliable.
+   document most related to it (dense retrieval). The default judge scores the fixed
+   answers Yes and No to "Does the passage state this fact?" by their log-probabilities
+   (stated when P(Yes) > P(No)); the ``rating`` judge generates same (1), similar (2) or no
+   (3), asked ``repeats`` times with the mode kept. Leakage per document is
+   ``1 - mean((s - 1) / 2)`` (with yes/no: the share of claims stated): 1 means everything
+   is still there. The lexical counterpart is ROUGE-L between the original and the linked
+   document, which misses reworded facts. Before scoring, the judge passes a
+   self-consistency control once per fit: original claims against their own document must
+   leak (>= 0.8) and against another document must not (<= 0.2); a judge that fails it is
+   named in the result as unreliable and its figure does not count in the report's verdict.
 
 Releases that are not one-to-one with the originals (synthetic data) work too: a link is
 correct when the linked record is about the same subject, and claims are always scored
@@ -39,15 +42,16 @@ from attackers.claim_linker.auxiliary import (AUX_SELECT, AuxSelect, paraphrase_
                                               parse_paraphrase, select_aux)
 from attackers.claim_linker.claims import (Claim, ClaimSplitter, LLMSplitter, SentenceSplitter, claims_schema,
                                            make_splitter, parse_claim_list, word_overlap)
-from attackers.claim_linker.judge import (JUDGE_OTHER_MAX, JUDGE_SELF_MIN, VERDICTS, evidence_text, judge_request,
-                                          leakage_of, mode_rating, parse_verdict, rank_evidence)
+from attackers.claim_linker.judge import (JUDGE_OTHER_MAX, JUDGE_SELF_MIN, JUDGES, VERDICTS, evidence_text,
+                                          judge_request, leakage_of, margin_rating, mode_rating, parse_verdict,
+                                          rank_evidence, yesno_margin, yesno_prompt)
 from attackers.claim_linker.linkers import (LINKERS, BM25Linker, DenseLinker, Link, Linker, LinkerName, RougeLinker,
                                             majority_vote)
 
 __all__ = [
     "AUX_SELECT", "AuxSelect", "BM25Linker", "Claim", "ClaimLinkerAttack", "ClaimSplitter", "DenseLinker",
-    "JUDGE_OTHER_MAX", "JUDGE_SELF_MIN", "LINKERS", "LLMSplitter", "Link", "Linker", "LinkerName", "RougeLinker",
+    "JUDGE_OTHER_MAX", "JUDGE_SELF_MIN", "JUDGES", "LINKERS", "LLMSplitter", "Link", "Linker", "LinkerName", "RougeLinker",
     "SentenceSplitter", "VERDICTS", "claims_schema", "evidence_text", "judge_request", "leakage_of",
-    "majority_vote", "make_splitter", "mode_rating", "paraphrase_claims", "paraphrase_request", "parse_claim_list",
-    "parse_paraphrase", "parse_verdict", "rank_evidence", "select_aux", "word_overlap",
+    "majority_vote", "margin_rating", "make_splitter", "mode_rating", "paraphrase_claims", "paraphrase_request", "parse_claim_list",
+    "parse_paraphrase", "parse_verdict", "rank_evidence", "select_aux", "word_overlap", "yesno_margin", "yesno_prompt",
 ]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from attackers.claim_linker.auxiliary import AUX_SELECT, AuxSelect, paraphrase_claims, select_aux
 from attackers.claim_linker.claims import Claim, make_splitter
-from attackers.claim_linker.judge import Judging
+from attackers.claim_linker.judge import JUDGES, Judging
 from attackers.claim_linker.linkers import LINKERS, BM25Linker, DenseLinker, Link, Linker, LinkerName, RougeLinker
 from attackers.claim_linker.scoring import LeakageScoring
 from audit.core.errors import AnonauditError
@@ -35,7 +35,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         "them (each fact retrieves similar statements by meaning and votes for their record). "
         "It reports how often the right record is found, and then how much of the rest of the "
         "person's original record the linked sanitized record still tells the adversary, judged "
-        "claim by claim by a language model (same, similar or unsupported information) beside the "
+        "claim by claim by a language model (does the record state the fact: yes or no), beside the "
         "word-overlap (ROUGE-L) figure that surface metrics would give."
     )
     requires = frozenset({"originals"})
@@ -50,7 +50,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
                  aux_claims: int = 3, aux_select: AuxSelect = "random", paraphrase: bool = True, score: bool = True,
                  score_sample: int | None = None, repeats: int = 3, llm: Any = None,
                  embedder: Any = None, tolerance: float = 0.02, top_k: int = 10,
-                 evidence_sentences: int = 3, judge_check: int = 8,
+                 evidence_sentences: int = 3, judge: Literal["yesno", "rating"] = "yesno", judge_check: int = 16,
                  approx_threshold: int = 200_000, seed: int = 0, progress: bool = False):
         """
         claims: how documents are split into claims: spaCy sentences and clauses (fast) or the LLM.
@@ -62,12 +62,16 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         score: measure semantic and lexical leakage after linking (off: only link).
         score_sample: score semantic leakage on a seeded sample of N linked documents (linking
             always covers every document).
-        repeats: times each rating is asked; the mode is kept.
+        repeats: times each rating is asked, the mode kept (the rating judge; the yes/no judge is
+            deterministic and asks once).
         llm: the LLM that paraphrases, judges (and splits claims with claims=llm).
         embedder: sentence embedder of the dense linker (default: MiniLM).
         tolerance: matches within this score of a claim's best match also vote.
         top_k: claims each known claim retrieves.
         evidence_sentences: sentences of the linked record shown to the judge with each claim.
+        judge: yesno = the LLM's log-probabilities of the fixed answers Yes and No decide whether
+            the linked record states a claim (P(Yes) > P(No)); rating = the LLM writes one word of
+            {same, similar, no} (needs no log-probabilities; small models fail its control).
         judge_check: claims in the judge's self-consistency control (own vs another document); 0 = off.
         approx_threshold: above this many claims the dense index is approximate (HNSW).
         """
@@ -84,6 +88,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         self.tolerance = tolerance
         self.top_k = top_k
         self.evidence_sentences = evidence_sentences
+        self.judge = judge
         self.judge_check = judge_check
         self.approx_threshold = approx_threshold
         self.seed = seed
@@ -93,6 +98,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         self._embedder_obj = None
         self._splitter = None
         self._fitted_on: Any = None
+        self._judge_fallback_: str | None = None  # why the yes/no judge could not run (no log-probabilities)
 
     def _check(self) -> None:
         if self.claims not in ("sentences", "llm"):
@@ -109,6 +115,8 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
             raise AnonauditError("score_sample must be a positive number of documents")
         if self.evidence_sentences < 1:
             raise AnonauditError("evidence_sentences must be at least 1")
+        if self.judge not in JUDGES:
+            raise AnonauditError(f"judge must be one of {', '.join(JUDGES)}, got {self.judge!r}")
         if self.judge_check < 0:
             raise AnonauditError("judge_check must be 0 (off) or a number of claims")
 

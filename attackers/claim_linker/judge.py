@@ -1,14 +1,19 @@
 """The judge: how much of an original's claims a linked record still states.
 
-Each claim is asked once (or ``repeats`` times, the mode kept) against the few sentences of
-the linked record most related to it (:func:`rank_evidence`, :func:`evidence_text`): same
-information (1), similar (2) or not stated (3) (:func:`judge_request`, :func:`parse_verdict`,
-:func:`mode_rating`); :func:`leakage_of` turns ratings into a leakage figure. Before it is
+Each claim is judged against the few sentences of the linked record most related to it
+(:func:`rank_evidence`, :func:`evidence_text`). The default judge (``yesno``) generates no
+text: it asks "Does the passage state this fact?" and compares the log-probabilities of the
+fixed answers Yes and No (:func:`yesno_prompt`, :func:`yesno_margin`, :func:`margin_rating`:
+stated when P(Yes) > P(No)), through the LLM layer's :meth:`~audit.models.llm.LLM.logprobs`.
+The earlier judge (``rating``) generates one word of {same, similar, no} (:func:`judge_request`,
+:func:`parse_verdict`, :func:`mode_rating`); it is the fallback for a server that gives no
+log-probabilities. :func:`leakage_of` turns ratings into a leakage figure. Before it is
 trusted, the judge passes a self-consistency control (:meth:`Judging._check_judge`).
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 from collections import Counter
@@ -24,20 +29,76 @@ if TYPE_CHECKING:
     from audit.core.data import Document
     from audit.models.llm import LLM
 
+log = logging.getLogger(__name__)
+
 _JUDGE_SYSTEM = (
     "You check what a text reveals. Read the text, then decide whether it tells the reader "
     "the given fact. Reply with one word: same, similar or no."
 )
 
 #: The judge passes its self-consistency control when claims judged against their own document
-#: leak at least this much ...
-JUDGE_SELF_MIN = 0.7
-#: ... and against another document at most this much (a judge that calls everything "similar"
-#: scores 0.5 there and fails).
-JUDGE_OTHER_MAX = 0.4
+#: (true leakage 1) leak at least this much ...
+JUDGE_SELF_MIN = 0.8
+#: ... and against another document (true leakage near 0) at most this much: a judge that calls
+#: everything "similar" scores 0.5 there and fails.
+JUDGE_OTHER_MAX = 0.2
 
 #: The judge's answers and the ratings they stand for (1 same, 2 similar, 3 unsupported).
 VERDICTS = {"same": 1, "similar": 2, "no": 3}
+
+
+#: How the judge answers: ``yesno`` scores the fixed answers Yes and No by their
+#: log-probabilities (no free text; the default), ``rating`` generates one word of
+#: {same, similar, no} (the earlier judge, kept for comparison and for servers without
+#: log-probabilities).
+JUDGES = ("yesno", "rating")
+
+_YESNO_SYSTEM = (
+    "You check what a passage tells its reader. Given a passage and a fact, answer Yes if the passage "
+    "states the fact (in the same or other words), No if it does not. A fact whose key detail (a name, "
+    "date, place or number) the passage hides behind a placeholder such as [PERSON], [DATE] or *** is "
+    "not stated. Answer Yes or No."
+)
+
+
+def yesno_messages(evidence: str, claim: str) -> list[dict[str, str]]:
+    """The yes/no question: the instructions first (a prefix every claim shares, so a backend
+    that keeps its evaluated prompt evaluates them once), then the passage and the fact."""
+    return [{"role": "system", "content": _YESNO_SYSTEM},
+            {"role": "user", "content": f"Passage: {evidence}\n\nFact: {claim}\n\n"
+                                        "Does the passage state this fact? Answer Yes or No."}]
+
+
+def yesno_prompt(llm: LLM, evidence: str, claim: str) -> tuple[str, str, str]:
+    """``(prefix, yes, no)``: the prompt as the model reads it and the two fixed answers to
+    score after it. Where the backend does not know its chat template (a server) the
+    question becomes plain text ending in ``Answer:``, with the answers after a space."""
+    msgs = yesno_messages(evidence, claim)
+    text = llm.chat_text(msgs)
+    if text is None:
+        return "\n\n".join(m["content"] for m in msgs) + "\nAnswer:", " Yes", " No"
+    return text, "Yes", "No"
+
+
+#: The content-free passage that calibrates a claim's yes/no margin (what the model answers
+#: about the fact when the passage says nothing).
+NULL_PASSAGE = "N/A"
+
+
+def yesno_margin(llm: LLM, evidence: str, claim: str) -> float:
+    """``log P(Yes) - log P(No)`` for the claim against the evidence (each answer's tokens
+    summed): positive when the judge finds the fact stated. Uses :meth:`LLM.logprobs`;
+    an empty evidence is never support."""
+    if not evidence.strip():
+        return float("-inf")
+    prefix, yes, no = yesno_prompt(llm, evidence, claim)
+    return sum(llm.logprobs(prefix, yes)) - sum(llm.logprobs(prefix, no))
+
+
+def margin_rating(margin: float) -> int:
+    """The rating a yes/no margin stands for: the fact stated (1) when ``P(Yes) > P(No)``,
+    otherwise not stated (3). The rule needs no threshold tuned to any data."""
+    return 1 if margin > 0 else 3
 
 
 def judge_request(evidence: str, claim: str, *, seed: int, temperature: float):
@@ -131,8 +192,20 @@ class Judging:
         return [evidence_text(doc, cands, r, self.evidence_sentences) for r in ranked], ranked
 
     def _judge(self, llm: LLM, items: Sequence[tuple[str, str]], *, repeats: int) -> tuple[list[int | None], int]:
-        """Ratings (mode over ``repeats`` answers) of ``(evidence, claim)`` pairs, and the
-        number of answers that held no verdict."""
+        """Ratings of ``(evidence, claim)`` pairs, and the number of answers that held no verdict.
+        The yes/no judge scores each pair once (it is deterministic; ``repeats`` is moot); the
+        rating judge keeps the mode over ``repeats`` answers."""
+        if self.judge == "yesno" and self._judge_fallback_ is None:
+            from audit.core.progress import bar as progress_bar
+            from audit.models.llm import LLMError
+
+            try:
+                margins = [yesno_margin(llm, ev, claim)
+                           for ev, claim in progress_bar(items, enabled=self.progress, desc="judge", unit="claim")]
+                return [margin_rating(m) for m in margins], 0
+            except LLMError as exc:  # a server without log-probabilities: say so, judge by rating
+                self._judge_fallback_ = str(exc)
+                log.warning("claim linker: the yes/no judge needs log-probabilities (%s); judging by rating", exc)
         temperature = 0.0 if repeats == 1 else 0.7
         requests = [judge_request(ev, claim, seed=self.seed + r, temperature=temperature)
                     for ev, claim in items for r in range(repeats)]
@@ -141,15 +214,18 @@ class Judging:
         ratings = [mode_rating(verdicts[k * repeats:(k + 1) * repeats]) for k in range(len(items))]
         return ratings, sum(v is None for v in verdicts)
 
-    def _check_judge(self, llm: LLM, originals, dense: bool) -> dict[str, Any] | None:
-        """Self-consistency control of the judge, once per fit: ``judge_check`` claims of the
-        originals (never aux claims) rated against their own document, where the true
-        leakage is 1, and against another original, where it is near 0. A judge that cannot
-        tell the two apart makes every leakage figure meaningless, and the result says so."""
+    @property
+    def _judge_used(self) -> str:
+        """The judge that actually answers: ``rating`` once the yes/no judge fell back."""
+        return "rating" if self._judge_fallback_ is not None else self.judge
+
+    def _control_pairs(self, originals, dense: bool) -> tuple[list[tuple[str, str]], list[tuple[str, str]]] | None:
+        """The control's questions: ``judge_check`` seeded claims of the originals (never aux
+        claims), each with its evidence from its own document and from another original, as
+        ``(own pairs, other pairs)`` of ``(evidence, claim)``; ``None`` when the originals
+        cannot make a control (fewer than two with claims)."""
         if self.judge_check == 0 or len(originals) < 2:
             return None
-        if self._judge_check_ is not None:
-            return self._judge_check_
         rng = random.Random(f"{self.seed}:judge-check")
         aux = [set(self.aux_index_[d.id]) for d in originals]  # claims the adversary already holds
         pool = [(i, k) for i in range(len(originals)) for k in range(len(self.orig_claims_[i])) if k not in aux[i]]
@@ -161,15 +237,29 @@ class Judging:
         vecs: dict[int, np.ndarray | None] = {}  # claim vectors of each document used, embedded once
         for t in {t for pair in targets for t in pair}:
             vecs[t] = self._get_embedder().encode([c.text for c in self.orig_claims_[t]]) if dense else None
-        pairs = {"self": [], "unrelated": []}
-        for (i, k), (own, other) in zip(picks, targets):
+        own: list[tuple[str, str]] = []
+        other: list[tuple[str, str]] = []
+        for (i, k), (o, t) in zip(picks, targets):
             claim = self.orig_claims_[i][k].text
-            for kind, t in (("self", own), ("unrelated", other)):
-                (ev,), _ = self._evidence([claim], originals[t], self.orig_claims_[t], vecs[t])
-                pairs[kind].append((ev, claim))
-        ratings, _ = self._judge(llm, pairs["self"] + pairs["unrelated"], repeats=1)  # one batch
-        out: dict[str, Any] = {"claims": len(picks)}
-        for kind, part in (("self", ratings[:len(picks)]), ("unrelated", ratings[len(picks):])):
+            for out, doc in ((own, o), (other, t)):
+                (ev,), _ = self._evidence([claim], originals[doc], self.orig_claims_[doc], vecs[doc])
+                out.append((ev, claim))
+        return own, other
+
+    def _check_judge(self, llm: LLM, originals, dense: bool) -> dict[str, Any] | None:
+        """Self-consistency control of the judge, once per fit: ``judge_check`` claims of the
+        originals (never aux claims) rated against their own document, where the true
+        leakage is 1, and against another original, where it is near 0. A judge that cannot
+        tell the two apart makes every leakage figure meaningless, and the result says so."""
+        if self._judge_check_ is not None:
+            return self._judge_check_
+        pairs = self._control_pairs(originals, dense)
+        if pairs is None:
+            return None
+        own, other = pairs
+        ratings, _ = self._judge(llm, own + other, repeats=1)  # one batch
+        out: dict[str, Any] = {"claims": len(own), "judge": self._judge_used}
+        for kind, part in (("self", ratings[:len(own)]), ("unrelated", ratings[len(own):])):
             valid = [r for r in part if r is not None]
             out[kind] = round(leakage_of(valid), 4) if valid else None
             out[f"{kind}_ratings"] = dict(sorted(Counter(valid).items()))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attackers.claim_linker.judge import leakage_of
+from attackers.claim_linker.judge import JUDGE_OTHER_MAX, JUDGE_SELF_MIN, leakage_of
 from attackers.claim_linker.linkers import DenseLinker, Link, Linker
 from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import cluster_bootstrap, clustered_details
@@ -25,6 +25,14 @@ from audit.core.text import RougeTokenizer, rouge_l
 if TYPE_CHECKING:
     from attackers.claim_linker.claims import Claim
     from audit.core.data import Document
+
+
+#: How each judge turns its answers into a claim's rating (stated in the result's details).
+DECISION_RULES = {
+    "yesno": "a claim is stated (rating 1) when log P(Yes) > log P(No) for 'Does the passage state this fact?', "
+             "else not stated (3)",
+    "rating": "the generated word: same (1), similar (2) or no (3), the mode over the repeats",
+}
 
 
 @dataclass
@@ -95,8 +103,15 @@ class LeakageScoring:
         details = self._semantic_details(tally, check, llm_id, dense, len(chosen), len(trials), malformed,
                                          len(items) * self.repeats)
         details.update(clustered_details(sem, "claims"), trials=sum(tally.ratings.values()))
+        # What another person's record "states" of someone (the control's other-document level) is
+        # the baseline: leakage above it is what this record tells about its own person.
+        passed = check is not None and check["passed"]
+        baseline = check["unrelated"] if passed else None
+        beats = None if baseline is None or ci is None or not tally.values else bool(ci[0] > baseline)
+        details["in_verdict"] = bool(passed and tally.values)  # see reports.context: checked figures count
         semantic = Result(kind="attack", name=f"{self.name}.leakage", release=release_name, value=mean, ci=ci,
-                          n=len(tally.values), details=details, documents=tally.documents)
+                          n=len(tally.values), baseline=baseline, beats_baseline=beats, details=details,
+                          documents=tally.documents)
         lexc = cluster_bootstrap([(v, 1) for v in lexical], seed=self.seed)
         lex = Result(kind="attack", name=f"{self.name}.lexical_leakage", release=release_name, value=lexc.value,
                      ci=lexc.ci, n=len(lexical),
@@ -149,6 +164,8 @@ class LeakageScoring:
                          lexical: float) -> Finding:
         """What the judge found ``linked`` to state of the original's ``claims``."""
         valid = [r for r in ratings if r is not None]
+        word = {1: "stated", 2: "similar information"} if self._judge_used == "yesno" else \
+            {1: "same information", 2: "similar information"}
         evidence, highlights = [], []
         for c, r, rank in zip(claims, ratings, ranked):
             if r not in (1, 2):
@@ -158,7 +175,7 @@ class LeakageScoring:
                 sup = linked_claims[rank[0]]
                 item.update(support=sup.text, start=sup.start, end=sup.end)
                 highlights.append(Highlight(sup.start, sup.end, "claim",
-                                            f"{'same' if r == 1 else 'similar'} information: {c.text}"))
+                                            f"{word[r]}: {c.text}"))
             evidence.append(item)
         # Success: the attacker linked the right record and it tells something more about the person.
         return Finding(
@@ -178,14 +195,29 @@ class LeakageScoring:
         note = (f"semantic leakage scored on a seeded sample of {n_chosen} of {n_trials} linked documents"
                 if sampled else "semantic leakage scored on every linked document")
         warning = None
+        judge = self._judge_used
         if check is not None and not check["passed"]:
-            warning = (f"the judge ({llm_id}) failed its self-consistency control: claims judged against their own "
-                       f"document leaked {check['self']}, against another document {check['unrelated']}, so the "
-                       "semantic leakage figure is not reliable; use a stronger --llm")
+            warning = (f"the judge ({llm_id}, {judge}) failed its self-consistency control: claims judged against "
+                       f"their own document leaked {check['self']}, against another document {check['unrelated']} "
+                       f"(needed >= {JUDGE_SELF_MIN} and <= {JUDGE_OTHER_MAX}), so the semantic leakage figure is not "
+                       "reliable and does not count in the verdict; use a stronger --llm")
+        elif check is None and tally.values:
+            warning = ("the judge's self-consistency control could not run (judge_check=0 or fewer than two "
+                       "originals with claims), so the semantic leakage figure is unchecked and does not count "
+                       "in the verdict")
+        fallback = None
+        if self._judge_fallback_ is not None:  # said in the note; a warning only with a failed control
+            fallback = (f"the yes/no judge needs log-probabilities, which {llm_id} did not give "
+                        f"({self._judge_fallback_[:200]}); it judged by generated ratings instead")
+            note += "; " + fallback
+            warning = None if warning is None else f"{fallback}; {warning}"
+        if warning is not None:
             note += "; WARNING: " + warning
         return {
+            "judge": judge, "judge_fallback": fallback, "decision_rule": DECISION_RULES[judge],
             "scored_documents": len(tally.values), "linked_documents": n_trials, "sampled": sampled,
-            "score_sample": self.score_sample, "sample_seed": self.seed, "repeats": self.repeats,
+            "score_sample": self.score_sample, "sample_seed": self.seed,
+            "repeats": 1 if judge == "yesno" else self.repeats,
             "evidence_sentences": self.evidence_sentences, "evidence_ranking": "dense" if dense else "word overlap",
             "llm": llm_id, "malformed_answers": malformed, "llm_requests": requests,
             "unrated_claims": tally.unrated,

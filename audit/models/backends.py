@@ -390,6 +390,9 @@ class LlamaCppLLM(LLM):
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def chat_text(self, messages) -> str | None:
+        return _template_text(self.tokenizer, messages)
+
     def logprobs(self, prefix: str, continuation: str) -> list[float]:
         if not continuation:
             return []
@@ -419,6 +422,18 @@ class LlamaCppLLM(LLM):
 
     def close(self) -> None:
         self._server = None  # the C++ server shuts down when the object is collected
+
+
+def _template_text(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> str | None:
+    """``messages`` through the tokenizer's chat template with the assistant's turn opened;
+    ``None`` when it has no template (or refuses these messages)."""
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    try:
+        return tokenizer.apply_chat_template([dict(m) for m in messages], tokenize=False, add_generation_prompt=True)
+    except Exception as exc:  # noqa: BLE001 - a template that refuses a chat (e.g. no system role)
+        log.info("no chat template text for these messages (%s)", exc)
+        return None
 
 
 # --------------------------------------------------------------------------- OpenAI HTTP
@@ -682,6 +697,9 @@ class TransformersLLM(LLM):
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def chat_text(self, messages) -> str | None:
+        return _template_text(self.tokenizer, messages)
 
     def _complete(self, request: ChatRequest) -> str:
         torch = self._torch

@@ -162,6 +162,9 @@ class CachedLLM(LLM):
     def count_tokens(self, text: str) -> int:
         return self.backend.count_tokens(text)
 
+    def chat_text(self, messages) -> str | None:
+        return self.backend.chat_text(messages)
+
     def keyed(self, request: ChatRequest) -> ChatRequest:
         return self.backend.keyed(request)
 

@@ -183,6 +183,12 @@ class LLM(ABC):
         """Natural-log probabilities of the tokens of ``continuation`` after ``prefix``."""
         raise LLMError(f"{self.identity or type(self).__name__} cannot compute log-probabilities")
 
+    def chat_text(self, messages: Sequence[Message]) -> str | None:
+        """The text a chat becomes for this model (its own chat template, the assistant's turn
+        opened), so that :meth:`logprobs` can score fixed answers to it; ``None`` where the
+        backend does not know its template (a server): callers then write a plain-text prompt."""
+        return None
+
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` (a rough estimate unless the backend knows better)."""
         return max(1, len(text) // 4)

@@ -98,6 +98,9 @@ class RemoteLLM(LLM):
     def count_tokens(self, text: str) -> int:
         return self.local.count_tokens(text)
 
+    def chat_text(self, messages) -> str | None:
+        return self.local.chat_text(messages)
+
     @property
     def usage(self) -> dict[str, int]:  # type: ignore[override]
         """Tokens spent by the local backend (the workers' own are not counted here)."""
