@@ -414,6 +414,44 @@ def test_the_yesno_judge_scores_fixed_answers_and_passes_its_control(spacy_resou
     assert not aux & judged
 
 
+def test_claim_sample_judges_a_seeded_few_claims_of_each_document(spacy_resource):
+    originals, release = _originals(), _masked()
+    scenario = Scenario(originals=originals, releases=(release,))
+
+    def scored(seed):
+        attack = _attack(spacy_resource, llm=YesNoLLM(), judge="yesno", claim_sample=1, seed=seed)
+        _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
+        assert all(d.facts["claims_scored"] == 1 for d in semantic.documents)
+        assert "at most 1 seeded claims of each" in semantic.details["note"]
+        return semantic.details["rating_counts"], [d.facts["leakage"] for d in semantic.documents]
+
+    assert scored(0) == scored(0)
+    with pytest.raises(Exception, match="claim_sample"):
+        ClaimLinkerAttack(claim_sample=0)
+
+
+def test_the_calibrated_yesno_judge_compares_with_a_content_free_passage(spacy_resource):
+    class NoSayer(YesNoLLM):
+        """Biased towards No everywhere (a small model's habit), less so where the fact is stated."""
+
+        def logprobs(self, prefix, continuation):
+            (value,) = super().logprobs(prefix, continuation)
+            return [value - 3.0 if continuation.strip() == "Yes" else value]
+
+    originals, release = _originals(), _masked()
+    scenario = Scenario(originals=originals, releases=(release,))
+    raw = _attack(spacy_resource, llm=NoSayer(), judge="yesno")
+    check = raw.fit(scenario).evaluate(scenario, release)[1].details["judge_check"]
+    assert check["self"] == 0.0 and not check["passed"]  # P(Yes) < P(No) everywhere
+    llm = NoSayer()
+    calibrated = _attack(spacy_resource, llm=llm, judge="yesno-calibrated")
+    semantic = calibrated.fit(scenario).evaluate(scenario, release)[1]
+    check = semantic.details["judge_check"]
+    assert check["judge"] == "yesno-calibrated" and check["self"] == 1.0 and check["unrelated"] == 0.0
+    assert "content-free passage" in semantic.details["decision_rule"]
+    assert any(p.split("Passage: ", 1)[1].startswith("N/A\n") for p, _ in llm.scored)
+
+
 def test_a_yes_saying_yesno_judge_fails_its_control_and_says_so(spacy_resource):
     originals, release = _originals(), _masked()
     scenario = Scenario(originals=originals, releases=(release,))

@@ -48,9 +48,10 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
 
     def __init__(self, claims: Literal["sentences", "llm"] = "sentences", linker: LinkerName = "dense",
                  aux_claims: int = 3, aux_select: AuxSelect = "random", paraphrase: bool = True, score: bool = True,
-                 score_sample: int | None = None, repeats: int = 3, llm: Any = None,
+                 score_sample: int | None = None, claim_sample: int | None = None, repeats: int = 3, llm: Any = None,
                  embedder: Any = None, tolerance: float = 0.02, top_k: int = 10,
-                 evidence_sentences: int = 3, judge: Literal["yesno", "rating"] = "yesno", judge_check: int = 16,
+                 evidence_sentences: int = 3, judge: Literal["yesno", "yesno-calibrated", "rating"] = "yesno",
+                 judge_llm: Any = None, judge_check: int = 16,
                  approx_threshold: int = 200_000, seed: int = 0, progress: bool = False):
         """
         claims: how documents are split into claims: spaCy sentences and clauses (fast) or the LLM.
@@ -62,6 +63,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         score: measure semantic and lexical leakage after linking (off: only link).
         score_sample: score semantic leakage on a seeded sample of N linked documents (linking
             always covers every document).
+        claim_sample: judge at most N seeded claims of each scored document (all when None).
         repeats: times each rating is asked, the mode kept (the rating judge; the yes/no judge is
             deterministic and asks once).
         llm: the LLM that paraphrases, judges (and splits claims with claims=llm).
@@ -70,8 +72,11 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         top_k: claims each known claim retrieves.
         evidence_sentences: sentences of the linked record shown to the judge with each claim.
         judge: yesno = the LLM's log-probabilities of the fixed answers Yes and No decide whether
-            the linked record states a claim (P(Yes) > P(No)); rating = the LLM writes one word of
+            the linked record states a claim (P(Yes) > P(No)); yesno-calibrated = the same margin
+            against the margin with a content-free passage; rating = the LLM writes one word of
             {same, similar, no} (needs no log-probabilities; small models fail its control).
+        judge_llm: the LLM that judges leakage, when not ``llm`` (e.g. a smaller embedded model
+            where its control passes and time is short).
         judge_check: claims in the judge's self-consistency control (own vs another document); 0 = off.
         approx_threshold: above this many claims the dense index is approximate (HNSW).
         """
@@ -82,6 +87,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         self.paraphrase = paraphrase
         self.score = score
         self.score_sample = score_sample
+        self.claim_sample = claim_sample
         self.repeats = repeats
         self.llm = llm
         self.embedder = embedder
@@ -89,12 +95,14 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         self.top_k = top_k
         self.evidence_sentences = evidence_sentences
         self.judge = judge
+        self.judge_llm = judge_llm
         self.judge_check = judge_check
         self.approx_threshold = approx_threshold
         self.seed = seed
         self.progress = progress
         self._check()
         self._llm_obj: LLM | None = None
+        self._judge_llm_obj: LLM | None = None
         self._embedder_obj = None
         self._splitter = None
         self._fitted_on: Any = None
@@ -113,6 +121,8 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
             raise AnonauditError("repeats must be at least 1")
         if self.score_sample is not None and self.score_sample < 1:
             raise AnonauditError("score_sample must be a positive number of documents")
+        if self.claim_sample is not None and self.claim_sample < 1:
+            raise AnonauditError("claim_sample must be a positive number of claims")
         if self.evidence_sentences < 1:
             raise AnonauditError("evidence_sentences must be at least 1")
         if self.judge not in JUDGES:
@@ -127,8 +137,16 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
             self._llm_obj = resources_of(self).llm(self.llm)
         return self._llm_obj
 
+    def _get_judge_llm(self) -> LLM:
+        if self.judge_llm is None:
+            return self._get_llm()
+        if self._judge_llm_obj is None:
+            self._judge_llm_obj = resources_of(self).llm(self.judge_llm, what="the leakage judge")
+        return self._judge_llm_obj
+
     def close(self) -> None:
         self._llm_obj = None
+        self._judge_llm_obj = None
         self._embedder_obj = None
         self._splitter = None
         super().close()

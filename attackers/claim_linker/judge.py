@@ -48,10 +48,11 @@ VERDICTS = {"same": 1, "similar": 2, "no": 3}
 
 
 #: How the judge answers: ``yesno`` scores the fixed answers Yes and No by their
-#: log-probabilities (no free text; the default), ``rating`` generates one word of
-#: {same, similar, no} (the earlier judge, kept for comparison and for servers without
-#: log-probabilities).
-JUDGES = ("yesno", "rating")
+#: log-probabilities (no free text; the default); ``yesno-calibrated`` compares that margin
+#: with the margin the same question gets with a content-free passage (:data:`NULL_PASSAGE`),
+#: for models biased towards one answer; ``rating`` generates one word of {same, similar, no}
+#: (the earlier judge, kept for comparison and for servers without log-probabilities).
+JUDGES = ("yesno", "yesno-calibrated", "rating")
 
 _YESNO_SYSTEM = (
     "You check what a passage tells its reader. Given a passage and a fact, answer Yes if the passage "
@@ -195,12 +196,13 @@ class Judging:
         """Ratings of ``(evidence, claim)`` pairs, and the number of answers that held no verdict.
         The yes/no judge scores each pair once (it is deterministic; ``repeats`` is moot); the
         rating judge keeps the mode over ``repeats`` answers."""
-        if self.judge == "yesno" and self._judge_fallback_ is None:
+        if self.judge != "rating" and self._judge_fallback_ is None:
             from audit.core.progress import bar as progress_bar
             from audit.models.llm import LLMError
 
+            calibrate = self.judge == "yesno-calibrated"
             try:
-                margins = [yesno_margin(llm, ev, claim)
+                margins = [yesno_margin(llm, ev, claim) - (yesno_margin(llm, NULL_PASSAGE, claim) if calibrate else 0.0)
                            for ev, claim in progress_bar(items, enabled=self.progress, desc="judge", unit="claim")]
                 return [margin_rating(m) for m in margins], 0
             except LLMError as exc:  # a server without log-probabilities: say so, judge by rating

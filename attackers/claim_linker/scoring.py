@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 DECISION_RULES = {
     "yesno": "a claim is stated (rating 1) when log P(Yes) > log P(No) for 'Does the passage state this fact?', "
              "else not stated (3)",
+    "yesno-calibrated": "a claim is stated (rating 1) when log P(Yes) - log P(No) for 'Does the passage state "
+                        "this fact?' is larger with the passage than with a content-free passage ('N/A'), else not "
+                        "stated (3)",
     "rating": "the generated word: same (1), similar (2) or no (3), the mode over the repeats",
 }
 
@@ -71,7 +74,7 @@ class LeakageScoring:
 
         # Semantic scoring of the sampled, linked trials: every claim except the aux ones, each
         # against the sentences of the linked document most related to it.
-        llm = self._get_llm()
+        llm = self._get_judge_llm()
         dense = isinstance(linker, DenseLinker) and linker.vectors is not None
         plan, items = self._plan(originals, [(p, trials[p], links[p].doc) for p in chosen], docs, rel_claims,
                                  linker.vectors if dense else None)
@@ -151,6 +154,9 @@ class LeakageScoring:
                 continue
             aux = set(self.aux_index_[originals[i].id])
             claims = [c for k, c in enumerate(self.orig_claims_[i]) if k not in aux]
+            if self.claim_sample is not None and len(claims) > self.claim_sample:
+                rng = random.Random(f"{self.seed}:claim-sample:{originals[i].id}")
+                claims = [claims[k] for k in sorted(rng.sample(range(len(claims)), self.claim_sample))]
             if not claims:
                 continue
             vecs = vectors[offsets[j]:offsets[j + 1]] if vectors is not None else None
@@ -164,7 +170,7 @@ class LeakageScoring:
                          lexical: float) -> Finding:
         """What the judge found ``linked`` to state of the original's ``claims``."""
         valid = [r for r in ratings if r is not None]
-        word = {1: "stated", 2: "similar information"} if self._judge_used == "yesno" else \
+        word = {1: "stated", 2: "similar information"} if self._judge_used != "rating" else \
             {1: "same information", 2: "similar information"}
         evidence, highlights = [], []
         for c, r, rank in zip(claims, ratings, ranked):
@@ -194,6 +200,8 @@ class LeakageScoring:
         sampled = self.score_sample is not None and self.score_sample < n_trials
         note = (f"semantic leakage scored on a seeded sample of {n_chosen} of {n_trials} linked documents"
                 if sampled else "semantic leakage scored on every linked document")
+        if self.claim_sample is not None:
+            note += f", at most {self.claim_sample} seeded claims of each"
         warning = None
         judge = self._judge_used
         if check is not None and not check["passed"]:
@@ -216,8 +224,8 @@ class LeakageScoring:
         return {
             "judge": judge, "judge_fallback": fallback, "decision_rule": DECISION_RULES[judge],
             "scored_documents": len(tally.values), "linked_documents": n_trials, "sampled": sampled,
-            "score_sample": self.score_sample, "sample_seed": self.seed,
-            "repeats": 1 if judge == "yesno" else self.repeats,
+            "score_sample": self.score_sample, "claim_sample": self.claim_sample, "sample_seed": self.seed,
+            "repeats": self.repeats if judge == "rating" else 1,
             "evidence_sentences": self.evidence_sentences, "evidence_ranking": "dense" if dense else "word overlap",
             "llm": llm_id, "malformed_answers": malformed, "llm_requests": requests,
             "unrated_claims": tally.unrated,
