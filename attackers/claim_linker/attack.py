@@ -71,12 +71,10 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         tolerance: matches within this score of a claim's best match also vote.
         top_k: claims each known claim retrieves.
         evidence_sentences: sentences of the linked record shown to the judge with each claim.
-        judge: yesno = the LLM's log-probabilities of the fixed answers Yes and No decide whether
-            the linked record states a claim (P(Yes) > P(No)); yesno-calibrated = the same margin
-            against the margin with a content-free passage; rating = the LLM writes one word of
-            {same, similar, no} (needs no log-probabilities; small models fail its control).
-        judge_llm: the LLM that judges leakage, when not ``llm`` (e.g. a smaller embedded model
-            where its control passes and time is short).
+        judge: yesno = log-probabilities of the fixed answers Yes and No decide (P(Yes) > P(No));
+            yesno-calibrated = that margin against a content-free passage's; rating = one
+            generated word of {same, similar, no} (small models fail its control).
+        judge_llm: the LLM that judges leakage, when not ``llm``.
         judge_check: claims in the judge's self-consistency control (own vs another document); 0 = off.
         approx_threshold: above this many claims the dense index is approximate (HNSW).
         """

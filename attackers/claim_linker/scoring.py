@@ -106,12 +106,7 @@ class LeakageScoring:
         details = self._semantic_details(tally, check, llm_id, dense, len(chosen), len(trials), malformed,
                                          len(items) * self.repeats)
         details.update(clustered_details(sem, "claims"), trials=sum(tally.ratings.values()))
-        # What another person's record "states" of someone (the control's other-document level) is
-        # the baseline: leakage above it is what this record tells about its own person.
-        passed = check is not None and check["passed"]
-        baseline = check["unrelated"] if passed else None
-        beats = None if baseline is None or ci is None or not tally.values else bool(ci[0] > baseline)
-        details["in_verdict"] = bool(passed and tally.values)  # see reports.context: checked figures count
+        baseline, beats, details["in_verdict"] = _checked_baseline(check, ci, bool(tally.values))
         semantic = Result(kind="attack", name=f"{self.name}.leakage", release=release_name, value=mean, ci=ci,
                           n=len(tally.values), baseline=baseline, beats_baseline=beats, details=details,
                           documents=tally.documents)
@@ -234,6 +229,18 @@ class LeakageScoring:
             "lexical_leakage_same_documents": (sum(tally.lexical) / len(tally.lexical)) if tally.lexical else None,
             "note": note,
         }
+
+
+def _checked_baseline(check: dict[str, Any] | None, ci: tuple[float, float] | None,
+                      scored: bool) -> tuple[float | None, bool | None, bool]:
+    """``(baseline, beats_baseline, in_verdict)`` of the semantic result. What another person's
+    record "states" of someone (the control's other-document level) is the baseline: leakage
+    above it is what a record tells about its own person. Only a figure whose judge passed its
+    control has one, and only such a figure counts in the report's verdict."""
+    passed = check is not None and bool(check["passed"])
+    baseline = check["unrelated"] if passed else None
+    beats = None if baseline is None or ci is None or not scored else bool(ci[0] > baseline)
+    return baseline, beats, passed and scored
 
 
 def _lexical_finding(orig_id: str, docs: list[Document], link: Link, value: float, ok: bool) -> Finding:
