@@ -308,7 +308,8 @@ def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str 
 #: Settings that keep the demo's language-model stages within minutes on a laptop CPU;
 #: each is stated in the report. A real audit (``anonaudit run``) uses the attacks' defaults.
 DEMO_PARAMS: dict[str, dict] = {
-    "claim_linker": {"paraphrase": False, "score_sample": 1, "repeats": 1, "judge_check": 4},
+    # leakage over 10 documents per release (2 seeded claims each) and a 16-claim judge control
+    "claim_linker": {"paraphrase": False, "score_sample": 10, "claim_sample": 2, "repeats": 1, "judge_check": 16},
     # The adversary with the public background (no LLM): every replaced span of the sampled
     # documents (about 10 per document), so the figure rests on hundreds of spans, in seconds.
     "span_guess": {"knowledge": "background", "guesses": 5},
