@@ -9,7 +9,7 @@ import pytest
 
 from attackers.span_guess import SpanGuessAttack
 from attackers.span_guess.background import Background, Context, allowed_types, llm_rerank, sentences
-from audit.core.data import Corpus, Document, Release, Scenario, Span, sanitize_corpus
+from audit.core.data import Corpus, Document, Scenario, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.results import ResultsFile
 from audit.models.llm import ScriptedLLM

@@ -323,8 +323,8 @@ def _attacker_sentence(knowledge: str, by: dict[str, dict], diag: dict[str, Any]
         return f"knew only the sanitized document (an LLM guessed from the context): recovered {got('context_llm')}"
     what = (f"knew the public background ({diag.get('background_documents', 0)} documents about "
             f"{diag.get('background_people', 0)} people) and the sanitized document; it looked in the background "
-            f"of the {people} best-matching {'person' if people == 1 else 'people'} (BM25 over each person's "
-            f"documents), ranking entities of the span's type by "
+            f"of the {people} best-matching {'person' if people == 1 else 'people'} "
+            f"({diag.get('retrieval', 'BM25')} over each person's documents), ranking entities of the span's type by "
             f"{'the LLM log-probability of each in the span' + chr(39) + 's place' if rank == 'llm' else 'context fit'}")
     out = (f"{what}. Background candidates recovered {got('background')} (the same person's most frequent "
            f"candidates, without the span's context: {got('background_person_only')})")

@@ -4,20 +4,23 @@ The adversary that TRIR models holds public documents about the people (the scen
 ``background``: news items, register entries, public judgments, a TRI file's
 ``public_knowledge``). It does not know whose document a release holds, so it first
 ranks the *people* of the background by how well their documents match the whole
-sanitized document (BM25 over each person's documents, as TRIR's retrieval does), then
-looks for the hidden words in the best-matching person's documents only:
+sanitized document (BM25 over each person's documents, fused with MiniLM sentence similarity
+when an embedder is given), then looks for the hidden words in the best-matching person's
+documents only (``people``: the best few):
 
-1. **candidates** — the entities of the span's type in that person's background
-   (spaCy NER, parsed once per person and cached; codes such as ``36110/97`` by pattern);
+1. **candidates** — the entities of the span's type in that person's background (spaCy NER,
+   parsed once per person and cached; codes such as ``36110/97`` by pattern), then, for
+   name-like labels, names of other types and capitalised sequences NER left untyped;
 2. **context fit** — each mention of a candidate is scored by how much of the span's
    immediate context it shares: the words right before and right after the span that
    repeat, in order, right before and after the mention (a sentence copied into the
    background lines up word for word), plus the IDF-weighted share of the words around
    the span that occur around the mention (a paraphrase shares words, not order);
-3. the candidates are ranked by their best mention's fit (then by frequency), and the top
-   ``guesses`` are the adversary's guesses. An optional re-ranking by the LLM's
-   log-probability of the sanitized sentence with the candidate in the span's place
-   (fixed answers scored, no free text) is in :func:`llm_rerank`.
+3. the candidates are ranked by their best mention's fit plus how often, and how specifically,
+   the person's background names them (:meth:`Background.candidates`); the top ``guesses`` are
+   the adversary's guesses. An optional re-ranking by the LLM's log-probability of the
+   sanitized sentence with the candidate in the span's place (fixed answers scored, no free
+   text) is in :func:`llm_rerank` (on TAB the 0.5B did worse: benchmarks/README.md).
 
 The "person only" ranking (:meth:`Background.person_only`) orders the same person's
 candidates by frequency alone, without the span's context: it shows what reading the
@@ -252,15 +255,15 @@ class Background:
             else:  # the name's most specific type and its best-fitting mention
                 old_tier, old_f, text = best[key]
                 best[key] = (min(tier, old_tier), max(f, old_f), m.text if f > old_f else text)
-        # Evidence for a candidate: the context words its best mention repeats in order, plus the
-        # log of how often the person's background names it (a name the background repeats is more
-        # likely theirs, as a BM25 term weight grows with its frequency); the bag-of-words share of
-        # the surroundings only breaks ties: on a paraphrase it follows the sentence, not the slot.
-        # A mention of the span's type counts as one more word of context (the small NER model
-        # mistypes names: a copied sentence around a mistyped name is stronger evidence).
-        # Both weigh by how specific the name is to this person (its words' IDF over the people of
-        # the background, 0 to 1): "the Court" in every judgment says nothing about whose it is.
-        score = {k: best[k][1][0] + SHARE * best[k][1][1] + ((best[k][0] == 0) + math.log1p(counts[k])) * self.specificity(k) for k in best}
+        # Evidence for a candidate: the context words its best mention repeats in order; the share
+        # of the span's surrounding words around it (all of them count as one adjacent word: a
+        # paraphrase shares words, not order); being of the span's type (one more word: the small
+        # NER model mistypes names, and a copied sentence around a mistyped name weighs more); and
+        # the log of how often the person's background names it (as a BM25 term weight grows with
+        # its frequency). The last two weigh by how specific the name is to this person (its
+        # words' IDF over the people, 0 to 1): "the Court" of every judgment says nothing of whose.
+        score = {k: best[k][1][0] + SHARE * best[k][1][1]
+                 + ((best[k][0] == 0) + math.log1p(counts[k])) * self.specificity(k) for k in best}
         ranked = sorted(best, key=lambda k: (-score[k], -best[k][1][1], best[k][0], -counts[k], k))
         return [(best[k][2], score[k] + best[k][1][1] / 10, best[k][0]) for k in ranked]
 
@@ -373,6 +376,7 @@ def background_guesses(bg: Background, targets: Sequence, p: int, *, people: int
     subjects = {t.doc_id: t.subject for t in targets}
     known = {d: s for d, s in subjects.items() if s is not None}
     diag = {
+        "retrieval": "BM25 and MiniLM sentence similarity" if bg.embedder is not None else "BM25",
         "background_documents": len(bg.corpus),
         "background_people": len(bg.people),
         "documents_attacked": len(subjects),
