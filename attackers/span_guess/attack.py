@@ -218,7 +218,7 @@ class SpanGuessAttack(Attack):
         if self._background is None or self._background_key != key:
             self._background = Background(bg, resources_of(self).spacy(disable=("parser", "lemmatizer")),
                                           embedder=resources_of(self).embedder(None, cache=self.cache)
-                                          if self.dense else None)
+                                          if self.dense else None, progress=self.progress)
             self._background_key = key
         return self._background
 

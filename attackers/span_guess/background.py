@@ -127,6 +127,7 @@ class Background:
     corpus: Corpus
     nlp: Spacy | None = None
     embedder: object = None  # an Embedder (MiniLM): dense retrieval fused with BM25 when given
+    progress: bool = False  # a progress bar while the background's sentences are embedded
     _people: list[str] = field(default_factory=list, init=False)
     _texts: dict[str, list[str]] = field(default_factory=dict, init=False)
     _bm25: object = field(default=None, init=False)
@@ -153,8 +154,11 @@ class Background:
         self._vectors = None
         if self.embedder is not None:
             chunks = [(i, c) for i, p in enumerate(self._people) for t in self._texts[p] for c in sentences(t)]
-            self._owner = [i for i, _ in chunks]
-            self._vectors = self.embedder.encode([c for _, c in chunks])
+            import numpy as np
+
+            owner = np.array([i for i, _ in chunks])  # people in order, each with one sentence or more
+            self._starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+            self._vectors = self.embedder.encode([c for _, c in chunks], progress=self.progress)
 
     @property
     def people(self) -> list[str]:
@@ -178,9 +182,7 @@ class Background:
 
             q = self.embedder.encode(sentences(text))
             sims = q @ self._vectors.T  # query sentences x background sentences
-            best = np.full((len(q), n), -1.0, dtype=np.float32)
-            for j, owner in enumerate(self._owner):
-                best[:, owner] = np.maximum(best[:, owner], sims[:, j])
+            best = np.maximum.reduceat(sims, self._starts, axis=1)  # each person's best sentence
             rankings.append(np.clip(best - best.mean(axis=1, keepdims=True), 0, None).sum(axis=0))
         fused = [0.0] * n
         for scores in rankings:
