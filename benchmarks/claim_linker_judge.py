@@ -14,9 +14,12 @@ Questions (every judge answers the same ones, built by the attack itself):
   judged against the sentences of *that document's* sanitized version most related to them
   (the true match, so that linking errors do not blur the judges' comparison).
 
-Judges: ``yesno:MODEL`` (log P(Yes) vs log P(No), the attack's default), ``rating:MODEL`` (one
-generated word of same/similar/no: the earlier judge), ``minilm`` (cosine of the claim and its
-best evidence sentence >= 0.5: a cheap reference without an LLM). ``--reference`` names the
+Judges: ``yesno:MODEL`` (log P(Yes) vs log P(No), the attack's default), ``yesno-cal:MODEL``
+(that margin minus the margin with the content-free passage "N/A": the attack's
+``yesno-calibrated``), ``yesno-strict:MODEL`` (a stricter question, :data:`STRICT`, swapped into
+the judge for that row only), ``rating:MODEL`` / ``rating3:MODEL`` (one generated word of
+same/similar/no, greedy / mode of 3: the earlier judge), ``minilm`` (cosine of the claim and its
+best evidence sentence >= 0.5: a cheap reference without an LLM). MODEL is 0.5b or 1.5b. ``--reference`` names the
 judge whose decisions the others are compared with (Cohen's kappa, % agreement) on the TAB
 release questions. Seconds per claim are measured on a cold answer cache (``--cache`` is a
 fresh file per run unless given), on the machine as it is (say how busy it was).
@@ -48,6 +51,15 @@ from audit.core.data import Corpus, Release, Scenario  # noqa: E402
 from audit.io.loaders import load_corpus, load_release_file  # noqa: E402
 from audit.models.embed import Embedder  # noqa: E402
 
+from attackers.claim_linker.judge import _YESNO_SYSTEM as PLAIN  # noqa: E402
+
+#: A stricter question: the same details, none left out or hidden (candidate).
+STRICT = (
+    "You check what a passage tells its reader about a person or a case. Given a passage and a fact, answer "
+    "Yes only if the passage states this fact with the same details (who, what, when, where, how much). Answer "
+    "No if the passage does not mention it, tells a similar fact with other details, or leaves out or hides a "
+    "detail of the fact (a gap, or a placeholder such as [PERSON], [DATE], DATETIME or ***). Answer Yes or No."
+)
 TAB = ROOT.parent / "shared" / "data" / "tab"
 SPECS = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
 
@@ -103,8 +115,11 @@ class Judge:
         t = time.perf_counter()
         if self.kind == "minilm":
             out = self._minilm(items)
-        elif self.kind in ("yesno", "yesno-cal"):
+        elif self.kind in ("yesno", "yesno-cal", "yesno-strict"):
             llm = self._model()
+            from attackers.claim_linker import judge as judge_module
+
+            judge_module._YESNO_SYSTEM = STRICT if self.kind == "yesno-strict" else PLAIN
             margins = [yesno_margin(llm, ev, c) for ev, c in items]
             if self.kind == "yesno-cal":  # against the same question with a content-free passage
                 margins = [m - yesno_margin(llm, NULL_PASSAGE, c) for m, (_, c) in zip(margins, items)]
@@ -122,9 +137,7 @@ class Judge:
         return out
 
     def _minilm(self, items):
-        """Cosine of the claim and its best evidence sentence; 'stated' at >= 0.5."""
-        from audit.models.nlp import Spacy  # noqa: F401 - sentences come from the evidence's own periods
-
+        """Cosine of the claim and its best evidence sentence (split at periods); 'stated' at >= 0.5."""
         scores = []
         for ev, c in items:
             sents = [s.strip() for s in ev.replace("\n", " ").split(". ") if s.strip()] or [""]

