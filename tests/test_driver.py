@@ -15,7 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from audit.cli import main
-from audit.cli.params import parameters, parse_doc
+from audit.cli.params import flag, parameters, parse_doc
 from audit.core.data import Corpus
 from audit.core.interfaces import Attack, Metric
 from audit.core.registry import Registry
@@ -114,7 +114,7 @@ def test_parameters_come_from_hints_defaults_and_docstring_lines():
     assert by["min_len"].help == "shortest word that counts, in letters."
     assert (by["mode"].kind, by["mode"].choices) == ("choice", ("any", "all"))
     assert by["labels"].kind == "list" and by["labels"].help == "entity labels the attacker cares about (recorded only)."
-    assert (by["use_case"].kind, by["use_case"].flag) == ("bool", "case")
+    assert (by["use_case"].kind, flag(by["use_case"])) == ("bool", "case")
     assert by["weight"].kind == "float" and by["extra"].kind == "corpus" and by["notes"].kind == "other"
     # the inline layout of the utility metrics' docstrings
     assert parse_doc("``k``: number of clusters; ``runs``: seeded runs averaged. More text.") == {

@@ -12,7 +12,7 @@ import click
 from click.core import ParameterSource
 
 from audit.cli.common import LLM_HELP
-from audit.cli.params import Param, param_option, parameters, simple, split_list
+from audit.cli.params import Param, flag, param_option, parameters, simple, split_list
 from audit.core.errors import AnonauditError
 from audit.core.registry import normalise
 
@@ -96,11 +96,11 @@ def component_options(classes: Mapping[str, type], *, taken: set[str], label_use
             if p.name not in seen:
                 seen[p.name] = p
                 aliases[p.name] = {a: t for a, t in (getattr(cls, "cli_aliases", None) or {}).items()
-                                   if normalise(t).removeprefix("no_") in (p.name, p.flag.replace("-", "_"))}
+                                   if normalise(t).removeprefix("no_") in (p.name, flag(p).replace("-", "_"))}
     options, dest, flags = [], {}, {}
     spelled = set(taken)
     for pname, p in seen.items():
-        if p.flag in spelled or pname.replace("_", "-") in spelled:
+        if flag(p) in spelled or pname.replace("_", "-") in spelled:
             continue  # e.g. a parameter called "out": settable with --param only
         used_by = ", ".join(users[pname]) if label_users and len(users[pname]) < len(classes) else ""
         opt = param_option(p, aliases[pname], used_by=used_by, taken=frozenset(spelled))
@@ -108,7 +108,7 @@ def component_options(classes: Mapping[str, type], *, taken: set[str], label_use
         options.append(in_section(opt, PARAMS))
         spelled.update(o.lstrip("-") for o in opt.opts + opt.secondary_opts)
         dest[pname] = opt.name
-        flags[pname] = p.flag
+        flags[pname] = flag(p)
     return ComponentOptions(dict(classes), params, options, dest, flags)
 
 

@@ -1,9 +1,10 @@
-"""From a component's constructor to command-line options.
+"""From the parameter model (:mod:`audit.core.params`) to command-line options.
 
 A component declares its parameters once, as keyword arguments of ``__init__`` with type
 hints, defaults and a ``name: text`` line each in the constructor's (or the class')
-docstring. :func:`parameters` reads them; :func:`param_option` turns each simple one into
-a typed click option:
+docstring. The core reads them (:func:`audit.core.params.parameters`, the same reading the
+spec validator checks values with); this module only maps each simple :class:`Param` to a
+typed click option (:func:`param_option`), by its kind:
 
 * ``int``, ``float``, ``str`` (``X | None`` too) -> ``--name VALUE``;
 * ``bool`` -> ``--name/--no-name``; ``use_x: bool`` is spelled ``--x/--no-x``;
@@ -22,227 +23,28 @@ defaults apply (and are what ``--help`` shows).
 
 from __future__ import annotations
 
-import builtins
-import collections.abc
-import inspect
 import math
-import re
-import sys
-import types
-import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import click
 
-from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
+from audit.core.params import EMPTY, Param, parameters, parse_doc, summary
 from audit.core.safejson import YAML_MAX_DEPTH, YAML_MAX_NODES, check_tree
+
+__all__ = ["COMMON", "RUNNER_FILLED", "EMPTY", "FINITE_FLOAT", "Param", "flag", "param_option",
+           "parameters", "parse_doc", "parse_param_values", "simple", "split_list", "summary"]
 
 #: Parameters filled by the driver's common options or by the runner, never their own option.
 COMMON = ("seed", "llm", "embedder")
 RUNNER_FILLED = ("progress",)
 
-EMPTY = inspect.Parameter.empty
 
-
-@dataclass(frozen=True)
-class Param:
-    """One constructor parameter as the command line sees it.
-
-    ``kind``: ``int``, ``float``, ``str``, ``bool``, ``choice``, ``list`` (of strings),
-    ``corpus``, ``release`` (files the driver loads) or ``other`` (``--param`` only).
-    """
-
-    name: str
-    kind: str
-    default: Any = EMPTY
-    help: str = ""
-    choices: tuple[str, ...] = ()
-
-    @property
-    def required(self) -> bool:
-        return self.default is EMPTY
-
-    @property
-    def flag(self) -> str:
-        """The option's main spelling without dashes (``use_cache`` -> ``cache``)."""
-        name = self.name[4:] if self.kind == "bool" and self.name.startswith("use_") and len(self.name) > 4 \
-            else self.name
-        return name.replace("_", "-")
-
-
-# --------------------------------------------------------------------------- docstrings
-
-_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
-_NAMES = r"[A-Za-z_]\w*(?:\s*/\s*[A-Za-z_]\w*)*"
-_LINE = re.compile(rf"^(\s*)({_NAMES})\s*:\s+(\S.*)$")
-_INLINE = re.compile(r"``([A-Za-z_]\w*)``\s*:\s")
-
-
-def _plain(text: str) -> str:
-    """reST to plain words: ``x`` -> x, :class:`~a.B` -> B; whitespace collapsed."""
-    text = _ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1], text)
-    return " ".join(text.replace("``", "").split())
-
-
-def parse_doc(doc: str | None) -> dict[str, str]:
-    """Per-parameter help from a docstring.
-
-    Two layouts are read: a line ``name: text`` (or ``a / b: text`` for several names), with
-    more-indented continuation lines; and inline runs of a quoted name, a colon and its text in
-    a paragraph (as in ``UtilityMetric``), each ending where the next begins.
-    """
-    out: dict[str, str] = {}
-    if not doc:
-        return out
-    lines = inspect.cleandoc(doc).splitlines()
-    names: list[str] = []
-    indent = 0
-    text: list[str] = []
-
-    def flush() -> None:
-        for n in names:
-            out.setdefault(n, _plain(" ".join(text)).rstrip(";"))
-
-    for line in lines:
-        m = _LINE.match(line)
-        if m:
-            flush()
-            indent = len(m.group(1))
-            names = [n.strip() for n in m.group(2).split("/")]
-            text = [m.group(3)]
-        elif names and line.strip() and len(line) - len(line.lstrip()) > indent:
-            text.append(line.strip())
-        else:
-            flush()
-            names, text = [], []
-    flush()
-    flat = " ".join(lines)
-    marks = list(_INLINE.finditer(flat))
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(flat)
-        piece = flat[m.end():end].strip()
-        if i + 1 == len(marks):  # the last one ends with its sentence
-            piece = re.split(r"(?<=[.!?])\s+(?=[A-Z])", piece, maxsplit=1)[0]
-        out.setdefault(m.group(1), _plain(piece).rstrip(";,").rstrip())
-    return out
-
-
-def param_help(cls: type) -> dict[str, str]:
-    """Help of every documented parameter: the constructor's docstring first, then the class',
-    then those of its bases."""
-    out: dict[str, str] = {}
-    for klass in cls.__mro__:
-        if klass is object:
-            continue
-        init = klass.__dict__.get("__init__")
-        for doc in (getattr(init, "__doc__", None), klass.__dict__.get("__doc__")):
-            for k, v in parse_doc(doc).items():
-                out.setdefault(k, v)
-    return out
-
-
-def summary(cls: type) -> str:
-    """One line on what the component is: the first sentence of its docstring, else of its description."""
-    for text in (cls.__dict__.get("__doc__") or "", getattr(cls, "description", "") or ""):
-        text = _plain(text.strip().split("\n\n")[0])
-        if text:
-            return re.split(r"(?<=[.!?])\s+(?=[A-Z])", text, maxsplit=1)[0]
-    return ""
-
-
-# --------------------------------------------------------------------------- type hints
-
-
-class _Unknown:
-    """A type hint that could not be resolved (a name imported only for type checking)."""
-
-
-def _resolve(hint: Any, module: str) -> Any:
-    if not isinstance(hint, str):
-        return hint
-    ns = {**vars(builtins), **vars(typing), **vars(collections.abc), **vars(sys.modules.get(module, builtins))}
-    try:
-        return eval(hint, ns)  # noqa: S307 - a type hint of an installed component
-    except Exception:
-        parts = [p.strip() for p in hint.split("|")] if "[" not in hint else [hint]
-        resolved = []
-        for part in parts:
-            try:
-                resolved.append(eval(part, ns))  # noqa: S307
-            except Exception:
-                resolved.append(_Unknown)
-        return typing.Union[tuple(resolved)] if len(resolved) > 1 else resolved[0]
-
-
-def _alternatives(hint: Any) -> tuple[list[Any], bool]:
-    """The non-None members of a union hint, and whether None is allowed."""
-    origin = typing.get_origin(hint)
-    if origin is typing.Union or origin is types.UnionType:
-        args = list(typing.get_args(hint))
-    else:
-        args = [hint]
-    # Annotated[int, AtLeast(1)] is an int option; its bound is checked with the other values
-    args = [typing.get_args(a)[0] if typing.get_origin(a) is typing.Annotated else a for a in args]
-    return [a for a in args if a is not type(None) and a is not None], any(a is type(None) for a in args)
-
-
-def _is_str_sequence(hint: Any) -> bool:
-    origin = typing.get_origin(hint)
-    if origin in (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Iterable,
-                  collections.abc.Collection):
-        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
-        return bool(args) and all(a is str for a in args)
-    return False
-
-
-def classify(hint: Any, default: Any = EMPTY) -> tuple[str, tuple[str, ...]]:
-    """The option kind of a hint (see :class:`Param`) and its choices."""
-    alts, _ = _alternatives(hint)
-    if hint is EMPTY or not alts:  # no hint: go by the default
-        if isinstance(default, bool):
-            return "bool", ()
-        for t in (int, float, str):
-            if isinstance(default, t):
-                return t.__name__, ()
-        return "other", ()
-    if len(alts) == 1 and typing.get_origin(alts[0]) is typing.Literal:
-        values = typing.get_args(alts[0])
-        if all(isinstance(v, str) for v in values):
-            return "choice", tuple(values)
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            return "int", ()
-    types_ = [a for a in alts if isinstance(a, type)]
-    if any(issubclass(t, Release) for t in types_):
-        return "release", ()
-    if any(issubclass(t, Corpus) for t in types_):
-        return "corpus", ()
-    if alts == [bool]:
-        return "bool", ()
-    if all(a in (int, float) for a in alts):
-        return ("float" if float in alts else "int"), ()
-    if str in alts:
-        return "str", ()
-    if len(alts) == 1 and _is_str_sequence(alts[0]):
-        return "list", ()
-    return "other", ()
-
-
-def parameters(cls: type) -> list[Param]:
-    """Every keyword parameter of ``cls.__init__`` with its kind, default and help."""
-    helps = param_help(cls)
-    init = cls.__init__
-    owner = next((k for k in cls.__mro__ if "__init__" in k.__dict__), cls)
-    out = []
-    for p in inspect.signature(init).parameters.values():
-        if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        hint = _resolve(p.annotation, owner.__module__) if p.annotation is not EMPTY else EMPTY
-        kind, choices = classify(hint, p.default)
-        out.append(Param(p.name, kind, p.default, helps.get(p.name, ""), choices))
-    return out
+def flag(p: Param) -> str:
+    """The option's main spelling without dashes (``use_cache`` -> ``cache``)."""
+    name = p.name[4:] if p.kind == "bool" and p.name.startswith("use_") and len(p.name) > 4 else p.name
+    return name.replace("_", "-")
 
 
 # --------------------------------------------------------------------------- options
@@ -295,7 +97,7 @@ def param_option(p: Param, aliases: Mapping[str, str] | None = None, *, used_by:
     ``{"no_scoring": "no_score"}`` for the off side of a flag); spellings in ``taken`` (the
     driver's own options) are left out; ``used_by`` is appended to the help.
     """
-    main = p.flag
+    main = flag(p)
     extra_on, extra_off = [], []
     for alias, target in (aliases or {}).items():
         a, t = alias.replace("_", "-"), target.replace("_", "-")

@@ -12,7 +12,6 @@ objects, so the runner and the report need to know nothing about it.
 
 from __future__ import annotations
 
-import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Self
@@ -39,9 +38,11 @@ class Component(ABC):
 
     @classmethod
     def param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        return [p.name for p in sig.parameters.values()
-                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        """The names of the constructor's parameters (the parameter model,
+        :func:`audit.core.params.parameters`, reads them)."""
+        from audit.core.params import parameters
+
+        return [p.name for p in parameters(cls)]
 
     def get_params(self) -> dict[str, Any]:
         """Constructor parameters as given, JSON-friendly: a model object (anything with an

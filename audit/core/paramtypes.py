@@ -1,10 +1,11 @@
 """Checking parameter values against a component's constructor, before anything runs.
 
-A component's parameters are the keyword arguments of its ``__init__`` with type hints
-(:mod:`audit.core.interfaces`). :func:`check_params` compares the values an audit spec or a
-command line gives with those hints and returns one message per wrong value, naming the
-parameter, so the spec validator can list every problem at once instead of the run failing
-later with a raw Python error, one component at a time.
+A component's parameters are read once, by the parameter model (:mod:`audit.core.params`:
+:func:`~audit.core.params.parameters`), which the command line uses too. :func:`check_params`
+compares the values an audit spec, a Python call or a command line gives with their type
+hints and returns one message per wrong value, naming the parameter, so the spec validator
+can list every problem at once instead of the run failing later with a raw Python error, one
+component at a time.
 
 Only what the hint says is checked (``int``, ``float``, ``str``, ``bool``, ``Literal``,
 ``None``, unions, lists/tuples/sets and mappings of those, and the bounds of
@@ -16,23 +17,20 @@ accepted as it is, and ranges stay the constructor's business.
 
 from __future__ import annotations
 
-import builtins
 import collections.abc
-import inspect
 import math
-import sys
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any
 
+from audit.core.params import EMPTY, Unknown, param_hints, parameters
+
+__all__ = ["AtLeast", "PositiveInt", "NonNegativeInt", "check_params", "describe", "matches", "param_hints"]
+
 _SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Iterable,
               collections.abc.Collection, collections.abc.Set, collections.abc.MutableSequence)
 _MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
-
-
-class _Unknown:
-    """A hint that could not be resolved: anything is accepted."""
 
 
 class AtLeast(typing.NamedTuple):
@@ -47,37 +45,13 @@ PositiveInt = typing.Annotated[int, AtLeast(1)]
 NonNegativeInt = typing.Annotated[int, AtLeast(0)]
 
 
-def param_hints(cls: type) -> dict[str, Any]:
-    """The resolved type hint of each keyword parameter of ``cls.__init__`` (``_Unknown``
-    when a hint cannot be resolved, e.g. a name imported only for type checking)."""
-    init = cls.__init__
-    owner = next((k for k in cls.__mro__ if "__init__" in k.__dict__), cls)
-    module = sys.modules.get(owner.__module__)
-    ns = {**vars(builtins), **vars(typing), **vars(collections.abc), **(vars(module) if module else {})}
-    out: dict[str, Any] = {}
-    for p in inspect.signature(init).parameters.values():
-        if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        hint = p.annotation
-        if hint is inspect.Parameter.empty:
-            out[p.name] = _Unknown
-            continue
-        if isinstance(hint, str):
-            try:
-                hint = eval(hint, ns)  # noqa: S307 - the type hint of an installed component
-            except Exception:
-                hint = _Unknown
-        out[p.name] = hint
-    return out
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def matches(value: Any, hint: Any) -> bool:
     """Whether ``value`` (as read from YAML/JSON) fits ``hint``; unknown hints accept anything."""
-    if hint is _Unknown or hint is Any or hint is object:
+    if hint is Unknown or hint is EMPTY or hint is Any or hint is object:
         return True
     if hint is None or hint is type(None):
         return value is None
@@ -150,7 +124,7 @@ def _plural(words: str) -> str:
 def check_params(cls: type, params: Mapping[str, Any]) -> dict[str, str]:
     """``{parameter: what is wrong}`` for every value in ``params`` that does not fit the type
     hint of ``cls``'s constructor (unknown parameter names are the caller's to report)."""
-    hints = param_hints(cls)
+    hints = {p.name: p.hint for p in parameters(cls)}
     out: dict[str, str] = {}
     for name, value in params.items():
         if name in hints and not matches(value, hints[name]):
