@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("--max-rounds", type=int, default=3, help="rounds of the guided variants")
     args = ap.parse_args()
 
-    from audit.core.progress import stage
+    from audit.runtime.progress import stage
     from defenders.delinker import Delinker
 
     full = labelled_originals(args.data)

@@ -148,7 +148,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from audit.core.data import Corpus, Document, Release, Span
-    from audit.core.progress import stage
+    from audit.runtime.progress import stage
     from defenders.delinker import Delinker
     from defenders.intact import IntactSanitizer
 

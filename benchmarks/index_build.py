@@ -26,7 +26,7 @@ Python process (the other's code is never imported beside it) that measures:
 Both checkouts run with the same Python environment (this one's), with torch imported first
 (as in an audit that embeds or trains; the build before 2026-11-25 sorted with torch then), and
 with numpy started as the ``anonaudit`` command starts it on this machine (``--numpy cli``; on
-AMD Zen 4 without its AVX-512 sort, see ``audit/core/cpu.py``) or as numpy starts by itself
+AMD Zen 4 without its AVX-512 sort, see ``audit/runtime/cpu.py``) or as numpy starts by itself
 (``--numpy default``).
 Take the figures on a quiet machine: the rounds interleave the checkouts so that a change in
 the machine falls on both.
@@ -120,7 +120,7 @@ print(json.dumps(out))
 def run_child(checkout: Path, data: Path, builds: int, query_docs: int, numpy_as_cli: bool) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     if numpy_as_cli:
-        from audit.core.cpu import tune_numpy
+        from audit.runtime.cpu import tune_numpy
 
         tune_numpy(env, here=False)
     proc = subprocess.run([sys.executable, "-c", CHILD, str(data), str(builds), str(query_docs)], env=env,
@@ -162,7 +162,7 @@ def main() -> None:
     from ray_scaleout import synthetic
 
     checkouts = {"baseline": args.baseline.resolve(), "this": HERE}
-    from audit.core.cpu import numpy_dispatch_setting
+    from audit.runtime.cpu import numpy_dispatch_setting
 
     out: dict[str, Any] = {"docs": args.docs, "checkouts": {k: str(v) for k, v in checkouts.items()},
                            "numpy_disabled_features": os.environ.get("NPY_DISABLE_CPU_FEATURES")

@@ -73,7 +73,7 @@ def order_check(args, full, llm) -> list[dict]:
     import sqlite3
     import tempfile
 
-    from audit.core.progress import stage
+    from audit.runtime.progress import stage
     from audit.models.cache import CachedLLM
     from defenders.intact import IntactSanitizer
 
@@ -134,7 +134,7 @@ def main() -> None:
     ap.add_argument("--skip-main", action="store_true", help="only the prompt-order measurement")
     args = ap.parse_args()
 
-    from audit.core.progress import stage
+    from audit.runtime.progress import stage
     from defenders.intact import IntactSanitizer
 
     full = labelled_originals(args.data)

@@ -104,7 +104,7 @@ def main() -> None:
     args = ap.parse_args()
     windows = args.trir_windows or None
 
-    from audit.core.progress import stage
+    from audit.runtime.progress import stage
 
     if args.trir_only:
         from audit.core.data import Scenario

@@ -66,9 +66,9 @@ from typing import Any
 # when this file is run from a worktree): the driver, and Ray's workers through its sys.path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit.core.cpu import tune_numpy  # noqa: E402
+from audit.runtime.cpu import tune_numpy  # noqa: E402
 
-tune_numpy(os.environ)  # numpy started as the anonaudit command starts it (audit/core/cpu.py), and Ray's workers
+tune_numpy(os.environ)  # numpy started as the anonaudit command starts it (audit/runtime/cpu.py), and Ray's workers
 
 import numpy as np  # noqa: E402
 
@@ -77,7 +77,7 @@ from attackers.phrase_search.index import NgramIndex  # noqa: E402
 from attackers.phrase_search.index.shards import build_sharded  # noqa: E402
 from attackers.phrase_search.index.storage import ARRAYS  # noqa: E402
 from audit.core.data import Corpus, Document, Release, Scenario  # noqa: E402
-from audit.core.executor import Executor, LocalExecutor  # noqa: E402
+from audit.runtime.executor import Executor, LocalExecutor  # noqa: E402
 from audit.models.embed import Embedder  # noqa: E402
 from audit.models.resources import Resources  # noqa: E402
 

@@ -25,7 +25,7 @@ from audit.core.paramtypes import PositiveInt
 from audit.core.data import Corpus, Release, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
-from audit.core.progress import bar as progress_bar
+from audit.runtime.progress import bar as progress_bar
 from audit.models.nlp import DEFAULT_SPACY_MODEL
 from audit.models.resources import resources_of
 from audit.core.registry import register

@@ -1,12 +1,13 @@
 """The import rules of the README's architecture section, checked on the source.
 
-Layers point down only: ``audit.cli`` -> ``anonaudit`` (the Python API) -> ``audit.pipeline`` /
-``audit.demo`` -> plugins
+Layers point down only: ``audit.cli`` -> ``audit.demo.run`` (the demo audit, a user of the API)
+-> ``anonaudit`` (the Python API) -> ``audit.pipeline`` / ``audit.demo.data`` -> plugins
 (``attackers``, ``defenders``, ``audit.metrics``, ``reports``) -> ``audit.models``, ``audit.io``
--> ``audit.core``. Plugins receive data objects and shared resources, never files or options,
-so they never import ``audit.cli`` or ``audit.io``; ``reports`` reads results only. The API
-(``anonaudit``) is used by the command line only: nothing below it imports it, and it reaches
-attacks and sanitizers through the registry, never by name.
+-> ``audit.runtime`` (how a run runs: executor, progress, CPU tuning, folder seals, caches)
+-> ``audit.core`` (the data model). Plugins receive data objects and shared resources, never files
+or options, so they never import ``audit.cli`` or ``audit.io``; ``reports`` reads results only.
+The API (``anonaudit``) is used by the command line and the demo only: nothing below it imports
+it, and it reaches attacks and sanitizers through the registry, never by name.
 Every import counts, including those inside functions and under TYPE_CHECKING.
 """
 
@@ -20,8 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("anonaudit", "audit", "attackers", "defenders", "reports")
 #: Everything below the API.
-BELOW_API = ("audit.core", "audit.io", "audit.models", "audit.metrics", "audit.pipeline", "audit.demo",
-             "attackers", "defenders", "reports")
+BELOW_API = ("audit.core", "audit.runtime", "audit.io", "audit.models", "audit.metrics", "audit.pipeline",
+             "audit.demo.data", "attackers", "defenders", "reports")
 
 
 def modules() -> dict[str, Path]:
@@ -57,19 +58,22 @@ def within(module: str, *prefixes: str) -> bool:
 
 #: (who, what it must not import)
 RULES = [
-    (("audit.core",), ("audit.io", "audit.models", "audit.metrics", "audit.pipeline", "audit.cli", "audit.demo",
-                       "attackers", "defenders", "reports")),
+    (("audit.core",), ("audit.runtime", "audit.io", "audit.models", "audit.metrics", "audit.pipeline", "audit.cli",
+                       "audit.demo", "attackers", "defenders", "reports")),
+    (("audit.runtime",), ("audit.io", "audit.models", "audit.metrics", "audit.pipeline", "audit.cli", "audit.demo",
+                          "attackers", "defenders", "reports")),
     (("audit.io", "audit.models"), ("audit.metrics", "audit.pipeline", "audit.cli", "audit.demo",
                                    "attackers", "defenders", "reports")),
     (("attackers", "defenders", "audit.metrics"), ("audit.cli", "audit.io", "audit.pipeline", "audit.demo",
                                                    "reports")),
     (("attackers", "audit.metrics"), ("defenders",)),
-    (("reports",), ("audit.io", "audit.models", "audit.metrics", "audit.pipeline", "audit.cli", "audit.demo",
-                    "attackers", "defenders")),
-    (("audit.pipeline", "audit.demo"), ("audit.cli",)),
+    (("reports",), ("audit.runtime", "audit.io", "audit.models", "audit.metrics", "audit.pipeline", "audit.cli",
+                    "audit.demo", "attackers", "defenders")),
+    (("audit.pipeline", "audit.demo.data"), ("audit.cli", "audit.demo.run")),
+    (("audit.demo",), ("audit.cli",)),
     (("audit",), ("attackers", "defenders")),  # the core finds plugins through the registry only
-    (BELOW_API, ("anonaudit",)),  # the API sits just below the command line
-    (("anonaudit",), ("audit.cli", "attackers", "defenders")),
+    (BELOW_API, ("anonaudit",)),  # the API sits just below the command line and the demo
+    (("anonaudit",), ("audit.cli", "audit.demo.run", "attackers", "defenders")),
 ]
 
 

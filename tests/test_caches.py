@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from audit.cli import main
-from audit.core import caches, config
+from audit.core import config
+from audit.runtime import caches
 from audit.core.data import Corpus, Document
 from audit.core.errors import AnonauditError
 from audit.core.files import atomic_write

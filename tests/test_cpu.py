@@ -1,4 +1,4 @@
-"""numpy's CPU dispatch on AMD Zen 4 (audit.core.cpu): the command line starts numpy without its
+"""numpy's CPU dispatch on AMD Zen 4 (audit.runtime.cpu): the command line starts numpy without its
 AVX-512 sort there, keeps what the user chose, and the library says what to do when it is too late."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from audit.core import cpu
+from audit.runtime import cpu
 
 ZEN4 = {"vendor_id": "AuthenticAMD", "cpu family": "25", "model": "17", "flags": "fpu avx2 avx512f avx512dq"}
 ZEN3 = {**ZEN4, "flags": "fpu avx2"}  # the same family, no AVX-512

@@ -40,7 +40,7 @@ class _Recording:
     distributed = True
 
     def __init__(self):
-        from audit.core.executor import LocalExecutor
+        from audit.runtime.executor import LocalExecutor
 
         self.local, self.calls = LocalExecutor(), []
 

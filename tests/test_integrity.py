@@ -66,7 +66,7 @@ def _risk(out):
 
 
 def test_a_sealed_folder_names_what_changed(tmp_path):
-    from audit.core.integrity import CHECKSUMS, seal, verify
+    from audit.runtime.integrity import CHECKSUMS, seal, verify
 
     folder = tmp_path / "f"
     (folder / "sub").mkdir(parents=True)
@@ -92,7 +92,7 @@ def test_a_tampered_or_corrupt_index_folder_is_rebuilt_with_a_message(demo, tmp_
     """The probe's case: a changed ``--index-dir`` was reused (risk 0.000 instead of 1.000), a
     corrupt one gave a traceback. Now it is verified, rebuilt with a message, and gives the risk
     of a fresh index."""
-    from audit.core.integrity import CHECKSUMS
+    from audit.runtime.integrity import CHECKSUMS
 
     idx = tmp_path / "idx"
     first = _phrase_search(demo, tmp_path / "a.json", idx)
@@ -184,7 +184,7 @@ def test_a_corrupt_embeddings_cache_is_set_aside_and_started_anew(tmp_path, fake
 
 def test_a_trained_attacker_is_sealed_when_stored(tmp_path):
     from attackers.trir.cache import TrainedTRIR
-    from audit.core.integrity import verify
+    from audit.runtime.integrity import verify
 
     class Saves:
         def save_pretrained(self, folder):

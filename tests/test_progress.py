@@ -3,7 +3,7 @@
 import io
 import time
 
-from audit.core import progress
+from audit.runtime import progress
 
 
 def _run(monkeypatch, steps: int, pause: float) -> str:

@@ -25,7 +25,7 @@ from attackers.phrase_search.index.shards import ShardedNgramIndex, build_sharde
 from attackers.phrase_search.index.storage import ARRAYS
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
-from audit.core.executor import LocalExecutor
+from audit.runtime.executor import LocalExecutor
 from audit.pipeline.executors import _pack, _unpack
 from audit.demo.data import write as write_demo
 from audit.models.embed import Embedder

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from audit.core.progress import bar as progress_bar
+from audit.runtime.progress import bar as progress_bar
 from audit.core.text import word_tokens
 from audit.models.llm import extract_json_list
 

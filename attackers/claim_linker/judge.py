@@ -197,7 +197,7 @@ class Judging:
         The yes/no judge scores each pair once (it is deterministic; ``repeats`` is moot); the
         rating judge keeps the mode over ``repeats`` answers."""
         if self.judge != "rating" and self._judge_fallback_ is None:
-            from audit.core.progress import bar as progress_bar
+            from audit.runtime.progress import bar as progress_bar
             from audit.models.llm import LLMError
 
             calibrate = self.judge == "yesno-calibrated"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 import numpy as np
 
-from audit.core.executor import sends_to_workers
+from audit.runtime.executor import sends_to_workers
 from audit.core.text import RougeTokenizer, bitmasks, rouge_l, word_tokens
 
 if TYPE_CHECKING:
@@ -198,7 +198,7 @@ def search_groups(index: Any, qvec: np.ndarray, k: int, threads: int = 1) -> tup
 
 class FaissSearch:
     """The faiss search of a group of query vectors, as an executor's worker
-    (:mod:`audit.core.executor`): pickled, it carries the index serialised (faiss's own format),
+    (:mod:`audit.runtime.executor`): pickled, it carries the index serialised (faiss's own format),
     read back once per worker; an item is one query vector, its output ``(scores, ids)`` of its
     ``k`` best claims (:func:`search_groups`: the group on one thread)."""
 

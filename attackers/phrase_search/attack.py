@@ -20,7 +20,7 @@ from attackers.phrase_search.linking import blocked_ranges, rare_indices
 from audit.core.paramtypes import NonNegativeInt, PositiveInt
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
-from audit.core.executor import sends_to_workers
+from audit.runtime.executor import sends_to_workers
 from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
@@ -486,7 +486,7 @@ class PhraseSearchAttack(Attack):
         else:
             it = release.corpus
             if self.progress:  # a bar of its own here (on the workers, the executor shows the cluster's)
-                from audit.core.progress import bar as progress_bar
+                from audit.runtime.progress import bar as progress_bar
 
                 it = progress_bar(it, desc=f"phrase search {release.name}", unit="doc")
             for doc in it:

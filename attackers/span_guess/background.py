@@ -345,7 +345,7 @@ def background_guesses(bg: Background, targets: Sequence, p: int, *, people: int
     whose person has no background and of spans without candidates, how often the retrieved
     person is the document's subject (the auditor knows it, the adversary does not), and
     ``per_span`` (private: the person looked at)."""
-    from audit.core.progress import bar as progress_bar
+    from audit.runtime.progress import bar as progress_bar
 
     ranked: dict[str, list[tuple[str, float]]] = {}  # doc id -> people, retrieved once per document
     fitted: list[list[str]] = []

@@ -241,7 +241,7 @@ def corpus_matcher(originals: Any, top: int, nlp: Spacy | None = None) -> Matche
         return Matcher(frequent=frozenset(json.loads(path.read_text(encoding="utf-8"))), nlp=nlp)
     except (OSError, ValueError):
         pass
-    from audit.core.progress import bar
+    from audit.runtime.progress import bar
 
     texts = bar((d.text for d in originals), total=len(originals), desc="span guessing: frequent lemmas of the originals",
                 unit="doc")

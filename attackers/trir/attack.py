@@ -23,7 +23,7 @@ from audit.core import config
 from audit.core.paramtypes import NonNegativeInt, PositiveInt
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError, DataError, Problem
-from audit.core.integrity import rebuild_message, verify
+from audit.runtime.integrity import rebuild_message, verify
 from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
@@ -493,7 +493,7 @@ class TRIRAttack(TRIRTraining, Attack):
 
 
 class TrainOnWorker:
-    """TRIR's training as an executor's worker (:mod:`audit.core.executor`), for a cluster: the
+    """TRIR's training as an executor's worker (:mod:`audit.runtime.executor`), for a cluster: the
     one item is the base encoder as the attack names it (resolved on the worker: the embedded
     MiniLM of the worker's own install, or a folder every node sees); the one output is the
     trained attacker's saved files by name (:meth:`TrainedTRIR.to_files`), which the run loads

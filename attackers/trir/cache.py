@@ -56,13 +56,13 @@ class TrainedTRIR:
         """Save into ``folder`` (replacing it) through a temporary folder beside it, renamed at
         the end, so an interrupted save never leaves a half-written attacker to be loaded."""
         from audit.core.files import sweep_temporaries, temporary_prefix
-        from audit.core.integrity import seal
+        from audit.runtime.integrity import seal
 
         sweep_temporaries(folder.parent)  # half-saved attackers of killed runs
         tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(folder.name), suffix=".tmp", dir=folder.parent))
         try:
             self.save(tmp)
-            seal(tmp)  # verified before it is reused (audit.core.integrity)
+            seal(tmp)  # verified before it is reused (audit.runtime.integrity)
             for f in tmp.rglob("*"):  # the attacker has learnt the background: owner only
                 make_private(f)
             if folder.exists():

@@ -48,7 +48,7 @@ def _mask_text(style: str, label: str) -> str:
 def _pipe(spacy, texts: Sequence[str], desc: str | bool | None):
     """spaCy over ``texts``, with a progress bar named ``desc`` (none when ``desc`` is empty):
     on a large background this is minutes of work."""
-    from audit.core.progress import bar
+    from audit.runtime.progress import bar
 
     return bar(spacy.pipe(texts), total=len(texts), desc=str(desc or ""), unit="doc", enabled=bool(desc))
 

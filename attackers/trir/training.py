@@ -246,7 +246,7 @@ class TRIRTraining:
     def _run_epoch(self, model, windows: Windows, batches: Sequence[Sequence[int]], y_t: torch.Tensor,
                    steppers: tuple[Any, Any], pad_id: int, device: str, epoch: int, epochs: int) -> dict[str, Any]:
         """One epoch over ``batches`` (lists of window indices); its history entry."""
-        from audit.core.progress import bar as progress_bar
+        from audit.runtime.progress import bar as progress_bar
 
         optimizer, scheduler = steppers
         model.train()
@@ -298,7 +298,7 @@ class TRIRTraining:
         import torch
         from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
 
-        from audit.core.progress import bar as progress_bar
+        from audit.runtime.progress import bar as progress_bar
 
         with quiet_transformers():
             mlm = AutoModelForMaskedLM.from_pretrained(base_path).to(device)

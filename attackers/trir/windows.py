@@ -15,7 +15,7 @@ import numpy as np
 
 from attackers.trir.encoder import quiet_transformers
 from audit.core.errors import AnonauditError
-from audit.core.executor import sends_to_workers
+from audit.runtime.executor import sends_to_workers
 
 if TYPE_CHECKING:
     import torch
@@ -143,7 +143,7 @@ def predict_logits(model, windows: Windows, *, pad_id: int, device: str, batch_s
     cluster's stage would start a worker and rebuild the model for it)."""
     import torch
 
-    from audit.core.progress import bar as progress_bar
+    from audit.runtime.progress import bar as progress_bar
 
     model.eval()
     n = len(windows)
@@ -168,7 +168,7 @@ def predict_logits(model, windows: Windows, *, pad_id: int, device: str, batch_s
 
 class WindowLogits:
     """The classifier's logits of a batch of windows, as an executor's worker
-    (:mod:`audit.core.executor`): pickled, it carries the model's config and weights (the
+    (:mod:`audit.runtime.executor`): pickled, it carries the model's config and weights (the
     trained attacker lives in this run's cache, which workers on other nodes cannot read) and
     rebuilds the model once per worker, on the worker's GPU when it has one, with as many torch
     threads as the worker has CPUs (``threads``, set by the executor)."""

@@ -20,12 +20,12 @@ import os
 import sys
 
 # Before anything imports tqdm: bars of other libraries (transformers de-quantizing a GGUF file,
-# sentence-transformers encoding) are off; ours pass ``disable`` explicitly (audit.core.progress).
+# sentence-transformers encoding) are off; ours pass ``disable`` explicitly (audit.runtime.progress).
 os.environ.setdefault("TQDM_DISABLE", "1")
 
-from audit.core.cpu import tune_numpy  # noqa: E402  (imports no numpy)
+from audit.runtime.cpu import tune_numpy  # noqa: E402  (imports no numpy)
 
-# Before anything imports numpy: its fast sort on this CPU (see audit.core.cpu).
+# Before anything imports numpy: its fast sort on this CPU (see audit.runtime.cpu).
 tune_numpy(os.environ)
 
 import click  # noqa: E402

@@ -36,7 +36,8 @@ def cache_group() -> None:
 @cache_group.command("info")
 def cache_info() -> None:
     """What each cache holds, its size and age (since its oldest and newest item was written)."""
-    from audit.core import caches, config
+    from audit.core import config
+    from audit.runtime import caches
 
     rows = [("KIND", "ITEMS", "FILES", "SIZE", "OLDEST", "NEWEST", "PRIVATE", "HOLDS")]
     for k in caches.info():
@@ -58,7 +59,7 @@ def cache_info() -> None:
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 def cache_clear(older_than: str | None, kinds: tuple[str, ...], models: bool, dry_run: bool) -> None:
     """Remove cached LLM answers, embeddings, information content and trained attackers."""
-    from audit.core import caches
+    from audit.runtime import caches
 
     age = caches.parse_age(older_than) if older_than is not None else None
     chosen = list(dict.fromkeys([*(kinds or DOCUMENT_KINDS), *(["models"] if models else [])]))

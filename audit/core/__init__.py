@@ -1,3 +1,5 @@
-"""The core every other layer uses: the data model, results and findings, the component
-interfaces and their registry, statistics, errors, files and progress. It imports nothing
-from the rest of anonaudit."""
+"""The data model every other layer uses: spans, documents, corpora, releases and scenarios,
+results and their typed findings, the repair targets read from them, statistics, the component
+interfaces and their registry, parameter checks and errors, and the persistence the data model
+itself needs (atomic files and hashes, checked input trees, where the toolkit keeps its files).
+It imports nothing from the rest of anonaudit; how a run runs is :mod:`audit.runtime`."""

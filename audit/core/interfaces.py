@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, runtime_checkable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -22,6 +22,14 @@ if TYPE_CHECKING:
     from audit.core.data import Corpus, Release, Scenario
     from audit.core.repair import RepairTarget
     from audit.core.results import Result
+
+
+@runtime_checkable
+class Closeable(Protocol):
+    """What a component may own and must release: anything with ``close()`` (a set of
+    :class:`audit.models.resources.Resources`). Closing twice must be harmless."""
+
+    def close(self) -> None: ...
 
 
 class Component(ABC):
@@ -53,7 +61,8 @@ class Component(ABC):
 
     #: The run's shared models (an :class:`audit.models.resources.Resources`, typed loosely so
     #: the core does not depend on the models layer), given with :meth:`use`; ``None`` until a
-    #: component used on its own makes a private set (``audit.models.resources.resources_of``).
+    #: component used on its own is handed a private set with :meth:`own`
+    #: (``audit.models.resources.resources_of``).
     resources: Any = None
 
     def use(self, resources: Any) -> Self:
@@ -61,6 +70,14 @@ class Component(ABC):
         loading models of its own. The runner calls it right after construction; the caller
         keeps ownership: the component never closes what it was given."""
         self.resources = resources
+        return self
+
+    def own(self, resources: Closeable) -> Self:
+        """Use ``resources`` that were made for this component alone (it was not given a set with
+        :meth:`use`): unlike a shared set, :meth:`close` releases them. How a set of resources and
+        a component meet over lifetime: ``use`` lends, ``own`` hands over."""
+        self.resources = resources
+        self._private_resources = resources
         return self
 
     def record_timing(self, release: str, seconds: Mapping[str, float]) -> None:
@@ -80,7 +97,8 @@ class Component(ABC):
         """Release what the component loaded itself (a private set of resources, an index),
         never what it was given. The runner calls it once the component has evaluated every
         release; a closed component loads its resources again if it is used after all.
-        Subclasses that hold more call ``super().close()``."""
+        Subclasses that hold more call ``super().close()``. What it releases it was handed with
+        :meth:`own`."""
         private = self.__dict__.pop("_private_resources", None)
         if private is not None:
             if self.__dict__.get("resources") is private:

@@ -434,7 +434,7 @@ def corpus_ic(corpus: Corpus, estimator: ICEstimator, extract, *, cache: ICCache
     comes back (an interrupted run resumes from the last); a document's seconds are then its
     round's wall time shared out. The terms are extracted here.
     """
-    from audit.core.progress import bar as progress_bar
+    from audit.runtime.progress import bar as progress_bar
 
     out: dict[str, tuple[list[Term], np.ndarray]] = {}
     todo = []

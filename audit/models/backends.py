@@ -34,7 +34,7 @@ def _offline() -> None:
 
 def _map_concurrently(fn, items: Sequence[Any], workers: int, progress: bool | str) -> list[Any]:
     """``[fn(x) for x in items]`` on a thread pool, in order, with an optional progress bar."""
-    from audit.core.progress import bar as progress_bar
+    from audit.runtime.progress import bar as progress_bar
     from audit.models.llm import llm_desc
 
     desc = llm_desc(progress)
@@ -634,7 +634,7 @@ class TransformersLLM(LLM):
     def _load(self) -> tuple[Any, Any, Any]:
         with self._load_lock:
             if self._loaded is None:
-                from audit.core.progress import stage
+                from audit.runtime.progress import stage
 
                 with stage(f"loading {self.announce}", enabled=self.announce is not None):
                     self._loaded = self._load_now()

@@ -196,7 +196,7 @@ class CachedLLM(LLM):
         todo: dict[str, ChatRequest] = {k: r for k, r in zip(keys, requests) if k not in found}
         self._count(hits=len(requests) - sum(k not in found for k in keys), misses=sum(k not in found for k in keys))
         items = list(todo.items())
-        from audit.core.progress import bar as progress_bar
+        from audit.runtime.progress import bar as progress_bar
 
         with progress_bar(total=len(items), enabled=bool(progress) and bool(items), desc=llm_desc(progress),
                           unit="req") as bar:

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from audit.core import config
-from audit.core.executor import sends_to_workers
-from audit.core.integrity import row_checksum
+from audit.runtime.executor import sends_to_workers
+from audit.runtime.integrity import row_checksum
 from audit.models.cache import set_wal
 from audit.models.specs import embedder_path
 
@@ -35,7 +35,7 @@ class Embedder:
     ``model``: ``None``/``"minilm"`` (embedded all-MiniLM-L6-v2) or a local
     sentence-transformers folder. ``device``: ``"cpu"`` unless CUDA is available (or given).
     ``cache``: ``True`` for the default store, or a path to a sqlite file.
-    ``executor``: an :class:`~audit.core.executor.Executor` that computes the vectors (groups of
+    ``executor``: an :class:`~audit.runtime.executor.Executor` that computes the vectors (groups of
     exactly the texts one local step would embed, so the vectors are the same) when a call has
     more than one step of texts to embed; the cache is read and written here, in this process,
     which loads the model only for a call with one step or fewer to embed (one group would keep
@@ -68,7 +68,7 @@ class Embedder:
         self.stats = {"hits": 0, "misses": 0}
 
     def _open_cache(self) -> None:
-        """Create the cache's table (each row with its checksum, :func:`audit.core.integrity.row_checksum`);
+        """Create the cache's table (each row with its checksum, :func:`audit.runtime.integrity.row_checksum`);
         a file that is not a readable sqlite database is set aside and started anew, with a message."""
         try:
             with self._db() as db:
@@ -91,7 +91,7 @@ class Embedder:
         import sys
         import time
 
-        from audit.core.integrity import rebuild_message
+        from audit.runtime.integrity import rebuild_message
 
         assert self.cache_path is not None
         aside = self.cache_path.with_name(f"{self.cache_path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
@@ -159,7 +159,7 @@ class Embedder:
         self.stats["misses"] += len(todo)
         if todo:
             first = {k: t for k, t in zip(keys, texts)}
-            from audit.core.progress import bar as progress_bar
+            from audit.runtime.progress import bar as progress_bar
 
             # sentence-transformers' own bar would redraw with "\r" in a log: ours prints lines.
             step = self.STEP

@@ -170,7 +170,7 @@ class LLM(ABC):
         return self._complete_batch(list(requests), progress=progress)
 
     def _complete_batch(self, requests: list[ChatRequest], *, progress: bool | str = False) -> list[str]:
-        from audit.core.progress import bar as progress_bar
+        from audit.runtime.progress import bar as progress_bar
 
         return [self._complete(r) for r in progress_bar(requests, enabled=bool(progress), desc=llm_desc(progress),
                                                         unit="req")]

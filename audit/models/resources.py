@@ -21,7 +21,7 @@ A component asks for what it needs when it needs it:
 * :attr:`Resources.seed` and :attr:`Resources.progress` — the run's seed and whether
   model loads are announced;
 * :attr:`Resources.executor` — where per-document work runs
-  (:class:`~audit.core.executor.LocalExecutor` by default; the runner gives a Ray executor with
+  (:class:`~audit.runtime.executor.LocalExecutor` by default; the runner gives a Ray executor with
   ``--executor ray``). Embedders made here send their batches through it.
 
 A component used on its own (tests, benchmarks, a notebook) gets a private set on first
@@ -37,7 +37,7 @@ from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from audit.core.executor import Executor, LocalExecutor
+from audit.runtime.executor import Executor, LocalExecutor
 from audit.models.nlp import DEFAULT_SPACY_MODEL, Spacy
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ class Resources:
         with self._lock:
             found = self._embedders.get(key)
             if found is None:
-                from audit.core.progress import stage
+                from audit.runtime.progress import stage
                 from audit.models import embed
 
                 with stage(f"loading the embedder {spec or '(default)'}", enabled=self.progress):
@@ -237,8 +237,11 @@ def resources_of(component: Any) -> Resources:
     res = getattr(component, "resources", None)
     if res is None:
         res = Resources(seed=getattr(component, "seed", 0) or 0, progress=bool(getattr(component, "progress", False)))
-        component.resources = res
-        component._private_resources = res
+        own = getattr(component, "own", None)
+        if callable(own):  # a Component: its close() releases what it owns
+            own(res)
+        else:  # any other object that asks: it keeps the set for as long as it lives
+            component.resources = res
     return res
 
 

@@ -252,7 +252,7 @@ def load_llm(
     None); a transformers model loads on first use (:class:`~audit.models.backends.TransformersLLM`),
     and says so then.
     """
-    from audit.core.progress import stage
+    from audit.runtime.progress import stage
     from audit.models.llm import LLM
     from audit.models.backends import LlamaCppLLM, OpenAILLM, TransformersLLM
     from audit.models.cache import CachedLLM

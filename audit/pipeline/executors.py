@@ -1,6 +1,6 @@
 """The executors a run can use: local (default) or Ray (``pip install anonaudit[ray]``).
 
-:class:`RayExecutor` runs the groups of :meth:`audit.core.executor.Executor.map` as a Ray Data
+:class:`RayExecutor` runs the groups of :meth:`audit.runtime.executor.Executor.map` as a Ray Data
 dataset, one row per group, through ``map_batches`` over a pool of actors: each actor builds
 the worker once (its ``setup()`` loads the model) and then takes group after group. A worker
 marked ``light_setup`` (its ``setup()`` loads nothing) runs as Ray tasks instead, set up for
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from audit.core.errors import AnonauditError
-from audit.core.executor import Executor, LocalExecutor, Worker
+from audit.runtime.executor import Executor, LocalExecutor, Worker
 
 KINDS = ("local", "ray")
 #: How often a stage's dead worker is restarted and its group tried again before the run stops.

@@ -345,7 +345,7 @@ class Audit:
         return obj.use(resources), canonical({k: v for k, v in params.items() if k not in NOT_IN_KEY})
 
     def _bar(self, todo, label):
-        from audit.core.progress import bar as progress_bar, is_terminal
+        from audit.runtime.progress import bar as progress_bar, is_terminal
 
         # Off a terminal the runner's own line per release says the same thing.
         return progress_bar(todo, desc=f"  {label}", unit="release", enabled=self.progress and is_terminal())

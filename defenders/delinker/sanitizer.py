@@ -433,7 +433,7 @@ class Delinker(Sanitizer):
     def repair(self, release: Release, targets, *, name: str, round: int = 1) -> Release:
         """``release`` with the ``"text"`` targets of each document reworded (:meth:`rewrite`);
         documents without one are kept as they are. Run totals go to :meth:`stats`."""
-        from audit.core.progress import bar as progress_bar
+        from audit.runtime.progress import bar as progress_bar
 
         t0 = time.perf_counter()
         docs, totals = [], {"documents": 0, "targets": 0, "rewritten": 0, "refused": 0, "redacted": 0,
@@ -465,7 +465,7 @@ class Delinker(Sanitizer):
     def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
         t0 = time.perf_counter()
         self.index()
-        from audit.core.progress import bar as progress_bar
+        from audit.runtime.progress import bar as progress_bar
 
         docs: list[Document] = []
         todo = list(corpus)

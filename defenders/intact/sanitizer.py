@@ -14,7 +14,7 @@ from attackers.span_guess.matcher import DATE_LABELS, Matcher, corpus_matcher, n
 from audit.core.data import REPHRASED, Corpus, Document, Release, Span, outermost, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
-from audit.core.progress import bar
+from audit.runtime.progress import bar
 from audit.core.registry import register, registry
 from audit.core.repair import set_replacements
 from audit.models.llm import LLM, ChatRequest

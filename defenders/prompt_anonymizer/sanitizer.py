@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from audit.core.data import Corpus, Document, Release, Span, apply_spans, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
-from audit.core.progress import bar
+from audit.runtime.progress import bar
 from audit.core.registry import register
 from audit.models.llm import LLM, ChatRequest
 from audit.models.resources import resources_of

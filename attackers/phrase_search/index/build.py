@@ -35,7 +35,7 @@ from attackers.phrase_search.index.kernels import kernels
 from attackers.phrase_search.index.tokenizer import Tokenizer
 from attackers.phrase_search.index import windows
 from attackers.phrase_search.index.windows import iter_windows, window_ngrams
-from audit.core.cpu import slow_sort_hint
+from audit.runtime.cpu import slow_sort_hint
 from audit.core.errors import AnonauditError
 
 FORMAT = "anonaudit.ngram_index/2"
@@ -212,7 +212,7 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
 
 
 class ChunkKeys:
-    """The n-gram extraction of the build as an executor's worker (:mod:`audit.core.executor`):
+    """The n-gram extraction of the build as an executor's worker (:mod:`audit.runtime.executor`):
     an item is a group of chunks, each ``(lo, texts)``, a run of documents numbered from
     ``lo``; its output is ``(n_tokens, keys, counts)``: the chunks' runs (:func:`chunk_run`) one
     after the other in one array, each written into its place there as it is made (one array
@@ -222,7 +222,7 @@ class ChunkKeys:
     chunks on as many threads (numpy and the kernels release the GIL), or cuts a lone chunk
     into that many runs of documents (the layout sorts each bucket's runs together anyway)."""
 
-    #: the build only reads the keys (see :mod:`audit.core.executor`)
+    #: the build only reads the keys (see :mod:`audit.runtime.executor`)
     readonly_outputs = True
     #: setup() loads nothing and, run again in the same process, costs nothing
     light_setup = True
@@ -708,7 +708,7 @@ def _split_buckets(keys: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
 
 @lru_cache(maxsize=1)
 def _hint_slow_sort() -> None:
-    """Once a process: say so when numpy's sort is the slow one of this CPU (:mod:`audit.core.cpu`)."""
+    """Once a process: say so when numpy's sort is the slow one of this CPU (:mod:`audit.runtime.cpu`)."""
     hint = slow_sort_hint()
     if hint:
         log.warning(hint)
@@ -723,7 +723,7 @@ def _sort_kinds() -> tuple[str, str]:
     Where numpy's quicksort is vectorised and fast (x86-simd-sort with AVX2, or AVX-512 on
     Intel; Highway on ARM) it wins both, though timsort ("stable") merges runs instead of
     ignoring them (here, a bucket of 140,000 values in 84 runs: 9.9 against 21.7 ns a value);
-    where it is slow (AVX-512 on AMD Zen 4, :mod:`audit.core.cpu`), timsort merges runs twice
+    where it is slow (AVX-512 on AMD Zen 4, :mod:`audit.runtime.cpu`), timsort merges runs twice
     as fast and random values are a draw. The sorted values are the same either way."""
     rng = np.random.default_rng(0)
     chunk = rng.integers(0, 2**63, 1 << 16, dtype=U64)
@@ -818,6 +818,6 @@ def _chunks(texts: Sequence[str], chunk_chars: int) -> list[tuple[int, int]]:
 def _progress(enabled: bool, total: int, desc: str):
     if not enabled or total <= 1:
         return None
-    from audit.core.progress import bar as progress_bar
+    from audit.runtime.progress import bar as progress_bar
 
     return progress_bar(total=total, desc=desc, unit="chunk")

@@ -65,7 +65,7 @@ class NgramIndex:
         for fewer hash collisions in very large collections (see the package docstring).
         ``workers`` > 1 threads share chunks and buckets (numpy releases the GIL
         in its loops); it helps only on otherwise idle cores, so the default is 1.
-        ``executor``: a distributed :class:`~audit.core.executor.Executor` extracts the chunks'
+        ``executor``: a distributed :class:`~audit.runtime.executor.Executor` extracts the chunks'
         n-grams on its workers (the same index, built from the same keys)."""
         return cls(**build_fields(texts, ids=ids, subjects=subjects, sources=sources, max_n=max_n,
                                   lowercase=lowercase, chunk_chars=chunk_chars, min_hash_bits=min_hash_bits,

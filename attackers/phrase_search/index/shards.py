@@ -7,7 +7,7 @@ holds exactly the keys of the single index whose hash starts with ``s``, with th
 lists, so the shards together are the single index cut into contiguous pieces and every
 query has the same answer.
 
-Built in two stages, both through an executor (:mod:`audit.core.executor`), so on Ray the
+Built in two stages, both through an executor (:mod:`audit.runtime.executor`), so on Ray the
 workers do them (the folder must then be on a filesystem every worker sees):
 
 1. per chunk of documents: tokenise, hash, pack ``(hash, document)`` keys exactly as the
@@ -56,9 +56,9 @@ from attackers.phrase_search.index.query import NgramIndex, search
 from attackers.phrase_search.index.storage import load_arrays, save_arrays
 from attackers.phrase_search.index.tokenizer import TOKENIZER_NAME, Tokenizer
 from audit.core.errors import AnonauditError
-from audit.core.executor import LocalExecutor
+from audit.runtime.executor import LocalExecutor
 from audit.core.files import atomic_open, atomic_write_json
-from audit.core.integrity import seal, unseal
+from audit.runtime.integrity import seal, unseal
 
 SHARDED_FORMAT = "anonaudit.ngram_index.sharded/2"
 
@@ -81,7 +81,7 @@ class SpillShards:
     """Stage 1 as an executor's worker: an item is ``(chunk, lo, texts)``; the chunk's packed
     keys are written per shard under ``spill``; the output is the chunk's number of tokens."""
 
-    #: no setup (see :mod:`audit.core.executor`)
+    #: no setup (see :mod:`audit.runtime.executor`)
     light_setup = True
 
     def __init__(self, spill: str, lowercase: bool, max_n: int, packing: _Packing, s_bits: int):
@@ -137,7 +137,7 @@ class BuildShard:
     """Stage 2 as an executor's worker: an item is a shard number; its spilled keys become the
     index's arrays in ``FOLDER/shard-S/``; the output is ``(n_ngrams, n_postings, n_multi_docs)``."""
 
-    #: no setup (see :mod:`audit.core.executor`)
+    #: no setup (see :mod:`audit.runtime.executor`)
     light_setup = True
 
     def __init__(self, folder: str, packing: _Packing, s_bits: int):
@@ -210,7 +210,7 @@ def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: in
     }
     atomic_write_json(folder / "docs.json", asdict(docs), allow_nan=True)
     atomic_write_json(folder / "config.json", config, allow_nan=True)  # marks a complete index
-    seal(folder)  # checksums last: verified before the folder is reused (audit.core.integrity)
+    seal(folder)  # checksums last: verified before the folder is reused (audit.runtime.integrity)
     return ShardedNgramIndex.load(folder)
 
 
@@ -318,12 +318,12 @@ class ShardedNgramIndex(NgramIndex):
 def open_saved(folder: str | os.PathLike, fp: str, *, max_n: int, lowercase: bool,
                shards: int) -> tuple[NgramIndex | None, str | None]:
     """``(index, note)``: the index saved in ``folder`` (plain or sharded) when it was built from
-    the collection ``fp`` with these settings and its checksums hold (:mod:`audit.core.integrity`);
+    the collection ``fp`` with these settings and its checksums hold (:mod:`audit.runtime.integrity`);
     else ``None`` (build it again), with a ``note`` saying why when the folder is corrupt or was
     changed (a stale one, built from other documents or settings, is rebuilt quietly)."""
     from attackers.phrase_search.index.build import FORMAT
     from attackers.phrase_search.index.storage import saved_format
-    from audit.core.integrity import rebuild_message, verify
+    from audit.runtime.integrity import rebuild_message, verify
 
     saved = saved_format(folder)
     if saved not in (FORMAT, SHARDED_FORMAT):

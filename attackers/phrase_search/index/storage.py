@@ -15,7 +15,7 @@ from attackers.phrase_search.index.build import FORMAT, DocInfo
 from attackers.phrase_search.index.tokenizer import TOKENIZER_NAME, Tokenizer
 from audit.core.errors import AnonauditError
 from audit.core.files import atomic_open, atomic_write_json
-from audit.core.integrity import seal, unseal
+from audit.runtime.integrity import seal, unseal
 
 if TYPE_CHECKING:
     from attackers.phrase_search.index.query import NgramIndex
@@ -58,7 +58,7 @@ def save_index(index: NgramIndex, folder: str | os.PathLike) -> Path:
     save_arrays(folder, {name: getattr(index, name) for name in ARRAYS})
     atomic_write_json(folder / "docs.json", asdict(index.docs), allow_nan=True)
     atomic_write_json(folder / "config.json", index.config, allow_nan=True)  # marks a complete index
-    seal(folder)  # checksums last: verified before the folder is reused (audit.core.integrity)
+    seal(folder)  # checksums last: verified before the folder is reused (audit.runtime.integrity)
     return folder
 
 
