@@ -419,7 +419,7 @@ def test_demo_says_when_presidio_is_not_installed(tmp_path, monkeypatch, capsys)
     that it skipped it (on stderr and in the report), not silently run one release fewer."""
     import importlib.util
 
-    from audit.cli.run import run_demo
+    from audit.demo.run import run_demo
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

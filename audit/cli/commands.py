@@ -1,4 +1,5 @@
-"""The list of top-level CLI commands (one entry per command module)."""
+"""The list of top-level CLI commands (one module per command, named after it; ``attack``,
+``sanitize`` and ``utility`` are built for every registered component by :mod:`audit.cli.driver`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ def all_commands() -> list[click.Command]:
     import audit.cli.data as data_cli
     import audit.cli.demo as demo_cli
     import audit.cli.driver as driver
+    import audit.cli.gate as gate_cli
     import audit.cli.harden as harden_cli
+    import audit.cli.llm as llm_cli
     import audit.cli.models as models_cli
+    import audit.cli.report as report_cli
     import audit.cli.run as run_cli
 
-    return [*driver.groups(), *data_cli.commands(), *demo_cli.COMMANDS, *run_cli.COMMANDS, *harden_cli.COMMANDS,
-            *models_cli.COMMANDS, *cache_cli.COMMANDS]
+    return [*driver.groups(), *data_cli.commands(), *demo_cli.COMMANDS, *run_cli.COMMANDS, *report_cli.COMMANDS,
+            *gate_cli.COMMANDS, *harden_cli.COMMANDS, *models_cli.COMMANDS, *llm_cli.COMMANDS, *cache_cli.COMMANDS]

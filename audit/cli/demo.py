@@ -1,4 +1,5 @@
-"""``anonaudit demo-data``: write the synthetic population to a folder."""
+"""``anonaudit demo``: the whole audit on a synthetic population (:mod:`audit.demo.run`), and
+``anonaudit demo-data``: write that population to a folder (:mod:`audit.demo.data`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from audit.cli.outputs import Output, check_outputs, force_option
-from audit.demo.data import MAX_RELEASED
+from audit.cli.common import no_cache_run
+from audit.cli.outputs import Output, check_outputs, force_option, report_outputs, results_outputs
+from audit.demo.data import FILES, MAX_RELEASED
 
 
 @click.command("demo-data")
@@ -32,8 +34,47 @@ def demo_data(out_dir: str, n: int, seed: int, force: bool) -> None:
 
 def data_outputs(folder: Path) -> list[Output]:
     """The files ``demo-data`` writes into ``folder``."""
-    return [Output(folder / name, "jsonl", f"--out {folder}: {name}")
-            for name in ("originals.jsonl", "background.jsonl", "releases/suppressed.jsonl", "releases/labels.jsonl")]
+    return [Output(folder / name, "jsonl", f"--out {folder}: {name}") for name in FILES]
 
 
-COMMANDS = [demo_data]
+@click.command("demo")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="anonaudit-demo", show_default=True,
+              help="Folder for the data, results.json (summary.csv beside it) and report.html.")
+@click.option("--n", type=click.IntRange(3, MAX_RELEASED), default=40, show_default=True,
+              help=f"People in the release (3, the fewest the NMI metric can cluster, to {MAX_RELEASED}).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--llm", "llm_spec", default=None, metavar="SPEC",
+              help="LLM for the attacks that use one (default: the best embedded model installed).")
+@click.option("--sample", type=click.IntRange(1, 100_000), default=20, show_default=True,
+              help="Documents per release for the stages that call a language model per document.")
+@click.option("--presidio/--no-presidio", default=None,
+              help="Include the Presidio release (default: when Presidio is installed).")
+@force_option
+@no_cache_run
+@click.pass_context
+def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str | None, sample: int,
+             presidio: bool | None, force: bool) -> None:
+    """The whole audit on a synthetic population: data, baseline sanitizers, every installed attack
+    and utility metric, results.json and report.html (prints the report's path). OUT receives
+    data/ (the population), audit.yaml, results.json, releases/, report.html and findings.csv."""
+    from audit.cli.common import echo_summary
+    from audit.cli.driver import registry_of
+    from audit.demo.run import run_demo
+
+    out = Path(out_dir)
+    check_outputs([*data_outputs(out / "data"), *results_outputs(out / "results.json", "OUT/results.json"),
+                   *report_outputs(out / "report.html")], [], force=force)
+
+    path = run_demo(out_dir, n=n, seed=seed, llm=llm_spec, sample=sample, presidio=presidio,
+                    registry=registry_of(ctx), on_results=echo_summary)
+    click.echo(str(path))
+    from audit.core.results import ResultsFile
+
+    failed = ResultsFile.load(out / "results.json").provenance.get("errors") or []
+    if failed:  # the report says so too; a demo with a failed attack or metric is not a success
+        click.secho(f"error: {len(failed)} component(s) failed: "
+                    + "; ".join(f"{e.get('component')}: {e.get('reason')}" for e in failed), fg="red", err=True)
+        ctx.exit(2)
+
+
+COMMANDS = [demo_data, demo_cmd]

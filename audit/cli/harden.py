@@ -59,7 +59,8 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
     from audit.cli.driver import registry_of
     from audit.cli.params import parse_param_values
     from audit.cli.outputs import Output, check_outputs
-    from audit.cli.run import _render, spec_inputs, spec_outputs
+    from audit.cli.report import render
+    from audit.cli.run import spec_inputs, spec_outputs
     from audit.pipeline.harden import Harden
     from audit.pipeline.releases import write_release_jsonl
     from audit.pipeline.runner import parse_spec, read_spec_file
@@ -93,7 +94,7 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
     click.echo(f"\nstopped: {outcome.stopped}; hardened release {outcome.final.name}: {out} "
                f"({outcome.seconds:.1f}s); results: {outcome.path}")
     if report:
-        path = _render(outcome.path, spec.out / "report.html", shareable=False, registry=reg,
+        path = render(outcome.path, spec.out / "report.html", shareable=False, registry=reg,
                        notes=[f"Rounds of `anonaudit harden --release {release}`: "
                               + ", ".join(r.release for r in outcome.rounds) + f" (stopped: {outcome.stopped})."])
         click.echo(f"report: {path}")

@@ -375,6 +375,10 @@ def development_population(n: int = 40, seed: int = 0, *, background_per_person:
     return data
 
 
+#: The files :func:`write` makes under its folder.
+FILES = ("originals.jsonl", "background.jsonl", "releases/suppressed.jsonl", "releases/labels.jsonl")
+
+
 def write(out_dir: str | Path, n: int = 40, seed: int = 0) -> DemoData:
     """Write the population as JSONL files under ``out_dir`` and return it."""
     from audit.io.loaders import save_jsonl

@@ -1,0 +1,124 @@
+"""The demo audit of ``anonaudit demo``: the synthetic population (:mod:`audit.demo.data`), the
+baseline sanitizers, every installed attack and utility metric, results.json and report.html.
+
+It is a user of the Python API (:func:`anonaudit.run`), as a script would be; the command line
+(:mod:`audit.cli.demo`) only checks its outputs and prints what it says.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from audit.core.errors import AnonauditError
+
+if TYPE_CHECKING:
+    from audit.core.results import Result
+
+
+def _say(msg: str) -> None:
+    """A line of what the demo does, on stderr (the report's path alone goes to stdout)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+#: Settings that keep the demo's language-model stages within minutes on a laptop CPU;
+#: each is stated in the report. A real audit (``anonaudit run``) uses the attacks' defaults.
+DEMO_PARAMS: dict[str, dict] = {
+    # leakage over 10 documents per release (2 seeded claims each) and a 16-claim judge control
+    "claim_linker": {"paraphrase": False, "score_sample": 10, "claim_sample": 2, "repeats": 1, "judge_check": 16},
+    # span_guess runs at its defaults: the demo has a background, so the adversary guesses from it
+    # (no LLM), every replaced span of the sampled documents (about 10 per document, hundreds per
+    # release) in seconds.
+    "trir": {"budget": "fast"},
+}
+
+
+def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None = None, sample: int = 20,
+             presidio: bool | None = None, registry=None, attacks: list[str] | None = None,
+             metrics: list[str] | None = None, sanitizers: list[str] | None = None,
+             progress: bool | None = None,
+             on_results: Callable[[list[Result]], None] | None = None) -> Path:
+    """Build and run the demo audit; returns the report's path. ``attacks``/``metrics``
+    default to every registered one, ``sanitizers`` (run on the originals besides the two
+    releases that come with the data) to spacy_ner and presidio when installed; the
+    tests pass their own registry and lists. ``on_results`` is shown the results before the
+    report is written (the command line prints its table of them)."""
+    import yaml
+
+    import anonaudit
+    from audit.demo.data import write
+    from audit.core.registry import registry as default_registry
+    from audit.pipeline.runner import parse_spec
+
+    reg = registry or default_registry
+    out = Path(out_dir).resolve()
+    t0 = time.time()
+    _say(f"demo: writing a synthetic population of {n} people to {out / 'data'}")
+    write(out / "data", n=n, seed=seed)
+    notes = []
+    if presidio is None:
+        presidio = importlib.util.find_spec("presidio_analyzer") is not None
+        if not presidio and sanitizers is None:
+            skipped = ("The Presidio release was skipped: Presidio is not installed "
+                       "(pip install 'anonaudit[presidio]').")
+            _say(f"demo: {skipped}")
+            notes.append(skipped)
+    if sanitizers is None:
+        sanitizers = ["spacy_ner", *(["presidio"] if presidio else [])]
+    releases = [{"name": "suppressed", "path": "data/releases/suppressed.jsonl"},
+                {"name": "labels", "path": "data/releases/labels.jsonl"},
+                *[{"name": name, "sanitizer": name} for name in sanitizers]]
+    components, heavy = demo_components(reg, attacks, metrics, sample)
+    # What the demo weakened, said in the report; kept in audit.yaml so a re-run still says it.
+    settings = []
+    if heavy:
+        settings.append(f"Language-model stages ({', '.join(heavy)}) ran on a seeded sample of {sample} documents "
+                        "per release to keep the demo short; run `anonaudit run audit.yaml` without `sample` for all.")
+    for name, params in DEMO_PARAMS.items():
+        if any(e["name"] == name for e in components["attacks"]):
+            shown = ", ".join(f"{k}={v}" for k, v in params.items())
+            settings.append(f"{name} ran with demo settings ({shown}); its defaults are stronger and slower.")
+    spec_data = {"title": f"Demo audit: {n} synthetic people", "seed": seed, "out": ".",
+                 "originals": "data/originals.jsonl", "background": "data/background.jsonl",
+                 "releases": releases, **components, "models": {"llm": llm},
+                 "report": {"notes": notes + settings}}
+    spec_path = out / "audit.yaml"
+    spec_path.write_text("# Written by `anonaudit demo`; re-run with: anonaudit run audit.yaml\n"
+                         + yaml.safe_dump(spec_data, sort_keys=False), encoding="utf-8")
+    spec = parse_spec(spec_data, base=out, source=str(spec_path), registry=reg, check_components=False)
+    outcome = anonaudit.run(spec, registry=reg, on_error="skip", command="demo",
+                            progress=True if progress is None else progress)
+    notes += settings
+    notes.append(f"The whole demo took {time.time() - t0:.0f} s.")
+    if on_results is not None:
+        on_results(outcome.results)
+    return outcome.report(out / "report.html", shareable=False, notes=notes, registry=reg)
+
+
+def demo_components(reg, attacks: list[str] | None, metrics: list[str] | None,
+                     sample: int) -> tuple[dict[str, list[dict]], list[str]]:
+    """The demo spec's ``attacks`` and ``metrics`` entries (every registered one unless named),
+    and the names of the attacks that run on a sample because they call the LLM per document."""
+    components: dict[str, list[dict]] = {"attacks": [], "metrics": []}
+    heavy: list[str] = []
+    for kind, key, names in (("attack", "attacks", attacks), ("metric", "metrics", metrics)):
+        for name in (reg.names(kind) if names is None else names):
+            entry: dict = {"name": name}
+            if name in DEMO_PARAMS:
+                entry["params"] = dict(DEMO_PARAMS[name])
+            try:
+                # Attacks that call the LLM per document run on a sample; the utility
+                # metrics score every document (one forward pass per window, cached).
+                if kind == "attack" and "llm" in reg.get(kind, name).param_names():
+                    entry["sample"] = sample
+                    heavy.append(name)
+            except AnonauditError:
+                pass  # cannot be loaded: the runner skips it and the report says so
+            components[key].append(entry)
+        # Cheap components first, so an interrupted demo already has results to show.
+        components[key].sort(key=lambda e: "sample" in e)
+    return components, heavy
