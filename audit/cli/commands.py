@@ -7,6 +7,7 @@ import click
 
 
 def all_commands() -> list[click.Command]:
+    import audit.cli.bench as bench_cli
     import audit.cli.cache as cache_cli
     import audit.cli.data as data_cli
     import audit.cli.demo as demo_cli
@@ -19,4 +20,5 @@ def all_commands() -> list[click.Command]:
     import audit.cli.run as run_cli
 
     return [*driver.groups(), *data_cli.commands(), *demo_cli.COMMANDS, *run_cli.COMMANDS, *report_cli.COMMANDS,
-            *gate_cli.COMMANDS, *harden_cli.COMMANDS, *models_cli.COMMANDS, *llm_cli.COMMANDS, *cache_cli.COMMANDS]
+            *gate_cli.COMMANDS, *harden_cli.COMMANDS, *models_cli.COMMANDS, *llm_cli.COMMANDS, *cache_cli.COMMANDS,
+            *bench_cli.COMMANDS]

@@ -31,6 +31,9 @@ KINDS = {
     "findings": "an anonaudit findings CSV",
     "jsonl": "a JSONL file of documents",
     "junit": "a JUnit XML file",
+    "leaderboard": "an anonaudit leaderboard page",
+    "leaderboard_csv": "an anonaudit leaderboard CSV",
+    "leaderboard_md": "an anonaudit leaderboard table (Markdown)",
 }
 _HEAD = 1 << 16
 
@@ -70,6 +73,12 @@ def _is_kind(path: Path, kind: str) -> bool:
         return text.splitlines()[0].strip().split(",")[:3] == list(COLUMNS[:3])
     if kind == "junit":
         return text.lstrip().startswith("<?xml") and "<testsuite" in text
+    if kind == "leaderboard":
+        return "<html" in text.lower() and "anonaudit leaderboard" in text
+    if kind == "leaderboard_csv":
+        return text.startswith("rank,release,role,")
+    if kind == "leaderboard_md":
+        return text.startswith("| # | release |")
     if kind == "jsonl":
         lines = [ln for ln in text.splitlines()[:5] if ln.strip()]
         if len(head) == _HEAD and len(lines) > 1:

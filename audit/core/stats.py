@@ -262,3 +262,34 @@ def sign_test(only_a: int, only_b: int) -> float:
     from scipy.stats import binomtest
 
     return float(binomtest(only_a, only_a + only_b).pvalue) if only_a + only_b else 1.0
+
+
+class PairedDifference(NamedTuple):
+    """The mean of per-unit differences ``a - b`` on the same units, with a paired bootstrap
+    interval and a two-sided bootstrap p-value for "no difference"."""
+
+    value: float
+    ci: tuple[float, float]
+    n: int
+    p: float
+
+
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, seed: int = 0, confidence: float = 0.95,
+                     reps: int = BOOTSTRAP_RESAMPLES) -> PairedDifference:
+    """Paired bootstrap of ``mean(a - b)``: resamples the units (documents) with their two values
+    together, so what the units share cancels. ``p`` is twice the share of resampled means on the
+    far side of zero (capped at 1): a percentile-bootstrap test of "no difference"."""
+    if len(a) != len(b):
+        raise ValueError("paired_bootstrap needs two sequences of the same length")
+    d = np.asarray(a, float) - np.asarray(b, float)
+    n = len(d)
+    if n == 0:
+        return PairedDifference(0.0, (0.0, 0.0), 0, 1.0)
+    means = d[np.random.default_rng(seed).integers(0, n, size=(reps, n))].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    lo, hi = (float(x) for x in np.quantile(means, [alpha, 1 - alpha]))
+    if np.all(d == 0):
+        p = 1.0
+    else:
+        p = min(1.0, 2 * min(float((means <= 0).mean()), float((means >= 0).mean())))
+    return PairedDifference(float(d.mean()), (lo, hi), n, p)

@@ -1,0 +1,242 @@
+"""``anonaudit.bench``: a new sanitizer beside the comparison points, with paired significance.
+
+    board = anonaudit.bench(command="python my_sanitizer.py {input} {output}")   # demo corpus
+    board.to_pandas()          # the leaderboard, ranked by risk (published rows last)
+    board.report("leaderboard.html")   # the page; leaderboard.csv and leaderboard.md beside it
+
+The sanitizer under test is one of ``sanitizer=`` (a registered name), ``command=`` (an external
+program in any language, ``{input}``/``{output}`` in its command line) or ``release=`` (a
+release already made: a file in any README format, or data in memory). The corpus is the
+synthetic demo population unless ``originals=`` (any README format or table) or ``tri=`` (a TRI
+file: its background and one release per method) is given; ``background=`` is what TRIR's
+adversary knows. Work goes to ``out`` (resumable) or, without it, a temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from audit.core.data import Corpus, Release
+from audit.core.errors import AnonauditError
+
+
+@dataclass
+class BenchResults:
+    """A bench's leaderboard (``leaderboard``: ranked rows, paired tests, published rows),
+    the audit's :class:`~anonaudit.results.Results` (``results``) and what each contender cost."""
+
+    leaderboard: Any
+    results: Any
+    costs: dict[str, dict[str, Any]]
+    reused: list[str]
+    seconds: float
+    out: Path | None = None
+
+    def to_list(self) -> list[dict[str, Any]]:
+        from reports.leaderboard import to_rows
+
+        return to_rows(self.leaderboard)
+
+    def to_pandas(self):
+        """One row per release, ranked by risk, then the published figures (``role`` = published)."""
+        from anonaudit.results import _pandas
+        from reports.leaderboard import columns
+
+        return _pandas().DataFrame(self.to_list(), columns=columns(self.leaderboard))
+
+    def to_markdown(self) -> str:
+        from reports.leaderboard import markdown
+
+        return markdown(self.leaderboard)
+
+    def report(self, path: str | os.PathLike, *, notes: Sequence[str] = ()) -> Path:
+        """Write the page to ``path``, with ``leaderboard.csv`` and ``leaderboard.md`` beside it
+        (``NAME.csv``/``NAME.md`` for a page named otherwise). Returns the page's path."""
+        from audit.core.files import atomic_write
+        from reports.leaderboard import write_csv, write_html
+
+        path = Path(path)
+        stem = "leaderboard" if path.name == "leaderboard.html" else path.stem
+        write_csv(self.leaderboard, path.with_name(f"{stem}.csv"))
+        atomic_write(path.with_name(f"{stem}.md"), self.to_markdown())
+        return write_html(self.leaderboard, path, notes=list(notes))
+
+    def __repr__(self) -> str:
+        rows = ", ".join(f"{r.rank or '-'}. {r.name}" for r in self.leaderboard.rows)
+        return f"BenchResults({rows})"
+
+
+def bench(sanitizer: str | None = None, *, command: str | None = None, release: Any = None, name: str | None = None,
+          params: Mapping[str, Any] | None = None, originals: Any = None, background: Any = None, tri: Any = None,
+          tri_originals: str | None = None, demo_people: int = 20, comparisons: Iterable[str] | None = None,
+          with_: Iterable[str] = (), budget: int = 10, extra_releases: Mapping[str, Any] | None = None,
+          attacks: Any = None, metrics: Any = None, sample: int = 20, documents: int | None = None,
+          reference: str | os.PathLike | None = None, seed: int = 0, llm: str | None = None,
+          out: str | os.PathLike | None = None, progress: bool = True, title: str | None = None,
+          format: str | None = None, text_column: str = "text", id_column: str = "id",  # noqa: A002
+          subject_column: str = "subject", spans_column: str = "spans", command_timeout: float | None = None,
+          registry: Any = None, echo: Any = None) -> BenchResults:
+    """Benchmark one sanitizer against the comparison points on one corpus (see the module doc).
+
+    comparisons: registered sanitizers to compare with (default: suppression, labels, spacy_ner,
+        presidio when installed); ``with_``: more, e.g. ``("intact", "prompt", "delinker")``, each
+        run on a seeded sample of ``budget`` documents (they call a language model per document).
+    extra_releases: ``{name: file or data}``, releases already made to place on the board too.
+    attacks, metrics: as in :func:`anonaudit.audit` (default: every registered one; attacks that
+        call a language model per document run on a seeded sample of ``sample`` documents).
+    documents: bench a seeded sample of this many originals (the background stays whole).
+    reference: a reference table of published figures (a CSV file, or ``"tab"``).
+    """
+    from audit.core.registry import registry as default_registry
+
+    reg = registry or default_registry
+    chosen = [k for k, v in (("sanitizer", sanitizer), ("command", command), ("release", release)) if v is not None]
+    if len(chosen) != 1:
+        raise AnonauditError("give the sanitizer under test as exactly one of sanitizer=, command= or release= "
+                             f"(got {', '.join(chosen) or 'none'})")
+    columns = {k: v for k, v in (("text", text_column), ("id", id_column), ("subject", subject_column),
+                                 ("spans", spans_column)) if v != k}
+    corpus = _corpus(originals, background, tri, tri_originals, demo_people, documents, seed, format, columns)
+    spec = _spec(corpus, reg, sanitizer=sanitizer, command=command, release=release, name=name, params=params,
+                 comparisons=comparisons, with_=with_, budget=budget, extra=extra_releases, attacks=attacks,
+                 metrics=metrics, sample=sample, reference=reference, seed=seed, llm=llm, title=title,
+                 columns=columns, command_timeout=command_timeout)
+    if out is not None:
+        return _run(spec, Path(out).resolve(), reg, progress, echo)
+    with tempfile.TemporaryDirectory(prefix="anonaudit-bench-") as tmp:
+        return _run(spec, Path(tmp), reg, progress, echo, keep=False)
+
+
+@dataclass(frozen=True)
+class _Corpus:
+    name: str
+    originals: Corpus | None
+    background: Corpus | None
+    releases: tuple[Release, ...] = ()
+
+
+def _corpus(originals: Any, background: Any, tri: Any, tri_originals: str | None, demo_people: int,
+            documents: int | None, seed: int, fmt: str | None, columns: Mapping[str, str]) -> _Corpus:
+    """The corpus to bench on: the demo population, originals (+ background), or a TRI file."""
+    from anonaudit.inputs import as_corpus, is_file
+    from audit.io.loaders import load_corpus, load_tri
+
+    def load(value: Any, role: str, format_: str | None = None) -> Corpus | None:
+        if value is None:
+            return None
+        if is_file(value):
+            return load_corpus(value, format=format_, name=role, columns=dict(columns) or None)
+        return as_corpus(value, name=role, columns=columns)
+
+    if tri is not None:
+        if originals is not None:
+            raise AnonauditError("give originals= or tri=, not both (a TRI file's originals are one of its columns: "
+                                 "tri_originals=)")
+        bg, rels = load_tri(tri)
+        orig = None
+        if tri_originals is not None:
+            found = [r for r in rels if r.name == tri_originals]
+            if not found:
+                raise AnonauditError(f"{tri}: no method column {tri_originals!r}; columns: "
+                                     f"{', '.join(r.name for r in rels)}")
+            orig, rels = found[0].corpus.rename("originals"), [r for r in rels if r.name != tri_originals]
+        data = _Corpus(Path(os.fspath(tri)).stem, orig, load(background, "background") or bg, tuple(rels))
+    elif originals is not None:
+        name = Path(os.fspath(originals)).stem if is_file(originals) else "originals"
+        data = _Corpus(name, load(originals, "originals", fmt), load(background, "background"))
+    else:
+        from audit.demo.data import generate
+
+        demo = generate(n=demo_people, seed=seed)
+        data = _Corpus(f"demo population ({demo_people} people, seed {seed})", demo.originals,
+                       load(background, "background") or demo.background)
+    if documents is not None and data.originals is not None and documents < len(data.originals):
+        from audit.pipeline.releases import sample_release
+
+        kept = sample_release(Release("originals", data.originals), documents, seed).corpus
+        data = _Corpus(f"{data.name} (a seeded sample of {documents} of {len(data.originals)} documents)",
+                       kept, data.background, data.releases)
+    return data
+
+
+def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, params, comparisons, with_, budget,
+          extra, attacks, metrics, sample, reference, seed, llm, title, columns, command_timeout):
+    """The :class:`~audit.pipeline.bench.BenchSpec` of a call."""
+    import importlib.util
+
+    from anonaudit.inputs import as_corpus, component_entries, is_file
+    from audit.pipeline.bench import CHEAP, BenchSpec, Contender
+    from audit.pipeline.leaderboard import read_reference
+
+    if release is not None:
+        label = name or (Path(os.fspath(release)).stem if is_file(release) else "under_test")
+        under = (Contender(label, "file", path=os.fspath(release), under_test=True) if is_file(release) else
+                 Contender(label, "release", release=release if isinstance(release, Release) else
+                           Release(label, as_corpus(release, name=label, columns=columns)), under_test=True))
+    elif command is not None:
+        under = Contender(name or "under_test", "command", command=command, under_test=True)
+    else:
+        reg.get("sanitizer", sanitizer)  # an unknown name is an error before any work
+        under = Contender(name or sanitizer, "sanitizer", sanitizer=sanitizer, params=dict(params or {}),
+                          under_test=True)
+    if comparisons is None:
+        comparisons = [c for c in CHEAP if c != "presidio" or importlib.util.find_spec("presidio_analyzer")]
+    others = [Contender(c, "sanitizer", sanitizer=c) for c in comparisons]
+    for c in with_:
+        reg.get("sanitizer", c)
+        others.append(Contender(c, "sanitizer", sanitizer=c, budget=budget))
+    others += [Contender(r.name, "release", release=r) for r in corpus.releases]
+    for k, v in (extra or {}).items():
+        others.append(Contender(str(k), "file", path=os.fspath(v)) if is_file(v) else
+                      Contender(str(k), "release", release=Release(str(k), as_corpus(v, name=str(k), columns=columns))))
+    return BenchSpec(out=Path("."), originals=corpus.originals, background=corpus.background,
+                     contenders=(under, *[o for o in others if o.name != under.name or o.under_test]),
+                     attacks=tuple(_attacks(attacks, reg, sample, corpus)),
+                     metrics=tuple(component_entries(metrics, "metrics") if metrics is not None else
+                                   reg.names("metric")),
+                     seed=seed, llm=llm, title=title or f"Benchmark of {under.name}", corpus=corpus.name,
+                     reference=read_reference(reference) if reference is not None else (),
+                     command_timeout=command_timeout)
+
+
+def _attacks(attacks: Any, reg: Any, sample: int, corpus: _Corpus) -> list[Any]:
+    """The attacks' spec entries: as given, or every registered attack the corpus allows (TRIR
+    needs a background), those calling a language model per document on a sample."""
+    from anonaudit.inputs import component_entries
+
+    if attacks is not None:
+        return component_entries(attacks, "attacks")
+    out: list[Any] = []
+    for a in reg.names("attack"):
+        if a == "trir" and corpus.background is None:
+            continue
+        entry: dict[str, Any] = {"name": a}
+        try:
+            if "llm" in reg.get("attack", a).param_names():
+                entry["sample"] = sample
+        except AnonauditError:
+            pass  # cannot be loaded: the runner skips it and says why
+        out.append(entry)
+    return out
+
+
+def _run(spec: Any, out: Path, reg: Any, progress: bool, echo: Any, *, keep: bool = True) -> BenchResults:
+    import dataclasses
+    import sys
+
+    from anonaudit.results import Results, read_copies
+    from audit.pipeline.bench import run_bench
+
+    say = echo or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
+    outcome = run_bench(dataclasses.replace(spec, out=out), registry=reg, progress=progress, echo=say)
+    a = outcome.audit
+    results = Results(a.results, copies=read_copies(a.path, a.results, strict=False), computed=a.computed,
+                      reused=a.reused, skipped=a.skipped, errors=a.errors, keys=a.keys,
+                      path=a.path if keep else None, seconds=a.seconds)
+    return BenchResults(leaderboard=outcome.leaderboard, results=results, costs=outcome.costs,
+                        reused=outcome.reused, seconds=outcome.seconds, out=out if keep else None)

@@ -1,0 +1,169 @@
+"""``anonaudit bench``: a researcher's sanitizer beside the comparison points, with paired tests.
+
+A thin layer over :func:`anonaudit.bench`: options in, the same call a script makes, the
+leaderboard's paths and table out.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from audit.cli.common import no_cache_run
+from audit.cli.outputs import Output, check_outputs, force_option, results_outputs
+from audit.core.errors import AnonauditError
+
+
+def _names(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [] if value.strip().lower() in ("", "none") else [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _params(items: tuple[str, ...], what: str) -> dict[str, dict]:
+    """``NAME.KEY=VALUE`` (VALUE read as YAML) as ``{NAME: {KEY: VALUE}}``; ``KEY=VALUE`` under ``""``."""
+    import yaml
+
+    out: dict[str, dict] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise AnonauditError(f"{what} {item!r}: expected KEY=VALUE")
+        name, _, key = key.strip().rpartition(".")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise AnonauditError(f"{what} {item!r}: the value is not YAML ({exc})") from None
+        out.setdefault(name, {})[key] = value
+    return out
+
+
+def _extra(items: tuple[str, ...]) -> dict[str, str]:
+    from audit.io.loaders import parse_release_spec
+
+    out = {}
+    for item in items:
+        name, path = parse_release_spec(item)
+        out[name or Path(path).stem] = path
+    return out
+
+
+@click.command("bench")
+@click.option("--command", "command", default=None, metavar="CMD",
+              help="The sanitizer under test as a program, in any language: CMD holds {input} (the documents, JSONL: "
+                   "id, text, subject, spans) and {output} (where it writes its release, in any format of the README's "
+                   "'Input formats'), e.g. \"python my_sanitizer.py {input} {output}\".")
+@click.option("--sanitizer", "sanitizer", default=None, metavar="NAME",
+              help="The sanitizer under test as a registered sanitizer (an entry point, e.g. a plugin's).")
+@click.option("--release", "release", default=None, metavar="FILE",
+              help="The sanitizer under test as a release already made (any README format; a span file is applied "
+                   "to the originals).")
+@click.option("--name", default=None, help="The name of the sanitizer under test on the leaderboard.")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="A parameter of --sanitizer (VALUE read as YAML); repeatable.")
+@click.option("--originals", default=None, type=click.Path(dir_okay=False),
+              help="The corpus: original documents in any README format (TAB JSON included). Default: the synthetic "
+                   "demo population.")
+@click.option("--format", "fmt", default=None, help="The format of --originals (default: told by name and content).")
+@click.option("--background", default=None, type=click.Path(dir_okay=False),
+              help="Public documents per person: what TRIR's adversary knows (the demo has its own).")
+@click.option("--tri", default=None, type=click.Path(dir_okay=False),
+              help="A TRI-format file (name, public_knowledge, one column per method): its background, and each method "
+                   "column as a release on the board.")
+@click.option("--tri-originals", default=None, metavar="COLUMN",
+              help="The column of --tri that holds the original texts (sanitizers run on it).")
+@click.option("--demo-people", type=click.IntRange(3, 1000), default=20, show_default=True,
+              help="People in the demo population (when no corpus is given).")
+@click.option("--documents", type=click.IntRange(1, 10_000_000), default=None,
+              help="Bench a seeded sample of this many original documents (the background stays whole).")
+@click.option("--compare", default=None, metavar="LIST",
+              help="Comparison points (registered sanitizers, comma-separated, or none). Default: suppression, labels, "
+                   "spacy_ner and presidio (when installed).")
+@click.option("--with", "with_", default=None, metavar="LIST",
+              help="More comparison points that call a language model, e.g. intact,prompt,delinker; each runs on a "
+                   "seeded sample of --budget documents.")
+@click.option("--budget", type=click.IntRange(1, 10_000_000), default=10, show_default=True,
+              help="Documents for each --with sanitizer.")
+@click.option("--also", "also", multiple=True, metavar="NAME=FILE",
+              help="A release already made to place on the board too (e.g. a published sanitization); repeatable.")
+@click.option("--attacks", default=None, metavar="LIST",
+              help="Attacks (default: every registered one the corpus allows; TRIR needs a background).")
+@click.option("--metrics", default=None, metavar="LIST", help="Utility metrics (default: every registered one).")
+@click.option("--component-param", "cparams", multiple=True, metavar="NAME.KEY=VALUE",
+              help="A parameter of an attack or metric, e.g. trir.budget=fast; repeatable.")
+@click.option("--sample", type=click.IntRange(1, 10_000_000), default=20, show_default=True,
+              help="Documents per release for the attacks that call a language model per document.")
+@click.option("--reference", default=None, metavar="FILE|tab",
+              help="Published figures to show beside ours: a CSV (method,metric,value,source[,ours,note]) or 'tab' "
+                   "(the one that ships with anonaudit).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--llm", "llm_spec", default=None, metavar="SPEC", help="LLM for the sanitizers and attacks that use one.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds the --command may run (default: no limit).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out", show_default=True,
+              help="Folder: data/, sanitized/ (each release as it is made), results.json, leaderboard.html, "
+                   "leaderboard.csv and leaderboard.md. Running again resumes.")
+@force_option
+@no_cache_run
+@click.pass_context
+def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, originals, fmt, background, tri,
+              tri_originals, demo_people, documents, compare, with_, budget, also, attacks, metrics, cparams, sample,
+              reference, seed, llm_spec, timeout, out_dir, force) -> None:
+    """Benchmark a sanitizer against the comparison points on one corpus: every attack and utility
+    metric, each attack prepared once for all releases, a leaderboard ranked by risk with 95%
+    intervals, the cost per document, and paired tests against the sanitizer under test (exact
+    McNemar on per-document attack outcomes, paired bootstrap on per-document utility).
+
+    The sanitizer under test is one of --command, --sanitizer or --release. Exit status 0 done, 2
+    when an input, or the release the sanitizer under test made, is invalid (each problem names its
+    document; the comparison points already made are kept, and a re-run reuses them).
+    """
+    import anonaudit
+    from audit.cli.driver import registry_of
+
+    out = Path(out_dir)
+    extra = _extra(also)
+    check_outputs(_outputs(out), [("--originals", originals), ("--background", background), ("--tri", tri),
+                                  ("--release", release), ("--reference", reference),
+                                  *((f"--also {k}", v) for k, v in extra.items())], force=force)
+    by_component = _params(cparams, "--component-param")
+    result = anonaudit.bench(
+        sanitizer, command=command, release=release, name=name, params=_params(params, "--param").get("", {}),
+        originals=originals, background=background, tri=tri, tri_originals=tri_originals, demo_people=demo_people,
+        comparisons=_names(compare), with_=_names(with_) or (), budget=budget, extra_releases=extra,
+        attacks=_with_params(_names(attacks), by_component), metrics=_with_params(_names(metrics), by_component),
+        sample=sample, documents=documents, reference=reference, seed=seed, llm=llm_spec, out=out,
+        format=fmt, command_timeout=timeout, registry=registry_of(ctx))
+    page = result.report(out / "leaderboard.html")
+    click.echo("")
+    click.echo(result.to_markdown())
+    click.echo(f"leaderboard: {page} (table: {out / 'leaderboard.csv'}, {out / 'leaderboard.md'}); "
+               f"results: {out / 'results.json'}; {result.seconds:.1f}s")
+    for e in result.results.skipped + result.results.errors:
+        click.secho(f"not run: {e['component']}: {e['reason']}", fg="yellow", err=True)
+    if any(not e.get("input") for e in result.results.errors):
+        sys.exit(2)  # a component failed (not one that does not suit this corpus): not a success
+
+
+def _with_params(names: list[str] | None, params: dict[str, dict]) -> list | None:
+    """Spec entries for ``names``, with the ``--component-param`` values of each."""
+    if names is None:
+        if any(params):
+            raise AnonauditError("--component-param needs --attacks/--metrics naming the components it sets "
+                                 f"({', '.join(sorted(k for k in params if k))})")
+        return None
+    return [{"name": n, "params": params[n]} if n in params else n for n in names]
+
+
+def _outputs(out: Path) -> list[Output]:
+    return [*results_outputs(out / "results.json", "OUT/results.json"),
+            Output(out / "leaderboard.html", "leaderboard", "OUT/leaderboard.html"),
+            Output(out / "leaderboard.csv", "leaderboard_csv", "OUT/leaderboard.csv"),
+            Output(out / "leaderboard.md", "leaderboard_md", "OUT/leaderboard.md"),
+            Output(out / "data" / "originals.jsonl", "jsonl", "OUT/data/originals.jsonl"),
+            Output(out / "data" / "background.jsonl", "jsonl", "OUT/data/background.jsonl")]
+
+
+COMMANDS = [bench_cmd]

@@ -1,0 +1,151 @@
+"""The sanitizer under test as an external command, in any language, and the checks every
+release under test passes before it is attacked.
+
+``anonaudit bench --command "python my_sanitizer.py {input} {output}"``: the originals are
+written to ``{input}`` as JSONL (``id``, ``text``, ``subject``, ``spans``: the README's format),
+the command runs (no shell: the line is split as a shell would, then run directly), and
+``{output}`` is read in any format of the README's "Input formats" (JSONL with the sanitized
+texts, a span file applied to the originals, CSV, Parquet...).
+
+What comes back is validated against the originals (:func:`validate_release`): missing, extra
+or duplicated ids, empty texts, a document longer than its original by more than its recorded
+replacements explain, and recorded spans that do not match the texts. Each problem names the
+document; all are listed at once (a :class:`~audit.core.errors.DataError`: exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from audit.core.data import Corpus, Release
+from audit.core.errors import AnonauditError, DataError, Problem, Problems
+
+#: The placeholders a command line must hold.
+PLACEHOLDERS = ("{input}", "{output}")
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    """What one run of an external sanitizer did: its release, and how long it took."""
+
+    release: Release
+    seconds: float
+    output: Path
+
+
+def check_command(command: str) -> list[str]:
+    """The command line as arguments; an error when it cannot be split or lacks a placeholder."""
+    missing = [p for p in PLACEHOLDERS if p not in command]
+    if missing:
+        raise AnonauditError(f"--command {command!r}: it must contain {' and '.join(missing)} (where the "
+                             "documents are written and where the command writes its release)")
+    try:
+        args = shlex.split(command)
+    except ValueError as exc:
+        raise AnonauditError(f"--command {command!r}: cannot be split into arguments ({exc})") from None
+    if not args:
+        raise AnonauditError("--command is empty")
+    return args
+
+
+def run_command(command: str, originals: Corpus, name: str, folder: Path, *, timeout: float | None = None,
+                output_format: str | None = None) -> CommandRun:
+    """Run the external sanitizer on ``originals`` in ``folder`` and return its validated release.
+
+    The input file is ``folder/NAME.command-input.jsonl``, the output ``folder/NAME.command-output``
+    (its format is told by its content, or ``output_format``). The command's own messages go to
+    the terminal; a non-zero exit, a missing output or a release that fails
+    :func:`validate_release` is an :class:`AnonauditError` naming the command or the document."""
+    from audit.io.loaders import load_release_file, save_jsonl
+
+    args = check_command(command)
+    folder.mkdir(parents=True, exist_ok=True)
+    inp = folder / f"{name}.command-input.jsonl"
+    out = folder / f"{name}.command-output"
+    save_jsonl(originals, inp)
+    if out.exists():
+        out.unlink()  # never read a previous run's output as this run's
+    argv = [a.replace("{input}", str(inp)).replace("{output}", str(out)) for a in args]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, timeout=timeout, check=False,  # noqa: S603
+                              env={**os.environ, "ANONAUDIT_BENCH_INPUT": str(inp), "ANONAUDIT_BENCH_OUTPUT": str(out)})
+    except FileNotFoundError:
+        raise AnonauditError(f"--command {command!r}: no program {args[0]!r} found") from None
+    except PermissionError:
+        raise AnonauditError(f"--command {command!r}: {args[0]!r} cannot be run (permission denied)") from None
+    except subprocess.TimeoutExpired:
+        raise AnonauditError(f"--command {command!r}: still running after {timeout:.0f} s; stopped") from None
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise AnonauditError(f"--command {command!r} exited with status {proc.returncode} (its messages are "
+                             "above); the comparison points already made are kept")
+    if not out.is_file() or out.stat().st_size == 0:
+        raise AnonauditError(f"--command {command!r} exited 0 but wrote nothing to {{output}} ({out})")
+    try:
+        (release,) = load_release_file(out, name=name, originals=originals, format=output_format)
+    except ValueError:
+        raise AnonauditError(f"{out}: the command wrote more than one release (a TRI table?); write one") from None
+    validate_release(release, originals, source=str(out))
+    return CommandRun(release=release, seconds=seconds, output=out)
+
+
+def validate_release(release: Release, originals: Corpus, *, source: str | None = None) -> None:
+    """Check a release under test against its originals; every problem at once, each naming its
+    document. Extra and duplicated ids are refused when the release is read (the readers name
+    them); checked here: missing ids, empty texts, a document longer than its original by more
+    than its recorded replacements explain, recorded spans that do not match either text."""
+    problems = Problems(source or release.source or release.name)
+    if not release.aligned:
+        raise DataError(Problem(problems.source, "the release is not aligned to the originals by id: "
+                                                 "bench compares each document with its original"))
+    for doc_id in originals.ids:
+        if doc_id not in release.corpus:
+            problems.add("missing: the original has this document, the release does not", doc_id=doc_id)
+    for doc in release.corpus:
+        orig = originals.get(doc.id)
+        if orig is None:
+            problems.add("extra: no original document has this id", doc_id=doc.id)
+            continue
+        if not doc.text.strip() and orig.text.strip():
+            problems.add("empty text (the original is not empty)", doc_id=doc.id)
+            continue
+        for message in _span_problems(doc, orig):
+            problems.add(message, doc_id=doc.id)
+        growth = sum(max(0, (s.end - s.start) - ((s.orig_end or 0) - (s.orig_start or 0))) for s in doc.spans)
+        if len(doc.text) > len(orig.text) + growth:
+            problems.add(f"longer than its original ({len(doc.text):,} characters against {len(orig.text):,}) "
+                         + (f"by more than its recorded replacements explain (+{growth:,})" if growth else
+                            "and it records no replacement that explains it")
+                         + ": a sanitizer removes or generalises text; did the command write something else? "
+                         "(a replacement longer than what it replaces is fine when recorded as a span)",
+                         doc_id=doc.id)
+    problems.raise_if_any()
+
+
+def _span_problems(doc, orig) -> list[str]:
+    """What is wrong with the spans a released document records (offsets in both texts, the
+    original text each claims to replace, the replacement each claims to have put)."""
+    out: list[str] = []
+    for s in doc.spans:
+        where = f"recorded span [{s.start}, {s.end})"
+        if s.end > len(doc.text):
+            out.append(f"{where} lies beyond the end of the released text ({len(doc.text)} characters)")
+            continue
+        if s.replacement is not None and doc.text[s.start:s.end] != s.replacement:
+            out.append(f"{where}: the text there is {doc.text[s.start:s.end][:40]!r}, the span says it put "
+                       f"{s.replacement[:40]!r}")
+        if s.orig_start is None or s.orig_end is None:
+            continue
+        if not 0 <= s.orig_start <= s.orig_end <= len(orig.text):
+            out.append(f"{where}: its original offsets [{s.orig_start}, {s.orig_end}) lie outside the original "
+                       f"({len(orig.text)} characters)")
+        elif s.original is not None and orig.text[s.orig_start:s.orig_end] != s.original:
+            out.append(f"{where}: says it replaced {s.original[:40]!r}, the original has "
+                       f"{orig.text[s.orig_start:s.orig_end][:40]!r} at [{s.orig_start}, {s.orig_end})")
+    return out
