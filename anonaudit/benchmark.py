@@ -118,6 +118,7 @@ class _Corpus:
     originals: Corpus | None
     background: Corpus | None
     releases: tuple[Release, ...] = ()
+    population: Corpus | None = None
 
 
 def _corpus(originals: Any, background: Any, tri: Any, tri_originals: str | None, demo_people: int,
@@ -160,7 +161,7 @@ def _corpus(originals: Any, background: Any, tri: Any, tri_originals: str | None
 
         kept = sample_release(Release("originals", data.originals), documents, seed).corpus
         data = _Corpus(f"{data.name} (a seeded sample of {documents} of {len(data.originals)} documents)",
-                       kept, data.background, data.releases)
+                       kept, data.background, data.releases, population=data.originals)
     return data
 
 
@@ -179,6 +180,9 @@ def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, param
                  Contender(label, "release", release=release if isinstance(release, Release) else
                            Release(label, as_corpus(release, name=label, columns=columns)), under_test=True))
     elif command is not None:
+        from audit.pipeline.external import check_command
+
+        check_command(command)  # before any work
         under = Contender(name or "under_test", "command", command=command, under_test=True)
     else:
         reg.get("sanitizer", sanitizer)  # an unknown name is an error before any work
@@ -201,7 +205,7 @@ def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, param
                                    reg.names("metric")),
                      seed=seed, llm=llm, title=title or f"Benchmark of {under.name}", corpus=corpus.name,
                      reference=read_reference(reference) if reference is not None else (),
-                     command_timeout=command_timeout)
+                     command_timeout=command_timeout, population=corpus.population)
 
 
 def _attacks(attacks: Any, reg: Any, sample: int, corpus: _Corpus) -> list[Any]:

@@ -74,6 +74,9 @@ class BenchSpec:
     corpus: str = "corpus"
     reference: tuple[Any, ...] = ()
     command_timeout: float | None = None
+    #: The whole corpus when ``originals`` is a sample of it: release files made for the whole
+    #: corpus are read against it, then cut to the sample.
+    population: Corpus | None = None
 
 
 @dataclass
@@ -183,9 +186,12 @@ def _release_of(c: Contender, spec: BenchSpec, reg: Registry, resources: Any,
     originals = spec.originals
     if c.kind in ("file", "release"):
         if c.kind == "file":
-            (rel,) = load_release_file(c.path, name=c.name, originals=originals)
+            (rel,) = load_release_file(c.path, name=c.name, originals=spec.population or originals)
         else:
             rel = c.release
+        if spec.population is not None and originals is not None:  # made for the whole corpus: cut to the sample
+            rel = Release(rel.name, Corpus([d for d in rel.corpus if d.id in originals], name=rel.name,
+                                           source=rel.source), aligned=rel.aligned, source=rel.source)
         if originals is not None and c.under_test:
             validate_release(rel, originals, source=c.path or c.name)
         save_jsonl(rel.corpus, path)

@@ -1,0 +1,233 @@
+"""``anonaudit bench`` (issue 47): the sanitizer under test as a command, a registered sanitizer or
+a release file; the validation of what a command returns; resuming; the leaderboard (page, CSV,
+Markdown) with paired tests; TRI and TAB corpora; the reference table of published figures.
+
+No language model is loaded: phrase search and ROUGE-L are the attack and the metric, the
+comparison points are the annotation-based ones (spaCy and Presidio are real models and run in
+the README's slow test).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from audit.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "regex_masker.py"
+#: The shared TAB data: ``../shared/data/tab`` beside the checkout (as in CI), or ``ANONAUDIT_SHARED``.
+TAB = Path(os.environ.get("ANONAUDIT_SHARED", ROOT.parent / "shared")) / "data" / "tab"
+CHEAP = ["--compare", "suppression,labels", "--attacks", "phrase_search", "--metrics", "rouge"]
+
+
+def bench(args, tmp_path: Path):
+    return CliRunner().invoke(main, ["bench", *args], catch_exceptions=False)
+
+
+def rows(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_the_example_regex_masker_runs_end_to_end_on_the_demo_corpus(tmp_path):
+    out = tmp_path / "b"
+    cmd = f"{sys.executable} {EXAMPLE} {{input}} {{output}}"
+    res = bench(["--command", cmd, "--name", "regex", "--demo-people", "6", *CHEAP, "--out", str(out)], tmp_path)
+    assert res.exit_code == 0, res.output
+    table = rows(out / "leaderboard.csv")
+    assert {r["release"] for r in table} == {"regex", "suppression", "labels"}
+    ours = next(r for r in table if r["release"] == "regex")
+    assert ours["role"] == "under test" and ours["rank"] and float(ours["rouge"]) > 0
+    assert [int(r["rank"]) for r in table] == sorted(int(r["rank"]) for r in table)  # ranked by risk
+    others = [r for r in table if r["role"] == "comparison"]
+    # each comparison is tested against the sanitizer under test on the same documents
+    assert all("phrase_search (" in r["versus_under_test"] and "rouge (" in r["versus_under_test"] for r in others)
+    assert all(r["seconds_per_document"] != "" for r in table)
+    page = (out / "leaderboard.html").read_text(encoding="utf-8")
+    assert "anonaudit leaderboard" in page and "<svg" in page and "Pareto front" in page
+    md = (out / "leaderboard.md").read_text(encoding="utf-8")
+    assert md.startswith("| # | release |") and "**regex**" in md
+    # every release was written as it was made, with what made it
+    rec = json.loads((out / "sanitized" / next(p.name for p in (out / "sanitized").glob("regex-*.json"))).read_text())
+    assert rec["kind"] == "command" and rec["cost"]["documents"] == 6
+    # the run again: the comparison points and every attack result are reused
+    again = bench(["--command", cmd, "--name", "regex", "--demo-people", "6", *CHEAP, "--out", str(out)], tmp_path)
+    assert again.exit_code == 0, again.output
+    assert "reused suppression" in again.output and "already done, reused" in again.output
+
+
+BAD = {
+    "missing": ("docs = docs[1:]", "missing"),
+    "extra": ("docs.append(dict(docs[0], id='nobody'))", "'nobody'"),
+    "duplicated": ("docs.append(docs[0])", "duplicate id"),
+    "empty": ("docs[0]['text'] = '   '", "empty text"),
+    "longer": ("docs[0]['text'] = docs[0]['text'] * 2", "longer than its original"),
+    "spans": ("docs[0]['spans'] = [{'start': 0, 'end': 3, 'original': 'zzz', 'orig_start': 0, 'orig_end': 3}]",
+              "says it replaced 'zzz'"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_a_bad_release_from_a_command_is_a_clear_error_naming_the_document(tmp_path, kind):
+    change, expected = BAD[kind]
+    script = tmp_path / "bad.py"
+    script.write_text("import json, sys\n"
+                      "docs = [json.loads(l) for l in open(sys.argv[1])]\n"
+                      "for d in docs: d.pop('spans', None)\n"
+                      f"{change}\n"
+                      "open(sys.argv[2], 'w').write(''.join(json.dumps(d) + '\\n' for d in docs))\n")
+    out = tmp_path / "b"
+    res = bench(["--command", f"{sys.executable} {script} {{input}} {{output}}", "--demo-people", "4", *CHEAP,
+                 "--out", str(out)], tmp_path)
+    assert res.exit_code == 2, res.output
+    assert expected in res.output and "document" in res.output and "Traceback" not in res.output
+    # nothing of the comparison points is lost: made before the sanitizer under test, kept
+    assert list((out / "sanitized").glob("suppression-*.jsonl")) and list((out / "sanitized").glob("labels-*.jsonl"))
+
+
+def test_a_command_that_fails_or_writes_nothing_is_an_error_and_a_fixed_one_resumes(tmp_path):
+    out = tmp_path / "b"
+    fails = bench(["--command", f"{sys.executable} -c \"import sys; sys.exit(3)\" {{input}} {{output}}",
+                   "--demo-people", "4", *CHEAP, "--out", str(out)], tmp_path)
+    assert fails.exit_code == 2 and "exited with status 3" in fails.output
+    silent = bench(["--command", f"{sys.executable} -c pass {{input}} {{output}}", "--demo-people", "4", *CHEAP,
+                    "--out", str(out)], tmp_path)
+    assert silent.exit_code == 2 and "wrote nothing" in silent.output
+    no_placeholder = bench(["--command", "python x.py", "--out", str(out)], tmp_path)
+    assert no_placeholder.exit_code == 2 and "{input}" in no_placeholder.output
+    fixed = bench(["--command", f"{sys.executable} {EXAMPLE} {{input}} {{output}}", "--demo-people", "4", *CHEAP,
+                   "--out", str(out)], tmp_path)
+    assert fixed.exit_code == 0, fixed.output
+    assert "reused suppression" in fixed.output and "reused labels" in fixed.output
+
+
+def test_the_python_api_returns_a_leaderboard_and_is_deterministic(tmp_path):
+    import anonaudit
+
+    def run(out):
+        return anonaudit.bench("labels", comparisons=["suppression"], demo_people=6, attacks=["phrase_search"],
+                               metrics=["rouge"], seed=3, out=out,
+                               progress=False)
+
+    a, b = run(tmp_path / "a"), run(tmp_path / "b")
+    frame = a.to_pandas()
+    assert list(frame["release"]) == [r.name for r in a.leaderboard.rows]
+    assert set(frame["role"]) == {"under test", "comparison"}
+    page = a.report(tmp_path / "a" / "leaderboard.html")
+    assert page.exists() and (tmp_path / "a" / "leaderboard.csv").exists() and (tmp_path / "a" / "leaderboard.md").exists()
+    timing = [c for c in frame.columns if c.endswith("_per_document")]
+    assert frame.drop(columns=timing).equals(b.to_pandas().drop(columns=timing))
+    assert a.to_markdown().count("\n| ") == 2 and "labels" in repr(a)
+
+
+def test_llm_points_run_on_a_document_budget_and_a_sanitizer_under_test_may_be_a_file(tmp_path):
+    import anonaudit
+
+    data = anonaudit.sample_data(n=6, seed=0)
+    board = anonaudit.bench(release=data["releases"]["labels"], name="mine", originals=data["originals"],
+                            background=data["background"], comparisons=["suppression"], with_=["labels"], budget=3,
+                            attacks=["phrase_search"], metrics=["rouge"], out=tmp_path / "b", progress=False)
+    by = {r.name: r for r in board.leaderboard.rows}
+    assert by["labels"].cost["documents"] == 3 and by["labels"].risks["phrase_search"]["n"] == 3
+    assert by["mine"].role == "under test" and by["mine"].cost["kind"] == "release"
+    tests = {t["measure"]: t for t in by["labels"].tests}
+    assert tests["phrase_search"]["n"] == 3  # paired on the documents both have
+
+
+def test_paired_tests_read_safer_less_safe_or_not_distinguishable():
+    from audit.core.results import Finding, Result
+    from audit.core.stats import paired_bootstrap
+    from audit.pipeline.leaderboard import _tests
+
+    def attack(release, hits):
+        return Result(kind="attack", name="x", release=release, value=sum(hits) / len(hits), ci=(0.0, 1.0),
+                      n=len(hits), documents=[Finding(str(i), success=h) for i, h in enumerate(hits)])
+
+    def util(release, values):
+        return Result(kind="utility", name="u", release=release, value=sum(values) / len(values), ci=(0.0, 1.0),
+                      n=len(values), documents=[Finding(str(i), facts={"value": v}) for i, v in enumerate(values)])
+
+    ours = attack("ours", [False] * 20)
+    leaky = attack("leaky", [True] * 12 + [False] * 8)
+    same = attack("same", [True] + [False] * 19)
+    results = [ours, leaky, same, util("ours", [0.9] * 20), util("leaky", [0.5 + i / 100 for i in range(20)]),
+               util("same", [0.9] * 20)]
+    t = {r: {x["measure"]: x for x in _tests("ours", r, results, ["x"], ["u"], 0)} for r in ("leaky", "same")}
+    assert t["leaky"]["x"]["statement"].startswith("safer than leaky on x (p < 0.001")  # 12 vs 0: p = 2 * 0.5**12
+    assert t["same"]["x"]["statement"].startswith("not distinguishable from same on x (p = 1.000")
+    assert t["leaky"]["u"]["statement"].startswith("keeps more than leaky on u")
+    assert t["same"]["u"]["p"] == 1.0
+    d = paired_bootstrap([1.0, 2.0, 3.0], [1.0, 1.0, 1.0], seed=0)
+    assert d.value == 1.0 and d.ci[0] >= 0.0 and d == paired_bootstrap([1.0, 2.0, 3.0], [1.0, 1.0, 1.0], seed=0)
+
+
+def test_a_tri_file_is_a_corpus_and_comparisons_that_cannot_run_are_named(tmp_path):
+    import anonaudit
+
+    data = anonaudit.sample_data(n=5, seed=1)
+    bg = {}
+    for d in data["background"]:
+        bg[d["subject"]] = bg.get(d["subject"], "") + " " + d["text"]
+    rows_ = [{"name": d["subject"], "public_knowledge": bg[d["subject"]], "original": d["text"],
+              "masked": next(r["text"] for r in data["releases"]["suppressed"] if r["id"] == d["id"])}
+             for d in data["originals"]]
+    tri = tmp_path / "tri.json"
+    tri.write_text(json.dumps(rows_), encoding="utf-8")
+    out = tmp_path / "b"
+    res = bench(["--tri", str(tri), "--tri-originals", "original", "--command",
+                 f"{sys.executable} {EXAMPLE} {{input}} {{output}}", *CHEAP, "--out", str(out)], tmp_path)
+    assert res.exit_code == 0, res.output
+    table = rows(out / "leaderboard.csv")
+    assert {r["release"] for r in table} == {"under_test", "masked"}  # TRI's method column is on the board
+    assert "Not benchmarked: suppression" in (out / "leaderboard.html").read_text(encoding="utf-8")
+
+
+def test_outputs_never_overwrite_inputs_and_documents_are_escaped(tmp_path):
+    import anonaudit
+
+    data = anonaudit.sample_data(n=4, seed=0)
+    data["originals"][0]["text"] = data["originals"][0]["text"] + " <script>alert(1)</script>"
+    folder = tmp_path / "b"
+    folder.mkdir()
+    originals = folder / "leaderboard.csv"
+    originals.write_text("id,text\n" + "".join(f"{d['id']},\"{d['text']}\"\n" for d in data["originals"]),
+                         encoding="utf-8")
+    res = bench(["--originals", str(originals), "--sanitizer", "labels", "--out", str(folder), *CHEAP], tmp_path)
+    assert res.exit_code == 2 and "leaderboard.csv" in res.output
+    board = anonaudit.bench("suppression", name="<b>x<i>", originals=data["originals"], comparisons=["labels"],
+                            attacks=["phrase_search"], metrics=["rouge"], progress=False, out=tmp_path / "c")
+    page = board.report(tmp_path / "c" / "leaderboard.html").read_text(encoding="utf-8")
+    assert "<b>x<i>" not in page and "&lt;b&gt;x&lt;i&gt;" in page and "<script>" not in page
+
+
+def test_the_tab_reference_table_ships_with_its_sources():
+    from audit.pipeline.leaderboard import read_reference
+
+    rows_ = read_reference("tab")
+    assert len(rows_) >= 10 and all(r.source and "INTACT" in r.source for r in rows_)
+    tps = {r.ours: r.value for r in rows_ if r.metric == "tps" and r.ours}
+    assert tps["suppression"] < tps["labels"]  # Table 3 of the INTACT paper
+
+
+@pytest.mark.skipif(not (TAB / "bks").is_dir(), reason="needs the shared TAB data in ../shared/data/tab")
+def test_tab_with_a_background_and_published_rows(tmp_path):
+    out = tmp_path / "b"
+    res = bench(["--originals", str(TAB / "bks" / "TAB_test_BK=Original.json"), "--documents", "3",
+                 "--background", str(TAB / "bks" / "TAB_test_BK=Public10%.json"),
+                 "--release", str(TAB / "anonymizations" / "TAB_test_Manual_Entity.json"), "--name", "manual_entity",
+                 "--compare", "none", "--also",
+                 f"suppressed={TAB / 'anonymizations' / 'TAB_test_Manual_Supression.json'}",
+                 "--attacks", "phrase_search", "--metrics", "rouge", "--reference", "tab", "--out", str(out)], tmp_path)
+    assert res.exit_code == 0, res.output
+    table = rows(out / "leaderboard.csv")
+    published = [r for r in table if r["role"] == "published"]
+    assert published and all("INTACT" in r["source"] for r in published)
+    assert {r["release"] for r in table if r["role"] != "published"} == {"manual_entity", "suppressed"}
+    assert all(r["documents"] == "3" for r in table if r["role"] != "published")
