@@ -75,6 +75,7 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
           params: Mapping[str, Any] | None = None, originals: Any = None, background: Any = None, tri: Any = None,
           tri_originals: str | None = None, demo_people: int = 20, comparisons: Iterable[str] | None = None,
           with_: Iterable[str] = (), budget: int = 10, extra_releases: Mapping[str, Any] | None = None,
+          sanitizer_params: Mapping[str, Mapping[str, Any]] | None = None,
           attacks: Any = None, metrics: Any = None, sample: int = 20, documents: int | None = None,
           reference: str | os.PathLike | None = None, seed: int = 0, llm: str | None = None,
           out: str | os.PathLike | None = None, progress: bool = True, title: str | None = None,
@@ -87,6 +88,7 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
         presidio when installed); ``with_``: more, e.g. ``("intact", "prompt", "delinker")``, each
         run on a seeded sample of ``budget`` documents (they call a language model per document).
     extra_releases: ``{name: file or data}``, releases already made to place on the board too.
+    sanitizer_params: ``{name: {param: value}}`` for comparison points (e.g. ``{"intact": {"candidates": 3}}``).
     attacks, metrics: as in :func:`anonaudit.audit` (default: every registered one; attacks that
         call a language model per document run on a seeded sample of ``sample`` documents).
     documents: bench a seeded sample of this many originals (the background stays whole).
@@ -104,6 +106,7 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
     corpus = _corpus(originals, background, tri, tri_originals, demo_people, documents, seed, format, columns)
     spec = _spec(corpus, reg, sanitizer=sanitizer, command=command, release=release, name=name, params=params,
                  comparisons=comparisons, with_=with_, budget=budget, extra=extra_releases, attacks=attacks,
+                 sanitizer_params=sanitizer_params or {},
                  metrics=metrics, sample=sample, reference=reference, seed=seed, llm=llm, title=title,
                  columns=columns, command_timeout=command_timeout)
     if out is not None:
@@ -166,7 +169,7 @@ def _corpus(originals: Any, background: Any, tri: Any, tri_originals: str | None
 
 
 def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, params, comparisons, with_, budget,
-          extra, attacks, metrics, sample, reference, seed, llm, title, columns, command_timeout):
+          extra, sanitizer_params, attacks, metrics, sample, reference, seed, llm, title, columns, command_timeout):
     """The :class:`~audit.pipeline.bench.BenchSpec` of a call."""
     import importlib.util
 
@@ -190,14 +193,16 @@ def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, param
                           under_test=True)
     if comparisons is None:
         comparisons = [c for c in CHEAP if c != "presidio" or importlib.util.find_spec("presidio_analyzer")]
-    others = [Contender(c, "sanitizer", sanitizer=c) for c in comparisons]
+    others = [Contender(c, "sanitizer", sanitizer=c, params=dict(sanitizer_params.get(c, {}))) for c in comparisons]
     for c in with_:
         reg.get("sanitizer", c)
-        others.append(Contender(c, "sanitizer", sanitizer=c, budget=budget))
+        others.append(Contender(c, "sanitizer", sanitizer=c, params=dict(sanitizer_params.get(c, {})), budget=budget))
     others += [Contender(r.name, "release", release=r) for r in corpus.releases]
     for k, v in (extra or {}).items():
         others.append(Contender(str(k), "file", path=os.fspath(v)) if is_file(v) else
                       Contender(str(k), "release", release=Release(str(k), as_corpus(v, name=str(k), columns=columns))))
+    for c in (under, *others):
+        _check_params(reg, c)
     return BenchSpec(out=Path("."), originals=corpus.originals, background=corpus.background,
                      contenders=(under, *[o for o in others if o.name != under.name or o.under_test]),
                      attacks=tuple(_attacks(attacks, reg, sample, corpus)),
@@ -206,6 +211,22 @@ def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, param
                      seed=seed, llm=llm, title=title or f"Benchmark of {under.name}", corpus=corpus.name,
                      reference=read_reference(reference) if reference is not None else (),
                      command_timeout=command_timeout, population=corpus.population)
+
+
+def _check_params(reg: Any, c: Any) -> None:
+    """A registered sanitizer's parameters, checked against its constructor before any work."""
+    from audit.core.paramtypes import check_params
+
+    if c.kind != "sanitizer" or not c.params:
+        return
+    cls = reg.get("sanitizer", c.sanitizer)
+    unknown = sorted(set(c.params) - set(cls.param_names()))
+    if unknown:
+        raise AnonauditError(f"sanitizer {c.sanitizer!r} has no parameter(s) {', '.join(unknown)} "
+                             f"(it takes: {', '.join(cls.param_names())})")
+    wrong = check_params(cls, dict(c.params))
+    if wrong:
+        raise AnonauditError("\n".join(f"sanitizer {c.sanitizer!r}: parameter {k!r} {why}" for k, why in wrong.items()))
 
 
 def _attacks(attacks: Any, reg: Any, sample: int, corpus: _Corpus) -> list[Any]:

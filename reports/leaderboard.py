@@ -35,7 +35,7 @@ def _cell(fig: dict[str, Any] | None, *, percent: bool) -> str:
 def _cost_text(cost: dict[str, Any]) -> str:
     if cost.get("seconds_per_document") is None:
         return "– (given as a file)"
-    text = f"{cost['seconds_per_document']:.2f} s"
+    text = f"{cost['seconds_per_document']:.3g} s"
     if cost.get("requests_per_document"):
         text += f", {cost['requests_per_document']:g} req, {cost['tokens_per_document']:g} tok"
     return text
@@ -46,6 +46,20 @@ def _safe(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + value
     return value
+
+
+def published(lb: Any) -> list[dict[str, Any]]:
+    """The reference rows grouped by method, in the table's order: ``method``, ``figures``
+    (metric -> value), ``source``, ``ours`` (the leaderboard row that is the same method), ``note``."""
+    groups: dict[str, dict[str, Any]] = {}
+    for p in lb.published:
+        g = groups.setdefault(p.method, {"method": p.method, "figures": {}, "sources": [], "ours": "", "notes": []})
+        g["figures"][p.metric] = p.value
+        g["ours"] = g["ours"] or p.ours
+        for key, value in (("sources", p.source), ("notes", f"{p.metric}: {p.note}" if p.note else "")):
+            if value and value not in g[key]:
+                g[key].append(value)
+    return [{**g, "source": "; ".join(g.pop("sources")), "note": "; ".join(g.pop("notes"))} for g in groups.values()]
 
 
 def to_rows(lb: Any) -> list[dict[str, Any]]:
@@ -65,9 +79,9 @@ def to_rows(lb: Any) -> list[dict[str, Any]]:
         rec["versus_under_test"] = "; ".join(t["statement"] for t in r.tests)
         rec["source"] = r.source
         rows.append(rec)
-    for p in lb.published:
-        rows.append({"release": p.method, "role": "published", p.metric: p.value, "source": p.source,
-                     "matches": p.ours, "note": p.note})
+    for g in published(lb):
+        rows.append({"release": g["method"], "role": "published", **g["figures"], "source": g["source"],
+                     "matches": g["ours"], "note": g["note"]})
     return rows
 
 
@@ -104,14 +118,16 @@ def markdown(lb: Any) -> str:
         cells = [r.rank or "", f"**{r.name}**" if r.role == "under test" else r.name,
                  *[_cell(r.risks.get(a), percent=True) for a in lb.attacks],
                  *[_cell(r.utility.get(m), percent=False) for m in lb.metrics],
-                 f"{r.cost['seconds_per_document']:.2f}" if r.cost.get("seconds_per_document") is not None else "–",
+                 f"{r.cost['seconds_per_document']:.3g}" if r.cost.get("seconds_per_document") is not None else "–",
                  tests]
         lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
-    for p in lb.published:
-        cells = ["", f"{p.method} (published)",
-                 *[(pct(p.value) if p.metric == a else "") for a in lb.attacks],
-                 *[(num(p.value, 3) if p.metric == m else "") for m in lb.metrics], "", f"{p.metric} = {p.value:g}; "
-                 f"{p.source}"]
+    for g in published(lb):
+        figs = g["figures"]
+        other = ", ".join(f"{title_of(k)} {v:g}" for k, v in figs.items() if k not in lb.attacks and k not in lb.metrics)
+        cells = ["", f"{g['method']} (published)",
+                 *[(pct(figs[a]) if a in figs else "") for a in lb.attacks],
+                 *[(num(figs[m], 3) if m in figs else "") for m in lb.metrics], "",
+                 (other + "; " if other else "") + g["source"]]
         lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
     lines.append("")
     lines.append(f"Risks are attack success rates (lower is safer), utilities higher is better; 95% intervals in "
@@ -149,7 +165,8 @@ def render(lb: Any, *, notes: list[str] | None = None) -> str:
     env.filters["pct"] = pct
     env.filters["num"] = lambda x: num(x, 3)
     ctx = {"lb": lb, "chart": _chart(lb), "title": lb.title, "rows": lb.rows, "notes": notes or [],
-           "cell": _cell, "cost": _cost_text, "title_of": title_of, "agreement": [_agreement_text(a) for a in lb.agreement]}
+           "cell": _cell, "cost": _cost_text, "title_of": title_of, "published": published(lb),
+           "agreement": [_agreement_text(a) for a in lb.agreement]}
     return env.get_template("leaderboard.html").render(**ctx)
 
 

@@ -92,7 +92,8 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
               help="Attacks (default: every registered one the corpus allows; TRIR needs a background).")
 @click.option("--metrics", default=None, metavar="LIST", help="Utility metrics (default: every registered one).")
 @click.option("--component-param", "cparams", multiple=True, metavar="NAME.KEY=VALUE",
-              help="A parameter of an attack or metric, e.g. trir.budget=fast; repeatable.")
+              help="A parameter of a comparison point, attack or metric (VALUE read as YAML), e.g. trir.budget=fast "
+                   "or intact.candidates=3; repeatable.")
 @click.option("--sample", type=click.IntRange(1, 10_000_000), default=20, show_default=True,
               help="Documents per release for the attacks that call a language model per document.")
 @click.option("--reference", default=None, metavar="FILE|tab",
@@ -129,10 +130,14 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
                                   ("--release", release), ("--reference", reference),
                                   *((f"--also {k}", v) for k, v in extra.items())], force=force)
     by_component = _params(cparams, "--component-param")
+    sanitizers = set(registry_of(ctx).names("sanitizer"))
+    san_params = {k: v for k, v in by_component.items() if k in sanitizers}
+    by_component = {k: v for k, v in by_component.items() if k not in sanitizers}
     result = anonaudit.bench(
         sanitizer, command=command, release=release, name=name, params=_params(params, "--param").get("", {}),
         originals=originals, background=background, tri=tri, tri_originals=tri_originals, demo_people=demo_people,
         comparisons=_names(compare), with_=_names(with_) or (), budget=budget, extra_releases=extra,
+        sanitizer_params=san_params,
         attacks=_with_params(_names(attacks), by_component), metrics=_with_params(_names(metrics), by_component),
         sample=sample, documents=documents, reference=reference, seed=seed, llm=llm_spec, out=out,
         format=fmt, command_timeout=timeout, registry=registry_of(ctx))
