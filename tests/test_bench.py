@@ -231,3 +231,21 @@ def test_tab_with_a_background_and_published_rows(tmp_path):
     assert published and all("INTACT" in r["source"] for r in published)
     assert {r["release"] for r in table if r["role"] != "published"} == {"manual_entity", "suppressed"}
     assert all(r["documents"] == "3" for r in table if r["role"] != "published")
+
+
+def test_the_readme_python_example_runs(tmp_path, monkeypatch, capsys):
+    import re
+    import shutil
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("\n## Benchmarking a sanitizer")
+    (block,) = re.findall(r"```python\n(.*?)```", text[start:text.index("\n## ", start + 1)], flags=re.S)
+    (tmp_path / "examples").mkdir()
+    shutil.copy(EXAMPLE, tmp_path / "examples" / EXAMPLE.name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    namespace: dict = {}
+    exec(compile(block, "README.md bench block", "exec"), namespace)  # noqa: S102
+    assert "regex" in capsys.readouterr().out
+    assert {p.name for p in (tmp_path / "bench-py").iterdir()} >= {"leaderboard.html", "leaderboard.csv",
+                                                                  "leaderboard.md", "results.json"}

@@ -15,7 +15,8 @@ What the test changes, and only that (each listed below with its reason):
 - ``ANONAUDIT_LLM=qwen2.5-coder-0.5b`` (a documented variable: the default LLM): commands
   that load an LLM use the small embedded model, the one the test extras install.
 - ``INPUTS``: the README's placeholder inputs that no earlier README command writes
-  (``spans.json``, ``originals.json``, ``audit.yaml``) are written first, on the demo data.
+  (``spans.json``, ``originals.json``, ``audit.yaml``; for ``bench``, three TAB-format judgments,
+  their background, a release, a TRI file and ``examples/regex_masker.py``) are written first.
 - ``EXCLUDED``: the few commands that cannot run in a test, with the reason; the test checks
   that each still appears in the README, so the list cannot go stale.
 
@@ -82,7 +83,10 @@ STEPS = [("anonaudit demo-data", 0), ("anonaudit data", 1), ("anonaudit demo", 1
 OWN_HOME = ("anonaudit models prune", "anonaudit cache")
 #: Commands that load no model (run on every test run, not only the slow one).
 MODEL_FREE = ("anonaudit demo-data", "anonaudit data", "anonaudit attack phrase-search", "anonaudit report",
-              "anonaudit models", "anonaudit cache")
+              "anonaudit models", "anonaudit cache",
+              # bench as the README runs it: phrase search and ROUGE-L; its default comparison points
+              # spaCy NER and Presidio load spaCy's small pipeline (seconds), no LLM or encoder
+              "anonaudit bench")
 
 
 @dataclass(frozen=True)
@@ -208,10 +212,41 @@ def _is(c: Command, prefixes) -> bool:
 # --------------------------------------------------------------------------- the README's placeholder inputs
 
 
+#: ``anonaudit bench``'s placeholder corpora: three TAB-format judgments (with annotations), their
+#: public background (one more person than the release), the release under test, a TRI file.
+CASES = [("001-1", "Mr Galip Yalman", "Turkey", "lodged on 3 May 1997 by a lorry driver from Ankara"),
+         ("001-2", "Ms Anna Kowalska", "Poland", "lodged on 12 June 2001 by a nurse from Gdansk"),
+         ("001-3", "Mr Peter Novak", "Slovakia", "lodged on 9 March 2004 by a teacher from Kosice")]
+
+
+def write_bench_inputs(folder: Path) -> None:
+    """The placeholder inputs of the README's ``anonaudit bench`` commands (see :data:`CASES`)."""
+    tab, background, ours, tri = [], {}, [], []
+    for doc_id, name, state, rest in CASES:
+        text = f"The case originated in an application against {state} {rest}, {name}."
+        start = text.index(name)
+        tab.append({"doc_id": doc_id, "text": text, "annotations": {"annotator1": {"entity_mentions": [
+            {"entity_type": "PERSON", "start_offset": start, "end_offset": start + len(name), "span_text": name,
+             "identifier_type": "DIRECT", "entity_id": f"{doc_id}_e1"}]}}})
+        background[doc_id] = f"CASE OF {name.split()[-1].upper()} v. {state.upper()}. {name} {rest.split(' by ')[1]}."
+        ours.append({"id": doc_id, "text": text.replace(name, "the applicant")})
+        tri.append({"name": doc_id, "public_knowledge": background[doc_id], "original": text,
+                    "masked": text.replace(name, "***")})
+    background["001-4"] = "CASE OF BRANDT v. GERMANY. Mr Jonas Brandt, a baker from Leipzig."
+    (folder / "echr_test.json").write_text(json.dumps(tab), encoding="utf-8")
+    (folder / "echr_background.json").write_text(json.dumps(background), encoding="utf-8")
+    (folder / "ours.jsonl").write_text("".join(json.dumps(d) + "\n" for d in ours), encoding="utf-8")
+    (folder / "tri.json").write_text(json.dumps(tri), encoding="utf-8")
+    (folder / "examples").mkdir(exist_ok=True)
+    (folder / "examples" / "regex_masker.py").write_text((ROOT / "examples" / "regex_masker.py").read_text())
+
+
 def write_inputs(folder: Path) -> None:
     """The README's placeholder inputs that no README command writes: a span file with its
-    originals for ``data convert``, and an ``audit.yaml`` on the demo data (whose release
-    ``ours`` is the name the README's harden command uses) for ``run`` and ``harden``."""
+    originals for ``data convert``, an ``audit.yaml`` on the demo data (whose release
+    ``ours`` is the name the README's harden command uses) for ``run`` and ``harden``, and the
+    corpora and example sanitizer of the ``bench`` commands (:func:`write_bench_inputs`)."""
+    write_bench_inputs(folder)
     (folder / "originals.json").write_text(json.dumps({"a": "Alice Smith lives in Oslo.",
                                                        "b": "Bob Jones works in Bergen."}), encoding="utf-8")
     (folder / "spans.json").write_text(json.dumps({"a": [[0, 11, "[PERSON]"]], "b": [[0, 9]]}), encoding="utf-8")
