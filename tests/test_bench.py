@@ -160,8 +160,8 @@ def test_paired_tests_read_safer_less_safe_or_not_distinguishable():
     results = [ours, leaky, same, util("ours", [0.9] * 20), util("leaky", [0.5 + i / 100 for i in range(20)]),
                util("same", [0.9] * 20)]
     t = {r: {x["measure"]: x for x in _tests("ours", r, results, ["x"], ["u"], 0)} for r in ("leaky", "same")}
-    assert t["leaky"]["x"]["statement"].startswith("safer than leaky on x (p < 0.001")  # 12 vs 0: p = 2 * 0.5**12
-    assert t["same"]["x"]["statement"].startswith("not distinguishable from same on x (p = 1.000")
+    assert t["leaky"]["x"]["statement"].startswith("is safer than leaky on x (p < 0.001")  # 12 vs 0: p = 2 * 0.5**12
+    assert t["same"]["x"]["statement"].startswith("is not distinguishable from same on x (p = 1.000")
     assert t["leaky"]["u"]["statement"].startswith("keeps more than leaky on u")
     assert t["same"]["u"]["p"] == 1.0
     d = paired_bootstrap([1.0, 2.0, 3.0], [1.0, 1.0, 1.0], seed=0)

@@ -119,8 +119,21 @@ def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bo
         echo(f"bench: every attack and metric on {len(made)} release(s); each attack is prepared once")
         outcome = Audit(aspec, registry=reg, on_error="skip", progress=progress, echo=echo,
                         command="bench").run(resources)
-    board = build_leaderboard(outcome.results, spec, costs, reuse=reuse_of(outcome.results, [n for n, _ in made]))
+    reuse = _remember_reuse(spec.out / "bench.json", reuse_of(outcome.results, [n for n, _ in made]))
+    board = build_leaderboard(outcome.results, spec, costs, reuse=reuse)
     return BenchOutcome(audit=outcome, leaderboard=board, costs=costs, reused=reused, seconds=time.time() - t0)
+
+
+def _remember_reuse(path: Path, reuse: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """This run's attack preparations, completed by those an earlier run measured (a run that
+    reused every result prepared nothing); kept in ``OUT/bench.json``."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8")).get("reuse", {}) if path.exists() else {}
+    except (OSError, ValueError, AttributeError):
+        old = {}
+    merged = {**{k: v for k, v in old.items() if isinstance(v, dict)}, **reuse}
+    atomic_write_json(path, {"reuse": merged})
+    return merged
 
 
 def _write_corpus(spec: BenchSpec) -> dict[str, str]:

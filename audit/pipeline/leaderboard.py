@@ -7,8 +7,8 @@ Paired tests compare two releases on the SAME documents, so what the documents s
   (:func:`audit.core.stats.sign_test`) on the documents where exactly one of the two was hit;
 - utility (per-document value): a paired bootstrap of the mean difference
   (:func:`audit.core.stats.paired_bootstrap`).
-Each test reads "safer than X (p = ...)", "less safe than X (p = ...)" or "not distinguishable
-from X (p = ...)" at the 5% level, one test at a time (no correction for the number of tests:
+Each test reads "is safer than X (p = ...)", "is less safe than X (p = ...)" or "is not
+distinguishable from X (p = ...)" (utility: "keeps more/less than X") at the 5% level, one test at a time (no correction for the number of tests:
 the page says so).
 
 A reference table is a CSV file ``method,metric,value,source[,ours,note]``: published figures
@@ -159,9 +159,9 @@ def _tests(under: str, other: str, results: Sequence[Result], attacks: Sequence[
         only_theirs = sum(1 for i in shared if b[i] and not a[i])
         p = sign_test(only_ours, only_theirs)
         if p < ALPHA:
-            verdict = "safer than" if only_theirs > only_ours else "less safe than"
+            verdict = "is safer than" if only_theirs > only_ours else "is less safe than"
         else:
-            verdict = "not distinguishable from"
+            verdict = "is not distinguishable from"
         out.append({"measure": name, "test": "exact McNemar", "n": len(shared), "only_under_test": only_ours,
                     "only_other": only_theirs, "p": p,
                     "statement": f"{verdict} {other} on {name} ({fmt_p(p)}; {only_theirs} document(s) hit only "
@@ -173,7 +173,7 @@ def _tests(under: str, other: str, results: Sequence[Result], attacks: Sequence[
             continue
         d = paired_bootstrap([a[i] for i in shared], [b[i] for i in shared], seed=seed)
         verdict = ("keeps more than" if d.value > 0 else "keeps less than") if d.p < ALPHA else \
-            "not distinguishable from"
+            "is not distinguishable from"
         out.append({"measure": name, "test": "paired bootstrap", "n": d.n, "difference": d.value,
                     "ci": list(d.ci), "p": d.p,
                     "statement": f"{verdict} {other} on {name} (mean difference {d.value:+.3f}, 95% CI "
