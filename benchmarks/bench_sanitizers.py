@@ -3,8 +3,8 @@ sanitizations, and the time attack reuse saves.
 
     python benchmarks/bench_sanitizers.py tab --docs 20 --out /tmp/bench-tab      # TAB, ranks vs published
     python benchmarks/bench_sanitizers.py reuse --people 20 --out /tmp/bench-reuse # one bench vs 5 runs
-    python benchmarks/bench_sanitizers.py tab --quick     # about a minute: 4 documents, ROUGE-L only
-    python benchmarks/bench_sanitizers.py reuse --quick   # 6 people, phrase search only
+    python benchmarks/bench_sanitizers.py --quick         # both in about a minute: 4 TAB documents and
+                                                          # ROUGE-L; 6 people, 3 sanitizers, phrase search
 
 ``tab``: a seeded sample of the 127 TAB test documents (``TAB_test_BK=Original.json``) with the
 manual mentions of ``TAB_test_Manual_Entity.json`` as annotations (so ``suppression`` and
@@ -102,7 +102,8 @@ def _one(name: str, *, command: str | None, compare: list[str], out: Path, peopl
 
 def run_reuse(args) -> dict:
     cmd = f"{sys.executable} {ROOT / 'examples' / 'regex_masker.py'} {{input}} {{output}}"
-    points = ["suppression", "labels", "spacy_ner", "presidio"]
+    # --quick: three sanitizers that load no model (spaCy's and Presidio's loads dominate a tiny run)
+    points = ["suppression", "labels"] if args.quick else ["suppression", "labels", "spacy_ner", "presidio"]
     people = 6 if args.quick else args.people
     base = Path(args.out)
     out: dict = {"people": people, "attacks": "phrase_search" if args.quick else "phrase_search, trir (budget fast)"}
@@ -125,7 +126,7 @@ def run_reuse(args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["tab", "reuse"])
+    ap.add_argument("what", nargs="?", choices=["tab", "reuse", "both"], default="both")
     ap.add_argument("--data", default=str(TAB))
     ap.add_argument("--docs", type=int, default=20, help="TAB: a seeded sample of this many test documents")
     ap.add_argument("--people", type=int, default=20, help="reuse: people in the demo population")
@@ -136,14 +137,20 @@ def main() -> None:
     args = ap.parse_args()
     args.out = args.out or tempfile.mkdtemp(prefix=f"bench-{args.what}-")
     t0 = time.time()
-    figures = run_tab(args) if args.what == "tab" else run_reuse(args)
+    if args.what == "both":
+        base = Path(args.out)
+        args.out = str(base / "tab")
+        figures = {"tab": {k: v for k, v in run_tab(args).items() if k != "leaderboard"}}
+        args.out = str(base / "reuse")
+        figures["reuse"] = run_reuse(args)
+    else:
+        figures = run_tab(args) if args.what == "tab" else run_reuse(args)
     figures.update({"command": " ".join(sys.argv), "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                     "wall_s": round(time.time() - t0, 1), "load": os.getloadavg()})
     text = json.dumps(figures, indent=1, default=str)
     if args.json:
         Path(args.json).write_text(text, encoding="utf-8")
-    print(text if args.what == "reuse" else json.dumps({k: v for k, v in figures.items() if k != "leaderboard"},
-                                                        indent=1, default=str))
+    print(json.dumps({k: v for k, v in figures.items() if k != "leaderboard"}, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,8 @@ def test_the_example_regex_masker_runs_end_to_end_on_the_demo_corpus(tmp_path):
     again = bench(["--command", cmd, "--name", "regex", "--demo-people", "6", *CHEAP, "--out", str(out)], tmp_path)
     assert again.exit_code == 0, again.output
     assert "reused suppression" in again.output and "already done, reused" in again.output
+    # the page says what preparing each attack once cost, measured by the first run
+    assert "Attacks prepared once" in (out / "leaderboard.html").read_text(encoding="utf-8")
 
 
 BAD = {
