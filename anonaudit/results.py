@@ -189,7 +189,8 @@ class Results:
         """Write the HTML report to ``path`` and its per-document findings beside it
         (``findings.csv`` for ``report.html``, ``NAME.csv`` otherwise); ``shareable=True``
         leaves out every original text, span, guess and predicted identity. ``gate``: a
-        :class:`GateOutcome` (or its checks) shown beside the verdict. In the shareable edition
+        :class:`GateOutcome` (or its checks) shown beside the verdict (default: the checks the run
+        recorded in the results, when its spec had a gate). In the shareable edition
         document ids are stable pseudonyms unless ``keep_ids``. Returns the path."""
         from reports.export import write_findings_csv
         from reports.render import write_report
@@ -201,10 +202,10 @@ class Results:
                                  out.stem + ".csv")
         write_findings_csv(csv_path, make_shareable(self.file, keep_ids=keep_ids) if shareable else self.file)
         checks = None if gate is None else list(gate.checks if isinstance(gate, GateOutcome) else gate)
-        extra = {} if registry is None else {"registry": registry}  # component descriptions
+        del registry  # unused: the report reads what the run recorded, never the installed plugins
         return write_report(out, self.file, shareable=shareable, checks=checks, texts=self.texts(),
                             max_documents=max_documents, title=title, notes=list(notes), csv_name=csv_path.name,
-                            keep_ids=keep_ids, **extra)
+                            keep_ids=keep_ids)
 
     def texts(self) -> dict[str, dict[str, str]]:
         """The sanitized text of each document of each release: ``{release: {id: text}}``."""

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from audit import __version__
-from audit.core.registry import Registry, normalise
-from audit.core.registry import registry as default_registry
+from audit.core.checks import Check
+from audit.core.details import About
 from audit.core.results import Result, ResultsFile, grouped_warnings
 from audit.core.stats import is_tiny
 from reports.charts import forest_chart, pareto_chart
@@ -34,8 +34,8 @@ MARKS = (("#fde2a8", "#e0a526"), ("#cfe3f5", "#4a8cc4"), ("#f8d4cc", "#cc6b55"),
          ("#e6dcf3", "#8a63c0"), ("#f3e0ec", "#b75d93"), ("#d5efee", "#3a9c99"), ("#ecebd2", "#9a9540"))
 PREFERRED_UTILITY = ("tpi", "tps")
 LEVEL_ORDER = {"high": 3, "elevated": 2, "low": 1, "none": 0}
-#: What each utility metric means, where a privacy officer reads it (the registry's longer
-#: description follows when the metric is installed).
+#: What each utility metric means, where a privacy officer reads it (the description the run
+#: recorded for the metric follows).
 GLOSSARY = {
     "tpi": "Text preserved information: the share of the originals' information content (how "
            "surprising each word is to a language model) that the release keeps. 1 = nothing removed.",
@@ -68,54 +68,41 @@ def _risk_level(r: Result) -> tuple[str, str]:
 
 
 def _warning(r: Result) -> str:
-    w = r.details.get("warning")
-    return w if isinstance(w, str) else ""
+    return r.info.warning
 
 
 def _trials(r: Result) -> str:
     """"580 n-grams in 40 documents" for a clustered result, else "40 documents"."""
-    unit = str(r.details.get("unit") or "trials")
-    trials, trial_unit = r.details.get("trials"), r.details.get("trial_unit")
-    if isinstance(trials, (int, float)) and trial_unit and trial_unit != unit:
-        return f"{num(trials)} {trial_unit} in {r.n} {unit}"
+    info = r.info
+    unit = info.unit or "trials"
+    if info.trials is not None and info.trial_unit and info.trial_unit != unit:
+        return f"{num(info.trials)} {info.trial_unit} in {r.n} {unit}"
     return f"{r.n} {unit}"
 
 
 def _sentence(r: Result) -> str:
     ci = f" (95% CI {pct(r.ci[0])}–{pct(r.ci[1])})" if r.ci else ""
-    if "successes" in r.details:  # a success rate (Result.from_risk)
+    if r.info.rate:  # a success rate (Result.from_risk)
         s = f"{title_of(r.name)} succeeded on {pct(r.value)} of {_trials(r)} in release “{visible(r.release)}”{ci}"
     else:  # a score averaged over documents (leakage, similarity): not a count of successes
         s = f"{title_of(r.name)} averaged {pct(r.value)} over {_trials(r)} in release “{visible(r.release)}”{ci}"
     if r.baseline is not None:
         s += f", against {pct(r.baseline, 2)} by chance" if r.beats_baseline else \
              f": not distinguishable from chance ({pct(r.baseline, 2)})"
-    samp = r.details.get("sampled")
-    if isinstance(samp, Mapping) and samp.get("of"):
-        s += f" — measured on a sample of {samp.get('documents')} of {samp.get('of')} documents"
+    samp = r.info.sampled
+    if samp is not None and samp.of:
+        s += f" — measured on a sample of {samp.documents} of {samp.of} documents"
     return s + "."
 
 
-def _component_attr(registry: Registry, kind: str, name: str, attr: str) -> str:
-    try:
-        return str(getattr(registry.get(kind, name), attr, "") or "")
-    except Exception:  # not installed or broken: the report still renders
-        return ""
-
-
-def _descriptions(names: list[str], rf: ResultsFile, registry: Registry, kind: str = "attack") -> dict[str, str]:
-    comps = rf.provenance.get("components") if isinstance(rf.provenance.get("components"), Mapping) else {}
+def _descriptions(names: list[str], rf: ResultsFile, kind: str = "attack") -> dict[str, str]:
+    """What each component does, as the run recorded it in the file (its provenance; else a
+    result's own ``details.description``): never from the plugins installed where the report
+    is rendered."""
     out: dict[str, str] = {}
     for name in names:
-        desc = _component_attr(registry, kind, name, "description")
-        if not desc:
-            for c in comps.values():
-                if isinstance(c, Mapping) and normalise(str(c.get("name", ""))) == normalise(name):
-                    desc = str(c.get("description") or "")
-        if not desc:
-            desc = next((str(r.details["description"]) for r in rf.results
-                         if r.name == name and isinstance(r.details.get("description"), str)), "")
-        out[name] = desc
+        out[name] = rf.about(kind, name).description or next(
+            (r.info.description for r in rf.results if r.name == name and r.info.description), "")
     return out
 
 
@@ -131,7 +118,7 @@ def _counted_measure(r: Result) -> bool:
     e.g. the claim linker's leakage when its judge passed its control) and carries no warning.
     A measure whose check failed carries a warning instead, and only makes a verdict that
     nothing else decides INCONCLUSIVE."""
-    return not _is_headline(r.name) and r.details.get("in_verdict") is True and not _warning(r)
+    return not _is_headline(r.name) and r.info.in_verdict and not _warning(r)
 
 
 def _base(name: str) -> str:
@@ -146,13 +133,17 @@ def _attack_groups(attacks: list[Result]) -> list[str]:
     return list(seen)
 
 
-def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[Any] | None = None,
+def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[Check] | None = None,
                   texts: Mapping[str, Mapping[str, str]] | None = None, max_documents: int = 50,
-                  title: str | None = None, registry: Registry | None = None,
-                  notes: Sequence[str] = (), csv_name: str | None = None, keep_ids: bool = False) -> dict[str, Any]:
-    """Everything the template shows, as plain data (strings still unescaped). ``shareable``:
-    from :func:`reports.shareable.shareable`'s copy, document ids pseudonymised unless ``keep_ids``."""
-    registry = registry or default_registry
+                  title: str | None = None, notes: Sequence[str] = (), csv_name: str | None = None,
+                  keep_ids: bool = False) -> dict[str, Any]:
+    """Everything the template shows, as plain data (strings still unescaped), from ``rf``
+    alone: descriptions, remedies and the gate's checks are those the run recorded in it
+    (``checks`` given here replace the recorded ones). ``shareable``: from
+    :func:`reports.shareable.shareable`'s copy, document ids pseudonymised unless ``keep_ids``."""
+    if checks is None:
+        checks = rf.checks() or None
+    raw = rf  # what the run recorded about its components is the components' text, never the data's
     raw_prov = rf.provenance
     if shareable:
         ids = {} if keep_ids else pseudonyms(rf)
@@ -168,8 +159,8 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
     util_names = sorted({r.name for r in utility}, key=lambda n: (n not in PREFERRED_UTILITY,
                                                                   PREFERRED_UTILITY.index(n) if n in PREFERRED_UTILITY else 0, n))
     metric = util_names[0] if util_names else None
-    descriptions = _descriptions(names, rf, registry)
-    remedies = {n: _component_attr(registry, "attack", n, "remedy") for n in names}
+    descriptions = _descriptions(names, raw)
+    remedies = {n: raw.about("attack", n) for n in names}
 
     release_texts = texts or {}
     drill = [drilldown(rf, rel, release_texts.get(rel, {}), max_documents, names) for rel in releases]
@@ -189,7 +180,7 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
     reasons = [] if shareable else [
         {"component": visible(str(s.get("component", ""))), "reason": visible(str(s.get("reason", "")))}
         for s in [*(raw_prov.get("skipped") or []), *(raw_prov.get("errors") or [])] if isinstance(s, Mapping)]
-    sampled_any = any(isinstance(r.details.get("sampled"), Mapping) for r in rf.results)
+    sampled_any = any(r.info.sampled is not None for r in rf.results)
     pareto = _pareto_views(heads, utility, util_names, names, releases)
     return {
         "title": visible(title or str(prov.get("title") or "Privacy audit")),
@@ -206,7 +197,7 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
         "sections": _attack_sections(names, attacks, descriptions, colors),
         "util_rows": _util_matrix(releases, util_names, utility),
         "glossary": [{"name": _util_title(n), "text": GLOSSARY.get(n, ""),
-                      "description": visible(d)} for n, d in _descriptions(util_names, rf, registry, "metric").items()],
+                      "description": visible(d)} for n, d in _descriptions(util_names, raw, "utility").items()],
         "drill": drill, "max_documents": max_documents,
         "drill_attacks": [{"i": i, "name": title_of(n), "bg": MARKS[i % len(MARKS)][0], "line": MARKS[i % len(MARKS)][1]}
                           for i, n in enumerate(names)],
@@ -250,8 +241,8 @@ def _exposure(heads: list[Result]) -> tuple[set[str], set[str]]:
     return exposed, scored
 
 
-def _verdicts(releases: list[str], heads: list[Result], checks: Sequence[Any] | None,
-              remedies: Mapping[str, str], rf: ResultsFile) -> list[dict[str, Any]]:
+def _verdicts(releases: list[str], heads: list[Result], checks: Sequence[Check] | None,
+              remedies: Mapping[str, About], rf: ResultsFile) -> list[dict[str, Any]]:
     """One line per release: the decision, the attacks that decide it, the documents they
     expose, and the fix that would help most."""
     out = []
@@ -283,14 +274,11 @@ def _verdicts(releases: list[str], heads: list[Result], checks: Sequence[Any] | 
         fix = ""
         for r in decisive or risky:
             head = headline_of.get(_base(r.name), r)
-            tmpl = remedies.get(_base(r.name), "")
+            remedy = remedies.get(_base(r.name))
             hits = sum(1 for d in head.documents if d.success)
             total = sum(1 for d in head.documents if d.success is not None)
-            if tmpl:
-                try:
-                    fix = tmpl.format(exposed=hits, total=total)
-                except (KeyError, IndexError, ValueError):
-                    fix = tmpl
+            if remedy is not None and remedy.remedy:
+                fix = remedy.fix(hits, total)
                 break
         out.append({
             "release": visible(rel), "status": status, "word": word, "deciding": deciding,
@@ -367,17 +355,16 @@ def _attack_sections(names: list[str], attacks: list[Result], descriptions: Mapp
 
 def _attack_row(r: Result) -> dict[str, Any]:
     level, words = _risk_level(r)
-    samp = r.details.get("sampled")
+    info = r.info
+    samp = info.sampled
     return {"release": visible(r.release), "value": pct(r.value), "raw": r.value,
             "ci": f"{pct(r.ci[0])} – {pct(r.ci[1])}" if r.ci else "–",
             "baseline": pct(r.baseline, 2) if r.baseline is not None else "–", "n": r.n,
             "units": visible(_trials(r)), "tiny": is_tiny(r.n) and r.n > 0, "weak": visible(_warning(r)),
             "beats": r.beats_baseline, "level": level, "words": words,
-            "residual": pct(r.details.get("residual_risk")) if isinstance(
-                r.details.get("residual_risk"), (int, float)) else "–",
-            "setup": visible(r.details["attacker"]) if isinstance(r.details.get("attacker"), str) else "",
-            "sampled": f"{samp.get('documents')} of {samp.get('of')}"
-            if isinstance(samp, Mapping) and samp.get("of") else ""}
+            "residual": pct(info.residual_risk) if info.residual_risk is not None else "–",
+            "setup": visible(info.attacker),
+            "sampled": f"{samp.documents} of {samp.of}" if samp is not None and samp.of else ""}
 
 
 def _pareto_views(heads: list[Result], utility: list[Result], util_names: list[str], names: list[str],
@@ -400,7 +387,7 @@ def _pareto_views(heads: list[Result], utility: list[Result], util_names: list[s
             "first": charts[0]["id"]}
 
 
-def _gate_view(checks: Sequence[Any]) -> dict[str, Any]:
+def _gate_view(checks: Sequence[Check]) -> dict[str, Any]:
     """The gate's threshold checks as a verdict and a table."""
     failed = [c for c in checks if c.status == "fail"]
     unsure = [c for c in checks if c.status == "inconclusive"]

@@ -144,7 +144,11 @@ def _verdict_of(html: str) -> str:
 def test_verdict_first_one_line_per_release_with_what_decides_it_and_no_cap():
     """Issue 18: one line per release (never capped at 8 and announced as a total), a risk level
     without a gate, the attacks that decide it, the documents exposed and the fix."""
-    rf = ResultsFile()
+    from audit.core.registry import registry
+
+    # the fix is the remedy the run recorded for the attack (the runner writes it into the provenance)
+    rf = ResultsFile(provenance={"components": {"attack:trir": {
+        "kind": "attack", "name": "trir", "remedy": registry.get("attack", "trir").remedy}}})
     for i in range(10):
         docs = [Finding(f"d{j}", j < 30 - i) for j in range(40)]
         rf.add(Result.from_risk("trir", f"rel{i:02d}", risk(30 - i, 40, 0.025), documents=docs))

@@ -16,8 +16,14 @@ wants to explain itself.
 Files are written atomically, so an interrupted run never leaves half a file, and
 :meth:`ResultsFile.update` is the one writer of a results file that several commands share:
 it re-reads the file under an exclusive lock and merges, so parallel writers lose nothing.
-Reading checks the whole shape first: a malformed file is a :class:`DataError` naming every
-problem, never a Python exception from deep inside.
+Reading checks the whole shape first (:mod:`audit.core.resultshape`): a malformed file is a
+:class:`DataError` naming every problem, never a Python exception from deep inside.
+
+A results file is self-contained: the report renders from it alone. The keys of ``details``
+that readers rely on are typed (``Result.info``, :class:`~audit.core.details.Details`); the
+provenance records what the run knew of each component (``ResultsFile.about``: description and
+remedy, :class:`~audit.core.details.About`) and, when its spec had a gate, the checks it judged
+(``ResultsFile.checks``, :class:`~audit.core.checks.Check`).
 """
 
 from __future__ import annotations
@@ -33,14 +39,21 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from audit.core import safejson
+from audit.core.checks import Check, checks_of, recorded_problems
+from audit.core.details import About, Details, about_problems, abouts, details_problems
 from audit.core.errors import DataError, Problem, read_text
 from audit.core.files import atomic_write_json, locked
+from audit.core.resultshape import KINDS, SHARE_TOLERANCE, json_type, figure_problems, result_shape_problems
 from audit.core.stats import Risk
 
+__all__ = ["SCHEMA", "KINDS", "SHARE_TOLERANCE", "FINDING_KEYS", "Highlight", "Finding", "Result", "ResultsFile",
+           "Details", "About", "Check", "figure_problems", "result_shape_problems", "grouped_warnings"]
+
+#: The schema of a results file. Additions that older readers may ignore (the typed details'
+#: checks, ``about``/``remedy`` and ``gate.checks`` in the provenance) keep it; a change that an
+#: older reader would misread bumps it, and :data:`READABLE` lists what this version still reads.
 SCHEMA = "anonaudit.results/1"
-KINDS = ("attack", "utility")
-#: How far outside [0, 1] a share may stray by floating-point rounding.
-SHARE_TOLERANCE = 1e-9
+READABLE = (SCHEMA,)
 #: Keys a serialized finding uses itself; an attack's own facts may not take them.
 FINDING_KEYS = ("id", "success", "summary", "highlights", "highlights_in", "private")
 
@@ -172,6 +185,13 @@ class Result:
     def key(self) -> tuple[str, str, str]:
         return (self.kind, self.name, self.release)
 
+    @property
+    def info(self) -> Details:
+        """The typed view of the ``details`` every reader relies on (``warning``, ``sampled``,
+        ``attacker``...: :class:`~audit.core.details.Details`); ``details`` itself stays the
+        open mapping the component wrote."""
+        return Details.of(self.details)
+
     @classmethod
     def from_risk(cls, name: str, release: str, risk: Risk, *, details: dict | None = None,
                   documents: Iterable[Finding] = ()) -> Result:
@@ -227,8 +247,8 @@ def grouped_warnings(results: Iterable[Result]) -> list[tuple[str, str, list[str
     distinct (result name, warning), with the releases it applies to, in first-seen order."""
     grouped: dict[tuple[str, str], list[str]] = {}
     for r in results:
-        text = r.details.get("warning")
-        if isinstance(text, str) and text:
+        text = r.info.warning
+        if text:
             grouped.setdefault((r.name, text), []).append(r.release)
     return [(name, text, releases) for (name, text), releases in grouped.items()]
 
@@ -260,6 +280,20 @@ class ResultsFile:
                 return r
         return None
 
+    def about(self, kind: str, name: str) -> About:
+        """What the run knew about component ``name`` (``kind``: attack or utility): its
+        description and remedy, as recorded in the provenance when it ran (empty for a file
+        written before remedies were recorded)."""
+        from audit.core.registry import normalise
+
+        found = abouts(self.provenance.get("components"))
+        return found.get((kind, name)) or next(
+            (a for (k, n), a in found.items() if k == kind and normalise(n) == normalise(name)), About(kind, name))
+
+    def checks(self) -> list[Check]:
+        """The gate checks the run recorded (``provenance.gate.checks``), each with its result."""
+        return checks_of(self.provenance, self.results)
+
     @property
     def releases(self) -> list[str]:
         seen: dict[str, None] = {}
@@ -280,7 +314,9 @@ class ResultsFile:
 
         data = self.to_dict()
         problems = [Problem(str(path), f"result {r['name']!r} on release {r['release']!r}: {w}")
-                    for r in data["results"] for w in figure_problems(r)]
+                    for r in data["results"] for w in [*figure_problems(r), *details_problems(r["details"])]]
+        problems += [Problem(str(path), w) for w in [*about_problems(self.provenance.get("components")),
+                                                    *recorded_problems(self.provenance, self.results)]]
         if problems:
             raise DataError(problems)
         check_summary_target(path)
@@ -316,10 +352,10 @@ class ResultsFile:
         items = data.get("results")
         provenance = data.get("provenance")
         if items is not None and not isinstance(items, list):
-            problems.append(Problem(src, f"\"results\" must be a list of results, not {_json_type(items)}"))
+            problems.append(Problem(src, f"\"results\" must be a list of results, not {json_type(items)}"))
             items = []
         if provenance is not None and not isinstance(provenance, dict):
-            problems.append(Problem(src, f"\"provenance\" must be an object, not {_json_type(provenance)}"))
+            problems.append(Problem(src, f"\"provenance\" must be an object, not {json_type(provenance)}"))
             provenance = {}
         results: list[Result] = []
         for i, item in enumerate(items or []):
@@ -331,126 +367,11 @@ class ResultsFile:
                 results.append(Result.from_dict(item))
             except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
                 problems.append(Problem(src, f"results[{i}] is malformed: {exc}"))
+        if not problems:  # what the report reads from the provenance: descriptions, remedies, checks
+            problems += [Problem(src, w) for w in [*about_problems((provenance or {}).get("components")),
+                                                   *recorded_problems(provenance or {}, results)]]
         if problems:
             raise DataError(problems)
         return cls(results=results, provenance=dict(provenance or {}))
 
 
-def _json_type(value: Any) -> str:
-    """How JSON calls the type of ``value`` (for messages)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def result_shape_problems(item: Any) -> list[str]:
-    """What is wrong with the shape of one serialized result (empty when it can be read)."""
-    if not isinstance(item, dict):
-        return [f"must be an object, not {_json_type(item)}"]
-    out: list[str] = []
-    for key in ("kind", "name", "release"):
-        if not isinstance(item.get(key), str):
-            out.append(f"\"{key}\" must be a string, not {_json_type(item.get(key))}")
-    if isinstance(item.get("kind"), str) and item["kind"] not in KINDS:
-        out.append(f"\"kind\" must be one of {', '.join(KINDS)}, not {item['kind']!r}")
-    out += figure_problems(item)
-    if item.get("beats_baseline") is not None and not isinstance(item["beats_baseline"], bool):
-        out.append(f"\"beats_baseline\" must be true, false or null, not {_json_type(item['beats_baseline'])}")
-    if item.get("details") is not None and not isinstance(item["details"], dict):
-        out.append(f"\"details\" must be an object, not {_json_type(item['details'])}")
-    docs = item.get("documents")
-    if docs is not None and not isinstance(docs, list):
-        out.append(f"\"documents\" must be a list of findings, not {_json_type(docs)}")
-    elif docs:
-        for j, d in enumerate(docs):
-            wrong = _finding_shape_problems(d)
-            if wrong:
-                out.append(f"documents[{j}]: {wrong}")
-                if len(out) >= 20:
-                    break
-    return out
-
-
-def _share_problem(key: str, x: Any) -> str:
-    """What is wrong with ``x`` as a share (a risk, a utility, a baseline: 0 <= x <= 1)."""
-    if not _is_number(x):
-        return f"\"{key}\" must be a number, not {_json_type(x)}"
-    if not math.isfinite(x):
-        return f"\"{key}\" must be a finite number, not {x}"
-    if not -SHARE_TOLERANCE <= x <= 1 + SHARE_TOLERANCE:
-        return f"\"{key}\" must lie between 0 and 1 (risks and utilities are shares), not {x}"
-    return ""
-
-
-def figure_problems(item: dict[str, Any]) -> list[str]:
-    """What is wrong with the figures of one serialized result: ``value`` a finite share,
-    ``ci`` ordered and within [0, 1], ``n`` at least 1, ``baseline`` a finite share or null. A
-    figure outside these (NaN, a reversed interval, a rate over no trial) would be read as a
-    verdict it does not support, so it is refused on read and on write alike."""
-    out: list[str] = []
-    if "value" not in item:
-        out.append("\"value\" is missing")
-    elif item["value"] is None:
-        out.append("\"value\" is null: the figure was not finite (NaN or infinite), so it says nothing")
-    else:
-        out.append(_share_problem("value", item["value"]))
-    ci = item.get("ci")
-    if ci is not None:
-        if isinstance(ci, list) and len(ci) == 2 and None in ci:
-            out.append(f"\"ci[{ci.index(None)}]\" is null: the bound was not finite (NaN or infinite)")
-        elif not (isinstance(ci, list) and len(ci) == 2 and all(_is_number(x) for x in ci)):
-            out.append(f"\"ci\" must be a list of two numbers [low, high] or null, not {json.dumps(ci)[:60]}")
-        else:
-            wrong = [w for w in (_share_problem("ci[0]", ci[0]), _share_problem("ci[1]", ci[1])) if w]
-            out += wrong
-            if not wrong and ci[0] > ci[1]:
-                out.append(f"\"ci\" must be ordered [low, high], not [{ci[0]}, {ci[1]}]")
-    n = item.get("n")
-    if not (isinstance(n, int) and not isinstance(n, bool)):
-        out.append(f"\"n\" must be a whole number, not {_json_type(n)}" + (" (it is missing)" if "n" not in item
-                                                                            else ""))
-    elif n < 1:
-        out.append(f"\"n\" must be at least 1 (the number of documents scored), not {n}: a figure over no "
-                   "document measures nothing")
-    if item.get("baseline") is not None:
-        out.append(_share_problem("baseline", item["baseline"]))
-    return [w for w in out if w]
-
-
-def _finding_shape_problems(d: Any) -> str:
-    """What is wrong with one serialized finding ("" when nothing)."""
-    if not isinstance(d, dict):
-        return f"must be a finding (an object with an \"id\"), not {_json_type(d)}"
-    if not isinstance(d.get("id"), (str, int)) or isinstance(d.get("id"), bool):
-        return "must have an \"id\" (a string)"
-    hl = d.get("highlights")
-    if hl is not None:
-        if not isinstance(hl, list):
-            return f"\"highlights\" must be a list, not {_json_type(hl)}"
-        for h in hl:
-            if not (isinstance(h, dict) and isinstance(h.get("start"), int) and isinstance(h.get("end"), int)
-                    and not isinstance(h["start"], bool) and not isinstance(h["end"], bool)
-                    and 0 <= h["start"] <= h["end"]):
-                return "each highlight must be an object with whole-number offsets 0 <= \"start\" <= \"end\""
-    if d.get("highlights_in") is not None and not isinstance(d["highlights_in"], str):
-        return "\"highlights_in\" must be a document id (a string)"
-    private = d.get("private")
-    if private is not None and not (isinstance(private, list) and all(isinstance(x, str) for x in private)):
-        return "\"private\" must be a list of fact names"
-    if d.get("summary") is not None and not isinstance(d["summary"], str):
-        return "\"summary\" must be a string"
-    return ""

@@ -43,7 +43,7 @@ def summary_rows(results: Iterable[Any]) -> list[dict[str, Any]]:
         order.setdefault(r.release, len(order))
     rows = []
     for r in sorted(results, key=lambda r: order[r.release]):
-        warning = r.details.get("warning") if isinstance(r.details.get("warning"), str) else ""
+        warning = r.info.warning
         rows.append({"release": r.release, "kind": r.kind, "name": r.name, "value": _num(r.value),
                      "ci_low": None if r.ci is None else _num(r.ci[0]),
                      "ci_high": None if r.ci is None else _num(r.ci[1]), "n": int(r.n),

@@ -105,7 +105,9 @@ class NMIMetric(UtilityMetric):
                          lambda r: f"In cluster {r['cluster_release']} of the release; its original is in "
                                    f"cluster {r['cluster_original']} of the originals (last seeded run)")
         details = {"k": k, "runs": scores, "std": float(np.std(scores)),
-                   "silhouettes": ref["silhouettes"], "min": min(scores), "max": max(scores),
+                   # keyed by k as JSON writes it, so the result reads back as it was made
+                   "silhouettes": {str(k): v for k, v in ref["silhouettes"].items()},
+                   "min": min(scores), "max": max(scores),
                    "reference_stability": ref["stability"]}
         if ref["stability"] is not None and ref["stability"] < NMI_STABLE_MIN:
             details["warning"] = (f"k-means on the originals is unstable (NMI between its own {len(ref['labels'])} "

@@ -25,66 +25,27 @@ from __future__ import annotations
 import math
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from audit.core.checks import FAIL, INCONCLUSIVE, PASS, Check, Threshold
 from audit.core.errors import AnonauditError
 from audit.core.files import atomic_write
 from audit.core.registry import normalise
 from audit.core.results import Result, ResultsFile
+
+__all__ = ["EXIT_FAIL", "EXIT_INVALID", "EXIT_INCONCLUSIVE", "PASS", "FAIL", "INCONCLUSIVE", "Check", "Threshold",
+           "GateInputError", "exit_code", "parse_threshold", "evaluate", "judge", "recorded", "format_table",
+           "junit_xml", "write_junit"]
 
 
 EXIT_FAIL = 1
 EXIT_INVALID = 2
 EXIT_INCONCLUSIVE = 3
 
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
-
 
 class GateInputError(AnonauditError):
     """The gate cannot judge: a threshold or a name is wrong, or the file is unusable."""
-
-
-@dataclass(frozen=True)
-class Threshold:
-    """``name <= value`` (side ``max``) or ``name >= value`` (side ``min``)."""
-
-    name: str
-    side: str  # "max" | "min"
-    value: float
-
-    @property
-    def symbol(self) -> str:
-        return "<=" if self.side == "max" else ">="
-
-
-@dataclass(frozen=True)
-class Check:
-    """One threshold judged on one release: ``status`` is pass, fail or inconclusive."""
-
-    threshold: Threshold
-    release: str
-    result: Result
-    compared: float  # the number that was compared (value, or a CI bound)
-    bound: str  # "value" | "upper CI" | "lower CI"
-    status: str
-    reason: str = ""  # why a check is inconclusive (the component's own warning)
-
-    @property
-    def passed(self) -> bool:
-        return self.status == PASS
-
-    @property
-    def title(self) -> str:
-        return f"{self.threshold.name} {self.threshold.symbol} {self.threshold.value:g}"
-
-    @property
-    def message(self) -> str:
-        verdict = {PASS: "passes", FAIL: "FAILS", INCONCLUSIVE: "is INCONCLUSIVE for"}[self.status]
-        text = (f"{self.threshold.name} on {self.release}: {self.bound} {self.compared:.4g} "
-                f"{verdict} {self.threshold.symbol} {self.threshold.value:g}")
-        return f"{text} (the attacker failed its own check: {self.reason})" if self.reason else text
 
 
 def exit_code(checks: Iterable[Check]) -> int:
@@ -148,12 +109,27 @@ def judge(th: Threshold, r: Result, *, on_point: bool = False) -> Check:
     ok = compared <= th.value if th.side == "max" else compared >= th.value
     if not math.isfinite(compared):
         ok = False
-    warning = r.details.get("warning")
+    warning = r.info.warning
     if not ok:
         return Check(th, r.release, r, compared, bound, FAIL)
-    if isinstance(warning, str) and warning:
+    if warning:
         return Check(th, r.release, r, compared, bound, INCONCLUSIVE, warning)
     return Check(th, r.release, r, compared, bound, PASS)
+
+
+def recorded(rf: ResultsFile, limits: Mapping[str, Mapping[str, float]], *, on_point: bool = False) -> list[dict]:
+    """The checks of a spec's ``gate`` (``{"max": {name: value}, "min": {...}}``) on the results
+    in ``rf`` that exist, as a run records them in its results file (``provenance.gate.checks``):
+    a report rendered later from the file shows the verdict the run reached. A threshold with no
+    result yet (a component still to run, or skipped) is left out here; ``anonaudit gate`` and
+    ``anonaudit run`` refuse it."""
+    out = []
+    for side in ("max", "min"):
+        for name, value in (limits.get(side) or {}).items():
+            th = Threshold(str(name), side, float(value))
+            out += [judge(th, r, on_point=on_point).to_dict() for r in rf.results
+                    if normalise(r.name) == normalise(th.name)]
+    return out
 
 
 def format_table(checks: Iterable[Check]) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.core.data import Corpus, Release, Scenario
+from audit.core.details import details_problems
 from audit.core.errors import AnonauditError
 from audit.core.registry import Registry, normalise
 from audit.core.registry import registry as default_registry
@@ -42,6 +43,7 @@ from audit.pipeline.provenance import (
     merge_provenance,
 )
 from audit.pipeline.executors import make_executor
+from audit.pipeline.gate import recorded
 from audit.pipeline.releases import build_releases, sample_release
 from audit.pipeline.spec import (  # noqa: F401  (re-exported: the runner's public names)
     CORPUS_REF,
@@ -208,6 +210,9 @@ class Audit:
                 merged = ResultsFile(results=list(current.results) if current else [],
                                      provenance=merge_provenance(current.provenance if current else {}, prov))
                 merged.extend(mine)
+                if spec.gate.max or spec.gate.min:  # the verdict travels with the file (audit.core.checks)
+                    merged.provenance["gate"] = {**merged.provenance.get("gate", {}), "checks": recorded(
+                        merged, {"max": spec.gate.max, "min": spec.gate.min}, on_point=spec.gate.on_point)}
                 return merged
 
             written = ResultsFile.update(path, merge)
@@ -230,6 +235,7 @@ class Audit:
             components_prov[comp.label] = {
                 "kind": comp.kind, "name": normalise(comp.name), "class": f"{cls.__module__}:{cls.__qualname__}",
                 "description": getattr(cls, "description", "") or "", "params": canonical(obj.get_params()),
+                **({"remedy": str(getattr(cls, "remedy", "") or "")} if comp.kind == "attack" else {}),
                 "sample": comp.sample or spec.sample_documents,
             }
             todo = self._pending(comp, params, releases, pairs, base_fp, outcome)
@@ -359,7 +365,7 @@ class Audit:
             if r.kind != want:
                 raise AnonauditError(f"{comp.kind} {comp.name!r} returned a result of kind {r.kind!r} "
                                      f"(expected {want!r})")
-            wrong = figure_problems(r.to_dict())
+            wrong = figure_problems(r.to_dict()) + details_problems(r.details)
             if wrong:  # NaN, n = 0, an interval outside [0, 1]: a failure, never a figure to read
                 raise AnonauditError(f"{comp.kind} {comp.name!r} on release {rel.name!r}: result {r.name!r} "
                                      f"cannot be used: {'; '.join(wrong)}")

@@ -1,0 +1,203 @@
+"""The typed parts of a result that the report, the gate and the summary table read.
+
+A result's ``details`` is open: an attack writes there anything that explains its figure.
+A few keys mean the same for every component, and readers rely on them; :class:`Details`
+is their typed view (``Result.info``), so no reader looks a key up by string:
+
+* ``warning`` (str): the component doubts its own figure (an attacker that failed its own
+  check); the gate makes a passing check INCONCLUSIVE, the report shows it beside the verdict;
+* ``successes`` (int): the figure is a success rate (:meth:`Result.from_risk`); without it, a
+  score averaged over documents;
+* ``unit`` (str), ``trials`` (number), ``trial_unit`` (str): what ``n`` counts, and for a
+  clustered result how many finer trials lie in it ("580 n-grams in 40 documents");
+* ``sampled`` (:class:`Sampled`): the runner measured a seeded sample of the release (a
+  boolean there is a component's own flag, read as no sample note);
+* ``in_verdict`` (bool): a further measure (``attack.measure``) that passed its own check and
+  counts in the verdict;
+* ``residual_risk`` (number): the risk that remains beyond the baseline;
+* ``attacker`` (str): one sentence on what the adversary knew and did;
+* ``description`` (str): what the result measures, when the component did not describe itself.
+
+Serialized, ``details`` stays the plain object it always was (byte for byte); a wrong type
+under one of these keys is reported by :func:`details_problems` naming the key
+(``"details.sampled.of" must be a whole number``), on read and on write. ``null`` reads as absent.
+
+:class:`About` is what the run knew about a component (its description and the fix the report
+proposes), recorded in the results file's provenance so a report rendered later, elsewhere, by
+another version, shows the same text without asking the installed plugins.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: The typed keys of ``details`` and the JSON type each must have (see the module docstring).
+TYPED_KEYS = {"warning": "string", "successes": "count", "unit": "string", "trials": "number",
+              "trial_unit": "string", "sampled": "sampled", "in_verdict": "boolean", "residual_risk": "number",
+              "attacker": "string", "description": "string"}
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """The runner measured ``documents`` of the release's ``of`` documents, drawn with ``seed``."""
+
+    documents: int
+    of: int
+    seed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"documents": self.documents, "of": self.of, "seed": self.seed}
+
+
+@dataclass(frozen=True)
+class Details:
+    """The typed view of a result's ``details`` (see the module docstring for each field)."""
+
+    warning: str = ""
+    successes: int | None = None
+    unit: str = ""
+    trials: int | float | None = None
+    trial_unit: str = ""
+    sampled: Sampled | None = None
+    in_verdict: bool = False
+    residual_risk: float | None = None
+    attacker: str = ""
+    description: str = ""
+
+    @property
+    def rate(self) -> bool:
+        """Whether the figure is a success rate (else a score averaged over documents)."""
+        return self.successes is not None
+
+    @classmethod
+    def of(cls, details: Mapping[str, Any]) -> Details:
+        """The typed view of ``details``. A value of the wrong type is a ``ValueError`` naming
+        the key (a results file is checked on read, so this only fails for results made in
+        memory)."""
+        wrong = details_problems(details)
+        if wrong:
+            raise ValueError("; ".join(wrong))
+        get = details.get
+        samp = get("sampled")
+        return cls(
+            warning=get("warning") or "", successes=None if get("successes") is None else int(get("successes")),
+            unit=get("unit") or "", trials=get("trials"),
+            trial_unit=get("trial_unit") or "",
+            sampled=None if samp is None or _boolean(samp) else Sampled(int(samp["documents"]), int(samp["of"]),
+                                                      None if samp.get("seed") is None else int(samp["seed"])),
+            in_verdict=bool(get("in_verdict")), residual_risk=None if get("residual_risk") is None
+            else float(get("residual_risk")),
+            attacker=get("attacker") or "", description=get("description") or "")
+
+
+def _boolean(value: Any) -> bool:
+    return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy's too
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not _boolean(value) and math.isfinite(value)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not _boolean(value) and value >= 0
+
+
+_WORDS = {"string": "a string", "count": "a whole number (0 or more)", "number": "a finite number",
+          "boolean": "true or false"}
+
+
+def details_problems(details: Any) -> list[str]:
+    """What is wrong with the typed keys of one result's ``details`` (empty when nothing);
+    each message names the key, as ``"details.KEY"``."""
+    if not isinstance(details, Mapping):
+        return []  # the shape check of the result says "details must be an object"
+    out = []
+    for key, kind in TYPED_KEYS.items():
+        value = details.get(key)
+        if value is None:
+            continue
+        if kind == "sampled":
+            out += _sampled_problems(value)
+            continue
+        ok = {"string": isinstance(value, str), "count": _count(value), "number": _number(value),
+              "boolean": _boolean(value)}[kind]
+        if not ok:
+            out.append(f"\"details.{key}\" must be {_WORDS[kind]}, not {_shown(value)}")
+    return out
+
+
+def _sampled_problems(value: Any) -> list[str]:
+    if _boolean(value):  # a component's own flag (the claim linker's): not the runner's sample
+        return []
+    if not isinstance(value, Mapping):
+        return [f"\"details.sampled\" must be an object {{\"documents\", \"of\", \"seed\"}}, not {_shown(value)}"]
+    out = [f"\"details.sampled.{k}\" must be a whole number (0 or more), not {_shown(value.get(k))}"
+           for k in ("documents", "of") if not _count(value.get(k))]
+    seed = value.get("seed")
+    if seed is not None and not (isinstance(seed, numbers.Integral) and not _boolean(seed)):
+        out.append(f"\"details.sampled.seed\" must be a whole number or null, not {_shown(seed)}")
+    return out
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+@dataclass(frozen=True)
+class About:
+    """What the run knew about a component, recorded in the results file's provenance
+    (``provenance.components``): its ``kind`` and ``name``, its ``description``, and for an
+    attack the ``remedy`` the report proposes when it decides a release (one sentence, with
+    ``{exposed}`` and ``{total}`` for the documents it succeeded on and attacked)."""
+
+    kind: str
+    name: str
+    description: str = ""
+    remedy: str = ""
+
+    def fix(self, exposed: int, total: int) -> str:
+        """The remedy with its counts filled in (as written when it has no valid fields)."""
+        try:
+            return self.remedy.format(exposed=exposed, total=total)
+        except (KeyError, IndexError, ValueError):
+            return self.remedy
+
+
+def about_problems(components: Any) -> list[str]:
+    """What is wrong with ``provenance.components`` as :class:`About` records read it."""
+    if components is None:
+        return []
+    if not isinstance(components, Mapping):
+        return ["\"provenance.components\" must be an object"]
+    out = []
+    for label, entry in components.items():
+        if not isinstance(entry, Mapping):
+            out.append(f"\"provenance.components.{label}\" must be an object")
+            continue
+        for key in ("kind", "name", "description", "remedy"):
+            if entry.get(key) is not None and not isinstance(entry[key], str):
+                out.append(f"\"provenance.components.{label}.{key}\" must be a string, not {_shown(entry[key])}")
+    return out
+
+
+def abouts(components: Any) -> dict[tuple[str, str], About]:
+    """``{(kind, name): About}`` from ``provenance.components`` (checked on read by
+    :func:`about_problems`); the first entry with a text wins for each."""
+    out: dict[tuple[str, str], About] = {}
+    for entry in (components or {}).values() if isinstance(components, Mapping) else ():
+        if not isinstance(entry, Mapping) or not entry.get("name"):
+            continue
+        kind = "attack" if entry.get("kind") == "attack" else "utility" if entry.get("kind") == "metric" \
+            else str(entry.get("kind") or "")
+        key = (kind, str(entry["name"]))
+        old = out.get(key)
+        new = About(kind, key[1], str(entry.get("description") or ""), str(entry.get("remedy") or ""))
+        if old is None or (not old.description and new.description) or (not old.remedy and new.remedy):
+            out[key] = About(kind, key[1], old.description if old and old.description else new.description,
+                             old.remedy if old and old.remedy else new.remedy)
+    return out
