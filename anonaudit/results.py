@@ -185,7 +185,7 @@ class Results:
 
     def report(self, path: str | os.PathLike, *, shareable: bool = False, gate: Any = None,
                max_documents: int = 50, title: str | None = None, notes: Sequence[str] = (),
-               registry: Any = None, keep_ids: bool = False) -> Path:
+               keep_ids: bool = False) -> Path:
         """Write the HTML report to ``path`` and its per-document findings beside it
         (``findings.csv`` for ``report.html``, ``NAME.csv`` otherwise); ``shareable=True``
         leaves out every original text, span, guess and predicted identity. ``gate``: a
@@ -202,7 +202,6 @@ class Results:
                                  out.stem + ".csv")
         write_findings_csv(csv_path, make_shareable(self.file, keep_ids=keep_ids) if shareable else self.file)
         checks = None if gate is None else list(gate.checks if isinstance(gate, GateOutcome) else gate)
-        del registry  # unused: the report reads what the run recorded, never the installed plugins
         return write_report(out, self.file, shareable=shareable, checks=checks, texts=self.texts(),
                             max_documents=max_documents, title=title, notes=list(notes), csv_name=csv_path.name,
                             keep_ids=keep_ids)

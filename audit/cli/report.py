@@ -12,14 +12,14 @@ from audit.cli.outputs import check_outputs, force_option, report_outputs
 
 
 def render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_documents: int = 50,
-            title: str | None = None, notes=(), registry=None, keep_ids: bool = False) -> Path:
+            title: str | None = None, notes=(), keep_ids: bool = False) -> Path:
     """Write the report and, beside it, its CSV of per-document findings (``findings.csv``,
     or ``NAME.csv`` for a report named otherwise than report.html), through the API's
     :meth:`anonaudit.Results.report`."""
     from anonaudit import load_results
 
     return load_results(results_path).report(out, shareable=shareable, gate=checks, max_documents=max_documents,
-                                             title=title, notes=notes, registry=registry, keep_ids=keep_ids)
+                                             title=title, notes=notes, keep_ids=keep_ids)
 
 
 def warn_originals_beside(report: Path, results_path: Path) -> None:

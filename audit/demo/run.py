@@ -96,7 +96,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     notes.append(f"The whole demo took {time.time() - t0:.0f} s.")
     if on_results is not None:
         on_results(outcome.results)
-    return outcome.report(out / "report.html", shareable=False, notes=notes, registry=reg)
+    return outcome.report(out / "report.html", shareable=False, notes=notes)
 
 
 def demo_components(reg, attacks: list[str] | None, metrics: list[str] | None,
