@@ -162,24 +162,8 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
     descriptions = _descriptions(names, raw)
     remedies = {n: raw.about("attack", n) for n in names}
 
-    release_texts = texts or {}
-    drill = [drilldown(rf, rel, release_texts.get(rel, {}), max_documents, names) for rel in releases]
-    drill = [d for d in drill if d["rows"]]
-    if drill:
-        drill[0]["rows"][0]["open"] = True  # the most exposed document, opened
-
-    # A component that doubts its own figure says so in ``details["warning"]``; the reader
-    # sees it beside the verdict, not only in results.json.
-    warnings = [f"{title_of(name)} on {', '.join(rels)}: {text}" for name, text, rels in grouped_warnings(rf.results)]
-    # A sanitizer that found its own release degenerate says so in the release's provenance
-    # (``self_check``): a comparison against that release says little, so the reader sees it here.
-    warnings += [f"Release {k}: {w}" for k, v in (prov.get("releases") or {}).items() if isinstance(v, Mapping)
-                 for w in (v.get("self_check") or []) if isinstance(w, str)]
-    skipped = (prov.get("skipped") or []) + (prov.get("errors") or []) if shareable else \
-        not_run_categories(raw_prov.get("skipped"), "skipped") + not_run_categories(raw_prov.get("errors"), "error")
-    reasons = [] if shareable else [
-        {"component": visible(str(s.get("component", ""))), "reason": visible(str(s.get("reason", "")))}
-        for s in [*(raw_prov.get("skipped") or []), *(raw_prov.get("errors") or [])] if isinstance(s, Mapping)]
+    drill = _drill(rf, releases, texts or {}, max_documents, names)
+    warnings, skipped, reasons = _notices(rf, raw_prov, shareable)
     sampled_any = any(r.info.sampled is not None for r in rf.results)
     pareto = _pareto_views(heads, utility, util_names, names, releases)
     return {
@@ -208,6 +192,34 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
         "sampled_any": sampled_any, "notes": [visible(n) for n in [*notes, *warnings]],
         "prov": _provenance_view(prov),
     }
+
+
+def _drill(rf: ResultsFile, releases: list[str], texts: Mapping[str, Mapping[str, str]], max_documents: int,
+           names: list[str]) -> list[dict[str, Any]]:
+    """The per-document drill-down of each release that has documents, the first one opened."""
+    drill = [drilldown(rf, rel, texts.get(rel, {}), max_documents, names) for rel in releases]
+    drill = [d for d in drill if d["rows"]]
+    if drill:
+        drill[0]["rows"][0]["open"] = True  # the most exposed document, opened
+    return drill
+
+
+def _notices(rf: ResultsFile, raw_prov: Mapping[str, Any], shareable: bool) -> tuple[list[str], list, list]:
+    """(warnings beside the verdict, components not run, their reasons: internal edition only)."""
+    prov = rf.provenance
+    # A component that doubts its own figure says so in ``details["warning"]``; the reader
+    # sees it beside the verdict, not only in results.json.
+    warnings = [f"{title_of(name)} on {', '.join(rels)}: {text}" for name, text, rels in grouped_warnings(rf.results)]
+    # A sanitizer that found its own release degenerate says so in the release's provenance
+    # (``self_check``): a comparison against that release says little, so the reader sees it here.
+    warnings += [f"Release {k}: {w}" for k, v in (prov.get("releases") or {}).items() if isinstance(v, Mapping)
+                 for w in (v.get("self_check") or []) if isinstance(w, str)]
+    skipped = (prov.get("skipped") or []) + (prov.get("errors") or []) if shareable else \
+        not_run_categories(raw_prov.get("skipped"), "skipped") + not_run_categories(raw_prov.get("errors"), "error")
+    reasons = [] if shareable else [
+        {"component": visible(str(s.get("component", ""))), "reason": visible(str(s.get("reason", "")))}
+        for s in [*(raw_prov.get("skipped") or []), *(raw_prov.get("errors") or [])] if isinstance(s, Mapping)]
+    return warnings, skipped, reasons
 
 
 def _util_matrix(releases: list[str], util_names: list[str], utility: list[Result]) -> dict[str, Any] | None:

@@ -2,4 +2,21 @@
 results and their typed findings, the repair targets read from them, statistics, the component
 interfaces and their registry, parameter checks and errors, and the persistence the data model
 itself needs (atomic files and hashes, checked input trees, where the toolkit keeps its files).
-It imports nothing from the rest of anonaudit; how a run runs is :mod:`audit.runtime`."""
+It imports nothing from the rest of anonaudit; how a run runs is :mod:`audit.runtime`.
+
+``from audit.core import check_component`` is the contract check a plugin author runs on a
+component class (:mod:`audit.core.contract`)."""
+
+from typing import Any
+
+__all__ = ["check_component", "ContractError"]
+
+
+def __getattr__(name: str) -> Any:
+    """``check_component`` and ``ContractError``, imported when first asked for (importing any
+    module of the core must not import the whole of it)."""
+    if name in __all__:
+        from audit.core import contract
+
+        return getattr(contract, name)
+    raise AttributeError(f"module 'audit.core' has no attribute {name!r}")

@@ -232,6 +232,15 @@ def parameters(cls: type) -> list[Param]:
     return out
 
 
+def variadic(cls: type) -> list[str]:
+    """The ``*args``/``**kwargs`` of ``cls.__init__`` (a component has none: every parameter is
+    named, so a config maps one-to-one onto the constructor)."""
+    if cls.__init__ is object.__init__:  # no constructor of its own: no parameters at all
+        return []
+    return [p.name for p in inspect.signature(cls.__init__).parameters.values()
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
 def param_hints(cls: type) -> dict[str, Any]:
     """The resolved type hint of each parameter of ``cls.__init__`` (:class:`Unknown` for one
     without a hint)."""

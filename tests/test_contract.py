@@ -1,0 +1,188 @@
+"""The plugin contract check (issue 45, item 7): every built-in component passes
+``audit.core.check_component``, and a component that breaks a rule is told which.
+
+Components that need a language model or an embedder get the scripted stand-ins their own
+tests use (``llm=ScriptedLLM(...)``, a hashed bag-of-words embedder); TRIR's classifier is
+replaced by the fake trained model of tests/test_trir.py, so its evaluation runs for real on a
+prediction it is given. Everything else runs as installed, on the contract's six invented
+people."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from audit.core import ContractError, check_component, contract_data
+from audit.core.contract import roles
+from audit.core.interfaces import Attack, Sanitizer
+from audit.core.registry import registry
+from audit.core.results import Finding, Result
+from audit.core.stats import risk
+from audit.models.llm import ScriptedLLM
+from tests.test_claim_linker import BagOfWords
+from tests.test_claim_linker import judge as claim_judge
+from tests.test_utility import FakeEmbedder, FakeLLM
+
+
+def _intact_answer(req) -> str:
+    """Candidates for a marked span: two vaguer words; the attacker's guesses: two towns."""
+    if "candidate" in req.messages[-1][1].lower() or (req.schema or {}).get("type") == "array":
+        return json.dumps(["a person", "a place"])
+    return json.dumps(["Marrowby", "Tollmere"])
+
+
+def _rewrites(req) -> str:
+    """The delinker's rewriter: every marked phrase becomes a few plain words."""
+    marked = re.findall(r"\[\[(.+?)\]\]", req.messages[-1][1])
+    return json.dumps({"reasoning": "r", "rewrites": [{"marked": m, "new": "a local thing"} for m in marked]})
+
+
+def _trir():
+    """TRIR whose classifier is the fake trained model of tests/test_trir.py (document i is
+    predicted as person i), so the contract runs its evaluation without training."""
+    from attackers.trir import TRIRAttack
+    from tests.test_trir import fake_trained
+
+    class FakeTrainedTRIR(TRIRAttack):
+        def fit(self, scenario):
+            if scenario.background is None:
+                return super().fit(scenario)  # refuses, as the real one does
+            labels = sorted({d.subject for d in scenario.background})
+            return fake_trained(self, labels, list(range(len(scenario.releases[0]))))
+
+    FakeTrainedTRIR.__module__ = TRIRAttack.__module__
+    return FakeTrainedTRIR
+
+
+#: Constructor arguments (models as scripted stand-ins, small sizes) per built-in, by role.
+PARAMS = {
+    ("attack", "claim_linker"): lambda: dict(llm=ScriptedLLM(claim_judge), embedder=BagOfWords(), claims="sentences",
+                                             paraphrase=False, repeats=1, judge="rating", judge_check=4),
+    ("attack", "span_guess"): lambda: dict(progress=False),
+    ("attack", "trir"): lambda: dict(progress=False),
+    ("sanitizer", "intact"): lambda: dict(llm=ScriptedLLM(_intact_answer), frequent_lemmas=0, progress=False),
+    ("sanitizer", "prompt"): lambda: dict(llm=ScriptedLLM(lambda r: '["Zorbulon Quettle", "Marrowby"]'),
+                                          progress=False),
+    ("sanitizer", "delinker"): lambda: dict(llm=ScriptedLLM(_rewrites), progress=False, max_rounds=1,
+                                            on_failure="keep", collection=contract_data.scenario().originals),
+    ("metric", "tpi"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
+    ("metric", "tps"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
+    ("metric", "similarity"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
+    ("metric", "precision"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
+    ("metric", "recall"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
+    ("metric", "nmi"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
+}
+BUILTINS = [(kind, name) for kind in roles() for name in registry.names(kind)]
+
+
+@pytest.mark.parametrize("kind,name", BUILTINS, ids=[f"{k}:{n}" for k, n in BUILTINS])
+def test_every_builtin_keeps_the_contract(kind, name):
+    cls = _trir() if (kind, name) == ("attack", "trir") else registry.get(kind, name)
+    report = check_component(cls, params=PARAMS.get((kind, name), dict)())
+    assert report.role == kind
+    assert {"role", "parameters", "get_params", "typed results", "determinism", "bad input"} <= set(report.rules)
+
+
+def test_the_builtins_cover_every_role_with_a_plugin():
+    assert {k for k, _ in BUILTINS} == set(roles()) and len(BUILTINS) >= 18
+
+
+class Sloppy(Attack):
+    """An attack that breaks most rules at once."""
+
+    name = "Sloppy Attack"
+    description = "x"
+    remedy = "Fix {nothing}."
+
+    def __init__(self, k=3, *args, hidden: int = 1, **extra):
+        self.k = k
+
+    def evaluate(self, scenario, release):
+        return []
+
+
+class Leaky(Attack):
+    """Keeps the class rules, but shows the originals it recovered as a public fact, and
+    changes its figure from one instance to the next."""
+
+    name = "leaky"
+    description = "Guesses each masked name from nowhere, for the test."
+    remedy = "Mask more in {exposed} of {total} documents."
+    runs = 0
+    vary = True
+
+    def __init__(self, seed: int = 0):
+        """seed: unused."""
+        self.seed = seed
+
+    def evaluate(self, scenario, release):
+        type(self).runs += 1
+        docs = [Finding(d.id, True, facts={"recovered": [s.original for s in d.spans]}) for d in release]
+        return [Result.from_risk(self.name, release.name, risk(len(docs) - self.vary * (self.runs % 2), len(docs), 0.1),
+                                 documents=docs)]
+
+
+class Rude(Sanitizer):
+    """A sanitizer that fails on an empty corpus with a raw Python error."""
+
+    name = "rude"
+    description = "Releases the first document only, for the test."
+
+    def sanitize(self, corpus, *, name=None):
+        corpus[0]  # IndexError on an empty corpus
+        from audit.core.data import Release
+
+        return Release(name or "rude", corpus)
+
+
+def test_a_component_that_breaks_the_rules_is_told_which():
+    with pytest.raises(ContractError) as info:
+        check_component(Sloppy)
+    text = str(info.value)
+    assert "name 'Sloppy Attack' must be a registry name" in text
+    assert "description must say in words" in text and "remedy must be a sentence" in text
+    assert "*args: every parameter must be named" in text and "*extra" in text
+    assert "'k' has no type hint" in text
+    with pytest.raises(ContractError) as info:
+        check_component(Leaky)
+    text = str(info.value)
+    assert "determinism: two instances with the same parameters gave different results" in text
+    Leaky.vary = False  # the same figure twice: now the public original is what breaks it
+    with pytest.raises(ContractError, match=r"shareable: .*recovered show\(s\) the original .* not named private"):
+        check_component(Leaky)
+    with pytest.raises(ContractError, match=r"bad input: an empty corpus raised IndexError"):
+        check_component(Rude)
+    with pytest.raises(ContractError, match="not a component class"):
+        check_component(dict)
+
+
+def _readme_section(title: str) -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_the_readme_plugin_example_runs_and_its_entry_point_names_a_group():
+    import tomllib
+
+    section = _readme_section("Writing a plugin")
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 1 and "check_component(NameLeft)" in blocks[0]
+    namespace: dict = {}
+    exec(compile(blocks[0], "README.md Writing a plugin", "exec"), namespace)  # noqa: S102 - runs the check
+    report = check_component(namespace["NameLeft"])
+    assert report.role == "attack" and "shareable" in report.rules
+    # without its refusal of a scenario with no originals, the example breaks rule 6
+    careless = blocks[0].replace("        if scenario.originals is None:\n", "        if False:\n")
+    careless = careless.replace("test_name_left_keeps_the_contract()\n", "")
+    namespace = {}
+    exec(compile(careless, "README.md Writing a plugin (careless)", "exec"), namespace)  # noqa: S102
+    with pytest.raises(ContractError, match="bad input: without originals .* raised TypeError"):
+        check_component(namespace["NameLeft"])
+    (toml,) = re.findall(r"```toml\n(.*?)```", section, flags=re.S)
+    groups = tomllib.loads(toml)["project"]["entry-points"]
+    assert set(groups) <= {"anonaudit.attacks", "anonaudit.sanitizers", "anonaudit.metrics", "anonaudit.detectors"}
