@@ -164,6 +164,7 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
 
     drill = _drill(rf, releases, texts or {}, max_documents, names)
     warnings, skipped, reasons = _notices(rf, raw_prov, shareable)
+    recorded = [n for n in raw_prov.get("notes") or () if isinstance(n, str)]  # the spec's report notes
     sampled_any = any(r.info.sampled is not None for r in rf.results)
     pareto = _pareto_views(heads, utility, util_names, names, releases)
     return {
@@ -189,7 +190,7 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
         "skipped": [{"component": visible(str(s.get("component", ""))), "category": str(s.get("category", "")),
                      "count": s.get("count", 1)} for s in skipped if isinstance(s, Mapping)],
         "reasons": reasons,
-        "sampled_any": sampled_any, "notes": [visible(n) for n in [*notes, *warnings]],
+        "sampled_any": sampled_any, "notes": [visible(n) for n in dict.fromkeys([*recorded, *notes, *warnings])],
         "prov": _provenance_view(prov),
     }
 

@@ -23,6 +23,7 @@ from audit.demo.data import write as write_demo
 from audit.pipeline.runner import Audit, load_spec
 from tests.test_runner import KeepMetric, LeakAttack, make_spec
 
+NOTE = "Run on the toy population of eight people."
 REMEDY = "Reword the rare words the toy found in {exposed} of {total} documents."
 
 
@@ -57,7 +58,8 @@ def _page(path: Path) -> str:
 def run_with_gate(tmp_path):
     write_demo(tmp_path / "data", n=8, seed=3)
     reg = _registry()
-    spec = load_spec(make_spec(tmp_path, gate={"max": {"toy_leak": 0.1}, "min": {"toy_keep": 0.2}}), registry=reg)
+    spec = load_spec(make_spec(tmp_path, gate={"max": {"toy_leak": 0.1}, "min": {"toy_keep": 0.2}},
+                                report={"notes": [NOTE]}), registry=reg)
     Audit(spec, registry=reg, progress=False, echo=None).run()
     return tmp_path / "out" / "results.json"
 
@@ -88,7 +90,7 @@ def test_the_report_renders_from_the_file_alone(run_with_gate, tmp_path, monkeyp
     assert page == _page(tmp_path / "b" / "report.html")
     fix = REMEDY.format(exposed=sum(d.success is True for d in rf.get("toy_leak", "suppressed").documents),
                         total=sum(d.success is not None for d in rf.get("toy_leak", "suppressed").documents))
-    assert fix in page and LeakAttack.description in page
+    assert fix in page and LeakAttack.description in page and NOTE in page
     assert "toy_leak &lt;= 0.1" in page and "FAIL" in page  # the gate's table, from the file
 
 

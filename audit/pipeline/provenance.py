@@ -4,7 +4,7 @@
 components (the spec runner, a command-line driver): one layout, in this order, with the
 keys a caller has nothing for left out::
 
-    tool, version, command, title, spec {path, sha256}, argv, python, platform,
+    tool, version, command, title, notes, spec {path, sha256}, argv, python, platform,
     seed, models {llm, embedder}, sampling {documents, ...}, executor {kind, nodes, ...}, params,
     inputs {ROLE: {path, sha256, documents, fingerprint}},
     releases {NAME: {...}}, components {LABEL: {...}}, pairs {KEY: {...}},
@@ -179,6 +179,8 @@ def build_provenance(*, command: str, started: float, spec: AuditSpec | None = N
     if spec is not None:
         spec_file = Path(spec.source)
         prov["title"] = spec.title
+        if spec.report.get("notes"):  # shown beside the verdict: a report rendered later shows them too
+            prov["notes"] = [str(n) for n in spec.report["notes"]]
         prov["spec"] = {"path": str(spec_file), "sha256": sha256_file(spec_file) if spec_file.is_file() else None}
     prov.update(argv=sys.argv[1:], python=platform.python_version(), platform=platform.platform())
     if spec is not None:
