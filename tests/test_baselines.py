@@ -67,6 +67,31 @@ def test_presidio_offline_records_replacements():
     assert any(s.original == "Galip Yalman" for s in doc.spans)
 
 
+def _one_signature(name: str) -> None:
+    """Detector ``name`` returns one list of labelled spans per text, and its sanitizer masks exactly those."""
+    texts = ["Maria Lopez moved from Oslo to Lima in 1999.", "", "nothing here"]
+    found = registry.create("detector", name).detect(texts)
+    assert len(found) == 3 and found[1] == []
+    assert found[0] and all(s.label and s.replacement is None and 0 <= s.start < s.end <= len(texts[0])
+                            for s in found[0])
+    corpus = Corpus([Document(f"d{i}", t) for i, t in enumerate(texts)])
+    rel = registry.create("sanitizer", name).sanitize(corpus)
+    masked = {(s.orig_start, s.orig_end, s.label) for s in rel.corpus["d0"].spans}
+    assert masked <= {(s.start, s.end, s.label) for s in found[0]}  # what it found, the outermost of overlaps
+    assert all(any(a <= s.start and s.end <= b for a, b, _ in masked) for s in found[0])
+
+
+def test_spacy_ner_is_a_detector_with_the_one_signature():
+    _one_signature("spacy_ner")
+
+
+@pytest.mark.slow
+def test_presidio_is_a_detector_with_the_one_signature():
+    pytest.importorskip("presidio_analyzer", reason="Presidio is optional: pip install 'anonaudit[presidio]' "
+                                                    "(the test extra installs it)")
+    _one_signature("presidio")
+
+
 def test_presidio_missing_extra_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "presidio_analyzer", None)  # import now fails
     with pytest.raises(AnonauditError, match=r"pip install 'anonaudit\[presidio\]'"):

@@ -105,6 +105,31 @@ def test_sends_exactly_the_linking_ngrams_and_leaves_masks_alone():
     assert d.stats()["delinker"]["delinked"]["spans_sent"] == len(expected)
 
 
+def test_a_registered_detector_masks_bare_documents_before_delinking(monkeypatch):
+    """``detector=NAME``: any registered detector, found by name; the delinker masks what it finds in
+    documents that record no replacement, then delinks them as it would a de-identified release."""
+    from audit.core.interfaces import Detector
+
+    class Names(Detector):
+        name = "toy_names"
+
+        def detect(self, texts):
+            return [[Span(m.start(), m.end(), "PERSON") for m in re.finditer(r"\b(Anna|Bob)\b", t)] for t in texts]
+
+    monkeypatch.setattr(registry, "_classes", {k: dict(v) for k, v in registry._classes.items()})
+    registry.register("detector")(Names)
+    orig = originals()
+    _, via_detector = delink(Release("bare", orig), rewriter(), detector="toy_names", chunk_sentences=1)
+    _, via_release = delink(deidentified(orig), rewriter(), chunk_sentences=1)
+    assert [(d.text, d.spans) for d in via_detector] == [(d.text, d.spans) for d in via_release]
+    assert "Anna" not in via_detector.corpus["a"].text
+    # a document that records its replacements is left as it is
+    assert Delinker(detector="toy_names").deidentified(deidentified(orig).corpus)["a"].text == \
+        deidentified(orig).corpus["a"].text
+    with pytest.raises(AnonauditError, match="delinker: detector: unknown detector 'nope'"):
+        Delinker(detector="nope")
+
+
 def test_after_delinking_phrase_search_no_longer_links():
     orig = originals()
     release = deidentified(orig)

@@ -421,6 +421,36 @@ def test_a_release_that_records_no_replacement_is_aligned_with_the_originals_fir
     assert {s.original for s in a.spans} >= {"Anna", "Bergen", PHRASE}
 
 
+def test_a_registered_detector_labels_the_replacements_of_a_release_that_records_none(tmp_path):
+    """``Harden(detector=NAME)``: any registered detector, found by name, labels what alignment finds."""
+    from audit.core.interfaces import Detector
+
+    seen = []
+
+    class Gazetteer(Detector):
+        name = "toy_gazetteer"
+
+        def detect(self, texts):
+            seen.extend(texts)
+            return [[Span(m.start(), m.end(), REPLACED[m.group()][0]) for m in re.finditer("|".join(REPLACED), t)]
+                    for t in texts]
+
+    make_spec(tmp_path)
+    plain = [{"id": d["id"], "text": d["text"]} for d in map(json.loads, (tmp_path / "data" / "ours.jsonl").open())]
+    (tmp_path / "data" / "ours.jsonl").write_text("".join(json.dumps(d) + "\n" for d in plain))
+    reg = toy_registry()
+    reg.register("detector")(Gazetteer)
+    spec = load_spec(tmp_path / "audit.yaml", registry=reg)
+    params = {"delinker": {"llm": scripted(), "cache": False}, "intact": {"llm": scripted(), "cache": False}}
+    outcome = Harden(spec, "ours", registry=reg, repair_params=params, progress=False, echo=None, max_rounds=3,
+                     detector="toy_gazetteer").run()
+    assert sorted(seen) == sorted(ORIGINALS.values())
+    assert outcome.stopped == "passed" and outcome.rounds[0].targets == {"span": 2, "text": 1}
+    assert outcome.final.corpus["a"].text == "[PERSON] moved to a Nordic city in [DATE]. She kept a seaside building for years."
+    with pytest.raises(AnonauditError, match="--detector: unknown detector 'nope'"):
+        harden(tmp_path, scripted(), detector="nope")
+
+
 def test_each_round_records_its_utility_and_what_its_repair_cost(tmp_path):
     make_spec(tmp_path)
     outcome = harden(tmp_path, scripted(), max_rounds=3, metrics=["toy_same"]).run()

@@ -262,6 +262,36 @@ def test_detector_finds_the_spans():
     check_release(Corpus([Document("a", text)]), rel)
 
 
+def test_a_plugin_detector_plugs_in_through_the_registry(monkeypatch):
+    """Any registered detector: INTACT looks it up by name and sanitizes exactly what it found."""
+    import re as re_
+
+    from audit.core.interfaces import Detector
+    from audit.core.registry import registry
+
+    calls = []
+
+    class CityDetector(Detector):
+        name = "toy_cities"
+
+        def detect(self, texts):
+            calls.append(list(texts))
+            return [[Span(m.start(), m.end(), "LOC") for m in re_.finditer(r"Berlin|Lima", t)] for t in texts]
+
+    monkeypatch.setattr(registry, "_classes", {k: dict(v) for k, v in registry._classes.items()})
+    registry.register("detector")(CityDetector)
+    text = "Maria Lopez moved to Berlin in 1999."
+    llm = ScriptedLLM(script(candidates={"Berlin": ["the German capital", "a German city"]}))
+    rel = IntactSanitizer(llm=llm, detector="toy_cities", selection="most_specific", progress=False).sanitize(
+        Corpus([Document("a", text)]))
+    doc = rel.corpus["a"]
+    assert calls == [[text]]
+    assert "Berlin" not in doc.text and "Maria Lopez" in doc.text and "1999" in doc.text  # only what it found
+    assert [(text[s.orig_start:s.orig_end], s.label) for s in doc.spans] == [("Berlin", "LOC")]
+    with pytest.raises(AnonauditError, match=r"intact: detector: unknown detector 'nope' \(known: .*toy_cities"):
+        IntactSanitizer(detector="nope")
+
+
 def test_resume_makes_no_backend_call(tmp_path):
     first = ScriptedLLM(script())
     _, rel1 = sanitize(CachedLLM(first, tmp_path / "c.sqlite"))

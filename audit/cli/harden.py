@@ -31,6 +31,9 @@ from audit.core.errors import AnonauditError
               help="A utility metric measured on every round besides the spec's own (repeatable; e.g. tps).")
 @click.option("--repair-param", "repair_params", multiple=True, metavar="SANITIZER.KEY=VALUE",
               help="A repairer's parameter, VALUE read as YAML (e.g. delinker.chunk_sentences=2).")
+@click.option("--detector", default=None, metavar="DETECTOR",
+              help="Detector (spacy_ner, presidio or a plugin's) that labels the replacements of a release "
+                   "file that records none (default: spaCy's entities).")
 @click.option("--llm", "llm_spec", default=None, metavar="SPEC",
               help="LLM of the attacks and repairers (overrides the spec's models.llm), e.g. "
                    "openai:MODEL@http://host:8000/v1.")
@@ -44,8 +47,8 @@ from audit.core.errors import AnonauditError
 @click.pass_context
 def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, max_rounds: int,
                text_repairer: str, span_repairer: str, attacks: tuple[str, ...], metrics: tuple[str, ...],
-               repair_params: tuple[str, ...], llm_spec: str | None, out_dir: str | None, report: bool,
-               force: bool) -> None:
+               repair_params: tuple[str, ...], detector: str | None, llm_spec: str | None, out_dir: str | None,
+               report: bool, force: bool) -> None:
     """Attack a release with the spec's attacks, repair exactly the evidence they found, and
     attack again, until the spec's `gate` passes or after --max-rounds.
 
@@ -86,7 +89,8 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
                   spec_inputs(spec, spec_file), force=force)
     harden = Harden(spec, release, max_rounds=max_rounds, registry=reg,
                     repairers={"text": text_repairer, "span": span_repairer}, repair_params=params,
-                    attacks=list(attacks) or None, metrics=list(metrics) or None, progress=True)
+                    attacks=list(attacks) or None, metrics=list(metrics) or None, progress=True,
+                    detector=detector)
     outcome = harden.run()
     write_release_jsonl(outcome.final, out)
     click.echo("")

@@ -31,7 +31,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import replace
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from audit.core.data import Document, Span, span_order
@@ -120,7 +120,12 @@ def align(original: str, sanitized: str, *, max_gap: int = 2) -> list[Span]:
 
 def _ner_labels(doc: Document, spans: list[Span], nlp: Spacy) -> list[str]:
     """For each span, the label of the spaCy entity overlapping its original region most."""
-    ents = [(e.start_char, e.end_char, e.label_) for e in nlp(doc.text).ents]
+    return _overlap_labels([(e.start_char, e.end_char, e.label_) for e in nlp(doc.text).ents], spans)
+
+
+def _overlap_labels(ents: list[tuple[int, int, str]], spans: list[Span]) -> list[str]:
+    """For each span, the label of the entity ``(start, end, label)`` overlapping its original
+    region most (``UNKNOWN`` when none does)."""
     labels = []
     for s in spans:
         best, best_overlap = UNKNOWN, 0
@@ -134,20 +139,25 @@ def _ner_labels(doc: Document, spans: list[Span], nlp: Spacy) -> list[str]:
 
 
 def replaced_spans(original: Document, released: Document, *, nlp: Spacy | None = None,
-                   max_gap: int = 2) -> list[Span]:
+                   max_gap: int = 2, detect: Callable[[str], Sequence[Span]] | None = None) -> list[Span]:
     """The replaced spans of ``released`` (a sanitized version of ``original``).
 
     Uses the release's recorded spans when it has them (spans with ``original`` set),
-    otherwise :func:`align`. Every returned span has a label: its recorded label, else
-    the spaCy NER label of its original region when ``nlp`` is given (the pipeline runs
-    only if some span needs it), else ``"UNKNOWN"``.
+    otherwise :func:`align`. Every returned span has a label: its recorded label, else the label
+    of what ``detect`` (a detector on one text) finds in its original region when given, else
+    the spaCy NER label there when ``nlp`` is given (either runs only if some span needs it),
+    else ``"UNKNOWN"``.
     """
     recorded = [s for s in released.spans if s.original is not None]
     spans = sorted(recorded, key=span_order) if recorded else align(original.text, released.text, max_gap=max_gap)
     need = [i for i, s in enumerate(spans) if not s.label]
     if not need:
         return spans
-    ner = _ner_labels(original, [spans[i] for i in need], nlp) if nlp is not None else [UNKNOWN] * len(need)
+    needed = [spans[i] for i in need]
+    if detect is not None:
+        ner = _overlap_labels([(s.start, s.end, s.label or UNKNOWN) for s in detect(original.text)], needed)
+    else:
+        ner = _ner_labels(original, needed, nlp) if nlp is not None else [UNKNOWN] * len(need)
     out = list(spans)
     for i, label in zip(need, ner):
         out[i] = replace(out[i], label=label)

@@ -1,4 +1,4 @@
-"""The small interfaces every attack, sanitizer and utility metric implements.
+"""The small interfaces every attack, sanitizer, utility metric and detector implements.
 
 Parameters are explicit keyword arguments of ``__init__``, stored under the same
 names (as in scikit-learn), so an object can be logged, compared and rebuilt from
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, runtime_checkab
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from audit.core.data import Corpus, Release, Scenario
+    from audit.core.data import Corpus, Release, Scenario, Span
     from audit.core.repair import RepairTarget
     from audit.core.results import Result
 
@@ -175,6 +175,17 @@ class Metric(Component):
     @abstractmethod
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         """Measure one release."""
+
+
+class Detector(Component):
+    """Finds the spans worth protecting in texts (names, places, dates...), as Presidio's
+    recognisers do; what is done with them (masked, generalised, never rewritten) is the caller's.
+    INTACT, the delinker and ``anonaudit harden`` take a detector by its registry name."""
+
+    @abstractmethod
+    def detect(self, texts: Sequence[str]) -> list[list[Span]]:
+        """One list of spans per text, in the texts' order: character offsets into that text and
+        a label (no replacement: the caller chooses it). The same texts give the same spans."""
 
 
 def _plain(value: Any) -> Any:

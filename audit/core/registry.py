@@ -1,8 +1,9 @@
-"""One registry for attacks, sanitizers and metrics.
+"""One registry for attacks, sanitizers, metrics and detectors.
 
 As in lm-evaluation-harness: components register themselves with a decorator,
 and built-in and third-party plugins alike are declared as entry points
-(``anonaudit.attacks``, ``anonaudit.sanitizers``, ``anonaudit.metrics``) that are
+(``anonaudit.attacks``, ``anonaudit.sanitizers``, ``anonaudit.metrics``,
+``anonaudit.detectors``) that are
 imported lazily, only when a name is looked up or listed. The core never imports
 an attacker or defender module by name.
 
@@ -21,9 +22,10 @@ from importlib.metadata import entry_points
 from typing import TypeVar
 
 from audit.core.errors import AnonauditError
-from audit.core.interfaces import Attack, Component, Metric, Sanitizer
+from audit.core.interfaces import Attack, Component, Detector, Metric, Sanitizer
 
-KIND_BASES: dict[str, type[Component]] = {"attack": Attack, "sanitizer": Sanitizer, "metric": Metric}
+KIND_BASES: dict[str, type[Component]] = {"attack": Attack, "sanitizer": Sanitizer, "metric": Metric,
+                                          "detector": Detector}
 T = TypeVar("T", bound=type[Component])
 
 

@@ -114,13 +114,15 @@ class Harden:
     ``repair_params``: their parameters by sanitizer name (the spec's seed and models fill the
     rest, as for any component). ``attacks``: repair only the evidence of these attacks
     (default: every attack of the spec). ``metrics``: utility metrics measured on every round
-    besides the spec's own (the price of each round)."""
+    besides the spec's own (the price of each round). ``detector``: the registered detector that
+    labels the replacements of a release file that records none (default: the run's spaCy
+    pipeline's entities)."""
 
     def __init__(self, spec: AuditSpec, release: str, *, max_rounds: int = 3, registry: Registry | None = None,
                  repairers: Mapping[str, str] | None = None,
                  repair_params: Mapping[str, Mapping[str, Any]] | None = None,
                  attacks: list[str] | None = None, metrics: list[str] | None = None, progress: bool = True,
-                 echo: Callable[[str], None] | None = _echo):
+                 echo: Callable[[str], None] | None = _echo, detector: str | None = None):
         have = {normalise(m.name) for m in spec.metrics}
         extra = [ComponentSpec("metric", m) for m in dict.fromkeys(metrics or ()) if normalise(m) not in have]
         if extra:  # the utility each round keeps, besides the spec's own metrics
@@ -134,6 +136,7 @@ class Harden:
         self.attacks = attacks
         self.progress = progress
         self.echo = echo or (lambda msg: None)
+        self.detector = detector
         self._check()
 
     # ------------------------------------------------------------------ checks
@@ -177,6 +180,11 @@ class Harden:
                 able = [n for n in self.registry.names("sanitizer") if kind in self._repairs_of(n)]
                 problems.append(f"sanitizer {name!r} cannot repair {kind} evidence (those that can: "
                                 f"{', '.join(able) or 'none installed'})")
+        if self.detector is not None:
+            try:
+                self.registry.get("detector", self.detector)
+            except AnonauditError as exc:
+                problems.append(f"--detector: {exc}")
         for name in self.repair_params:
             if name not in {normalise(n) for n in self.repairers.values()}:
                 problems.append(f"parameters given for {name!r}, which is not a repairer of this run")
@@ -298,8 +306,13 @@ class Harden:
 
         assert self.spec.originals is not None
         originals = load_corpus(str(self.spec.originals.path), format=self.spec.originals.format, name="originals")
-        nlp = resources.spacy()
-        docs = [d.with_spans(replaced_spans(originals[d.id], d, nlp=nlp)) if d.id in originals else d for d in rel]
+        if self.detector is None:
+            nlp, detect = resources.spacy(), None
+        else:
+            det = self.registry.create("detector", self.detector).use(resources)
+            nlp, detect = None, (lambda text: det.detect([text])[0])
+        docs = [d.with_spans(replaced_spans(originals[d.id], d, nlp=nlp, detect=detect)) if d.id in originals else d
+                for d in rel]
         self.echo(f"harden: {rel.name} records no replacements; aligned with the originals")
         return dataclasses.replace(rel, corpus=Corpus(docs, name=rel.name, source=rel.source))
 

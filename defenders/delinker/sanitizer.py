@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -10,10 +11,10 @@ from typing import Any, ClassVar, Literal
 from attackers.phrase_search.attack import DEFAULT_PLACEHOLDER_PATTERN
 from attackers.phrase_search.index import NgramIndex, collection_fingerprint
 from attackers.phrase_search.linking import Links, blocked_ranges, linking_ngrams
-from audit.core.data import REPHRASED, Corpus, Document, Release
+from audit.core.data import REPHRASED, Corpus, Document, Release, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
-from audit.core.registry import register
+from audit.core.registry import register, registry
 from audit.models.llm import LLM, ChatRequest
 from audit.models.nlp import DEFAULT_SPACY_MODEL
 from audit.models.resources import resources_of
@@ -51,7 +52,7 @@ class Delinker(Sanitizer):
                  spacy_model: str = DEFAULT_SPACY_MODEL,
                  placeholder_pattern: str | None = DEFAULT_PLACEHOLDER_PATTERN, lowercase: bool = True,
                  df_cap: int = 1000, max_candidates: int = 40, batch: int = 32, cache: bool = True,
-                 progress: bool = True):
+                 progress: bool = True, detector: str | None = None):
         """
         collection: the documents the adversary can search (usually the originals).
         extra_corpus: more documents searched with the collection (public background texts).
@@ -74,6 +75,7 @@ class Delinker(Sanitizer):
         max_candidates: combinations use at most this many of the rarest phrases per document.
         batch: documents delinked together (each round's requests go out at once: concurrently on a server, to the workers on a cluster); the same release whatever it is.
         cache: read and write the LLM answer cache.
+        detector: a registered span detector (spacy_ner, presidio, a plugin's): what it finds in a document that records no replaced span is masked as [LABEL] before delinking.
         """
         self.collection = collection
         self.extra_corpus = extra_corpus
@@ -97,6 +99,7 @@ class Delinker(Sanitizer):
         self.batch = batch
         self.cache = cache
         self.progress = progress
+        self.detector = detector
         self._check()
         self._index: NgramIndex | None = None
         self._index_key: str | None = None
@@ -126,6 +129,11 @@ class Delinker(Sanitizer):
             if corpus is not None and not isinstance(corpus, Corpus):
                 bad.append(f"{what} must be a loaded corpus, got {type(corpus).__name__} (on the command line: "
                            f"--{what.replace('_', '-')} FILE; in an audit spec: corpus:NAME)")
+        if self.detector is not None:
+            try:
+                registry.get("detector", self.detector)
+            except AnonauditError as exc:
+                bad.append(f"detector: {exc}")
         if bad:
             raise AnonauditError("delinker: " + "; ".join(bad))
 
@@ -468,7 +476,7 @@ class Delinker(Sanitizer):
         from audit.runtime.progress import bar as progress_bar
 
         docs: list[Document] = []
-        todo = list(corpus)
+        todo = list(self.deidentified(corpus))
         with progress_bar(total=len(todo), desc="delinking", unit="doc", enabled=self.progress) as bar:
             for lo in range(0, len(todo), self.batch):
                 docs += self.delink_many(todo[lo:lo + self.batch])
@@ -486,6 +494,20 @@ class Delinker(Sanitizer):
         self.record_timing(name, {"delink": time.perf_counter() - t0})
         return Release(name=name, corpus=Corpus(docs, name=name, source=corpus.source), aligned=True,
                        sanitizer=self.name, source=corpus.source)
+
+    def deidentified(self, corpus: Corpus) -> Corpus:
+        """``corpus`` with what the ``detector`` finds masked as ``[LABEL]`` in every document that
+        records no replaced span (the others, and every document when there is no detector, as
+        they are): the de-identification the delinker then completes."""
+        bare = [doc for doc in corpus if not any(s.original is not None for s in doc.spans)]
+        if self.detector is None or not bare:
+            return corpus
+        found = registry.create("detector", self.detector).use(resources_of(self)).detect([d.text for d in bare])
+        spans = {doc.id: [dataclasses.replace(s, replacement=f"[{(s.label or 'REDACTED').upper()}]") for s in doc_spans]
+                 for doc, doc_spans in zip(bare, found)}
+        masked = sanitize_corpus(Corpus(bare, name=corpus.name), spans, name=corpus.name or self.name)
+        by_id = {doc.id: doc for doc in masked.corpus}
+        return Corpus([by_id.get(doc.id, doc) for doc in corpus], name=corpus.name, source=corpus.source)
 
     def warnings(self, name: str) -> list[str]:
         """The self-check's warnings on release ``name`` (:mod:`defenders.selfcheck`)."""

@@ -3,7 +3,8 @@
 After "INTACT: truthful sanitization" (Algorithm 1), with our own prompts:
 
 1. **Spans.** The spans to sanitize are the documents' annotations (gold spans), or what a
-   registered detector finds (``detector="spacy_ner"`` or ``"presidio"``). Overlapping spans
+   registered detector finds (``detector="spacy_ner"``, ``"presidio"`` or any plugin's, found through the
+   registry's ``detector`` kind). Overlapping spans
    keep the outermost one, exactly as :func:`audit.core.data.sanitize_corpus` does (nested
    mentions such as ``Serco Limited ("Serco")`` are sanitized as the outer span).
 2. **Entities.** Mentions are grouped per document by ``entity_id`` when the span has one, else

@@ -97,7 +97,7 @@ class IntactSanitizer(Sanitizer):
         candidates: generalisations asked for per entity, most specific first.
         guesses: guesses of the attack per candidate.
         llm: the LLM that proposes and attacks (a spec, see ``anonaudit models list``, or an LLM object).
-        detector: a span detector (spacy_ner or presidio) instead of the documents' annotated spans.
+        detector: a registered span detector (spacy_ner, presidio, a plugin's) instead of the annotated spans.
         labels: only sanitize spans with these labels (default: every span).
         placeholders: labels replaced by numbered placeholders such as PERSON_1.
         template: the fallback replacement, with {label} for the span's label.
@@ -140,8 +140,11 @@ class IntactSanitizer(Sanitizer):
             raise AnonauditError(f"intact: lookahead must be between 1 and 20, got {lookahead!r}")
         if batch < 1:
             raise AnonauditError(f"intact: batch must be at least 1, got {batch!r}")
-        if detector is not None and detector not in ("spacy_ner", "presidio"):
-            raise AnonauditError(f"intact: detector must be spacy_ner or presidio, got {detector!r}")
+        if detector is not None:
+            try:
+                registry.get("detector", detector)
+            except AnonauditError as exc:
+                raise AnonauditError(f"intact: detector: {exc}") from None
         self._llm: LLM | None = None
         self._counts: dict[str, dict[str, Any]] = {}
 
@@ -180,11 +183,8 @@ class IntactSanitizer(Sanitizer):
                     "or detector=spacy_ner")
             found = {doc.id: list(doc.spans) for doc in corpus}
         else:
-            det = registry.create("sanitizer", self.detector).use(resources_of(self))
-            if self.detector == "spacy_ner":
-                found = dict(zip(corpus.ids, det.detect(doc.text for doc in corpus)))
-            else:
-                found = {doc.id: det.detect(doc.text) for doc in corpus}
+            det = registry.create("detector", self.detector).use(resources_of(self))
+            found = dict(zip(corpus.ids, det.detect([doc.text for doc in corpus])))
         wanted = None if self.labels is None else {x.upper() for x in self.labels}
         return {doc_id: [Span(s.start, s.end, s.label, s.entity_id, s.identifier_type) for s in spans
                          if wanted is None or (s.label or "").upper() in wanted]
