@@ -98,7 +98,7 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
     click.echo(f"\nstopped: {outcome.stopped}; hardened release {outcome.final.name}: {out} "
                f"({outcome.seconds:.1f}s); results: {outcome.path}")
     if report:
-        path = render(outcome.path, spec.out / "report.html", shareable=False, registry=reg,
+        path = render(outcome.path, spec.out / "report.html", shareable=False,
                        notes=[f"Rounds of `anonaudit harden --release {release}`: "
                               + ", ".join(r.release for r in outcome.rounds) + f" (stopped: {outcome.stopped})."])
         click.echo(f"report: {path}")
