@@ -1,7 +1,7 @@
 """The contract every component keeps, as one check a plugin author runs on a class.
 
 As scikit-learn's ``check_estimator`` does for estimators, :func:`check_component` runs an
-attack, sanitizer or metric class (and a detector, once that role exists) through the rules
+attack, sanitizer, metric or detector class through the rules
 the rest of anonaudit relies on, and raises :class:`ContractError` listing every rule it
 breaks. A plugin author calls it in a test::
 
@@ -26,7 +26,8 @@ The rules:
    :class:`~audit.core.results.Finding` per document of the release (offsets inside the text
    they mark), and a round trip through JSON that changes nothing; a sanitizer returns an
    aligned :class:`~audit.core.data.Release` of the same documents whose recorded spans lie in
-   the text, and leaves its input alone;
+   the text, and leaves its input alone; a detector returns one list of labelled
+   :class:`~audit.core.data.Span` s per text, inside that text;
 5. **determinism**: two fresh instances with the same parameters (and seed) give the same
    results, byte for byte;
 6. **bad input**: a scenario without a part the component ``requires`` is refused with an
@@ -48,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from audit.core import contract_data
-from audit.core.data import Corpus, Release, Scenario
+from audit.core.data import Corpus, Release, Scenario, Span
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack, Component, Metric, Sanitizer
 from audit.core.params import EMPTY, Unknown, parameters, variadic
@@ -355,5 +356,41 @@ def _run_sanitizer(cls: type, params: Mapping[str, Any], scn: Scenario, resource
     return out
 
 
+def _run_detector(cls: type, params: Mapping[str, Any], scn: Scenario, resources: Any) -> list[str]:
+    """Rules 4-6 for a detector: ``detect`` on the originals' texts."""
+    if scn.originals is None:
+        return ["typed results: the scenario has no originals to detect in"]
+    texts = [d.text for d in scn.originals]
+    found = []
+    for _ in range(2):
+        obj = _fresh(cls, params, resources)
+        try:
+            found.append(obj.detect(list(texts)))
+        except Exception as exc:  # noqa: BLE001 - the contract reports it
+            return [f"typed results: detect on valid texts raised {type(exc).__name__}: {exc}"]
+        finally:
+            obj.close()
+    spans = found[0]
+    if not isinstance(spans, list) or len(spans) != len(texts) or not all(isinstance(x, list) for x in spans):
+        return [f"typed results: detect must return one list of spans per text ({len(texts)} lists)"]
+    out = [f"typed results: text {i}: {s!r} is not a labelled Span inside the text"
+           for i, (text, spans_i) in enumerate(zip(texts, spans)) for s in spans_i
+           if not (isinstance(s, Span) and s.label and 0 <= s.start < s.end <= len(text))][:5]
+    if found[0] != found[1]:
+        out.append("determinism: two instances with the same parameters found different spans")
+    obj = _fresh(cls, params, resources)
+    try:
+        if obj.detect([]) != []:
+            out.append("bad input: detect([]) must return []")
+    except AnonauditError:
+        pass
+    except Exception as exc:  # noqa: BLE001 - the contract reports it
+        out.append(f"bad input: no texts raised {type(exc).__name__}: {exc} (return [] or refuse with an "
+                   "AnonauditError)")
+    finally:
+        obj.close()
+    return out
+
+
 _RUNNERS: dict[str, Callable[[type, Mapping[str, Any], Scenario, Any], list[str]]] = {
-    "attack": _run_scoring, "metric": _run_scoring, "sanitizer": _run_sanitizer}
+    "attack": _run_scoring, "metric": _run_scoring, "sanitizer": _run_sanitizer, "detector": _run_detector}
