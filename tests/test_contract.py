@@ -16,7 +16,7 @@ import pytest
 
 from audit.core import ContractError, check_component, contract_data
 from audit.core.contract import roles
-from audit.core.interfaces import Attack, Sanitizer
+from audit.core.interfaces import Attack, Detector, Sanitizer
 from audit.core.registry import registry
 from audit.core.results import Finding, Result
 from audit.core.stats import risk
@@ -60,7 +60,7 @@ def _trir():
 PARAMS = {
     ("attack", "claim_linker"): lambda: dict(llm=ScriptedLLM(claim_judge), embedder=BagOfWords(), claims="sentences",
                                              paraphrase=False, repeats=1, judge="rating", judge_check=4),
-    ("attack", "span_guess"): lambda: dict(progress=False),
+    ("attack", "span_guess"): lambda: dict(progress=False, dense=False),  # no embedder load: 5 s less
     ("attack", "trir"): lambda: dict(progress=False),
     ("sanitizer", "intact"): lambda: dict(llm=ScriptedLLM(_intact_answer), frequent_lemmas=0, progress=False),
     ("sanitizer", "prompt"): lambda: dict(llm=ScriptedLLM(lambda r: '["Zorbulon Quettle", "Marrowby"]'),
@@ -72,7 +72,7 @@ PARAMS = {
     ("metric", "similarity"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
     ("metric", "precision"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
     ("metric", "recall"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
-    ("metric", "nmi"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
+    ("metric", "nmi"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder(), runs=2, n_init=2),
 }
 BUILTINS = [(kind, name) for kind in roles() for name in registry.names(kind)]
 
@@ -137,6 +137,18 @@ class Rude(Sanitizer):
         return Release(name or "rude", corpus)
 
 
+class Sprawling(Detector):
+    """A detector whose spans run past the end of the text."""
+
+    name = "sprawling"
+    description = "Marks every text from its start to far beyond its end, for the test."
+
+    def detect(self, texts):
+        from audit.core.data import Span
+
+        return [[Span(0, len(t) + 10, "ANY")] for t in texts]
+
+
 def test_a_component_that_breaks_the_rules_is_told_which():
     with pytest.raises(ContractError) as info:
         check_component(Sloppy)
@@ -154,6 +166,8 @@ def test_a_component_that_breaks_the_rules_is_told_which():
         check_component(Leaky)
     with pytest.raises(ContractError, match=r"bad input: an empty corpus raised IndexError"):
         check_component(Rude)
+    with pytest.raises(ContractError, match=r"typed results: text 0: .* is not a labelled Span inside the text"):
+        check_component(Sprawling)
     with pytest.raises(ContractError, match="not a component class"):
         check_component(dict)
 

@@ -13,7 +13,7 @@ breaks. A plugin author calls it in a test::
 The rules:
 
 1. **role**: the class implements exactly one role (:class:`~audit.core.interfaces.Attack`,
-   ``Sanitizer``, ``Metric``); its ``name`` is a registry name (lower case, ``_``), its
+   ``Sanitizer``, ``Metric``, ``Detector``); its ``name`` is a registry name (lower case, ``_``), its
    ``description`` says what it does, an attack's ``remedy`` fills ``{exposed}``/``{total}``;
 2. **parameters**: explicit named parameters (no ``*args``/``**kwargs``), each with a type
    hint that resolves (so a spec or a command line with a wrong value is refused before
@@ -31,7 +31,8 @@ The rules:
 5. **determinism**: two fresh instances with the same parameters (and seed) give the same
    results, byte for byte;
 6. **bad input**: a scenario without a part the component ``requires`` is refused with an
-   :class:`~audit.core.errors.AnonauditError`, never a Python error from deep inside;
+   :class:`~audit.core.errors.AnonauditError`, never a Python error from deep inside (a
+   sanitizer given an empty corpus, a detector given no text: an answer in kind or that error);
 7. **shareable**: no finding shows an original the release replaced outside a fact it names
    ``private`` (the shareable edition drops those), and no typed detail quotes one.
 
@@ -51,7 +52,7 @@ from typing import Any
 from audit.core import contract_data
 from audit.core.data import Corpus, Release, Scenario, Span
 from audit.core.errors import AnonauditError
-from audit.core.interfaces import Attack, Component, Metric, Sanitizer
+from audit.core.interfaces import Attack, Component, Detector, Metric, Sanitizer
 from audit.core.params import EMPTY, Unknown, parameters, variadic
 from audit.core.paramtypes import check_params
 from audit.core.registry import normalise
@@ -79,15 +80,8 @@ class ContractReport:
 
 
 def roles() -> dict[str, type]:
-    """``{role: base class}``: every role a component can implement (a ``Detector`` too, when
-    :mod:`audit.core.interfaces` defines it)."""
-    import audit.core.interfaces as interfaces
-
-    out: dict[str, type] = {"attack": Attack, "sanitizer": Sanitizer, "metric": Metric}
-    detector = getattr(interfaces, "Detector", None)
-    if isinstance(detector, type):
-        out["detector"] = detector
-    return out
+    """``{role: base class}``: every role a component can implement."""
+    return {"attack": Attack, "sanitizer": Sanitizer, "metric": Metric, "detector": Detector}
 
 
 def check_component(cls: type, *, params: Mapping[str, Any] | None = None, scenario: Scenario | None = None,
