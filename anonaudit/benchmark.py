@@ -76,7 +76,7 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
           tri_originals: str | None = None, demo_people: int = 20, comparisons: Iterable[str] | None = None,
           with_: Iterable[str] = (), budget: int = 10, extra_releases: Mapping[str, Any] | None = None,
           sanitizer_params: Mapping[str, Mapping[str, Any]] | None = None,
-          attacks: Any = None, metrics: Any = None, sample: int = 20, documents: int | None = None,
+          attacks: Any = None, metrics: Any = None, sample: int = 20, documents: int | Sequence[str] | None = None,
           reference: str | os.PathLike | None = None, seed: int = 0, llm: str | None = None,
           out: str | os.PathLike | None = None, progress: bool = True, title: str | None = None,
           format: str | None = None, text_column: str = "text", id_column: str = "id",  # noqa: A002
@@ -91,7 +91,8 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
     sanitizer_params: ``{name: {param: value}}`` for comparison points (e.g. ``{"intact": {"candidates": 3}}``).
     attacks, metrics: as in :func:`anonaudit.audit` (default: every registered one; attacks that
         call a language model per document run on a seeded sample of ``sample`` documents).
-    documents: bench a seeded sample of this many originals (the background stays whole).
+    documents: bench a seeded sample of this many originals, or the originals with these ids (the
+        background stays whole; release files made for the whole corpus are cut to them).
     reference: a reference table of published figures (a CSV file, or ``"tab"``).
     """
     from audit.core.registry import registry as default_registry
@@ -159,13 +160,24 @@ def _corpus(originals: Any, background: Any, tri: Any, tri_originals: str | None
         demo = generate(n=demo_people, seed=seed)
         data = _Corpus(f"demo population ({demo_people} people, seed {seed})", demo.originals,
                        load(background, "background") or demo.background)
-    if documents is not None and data.originals is not None and documents < len(data.originals):
+    if documents is None or data.originals is None:
+        return data
+    if isinstance(documents, int):
+        if documents >= len(data.originals):
+            return data
         from audit.pipeline.releases import sample_release
 
         kept = sample_release(Release("originals", data.originals), documents, seed).corpus
-        data = _Corpus(f"{data.name} (a seeded sample of {documents} of {len(data.originals)} documents)",
-                       kept, data.background, data.releases, population=data.originals)
-    return data
+        what = f"a seeded sample of {documents}"
+    else:
+        wanted = {str(i) for i in documents}
+        unknown = sorted(wanted - set(data.originals.ids))
+        if unknown:
+            raise AnonauditError(f"documents=: no original document has the id(s) {', '.join(map(repr, unknown[:5]))}")
+        kept = Corpus([d for d in data.originals if d.id in wanted], name="originals", source=data.originals.source)
+        what = f"{len(kept)} chosen"
+    return _Corpus(f"{data.name} ({what} of {len(data.originals)} documents)", kept, data.background, data.releases,
+                   population=data.originals)
 
 
 def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, params, comparisons, with_, budget,
