@@ -251,3 +251,27 @@ def test_the_readme_python_example_runs(tmp_path, monkeypatch, capsys):
     assert "regex" in capsys.readouterr().out
     assert {p.name for p in (tmp_path / "bench-py").iterdir()} >= {"leaderboard.html", "leaderboard.csv",
                                                                   "leaderboard.md", "results.json"}
+
+
+def test_an_llm_comparison_point_reports_its_requests_per_document(tmp_path):
+    """``--with delinker`` on a budget, its LLM (a scripted rewriter behind the real answer cache):
+    the row's cost counts the requests per document; a re-run reuses the release."""
+    import re
+
+    import anonaudit
+    from audit.models.cache import CachedLLM
+    from audit.models.llm import ScriptedLLM
+
+    def rewrite(req):
+        marked = re.findall(r"\[\[(.+?)\]\]", req.messages[-1][1])
+        return json.dumps({"reasoning": "r", "rewrites": [{"marked": m, "new": "a local thing"} for m in marked]})
+
+    llm = CachedLLM(ScriptedLLM(rewrite), tmp_path / "answers.sqlite")
+    board = anonaudit.bench("suppression", comparisons=["labels"], with_=["delinker"], budget=2, demo_people=5,
+                            sanitizer_params={"delinker": {"llm": llm, "max_rounds": 1}}, attacks=["phrase_search"],
+                            metrics=["rouge"], out=tmp_path / "b", progress=False)
+    row = next(r for r in board.leaderboard.rows if r.name == "delinker")
+    assert row.cost["documents"] == 2 and row.documents == 2
+    assert row.cost["requests_per_document"] > 0 and llm.stats["misses"] > 0
+    frame = board.to_pandas()
+    assert float(frame.loc[frame["release"] == "delinker", "requests_per_document"].iloc[0]) > 0

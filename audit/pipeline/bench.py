@@ -216,14 +216,14 @@ def _release_of(c: Contender, spec: BenchSpec, reg: Registry, resources: Any,
                   "command": c.command, "originals": docs.fingerprint(), "llm": spec.llm, "seed": spec.seed})
     if c.kind == "sanitizer" and _reusable(path, record, key):
         return path, json.loads(record.read_text(encoding="utf-8"))["cost"], True
-    before = (resources.llm_stats(), resources.llm_usage())
+    before = _llm_use(resources, c.params)
     t0 = time.perf_counter()
     if c.kind == "command":
         rel = run_command(c.command, docs, c.name, folder, timeout=spec.command_timeout).release
     else:
         rel = _sanitize(c, docs, reg, resources, spec)
     seconds = time.perf_counter() - t0
-    cost = _cost(c, len(docs), seconds, before, (resources.llm_stats(), resources.llm_usage()))
+    cost = _cost(c, len(docs), seconds, before, _llm_use(resources, c.params))
     save_jsonl(rel.corpus, path)
     atomic_write_json(record, {"name": c.name, "kind": c.kind, "sanitizer": c.sanitizer, "command": c.command,
                                "params": canonical(dict(c.params)), "key": key, "sha256": sha256_file(path),
@@ -246,7 +246,9 @@ def _sanitize(c: Contender, docs: Corpus, reg: Registry, resources: Any, spec: B
     cls = reg.get("sanitizer", c.sanitizer)
     params = dict(c.params)
     accepted = cls.param_names()
-    for key, value in (("seed", spec.seed), ("llm", spec.llm), ("progress", resources.progress)):
+    # the run's seed and LLM; the collection an adversary searches (the delinker's) is the corpus
+    for key, value in (("seed", spec.seed), ("llm", spec.llm), ("progress", resources.progress),
+                       ("collection", spec.population or spec.originals)):
         if key in accepted and key not in params and value is not None:
             params[key] = value
     try:
@@ -265,16 +267,27 @@ def _sanitize(c: Contender, docs: Corpus, reg: Registry, resources: Any, spec: B
     return rel
 
 
-def _cost(c: Contender, n: int, seconds: float, before: tuple[dict, dict], after: tuple[dict, dict]) -> dict[str, Any]:
+def _llm_use(resources: Any, params: Mapping[str, Any]) -> tuple[int, int, int]:
+    """``(requests, cached, tokens)`` so far: of the run's LLMs and of LLM objects a sanitizer was
+    given as parameters (requests answered by the model or its answer cache; tokens the model spent)."""
+    from audit.models.llm import LLM
+
+    given = [v for v in params.values() if isinstance(v, LLM)]
+    stats = [resources.llm_stats(), *(getattr(x, "stats", None) or {} for x in given)]
+    requests = sum(int(st.get("hits", 0)) + int(st.get("misses", 0)) for st in stats)
+    cached = sum(int(st.get("hits", 0)) for st in stats)
+    return requests, cached, sum(resources.llm_usage(*given).values())
+
+
+def _cost(c: Contender, n: int, seconds: float, before: tuple[int, int, int], after: tuple[int, int, int]
+          ) -> dict[str, Any]:
     """Cost per document: seconds, LLM requests (answered by the model or its cache) and tokens
     the model spent (a cached answer costs none)."""
-    (s0, u0), (s1, u1) = before, after
-    requests = (s1["hits"] + s1["misses"]) - (s0["hits"] + s0["misses"])
-    tokens = sum(u1.values()) - sum(u0.values())
+    requests, cached, tokens = (a - b for a, b in zip(after, before))
     n = max(n, 1)
     return {"kind": c.kind, "documents": n, "seconds": round(seconds, 3),
             "seconds_per_document": round(seconds / n, 4), "requests_per_document": round(requests / n, 3),
-            "tokens_per_document": round(tokens / n, 1), "cached_requests": s1["hits"] - s0["hits"]}
+            "tokens_per_document": round(tokens / n, 1), "cached_requests": cached}
 
 
 def _file_stem(name: str) -> str:
