@@ -262,7 +262,7 @@ def spacy_resource():
 
 def _attack(spacy_resource, **kw) -> ClaimLinkerAttack:
     params = dict(llm=ScriptedLLM(judge), embedder=BagOfWords(), paraphrase=False, repeats=3, judge="rating",
-                  judge_check=8)
+                  judge_check=8, identifying=False)  # every claim: the toy people have few specific details
     params.update(kw)
     attack = ClaimLinkerAttack(**params)
     attack._splitter = SentenceSplitter(spacy_resource)
@@ -397,7 +397,9 @@ def test_the_yesno_judge_scores_fixed_answers_and_passes_its_control(spacy_resou
     link, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
     d = semantic.details
     assert d["judge"] == "yesno" and "log P(Yes) > log P(No)" in d["decision_rule"] and d["repeats"] == 1
-    assert d["malformed_answers"] == 0 and d["warning"] is None
+    assert d["malformed_answers"] == 0
+    assert d["warning"] == ("the judge's control found only 8 claims beyond the attacker's (asked for 16), so it "
+                            "is weak evidence that the judge is reliable")
     # two continuations per question, never a generated answer; 8 scored claims + 2 x 8 control claims
     # (only 8 claims of the 4 originals are not the attacker's: the control takes what there is)
     assert {c for _, c in llm.scored} == {"Yes", "No"} and len(llm.scored) == 2 * (4 * 2 + 8 * 2)
@@ -614,9 +616,9 @@ def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
     check = semantic.details["judge_check"]
     assert check["claims"] == 4 and check["self"] is not None and isinstance(check["passed"], bool)
     assert semantic.details["evidence_ranking"] == "dense"
-    # the yes/no judge ran on the real log-probabilities (no fallback); a failed control is said
-    # (the 0.5B answers No to nearly everything: benchmarks/README.md), a passed one counts
-    assert semantic.details["judge"] == "yesno" and semantic.details["judge_fallback"] is None
+    # the contrastive yes/no judge ran on the real log-probabilities (no fallback); a failed control
+    # is said (the 0.5B answers No to nearly everything: benchmarks/README.md), a passed one counts
+    assert semantic.details["judge"] == "contrast" and semantic.details["judge_fallback"] is None
     assert (semantic.details["warning"] is None) == check["passed"] == semantic.details["in_verdict"]
     # Masking keeps most words: the lexical figure is high.
     assert lexical.value > 0.5
@@ -625,8 +627,9 @@ def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
 @pytest.mark.slow
 def test_the_real_yesno_judge_passes_its_control_on_the_demo_population(quality_llm, minilm):
     """The default judge on the embedded 1.5B (the 0.5B says No to nearly everything, see
-    benchmarks/README.md): 16 control claims, own document >= 0.8, another <= 0.2, by the
-    log-probabilities of Yes and No alone; the checked figure counts in the verdict."""
+    benchmarks/README.md): 16 identifying control claims, own document >= 0.8, another <= 0.2, by
+    the log-probabilities of Yes and No against the threshold that the claims' reference records
+    set; the checked figure counts in the verdict."""
     from audit.demo.data import generate
 
     demo = generate(n=8, seed=0)
@@ -636,7 +639,7 @@ def test_the_real_yesno_judge_passes_its_control_on_the_demo_population(quality_
                                judge_check=16, seed=0)
     _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
     check = semantic.details["judge_check"]
-    assert semantic.details["judge"] == "yesno" and check["claims"] == 16
+    assert semantic.details["judge"] == "contrast" and check["claims"] == 16 and check["threshold"] >= 0
     assert check["self"] >= 0.8 and check["unrelated"] <= 0.2 and check["passed"], check
     assert semantic.details["warning"] is None and semantic.details["in_verdict"] is True
     assert semantic.n == 2 and 0.0 <= semantic.value <= 1.0

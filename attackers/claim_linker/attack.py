@@ -50,8 +50,9 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
                  aux_claims: int = 3, aux_select: AuxSelect = "random", paraphrase: bool = True, score: bool = True,
                  score_sample: int | None = None, claim_sample: int | None = None, repeats: int = 3, llm: Any = None,
                  embedder: Any = None, tolerance: float = 0.02, top_k: int = 10,
-                 evidence_sentences: int = 3, judge: Literal["yesno", "yesno-calibrated", "rating"] = "yesno",
-                 judge_llm: Any = None, judge_check: int = 16,
+                 evidence_sentences: int = 3,
+                 judge: Literal["contrast", "yesno", "yesno-calibrated", "rating"] = "contrast",
+                 judge_llm: Any = None, judge_check: int = 16, identifying: bool = True,
                  approx_threshold: int = 200_000, seed: int = 0, progress: bool = False):
         """
         claims: how documents are split into claims: spaCy sentences and clauses (fast) or the LLM.
@@ -71,11 +72,16 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         tolerance: matches within this score of a claim's best match also vote.
         top_k: claims each known claim retrieves.
         evidence_sentences: sentences of the linked record shown to the judge with each claim.
-        judge: yesno = log-probabilities of the fixed answers Yes and No decide (P(Yes) > P(No));
+        judge: contrast = the claim is stated when the log-probabilities of the fixed answers Yes
+            and No say Yes (P(Yes) > P(No)), by a wider margin than the control's claims get on
+            the records of other people most like them; yesno = P(Yes) > P(No) alone;
             yesno-calibrated = that margin against a content-free passage's; rating = one
             generated word of {same, similar, no} (small models fail its control).
         judge_llm: the LLM that judges leakage, when not ``llm``.
         judge_check: claims in the judge's self-consistency control (own vs another document); 0 = off.
+        identifying: judge only claims that single the person out (a specific detail, and no
+            near-equal claim in another original), in the releases and in the control; off: every
+            claim.
         approx_threshold: above this many claims the dense index is approximate (HNSW).
         """
         self.claims = claims
@@ -95,6 +101,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         self.judge = judge
         self.judge_llm = judge_llm
         self.judge_check = judge_check
+        self.identifying = identifying
         self.approx_threshold = approx_threshold
         self.seed = seed
         self.progress = progress
@@ -197,6 +204,10 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         self._fitted_on = originals
         self._orig_tokens: dict[str, list[str]] = {}
         self._judge_check_: dict[str, Any] | None = None
+        self._orig_index_ = None  # the originals' claim vectors (identifying claims, reference records)
+        self._details_: dict[int, list[list[str]]] = {}  # specific details of each original's claims
+        self._margins_: dict[tuple[str, str], float] = {}  # yes/no margins asked this fit
+        self._null_threshold_: float | None = None  # the contrastive judge's threshold, set by its control
         return self
 
     # -- evaluate one release

@@ -1,10 +1,14 @@
 """The judge: how much of an original's claims a linked record still states.
 
 Each claim is judged against the few sentences of the linked record most related to it
-(:func:`rank_evidence`, :func:`evidence_text`). The default judge (``yesno``) generates no
-text: it asks "Does the passage state this fact?" and compares the log-probabilities of the
+(:func:`rank_evidence`, :func:`evidence_text`). The yes/no judges generate no
+text: they ask "Does the passage state this fact?" and compare the log-probabilities of the
 fixed answers Yes and No (:func:`yesno_prompt`, :func:`yesno_margin`, :func:`margin_rating`:
 stated when P(Yes) > P(No)), through the LLM layer's :meth:`~audit.models.llm.LLM.logprobs`.
+The default (``contrast``) counts a claim stated only when Yes wins by more than it wins for
+the control's claims on the records of other people most like them (their reference records:
+:func:`~attackers.claim_linker.reference.null_threshold`); the judges see identifying claims only
+(:mod:`.reference`).
 The earlier judge (``rating``) generates one word of {same, similar, no} (:func:`judge_request`,
 :func:`parse_verdict`, :func:`mode_rating`); it is the fallback for a server that gives no
 log-probabilities. :func:`leakage_of` turns ratings into a leakage figure. Before it is
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attackers.claim_linker.claims import word_overlap
+from attackers.claim_linker.reference import OriginalsIndex, null_threshold, specific_details
 
 if TYPE_CHECKING:
     from attackers.claim_linker.claims import Claim
@@ -47,12 +52,15 @@ JUDGE_OTHER_MAX = 0.2
 VERDICTS = {"same": 1, "similar": 2, "no": 3}
 
 
-#: How the judge answers: ``yesno`` scores the fixed answers Yes and No by their
-#: log-probabilities (no free text; the default); ``yesno-calibrated`` compares that margin
+#: How the judge answers: ``contrast`` (the default) scores the fixed answers Yes and No by
+#: their log-probabilities (no free text) and counts the claim stated when Yes wins by a wider
+#: margin than the control's claims get on the records of other people most like them
+#: (:mod:`.reference`); ``yesno`` the same against 0 (stated when P(Yes) > P(No));
+#: ``yesno-calibrated`` compares that margin
 #: with the margin the same question gets with a content-free passage (:data:`NULL_PASSAGE`),
 #: for models biased towards one answer; ``rating`` generates one word of {same, similar, no}
 #: (the earlier judge, kept for comparison and for servers without log-probabilities).
-JUDGES = ("yesno", "yesno-calibrated", "rating")
+JUDGES = ("contrast", "yesno", "yesno-calibrated", "rating")
 
 _YESNO_SYSTEM = (
     "You check what a passage tells its reader. Given a passage and a fact, answer Yes if the passage "
@@ -176,9 +184,69 @@ def leakage_of(ratings: Sequence[int]) -> float:
 
 class Judging:
     """The judge's steps of :class:`~attackers.claim_linker.attack.ClaimLinkerAttack`, which
-    mixes them in: evidence for a claim, a batch of ratings, and the self-consistency control.
-    They read the attack's parameters, its fitted claims and its models from ``self``.
+    mixes them in: the claims it judges, evidence for a claim, a batch of ratings, and the
+    self-consistency control. They read the attack's parameters, its fitted claims and its
+    models from ``self``.
     """
+
+    # -- which claims: identifying ones (see attackers.claim_linker.reference)
+
+    def _originals_index(self) -> OriginalsIndex:
+        """Every original's claim vectors (embedded once per fit)."""
+        if self._orig_index_ is None:
+            flat = [c.text for claims in self.orig_claims_ for c in claims]
+            vecs = self._get_embedder().encode(flat) if flat else np.zeros((0, 1), dtype=np.float32)
+            self._orig_index_ = OriginalsIndex(vecs, [len(c) for c in self.orig_claims_])
+        return self._orig_index_
+
+    def _details(self, i: int) -> list[list[str]]:
+        """The specific details of each claim of original ``i`` (spaCy entities, numbers)."""
+        if i not in self._details_:
+            from audit.models.resources import resources_of
+
+            nlp = resources_of(self).spacy(disable=("tagger", "parser", "attribute_ruler", "lemmatizer"))
+            texts = [c.text for c in self.orig_claims_[i]]
+            self._details_[i] = [specific_details([(e.text, e.label_) for e in d.ents], t)
+                                 for d, t in zip(nlp.pipe(texts), texts)]
+        return self._details_[i]
+
+    def _why_not_judged(self, i: int, k: int) -> str | None:
+        """``None`` when claim ``k`` of original ``i`` is judged, else why not (it is not
+        identifying; with ``identifying=False`` every claim is judged)."""
+        if not self.identifying:
+            return None
+        return self._originals_index().why_not_identifying(i, k, self._details(i)[k], self.tolerance)
+
+    def _judged_claims(self, originals, i: int) -> tuple[list[int], Counter[str]]:
+        """The claims of original ``i`` the judge may judge (never the aux claims; identifying
+        ones) and the number left out for each reason."""
+        aux = set(self.aux_index_[originals[i].id])
+        kept, dropped = [], Counter()
+        for k in range(len(self.orig_claims_[i])):
+            if k in aux:
+                continue
+            why = self._why_not_judged(i, k)
+            if why is None:
+                kept.append(k)
+            else:
+                dropped[why] += 1
+        return kept, dropped
+
+    def _reference(self, originals, i: int, k: int, exclude: set[int]) -> str | None:
+        """The evidence that the reference record gives claim ``k`` of original ``i``: the
+        sentences most related to it in the other original (not in ``exclude``) closest to it;
+        ``None`` unless the judge is contrastive."""
+        if self.judge != "contrast":
+            return None
+        index = self._originals_index()
+        vec = index.vecs[index.offsets[i] + k]
+        o = index.nearest_other(vec, exclude | {i})
+        if o < 0:
+            return ""
+        ranked = rank_evidence(self.orig_claims_[i][k].text, self.orig_claims_[o], vec, index.of(o))
+        return evidence_text(originals[o], self.orig_claims_[o], ranked, self.evidence_sentences)
+
+    # -- evidence and ratings
 
     def _evidence(self, claims: Sequence[str], doc: Document, cands: list[Claim],
                   cand_vecs: np.ndarray | None) -> tuple[list[str], list[list[int]]]:
@@ -192,19 +260,33 @@ class Judging:
                   for k, c in enumerate(claims)]
         return [evidence_text(doc, cands, r, self.evidence_sentences) for r in ranked], ranked
 
+    def _margin(self, llm: LLM, evidence: str, claim: str) -> float:
+        """:func:`yesno_margin`, asked once per fit for each (evidence, claim): a reference or
+        an unchanged record recurs across releases."""
+        key = (evidence, claim)
+        if key not in self._margins_:
+            self._margins_[key] = yesno_margin(llm, evidence, claim)
+        return self._margins_[key]
+
     def _judge(self, llm: LLM, items: Sequence[tuple[str, str]], *, repeats: int) -> tuple[list[int | None], int]:
         """Ratings of ``(evidence, claim)`` pairs, and the number of answers that held no verdict.
-        The yes/no judge scores each pair once (it is deterministic; ``repeats`` is moot); the
-        rating judge keeps the mode over ``repeats`` answers."""
+        The yes/no judges score each pair once (they are deterministic; ``repeats`` is moot),
+        the contrastive one against the threshold its control set (:attr:`_null_threshold_`,
+        0 before); the rating judge keeps the mode over ``repeats`` answers."""
         if self.judge != "rating" and self._judge_fallback_ is None:
             from audit.runtime.progress import bar as progress_bar
             from audit.models.llm import LLMError
 
-            calibrate = self.judge == "yesno-calibrated"
             try:
-                margins = [yesno_margin(llm, ev, claim) - (yesno_margin(llm, NULL_PASSAGE, claim) if calibrate else 0.0)
-                           for ev, claim in progress_bar(items, enabled=self.progress, desc="judge", unit="claim")]
-                return [margin_rating(m) for m in margins], 0
+                ratings = []
+                for ev, claim in progress_bar(items, enabled=self.progress, desc="judge", unit="claim"):
+                    m = self._margin(llm, ev, claim)
+                    if self.judge == "yesno-calibrated":
+                        m -= self._margin(llm, NULL_PASSAGE, claim)
+                    elif self.judge == "contrast":
+                        m -= self._null_threshold_ or 0.0
+                    ratings.append(margin_rating(m))
+                return ratings, 0
             except LLMError as exc:  # a server without log-probabilities: say so, judge by rating
                 self._judge_fallback_ = str(exc)
                 log.warning("claim linker: the yes/no judge needs log-probabilities (%s); judging by rating", exc)
@@ -221,46 +303,92 @@ class Judging:
         """The judge that actually answers: ``rating`` once the yes/no judge fell back."""
         return "rating" if self._judge_fallback_ is not None else self.judge
 
-    def _control_pairs(self, originals, dense: bool) -> tuple[list[tuple[str, str]], list[tuple[str, str]]] | None:
-        """The control's questions: ``judge_check`` seeded claims of the originals (never aux
-        claims), each with its evidence from its own document and from another original, as
-        ``(own pairs, other pairs)`` of ``(evidence, claim)``; ``None`` when the originals
-        cannot make a control (fewer than two with claims)."""
+    # -- the control
+
+    def _control_claims(self, originals, rng: random.Random) -> tuple[list[tuple[int, int]], Counter[str]]:
+        """``judge_check`` seeded claims ``(original, claim)`` of the originals, never aux
+        claims, only those the judge judges (identifying ones), and how many claims looked at
+        were left out, per reason. The claims are looked at in a seeded order until enough
+        are found, so a large corpus is not parsed whole."""
+        aux = [set(self.aux_index_[d.id]) for d in originals]
+        pool = [(i, k) for i in range(len(originals)) for k in range(len(self.orig_claims_[i])) if k not in aux[i]]
+        if not self.identifying:  # every claim (the draw of the earlier control, unchanged)
+            return sorted(rng.sample(pool, min(self.judge_check, len(pool)))), Counter()
+        picks: list[tuple[int, int]] = []
+        dropped: Counter[str] = Counter()
+        for i, k in rng.sample(pool, len(pool)):
+            why = self._why_not_judged(i, k)
+            if why is None:
+                picks.append((i, k))
+                if len(picks) == self.judge_check:
+                    break
+            else:
+                dropped[why] += 1
+        return sorted(picks), dropped
+
+    def _control_pairs(self, originals, dense: bool):
+        """The control's questions: ``judge_check`` seeded claims of the originals
+        (:meth:`_control_claims`), each with its evidence from its own document and from
+        another original, as ``(own pairs, other pairs, reference evidence, dropped)``: pairs
+        of ``(evidence, claim)``, the reference of each claim (the closest original other than
+        both; ``None`` unless the judge is contrastive) and the claims left out, per reason.
+        ``None`` when the originals cannot make a control (fewer than two with claims)."""
         if self.judge_check == 0 or len(originals) < 2:
             return None
         rng = random.Random(f"{self.seed}:judge-check")
-        aux = [set(self.aux_index_[d.id]) for d in originals]  # claims the adversary already holds
-        pool = [(i, k) for i in range(len(originals)) for k in range(len(self.orig_claims_[i])) if k not in aux[i]]
         with_claims = [i for i in range(len(originals)) if self.orig_claims_[i]]
-        if not pool or len(with_claims) < 2:
+        if len(with_claims) < 2:
             return None
-        picks = sorted(rng.sample(pool, min(self.judge_check, len(pool))))
+        picks, dropped = self._control_claims(originals, rng)
+        if not picks:
+            return None
         targets = [(i, rng.choice([o for o in with_claims if o != i])) for i, _ in picks]
         vecs: dict[int, np.ndarray | None] = {}  # claim vectors of each document used, embedded once
         for t in {t for pair in targets for t in pair}:
             vecs[t] = self._get_embedder().encode([c.text for c in self.orig_claims_[t]]) if dense else None
         own: list[tuple[str, str]] = []
         other: list[tuple[str, str]] = []
-        for (i, k), (o, t) in zip(picks, targets):
+        refs: list[str | None] = []
+        for (i, k), (_, t) in zip(picks, targets):
             claim = self.orig_claims_[i][k].text
-            for out, doc in ((own, o), (other, t)):
+            for out, doc in ((own, i), (other, t)):
                 (ev,), _ = self._evidence([claim], originals[doc], self.orig_claims_[doc], vecs[doc])
                 out.append((ev, claim))
-        return own, other
+            refs.append(self._reference(originals, i, k, {t}))
+        return own, other, refs, dropped
 
     def _check_judge(self, llm: LLM, originals, dense: bool) -> dict[str, Any] | None:
         """Self-consistency control of the judge, once per fit: ``judge_check`` claims of the
-        originals (never aux claims) rated against their own document, where the true
-        leakage is 1, and against another original, where it is near 0. A judge that cannot
-        tell the two apart makes every leakage figure meaningless, and the result says so."""
+        originals (never aux claims; identifying ones) rated against their own document, where
+        the true leakage is 1, and against another original, where it is near 0. A judge that
+        cannot tell the two apart makes every leakage figure meaningless, and the result says so.
+        For the contrastive judge both questions share the claim's reference record (the
+        original closest to the claim other than the two): a judge whose margins were noise
+        would pass a claim on either record about as often as not, and fail.
+
+        The contrastive judge first asks each claim of the control against its reference record
+        (the original closest to it other than its own and the other one) and sets its threshold
+        from those margins (:func:`~attackers.claim_linker.reference.null_threshold`); the
+        other-document questions, asked after, test that threshold on records it never saw."""
         if self._judge_check_ is not None:
             return self._judge_check_
         pairs = self._control_pairs(originals, dense)
         if pairs is None:
             return None
-        own, other = pairs
+        own, other, refs, dropped = pairs
+        out: dict[str, Any] = {"claims": len(own), "judge": self._judge_used,
+                               "left_out": dict(sorted(dropped.items()))}
+        if self.judge == "contrast" and self._judge_fallback_ is None:
+            from audit.models.llm import LLMError
+
+            try:
+                null = [self._margin(llm, ref, claim) for ref, (_, claim) in zip(refs, own)]
+                self._null_threshold_ = null_threshold(null)
+                out.update(threshold=round(self._null_threshold_, 4), reference_margins=[round(m, 4) for m in null])
+            except LLMError as exc:  # judged by rating (see _judge)
+                self._judge_fallback_ = str(exc)
         ratings, _ = self._judge(llm, own + other, repeats=1)  # one batch
-        out: dict[str, Any] = {"claims": len(own), "judge": self._judge_used}
+        out["judge"] = self._judge_used
         for kind, part in (("self", ratings[:len(own)]), ("unrelated", ratings[len(own):])):
             valid = [r for r in part if r is not None]
             out[kind] = round(leakage_of(valid), 4) if valid else None
@@ -270,5 +398,7 @@ class Judging:
         out["passed"] = ok
         out["rule"] = (f"leakage of claims against their own document >= {JUDGE_SELF_MIN}, "
                        f"against another document <= {JUDGE_OTHER_MAX}")
+        out["too_few"] = len(own) < self.judge_check
         self._judge_check_ = out
         return out
+

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 #: How each judge turns its answers into a claim's rating (stated in the result's details).
 DECISION_RULES = {
+    "contrast": "a claim is stated (rating 1) when log P(Yes) - log P(No) for 'Does the passage state this fact?' "
+                "exceeds 0 and the margins that the control's claims get on the records of other people most like "
+                "them (their conformal 90% quantile: the threshold in judge_check), else not stated (3)",
     "yesno": "a claim is stated (rating 1) when log P(Yes) > log P(No) for 'Does the passage state this fact?', "
              "else not stated (3)",
     "yesno-calibrated": "a claim is stated (rating 1) when log P(Yes) - log P(No) for 'Does the passage state "
@@ -47,6 +50,8 @@ class _Tally:
     documents: list[Finding] = field(default_factory=list)
     unrated: int = 0  # claims no answer gave a rating for
     ratings: Counter[int] = field(default_factory=Counter)
+    left_out: Counter[str] = field(default_factory=Counter)  # claims not judged, per reason
+    without_claims: list[str] = field(default_factory=list)  # scored documents with no claim to judge
 
 
 class LeakageScoring:
@@ -85,10 +90,14 @@ class LeakageScoring:
 
         tally = _Tally()
         pos = 0
-        for p, claims, ranked in plan:
+        for p, claims, ranked, dropped in plan:
             i, j = trials[p], links[p].doc
             ratings = all_ratings[pos:pos + len(claims)]
             pos += len(claims)
+            tally.left_out.update(dropped)
+            if not claims:
+                tally.without_claims.append(originals[i].id)
+                continue
             valid = [r for r in ratings if r is not None]
             tally.unrated += len(ratings) - len(valid)
             tally.ratings.update(valid)
@@ -98,7 +107,7 @@ class LeakageScoring:
             tally.values.append(value)
             tally.lexical.append(lexical[p])
             tally.documents.append(self._leakage_finding(originals[i], docs[j], rel_claims[j], claims, ratings,
-                                                         ranked, correct_flags[p], value, lexical[p]))
+                                                         ranked, correct_flags[p], value, lexical[p], dropped))
         # One score per document: the claims of a document are not independent trials.
         sem = cluster_bootstrap([(v, 1) for v in tally.values], seed=self.seed)
         mean, ci = sem.value, sem.ci
@@ -135,34 +144,31 @@ class LeakageScoring:
         return lexical
 
     def _plan(self, originals, chosen: list[tuple[int, int, int]], docs: list[Document],
-              rel_claims: list[list[Claim]], vectors: np.ndarray | None,
-              ) -> tuple[list[tuple[int, list[Claim], list[list[int]]]], list[tuple[str, str]]]:
+              rel_claims: list[list[Claim]], vectors: np.ndarray | None):
         """What to ask the judge about the ``chosen`` trials ``(position, original, linked
         document)``: per linked trial with claims beyond the aux ones, ``(position, claims,
-        evidence rankings)``, and every ``(evidence, claim)`` pair, in that order. ``vectors``:
-        the dense linker's claim vectors, which rank the evidence when given."""
+        evidence rankings, claims left out per reason)`` (no claims when none identifies), and
+        every ``(evidence, claim)`` pair, in that order. ``vectors``: the dense linker's claim vectors, which rank the evidence when given."""
         offsets = np.cumsum([0] + [len(c) for c in rel_claims])
-        plan = []  # (position, claims, evidence rankings)
+        plan = []
         items: list[tuple[str, str]] = []
         for p, i, j in chosen:
-            if j < 0:
+            if j < 0 or not any(k not in self.aux_index_[originals[i].id] for k in range(len(self.orig_claims_[i]))):
                 continue
-            aux = set(self.aux_index_[originals[i].id])
-            claims = [c for k, c in enumerate(self.orig_claims_[i]) if k not in aux]
-            if self.claim_sample is not None and len(claims) > self.claim_sample:
+            ks, dropped = self._judged_claims(originals, i)
+            if self.claim_sample is not None and len(ks) > self.claim_sample:
                 rng = random.Random(f"{self.seed}:claim-sample:{originals[i].id}")
-                claims = [claims[k] for k in sorted(rng.sample(range(len(claims)), self.claim_sample))]
-            if not claims:
-                continue
+                ks = [ks[k] for k in sorted(rng.sample(range(len(ks)), self.claim_sample))]
+            claims = [self.orig_claims_[i][k] for k in ks]
             vecs = vectors[offsets[j]:offsets[j + 1]] if vectors is not None else None
             evidence, ranked = self._evidence([c.text for c in claims], docs[j], rel_claims[j], vecs)
-            plan.append((p, claims, ranked))
+            plan.append((p, claims, ranked, dropped))
             items += [(ev, c.text) for ev, c in zip(evidence, claims)]
         return plan, items
 
     def _leakage_finding(self, orig: Document, linked: Document, linked_claims: list[Claim], claims: list[Claim],
                          ratings: list[int | None], ranked: list[list[int]], correct: bool, value: float,
-                         lexical: float) -> Finding:
+                         lexical: float, dropped: Counter[str]) -> Finding:
         """What the judge found ``linked`` to state of the original's ``claims``."""
         valid = [r for r in ratings if r is not None]
         word = {1: "stated", 2: "similar information"} if self._judge_used != "rating" else \
@@ -186,6 +192,7 @@ class LeakageScoring:
             facts={"linked": linked.id, "correct": correct,
                    "leakage": round(value, 4), "lexical_leakage": round(lexical, 4),
                    "claims_scored": len(valid), "claims_unrated": len(ratings) - len(valid),
+                   "claims_left_out": dict(sorted(dropped.items())),
                    "ratings": dict(sorted(Counter(valid).items())), "leaked": evidence},
             private={"leaked"})  # claims of the original, with what supports them
 
@@ -197,6 +204,10 @@ class LeakageScoring:
                 if sampled else "semantic leakage scored on every linked document")
         if self.claim_sample is not None:
             note += f", at most {self.claim_sample} seeded claims of each"
+        if self.identifying:
+            left = ", ".join(f"{n} ({why})" for why, n in sorted(tally.left_out.items())) or "none"
+            note += (f"; only claims that single the person out are judged (claims left out: {left}; documents "
+                     f"with none: {len(tally.without_claims)})")
         warning = None
         judge = self._judge_used
         if check is not None and not check["passed"]:
@@ -204,6 +215,13 @@ class LeakageScoring:
                        f"their own document leaked {check['self']}, against another document {check['unrelated']} "
                        f"(needed >= {JUDGE_SELF_MIN} and <= {JUDGE_OTHER_MAX}), so the semantic leakage figure is not "
                        "reliable and does not count in the verdict; use a stronger --llm")
+        elif check is not None and check.get("too_few"):
+            kind = "identifying claims" if self.identifying else "claims beyond the attacker's"
+            warning = (f"the judge's control found only {check['claims']} {kind} (asked for {self.judge_check}), "
+                       "so it is weak evidence that the judge is reliable")
+        elif n_chosen and len(tally.without_claims) * 2 > n_chosen:
+            warning = (f"{len(tally.without_claims)} of {n_chosen} scored documents have no claim that singles "
+                       "the person out, so the leakage figure rests on few documents")
         elif check is None and tally.values:
             warning = ("the judge's self-consistency control could not run (judge_check=0 or fewer than two "
                        "originals with claims), so the semantic leakage figure is unchecked and does not count "
@@ -223,7 +241,9 @@ class LeakageScoring:
             "repeats": self.repeats if judge == "rating" else 1,
             "evidence_sentences": self.evidence_sentences, "evidence_ranking": "dense" if dense else "word overlap",
             "llm": llm_id, "malformed_answers": malformed, "llm_requests": requests,
-            "unrated_claims": tally.unrated,
+            "unrated_claims": tally.unrated, "identifying_only": self.identifying,
+            "claims_left_out": dict(sorted(tally.left_out.items())),
+            "documents_without_identifying_claims": tally.without_claims,
             "rating_counts": {str(k): v for k, v in sorted(tally.ratings.items())},
             "judge_check": check, "warning": warning,
             "lexical_leakage_same_documents": (sum(tally.lexical) / len(tally.lexical)) if tally.lexical else None,

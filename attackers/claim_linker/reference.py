@@ -1,0 +1,110 @@
+"""Which claims single a person out, and what a claim gets on the record most like its own.
+
+Leakage is about facts that identify someone. Court judgments, medical notes or biographies
+share much of their wording ("the applicant was represented by a lawyer"), and a judge asked
+"does this passage state the fact?" rightly says Yes to such a fact on another person's
+record too. Two tools of the judge (:mod:`.judge`) keep the figure about identifying facts:
+
+* **Identifying claims** (:meth:`OriginalsIndex.why_not_identifying`). A claim identifies
+  when it carries a specific detail (a named entity, date or number: spaCy's entities of
+  :data:`DETAIL_LABELS`, or any token with a digit) and the linker's own retrieval ties it to
+  its document: no claim of another original comes within the linker's ``tolerance`` of it
+  (the rule by which the dense linker lets near-equal matches vote). Only identifying claims
+  are judged, in the releases and in the judge's control.
+* **The reference record** (:meth:`OriginalsIndex.nearest_other`): for a claim, the original of
+  another person whose claims come closest to it by meaning (a matched negative). The margins
+  that the control's claims get on their reference records are what the judge grants a fact
+  on a record that is not its person's; the contrastive judge counts a claim as stated only
+  when its margin exceeds them (:func:`null_threshold`, a conformal bound on the rate of false
+  "stated" on other people's records). A threshold per claim (its own reference alone) was
+  measured and rejected: on TAB a random other record beat the claim's reference 6 times in 16,
+  both margins being noise around 0 (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+#: spaCy entity labels that make a detail specific: people, groups, places, organisations,
+#: named things, dates, times and amounts (the kinds of identifiers that TAB annotates). Not
+#: ``LAW`` (the articles every judgment cites), ``ORDINAL`` or ``LANGUAGE``.
+DETAIL_LABELS = frozenset({"PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART",
+                           "DATE", "TIME", "MONEY", "QUANTITY", "PERCENT", "CARDINAL"})
+
+#: Why a claim is not judged (the keys of the counts in results).
+NO_DETAIL = "no specific detail"
+NOT_UNIQUE = "another original has it"
+
+_DIGIT = re.compile(r"\w*\d\w*")
+
+
+def specific_details(ents: Iterable[tuple[str, str]], text: str) -> list[str]:
+    """The specific details of a claim: the texts of its entities ``(text, label)`` whose label
+    is in :data:`DETAIL_LABELS`, and every word with a digit in ``text`` not inside one of them."""
+    details = [t for t, label in ents if label in DETAIL_LABELS]
+    inside = " ".join(details)
+    details += [w for w in _DIGIT.findall(text) if w not in inside]
+    return details
+
+
+class OriginalsIndex:
+    """The claim vectors of every original (unit length, the linker's embedder), by document.
+
+    ``vecs``: one row per claim, documents in order; ``counts``: claims per document.
+    """
+
+    def __init__(self, vecs: np.ndarray, counts: Sequence[int]):
+        self.vecs = np.asarray(vecs, dtype=np.float32)
+        self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+        self.doc = np.repeat(np.arange(len(counts)), counts)
+        if len(self.doc) != len(self.vecs):
+            raise ValueError(f"{len(self.vecs)} claim vectors for {len(self.doc)} claims")
+
+    def of(self, i: int) -> np.ndarray:
+        """The claim vectors of original ``i``."""
+        return self.vecs[self.offsets[i]:self.offsets[i + 1]]
+
+    def why_not_identifying(self, i: int, k: int, details: Sequence[str], tolerance: float) -> str | None:
+        """``None`` when claim ``k`` of original ``i`` identifies, else the reason
+        (:data:`NO_DETAIL`, :data:`NOT_UNIQUE`)."""
+        if not details:
+            return NO_DETAIL
+        v = self.vecs[self.offsets[i] + k]
+        sims = self.vecs @ v
+        sims[self.doc == i] = -np.inf
+        if len(sims) and float(sims.max()) >= float(v @ v) - tolerance:
+            return NOT_UNIQUE
+        return None
+
+    def nearest_other(self, vec: np.ndarray, exclude: Iterable[int]) -> int:
+        """The original, not in ``exclude``, that holds the claim closest to ``vec``; -1 when
+        there is none."""
+        sims = self.vecs @ np.asarray(vec, dtype=np.float32)
+        mask = np.isin(self.doc, list(exclude))
+        sims[mask] = -np.inf
+        if not len(sims) or mask.all():
+            return -1
+        return int(self.doc[int(np.argmax(sims))])
+
+
+#: The contrastive judge's rate of false "stated" on records of other people: its threshold is
+#: the conformal ``1 - NULL_ALPHA`` quantile of the margins that the control's claims get on
+#: their reference records (half the control's own bound on the other-document level, 0.2).
+NULL_ALPHA = 0.1
+
+
+def null_threshold(null_margins: Sequence[float], alpha: float = NULL_ALPHA) -> float:
+    """The margin a claim must exceed to count as stated: at least 0 (Yes must win), and the
+    ``ceil((n + 1) * (1 - alpha))``-th smallest of the ``n`` margins that claims get on records
+    of other people (capped at the largest). A record of another person, exchangeable with those,
+    then beats it with probability at most ``alpha`` (at most ``1 / (n + 1)`` when capped, as for
+    ``n`` = 16 and ``alpha`` = 0.1: 1/17); no margin: 0."""
+    values = sorted(float(m) for m in null_margins)
+    if not values:
+        return 0.0
+    rank = min(len(values), math.ceil((len(values) + 1) * (1 - alpha)))
+    return max(0.0, values[rank - 1])

@@ -1,0 +1,149 @@
+"""Tests of the claim linker's contrastive judge: identifying claims, the reference record, and a
+control that a judge fooled by shared wording fails unless it contrasts (scripted LLM)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from attackers.claim_linker import ClaimLinkerAttack, SentenceSplitter
+from attackers.claim_linker.reference import NO_DETAIL, NOT_UNIQUE, OriginalsIndex, null_threshold, specific_details
+from audit.core.data import Corpus, Document, Release, Scenario
+from audit.models.llm import LLM
+from tests.test_claim_linker import STOP, BagOfWords, spacy_resource  # noqa: F401 - a fixture
+
+# Six people whose records share their wording, as court judgments do: every record has the same
+# kinds of facts with other details, one sentence that is the same everywhere and one with no
+# specific detail.
+PEOPLE = [("Anna Berg", "Bergen", "1961", "3 May 1999", "teacher"), ("Jon Lie", "Oslo", "1975", "5 June 2001", "baker"),
+          ("Mia Dahl", "Tromsø", "1968", "9 March 2003", "nurse"), ("Ola Nord", "Bodø", "1959", "2 July 1998", "pilot"),
+          ("Eva Strand", "Molde", "1980", "7 April 2005", "farmer"),
+          ("Per Holm", "Hamar", "1971", "4 August 2000", "judge")]
+
+
+def _record(name, city, year, date, job):
+    return [f"{name} was born in {city} in {year} and works there as a {job}.",
+            f"On {date} the applicant lodged an appeal with the regional court in {city}.",
+            f"The regional court in {city} dismissed the appeal of the {job} in {year}.",
+            "The Government were represented by their Agent, Mr K. Larsen, of the Ministry of Justice.",
+            "The hearing was public and the room was full.",
+            f"{name} asked the supreme court in {city} to reopen the case of the {job}."]
+
+
+def _corpus() -> Corpus:
+    return Corpus([Document(f"p{k}", " ".join(_record(*p)), subject=f"p{k}") for k, p in enumerate(PEOPLE)],
+                  name="originals")
+
+
+class SharedWordingLLM(LLM):
+    """A judge fooled by shared wording: its Yes/No margin grows with the share of the fact's
+    content words found in the passage (Yes above one half), so a fact of one person is "stated"
+    by another's record that tells the same kind of fact with other details."""
+
+    identity = "scripted-shared-wording"
+
+    def __init__(self):
+        self.scored = 0
+
+    def _complete(self, request):
+        raise AssertionError("the yes/no judges must not generate text")
+
+    def chat_text(self, messages):
+        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+
+    def logprobs(self, prefix, continuation):
+        self.scored += 1
+        passage = prefix.split("Passage: ", 1)[1].split("\n\nFact: ", 1)[0]
+        fact = prefix.split("Fact: ", 1)[1].split("\n", 1)[0]
+        words = set(re.findall(r"\w+", fact.lower())) - STOP
+        share = len(words & set(re.findall(r"\w+", passage.lower()))) / len(words)
+        margin = 4 * share - 2
+        return [margin / 2 if continuation == "Yes" else -margin / 2]
+
+
+def _attack(spacy_resource, **kw) -> ClaimLinkerAttack:  # noqa: F811 - the fixture's name
+    params = dict(llm=SharedWordingLLM(), embedder=BagOfWords(), paraphrase=False, judge_check=16, aux_claims=1,
+                  aux_select="first")
+    params.update(kw)
+    attack = ClaimLinkerAttack(**params)
+    attack._splitter = SentenceSplitter(spacy_resource, clauses=False)
+    return attack
+
+
+def test_specific_details_are_entities_of_identifying_kinds_and_numbers():
+    ents = [("Anna Berg", "PERSON"), ("Article 6", "LAW"), ("first", "ORDINAL"), ("3 May 1999", "DATE")]
+    assert specific_details(ents, "Anna Berg cited Article 6 first on 3 May 1999, case 123/04.") == \
+        ["Anna Berg", "3 May 1999", "6", "123", "04"]
+    assert specific_details([], "The hearing was public.") == []
+
+
+def test_a_claim_identifies_with_a_detail_and_no_near_equal_claim_elsewhere():
+    vecs = np.array([[1, 0, 0], [0, 1, 0], [0.6, 0.8, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32)
+    index = OriginalsIndex(vecs, [3, 2])  # document 0: claims 0-2, document 1: claims 3-4
+    assert index.why_not_identifying(0, 0, ["Bergen"], tolerance=0.02) is None
+    assert index.why_not_identifying(0, 0, [], tolerance=0.02) == NO_DETAIL
+    assert index.why_not_identifying(0, 1, ["1961"], tolerance=0.02) == NOT_UNIQUE  # document 1 repeats it
+    # the reference record: the other document holding the closest claim, never an excluded one
+    assert index.nearest_other(np.array([0.6, 0.8, 0]), exclude={0}) == 1
+    assert index.nearest_other(np.array([0.6, 0.8, 0]), exclude={1}) == 0
+    assert index.nearest_other(np.array([0.6, 0.8, 0]), exclude={0, 1}) == -1
+
+
+
+def test_the_threshold_is_a_conformal_bound_on_other_peoples_margins():
+    # n = 16, alpha = 0.1: rank ceil(17 * 0.9) = 16, the largest (a new null beats it with p <= 1/17)
+    null = [-2.0 + 0.25 * k for k in range(16)]
+    assert null_threshold(null) == 1.75
+    # n = 30: rank ceil(31 * 0.9) = 28 of 30
+    assert null_threshold([float(k) for k in range(30)]) == 27.0
+    # never below 0 (Yes must win), and 0 without a null (the plain rule)
+    assert null_threshold([-3.0, -1.0]) == 0.0 and null_threshold([]) == 0.0
+    assert null_threshold([float("-inf"), 0.5]) == 0.5
+
+
+def test_shared_wording_fools_the_plain_judge_and_not_the_contrastive_one(spacy_resource):  # noqa: F811
+    originals = _corpus()
+    labels = Corpus([Document(d.id, d.text.replace(p[0], "[PERSON]").replace(p[1], "[LOC]").replace(p[3], "[DATE]"),
+                              subject=d.subject) for d, p in zip(originals, PEOPLE)], name="labels")
+    scenario = Scenario(originals=originals, releases=(Release("identity", originals), Release("labels", labels)))
+    plain = _attack(spacy_resource, judge="yesno")
+    check = plain.fit(scenario).evaluate(scenario, scenario.releases[0])[1].details["judge_check"]
+    assert check["self"] == 1.0 and check["unrelated"] > 0.2 and not check["passed"]  # another record "states" it
+
+    attack = _attack(spacy_resource)  # the defaults: the contrastive judge, identifying claims only
+    assert attack.judge == "contrast" and attack.identifying
+    identity = attack.fit(scenario).evaluate(scenario, scenario.releases[0])[1]
+    d = identity.details
+    check = d["judge_check"]
+    assert check["judge"] == "contrast" and check["passed"], check
+    assert check["self"] == 1.0 and check["unrelated"] == 0.0
+    # the sentence every record has and the one without a detail are never judged
+    assert set(check["left_out"]) <= {NO_DETAIL, NOT_UNIQUE}
+    assert d["claims_left_out"] == {NO_DETAIL: 6, NOT_UNIQUE: 6}
+    assert "records of other people most like them" in d["decision_rule"] and d["warning"] is None
+    assert 0 < check["threshold"] < 1 and len(check["reference_margins"]) == 16
+    assert d["documents_without_identifying_claims"] == [] and "claims left out: 6 (another" in d["note"]
+    for doc in identity.documents:
+        assert doc.facts["claims_left_out"] == {NO_DETAIL: 1, NOT_UNIQUE: 1}
+        assert doc.facts["claims_scored"] == 3  # 6 claims less the attacker's one and the two left out
+    assert identity.value == 1.0 and d["in_verdict"]
+    # labels hide the names, places and dates: what is left is what every record says
+    labelled = attack.evaluate(scenario, scenario.releases[1])[1]
+    assert labelled.value < identity.value
+    # one question per (evidence, claim) in a fit: references and the identity record recur
+    asked = attack._get_llm().scored
+    attack.evaluate(scenario, scenario.releases[0])
+    assert attack._get_llm().scored == asked
+
+
+def test_too_few_identifying_claims_are_said(spacy_resource):  # noqa: F811
+    originals = Corpus([Document(f"q{k}", "The hearing was public and the room was full. "
+                                          f"It rained on {d} in the town.", subject=f"q{k}")
+                        for k, d in enumerate(["1 May 1990", "2 May 1991", "3 May 1992"])], name="originals")
+    scenario = Scenario(originals=originals, releases=(Release("identity", originals),))
+    semantic = _attack(spacy_resource).fit(scenario).evaluate(
+        scenario, scenario.releases[0])[1]
+    check = semantic.details["judge_check"]
+    assert check["claims"] == 3 and check["too_few"]
+    assert semantic.details["warning"].startswith("the judge's control found only 3 identifying claims (asked for 16)")
