@@ -14,9 +14,12 @@ Two adversaries (``--knowledge``, issue 44):
 
 * ``background`` (default): holds the public background (``--background``, by default the full
   public judgments ``TAB_test_BK=Public.json``, one per person; it is not told whose document it
-  reads); it finds the best-matching person and ranks that person's entities of the span's type
-  by context fit. No LLM. Reported beside it: the same person's most frequent candidates without
-  the span's context, and the context-free baseline (the most frequent originals of the label).
+  reads); it finds the best-matching people and ranks their entities of the span's type by
+  context fit. No LLM. Two variants on the same spans: *before* (the best person only, no prior)
+  and *after* (the ``--people`` best, weighted by their posterior, mixed with the label prior the
+  baseline knows). Reported beside them: each source alone (background, the same people's most
+  frequent candidates, the prior), per label, and the *ceiling*: spans whose original is among
+  the right person's candidates at all (the auditor knows whose document it is).
 * ``context``: the LLM guesses from the sanitized document alone (issue 6); every release is
   evaluated twice, the second pass answered from the LLM cache.
 
@@ -25,7 +28,7 @@ from a demo population at run time in a temporary folder (never committed) and a
 releases through the TRI loader, whose releases carry no spans (they are aligned with the originals).
 
     python benchmarks/span_guess_tab.py --quick                      # 12 spans, Manual_Entity, background
-    python benchmarks/span_guess_tab.py --sample 40 --tri            # the issue-44 figures
+    python benchmarks/span_guess_tab.py --sample 200 --releases Manual_Entity --tri --demo  # the issue-44 figures
     python benchmarks/span_guess_tab.py --knowledge context --sample 40 --llm qwen2.5-coder-1.5b
 
 Numbers depend heavily on the machine's load (2 shared CPU cores here).
@@ -35,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import tempfile
 import time
 from pathlib import Path
@@ -65,13 +67,6 @@ def labelled_originals(data: Path) -> Corpus:
     return Corpus(docs, name="TAB_test", source=texts.source)
 
 
-def restrict(release: Release, keys: set[tuple[str, int, int]]) -> Release:
-    """The same release, with only the sampled spans recorded (the text keeps every replacement)."""
-    docs = [d.with_spans([s for s in d.spans if (d.id, s.orig_start, s.orig_end) in keys]) for d in release]
-    docs = [d for d in docs if d.spans]
-    return Release(release.name, Corpus(docs, name=release.name), aligned=True, source=release.source)
-
-
 def paired_tests(outcomes: dict[str, dict[tuple, bool]]) -> list[dict]:
     """Every pair of releases on the spans both attacked: how many spans only one of them gave
     away, and the two-sided exact sign (McNemar) test on those discordant spans. The same spans
@@ -88,6 +83,92 @@ def paired_tests(outcomes: dict[str, dict[tuple, bool]]) -> list[dict]:
             p = sign_test(only_a, only_b)
             out.append({"a": a, "b": b, "spans": len(common), "only_a": only_a, "only_b": only_b, "p": round(p, 4)})
     return out
+
+
+#: the two background adversaries measured on the same spans (issue 44): before and after
+VARIANTS = {"before": {"people": 1, "prior": False}, "after": {}}
+
+
+def run_variants(attack: SpanGuessAttack, scenario: Scenario, release: Release, people: int,
+                 ceiling: bool = True) -> dict:
+    """Both background variants on ``release`` (the same attack object, so people are parsed once),
+    each with its per-label table; ``ceiling``: also which originals the right person's background
+    holds at all."""
+    out = {}
+    for name, kw in VARIANTS.items():
+        attack.people, attack.prior = kw.get("people", people), kw.get("prior", True)
+        t = time.perf_counter()
+        (res,) = attack.evaluate(scenario, release)
+        out[name] = _row(res, time.perf_counter() - t)
+        out[name]["people"], out[name]["prior"] = attack.people, attack.prior
+        _print(out[name], name)
+    held = reachable(attack, scenario, release, res) if ceiling else {}
+    out["per_label"] = per_label_sources(res, held)
+    out["ceiling"] = (sum(held.values()) / len(held)) if held else None
+    print("   per label:", out["per_label"], "ceiling", out["ceiling"], flush=True)
+    attack.people, attack.prior = people, True
+    out["_outcomes"] = _outcomes(res)
+    return out
+
+
+def reachable(attack: SpanGuessAttack, scenario: Scenario, release: Release, res) -> dict[tuple, bool]:
+    """For each attacked span: is its original among the candidates of the right person's
+    background (of the span's type, by the matcher)? The ceiling of any background adversary."""
+    from attackers.span_guess.background import Context
+
+    bg = attack.background(scenario)
+    matcher = attack.matcher(scenario)
+    texts = {d.id: d.text for d in release}
+    subjects = {d.id: d.subject or getattr(scenario.originals.get(d.id), "subject", None) for d in release}
+    out = {}
+    for d in res.documents:
+        for sp in d.facts["spans"]:
+            person = subjects.get(d.id)
+            text = texts[d.id]
+            dist = bg.distribution(person, sp["label"], Context.of(text, sp["start"], sp["end"]),
+                                   exclude=[text[sp["start"]:sp["end"]]]) if bg.has(person) else {}
+            cands = [c for _, c in dist.values()]
+            matcher.analyse_many(cands)
+            out[(d.id, sp["start"], sp["end"])] = matcher.first_match(sp["original"] or "", cands, sp["label"]) is not None
+    return out
+
+
+def per_label_sources(res, held: dict[tuple, bool]) -> dict[str, dict]:
+    """Per label: spans, what each source recovered, the baseline's hits and the ceiling."""
+    out: dict[str, dict] = {}
+    for d in res.documents:
+        for sp in d.facts["spans"]:
+            row = out.setdefault(sp["label"], {"spans": 0, "ceiling": 0})
+            row["spans"] += 1
+            row["ceiling"] += held.get((d.id, sp["start"], sp["end"]), False)
+            for name in sp.get("recovered_by_source", []):
+                row[name] = row.get(name, 0) + 1
+    for label, v in res.details["per_label"].items():
+        out[label]["baseline"] = round(v["baseline"] * v["spans"])
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["spans"]))
+
+
+def demo_check(seed: int, n: int, people: int) -> dict:
+    """The demo population (``anonaudit demo-data --n N``): every span of its labels and
+    suppressed releases."""
+    from audit.demo.data import write
+    from audit.io.loaders import load_release_file
+
+    with tempfile.TemporaryDirectory(prefix="span-guess-demo-") as tmp:
+        write(Path(tmp), n=n, seed=seed)
+        originals = load_corpus(Path(tmp) / "originals.jsonl")
+        background = load_corpus(Path(tmp) / "background.jsonl")
+        releases = [load_release_file(Path(tmp) / "releases" / f"{m}.jsonl", name=m, originals=originals)[0]
+                    for m in ("labels", "suppressed")]
+        scenario = Scenario(originals=originals, background=background, releases=tuple(releases))
+        attack = SpanGuessAttack(guesses=5, people=people, knowledge="background", progress=False).fit(scenario)
+        return {"people": n, "seed": seed, "releases": {r.name: _drop(run_variants(attack, scenario, r, people))
+                                                        for r in releases}}
+
+
+def _drop(row: dict) -> dict:
+    row.pop("_outcomes", None)
+    return row
 
 
 def tri_check(seed: int, n: int, guesses: int, people: int) -> dict:
@@ -115,13 +196,8 @@ def tri_check(seed: int, n: int, guesses: int, people: int) -> dict:
         scenario = Scenario(originals=orig, background=bg, releases=tuple(releases))
         attack = SpanGuessAttack(guesses=guesses, people=people, knowledge="background", progress=False)
         attack.fit(scenario)
-        out = {"people_in_background": len(bg), "people_in_release": len(data.originals), "releases": []}
-        for rel in releases:
-            t = time.perf_counter()
-            (res,) = attack.evaluate(scenario, rel)
-            out["releases"].append(_row(res, time.perf_counter() - t))
-            _print(out["releases"][-1])
-        return out
+        return {"people_in_background": len(bg), "people_in_release": len(data.originals),
+                "releases": {rel.name: _drop(run_variants(attack, scenario, rel, people)) for rel in releases}}
 
 
 def _row(res, seconds: float) -> dict:
@@ -130,6 +206,8 @@ def _row(res, seconds: float) -> dict:
             "baseline": res.baseline, "beats_baseline": res.beats_baseline,
             "by_source": {k: v["recovered"] for k, v in by.items()},
             "person_found_rate": res.details.get("person_found_rate"), "warning": res.details.get("warning"),
+            "person_in_retrieved_rate": res.details.get("person_in_retrieved_rate"),
+            "person_posterior": res.details.get("person_posterior"), "attacker": res.details.get("attacker"),
             "per_label": {k: (v["successes"], v["n"]) for k, v in res.details["per_label"].items()},
             "rules": res.details["rules"], "s": round(seconds, 1),
             "s_per_span": round(seconds / res.n, 3) if res.n else None,
@@ -137,8 +215,14 @@ def _row(res, seconds: float) -> dict:
                          for d in res.documents for s in d.facts["spans"]][:6]}
 
 
-def _print(r: dict) -> None:
-    print(f"{r['release']:22s} recovered {r['recovered']:.3f} [{r['ci'][0]:.2f},{r['ci'][1]:.2f}] n={r['n']} "
+def _outcomes(res) -> dict[tuple, bool]:
+    """(doc, original start, original end) -> recovered, for the paired tests."""
+    return {(d.id, s.get("orig_start", s["start"]), s.get("orig_end", s["end"])): s["recovered"]
+            for d in res.documents for s in d.facts["spans"]}
+
+
+def _print(r: dict, variant: str = "") -> None:
+    print(f"{r['release']:22s} {variant:7s} recovered {r['recovered']:.3f} [{r['ci'][0]:.2f},{r['ci'][1]:.2f}] n={r['n']} "
           f"baseline {r['baseline']:.3f} beats={r['beats_baseline']} by source {r['by_source']} "
           f"person found {r['person_found_rate']}  {r['s']}s ({r['s_per_span']} s/span)"
           + (f"\n    WARNING {r['warning']}" if r.get("warning") else ""), flush=True)
@@ -147,11 +231,11 @@ def _print(r: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=TAB)
-    ap.add_argument("--sample", type=int, default=40, help="spans attacked per release (same spans in each)")
+    ap.add_argument("--sample", type=int, default=200, help="spans attacked per release (a seeded sample)")
     ap.add_argument("--guesses", type=int, default=5)
     ap.add_argument("--knowledge", choices=("background", "context", "both"), default="background")
     ap.add_argument("--background", default="TAB_test_BK=Public.json", help="background file in DATA/bks")
-    ap.add_argument("--people", type=int, default=1, help="people whose background is searched per document")
+    ap.add_argument("--people", type=int, default=5, help="people whose background is searched per document")
     ap.add_argument("--no-dense", action="store_true", help="find the person by BM25 only (no MiniLM)")
     ap.add_argument("--rank", choices=("fit", "llm"), default="fit",
                     help="background candidates by context fit, or re-ranked by the --llm's log-probabilities")
@@ -161,6 +245,7 @@ def main() -> None:
     ap.add_argument("--releases", default=",".join(RELEASES), help="comma-separated subset of " + ",".join(RELEASES))
     ap.add_argument("--tri", action="store_true", help="also attack a TRI-format file built from a demo population")
     ap.add_argument("--tri-people", type=int, default=60, help="people in the TRI file's demo population")
+    ap.add_argument("--demo", action="store_true", help="also attack the demo population (every span, 40 people)")
     ap.add_argument("--quick", action="store_true", help="12 spans, Manual_Entity only (context: 3 guesses, 256 tokens)")
     ap.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
     ap.add_argument("--cache", type=Path, default=None,
@@ -176,10 +261,6 @@ def main() -> None:
     names = [n.strip() for n in args.releases.split(",") if n.strip()]
     releases = [load_release_file(args.data / "anonymizations" / RELEASES[n], name=n, originals=originals)[0]
                 for n in names]
-    # the same seeded sample of (doc, original offsets) for every release, from the recorded spans
-    keys = sorted({(d.id, s.orig_start, s.orig_end) for d in releases[0] for s in d.spans
-                   if (s.original or "").strip()})
-    sample = set(random.Random(args.seed).sample(keys, min(args.sample, len(keys))))
     background = load_corpus(args.data / "bks" / args.background) if args.knowledge != "context" else None
     load_s = time.perf_counter() - t0
 
@@ -192,7 +273,10 @@ def main() -> None:
         cache_path = args.cache or Path(tempfile.mkdtemp(prefix="span-guess-bench-")) / "llm.sqlite"
         print(f"LLM cache: {cache_path}", flush=True)
         llm = load_llm(args.llm, cache=True, cache_path=cache_path, n_ctx=2048, n_parallel=2)
+    # the attack's seeded sample of each release's spans (the same spans where the releases replace the
+    # same ones); the baseline's and the prior's counts come from the whole release
     attack = SpanGuessAttack(llm=llm, guesses=args.guesses, context_tokens=args.context_tokens, seed=args.seed,
+                             sample=args.sample,
                              ner=False, progress=True, knowledge=args.knowledge, people=args.people,
                              dense=not args.no_dense, rank=args.rank)
     scenario = Scenario(originals=originals, background=background, releases=tuple(releases))
@@ -203,37 +287,42 @@ def main() -> None:
     fit_s = time.perf_counter() - t1
     print(f"load {load_s:.1f}s, fit (frequent lemmas, background index) {fit_s:.1f}s", flush=True)
 
-    rows = []
+    rows, variants = [], {}
     outcomes: dict[str, dict[tuple, bool]] = {}  # release -> (doc, start, end) -> recovered
     for rel in releases:
-        small = restrict(rel, sample)
-        t = time.perf_counter()
-        (res,) = attack.evaluate(scenario, small)
-        cold = time.perf_counter() - t
-        row = _row(res, cold)
-        if args.knowledge != "background":
+        if args.knowledge == "background":
+            variants[rel.name] = run_variants(attack, scenario, rel, args.people)
+            outcomes[rel.name] = variants[rel.name].pop("_outcomes")
+            row = variants[rel.name]["after"]
+        else:
             t = time.perf_counter()
-            (again,) = attack.evaluate(scenario, small)
+            (res,) = attack.evaluate(scenario, rel)
+            row = _row(res, time.perf_counter() - t)
+            t = time.perf_counter()
+            (again,) = attack.evaluate(scenario, rel)
             row["warm_s"] = round(time.perf_counter() - t, 2)
             assert again.value == res.value
-        outcomes[rel.name] = {(d.id, sp["orig_start"], sp["orig_end"]): sp["recovered"]
-                              for d in res.documents for sp in d.facts["spans"]}
+            _print(row)
+            outcomes[rel.name] = _outcomes(res)
         rows.append(row)
-        _print(row)
 
     paired = paired_tests(outcomes)
     for p in paired:
         print(f"{p['a']} vs {p['b']}: recovered only by {p['a']} {p['only_a']}, only by {p['b']} {p['only_b']}, "
               f"exact sign test p = {p['p']:.3f}", flush=True)
     summary = {"knowledge": args.knowledge, "background": args.background if background is not None else None,
-               "llm": llm.identity if llm is not None else None, "sample": len(sample), "guesses": args.guesses,
+               "llm": llm.identity if llm is not None else None, "sample": args.sample, "guesses": args.guesses,
                "people": args.people, "dense": not args.no_dense, "rank": args.rank, "seed": args.seed, "load_s": round(load_s, 1),
-               "fit_s": round(fit_s, 1), "releases": rows, "paired": paired}
+               "fit_s": round(fit_s, 1), "releases": rows, "variants": variants, "paired": paired}
     if args.tri:
         t = time.perf_counter()
         summary["tri"] = tri_check(seed=args.seed + 7, n=args.tri_people, guesses=args.guesses, people=args.people)
         summary["tri"]["s"] = round(time.perf_counter() - t, 1)
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("releases", "tri")}, indent=1))
+    if args.demo:
+        t = time.perf_counter()
+        summary["demo"] = demo_check(seed=args.seed, n=40, people=args.people)
+        summary["demo"]["s"] = round(time.perf_counter() - t, 1)
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("releases", "tri", "demo", "variants")}, indent=1))
     for r in rows:
         print(r["release"], "per label (recovered, n):", r["per_label"], "rules:", r["rules"])
         for ex in r["examples"]:

@@ -112,7 +112,8 @@ def test_both_interleaves_the_two_sources_and_reports_each(home):
     assert by["context_llm"]["recovered"] == 0 and by["background"]["recovered"] == 8
     first = res.documents[0].facts["spans"][0]
     assert first["guesses"][1] == "Berlin"  # background's best, then the LLM's best
-    assert set(first["guesses_by_source"]) == {"background", "background_person_only", "context_llm"}
+    assert set(first["guesses_by_source"]) == {"background", "background_person_only", "prior", "background_and_prior",
+                                               "context_llm"}
     assert "the context-only LLM guesser 0 of 8 spans" in res.details["attacker"]
 
 
@@ -179,6 +180,7 @@ def test_nothing_from_the_background_reaches_the_shareable_edition(home):
         for word in ("Yalman", "Nowak", "Baltic", "Izmir", "Gdansk", "1961", "Ankara", "fisherman"):
             assert word not in shared, word
     assert '"p1"' not in shared and '"background_person":' not in shared
+    assert '"background_person_weight":' not in shared and '"guesses_by_source":' not in shared
     assert shareable(rf).results[0].details["recovered_by_source"]["background"]["recovered"] == 8
 
 
@@ -219,3 +221,49 @@ def test_background_adversary_on_the_demo_with_minilm(tmp_path, monkeypatch, min
     assert res.details["knowledge"] == "background" and res.n == 12
     assert res.details["spans_attacked"] >= 100
     assert res.value > res.baseline and res.details["person_found_rate"] >= 0.5
+
+
+def test_label_prior_leaves_the_span_out_and_discounts_singletons():
+    from attackers.span_guess.prior import LabelPrior, candidate_key, combine, top
+
+    prior = LabelPrior([("LOC", "London"), ("LOC", "London"), ("LOC", "the London"), ("LOC", "Paris"),
+                        ("DATE", "1 May 1990"), ("DATE", "2 May 1990")])
+    assert candidate_key("the Court of Appeal") == candidate_key("Court of Appeal") == "court of appeal"
+    dist = prior.distribution("LOC", "Paris")  # Paris left out: London three times of three
+    assert dist == {"london": (1.0, "London")}
+    assert prior.guesses("LOC", "London", 2) == ["London", "Paris"]  # two of the three others
+    # Good-Turing: of the other LOC spans (London x2, Paris) one is a singleton -> 2/3 are "seen" values
+    assert abs(prior.seen_mass("LOC", "London") - 2 / 3) < 1e-9
+    assert prior.seen_mass("DATE", "1 May 1990") == 0.0  # every other date is new: the stock says nothing
+    # no background candidate: exactly the prior, so the baseline's guesses
+    assert top(combine({}, prior.distribution("LOC", "London"), 0.5), 2) == ["London", "Paris"]
+    mixed = combine({"rome": (0.9, "Rome"), "paris": (0.1, "Paris")}, prior.distribution("LOC", "London"), 2 / 3)
+    assert top(mixed, 3) == ["Rome", "London", "Paris"]
+    assert abs(sum(p for p, _ in mixed.values()) - (0.5 + 0.5 * 2 / 3)) < 1e-9
+
+
+def test_people_are_weighted_by_their_posterior(nlp):
+    bg = Background(Corpus([Document(i, t, subject=s) for i, s, t in BACKGROUND], name="bg"), nlp)
+    ranked = bg.rank_people(ORIGINALS["d1"][0], 3)
+    assert [p for p, _ in ranked][0] == "p1" and abs(sum(w for _, w in ranked) - 1) < 1e-9
+    assert ranked[0][1] > 0.5 and ranked[0][1] > ranked[1][1] >= ranked[2][1]
+
+
+def test_the_prior_fills_in_where_the_background_has_nothing(home):
+    """Spans of a type the background never states (codes): the combined adversary guesses the
+    prior's originals, so it recovers what the context-free baseline recovers, and says it knew it."""
+    codes = ["4411/00", "4411/00", "4411/00", "9120/01"]
+    texts = {f"d{i}": (f"The applicant lodged application no. {c} about Izmir.", f"p{i}") for i, c in enumerate(codes)}
+    originals = Corpus([Document(d, t, subject=s) for d, (t, s) in texts.items()], name="o")
+    spans = {d: [Span(t.index(c), t.index(c) + len(c), label="CODE", replacement="[CODE]")]
+             for (d, (t, _)), c in zip(texts.items(), codes)}
+    release = sanitize_corpus(originals, spans, name="r")
+    bg = Corpus([Document(f"b{i}", f"Person {i} lives in Izmir.", subject=f"p{i}") for i in range(4)], name="bg")
+    scenario = Scenario(originals=originals, background=bg, releases=(release,))
+    (res,) = _attack(guesses=1).fit(scenario).evaluate(scenario, release)
+    by = res.details["recovered_by_source"]
+    assert by["background"]["recovered"] == 0 and by["prior"]["recovered"] == 3 == round(res.baseline * 4)
+    assert res.value == 0.75 and res.details["prior"] is True
+    assert "what the context-free baseline knows" in res.details["attacker"]
+    (off,) = _attack(guesses=1, prior=False).fit(scenario).evaluate(scenario, release)
+    assert off.value == 0.0 and "prior" not in off.details["recovered_by_source"]

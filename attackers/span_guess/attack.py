@@ -11,9 +11,10 @@ from itertools import zip_longest
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from attackers.span_guess.background import Background, background_guesses
+from attackers.span_guess.background import Background, background_guesses, llm_rerank
 from attackers.span_guess.guesser import SpanGuesser
 from attackers.span_guess.matcher import Matcher, corpus_matcher, normalise
+from attackers.span_guess.prior import LabelPrior, combine, top
 from audit.core.align import replaced_spans
 from audit.core.data import Span
 from audit.core.errors import AnonauditError
@@ -70,7 +71,7 @@ class SpanGuessAttack(Attack):
     def __init__(self, guesses: int = 5, sample: int | None = None, llm: str | LLM | None = None, seed: int = 0,
                  labels: Sequence[str] | None = None, frequent_lemmas: int = 200, context_tokens: int | None = None,
                  cache: bool = True, ner: bool = True, progress: bool = True, knowledge: Knowledge = "auto",
-                 people: int = 1, rank: Rank = "fit", dense: bool = True):
+                 people: int = 5, rank: Rank = "fit", dense: bool = True, prior: bool = True):
         """
         guesses: guesses asked for per span.
         sample: attack a seeded random sample of this many spans per release (default: all spans).
@@ -85,11 +86,16 @@ class SpanGuessAttack(Attack):
             context fit; no LLM unless ``rank="llm"``), ``context`` (nothing: the LLM guesses from the
             document alone), ``both`` (the two lists interleaved), ``auto`` (background when the
             scenario has one, else context).
-        people: look for candidates in the background of this many best-matching people.
+        people: look for candidates in the background of this many best-matching people, each
+            weighted by the posterior that the document is about them (a clear match takes nearly all).
+        prior: the background adversary also knows what the context-free baseline knows (how often
+            each original occurs per label among the release's other replaced spans) and mixes it,
+            half and half, with the background's candidates: never weaker than the baseline where the
+            background has nothing (``attackers.span_guess.prior``).
         rank: order background candidates by context ``fit`` (word overlap around each mention), or
             re-rank the best ``2 * guesses`` by the ``llm``'s log-probability of the candidate in the
             span's place.
-        dense: find the person with the embedded MiniLM as well as BM25 (reciprocal-rank fusion).
+        dense: find the person with the embedded MiniLM as well as BM25 (standardised scores added).
         """
         self.guesses = guesses
         self.sample = sample
@@ -113,7 +119,7 @@ class SpanGuessAttack(Attack):
             raise AnonauditError(f"span_guess: rank must be fit or llm, got {rank!r}")
         if not isinstance(people, int) or people < 1:
             raise AnonauditError(f"span_guess: people must be a positive number, got {people!r}")
-        self.knowledge, self.people, self.rank, self.dense = knowledge, people, rank, dense
+        self.knowledge, self.people, self.rank, self.dense, self.prior = knowledge, people, rank, dense, prior
         if frequent_lemmas < 0:
             raise AnonauditError(f"span_guess: frequent_lemmas must be 0 or more, got {frequent_lemmas!r}")
         self._llm: LLM | None = None
@@ -222,18 +228,31 @@ class SpanGuessAttack(Attack):
             self._background_key = key
         return self._background
 
-    def _sources(self, scenario: Scenario, release: Release, knowledge: str,
-                 targets: list[_Target]) -> tuple[dict[str, list[list[str]]], dict[str, Any]]:
-        """The guesses of each source the adversary has, per target, and the background's diagnostics."""
+    def _sources(self, scenario: Scenario, release: Release, knowledge: str, targets: list[_Target],
+                 prior: LabelPrior) -> tuple[dict[str, list[list[str]]], str, dict[str, Any]]:
+        """The guesses of each source the adversary has, per target, the name of the source its
+        background guesses come from (``background`` or, with the prior, ``background_and_prior``),
+        and the background's diagnostics."""
         timing: dict[str, float] = {}
         sources: dict[str, list[list[str]]] = {}
         diag: dict[str, Any] = {}
+        head = "background_and_prior" if self.prior else "background"
         if knowledge in ("background", "both"):
             started = time.perf_counter()
-            bg = self.background(scenario)
-            llm = self._get_llm() if self.rank == "llm" else None
-            sources["background"], sources["background_person_only"], diag = background_guesses(
-                bg, targets, self.guesses, people=self.people, llm=llm, progress=self.progress)
+            found = background_guesses(self.background(scenario), targets, self.guesses, people=self.people,
+                                       progress=self.progress)
+            sources["background"], sources["background_person_only"], diag = found.fitted, found.plain, found.diag
+            dists = found.dists
+            if self.prior:
+                priors = [prior.distribution(t.span.label, t.span.original or "") for t in targets]
+                sources["prior"] = [top(d, self.guesses) for d in priors]
+                seen = [prior.seen_mass(t.span.label, t.span.original or "") for t in targets]
+                dists = [combine(b, q, m) for b, q, m in zip(dists, priors, seen)]
+                sources[head] = [top(d, self.guesses) for d in dists]
+            if self.rank == "llm":  # the best 2p re-ranked by the LLM's log-probabilities
+                llm = self._get_llm()
+                sources[head] = [[c for c, _ in llm_rerank(llm, t.text, t.span.start, t.span.end, top(d, 2 * self.guesses))]
+                                 [:self.guesses] for t, d in zip(targets, dists)]
             timing["background"] = time.perf_counter() - started
         if knowledge in ("context", "both"):
             started = time.perf_counter()
@@ -241,17 +260,17 @@ class SpanGuessAttack(Attack):
                                                                progress=self.progress)
             timing["llm"] = time.perf_counter() - started
         self.record_timing(release.name, timing)
-        return sources, diag
+        return sources, head, diag
 
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         knowledge = self.knowledge_of(scenario)
         matcher = self.matcher(scenario)
         all_targets, skipped = self.targets(scenario, release)
         targets = self._sample(all_targets)
-        sources, diag = self._sources(scenario, release, knowledge, targets)
-        guesses = (sources["context_llm"] if knowledge == "context" else sources["background"]
-                   if knowledge == "background" else _interleave(sources["background"], sources["context_llm"],
-                                                                 self.guesses))
+        prior = LabelPrior((t.span.label, t.span.original or "") for t in all_targets)
+        sources, head, diag = self._sources(scenario, release, knowledge, targets, prior)
+        guesses = (sources["context_llm"] if knowledge == "context" else sources[head]
+                   if knowledge == "background" else _interleave(sources[head], sources["context_llm"], self.guesses))
 
         matcher.analyse_many([t.span.original or "" for t in all_targets]
                              + [g for gl in sources.values() for gs in gl for g in gs])
@@ -262,7 +281,9 @@ class SpanGuessAttack(Attack):
         per_source = {name: [matcher.first_match(t.span.original or "", gs, t.span.label) is not None
                              for t, gs in zip(targets, gl)] for name, gl in sources.items()}
 
-        base_hits = _baseline_hits(matcher, all_targets, targets, self.guesses)
+        base_hits = [matcher.first_match(t.span.original or "", prior.guesses(t.span.label, t.span.original or "",
+                                                                              self.guesses), t.span.label) is not None
+                     for t in targets]
         n = len(targets)
         successes = sum(hit is not None for _, _, hit in findings)
         baseline = sum(base_hits) / n if n else None
@@ -291,13 +312,15 @@ class SpanGuessAttack(Attack):
             **{k: v for k, v in diag.items() if k != "per_span"},
             **clustered_details(cluster_bootstrap(units, seed=self.seed), "spans"),
         }
-        details["attacker"] = _attacker_sentence(knowledge, recovered_by, diag, self.people, self.rank)
+        details["prior"] = self.prior and knowledge != "context"
+        details["attacker"] = _attacker_sentence(knowledge, recovered_by, diag, self.people, self.rank,
+                                                 details["prior"])
         warnings = _warnings(knowledge, targets, diag) + _weak(knowledge, successes, sum(base_hits), n)
         if warnings:
             details["warning"] = "; ".join(warnings)
         per_span = diag.get("per_span") or [{} for _ in targets]
         return [Result.from_risk(self.name, release.name, headline, details=details,
-                                 documents=_documents(findings, sources, per_span))]
+                                 documents=_documents(findings, sources, per_span, per_source))]
 
 
 def _interleave(first: list[list[str]], second: list[list[str]], p: int) -> list[list[str]]:
@@ -313,7 +336,8 @@ def _interleave(first: list[list[str]], second: list[list[str]], p: int) -> list
     return out
 
 
-def _attacker_sentence(knowledge: str, by: dict[str, dict], diag: dict[str, Any], people: int, rank: str) -> str:
+def _attacker_sentence(knowledge: str, by: dict[str, dict], diag: dict[str, Any], people: int, rank: str,
+                       prior: bool = False) -> str:
     """What the adversary knew and what each source of guesses recovered (shown in the report)."""
     def got(name: str) -> str:
         s = by.get(name)
@@ -322,12 +346,19 @@ def _attacker_sentence(knowledge: str, by: dict[str, dict], diag: dict[str, Any]
     if knowledge == "context":
         return f"knew only the sanitized document (an LLM guessed from the context): recovered {got('context_llm')}"
     what = (f"knew the public background ({diag.get('background_documents', 0)} documents about "
-            f"{diag.get('background_people', 0)} people) and the sanitized document; it looked in the background "
-            f"of the {people} best-matching {'person' if people == 1 else 'people'} "
-            f"({diag.get('retrieval', 'BM25')} over each person's documents), ranking entities of the span's type by "
-            f"{'the LLM log-probability of each in the span' + chr(39) + 's place' if rank == 'llm' else 'context fit'}")
-    out = (f"{what}. Background candidates recovered {got('background')} (the same person's most frequent "
+            f"{diag.get('background_people', 0)} people) and the sanitized document"
+            + (", and how often each original occurs per label among the release's other replaced spans (what the "
+               "context-free baseline knows)" if prior else "")
+            + f"; it looked in the background of the {people} best-matching {'person' if people == 1 else 'people'} "
+            f"({diag.get('retrieval', 'BM25')} over each person's documents"
+            + (", each weighted by how likely the document is about them" if people > 1 else "")
+            + "), ranking entities of the span's type by "
+            + ("the LLM log-probability of each in the span's place" if rank == "llm" else "context fit"))
+    out = (f"{what}. Background candidates recovered {got('background')} (the same people's most frequent "
            f"candidates, without the span's context: {got('background_person_only')})")
+    if prior:
+        out += (f"; the label prior alone {got('prior')}; the two mixed half and half (the guesses scored) "
+                f"{got('background_and_prior')}")
     if knowledge == "both":
         out += f"; the context-only LLM guesser {got('context_llm')}"
     return out + "."
@@ -362,21 +393,6 @@ def _warnings(knowledge: str, targets: list[_Target], diag: dict[str, Any]) -> l
     return out
 
 
-def _baseline_hits(matcher: Matcher, all_targets: list[_Target], attacked: list[_Target], p: int) -> list[bool]:
-    """For each attacked span: do the ``p`` most frequent *other* originals of its label match it?"""
-    counts: dict[str, Counter[str]] = {}
-    for t in all_targets:
-        counts.setdefault(t.span.label, Counter())[(t.span.original or "").strip()] += 1
-    tops = {lab: c.most_common(p + 1) for lab, c in counts.items()}
-    hits = []
-    for t in attacked:
-        own = (t.span.original or "").strip()
-        ranked = sorted(((cnt - (w == own), w) for w, cnt in tops[t.span.label]), key=lambda x: (-x[0], x[1]))
-        guesses = [w for cnt, w in ranked if cnt > 0][:p]
-        hits.append(matcher.first_match(own, guesses, t.span.label) is not None)
-    return hits
-
-
 def _units(outcomes: list[tuple[str, bool]]) -> list[tuple[int, int]]:
     """``(recovered, attacked)`` per document, in first-seen order, from ``(doc id, recovered)``."""
     per_doc: dict[str, list[int]] = {}
@@ -400,7 +416,8 @@ def _per_label(findings: list, base_hits: list[bool], seed: int = 0) -> dict[str
     return out
 
 
-def _documents(findings: list, sources: dict[str, list[list[str]]], per_span: list[dict]) -> list[Finding]:
+def _documents(findings: list, sources: dict[str, list[list[str]]], per_span: list[dict],
+               per_source: dict[str, list[bool]]) -> list[Finding]:
     """One finding per document: it succeeds when a guess recovered at least one of its spans.
     ``spans`` is private (originals, guesses of each source, the matching guess, the background
     person looked at)."""
@@ -413,7 +430,8 @@ def _documents(findings: list, sources: dict[str, list[list[str]]], per_span: li
                   "replacement": s.replacement if s.replacement is not None else t.text[s.start:s.end],
                   "guesses": gs, "recovered": hit is not None,
                   "matched_guess": gs[hit[0]] if hit else None, "rule": hit[1] if hit else None,
-                  "guesses_by_source": {name: gl[i] for name, gl in sources.items()}, **per_span[i]}
+                  "guesses_by_source": {name: gl[i] for name, gl in sources.items()},
+                  "recovered_by_source": sorted(name for name, hits in per_source.items() if hits[i]), **per_span[i]}
         if s.orig_start is not None:
             record["orig_start"], record["orig_end"] = s.orig_start, s.orig_end
         entry["spans"].append(record)

@@ -4,9 +4,9 @@ The adversary that TRIR models holds public documents about the people (the scen
 ``background``: news items, register entries, public judgments, a TRI file's
 ``public_knowledge``). It does not know whose document a release holds, so it first
 ranks the *people* of the background by how well their documents match the whole
-sanitized document (BM25 over each person's documents, fused with MiniLM sentence similarity
-when an embedder is given), then looks for the hidden words in the best-matching person's
-documents only (``people``: the best few):
+sanitized document (BM25 over each person's documents, with MiniLM sentence similarity
+when an embedder is given) and turns the scores into a posterior over the best few
+(``people``; :meth:`Background.rank_people`). For each of those people:
 
 1. **candidates** — the entities of the span's type in that person's background (spaCy NER,
    parsed once per person and cached; codes such as ``36110/97`` by pattern), then, for
@@ -16,10 +16,13 @@ documents only (``people``: the best few):
    repeat, in order, right before and after the mention (a sentence copied into the
    background lines up word for word), plus the IDF-weighted share of the words around
    the span that occur around the mention (a paraphrase shares words, not order);
-3. the candidates are ranked by their best mention's fit plus how often, and how specifically,
-   the person's background names them (:meth:`Background.candidates`); the top ``guesses`` are
-   the adversary's guesses. An optional re-ranking by the LLM's log-probability of the
-   sanitized sentence with the candidate in the span's place (fixed answers scored, no free
+3. the candidates are scored by their best mention's fit plus how often, and how specifically,
+   the person's background names them (:meth:`Background.candidates`), and the scores become a
+   distribution (softmax, :meth:`Background.distribution`). The people's distributions are
+   mixed, each weighted by its posterior (:func:`background_guesses`); the most probable
+   candidates are the guesses, or are mixed with the label prior first
+   (:mod:`attackers.span_guess.prior`). An optional re-ranking by the LLM's log-probability of
+   the sanitized sentence with the candidate in the span's place (fixed answers scored, no free
    text) is in :func:`llm_rerank` (on TAB the 0.5B did worse: benchmarks/README.md).
 
 The "person only" ranking (:meth:`Background.person_only`) orders the same person's
@@ -36,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from attackers.span_guess.prior import Dist, candidate_key, top
 from audit.core.text import word_tokens
 
 if TYPE_CHECKING:
@@ -73,8 +77,6 @@ EDGE = 4
 WINDOW = 30
 _PASSAGE = re.compile(r"\n\s*\n")
 _MAX_PASSAGE = 2000
-#: reciprocal-rank fusion constant (Cormack et al., 2009)
-RRF_K = 60
 SHARE = 1.0  # weight of the bag-of-words share: all surrounding words shared = one adjacent word
 
 
@@ -168,28 +170,32 @@ class Background:
         return person is not None and bool(self._texts.get(person)) and any(t.strip() for t in self._texts[person])
 
     def rank_people(self, text: str, k: int = 1) -> list[tuple[str, float]]:
-        """The ``k`` people whose background best matches ``text``, best first: BM25 over each
-        person's documents, fused (reciprocal ranks) with the dense similarity when there is an
-        embedder: for each sentence of ``text``, how much better the person's best-matching
-        background sentence matches it than the average person's does (boilerplate every person's
-        background matches alike counts for nothing), summed over the sentences."""
+        """The ``k`` people whose background best matches ``text``, best first, each with the
+        adversary's posterior that the document is about them (summing to 1 over the ``k``).
+
+        Two retrievals: BM25 over each person's documents and, when there is an embedder, the
+        dense similarity (for each sentence of ``text``, how much better the person's best-matching
+        background sentence matches it than the average person's does, summed over the sentences;
+        boilerplate every person's background matches alike counts for nothing). Each score is
+        standardised over the people (z-scores, so the two scales are comparable) and the two are
+        added (CombSUM of z-scores); the posterior is the softmax of the sum over the ``k`` people:
+        a person whose evidence stands one standard deviation higher is e times as likely. A clear
+        winner takes nearly all the weight; two close candidates share it."""
         if self._bm25 is None:
             return []
-        n = len(self._people)
-        rankings = [self._bm25.get_scores(word_tokens(text))]
-        if self._vectors is not None and len(self._vectors):
-            import numpy as np
+        import numpy as np
 
+        rankings = [np.asarray(self._bm25.get_scores(word_tokens(text)), dtype=float)]
+        if self._vectors is not None and len(self._vectors):
             q = self.embedder.encode(sentences(text))
             sims = q @ self._vectors.T  # query sentences x background sentences
             best = np.maximum.reduceat(sims, self._starts, axis=1)  # each person's best sentence
             rankings.append(np.clip(best - best.mean(axis=1, keepdims=True), 0, None).sum(axis=0))
-        fused = [0.0] * n
-        for scores in rankings:
-            for r, i in enumerate(sorted(range(n), key=lambda i: (-scores[i], i))):
-                fused[i] += 1.0 / (RRF_K + r + 1)
-        order = sorted(range(n), key=lambda i: (-fused[i], i))[:k]
-        return [(self._people[i], fused[i]) for i in order]
+        fused = sum(_standardise(r) for r in rankings)
+        order = sorted(range(len(self._people)), key=lambda i: (-fused[i], i))[:k]
+        weights = np.exp(fused[order] - fused[order[0]])
+        weights /= weights.sum()
+        return [(self._people[i], float(w)) for i, w in zip(order, weights)]
 
     # ------------------------------------------------------------------ mentions
 
@@ -269,6 +275,23 @@ class Background:
         ranked = sorted(best, key=lambda k: (-score[k], -best[k][1][1], best[k][0], -counts[k], k))
         return [(best[k][2], score[k] + best[k][1][1] / 10, best[k][0]) for k in ranked]
 
+    def distribution(self, person: str, label: str, ctx: Context, exclude: Iterable[str] = ()) -> Dist:
+        """``person``'s candidates for the span as a probability distribution: the softmax of
+        their :meth:`candidates` scores (each piece of evidence counts in nats: a word of context
+        repeated in order makes a candidate e times as likely), spellings of one name merged."""
+        ranked = self.candidates(person, label, ctx, exclude)
+        if not ranked:
+            return {}
+        top_score = ranked[0][1]
+        weights = [(text, math.exp(score - top_score)) for text, score, _ in ranked]
+        total = sum(w for _, w in weights)
+        out: Dist = {}
+        for text, w in weights:  # best first: a merged name keeps its best spelling
+            key = candidate_key(text)
+            have, shown = out.get(key, (0.0, text))
+            out[key] = (have + w / total, shown)
+        return out
+
     def person_only(self, person: str, label: str, exclude: Iterable[str] = ()) -> list[str]:
         """``person``'s candidates of the span's type, most frequent first (no span context)."""
         skip = {_key(x) for x in exclude}
@@ -282,6 +305,12 @@ class Background:
                 tiers[key] = min(tier, tiers.get(key, tier))
                 shown.setdefault(key, m.text)
         return [shown[k] for k in sorted(counts, key=lambda k: (tiers[k], -counts[k], k))]
+
+
+def _standardise(scores):
+    """``scores`` as z-scores over the people (all zeros when they do not vary)."""
+    sd = scores.std()
+    return (scores - scores.mean()) / sd if sd > 0 else scores * 0.0
 
 
 def _initial(text: str, m: re.Match) -> bool:
@@ -337,55 +366,76 @@ def llm_rerank(llm: LLM, text: str, start: int, end: int, candidates: list[str],
 
 # =========================================================================== the adversary's guesses
 
+@dataclass
+class BackgroundGuesses:
+    """What the background gives, per target: ``fitted`` (the ``p`` best of ``dists``, re-ranked
+    by the LLM when asked), ``plain`` (the same people's most frequent candidates, no span
+    context), ``dists`` (the candidate distribution: a mixture over the retrieved people,
+    weighted by their posterior) and ``diag`` (diagnostics; ``per_span`` is private)."""
+
+    fitted: list[list[str]]
+    plain: list[list[str]]
+    dists: list[Dist]
+    diag: dict
+
+
 def background_guesses(bg: Background, targets: Sequence, p: int, *, people: int = 1, llm: LLM | None = None,
-                       progress: bool = False) -> tuple[list[list[str]], list[list[str]], dict]:
-    """For each target (``doc_id``, ``text``, ``span``, ``subject``): the ``p`` background guesses
-    ranked by context fit (re-ranked by ``llm`` when given), the ``p`` guesses of the same
-    people's most frequent candidates (no span context), and diagnostics: counts of documents
-    whose person has no background and of spans without candidates, how often the retrieved
-    person is the document's subject (the auditor knows it, the adversary does not), and
-    ``per_span`` (private: the person looked at)."""
+                       progress: bool = False) -> BackgroundGuesses:
+    """For each target (``doc_id``, ``text``, ``span``, ``subject``): the candidates of the
+    ``people`` best-matching people, each person's distribution (:meth:`Background.distribution`)
+    weighted by the posterior that the document is about them (:meth:`Background.rank_people`).
+    Diagnostics: documents whose person has no background, spans without candidates, how often
+    the retrieved person (or one of the ``people``) is the document's subject (the auditor knows
+    it, the adversary does not)."""
     from audit.runtime.progress import bar as progress_bar
 
     ranked: dict[str, list[tuple[str, float]]] = {}  # doc id -> people, retrieved once per document
-    fitted: list[list[str]] = []
-    plain: list[list[str]] = []
+    out = BackgroundGuesses([], [], [], {})
     per_span: list[dict] = []
-    no_candidates = 0
     for t in progress_bar(list(targets), enabled=progress, desc="span guess (background)", unit="span"):
         if t.doc_id not in ranked:
             ranked[t.doc_id] = bg.rank_people(t.text, people)
-        who = [w for w, _ in ranked[t.doc_id]]
         ctx = Context.of(t.text, t.span.start, t.span.end)
-        shown = t.text[t.span.start:t.span.end]
-        best: dict[str, tuple[float, int, str]] = {}
-        for rank, person in enumerate(who):  # a nearer person's evidence counts fully, the next ones' less
-            for cand, score, tier in bg.candidates(person, t.span.label, ctx, exclude=[shown]):
-                key = (-score / (1 + rank), tier, cand)
-                if _key(cand) not in best or key < best[_key(cand)]:
-                    best[_key(cand)] = key
-        cands = [c for _, _, c in sorted(best.values())]
+        shown = [t.text[t.span.start:t.span.end]]
+        mix: Dist = {}
+        for person, weight in ranked[t.doc_id]:
+            for key, (prob, text) in bg.distribution(person, t.span.label, ctx, exclude=shown).items():
+                have, first = mix.get(key, (0.0, text))
+                mix[key] = (have + weight * prob, first)
+        cands = top(mix, max(2 * p, p))
         if llm is not None and cands:
-            cands = [c for c, _ in llm_rerank(llm, t.text, t.span.start, t.span.end, cands[:2 * p])] + cands[2 * p:]
-        no_candidates += not cands
-        fitted.append(cands[:p])
+            cands = [c for c, _ in llm_rerank(llm, t.text, t.span.start, t.span.end, cands)]
+        out.fitted.append(cands[:p])
+        out.dists.append(mix)
         freq: list[str] = []
-        for person in who:
-            freq += [c for c in bg.person_only(person, t.span.label, exclude=[shown])
+        for person, _ in ranked[t.doc_id]:
+            freq += [c for c in bg.person_only(person, t.span.label, exclude=shown)
                      if _key(c) not in {_key(x) for x in freq}]
-        plain.append(freq[:p])
-        per_span.append({"background_person": who[0] if who else None})
+        out.plain.append(freq[:p])
+        who = ranked[t.doc_id][0] if ranked[t.doc_id] else (None, None)
+        per_span.append({"background_person": who[0], "background_person_weight": who[1]})
+    out.diag = _diagnostics(bg, targets, ranked, per_span, sum(not d for d in out.dists))
+    return out
+
+
+def _diagnostics(bg: Background, targets: Sequence, ranked: dict[str, list[tuple[str, float]]],
+                 per_span: list[dict], no_candidates: int) -> dict:
     subjects = {t.doc_id: t.subject for t in targets}
     known = {d: s for d, s in subjects.items() if s is not None}
-    diag = {
+
+    def rate(hit) -> float | None:
+        return sum(bool(ranked.get(d)) and hit(ranked[d], s) for d, s in known.items()) / len(known) if known else None
+
+    return {
         "retrieval": "BM25 and MiniLM sentence similarity" if bg.embedder is not None else "BM25",
         "background_documents": len(bg.corpus),
         "background_people": len(bg.people),
         "documents_attacked": len(subjects),
         "documents_without_background": sum(not bg.has(s) for s in known.values()),
         "spans_without_candidates": no_candidates,
-        "person_found_rate": (sum(bool(ranked.get(d)) and ranked[d][0][0] == s for d, s in known.items())
-                              / len(known)) if known else None,
+        "person_found_rate": rate(lambda r, s: r[0][0] == s),
+        "person_in_retrieved_rate": rate(lambda r, s: any(w == s for w, _ in r)),
+        "person_posterior": (sum(next((w for p, w in ranked[d] if p == s), 0.0) for d, s in known.items()
+                                 if d in ranked) / len(known)) if known else None,
         "per_span": per_span,
     }
-    return fitted, plain, diag
