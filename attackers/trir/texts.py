@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from attackers.trir.parses import Parse
     from audit.core.data import Release
 
 
@@ -56,17 +57,26 @@ def _pipe(spacy, texts: Sequence[str], desc: str | bool | None):
 def masked_copies(spacy, texts: Sequence[str], styles: Sequence[str], *, progress: str | bool | None = None) -> list[list[str]]:
     """One NER-masked copy of ``texts`` per masking style (spaCy runs once); ``progress``: the
     name of a progress bar to show."""
+    from attackers.trir.parses import Parse
+
+    stop = spacy.nlp.Defaults.stop_words
+    parses = [Parse.of_doc(doc, stop) for doc in _pipe(spacy, texts, progress)]
+    return masked_from_parses(texts, parses, styles)
+
+
+def masked_from_parses(texts: Sequence[str], parses: Sequence[Parse], styles: Sequence[str]) -> list[list[str]]:
+    """One copy of ``texts`` per masking style, each text's entities (from its parse) masked."""
     out: list[list[str]] = [[] for _ in styles]
-    for doc in _pipe(spacy, texts, progress):
+    for text, parse in zip(texts, parses):
         for k, style in enumerate(styles):
             pieces, cursor = [], 0
-            for ent in doc.ents:
-                pieces.append(doc.text[cursor : ent.start_char])
-                pieces.append(_mask_text(style, ent.label_))
-                cursor = ent.end_char
-            pieces.append(doc.text[cursor:])
-            text = "".join(pieces)
-            out[k].append(re.sub(r"[ \t]{2,}", " ", text) if style == SUPPRESS_STYLE else text)
+            for start, end, label in parse.ents:
+                pieces.append(text[cursor:start])
+                pieces.append(_mask_text(style, label))
+                cursor = end
+            pieces.append(text[cursor:])
+            masked = "".join(pieces)
+            out[k].append(re.sub(r"[ \t]{2,}", " ", masked) if style == SUPPRESS_STYLE else masked)
     return out
 
 
@@ -136,31 +146,34 @@ def curated_with_offsets(spacy, texts: Sequence[str], *,
     """:func:`curated` texts, each with its pieces as ``(start, end, orig_start, orig_end)``:
     where each curated word lies and the characters of the original it came from, so a passage
     of the curated text can be shown in the original."""
+    from attackers.trir.parses import Parse
+
     stop = spacy.nlp.Defaults.stop_words
-    out = []
-    for doc in _pipe(spacy, texts, progress):
-        words: list[str] = []
-        pieces: list[list[int]] = []
-        length = 0
-        for tok in doc:
-            if tok.text in stop or tok.is_space:
-                continue
-            word = _SPECIAL_CHARS.sub("", tok.lemma_ or tok.text)
-            if not word:
-                continue
-            o_start, o_end = tok.idx, tok.idx + len(tok.text)
-            if word == "." and words:
-                words[-1] += "."
-                length += 1
-                pieces[-1][1] = length
-                pieces[-1][3] = o_end
-                continue
-            start = length + (1 if words else 0)
-            words.append(word)
-            length = start + len(word)
-            pieces.append([start, length, o_start, o_end])
-        out.append((" ".join(words), [tuple(p) for p in pieces]))
-    return out
+    return [curated_from_parse(Parse.of_doc(doc, stop)) for doc in _pipe(spacy, texts, progress)]
+
+
+def curated_from_parse(parse: Parse) -> tuple[str, list[tuple[int, int, int, int]]]:
+    """One text curated (:func:`curated_with_offsets`) from its parse."""
+    words: list[str] = []
+    pieces: list[list[int]] = []
+    length = 0
+    for o_start, o_end, lemma, is_stop, is_space in parse.tokens:
+        if is_stop or is_space:
+            continue
+        word = _SPECIAL_CHARS.sub("", lemma)
+        if not word:
+            continue
+        if word == "." and words:
+            words[-1] += "."
+            length += 1
+            pieces[-1][1] = length
+            pieces[-1][3] = o_end
+            continue
+        start = length + (1 if words else 0)
+        words.append(word)
+        length = start + len(word)
+        pieces.append([start, length, o_start, o_end])
+    return " ".join(words), [tuple(p) for p in pieces]
 
 
 def original_range(pieces: Sequence[tuple[int, int, int, int]], start: int, end: int) -> tuple[int, int] | None:

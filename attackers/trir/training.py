@@ -12,9 +12,11 @@ import logging
 import math
 import random
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +24,9 @@ import numpy as np
 
 from attackers.trir.batches import dedup_windows, epoch_sampler, freeze_lower, length_batches
 from attackers.trir.cache import TrainedTRIR, cache_root
+from attackers.trir.checkpoints import Checkpoint
 from attackers.trir.encoder import has_mlm_head, quiet_transformers, torch_settings
-from attackers.trir.texts import LABEL_STYLE, masked_copies, style_words
+from attackers.trir.texts import LABEL_STYLE, curated_from_parse, masked_from_parses, style_words
 from attackers.trir.windows import Windows, make_windows, pad_batch, predict_logits, sum_window_logits
 from audit.core.errors import AnonauditError
 
@@ -47,11 +50,12 @@ class TRIRTraining:
     """Training steps of :class:`~attackers.trir.attack.TRIRAttack`, which mixes them in.
 
     They read the attack's parameters (window, epochs, learning rate, seed and the rest),
-    its spaCy pipeline (``_spacy_nlp``) and its text preparation (``_prepare``) from ``self``.
+    its spaCy parses (``_parse``) and its text preparation (``_prepare``) from ``self``.
     """
 
     def _train(self, background: Corpus, base_path: str, dev: Release | None, device: str) -> TrainedTRIR:
-        """Fine-tune the base encoder as a one-class-per-person classifier."""
+        """Fine-tune the base encoder as a one-class-per-person classifier, resuming from the
+        training's checkpoint when a killed run left one (:mod:`attackers.trir.checkpoints`)."""
         import torch
         from transformers import AutoTokenizer
 
@@ -63,22 +67,22 @@ class TRIRTraining:
         with quiet_transformers():
             tokenizer = AutoTokenizer.from_pretrained(base_path)
         texts, subjects = self._training_texts(background, notes)
+        checkpoint = self._checkpoint(background, base_path, dev)
+        resume = checkpoint.load() if checkpoint is not None else None
 
         with torch_settings(self.seed, device, self.num_threads):
             threads_used = torch.get_num_threads() if device == "cpu" else None
-            model, pretrained, mlm_losses = self._classifier(base_path, tokenizer, texts, label_of, device, notes)
-            windows = make_windows(tokenizer, texts, self.window, self.overlap)
-            y = [label_of[subjects[d]] for d in windows.doc]
-            all_windows = len(windows)
-            if self.settings()["dedup"]:
-                windows, y = dedup_windows(windows, y)
-                if len(windows) < all_windows:
-                    notes.append(f"{all_windows - len(windows)} of {all_windows} training windows were repeats "
-                                 "(same text, same person) and are trained on once")
+            if resume is None:
+                model, pretrained, mlm_losses = self._classifier(base_path, tokenizer, texts, label_of, device, notes)
+            else:
+                model, pretrained, mlm_losses = self._resumed_classifier(base_path, label_of, device, resume, notes)
+            windows, y, all_windows = self._training_windows(tokenizer, texts, subjects, label_of, notes)
             dev_set = None if dev is None else self._dev_set(dev, tokenizer, label_of)
             pad_id = tokenizer.pad_token_id or 0
+            run = _Run(checkpoint=checkpoint, resume=resume, pre={"pretrained": pretrained, "mlm_losses": mlm_losses,
+                                                                  "notes": list(notes)})
             history, chosen_epoch, per_epoch = self._fine_tune(model, windows, y, pad_id, device, dev, dev_set,
-                                                               notes)
+                                                               notes, run)
             fit_check = self._fit_check(model, windows, y, pad_id, device, len(labels))
             notes.append(f"fit check: the attacker names the right person for {fit_check['accuracy']:.1%} of "
                          f"{fit_check['windows']} of its own training windows (chance {fit_check['chance']:.2%})")
@@ -103,6 +107,7 @@ class TRIRTraining:
             "pretrained": pretrained,
             "pretrain_loss": mlm_losses,
             "history": history,
+            "resumed_from_epoch": None if resume is None else resume["epoch"],
             "fit_check": fit_check,
             "device": device,
             "threads": threads_used,
@@ -112,28 +117,79 @@ class TRIRTraining:
         }
         return TrainedTRIR(model=model, tokenizer=tokenizer, labels=labels, info=info)
 
+    def _checkpoint(self, background: Corpus, base_path: str, dev: Release | None) -> Checkpoint | None:
+        """Where this training keeps its checkpoint: the user's ``checkpoint_dir``, else the
+        attacker cache's ``checkpoints`` folder (none when caches are off)."""
+        from audit.core import config
+
+        if self.checkpoint_dir:
+            root = Path(self.checkpoint_dir)
+        elif self.use_cache and config.cache_enabled():
+            root = cache_root(self.cache_dir) / "checkpoints"
+        else:
+            return None
+        key = getattr(self, "_training_key", None) or self.cache_key(background, base_path, dev)
+        return Checkpoint(root, key)
+
+    def _resumed_classifier(self, base_path: str, label_of: dict[str, int], device: str, resume: dict[str, Any],
+                            notes: list[str]) -> tuple[Any, bool, list[float]]:
+        """The classifier as the checkpoint left it (its pre-training is not run again)."""
+        from transformers import AutoModelForSequenceClassification
+
+        labels = list(label_of)
+        with quiet_transformers():
+            model = AutoModelForSequenceClassification.from_pretrained(
+                base_path, num_labels=len(labels), id2label=dict(enumerate(labels)), label2id=label_of)
+        model.load_state_dict(resume["model"])
+        pre = resume["pre"]
+        notes[:] = list(pre["notes"])
+        if self.progress:
+            print(f"    TRIR: resuming the training after epoch {resume['epoch']} (checkpoint)", file=sys.stderr,
+                  flush=True)
+        return model.to(device), bool(pre["pretrained"]), list(pre["mlm_losses"])
+
+    def _training_windows(self, tokenizer, texts: Sequence[str], subjects: Sequence[str | None],
+                          label_of: dict[str, int], notes: list[str]) -> tuple[Windows, list[int], int]:
+        """The training windows (de-duplicated with ``dedup``), their classes, and how many
+        windows there were before."""
+        windows = make_windows(tokenizer, texts, self.window, self.overlap)
+        y = [label_of[subjects[d]] for d in windows.doc]
+        all_windows = len(windows)
+        if self.settings()["dedup"]:
+            windows, y = dedup_windows(windows, y)
+            if len(windows) < all_windows:
+                notes.append(f"{all_windows - len(windows)} of {all_windows} training windows were repeats "
+                             "(same text, same person) and are trained on once")
+        return windows, y, all_windows
+
     def _training_texts(self, background: Corpus, notes: list[str]) -> tuple[list[str], list[str | None]]:
-        """The training texts and their subjects: the background, plus an NER-masked copy with
-        ``augment_ner``, curated with ``curate``."""
+        """The training texts and their subjects: the background, plus an NER-masked copy per
+        masking style with ``augment_ner``, curated with ``curate``. spaCy parses each text once
+        (a masked copy is a text of its own), through the parse cache (:mod:`attackers.trir.parses`):
+        the background's parse gives every masked copy and its curated form."""
         texts = [d.text for d in background]
         subjects = [d.subject for d in background]
-        if self.settings()["augment_ner"]:
+        cfg = self.settings()
+        if not (cfg["augment_ner"] or cfg["curate"]):
+            return texts, subjects
+        t0 = time.time()
+        parses = self._parse(texts, "TRIR background: spaCy (entities, lemmas)")
+        copies: list[list[str]] = []
+        if cfg["augment_ner"]:
             styles = list(self._mask_styles) or [LABEL_STYLE]
-            t0 = time.time()
-            copies = masked_copies(self._spacy_nlp(), texts, styles,
-                                   progress=f"TRIR background: masking entities (spaCy, {len(styles)} "
-                                            f"style{'s' if len(styles) > 1 else ''})" if self.progress else None)
-            self._timings["ner_masking_seconds"] = round(time.time() - t0, 1)
-            for copy in copies:
-                texts = texts + copy
-            subjects = subjects * (1 + len(copies))
+            copies = masked_from_parses(texts, parses, styles)
             notes.append(f"background augmented with {len(copies)} NER-masked cop{'y' if len(copies) == 1 else 'ies'} "
                          f"(spaCy entities masked as: {', '.join(style_words(s) for s in styles)})")
-        texts = self._prepare(texts)
-        if self.settings()["curate"]:
+        if cfg["curate"]:
+            for k, copy in enumerate(copies):
+                parses = parses + self._parse(copy, f"TRIR masked copy {k + 1}/{len(copies)}: spaCy (lemmas)")
+            texts = [curated_from_parse(p)[0] for p in parses]
             notes.append("texts curated as in the TRI paper: stop words and special characters removed, "
                          "words lemmatized (background and releases)")
-        return texts, subjects
+        else:
+            texts = texts + [t for copy in copies for t in copy]
+        self._timings["text_preparation_seconds"] = round(time.time() - t0, 1)
+        return texts, subjects * (1 + len(copies))
 
     def _classifier(self, base_path: str, tokenizer, texts: Sequence[str], label_of: dict[str, int], device: str,
                     notes: list[str]) -> tuple[Any, bool, list[float]]:
@@ -182,24 +238,26 @@ class TRIRTraining:
         return dev_windows, np.array([label_of[d.subject] for d in dev_docs])
 
     def _fine_tune(self, model, windows: Windows, y: Sequence[int], pad_id: int, device: str, dev: Release | None,
-                   dev_set: tuple[Windows, np.ndarray] | None,
-                   notes: list[str]) -> tuple[list[dict[str, Any]], int, int]:
+                   dev_set: tuple[Windows, np.ndarray] | None, notes: list[str],
+                   run: _Run | None = None) -> tuple[list[dict[str, Any]], int, int]:
         """Train up to ``epochs`` epochs; with a dev set, stop after ``patience`` epochs without a
-        better dev accuracy (or at a perfect one) and go back to the best epoch.
+        better dev accuracy (or at a perfect one) and go back to the best epoch. Each epoch is
+        checkpointed (``run``), and a resumed run starts after the checkpoint's epoch.
         Returns the history (one entry per epoch), the epoch kept and the windows per epoch."""
         import torch
 
+        run = run or _Run()
         cfg = self.settings()
-        epochs, patience = cfg["epochs"], cfg["patience"]
+        epochs = cfg["epochs"]
         next_order, per_epoch = epoch_sampler(y, self.max_windows_per_class, self.seed)
-        total_steps = math.ceil(per_epoch / self.batch_size) * epochs
-        optimizer, scheduler = self._optimizer(model, total_steps)
+        optimizer, scheduler = self._optimizer(model, math.ceil(per_epoch / self.batch_size) * epochs)
         y_t = torch.tensor(y, dtype=torch.long)
         lengths = [len(w) for w in windows.ids]
-        history: list[dict[str, Any]] = []
-        best = (-1.0, 0, None)
-        stopped = None
-        for epoch in range(1, epochs + 1):
+        history, best, start = self._restore(run, model, optimizer, scheduler, next_order)
+        stopped = self._stop_reason(history, best, epochs) if dev_set is not None and history else None
+        for epoch in range(start, epochs + 1):
+            if stopped:
+                break
             frozen = epoch <= self.freeze_epochs and self.freeze_layers > 0
             freeze_lower(model, self.freeze_layers, frozen)
             order = next_order()
@@ -215,14 +273,11 @@ class TRIRTraining:
                 if acc > best[0]:
                     best = (acc, epoch, {k: v.detach().clone() for k, v in model.state_dict().items()})
             history.append(entry)
-            log.info("TRIR epoch %s: %s", epoch, entry)
+            self._say_epoch(entry, epochs, best if dev_set is not None else None)
+            if run.checkpoint is not None:
+                run.checkpoint.save(_state(epoch, model, optimizer, scheduler, history, best, run.pre))
             if dev_set is not None and epoch < epochs:
-                if best[0] >= 1.0:
-                    stopped = f"stopped after epoch {epoch}: every dev document named"
-                    break
-                if patience is not None and epoch - best[1] >= patience:
-                    stopped = f"stopped after epoch {epoch}: no better dev accuracy for {patience} epochs"
-                    break
+                stopped = self._stop_reason(history, best, epochs)
         freeze_lower(model, self.freeze_layers, False)
         if dev_set is not None and best[2] is not None:
             model.load_state_dict(best[2])
@@ -232,6 +287,49 @@ class TRIRTraining:
             return history, best[1], per_epoch
         notes.append(f"no dev release: trained a fixed {epochs} epoch(s), no model selection")
         return history, epochs, per_epoch
+
+    def _stop_reason(self, history: Sequence[dict[str, Any]], best: tuple[float, int, Any], epochs: int) -> str | None:
+        """Why the training stops after the last epoch of ``history`` (early stopping on dev), or ``None``."""
+        epoch = history[-1]["epoch"]
+        patience = self.settings()["patience"]
+        if epoch >= epochs:
+            return None
+        if best[0] >= 1.0:
+            return f"stopped after epoch {epoch}: every dev document named"
+        if patience is not None and epoch - best[1] >= patience:
+            return f"stopped after epoch {epoch}: no better dev accuracy for {patience} epochs"
+        return None
+
+    def _restore(self, run: _Run, model, optimizer, scheduler,
+                 next_order) -> tuple[list[dict[str, Any]], tuple[float, int, Any], int]:
+        """The history, best epoch and first epoch to train: from the checkpoint when resuming
+        (the optimizer, schedule and random state restored, the epoch orders drawn again so the
+        sampler is where it was), else empty."""
+        import torch
+
+        state = run.resume
+        if state is None:
+            return [], (-1.0, 0, None), 1
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        for _ in range(state["epoch"]):
+            next_order()
+        torch.set_rng_state(state["rng"])
+        best_model = state.get("best_model")
+        if best_model is None and state["best_epoch"] == state["epoch"]:
+            best_model = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        return list(state["history"]), (float(state["best_accuracy"]), int(state["best_epoch"]), best_model), \
+            state["epoch"] + 1
+
+    def _say_epoch(self, entry: dict[str, Any], epochs: int, best: tuple[float, int, Any] | None) -> None:
+        """One line per epoch (stderr, with progress on): its loss, dev accuracy and time."""
+        log.info("TRIR epoch %s: %s", entry["epoch"], entry)
+        if not self.progress:
+            return
+        line = f"    TRIR epoch {entry['epoch']}/{epochs}: loss {entry['loss']:.4f}"
+        if best is not None:
+            line += f", dev accuracy {entry['dev_accuracy']:.3f} (best {best[0]:.3f}, epoch {best[1]})"
+        print(f"{line}, {entry['seconds']:.0f} s", file=sys.stderr, flush=True)
 
     def _optimizer(self, model, total_steps: int):
         """AdamW with a linear warm-up over 6% of the steps, then linear decay to zero."""
@@ -336,3 +434,24 @@ class TRIRTraining:
         with quiet_transformers():
             mlm.save_pretrained(out)
         return out, losses
+
+
+@dataclass
+class _Run:
+    """A training's checkpoint (``None``: none kept), the state it resumes from (``None``: a
+    fresh start), and what happened before fine-tuning (pre-training, notes), kept with each epoch."""
+
+    checkpoint: Checkpoint | None = None
+    resume: dict[str, Any] | None = None
+    pre: dict[str, Any] = field(default_factory=lambda: {"pretrained": False, "mlm_losses": [], "notes": []})
+
+
+def _state(epoch: int, model, optimizer, scheduler, history: list[dict[str, Any]], best: tuple[float, int, Any],
+           pre: dict[str, Any]) -> dict[str, Any]:
+    """What a checkpoint keeps after ``epoch``."""
+    import torch
+
+    return {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(), "history": history,
+            "best_accuracy": best[0], "best_epoch": best[1],
+            "best_model": best[2] if best[2] is not None and best[1] != epoch else None, "pre": pre}

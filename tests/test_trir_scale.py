@@ -1,0 +1,156 @@
+"""TRIR at scale (issue 48): spaCy's parse of each text once and cached across runs, the
+training's progress line per epoch and curve in the result, checkpoints after every epoch and a
+killed training that resumes from its last finished epoch with the same attacker. A tiny BERT
+(MiniLM's tokenizer) keeps the training tests to seconds; spaCy is the real embedded pipeline."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+import torch
+
+from attackers.trir import TRIRAttack
+from attackers.trir.parses import DISABLED_PIPES, ParseCache
+from attackers.trir.texts import curated_from_parse, curated_with_offsets, masked_copies, masked_from_parses
+from attackers.trir.training import TRIRTraining
+from audit.core.data import Corpus, Document, Release, Scenario
+
+TEXTS = ["Ann Smith moved to Paris in 1990 and taught at the Sorbonne.",
+         "Bob Jones has worked for Acme Corp in Berlin since May 2004!",
+         "Ann Smith moved to Paris in 1990 and taught at the Sorbonne."]
+
+
+# ---------------------------------------------------------------------------- parse cache
+
+
+def test_each_text_is_parsed_once_and_every_style_and_the_curation_read_that_parse(tmp_path, monkeypatch):
+    from audit.models.nlp import Spacy
+
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path))
+    full = Spacy()
+    cache = ParseCache(Spacy(disable=DISABLED_PIPES))
+    parses = cache.parse(TEXTS)
+    assert cache.stats == {"cached": 1, "parsed": 2}  # the repeated text is parsed once
+    styles = ["label", "suppress", "token:SENSITIVE"]
+    # the same masked copies and curated texts as spaCy's full pipeline (parser included) gives
+    assert masked_from_parses(TEXTS, parses, styles) == masked_copies(full, TEXTS, styles)
+    assert [curated_from_parse(p) for p in parses] == curated_with_offsets(full, TEXTS)
+    db = tmp_path / "parses" / "parses.sqlite"
+    assert db.is_file() and not db.stat().st_mode & 0o077  # derived from the documents: owner only
+
+    # a second run parses nothing (spaCy is not even asked) ...
+    again = ParseCache(Spacy(disable=DISABLED_PIPES))
+    monkeypatch.setattr(again.spacy, "pipe", lambda texts: pytest.fail("parsed although cached"))
+    assert again.parse(TEXTS) == parses and again.stats == {"cached": 3, "parsed": 0}
+
+    # ... a row that fails its checksum is parsed again, and says so
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE parses SET parse = replace(parse, 'Paris', 'Rome')")
+    con.close()
+    third = ParseCache(Spacy(disable=DISABLED_PIPES))
+    assert third.parse(TEXTS) == parses and third.stats["parsed"] == 1
+
+    # --no-cache: nothing read or written
+    from audit.core.config import caches_off
+
+    with caches_off():
+        off = ParseCache(Spacy(disable=DISABLED_PIPES))
+        assert off.cache_path is None and off.parse(TEXTS[:1]) == parses[:1] and off.stats["parsed"] == 1
+
+
+# ---------------------------------------------------------------------------- training (tiny model)
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory):
+    """A tiny BERT (2 layers of 32, dropout on) with MiniLM's tokenizer."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from attackers.trir import resolve_base
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    tok = AutoTokenizer.from_pretrained(resolve_base(None))
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128)).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+BIOS = {"ann": "Ann grew up on a sheep farm near Tromso and won the silver lantern award for her poems.",
+        "bob": "Bob studied violin at a conservatory in Ghent and toured with an orchestra in Asia.",
+        "cy": "Cy was a lifeguard in Perth before acting in two films about the sea and its storms.",
+        "di": "Di repaired clocks in a small shop in Lyon and wrote a book on escapements."}
+
+
+def _scenario() -> Scenario:
+    bg = Corpus([Document(f"{s}-{i}", f"{t} Entry {i}.", subject=s) for s, t in BIOS.items() for i in range(3)],
+                name="bg")
+    dev = Release("dev", Corpus([Document(f"dev-{s}", t.split(" and ")[0], subject=s) for s, t in BIOS.items()],
+                                name="dev"))
+    return Scenario(background=bg, dev=dev)
+
+
+def _params(base, **kw):
+    return {**dict(base=str(base), budget="fast", augment_ner=False, window=24, overlap=6, batch_size=4,
+                   epochs=3, patience=5, learning_rate=1e-3, num_threads=1, seed=3, progress=False), **kw}
+
+
+def _weights(attack):
+    return {k: v.clone() for k, v in attack.trained_.model.state_dict().items()}
+
+
+def _curve(attack):
+    return [{k: v for k, v in h.items() if k != "seconds"} for h in attack.trained_.info["history"]]
+
+
+def test_a_killed_training_resumes_from_its_last_finished_epoch_with_the_same_attacker(tiny_base, tmp_path,
+                                                                                      monkeypatch, capsys):
+    scenario = _scenario()
+    whole = TRIRAttack(cache_dir=str(tmp_path / "a"), **_params(tiny_base, progress=True)).fit(scenario)
+    assert whole.trained_.info["resumed_from_epoch"] is None and len(whole.trained_.info["history"]) == 3
+    err = capsys.readouterr().err
+    assert "TRIR epoch 2/3: loss " in err and ", dev accuracy " in err  # one line per epoch, with dev and time
+    assert not (tmp_path / "a" / "checkpoints").exists()  # the default checkpoint goes once the attacker is saved
+
+    run_epoch = TRIRTraining._run_epoch
+
+    def killed_in_epoch_2(self, model, windows, batches, y_t, steppers, pad_id, device, epoch, epochs):
+        if epoch == 2:
+            raise KeyboardInterrupt("killed")
+        return run_epoch(self, model, windows, batches, y_t, steppers, pad_id, device, epoch, epochs)
+
+    user_dir = tmp_path / "ckpt"
+    monkeypatch.setattr(TRIRTraining, "_run_epoch", killed_in_epoch_2)
+    with pytest.raises(KeyboardInterrupt):
+        TRIRAttack(cache_dir=str(tmp_path / "b"), checkpoint_dir=str(user_dir), **_params(tiny_base)).fit(scenario)
+    saved = [f for f in user_dir.rglob("*") if f.is_file()]
+    assert saved and all(not f.stat().st_mode & 0o077 for f in saved)
+    monkeypatch.setattr(TRIRTraining, "_run_epoch", run_epoch)
+
+    resumed = TRIRAttack(cache_dir=str(tmp_path / "b"), checkpoint_dir=str(user_dir), **_params(tiny_base)).fit(scenario)
+    assert resumed.trained_.info["resumed_from_epoch"] == 1
+    assert _curve(resumed) == _curve(whole)
+    assert resumed.trained_.info["chosen_epoch"] == whole.trained_.info["chosen_epoch"]
+    a, b = _weights(whole), _weights(resumed)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert user_dir.is_dir()  # a checkpoint folder the user named is kept
+
+    # the result records the chosen epoch and the curve
+    head, _ = resumed.evaluate(scenario, scenario.dev)
+    assert head.details["chosen_epoch"] == resumed.trained_.info["chosen_epoch"]
+    assert [c["epoch"] for c in head.details["curve"]] == [1, 2, 3]
+    assert all({"loss", "dev_accuracy", "seconds"} <= set(c) for c in head.details["curve"])
+
+
+def test_a_corrupt_checkpoint_is_not_resumed(tiny_base, tmp_path, capsys):
+    from attackers.trir.checkpoints import STATE_FILE, Checkpoint
+
+    scenario = _scenario()
+    params = _params(tiny_base, epochs=1)
+    attack = TRIRAttack(cache_dir=str(tmp_path), checkpoint_dir=str(tmp_path / "ck"), **params).fit(scenario)
+    folder = Checkpoint(tmp_path / "ck", attack.trained_.info["cache_key"]).folder
+    (folder / STATE_FILE).write_bytes(b"not a checkpoint")
+    assert Checkpoint(tmp_path / "ck", attack.trained_.info["cache_key"]).load() is None
+    assert "corrupt or was changed" in capsys.readouterr().err
