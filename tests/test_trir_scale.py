@@ -142,6 +142,7 @@ def test_a_killed_training_resumes_from_its_last_finished_epoch_with_the_same_at
     assert head.details["chosen_epoch"] == resumed.trained_.info["chosen_epoch"]
     assert [c["epoch"] for c in head.details["curve"]] == [1, 2, 3]
     assert all({"loss", "dev_accuracy", "seconds"} <= set(c) for c in head.details["curve"])
+    assert "dev accuracy per epoch " in head.details["attacker"]  # the sentence the report shows
 
 
 def test_a_corrupt_checkpoint_is_not_resumed(tiny_base, tmp_path, capsys):

@@ -124,6 +124,11 @@ def _attacker_sentence(d: dict[str, Any]) -> str:
         parts.append("curated")
     epochs = f"{d.get('chosen_epoch')} of {d.get('epochs')} epochs"
     parts.append(epochs + (f" (chosen on dev release {d['dev_release']})" if d.get("dev_release") else ""))
+    curve = d.get("curve") or []
+    if curve:
+        parts.append("loss per epoch " + " ".join(f"{c['loss']:.2f}" for c in curve))
+        if all("dev_accuracy" in c for c in curve):
+            parts.append("dev accuracy per epoch " + " ".join(f"{c['dev_accuracy']:.2f}" for c in curve))
     return ", ".join(parts)
 
 

@@ -59,8 +59,8 @@ def masked_copies(spacy, texts: Sequence[str], styles: Sequence[str], *, progres
     name of a progress bar to show."""
     from attackers.trir.parses import Parse
 
-    stop = spacy.nlp.Defaults.stop_words
-    parses = [Parse.of_doc(doc, stop) for doc in _pipe(spacy, texts, progress)]
+    parses = [Parse(ents=tuple((e.start_char, e.end_char, e.label_) for e in doc.ents), tokens=())
+              for doc in _pipe(spacy, texts, progress)]
     return masked_from_parses(texts, parses, styles)
 
 
