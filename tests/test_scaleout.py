@@ -640,37 +640,50 @@ def test_faiss_search_on_ray_finds_what_it_finds_here(ray_executor):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_trir_trains_on_a_ray_worker_the_attacker_a_local_run_trains(ray_executor):
-    """TRIR's training goes to one worker with the node's CPUs (or a GPU, when the cluster has
-    one) and comes back as the attacker a local run trains with as many threads: the same
-    weights, the same findings."""
+def test_trir_trains_data_parallel_on_ray_train_and_a_killed_training_resumes(ray_executor, tmp_path, monkeypatch):
+    """Issue 48: with a Ray executor, TRIR fine-tunes on Ray Train (2 workers of one thread
+    here), checkpointing each epoch to the storage the user names; a training whose worker dies
+    after epoch 1 is restarted by Ray Train from that checkpoint and ends with the attacker the
+    uninterrupted training trains (same curve, same weights). A tiny BERT keeps it short."""
     import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from attackers.trir import TRIRAttack
+    from attackers.trir import TRIRAttack, resolve_base
+    from attackers.trir.raytrain import FAIL_AFTER_EPOCH_ENV
     from audit.demo.data import generate
 
+    base = tmp_path / "tiny-bert"
+    tok = AutoTokenizer.from_pretrained(resolve_base(None))
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128)).save_pretrained(base)
+    tok.save_pretrained(base)
     data = generate(5, seed=1, background_per_person=2, extra_people=1)
-    scenario = Scenario(originals=data.originals, background=data.background,
-                        releases=(data.releases["suppressed"],))
-    tiny = dict(budget="fast", window=40, overlap=8, epochs=2, batch_size=8, seed=0, use_cache=False, progress=False)
-    local = TRIRAttack(num_threads=2, **tiny).use(Resources())
-    local.fit(scenario)
-    with Resources(executor=ray_executor) as res:
-        remote = TRIRAttack(**tiny).use(res)  # threads: the worker's two CPUs
-        remote.fit(scenario)
-        assert "TRIR: training" in ray_executor.timings
-        assert remote.trained_.info["threads"] == 2  # the worker's CPUs, as torch threads
-        assert remote.trained_.labels == local.trained_.labels
-        def history(attack):  # the epochs' losses and counts, not their timings
-            return [{k: v for k, v in epoch.items() if k != "seconds"} for epoch in attack.trained_.info["history"]]
+    scenario = Scenario(originals=data.originals, background=data.background, dev=data.releases["suppressed"])
+    tiny = dict(base=str(base), budget="fast", augment_ner=False, window=32, overlap=8, epochs=2, patience=5,
+                batch_size=8, learning_rate=1e-3, seed=0, progress=False)
 
-        assert history(remote) == history(local)
-        mine, theirs = local.trained_.model.state_dict(), remote.trained_.model.state_dict()
+    def history(attack):  # the epochs' losses and dev accuracies, not their timings
+        return [{k: v for k, v in epoch.items() if k != "seconds"} for epoch in attack.trained_.info["history"]]
+
+    with Resources(executor=ray_executor) as res:
+        whole = TRIRAttack(cache_dir=str(tmp_path / "a"), **tiny).use(res).fit(scenario)
+        info = whole.trained_.info
+        assert info["ray_train"]["workers"] == 2 and info["ray_train"]["threads_per_worker"] == 1
+        assert len(info["history"]) == 2 and all("dev_accuracy" in h for h in info["history"])
+        assert info["cache_key"] != TRIRAttack(cache_dir=str(tmp_path / "a"), **tiny).cache_key(
+            scenario.background, str(base), scenario.dev)  # a local run's attacker is kept apart
+        assert not (tmp_path / "a" / "checkpoints").exists()  # the default storage goes once the attacker is saved
+
+        monkeypatch.setenv(FAIL_AFTER_EPOCH_ENV, f"1:{tmp_path / 'failed-once'}")
+        storage = tmp_path / "storage"
+        killed = TRIRAttack(cache_dir=str(tmp_path / "b"), checkpoint_dir=str(storage), **tiny).use(res).fit(scenario)
+        assert (tmp_path / "failed-once").is_file()  # worker 0 died after epoch 1 ...
+        assert killed.trained_.info["resumed_from_epoch"] == 1  # ... and the training resumed from its checkpoint
+        assert any(p.name.startswith("checkpoint") for p in storage.rglob("*"))  # the storage the user named
+        assert history(killed) == history(whole)
+        mine, theirs = whole.trained_.model.state_dict(), killed.trained_.model.state_dict()
         assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
-        release = scenario.releases[0]
-        assert [r.to_dict() for r in remote.evaluate(scenario, release)] == \
-            [r.to_dict() for r in local.evaluate(scenario, release)]
-    local.close()
 
 
 @pytest.mark.slow

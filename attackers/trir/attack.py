@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from attackers.trir.cache import CONFIG_FILE, TrainedTRIR, cache_key, cache_root
-from attackers.trir.encoder import resolve_base, torch_settings
+from attackers.trir.encoder import has_mlm_head, resolve_base, torch_settings
 from attackers.trir.findings import TRIRFindings, _subject_of
 from attackers.trir.parses import DISABLED_PIPES, Parse, ParseCache
 from attackers.trir.texts import (LABEL_STYLE, SUPPRESS_STYLE, TOKEN_STYLE, curated_from_parse, mask_styles,
@@ -260,8 +260,21 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
     def cache_key(self, background: Corpus, base_path: str, dev: Release | None) -> str:
         """sha256 of everything that decides the trained model: the settings in force (not how
         they were spelled), the masking styles imitated, the background, base and dev release."""
-        params = {**self.get_params(), **self.settings(), "mask_styles": list(self._mask_styles)}
+        params = {**self.get_params(), **self.settings(), "mask_styles": list(self._mask_styles),
+                  "trainer": self._trainer(base_path)}
         return cache_key(params, background, base_path, dev)
+
+    def _trainer(self, base_path: str) -> str | None:
+        """``None`` for a training in one process; ``ray-train:WORKERSxTHREADS`` (or ``xgpu``)
+        for a data-parallel one, whose attacker is another draw of the same seed's spread."""
+        executor = resources_of(self).executor
+        if not getattr(executor, "distributed", False) or (
+                self.settings()["pretrain"] and (self.new_mlm_head or has_mlm_head(base_path))):
+            return None
+        from attackers.trir.raytrain import workers_and_threads
+
+        workers, threads, gpu = workers_and_threads(executor, self.num_threads)
+        return f"ray-train:{workers}x{'gpu' if gpu else threads}"
 
     def _choose_mask_styles(self, scenario: Scenario, dev: Release | None) -> tuple[str, ...]:
         if not self.settings()["augment_ner"]:
@@ -320,11 +333,17 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         return self
 
     def _train_where(self, background: Corpus, base_path: str, dev: Release | None, device: str) -> TrainedTRIR:
-        """Train here, or on one worker of a distributed executor, with a GPU when the cluster
-        has one (:class:`TrainOnWorker`); the trained attacker comes back to this process."""
+        """Train here, or with a distributed executor data-parallel on Ray Train
+        (:mod:`attackers.trir.raytrain`); a run with masked-LM pre-training trains on one worker,
+        with a GPU when the cluster has one (:class:`TrainOnWorker`). The trained attacker comes
+        back to this process."""
         executor = resources_of(self).executor
         if not getattr(executor, "distributed", False):
             return self._train(background, base_path, dev, device)
+        if self._trainer(base_path) is not None:
+            from attackers.trir.raytrain import train_on_ray  # data-parallel on Ray Train
+
+            return train_on_ray(self, background, base_path, dev, device, executor)
         gpus = int(executor.info().get("gpus") or 0)
         from attackers.trir.distributed import TrainOnWorker
 

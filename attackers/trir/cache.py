@@ -120,6 +120,8 @@ def cache_key(params: dict[str, Any], background: Corpus, base_path: str, dev: R
     from audit import __version__
     from audit.models.specs import runtime_versions
 
+    if params.get("trainer"):  # data-parallel (Ray Train): another draw of the seed's spread, kept apart
+        key["trainer"] = params["trainer"]
     key.update(format=FORMAT_VERSION, background=background.fingerprint(), base=folder_digest(base_path),
                dev=None if dev is None else dev.corpus.fingerprint(), anonaudit=__version__,
                runtime=runtime_versions("torch", "transformers"))

@@ -79,8 +79,9 @@ class Checkpoint:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def remove(self) -> None:
-        """Remove the checkpoint (and its root, when that is left empty)."""
+        """Remove the checkpoint, Ray Train's too (and their root, when that is left empty)."""
         shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.root / f"ray-{self.key[:24]}", ignore_errors=True)
         try:
             self.root.rmdir()
         except OSError:

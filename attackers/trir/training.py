@@ -87,7 +87,17 @@ class TRIRTraining:
             notes.append(f"fit check: the attacker names the right person for {fit_check['accuracy']:.1%} of "
                          f"{fit_check['windows']} of its own training windows (chance {fit_check['chance']:.2%})")
         model.eval()
-        info = {
+        info = self._record(background, base_path, labels, windows, all_windows, per_epoch, dev, history,
+                            chosen_epoch, fit_check, notes, started)
+        info.update(device=device, threads=threads_used, pretrained=pretrained, pretrain_loss=mlm_losses,
+                    resumed_from_epoch=None if resume is None else resume["epoch"])
+        return TrainedTRIR(model=model, tokenizer=tokenizer, labels=labels, info=info)
+
+    def _record(self, background: Corpus, base_path: str, labels: list[str], windows: Windows, all_windows: int,
+                per_epoch: int, dev: Release | None, history: list[dict[str, Any]], chosen_epoch: int,
+                fit_check: dict[str, Any], notes: list[str], started: float) -> dict[str, Any]:
+        """The trained attacker's record: how it was made (saved with it as ``trir.json``)."""
+        return {
             "attack": self.name,
             "params": self.get_params(),
             "base": base_path,
@@ -104,18 +114,12 @@ class TRIRTraining:
             "max_epochs": self.settings()["epochs"],
             "chosen_epoch": chosen_epoch,
             "dev": None if dev is None else dev.name,
-            "pretrained": pretrained,
-            "pretrain_loss": mlm_losses,
             "history": history,
-            "resumed_from_epoch": None if resume is None else resume["epoch"],
             "fit_check": fit_check,
-            "device": device,
-            "threads": threads_used,
             "train_seconds": round(time.time() - started, 2),
             "timings": dict(self._timings),
             "notes": notes,
         }
-        return TrainedTRIR(model=model, tokenizer=tokenizer, labels=labels, info=info)
 
     def _checkpoint(self, background: Corpus, base_path: str, dev: Release | None) -> Checkpoint | None:
         """Where this training keeps its checkpoint: the user's ``checkpoint_dir``, else the

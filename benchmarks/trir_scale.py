@@ -1,0 +1,190 @@
+"""TRIR at scale (issue 48): the text preparation before and after the parse cache, and the
+training on Ray Train (2 workers of one thread against 1) beside a local run.
+
+``prep``: the paper budget's preparation of a small TAB public background (NER-masked copies in 3
+masking styles, curation of the background and of the copies). ``before``: as the code did it
+until issue 48 (spaCy's full pipeline once to mask, then once more over the background and every
+copy to curate); ``cold``: the parse cache empty (each text parsed once, the dependency parser
+left out); ``warm``: the parse cache full (a second run, or a second configuration). The three
+must give the same training texts (checked).
+
+``ray``: the same training (demo population, fast budget, MiniLM, a dev release) locally on one
+thread, and on a local Ray through Ray Train with 1 and 2 workers of one thread each; seconds per
+epoch (the mean over the epochs after the first, which carries the workers' warm-up), wall time
+with the Ray start, and what the attacker re-identifies on the demo's releases.
+
+    python benchmarks/trir_scale.py prep --people 5          # TAB, 5 people (~90k characters)
+    python benchmarks/trir_scale.py ray --people 20 --epochs 3
+    python benchmarks/trir_scale.py --quick                   # both, tiny (about a minute)
+
+ANONAUDIT_HOME: a fresh temporary folder per measurement (the parse cache starts empty; the
+embedded models are linked from the default home).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from attackers.trir import TRIRAttack  # noqa: E402
+from audit.core.data import Corpus, Release, Scenario  # noqa: E402
+
+
+def tab_background(people: int) -> Corpus:
+    from audit.io.loaders import load_corpus
+
+    for data in (ROOT.parent / "shared" / "data" / "tab", Path("/work/shared/data/tab")):
+        if data.is_dir():
+            break
+    bg = load_corpus(data / "bks" / "TAB_test_BK=Public.json", name="public")
+    keep = sorted({d.subject for d in bg})[:people]
+    return Corpus([d for d in bg if d.subject in keep], name="public")
+
+
+@contextlib.contextmanager
+def fresh_home():
+    """A fresh ANONAUDIT_HOME whose ``models`` link to the default home's assembled models."""
+    from audit.core.config import home
+
+    models = home() / "models"
+    old = os.environ.get("ANONAUDIT_HOME")
+    with tempfile.TemporaryDirectory(prefix="trir-scale-") as tmp:
+        if models.is_dir():
+            os.symlink(models, Path(tmp) / "models")
+        os.environ["ANONAUDIT_HOME"] = tmp
+        try:
+            yield Path(tmp)
+        finally:
+            if old is None:
+                os.environ.pop("ANONAUDIT_HOME", None)
+            else:
+                os.environ["ANONAUDIT_HOME"] = old
+
+
+STYLES = ("label", "suppress", "token:SENSITIVE")
+
+
+def prep_before(bg: Corpus) -> tuple[list[str], float]:
+    """The preparation as it was before issue 48: spaCy (full pipeline) to mask, then to curate."""
+    from attackers.trir.texts import curated, masked_copies
+    from audit.models.nlp import Spacy
+
+    spacy = Spacy()
+    spacy.nlp  # loaded before the clock starts, as in the other two
+    t0 = time.perf_counter()
+    texts = [d.text for d in bg]
+    copies = masked_copies(spacy, texts, list(STYLES))
+    out = curated(spacy, texts + [t for c in copies for t in c])
+    return out, time.perf_counter() - t0
+
+
+def prep_now(bg: Corpus) -> tuple[list[str], float, dict]:
+    """The preparation as the attack does it now (through the parse cache)."""
+    attack = TRIRAttack(budget="paper", progress=False)
+    attack._mask_styles = STYLES
+    attack._timings = {}
+    attack._parse(["warm-up"], "")  # spaCy loaded before the clock starts
+    attack._parses.stats = {"cached": 0, "parsed": 0}
+    t0 = time.perf_counter()
+    texts, _ = attack._training_texts(bg, [])
+    return texts, time.perf_counter() - t0, dict(attack._parses.stats)
+
+
+def run_prep(people: int) -> dict:
+    bg = tab_background(people)
+    chars = sum(len(d.text) for d in bg)
+    print(f"prep: TAB public background, {people} people, {len(bg)} documents, {chars:,} characters, "
+          f"{len(STYLES)} masking styles + curation", flush=True)
+    before, t_before = prep_before(bg)
+    with fresh_home():
+        cold, t_cold, s_cold = prep_now(bg)
+        warm, t_warm, s_warm = prep_now(bg)
+    assert before == cold == warm, "the preparation changed the training texts"
+    rows = {"before": t_before, "cold": t_cold, "warm": t_warm}
+    print("| preparation | seconds | vs before |\n| --- | ---: | ---: |")
+    for k, v in rows.items():
+        print(f"| {k} | {v:.1f} | {t_before / v:.1f}x |")
+    print(f"parse cache: cold {s_cold}, warm {s_warm}; identical training texts: yes")
+    return {"people": people, "documents": len(bg), "characters": chars, "seconds": rows,
+            "cold_stats": s_cold, "warm_stats": s_warm}
+
+
+def demo_scenario(people: int) -> Scenario:
+    """The development population: its records, gold-suppressed and gold-labelled releases, and
+    its dev release (a second record of each person, label-masked)."""
+    from audit.demo.data import development_population
+
+    data = development_population(people, seed=0)
+    releases = tuple(r for name, r in data.releases.items() if name in ("suppressed", "labels"))
+    return Scenario(originals=data.originals, background=data.background, releases=releases,
+                    dev=data.releases["dev"])
+
+
+def run_ray(people: int, epochs: int) -> dict:
+    from audit.models.resources import Resources
+    from audit.pipeline.executors import RayExecutor
+
+    scenario = demo_scenario(people)
+    params = dict(budget="fast", epochs=epochs, patience=epochs + 1, seed=0, progress=False, use_cache=False)
+    out = {}
+
+    def record(name, attack, wall):
+        hist = attack.trained_.info["history"]
+        secs = [h["seconds"] for h in hist]
+        steady = secs[1:] or secs
+        trir = {r.name: round(attack.evaluate(scenario, r)[0].value, 3) for r in scenario.releases}
+        out[name] = {"epoch_seconds": secs, "steady_epoch_seconds": sum(steady) / len(steady), "wall": wall,
+                     "dev_accuracy": [h.get("dev_accuracy") for h in hist], "trir": trir}
+        print(f"{name}: epochs {secs} s, wall {wall:.0f} s, dev {out[name]['dev_accuracy']}, TRIR {trir}", flush=True)
+
+    with fresh_home():
+        t0 = time.perf_counter()
+        local = TRIRAttack(num_threads=1, **params).fit(scenario)
+        record("local, 1 thread", local, time.perf_counter() - t0)
+        for workers in (1, 2):
+            ex = RayExecutor("local", num_cpus=2, workers=workers)
+            t0 = time.perf_counter()
+            with Resources(executor=ex) as res:
+                attack = TRIRAttack(num_threads=1, **params).use(res).fit(scenario)
+                record(f"Ray Train, {workers} worker(s) of 1 thread", attack, time.perf_counter() - t0)
+            ex.close()
+    one = out["Ray Train, 1 worker(s) of 1 thread"]["steady_epoch_seconds"]
+    two = out["Ray Train, 2 worker(s) of 1 thread"]["steady_epoch_seconds"]
+    base = out["local, 1 thread"]["steady_epoch_seconds"]
+    print("| training | s / epoch (after the first) | wall s | speed-up per epoch vs Ray 1 worker |\n"
+          "| --- | ---: | ---: | ---: |")
+    for k, v in out.items():
+        print(f"| {k} | {v['steady_epoch_seconds']:.1f} | {v['wall']:.0f} | {one / v['steady_epoch_seconds']:.2f}x |")
+    print(f"2 workers vs 1: {one / two:.2f}x per epoch; vs the local run on one thread: {base / two:.2f}x")
+    return {"people": people, "epochs": epochs, "runs": out, "speedup_2v1": one / two, "speedup_vs_local": base / two}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", nargs="?", choices=["prep", "ray", "both"], default="both")
+    ap.add_argument("--people", type=int, default=None, help="prep: TAB people (5); ray: demo people (20)")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: about a minute")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load": os.getloadavg()}
+    if args.what in ("prep", "both"):
+        results["prep"] = run_prep(args.people or (1 if args.quick else 5))
+    if args.what in ("ray", "both"):
+        results["ray"] = run_ray(args.people or (6 if args.quick else 20), 2 if args.quick else args.epochs)
+    results["load_after"] = os.getloadavg()
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
