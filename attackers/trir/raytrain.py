@@ -80,7 +80,7 @@ def train_on_ray(attack, background: Corpus, base_path: str, dev: Release | None
     windows, y, all_windows = attack._training_windows(tokenizer, texts, subjects, label_of, notes)
     dev_set = None if dev is None else attack._dev_set(dev, tokenizer, label_of)
     workers, threads, gpu = workers_and_threads(executor.start(), attack.num_threads)
-    payload = {"params": {**attack.get_params(), "progress": False}, "base": base_path, "labels": labels,
+    payload = {"params": {**attack.get_params(), "progress": False}, "labels": labels,
                "ids": windows.ids, "y": list(y), "pad_id": tokenizer.pad_token_id or 0, "threads": threads,
                "dev": None if dev_set is None else (dev_set[0].ids, dev_set[0].doc, dev_set[1].tolist()),
                "fail_after": os.environ.get(FAIL_AFTER_EPOCH_ENV)}
@@ -235,13 +235,13 @@ def _worker_model(data: dict[str, Any], attack):
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from attackers.trir.encoder import quiet_transformers
+    from attackers.trir.encoder import quiet_transformers, resolve_base
 
     labels = data["labels"]
     torch.manual_seed(attack.seed)
-    with quiet_transformers():
+    with quiet_transformers():  # the base as the attack names it, resolved here (a node's own MiniLM)
         model = AutoModelForSequenceClassification.from_pretrained(
-            data["base"], num_labels=len(labels), id2label=dict(enumerate(labels)),
+            resolve_base(attack.base), num_labels=len(labels), id2label=dict(enumerate(labels)),
             label2id={s: i for i, s in enumerate(labels)})
     resume = None
     checkpoint = ray.train.get_checkpoint()
@@ -289,6 +289,7 @@ def _maybe_fail(spec: str | None, epoch: int, rank: int) -> None:
     at, _, marker = spec.partition(":")
     if int(at) == epoch and marker and not os.path.exists(marker):
         Path(marker).write_text("failed once\n")
+        time.sleep(3)  # as a real failure would come later: Ray Train has taken in the epoch's checkpoint
         raise RuntimeError(f"killed after epoch {epoch} (test hook)")
 
 
