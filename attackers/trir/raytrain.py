@@ -24,9 +24,11 @@ Not here: masked-LM pre-training (a run that asks for it trains on one worker, a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -36,6 +38,7 @@ import numpy as np
 
 from attackers.trir.batches import epoch_sampler, freeze_lower, length_batches
 from attackers.trir.windows import Windows, pad_batch
+from audit.core.config import make_private
 
 if TYPE_CHECKING:
     from attackers.trir.cache import TrainedTRIR
@@ -95,6 +98,10 @@ def train_on_ray(attack, background: Corpus, base_path: str, dev: Release | None
               f" (checkpoints in {root / name})", file=_stderr(), flush=True)
     result = trainer.fit()
     state = _load_state(result.checkpoint)
+    if not attack.checkpoint_dir:  # the default storage is only for a killed training: it is over
+        shutil.rmtree(root / name, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            root.rmdir()
     trained = _trained(state, tokenizer, labels, base_path, device)
     check = attack._fit_check(trained.model, windows, y, tokenizer.pad_token_id or 0, device, len(labels))
     history = json.loads(state["history"])
@@ -111,11 +118,19 @@ def train_on_ray(attack, background: Corpus, base_path: str, dev: Release | None
 
 def ray_storage(attack, background: Corpus, base_path: str, dev: Release | None) -> tuple[Path, str]:
     """Where Ray Train keeps this training's checkpoints: the user's ``checkpoint_dir``, else the
-    attacker cache's ``checkpoints`` folder; the run's name comes from the attacker's cache key."""
+    attacker cache's ``checkpoints`` folder (a temporary folder with caches off); the run's name
+    comes from the attacker's cache key."""
     from attackers.trir.cache import cache_root
+    from audit.core import config
 
-    root = Path(attack.checkpoint_dir) if attack.checkpoint_dir else cache_root(attack.cache_dir) / "checkpoints"
+    if attack.checkpoint_dir:
+        root = Path(attack.checkpoint_dir)
+    elif attack.use_cache and config.cache_enabled():
+        root = cache_root(attack.cache_dir) / "checkpoints"
+    else:
+        root = Path(tempfile.mkdtemp(prefix="trir-ray-"))
     root.mkdir(parents=True, exist_ok=True)
+    make_private(root)
     key = getattr(attack, "_training_key", None) or attack.cache_key(background, base_path, dev)
     return root.resolve(), f"ray-{key[:24]}"
 
