@@ -202,7 +202,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
         _report(rank, {"done": 1}, {**resume, "history": json.loads(resume["history"])})
         return
     optimizer, scheduler = attack._optimizer(model, math.ceil(per_epoch / attack.batch_size) * epochs)
-    history, best, start = _restore(resume, optimizer, scheduler, next_order)
+    history, best, start = _restore(resume, model, optimizer, scheduler, next_order)
     ddp = _prepare(model, attack)
     loop = _Loop(attack, ddp, model, data, rank, world, (optimizer, scheduler))
     stopped = attack._stop_reason(history, best, epochs) if history and data["dev"] is not None else None
@@ -230,7 +230,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
                                 "stopped": stopped, "resumed_from_epoch": None if resume is None else resume["epoch"]})
 
 
-def _restore(resume: dict[str, Any] | None, optimizer, scheduler, next_order):
+def _restore(resume: dict[str, Any] | None, model, optimizer, scheduler, next_order):
     """History, best epoch and first epoch to train, the optimizer and schedule restored and the
     epoch sampler moved past the finished epochs when resuming; a fresh start otherwise."""
     if resume is None:
@@ -239,7 +239,10 @@ def _restore(resume: dict[str, Any] | None, optimizer, scheduler, next_order):
     scheduler.load_state_dict(resume["scheduler"])
     for _ in range(resume["epoch"]):
         next_order()
-    best = (float(resume["best_accuracy"]), int(resume["best_epoch"]), resume.get("best_model"))
+    best_model = resume.get("best_model")
+    if best_model is None and resume["best_epoch"] == resume["epoch"]:  # the best epoch is the last one
+        best_model = _copy(model.state_dict())
+    best = (float(resume["best_accuracy"]), int(resume["best_epoch"]), best_model)
     return json.loads(resume["history"]), best, resume["epoch"] + 1
 
 
