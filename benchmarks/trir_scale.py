@@ -4,8 +4,7 @@ training on Ray Train (2 workers of one thread against 1) beside a local run.
 ``prep``: the paper budget's preparation of a small TAB public background (NER-masked copies in 3
 masking styles, curation of the background and of the copies). ``before``: as the code did it
 until issue 48 (spaCy's full pipeline once to mask, then once more over the background and every
-copy to curate); ``cold``: the parse cache empty (each text parsed once, the dependency parser
-left out); ``warm``: the parse cache full (a second run, or a second configuration). The three
+copy to curate); ``cold``: the parse cache empty (each text parsed once); ``warm``: the parse cache full (a second run, or a second configuration). The three
 must give the same training texts (checked).
 
 ``ray``: the same training (demo population, fast budget, MiniLM, a dev release) locally on one

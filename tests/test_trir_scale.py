@@ -33,7 +33,7 @@ def test_each_text_is_parsed_once_and_every_style_and_the_curation_read_that_par
     parses = cache.parse(TEXTS)
     assert cache.stats == {"cached": 1, "parsed": 2}  # the repeated text is parsed once
     styles = ["label", "suppress", "token:SENSITIVE"]
-    # the same masked copies and curated texts as spaCy's full pipeline (parser included) gives
+    # the same masked copies and curated texts as spaCy read directly gives
     assert masked_from_parses(TEXTS, parses, styles) == masked_copies(full, TEXTS, styles)
     assert [curated_from_parse(p) for p in parses] == curated_with_offsets(full, TEXTS)
     db = tmp_path / "parses" / "parses.sqlite"
