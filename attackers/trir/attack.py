@@ -166,6 +166,8 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         """How this run got its attacker (trained, or a cache hit) and how long things took: for
         the provenance, never the results, which must not depend on the state of the cache."""
         out = super().stats()  # per-release timings
+        if self._parses is not None:  # texts whose spaCy parse came from the parse cache, and parsed now
+            out = {**out, "spacy_parses": dict(self._parses.stats)}
         t = self.trained_
         if t is None:
             return out
@@ -176,7 +178,8 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
             "base": t.info.get("base"),
             "train_seconds": t.info.get("train_seconds"),
             "timings": t.info.get("timings"),
-            **{k: t.info.get(k) for k in ("chosen_epoch", "dev", "history", "notes")},
+            **{k: t.info.get(k) for k in ("chosen_epoch", "dev", "history", "notes", "resumed_from_epoch",
+                                          "ray_train")},
         }}
 
     # ------------------------------------------------------------------ configuration
