@@ -185,19 +185,20 @@ def about_problems(components: Any) -> list[str]:
     return out
 
 
+#: The result kind of each component kind (a metric writes utility results).
+RESULT_KIND = {"attack": "attack", "metric": "utility"}
+
+
 def abouts(components: Any) -> dict[tuple[str, str], About]:
-    """``{(kind, name): About}`` from ``provenance.components`` (checked on read by
-    :func:`about_problems`); the first entry with a text wins for each."""
-    out: dict[tuple[str, str], About] = {}
-    for entry in (components or {}).values() if isinstance(components, Mapping) else ():
+    """``{(result kind, name): About}`` from ``provenance.components`` (checked on read by
+    :func:`about_problems`). One component may appear under several labels (run twice with
+    other parameters): the first description and the first remedy found are kept."""
+    texts: dict[tuple[str, str], tuple[str, str]] = {}
+    for entry in components.values() if isinstance(components, Mapping) else ():
         if not isinstance(entry, Mapping) or not entry.get("name"):
             continue
-        kind = "attack" if entry.get("kind") == "attack" else "utility" if entry.get("kind") == "metric" \
-            else str(entry.get("kind") or "")
-        key = (kind, str(entry["name"]))
-        old = out.get(key)
-        new = About(kind, key[1], str(entry.get("description") or ""), str(entry.get("remedy") or ""))
-        if old is None or (not old.description and new.description) or (not old.remedy and new.remedy):
-            out[key] = About(kind, key[1], old.description if old and old.description else new.description,
-                             old.remedy if old and old.remedy else new.remedy)
-    return out
+        kind = str(entry.get("kind") or "")
+        key = (RESULT_KIND.get(kind, kind), str(entry["name"]))
+        description, remedy = texts.get(key, ("", ""))
+        texts[key] = (description or str(entry.get("description") or ""), remedy or str(entry.get("remedy") or ""))
+    return {key: About(key[0], key[1], description, remedy) for key, (description, remedy) in texts.items()}
