@@ -88,6 +88,12 @@ def test_a_claim_identifies_with_a_detail_and_no_near_equal_claim_elsewhere():
     assert index.nearest_other(np.array([0.6, 0.8, 0]), exclude={0}) == 1
     assert index.nearest_other(np.array([0.6, 0.8, 0]), exclude={1}) == 0
     assert index.nearest_other(np.array([0.6, 0.8, 0]), exclude={0, 1}) == -1
+    # several records about one person: none of them is "another original" or a reference
+    same = OriginalsIndex(np.vstack([vecs, [[0, 1, 0]]]), [3, 2, 1], people=["ann", "ann", "bob"])
+    assert same.why_not_identifying(0, 1, ["1961"], tolerance=0.02) == NOT_UNIQUE  # bob's record has it
+    assert same.why_not_identifying(0, 0, ["Bergen"], tolerance=0.02) is None
+    assert same.nearest_other(np.array([1, 0, 0]), exclude={0}) == 2  # not ann's other record
+    assert OriginalsIndex(vecs[:3], [3], people=["ann"]).nearest_other(np.array([1, 0, 0]), exclude={0}) == -1
 
 
 

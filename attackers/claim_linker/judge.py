@@ -192,11 +192,12 @@ class Judging:
     # -- which claims: identifying ones (see attackers.claim_linker.reference)
 
     def _originals_index(self) -> OriginalsIndex:
-        """Every original's claim vectors (embedded once per fit)."""
+        """Every original's claim vectors (embedded once per fit), with whom each is about."""
         if self._orig_index_ is None:
             flat = [c.text for claims in self.orig_claims_ for c in claims]
             vecs = self._get_embedder().encode(flat) if flat else np.zeros((0, 1), dtype=np.float32)
-            self._orig_index_ = OriginalsIndex(vecs, [len(c) for c in self.orig_claims_])
+            people = [d.subject if d.subject is not None else f"id:{d.id}" for d in self._fitted_on]
+            self._orig_index_ = OriginalsIndex(vecs, [len(c) for c in self.orig_claims_], people)
         return self._orig_index_
 
     def _details(self, i: int) -> list[list[str]]:

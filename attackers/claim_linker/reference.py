@@ -54,15 +54,21 @@ def specific_details(ents: Iterable[tuple[str, str]], text: str) -> list[str]:
 class OriginalsIndex:
     """The claim vectors of every original (unit length, the linker's embedder), by document.
 
-    ``vecs``: one row per claim, documents in order; ``counts``: claims per document.
+    ``vecs``: one row per claim, documents in order; ``counts``: claims per document;
+    ``people``: who each document is about (its subject; its id when it names none), so that
+    another document about the same person is never "another original" or a reference record.
     """
 
-    def __init__(self, vecs: np.ndarray, counts: Sequence[int]):
+    def __init__(self, vecs: np.ndarray, counts: Sequence[int], people: Sequence[str] | None = None):
         self.vecs = np.asarray(vecs, dtype=np.float32)
         self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(int)
         self.doc = np.repeat(np.arange(len(counts)), counts)
         if len(self.doc) != len(self.vecs):
             raise ValueError(f"{len(self.vecs)} claim vectors for {len(self.doc)} claims")
+        names = list(people) if people is not None else [str(i) for i in range(len(counts))]
+        codes = {name: k for k, name in enumerate(dict.fromkeys(names))}
+        self.person = np.array([codes[name] for name in names], dtype=int)
+        self.claim_person = self.person[self.doc] if len(self.doc) else np.zeros(0, dtype=int)
 
     def of(self, i: int) -> np.ndarray:
         """The claim vectors of original ``i``."""
@@ -70,21 +76,21 @@ class OriginalsIndex:
 
     def why_not_identifying(self, i: int, k: int, details: Sequence[str], tolerance: float) -> str | None:
         """``None`` when claim ``k`` of original ``i`` identifies, else the reason
-        (:data:`NO_DETAIL`, :data:`NOT_UNIQUE`)."""
+        (:data:`NO_DETAIL`, :data:`NOT_UNIQUE`: an original about someone else has it)."""
         if not details:
             return NO_DETAIL
         v = self.vecs[self.offsets[i] + k]
         sims = self.vecs @ v
-        sims[self.doc == i] = -np.inf
+        sims[self.claim_person == self.person[i]] = -np.inf
         if len(sims) and float(sims.max()) >= float(v @ v) - tolerance:
             return NOT_UNIQUE
         return None
 
     def nearest_other(self, vec: np.ndarray, exclude: Iterable[int]) -> int:
-        """The original, not in ``exclude``, that holds the claim closest to ``vec``; -1 when
-        there is none."""
+        """The original about none of the people of the originals in ``exclude`` that holds the
+        claim closest to ``vec``; -1 when there is none."""
         sims = self.vecs @ np.asarray(vec, dtype=np.float32)
-        mask = np.isin(self.doc, list(exclude))
+        mask = np.isin(self.claim_person, self.person[list(exclude)])
         sims[mask] = -np.inf
         if not len(sims) or mask.all():
             return -1
