@@ -94,14 +94,20 @@ def run_variants(attack: SpanGuessAttack, scenario: Scenario, release: Release, 
     """Both background variants on ``release`` (the same attack object, so people are parsed once),
     each with its per-label table; ``ceiling``: also which originals the right person's background
     holds at all."""
-    out = {}
+    out, spans = {}, {}
     for name, kw in VARIANTS.items():
         attack.people, attack.prior = kw.get("people", people), kw.get("prior", True)
         t = time.perf_counter()
         (res,) = attack.evaluate(scenario, release)
         out[name] = _row(res, time.perf_counter() - t)
         out[name]["people"], out[name]["prior"] = attack.people, attack.prior
+        spans[name] = _outcomes(res)
         _print(out[name], name)
+    # the baseline's guesses are the prior's: its per-span hits are the "prior" source's
+    spans["baseline"] = {(d.id, s.get("orig_start", s["start"]), s.get("orig_end", s["end"])):
+                         "prior" in s.get("recovered_by_source", []) for d in res.documents for s in d.facts["spans"]}
+    out["paired"] = [p for p in paired_tests(spans) if "after" in (p["a"], p["b"])]
+    print("   paired:", out["paired"], flush=True)
     held = reachable(attack, scenario, release, res) if ceiling else {}
     out["per_label"] = per_label_sources(res, held)
     out["ceiling"] = (sum(held.values()) / len(held)) if held else None
