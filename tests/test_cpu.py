@@ -75,15 +75,15 @@ def test_index_builds_say_once_a_process_that_numpy_sorts_slowly_here(monkeypatc
     import logging
 
     from attackers.phrase_search.index import NgramIndex
-    from attackers.phrase_search.index import build
+    from attackers.phrase_search.index import layout
     from attackers.phrase_search.index.shards import build_sharded
 
-    monkeypatch.setattr(build, "slow_sort_hint", lambda: "numpy sorts slowly here: set X")
-    build._hint_slow_sort.cache_clear()
+    monkeypatch.setattr(layout, "slow_sort_hint", lambda: "numpy sorts slowly here: set X")
+    layout._hint_slow_sort.cache_clear()
     texts = ["The court heard the case of Anna Berg in Oslo.", "Anna Berg appealed in Bergen."] * 3
-    with caplog.at_level(logging.WARNING, logger=build.__name__):
+    with caplog.at_level(logging.WARNING, logger=layout.__name__):
         build_sharded(tmp_path / "idx", texts, shards=2)  # the sharded build says it too
         assert [r.getMessage() for r in caplog.records] == ["numpy sorts slowly here: set X"]
         NgramIndex.build(texts)
     assert len(caplog.records) == 1  # once a process
-    build._hint_slow_sort.cache_clear()
+    layout._hint_slow_sort.cache_clear()

@@ -417,6 +417,7 @@ def test_index_is_the_same_on_one_thread_or_two_with_its_pairs_mapped_or_in_the_
     import mmap
 
     import attackers.phrase_search.index.build as build
+    import attackers.phrase_search.index.layout as layout
 
     rng = np.random.default_rng(3)
     texts = [" ".join(rng.choice([f"w{i}" for i in range(80)], size=rng.integers(5, 60))) + "." for _ in range(2000)]
@@ -426,7 +427,7 @@ def test_index_is_the_same_on_one_thread_or_two_with_its_pairs_mapped_or_in_the_
     monkeypatch.setattr(build._MappedRuns, "MAX_MAPS", 0)  # more chunks than maps allowed: pieces in the heap
     heap = NgramIndex.build(texts, chunk_chars=4000, workers=2)
     # the index's own arrays without maps either (a system without them, or a reservation refused)
-    monkeypatch.setattr(build, "_MAP_FLAGS", -1)
+    monkeypatch.setattr(layout, "_MAP_FLAGS", -1)
     grown = NgramIndex.build(texts, chunk_chars=4000, workers=2)
     assert grown.keys.base is None and isinstance(mapped.keys.base.obj, mmap.mmap)
     for name in ("directory", "keys", "first", "multi_offsets", "multi_docs"):

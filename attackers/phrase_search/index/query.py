@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from attackers.phrase_search.index.build import MULTI, DocInfo, build_fields, collection_fingerprint
+from attackers.phrase_search.index.build import DocInfo, build_fields, collection_fingerprint
 from attackers.phrase_search.index.hashing import U64, ngram_hashes, top_bits_mask
 from attackers.phrase_search.index.kernels import kernels
+from attackers.phrase_search.index.layout import MULTI
 from attackers.phrase_search.index.storage import ARRAYS, load_fields, save_index
 from attackers.phrase_search.index.tokenizer import Tokenizer
 from attackers.phrase_search.index import windows

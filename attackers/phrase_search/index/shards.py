@@ -42,9 +42,6 @@ import numpy as np
 from attackers.phrase_search.index.build import (
     DocInfo,
     _chunks,
-    _Clock,
-    _hint_slow_sort,
-    _layout,
     _Packing,
     base_config,
     chunk_keys,
@@ -52,6 +49,7 @@ from attackers.phrase_search.index.build import (
     prepare,
 )
 from attackers.phrase_search.index.hashing import U64
+from attackers.phrase_search.index.layout import _Clock, _hint_slow_sort, _layout
 from attackers.phrase_search.index.query import NgramIndex, search
 from attackers.phrase_search.index.storage import load_arrays, save_arrays
 from attackers.phrase_search.index.tokenizer import TOKENIZER_NAME, Tokenizer
