@@ -7,14 +7,12 @@ import dataclasses
 import re
 import sys
 import time
-from collections import Counter
-from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from attackers.phrase_search.combinations import Combination, rare_combinations
-from attackers.phrase_search.index import NgramIndex, TextNgrams, collection_fingerprint, minimal_set, windows
+from attackers.phrase_search.index import NgramIndex, collection_fingerprint, minimal_set
+from attackers.phrase_search.document import DocumentLinking
 from attackers.phrase_search.index.shards import build_sharded, open_saved
 from attackers.phrase_search.linking import blocked_ranges, rare_indices
 from audit.core.paramtypes import NonNegativeInt, PositiveInt
@@ -23,7 +21,7 @@ from audit.core.errors import AnonauditError
 from audit.runtime.executor import sends_to_workers
 from audit.core.interfaces import Attack
 from audit.core.registry import register
-from audit.core.results import Finding, Highlight, Result
+from audit.core.results import Finding, Result
 from audit.core.stats import cluster_bootstrap, clustered_details, clustered_risk, risk
 from audit.models.resources import resources_of
 
@@ -45,7 +43,7 @@ DEFAULT_PLACEHOLDER_PATTERN = (
 
 
 @register("attack")
-class PhraseSearchAttack(Attack):
+class PhraseSearchAttack(DocumentLinking, Attack):
     """Search-based linkage through rare n-grams and n-gram combinations.
 
     The method, step by step, is in the package docstring (:mod:`attackers.phrase_search`)."""
@@ -275,175 +273,6 @@ class PhraseSearchAttack(Attack):
             self._orig_rare[i] = parts[0] if len(parts) == 1 else np.concatenate(parts)
         return self._orig_rare[i]
 
-    def attack_document(self, doc: Document, truth: Sequence[int] | None) -> Finding:
-        """Everything found for one released document. Its facts ``truth``, ``guess`` and
-        ``evidence`` are private: they name the source document and the collection's
-        documents that hold each phrase (the phrases themselves are sanitized text).
-        A document longer than :data:`~attackers.phrase_search.index.windows.WINDOW_CHARS` is
-        read in windows (:meth:`_attack_huge_document`), so its memory stays bounded."""
-        if len(doc.text) > windows.WINDOW_CHARS:
-            return self._attack_huge_document(doc, truth)
-        index, k = self.index_, self.k
-        ids = index.docs.ids
-        tn = index.ngrams(doc.text, self.blocked_ranges(doc))
-        truth_arr = np.asarray(sorted(truth or ()), dtype=np.int64)
-        rare = rare_indices(tn, k)
-        # correct links: the posting list contains a ground-truth document
-        pdocs, owner = tn.gather_postings(index, rare)
-        hits = np.bincount(owner[np.isin(pdocs, truth_arr)], minlength=len(rare))
-        linking, wrong = rare[hits > 0], rare[hits == 0]
-        combos: list[Combination] = []
-        if self.arity >= 2 and (self.exhaustive or not len(linking)):
-            combos = rare_combinations(index, tn, k, self.arity, df_cap=self.df_cap,
-                                       max_candidates=self.max_candidates)
-        combo_ok = [c for c in combos if np.isin(c.docs, truth_arr).any()]
-        combo_wrong = [c for c in combos if not np.isin(c.docs, truth_arr).any()]
-        linked = bool(len(linking) or combo_ok)
-        outcome = "linked" if linked else ("wrong" if (len(wrong) or combo_wrong) else "unlinked")
-        if truth is None:
-            outcome = "unscored"
-        evidence = self._evidence(doc, tn, ((linking, True), (wrong, False)),
-                                  ((combo_ok, True), (combo_wrong, False)))
-        guess = _best_guess(index, tn, rare, combos)
-        # the paper's n-gram-level figure
-        orig_rare = (np.concatenate([self._original_rare(i) for i in truth if i < self._n_orig])
-                     if truth else np.zeros(0, dtype=np.uint64))
-        still = int(np.isin(orig_rare, tn.hash).sum()) if len(orig_rare) else 0
-        facts = {
-            "outcome": outcome,
-            "linked_by": ("ngram" if len(linking) else ("combination" if combo_ok else None)),
-            "truth": [ids[i] for i in truth] if truth else [],
-            "guess": None if guess is None else ids[guess],
-            "guess_correct": bool(guess is not None and truth is not None and guess in set(truth)),
-            "visible_ngrams": int(len(tn)),
-            "rare_ngrams": int(len(rare)),
-            "rare_combinations": len(combos),
-            "original_rare_ngrams": int(len(orig_rare)),
-            "original_rare_still_present": still,
-            "evidence": evidence,
-        }
-        return Finding(id=doc.id, success=None if outcome == "unscored" else outcome == "linked",
-                       summary=self._summary(outcome, len(minimal_set(tn, linking)) if len(linking) else 0,
-                                             combo_ok, _example(evidence)),
-                       highlights=sorted(_highlights(evidence, linked), key=lambda h: (h.start, h.end)), facts=facts,
-                       private={"truth", "guess", "evidence"})
-
-    def _evidence(self, doc: Document, tn: TextNgrams, ngram_groups, combo_groups) -> list[dict[str, Any]]:
-        """The linking phrases (``ngram_groups``: arrays of n-gram indices, with whether they
-        link correctly) and combinations (``combo_groups``), at most ``max_evidence`` of each
-        group; for single phrases, the minimal set."""
-        index, k = self.index_, self.k
-        ids = index.docs.ids
-
-        def ngram_info(i: int) -> dict[str, Any]:
-            r = tn.rare(index, i) if tn.df[i] < k else None
-            s, e = int(tn.char_start[i]), int(tn.char_end[i])
-            info = {"text": doc.text[s:e], "start": s, "end": e, "n": int(tn.n[i]), "df": int(tn.df[i])}
-            if r is not None:
-                info["docs"] = [ids[d] for d in r.docs]
-            return info
-
-        evidence: list[dict[str, Any]] = []
-        for group, correct in ngram_groups:
-            for i in minimal_set(tn, group)[: self.max_evidence]:
-                info = ngram_info(int(i))
-                evidence.append({"kind": "ngram", "correct": correct, "ngrams": [info], "docs": info["docs"]})
-        for group, correct in combo_groups:
-            for c in group[: self.max_evidence]:
-                evidence.append({"kind": f"combination{len(c.members)}", "correct": correct,
-                                 "ngrams": [ngram_info(i) for i in c.members],
-                                 "docs": [ids[int(d)] for d in c.docs]})
-        return evidence
-
-    def _attack_huge_document(self, doc: Document, truth: Sequence[int] | None) -> Finding:
-        """:meth:`attack_document` one window of the text at a time: the same facts, counted
-        over the windows, with the evidence of the first windows that have some (at most
-        ``max_evidence`` per group) and minimal sets taken per window. Combinations, when they
-        are looked for, come from a second pass over the windows."""
-        index, k = self.index_, self.k
-        ids = index.docs.ids
-        blocked = self.blocked_ranges(doc)
-        truth_arr = np.asarray(sorted(truth or ()), dtype=np.int64)
-        orig_rare = (np.concatenate([self._original_rare(i) for i in truth if i < self._n_orig])
-                     if truth else np.zeros(0, dtype=np.uint64))
-        present = np.zeros(len(orig_rare), dtype=bool)
-        visible = n_rare = n_link = 0
-        any_link = any_wrong = False
-        votes: Counter[int] = Counter()
-        ngram_ev: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
-        combo_ev: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
-        for tn in index.iter_ngrams(doc.text, blocked):
-            visible += len(tn)
-            rare = rare_indices(tn, k)
-            n_rare += len(rare)
-            pdocs, owner = tn.gather_postings(index, rare)
-            hits = np.bincount(owner[np.isin(pdocs, truth_arr)], minlength=len(rare))
-            linking, wrong = rare[hits > 0], rare[hits == 0]
-            any_link |= bool(len(linking))
-            any_wrong |= bool(len(wrong))
-            n_link += len(minimal_set(tn, linking))
-            for group, correct in ((linking, True), (wrong, False)):
-                room = self.max_evidence - len(ngram_ev[correct])
-                if room > 0 and len(group):
-                    ngram_ev[correct] += self._evidence(doc, tn, ((group, correct),), ())[:room]
-            mdocs, _ = tn.gather_postings(index, minimal_set(tn, rare))
-            votes.update(mdocs.tolist())
-            if len(orig_rare):
-                present |= np.isin(orig_rare, tn.hash)
-            del tn, rare, pdocs, owner, hits, linking, wrong, mdocs
-        n_combos = 0
-        combo_first_ok: list[Combination] = []
-        if self.arity >= 2 and (self.exhaustive or not any_link):
-            for tn in index.iter_ngrams(doc.text, blocked):
-                combos = rare_combinations(index, tn, k, self.arity, df_cap=self.df_cap,
-                                           max_candidates=self.max_candidates)
-                n_combos += len(combos)
-                for c in combos:
-                    votes.update(int(d) for d in c.docs)
-                for correct in (True, False):
-                    group = [c for c in combos if bool(np.isin(c.docs, truth_arr).any()) is correct]
-                    if correct and group and not combo_first_ok:
-                        combo_first_ok = group[:1]
-                    room = self.max_evidence - len(combo_ev[correct])
-                    if room > 0 and group:
-                        combo_ev[correct] += self._evidence(doc, tn, (), ((group[:room], correct),))
-        combo_ok_found = bool(combo_first_ok)
-        linked = bool(any_link or combo_ok_found)
-        outcome = "linked" if linked else ("wrong" if (any_wrong or combo_ev[False]) else "unlinked")
-        if truth is None:
-            outcome = "unscored"
-        evidence = ngram_ev[True] + ngram_ev[False] + combo_ev[True] + combo_ev[False]
-        guess = min(votes, key=lambda d: (-votes[d], d)) if votes else None
-        facts = {
-            "outcome": outcome,
-            "linked_by": ("ngram" if any_link else ("combination" if combo_ok_found else None)),
-            "truth": [ids[i] for i in truth] if truth else [],
-            "guess": None if guess is None else ids[guess],
-            "guess_correct": bool(guess is not None and truth is not None and guess in set(truth)),
-            "visible_ngrams": int(visible),
-            "rare_ngrams": int(n_rare),
-            "rare_combinations": n_combos,
-            "original_rare_ngrams": int(len(orig_rare)),
-            "original_rare_still_present": int(present.sum()),
-            "evidence": evidence,
-            "read_in_windows": True,
-        }
-        return Finding(id=doc.id, success=None if outcome == "unscored" else outcome == "linked",
-                       summary=self._summary(outcome, n_link, combo_first_ok, _example(evidence)),
-                       highlights=sorted(_highlights(evidence, linked), key=lambda h: (h.start, h.end)), facts=facts,
-                       private={"truth", "guess", "evidence"})
-
-    def _summary(self, outcome: str, n_link: int, combo_ok: list[Combination], example: str = "") -> str:
-        """One sentence on the outcome, for the report (``n_link``: the minimal set of linking
-        phrases; ``example``: one of them, sanitized text as it is in the release)."""
-        if outcome == "linked":
-            eg = f", e.g. \u201c{example}\u201d" if example else ""
-            return (f"Linked to its source by {n_link} rare phrase{'s' if n_link != 1 else ''}{eg}" if n_link
-                    else f"Linked to its source by a combination of {len(combo_ok[0].members)} phrases{eg}")
-        return {"wrong": "Its rare phrases point to other documents, not to its source",
-                "unlinked": (f"No phrase{' or combination of phrases' if self.arity > 1 else ''} "
-                             f"is found in fewer than {self.k} documents"),
-                "unscored": "Not scored: its source is not in the collection"}[outcome]
 
     # ------------------------------------------------------------------ evaluate
 
@@ -497,6 +326,18 @@ class PhraseSearchAttack(Attack):
         scored = [d.facts for d in docs_out if d.success is not None]
         n = len(scored)
         linked = sum(d["outcome"] == "linked" for d in scored)
+        details = self._linkage_details(release, scored, len(docs_out))
+        self.record_timing(release.name, {"attack": time.perf_counter() - t0})
+        head = Result.from_risk(self.name, release.name, risk(linked, n, min(1.0, (self.k - 1) / max(index.n_docs, 1))),
+                                details=details, documents=docs_out)
+        return [head, self._residual_result(release, scored)]
+
+    def _linkage_details(self, release: Release, scored: list[dict[str, Any]], n_docs: int) -> dict[str, Any]:
+        """The headline result's details: counts of each outcome over the ``scored`` documents'
+        facts (of ``n_docs``), the settings and the index."""
+        index = self.index_
+        n = len(scored)
+        linked = sum(d["outcome"] == "linked" for d in scored)
         wrong = sum(d["outcome"] == "wrong" for d in scored)
         ambiguous = sum(d["outcome"] == "linked" and any(not e["correct"] for e in d["evidence"]) for d in scored)
         by_ngram = sum(d["linked_by"] == "ngram" for d in scored)
@@ -507,7 +348,7 @@ class PhraseSearchAttack(Attack):
             "linked": linked, "linked_by_ngram": by_ngram, "linked_by_combination_only": linked - by_ngram,
             "wrong_links": wrong, "wrong_link_rate": wrong / n if n else 0.0,
             "linked_with_wrong_candidates_too": ambiguous,
-            "unlinked": n - linked - wrong, "unscored": len(docs_out) - n,
+            "unlinked": n - linked - wrong, "unscored": n_docs - n,
             "best_guess_accuracy": guess_ok / n if n else 0.0,
             "ground_truth": ("same id" if release.aligned
                              else "same subject (ids of an unaligned release need not match)"),
@@ -520,9 +361,12 @@ class PhraseSearchAttack(Attack):
                             + (" or a combination of phrases" if self.arity > 1 else "")
                             + f" found in fewer than {self.k} documents of the collection, including the original."),
         }
-        self.record_timing(release.name, {"attack": time.perf_counter() - t0})
-        head = Result.from_risk(self.name, release.name, risk(linked, n, min(1.0, (self.k - 1) / max(index.n_docs, 1))),
-                                details=details, documents=docs_out)
+        return details
+
+    def _residual_result(self, release: Release, scored: list[dict[str, Any]]) -> Result:
+        """The paper's n-gram-level figure: the share of the originals' linking n-grams still in
+        the release, with an interval that resamples documents."""
+        n = len(scored)
         total = sum(d["original_rare_ngrams"] for d in scored)
         present = sum(d["original_rare_still_present"] for d in scored)
         # The n-grams of one document stand or fall together: resample documents, not n-grams.
@@ -536,7 +380,7 @@ class PhraseSearchAttack(Attack):
                      "definition": ("share of the originals' uniquely-linking n-grams (minimal non-overlapping "
                                     f"set of n-grams with df < {self.k}) still present in the sanitized text; "
                                     "single n-grams only")})
-        return [head, residual]
+        return residual
 
 
 class DocumentWorker:
@@ -595,32 +439,3 @@ def people_collection(background: Corpus) -> Corpus:
                   name=f"{background.name} (per person)", source=background.source)
 
 
-def _highlights(evidence: list[dict[str, Any]], linked: bool) -> list[Highlight]:
-    """The phrases of the evidence, marked in the released text (only the correct ones when
-    the document is linked)."""
-    highlights = []
-    for ev in evidence:
-        if not ev["correct"] and linked:
-            continue
-        for g in ev["ngrams"]:
-            note = (f"found in {g['df']} document(s)" if ev["kind"] == "ngram"
-                    else f"with {len(ev['ngrams']) - 1} other phrase(s): {len(ev['docs'])} document(s)")
-            highlights.append(Highlight(g["start"], g["end"], "ngram", f"{note}: {', '.join(ev['docs'][:3])}"))
-    return highlights
-
-
-def _example(evidence: list[dict[str, Any]]) -> str:
-    """The longest correctly linking phrase (by words), to quote in a finding's summary."""
-    phrases = [g["text"] for ev in evidence if ev["correct"] for g in ev["ngrams"] if g.get("text")]
-    best = max(phrases, key=lambda t: (len(t.split()), -phrases.index(t)), default="")
-    return best if len(best) <= 80 else best[:77] + "..."
-
-
-def _best_guess(index: NgramIndex, tn: TextNgrams, rare: np.ndarray, combos: list[Combination]) -> int | None:
-    """The attacker's single best guess: the document most rare phrases point to."""
-    votes: Counter[int] = Counter()
-    mdocs, _ = tn.gather_postings(index, minimal_set(tn, rare))
-    votes.update(mdocs.tolist())
-    for c in combos:
-        votes.update(int(d) for d in c.docs)
-    return min(votes, key=lambda d: (-votes[d], d)) if votes else None
