@@ -536,7 +536,7 @@ def test_leakage_is_the_same_cold_and_warm_on_llama_cpp(spacy_resource, tmp_path
     question at a time must all give the same ratings."""
     xlc = pytest.importorskip("xllamacpp")
     from audit.models.llm import ChatRequest
-    from audit.models.backends import LlamaCppLLM
+    from audit.models.llamacpp import LlamaCppLLM
     from audit.models.cache import CachedLLM
     from tests.test_llm import FakeLlamaServer
 

@@ -15,7 +15,7 @@ import pytest
 
 from audit.metrics.terms import Term
 from audit.models.llm import ChatRequest, LLMError, ScriptedLLM
-from audit.models.backends import OpenAILLM
+from audit.models.server import OpenAILLM
 from audit.models.cache import AnswerStore, CachedLLM, cache_key
 
 MSG = [{"role": "user", "content": "hello"}]
@@ -212,7 +212,7 @@ def fake_llama(monkeypatch):
     """LlamaCppLLM on :class:`FakeLlamaServer` (no model is loaded)."""
     xlc = pytest.importorskip("xllamacpp")
     monkeypatch.setattr(xlc, "Server", FakeLlamaServer)
-    from audit.models.backends import LlamaCppLLM
+    from audit.models.llamacpp import LlamaCppLLM
 
     def make(**kw):
         return LlamaCppLLM("/nonexistent/model.gguf", identity="llamacpp:fake", **kw)
@@ -295,7 +295,7 @@ class CharTokenizer:
 def kv_llama(monkeypatch):
     xlc = pytest.importorskip("xllamacpp")
     monkeypatch.setattr(xlc, "Server", FakeKVServer)
-    from audit.models.backends import LlamaCppLLM
+    from audit.models.llamacpp import LlamaCppLLM
 
     def make(**kw):
         llm = LlamaCppLLM("/nonexistent/model.gguf", identity="llamacpp:fake", **kw)

@@ -408,7 +408,7 @@ def test_release_option_names_a_file_whose_name_holds_equals_signs(demo_dir, mon
     ("http://gpu-box:8000/v1", {"ANONAUDIT_HTTP_KEY_HOSTS": "gpu-box:8000"}, True),
 ])
 def test_api_key_goes_over_plain_http_only_to_this_machine_or_named_hosts(monkeypatch, url, env, sent):
-    from audit.models.backends import OpenAILLM
+    from audit.models.server import OpenAILLM
 
     monkeypatch.delenv("ANONAUDIT_API_KEY", raising=False)
     monkeypatch.delenv("ANONAUDIT_HTTP_KEY_HOSTS", raising=False)

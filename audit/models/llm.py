@@ -274,8 +274,8 @@ class ScriptedLLM(LLM):
 _LAZY = {
     "CachedLLM": "audit.models.cache",
     "cache_key": "audit.models.cache",
-    "LlamaCppLLM": "audit.models.backends",
-    "OpenAILLM": "audit.models.backends",
+    "LlamaCppLLM": "audit.models.llamacpp",
+    "OpenAILLM": "audit.models.server",
     "TransformersLLM": "audit.models.backends",
 }
 

@@ -246,7 +246,7 @@ def load_llm(
     ``stats`` exist, but nothing is read from or written to disk. ``cache_path`` defaults
     to ``config.subdir("cache")/llm.sqlite``. ``deterministic=False`` lets llama.cpp decode
     ``n_parallel`` requests together (faster; answers then depend on their neighbours and are
-    cached apart, see :class:`~audit.models.backends.LlamaCppLLM`). ``reuse_prefix=False`` makes
+    cached apart, see :class:`~audit.models.llamacpp.LlamaCppLLM`). ``reuse_prefix=False`` makes
     llama.cpp evaluate every prompt whole, shared prefixes or not (slower; answers cached apart).
     ``announce``: the model's name in a line on stderr when its load starts and ends (none when
     None); a transformers model loads on first use (:class:`~audit.models.backends.TransformersLLM`),
@@ -254,7 +254,9 @@ def load_llm(
     """
     from audit.runtime.progress import stage
     from audit.models.llm import LLM
-    from audit.models.backends import LlamaCppLLM, OpenAILLM, TransformersLLM
+    from audit.models.backends import TransformersLLM
+    from audit.models.llamacpp import LlamaCppLLM
+    from audit.models.server import OpenAILLM
     from audit.models.cache import CachedLLM
 
     parsed = parse_llm_spec(spec)
