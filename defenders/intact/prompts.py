@@ -17,6 +17,10 @@ CANDIDATE_EXAMPLE_ANSWER = ["a port city in northern Poland", "a city in Poland"
                             "a European city", "a city"]
 
 
+#: Longer "candidates" are explanations or refusals, not replacements.
+MAX_CANDIDATE_WORDS = 15
+
+
 def candidate_user(sentence: str, label: str) -> str:
     """The question about one sentence whose detail is marked ``[[...]]``."""
     kind = f"\nType of detail: {label}" if label else ""
