@@ -87,6 +87,23 @@ class AuditOutcome:
     keys: list[tuple[str, str, str]] = field(default_factory=list)
 
 
+@dataclass
+class _RunState:
+    """What a run has done so far, saved after every pair (:meth:`Audit._save`): the results file
+    and this run's own results, the pairs done, the provenance of inputs, releases and components."""
+
+    rf: ResultsFile
+    path: Path
+    started: float
+    pairs: dict[str, Any]
+    components: dict[str, Any]
+    inputs: dict[str, Any] = field(default_factory=dict)
+    releases: dict[str, Any] = field(default_factory=dict)
+    mine: list[Result] = field(default_factory=list)
+    outcome: AuditOutcome = None  # type: ignore[assignment]  # set once the releases are built
+    executor_info: dict[str, Any] = field(default_factory=dict)
+
+
 class Audit:
     """Runs an :class:`AuditSpec`.
 
@@ -165,139 +182,149 @@ class Audit:
                 executor.close()
 
     def _run(self, resources: Resources) -> AuditOutcome:
-        """The three steps of :meth:`run`. The component loop stays in one piece: each of its steps
-        updates the run's shared state (results, pairs, provenance) and saves it, and the resume
-        guarantee (save after every pair, on failure and on interruption) reads in one place."""
+        """The three steps of :meth:`run`: load the inputs, prepare the releases, run each component
+        (:meth:`_run_component`). What is done is saved after every (component, release) pair, on
+        failure and on interruption (:meth:`_save`), so a re-run resumes."""
         spec = self.spec
-        t_start = time.time()
         spec.out.mkdir(parents=True, exist_ok=True)
         path = self.results_path
         check_summary_target(path)  # before any work: the summary beside the results must be writable
         rf = ResultsFile.load(path) if path.exists() else ResultsFile()
         old_prov = rf.provenance if rf.provenance.get("command") else {}
-        pairs: dict[str, Any] = dict(old_prov.get("pairs", {}))
-        components_prov: dict[str, Any] = dict(old_prov.get("components", {}))
+        st = _RunState(rf=rf, path=path, started=time.time(), pairs=dict(old_prov.get("pairs", {})),
+                       components=dict(old_prov.get("components", {})))
 
         self.echo("[1/3] loading data")
-        originals, background, corpora, inputs = self._load_inputs(old_prov)
+        originals, background, corpora, st.inputs = self._load_inputs(old_prov)
         self.echo(f"[2/3] preparing {len(spec.releases)} release spec(s)")
         previous = rf.provenance.get("releases")
         releases, releases_prov = build_releases(spec, originals, previous if isinstance(previous, dict) else {},
                                                  registry=self.registry, resources=resources,
                                                  progress=self.progress, echo=self.echo, folder=self.releases_dir,
                                                  results=path)
-        releases_prov = {**(previous if isinstance(previous, dict) and old_prov else {}), **releases_prov}
+        st.releases = {**(previous if isinstance(previous, dict) and old_prov else {}), **releases_prov}
         dev = self._load_dev()
         scenario = Scenario(originals=originals, background=background, releases=tuple(releases), dev=dev)
-        outcome = AuditOutcome(results=rf, path=path, releases={r.name: r for r in releases})
+        st.outcome = AuditOutcome(results=rf, path=path, releases={r.name: r for r in releases})
         base_fp = {"originals": None if originals is None else originals.fingerprint(),
                    "background": None if background is None else background.fingerprint()}
         if dev is not None:  # keys of runs without a dev release stay what they were
             base_fp["dev"] = dev.corpus.fingerprint()
-
-        mine: list[Result] = []  # what this run computed: the only results it writes
-        executor_info = resources.executor.info()
-
-        def save() -> None:
-            # Under the file's lock, on top of what is in it now: another command writing into
-            # the same file meanwhile keeps its results, pairs and releases (and so does this one).
-            prov = build_provenance(command=self.command, started=t_start, spec=spec, inputs=inputs,
-                                    releases=releases_prov, components=components_prov, pairs=pairs,
-                                    skipped=outcome.skipped, errors=outcome.errors,
-                                    executor={**executor_info, "stages": dict(resources.executor.timings)})
-
-            def merge(current: ResultsFile | None) -> ResultsFile:
-                merged = ResultsFile(results=list(current.results) if current else [],
-                                     provenance=merge_provenance(current.provenance if current else {}, prov))
-                merged.extend(mine)
-                if spec.gate.max or spec.gate.min:  # the verdict travels with the file (audit.core.checks)
-                    merged.provenance["gate"] = {**merged.provenance.get("gate", {}), "checks": recorded(
-                        merged, {"max": spec.gate.max, "min": spec.gate.min}, on_point=spec.gate.on_point)}
-                return merged
-
-            written = ResultsFile.update(path, merge)
-            rf.results, rf.provenance = written.results, written.provenance
+        st.executor_info = resources.executor.info()
 
         self.echo(f"[3/3] running {len(spec.components)} component(s) on {len(releases)} release(s)")
         for ci, comp in enumerate(spec.components, 1):
             label = f"({ci}/{len(spec.components)}) {comp.kind} {comp.name}"
-            try:
-                obj, params = self._create(comp, corpora, resources)
-            except Exception as exc:  # cannot be imported or constructed
-                if self.on_error == "raise":
-                    raise
-                reason = str(exc) if isinstance(exc, AnonauditError) else f"{type(exc).__name__}: {exc}"
-                outcome.skipped.append({"component": comp.label, "reason": reason})
-                self.echo(f"  {label}: SKIPPED ({exc})")
-                save()
-                continue
-            cls = type(obj)
-            components_prov[comp.label] = {
-                "kind": comp.kind, "name": normalise(comp.name), "class": f"{cls.__module__}:{cls.__qualname__}",
-                "description": getattr(cls, "description", "") or "", "params": canonical(obj.get_params()),
-                **({"remedy": str(getattr(cls, "remedy", "") or "")} if comp.kind == "attack" else {}),
-                "sample": comp.sample or spec.sample_documents,
-            }
-            todo = self._pending(comp, params, releases, pairs, base_fp, outcome)
-            if not todo:
-                self.echo(f"  {label}: all {len(releases)} release(s) already done, reused")
-                continue
-            llm_before = resources.llm_stats()
-            try:
-                t0 = time.time()
-                self.echo(f"  {label}: {len(todo)} release(s) to do"
-                          + (f", {len(releases) - len(todo)} already done" if len(todo) < len(releases) else ""))
-                obj.fit(scenario)
-                fit_s = round(time.time() - t0, 3)
-                components_prov[comp.label]["fit_seconds"] = fit_s
-                self.echo(f"    prepared (fit: models loaded, attacker trained or index built) in {fit_s:.1f}s")
-                bar = self._bar(todo, label)
-                for rel, sampled, key in bar:
-                    t1 = time.time()
-                    results = obj.evaluate(scenario, sampled)
-                    results = self._check(results, comp, rel, sampled)
-                    rf.extend(results)
-                    mine.extend(results)
-                    pairs[key] = {"component": comp.label, "release": rel.name, "params": canonical(params),
-                                  "results": [list(r.key) for r in results],
-                                  "seconds": round(time.time() - t1, 3),
-                                  "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                  "documents": len(sampled), "of": len(rel)}
-                    outcome.computed.append(f"{comp.label}@{rel.name}")
-                    outcome.keys.extend(r.key for r in results)
-                    head = results[0] if results else None
-                    self.echo(f"    {rel.name}: " + (f"{head.name} = {head.value:.3f} (n={head.n})" if head else "no result")
-                              + f" in {pairs[key]['seconds']:.1f}s")
-                    components_prov[comp.label].update(component_info(obj))
-                    _add_llm_use(components_prov[comp.label], llm_before, resources.llm_stats())
-                    save()
-                self.echo(f"  {label}: done in {time.time() - t0:.1f}s")
-            except KeyboardInterrupt:
-                save()
+            self._run_component(comp, label, st, scenario, corpora, base_fp, resources)
+        self._save(st, resources)
+        st.outcome.seconds = time.time() - st.started
+        return st.outcome
+
+    def _save(self, st: _RunState, resources: Resources) -> None:
+        """Write what this run computed into the results file, under the file's lock, on top of
+        what is in it now: another command writing into the same file meanwhile keeps its
+        results, pairs and releases (and so does this one)."""
+        spec, outcome = self.spec, st.outcome
+        prov = build_provenance(command=self.command, started=st.started, spec=spec, inputs=st.inputs,
+                                releases=st.releases, components=st.components, pairs=st.pairs,
+                                skipped=outcome.skipped, errors=outcome.errors,
+                                executor={**st.executor_info, "stages": dict(resources.executor.timings)})
+
+        def merge(current: ResultsFile | None) -> ResultsFile:
+            merged = ResultsFile(results=list(current.results) if current else [],
+                                 provenance=merge_provenance(current.provenance if current else {}, prov))
+            merged.extend(st.mine)
+            if spec.gate.max or spec.gate.min:  # the verdict travels with the file (audit.core.checks)
+                merged.provenance["gate"] = {**merged.provenance.get("gate", {}), "checks": recorded(
+                    merged, {"max": spec.gate.max, "min": spec.gate.min}, on_point=spec.gate.on_point)}
+            return merged
+
+        written = ResultsFile.update(st.path, merge)
+        st.rf.results, st.rf.provenance = written.results, written.provenance
+
+    def _run_component(self, comp: ComponentSpec, label: str, st: _RunState, scenario: Scenario,
+                       corpora: Mapping[str, Corpus], base_fp: dict[str, Any], resources: Resources) -> None:
+        """Create one component, evaluate it on every release it has not done yet
+        (:meth:`_evaluate`), record a failure (or raise it, with ``on_error="raise"``), close it."""
+        outcome, releases = st.outcome, list(scenario.releases)
+        try:
+            obj, params = self._create(comp, corpora, resources)
+        except Exception as exc:  # cannot be imported or constructed
+            if self.on_error == "raise":
                 raise
-            except Exception as exc:
-                if isinstance(exc, MemoryError):
-                    save()
+            reason = str(exc) if isinstance(exc, AnonauditError) else f"{type(exc).__name__}: {exc}"
+            outcome.skipped.append({"component": comp.label, "reason": reason})
+            self.echo(f"  {label}: SKIPPED ({exc})")
+            self._save(st, resources)
+            return
+        cls = type(obj)
+        st.components[comp.label] = {
+            "kind": comp.kind, "name": normalise(comp.name), "class": f"{cls.__module__}:{cls.__qualname__}",
+            "description": getattr(cls, "description", "") or "", "params": canonical(obj.get_params()),
+            **({"remedy": str(getattr(cls, "remedy", "") or "")} if comp.kind == "attack" else {}),
+            "sample": comp.sample or self.spec.sample_documents,
+        }
+        todo = self._pending(comp, params, releases, st.pairs, base_fp, outcome)
+        if not todo:
+            self.echo(f"  {label}: all {len(releases)} release(s) already done, reused")
+            return
+        try:
+            self._evaluate(obj, comp, params, label, todo, st, scenario, resources)
+        except KeyboardInterrupt:
+            self._save(st, resources)
+            raise
+        except Exception as exc:
+            if isinstance(exc, MemoryError):
+                self._save(st, resources)
+                raise
+            if self.on_error == "raise":
+                self._save(st, resources)
+                if isinstance(exc, AnonauditError):
                     raise
-                if self.on_error == "raise":
-                    save()
-                    if isinstance(exc, AnonauditError):
-                        raise
-                    # A component's own failure (a bug, a damaged cache): the reason, named, not a
-                    # traceback; the traceback goes to the log (``anonaudit -v``).
-                    logging.getLogger(__name__).info("%s failed", comp.label, exc_info=True)
-                    raise ComponentError(f"{comp.kind} {normalise(comp.name)!r} failed: {type(exc).__name__}: "
-                                         f"{exc} (finished results are saved; `anonaudit -v ...` shows where it "
-                                         "failed)") from exc
-                outcome.errors.append({"component": comp.label, "reason": f"{type(exc).__name__}: {exc}",
-                                       "input": isinstance(exc, AnonauditError)})
-                self.echo(f"  {label}: FAILED ({type(exc).__name__}: {exc}); going on")
-            finally:
-                _close_quietly(obj)  # what it loaded itself; the shared models stay for the next one
-            save()
-        save()
-        outcome.seconds = time.time() - t_start
-        return outcome
+                # A component's own failure (a bug, a damaged cache): the reason, named, not a
+                # traceback; the traceback goes to the log (``anonaudit -v``).
+                logging.getLogger(__name__).info("%s failed", comp.label, exc_info=True)
+                raise ComponentError(f"{comp.kind} {normalise(comp.name)!r} failed: {type(exc).__name__}: "
+                                     f"{exc} (finished results are saved; `anonaudit -v ...` shows where it "
+                                     "failed)") from exc
+            outcome.errors.append({"component": comp.label, "reason": f"{type(exc).__name__}: {exc}",
+                                   "input": isinstance(exc, AnonauditError)})
+            self.echo(f"  {label}: FAILED ({type(exc).__name__}: {exc}); going on")
+        finally:
+            _close_quietly(obj)  # what it loaded itself; the shared models stay for the next one
+        self._save(st, resources)
+
+    def _evaluate(self, obj: Any, comp: ComponentSpec, params: Any, label: str, todo: list, st: _RunState,
+                  scenario: Scenario, resources: Resources) -> None:
+        """Fit ``obj`` once, then evaluate it on each pending release, saving after each."""
+        prov, n_releases = st.components[comp.label], len(scenario.releases)
+        llm_before = resources.llm_stats()
+        t0 = time.time()
+        self.echo(f"  {label}: {len(todo)} release(s) to do"
+                  + (f", {n_releases - len(todo)} already done" if len(todo) < n_releases else ""))
+        obj.fit(scenario)
+        fit_s = round(time.time() - t0, 3)
+        prov["fit_seconds"] = fit_s
+        self.echo(f"    prepared (fit: models loaded, attacker trained or index built) in {fit_s:.1f}s")
+        for rel, sampled, key in self._bar(todo, label):
+            t1 = time.time()
+            results = self._check(obj.evaluate(scenario, sampled), comp, rel, sampled)
+            st.rf.extend(results)
+            st.mine.extend(results)
+            st.pairs[key] = {"component": comp.label, "release": rel.name, "params": canonical(params),
+                             "results": [list(r.key) for r in results],
+                             "seconds": round(time.time() - t1, 3),
+                             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             "documents": len(sampled), "of": len(rel)}
+            st.outcome.computed.append(f"{comp.label}@{rel.name}")
+            st.outcome.keys.extend(r.key for r in results)
+            head = results[0] if results else None
+            self.echo(f"    {rel.name}: " + (f"{head.name} = {head.value:.3f} (n={head.n})" if head else "no result")
+                      + f" in {st.pairs[key]['seconds']:.1f}s")
+            prov.update(component_info(obj))
+            _add_llm_use(prov, llm_before, resources.llm_stats())
+            self._save(st, resources)
+        self.echo(f"  {label}: done in {time.time() - t0:.1f}s")
 
     def _load_inputs(self, old_prov: Mapping[str, Any]
                      ) -> tuple[Corpus | None, Corpus | None, dict[str, Corpus], dict[str, Any]]:
