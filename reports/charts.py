@@ -209,32 +209,12 @@ def pareto_chart(heads: list[Result], utility: list[Result], metric: str, risk_o
     Releases with the same position are a tie: their points are spread side by side and
     named in one label. The Pareto front (no other release both safer and more useful) is
     joined by a line."""
-    util = {r.release: r for r in utility if r.name == metric}
-    pts: list[tuple[str, Result, Result]] = []
-    for rel in releases:
-        cand = [a for a in heads if a.release == rel and (risk_of is None or a.name == risk_of)]
-        if rel not in util or not cand:
-            continue
-        a = max(cand, key=lambda r: (r.value, r.name))
-        pts.append((rel, a, util[rel]))
+    pts = _pareto_points(heads, utility, metric, risk_of, releases)
     if not pts:
         return None
     w, h = 900, 420
     left, top, right, bottom = 64, 16, w - 24, h - 64
-    xs = [u.value for _, _, u in pts] + [c for _, _, u in pts if u.ci for c in u.ci]
-    lo, hi = min(xs), max(xs)
-    pad = max(0.05, (hi - lo) * 0.15)
-    x_lo, x_hi = lo - pad, hi + pad
-    if all(0 <= x <= 1 for x in xs):
-        x_lo, x_hi = max(0.0, x_lo), min(1.0, x_hi)
-    y_hi = _nice_max([a.ci[1] if a.ci else a.value for _, a, _ in pts])
-    # Zoom in on high risks (all above 30%) so that releases do not crowd the top edge; the
-    # axis says where it starts.
-    y_min = min([a.ci[0] if a.ci else a.value for _, a, _ in pts])
-    y_lo = 0.0
-    if y_min > 0.3:  # five ticks, each a multiple of 5%, with a margin below the lowest interval
-        step = math.ceil((y_hi - y_min + 0.05) / 5 / 0.05 - 1e-9) * 0.05
-        y_lo = max(0.0, round(y_hi - 5 * step, 4))
+    x_lo, x_hi, y_lo, y_hi = _pareto_ranges(pts)
 
     def sx(x: float) -> float:
         return left + (x - x_lo) / (x_hi - x_lo) * (right - left)
@@ -249,7 +229,59 @@ def pareto_chart(heads: list[Result], utility: list[Result], metric: str, risk_o
     fmt_x = (lambda v: f"{v:.2f}") if x_hi - x_lo <= 1 else (lambda v: f"{v:.3g}")
     chart.x_ticks = [(sx(v), t) for v, t in _ticks(x_lo, x_hi, fmt_x)]
     chart.y_ticks = [(sy(v), pct(v, 0)) for v, _ in _ticks(y_lo, y_hi, str)]
-    # Ties: group points that land on (almost) the same pixel, then spread them side by side.
+    front = _pareto_front([(u.value, a.value) for _, a, u in pts])
+    label_points = _pareto_items(chart, pts, _tie_groups(pts, sx, sy), front, metric, sx, sy)
+    dots = [Box(it["cx"] - 6, it["cy"] - 6, it["cx"] + 6, it["cy"] + 6) for it in chart.items]
+    chart.labels = place_labels(label_points, (left + 2, top, right, bottom - 2), dots)
+    extra = max((lab["y"] for lab in chart.labels if lab["overflow"]), default=0)
+    if extra:
+        chart.height = int(extra + 64)
+    fr = sorted((sx(pts[i][2].value), sy(pts[i][1].value)) for i in front)
+    chart.rows = [{"x1": a[0], "y1": a[1], "x2": b[0], "y2": b[1]} for a, b in zip(fr, fr[1:])]
+    chart.legend = [("Pareto front: no other release is both safer and more useful", "#1f5f8b"),
+                    ("dominated", "#7d8790")]
+    chart.paths = harden_paths({rel: (it["cx"], it["cy"]) for (rel, _, _), it in zip(pts, chart.items)})
+    if chart.paths:
+        chart.legend.append(("hardening rounds (anonaudit harden), from the input to the last round", PATH_COLOR))
+    return chart
+
+
+def _pareto_points(heads: list[Result], utility: list[Result], metric: str, risk_of: str | None,
+                   releases: list[str]) -> list[tuple[str, Result, Result]]:
+    """``(release, risk result, utility result)`` for each release that has both."""
+    util = {r.release: r for r in utility if r.name == metric}
+    pts: list[tuple[str, Result, Result]] = []
+    for rel in releases:
+        cand = [a for a in heads if a.release == rel and (risk_of is None or a.name == risk_of)]
+        if rel not in util or not cand:
+            continue
+        a = max(cand, key=lambda r: (r.value, r.name))
+        pts.append((rel, a, util[rel]))
+    return pts
+
+
+def _pareto_ranges(pts: list[tuple[str, Result, Result]]) -> tuple[float, float, float, float]:
+    """``(x_lo, x_hi, y_lo, y_hi)``: the utility axis with a margin (kept within [0, 1] when
+    every value is), and the risk axis from 0, zoomed in when every risk is above 30%."""
+    xs = [u.value for _, _, u in pts] + [c for _, _, u in pts if u.ci for c in u.ci]
+    lo, hi = min(xs), max(xs)
+    pad = max(0.05, (hi - lo) * 0.15)
+    x_lo, x_hi = lo - pad, hi + pad
+    if all(0 <= x <= 1 for x in xs):
+        x_lo, x_hi = max(0.0, x_lo), min(1.0, x_hi)
+    y_hi = _nice_max([a.ci[1] if a.ci else a.value for _, a, _ in pts])
+    # Zoom in on high risks (all above 30%) so that releases do not crowd the top edge; the
+    # axis says where it starts.
+    y_min = min([a.ci[0] if a.ci else a.value for _, a, _ in pts])
+    y_lo = 0.0
+    if y_min > 0.3:  # five ticks, each a multiple of 5%, with a margin below the lowest interval
+        step = math.ceil((y_hi - y_min + 0.05) / 5 / 0.05 - 1e-9) * 0.05
+        y_lo = max(0.0, round(y_hi - 5 * step, 4))
+    return x_lo, x_hi, y_lo, y_hi
+
+
+def _tie_groups(pts: list[tuple[str, Result, Result]], sx: Any, sy: Any) -> list[list[int]]:
+    """Ties: the points that land on (almost) the same pixel, grouped, in order."""
     groups: list[list[int]] = []
     for i, (_, a, u) in enumerate(pts):
         for g in groups:
@@ -259,7 +291,13 @@ def pareto_chart(heads: list[Result], utility: list[Result], metric: str, risk_o
                 break
         else:
             groups.append([i])
-    front = _pareto_front([(u.value, a.value) for _, a, u in pts])
+    return groups
+
+
+def _pareto_items(chart: Chart, pts: list[tuple[str, Result, Result]], groups: list[list[int]], front: Any,
+                  metric: str, sx: Any, sy: Any) -> list[tuple[float, float, str]]:
+    """Add each point to ``chart.items`` (a tie's points spread side by side, with their
+    intervals and a title); return one label point per group."""
     label_points = []
     for g in groups:
         cx0, cy0 = sx(pts[g[0]][2].value), sy(pts[g[0]][1].value)
@@ -281,19 +319,7 @@ def pareto_chart(heads: list[Result], utility: list[Result], metric: str, risk_o
         text = names[0] if len(g) == 1 else f"{', '.join(names)} (tied)"
         span = (len(g) - 1) * 11 / 2
         label_points.append((cx0 + span, cy0, visible(text)))
-    dots = [Box(it["cx"] - 6, it["cy"] - 6, it["cx"] + 6, it["cy"] + 6) for it in chart.items]
-    chart.labels = place_labels(label_points, (left + 2, top, right, bottom - 2), dots)
-    extra = max((lab["y"] for lab in chart.labels if lab["overflow"]), default=0)
-    if extra:
-        chart.height = int(extra + 64)
-    fr = sorted((sx(pts[i][2].value), sy(pts[i][1].value)) for i in front)
-    chart.rows = [{"x1": a[0], "y1": a[1], "x2": b[0], "y2": b[1]} for a, b in zip(fr, fr[1:])]
-    chart.legend = [("Pareto front: no other release is both safer and more useful", "#1f5f8b"),
-                    ("dominated", "#7d8790")]
-    chart.paths = harden_paths({rel: (it["cx"], it["cy"]) for (rel, _, _), it in zip(pts, chart.items)})
-    if chart.paths:
-        chart.legend.append(("hardening rounds (anonaudit harden), from the input to the last round", PATH_COLOR))
-    return chart
+    return label_points
 
 
 PATH_COLOR = "#c0692b"
