@@ -58,7 +58,11 @@ def scan_tokens(cp, cls, value, upper, abbr, doc_starts, starts, ends, hashes, b
     at a document's start (``doc_starts``, sorted character offsets: the first token at or
     after each), or after a full stop (``.!?`` outside a token) when it starts with a
     capital and the token before the stop is neither an abbreviation (``abbr``: sorted
-    hashes) nor a single letter."""
+    hashes) nor a single letter.
+
+    Long because it is one compiled pass over the code points whose state (the token being read,
+    its hash, the segment's start) lives in locals; cut into compiled calls, that state would go
+    back and forth once per character."""
     L = cp.shape[0]
     n_abbr = abbr.shape[0]
     n_docs = doc_starts.shape[0]

@@ -215,14 +215,7 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
     # keys, first, multi_docs, multi_counts: at most one of each per pair (a half for the counts)
     grown = [_Grown(np.uint32, cap) for cap in (total, total, total, total // 2)]
 
-    def entries(bucket: int) -> tuple[int, int]:
-        """The directory entries of ``bucket`` in this directory, (first, how many) (a bucket may
-        cover more than a shard's)."""
-        at, span = packing.dir_range(bucket)
-        at, end = max(at, dir_lo), min(at + span, dir_lo + dir_n)
-        return at - dir_lo, end - at
-
-    spans = [entries(b) for b in ids]
+    spans = [_dir_entries(packing, b, dir_lo, dir_n) for b in ids]
     # one array per bucket in flight: the one being laid out and those the threads sort
     # meanwhile (:func:`_in_order` runs at most ``ahead`` buckets ahead)
     ahead = SORT_AHEAD * workers if workers > 1 else 0
@@ -264,6 +257,22 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
                 else:
                     _trim()
     buckets.clear()
+    arrays = _finished(grown, dir_counts, n_multi)
+    clock.lap("layout")
+    return arrays
+
+
+def _dir_entries(packing: _Packing, bucket: int, dir_lo: int, dir_n: int) -> tuple[int, int]:
+    """The directory entries of ``bucket`` in the directory of entries ``dir_lo`` to
+    ``dir_lo + dir_n``, (first, how many) (a bucket may cover more than a shard's)."""
+    at, span = packing.dir_range(bucket)
+    at, end = max(at, dir_lo), min(at + span, dir_lo + dir_n)
+    return at - dir_lo, end - at
+
+
+def _finished(grown: list[_Grown], dir_counts: np.ndarray, n_multi: int) -> dict[str, np.ndarray]:
+    """The index's arrays once every bucket is laid out: the grown arrays cut to size, the
+    multi-document lists' offsets and the directory (counts summed)."""
     if n_multi >= MULTI:  # ``first`` could not number them
         raise AnonauditError(f"{n_multi:,} n-grams occur in two documents or more, more than one index holds "
                              f"({MULTI:,}): build it in shards")
@@ -272,7 +281,6 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
     np.cumsum(multi_counts, out=offsets[1:])
     del multi_counts
     directory = np.cumsum(dir_counts).astype(np.uint32 if len(keys) < 2**32 else np.uint64)
-    clock.lap("layout")
     return dict(directory=directory, keys=keys, first=first, multi_offsets=offsets, multi_docs=multi_docs)
 
 
