@@ -71,6 +71,25 @@ def read_tri_dev(source: str, data: Any) -> Release | None:
     return read_tri_all(source, data)[2]
 
 
+def _method_columns(rows: list[tuple[int | None, Any]], columns: list[str], problems: Problems,
+                    header_line: int | None) -> list[str]:
+    """The columns that hold a method's texts: text values, not all numbers, not an index."""
+    def values(col: str) -> list[Any]:
+        return [r.get(col) for _, r in rows if isinstance(r, dict) and r.get(col) not in (None, "")]
+
+    methods = []
+    for col in columns:
+        if col in _TRI_SKIP or str(col).startswith("Unnamed:"):
+            continue
+        vals = values(col)
+        if vals and all(isinstance(v, str) for v in vals) and not all(_is_number_text(v) for v in vals):
+            wrong = release_name_problem(col)
+            if wrong:  # a method column names a release, and files are named after releases
+                problems.add(f"method column {str(col)[:80]!r}: {wrong}", line=header_line)
+            methods.append(col)
+    return methods
+
+
 def read_tri_all(source: str, data: Any) -> tuple[Corpus, list[Release], Release | None]:
     """Background, releases under test and dev release (``None`` without a dev column)."""
     problems = Problems(source)
@@ -84,20 +103,7 @@ def read_tri_all(source: str, data: Any) -> tuple[Corpus, list[Release], Release
         cols = ", ".join(map(str, columns)) or "(none)"
         raise DataError(Problem(source, f"not a TRI table: missing column(s) {', '.join(missing)}; columns: {cols}",
                                 line=1 if data is None else None))
-
-    def values(col: str) -> list[Any]:
-        return [r.get(col) for _, r in rows if isinstance(r, dict) and r.get(col) not in (None, "")]
-
-    methods = []
-    for col in columns:
-        if col in _TRI_SKIP or str(col).startswith("Unnamed:"):
-            continue
-        vals = values(col)
-        if vals and all(isinstance(v, str) for v in vals) and not all(_is_number_text(v) for v in vals):
-            wrong = release_name_problem(col)
-            if wrong:  # a method column names a release, and files are named after releases
-                problems.add(f"method column {str(col)[:80]!r}: {wrong}", line=1 if data is None else None)
-            methods.append(col)
+    methods = _method_columns(rows, columns, problems, header_line=1 if data is None else None)
     seen: dict[str, int | None] = {}
     names: list[tuple[str, int | None, dict]] = []
     for i, (line, rec) in enumerate(rows):

@@ -115,8 +115,25 @@ def parse_components(raw: Any, key: str, kind: str, p: Problems, reg: Registry,
     return out
 
 
-def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool,
-                    have_originals: bool) -> list[ReleaseSpec]:
+def _check_sanitizer(san: str, params: Mapping[str, Any], where: str, p: Problems, reg: Registry) -> None:
+    """Whether release ``where``'s sanitizer is registered and takes ``params`` as given."""
+    try:
+        cls = reg.get("sanitizer", san)
+    except AnonauditError as exc:
+        p.at(f"{where}.sanitizer", str(exc))
+        return
+    accepted = cls.param_names()
+    for k in params:
+        if k not in accepted:
+            p.at(f"{where}.params.{k}", f"sanitizer {san!r} has no parameter {k!r} "
+                                         f"(it takes: {', '.join(accepted) or 'none'})")
+    for k, wrong in check_params(cls, params).items():
+        p.at(f"{where}.params.{k}", f"sanitizer {san!r}: parameter {k!r} {wrong}")
+
+
+def _release_items(raw: Any, p: Problems) -> list[Any]:
+    """The spec's ``releases`` as a list of entries (a mapping ``{name: path-or-mapping}`` too);
+    empty, with the problem said, when it is missing, empty or not a list."""
     if raw is None:
         p.at("releases", "is required: a list of release files or sanitizers")
         return []
@@ -127,9 +144,13 @@ def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool
         return []
     if not raw:
         p.at("releases", "is empty: the audit would audit nothing; name at least one release file or sanitizer")
-        return []
+    return raw
+
+
+def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool,
+                    have_originals: bool) -> list[ReleaseSpec]:
     out: list[ReleaseSpec] = []
-    for i, item in enumerate(raw):
+    for i, item in enumerate(_release_items(raw, p)):
         where = f"releases[{i}]"
         if isinstance(item, str):
             item = {"path": item}
@@ -171,18 +192,7 @@ def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool
             if not have_originals:
                 p.at(f"{where}.sanitizer", "a sanitizer needs 'originals' to run on")
             if check:
-                try:
-                    cls = reg.get("sanitizer", san)
-                except AnonauditError as exc:
-                    p.at(f"{where}.sanitizer", str(exc))
-                else:
-                    accepted = cls.param_names()
-                    for k in params:
-                        if k not in accepted:
-                            p.at(f"{where}.params.{k}", f"sanitizer {san!r} has no parameter {k!r} "
-                                                         f"(it takes: {', '.join(accepted) or 'none'})")
-                    for k, wrong in check_params(cls, params).items():
-                        p.at(f"{where}.params.{k}", f"sanitizer {san!r}: parameter {k!r} {wrong}")
+                _check_sanitizer(san, params, where, p, reg)
             out.append(ReleaseSpec(name=name or normalise(san), format=item.get("format"), sanitizer=san,
                                    params=params))
     names = [r.name for r in out if r.name]

@@ -243,21 +243,8 @@ class Harden:
                     rf, rel = outcome.results, outcome.releases[name]
                     if k == 0:
                         rel = self._recorded(rel, resources)
-                    mine = [r for r in rf.results if r.release == name]
-                    if thresholds:
-                        checks = evaluate(rf, thresholds, releases=[name], on_point=spec.gate.on_point)
-                        code = exit_code(checks)
-                        gate = "fail" if code == EXIT_FAIL else "inconclusive" if code == EXIT_INCONCLUSIVE else "pass"
-                    else:
-                        gate = "none"
-                    targets = targets_from_results({d.id: d for d in rel}, mine, attacks=self.attacks)
-                    kinds = Counter(t.kind for ts in targets.values() for t in ts)
-                    by_attack = Counter(a for ts in targets.values() for t in ts for a in t.attacks)
-                    info = dict(number=k, release=name, gate=gate, documents=len(rel), exposed=len(targets),
-                                targets=dict(kinds), by_attack=dict(sorted(by_attack.items())),
-                                risks={r.name: r.value for r in mine if r.kind == "attack"},
-                                utility={r.name: r.value for r in mine if r.kind == "utility"},
-                                attack_tokens=spent)
+                    info, targets, kinds = self._judge(k, rel, rf, thresholds, spent)
+                    gate = info["gate"]
                     stop = ("passed" if gate == "pass" else "inconclusive" if gate == "inconclusive"
                             else "max_rounds" if k == self.max_rounds else "nothing_to_repair" if not targets else None)
                     self.echo(f"harden: round {k}: gate {gate}; {sum(kinds.values())} target(s) in {len(targets)} of "
@@ -284,14 +271,31 @@ class Harden:
                     if stop is not None:
                         break
             finally:
-                for obj in repairers.values():
-                    try:
-                        obj.close()
-                    except Exception:  # noqa: BLE001 - releasing is best effort
-                        pass
+                _close_all(repairers.values())
         self.echo(f"harden: stopped after round {rounds[-1].number} ({stop}); final release {rel.name}")
         return HardenOutcome(rounds=rounds, final=rel, stopped=stop, results=rf, path=outcome.path,
                              seconds=time.time() - t0)
+
+    def _judge(self, k: int, rel: Release, rf: ResultsFile, thresholds: list[Threshold],
+               spent: dict[str, int]) -> tuple[dict[str, Any], dict[str, list[RepairTarget]], Counter[str]]:
+        """Round ``k`` on release ``rel``: the gate on its results, the repair targets its attacks'
+        evidence gives, and the round's record (``info``), with the targets counted by kind."""
+        mine = [r for r in rf.results if r.release == rel.name]
+        if thresholds:
+            checks = evaluate(rf, thresholds, releases=[rel.name], on_point=self.spec.gate.on_point)
+            code = exit_code(checks)
+            gate = "fail" if code == EXIT_FAIL else "inconclusive" if code == EXIT_INCONCLUSIVE else "pass"
+        else:
+            gate = "none"
+        targets = targets_from_results({d.id: d for d in rel}, mine, attacks=self.attacks)
+        kinds = Counter(t.kind for ts in targets.values() for t in ts)
+        by_attack = Counter(a for ts in targets.values() for t in ts for a in t.attacks)
+        info = dict(number=k, release=rel.name, gate=gate, documents=len(rel), exposed=len(targets),
+                    targets=dict(kinds), by_attack=dict(sorted(by_attack.items())),
+                    risks={r.name: r.value for r in mine if r.kind == "attack"},
+                    utility={r.name: r.value for r in mine if r.kind == "utility"},
+                    attack_tokens=spent)
+        return info, targets, kinds
 
     # ------------------------------------------------------------------ one repair
 
@@ -397,6 +401,15 @@ class Harden:
                     "round": rnd, "targets": [t.to_dict() for t in ts]}})
             docs.append(d)
         return Release(name=name, corpus=Corpus(docs, name=name), aligned=rel.aligned, sanitizer="harden"), info
+
+
+def _close_all(objs: Any) -> None:
+    """Close each of ``objs``; releasing is best effort."""
+    for obj in objs:
+        try:
+            obj.close()
+        except Exception:  # noqa: BLE001 - releasing is best effort
+            pass
 
 
 def _target_key(targets: Mapping[str, list[RepairTarget]]) -> list:

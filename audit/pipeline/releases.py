@@ -68,24 +68,7 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
             echo(f"  release {rs.name}: reused {cached.name} ({len(rel)} documents)")
             info = {k: old[k] for k in ("stats", "provenance", "self_check") if k in old}  # what the run that made it said
         else:
-            t0 = time.time()
-            try:
-                san = registry.create("sanitizer", rs.sanitizer, **params).use(resources)
-            except (TypeError, ValueError) as exc:  # a template, labels or a size the sanitizer refuses
-                raise AnonauditError(f"{spec.source}: release {rs.name!r}: sanitizer {rs.sanitizer!r}: {exc}") from None
-            try:
-                rel = san.sanitize(originals, name=rs.name)
-                info = component_info(san)  # its counts and timings (LLM requests, fallbacks...)
-                own = getattr(san, "warnings", lambda _name: [])(rs.name)  # its self-check: degenerate?
-                if own:
-                    info["self_check"] = own
-            finally:
-                with contextlib.suppress(Exception):  # releasing is best effort
-                    san.close()
-            if rel.name != rs.name:
-                rel = dataclasses.replace(rel, name=rs.name)
-            echo(f"  release {rs.name}: sanitized {len(rel)} documents with {rs.sanitizer} "
-                 f"in {time.time() - t0:.1f}s")
+            rel, info = _sanitized(spec, rs, originals, params, registry=registry, resources=resources, echo=echo)
         releases.append(rel)
         prov[rs.name] = {"sanitizer": normalise(rs.sanitizer), "params": canonical(keyed), "key": key, **info}
     names = [r.name for r in releases]
@@ -99,24 +82,56 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
         raise AnonauditError("\n".join(f"{results or folder.parent}: {c}" for c in conflicts))
     # Every release is written beside the results, so the report can show sanitized texts.
     for rel in releases:
-        doubts = [f"release {rel.name!r}: {w}" for w in prov[rel.name].get("self_check", [])]
-        for doubt in doubts:
-            echo(f"  warning: {doubt}")
-        if originals is not None:
-            rel.check_against(originals)
-            against = rel.doubts_against(originals)
-            for doubt in against:
-                echo(f"  warning: {doubt}")
-            doubts += against
-        path = folder / release_file_name(rel.name)
-        if not (rel.source and path.exists() and os.path.exists(rel.source) and os.path.samefile(rel.source, path)):
-            write_release_jsonl(rel, path)  # (never over the input file itself, e.g. --out beside it)
-        prov[rel.name].update({"path": os.path.relpath(path, folder.parent), "documents": len(rel),
-                               "aligned": rel.aligned, "fingerprint": rel.corpus.fingerprint(),
-                               "sha256": sha256_file(path)})
-        if doubts:
-            prov[rel.name]["warnings"] = doubts
+        _write_beside(rel, prov[rel.name], originals, folder, echo)
     return releases, prov
+
+
+def _sanitized(spec: AuditSpec, rs: Any, originals: Corpus, params: dict[str, Any], *, registry: Registry,
+               resources: Any, echo: Callable[[str], None]) -> tuple[Release, dict[str, Any]]:
+    """Release ``rs`` made now by its sanitizer, and what the sanitizer said of it (counts,
+    timings, its self-check)."""
+    t0 = time.time()
+    try:
+        san = registry.create("sanitizer", rs.sanitizer, **params).use(resources)
+    except (TypeError, ValueError) as exc:  # a template, labels or a size the sanitizer refuses
+        raise AnonauditError(f"{spec.source}: release {rs.name!r}: sanitizer {rs.sanitizer!r}: {exc}") from None
+    try:
+        rel = san.sanitize(originals, name=rs.name)
+        info = component_info(san)  # its counts and timings (LLM requests, fallbacks...)
+        own = getattr(san, "warnings", lambda _name: [])(rs.name)  # its self-check: degenerate?
+        if own:
+            info["self_check"] = own
+    finally:
+        with contextlib.suppress(Exception):  # releasing is best effort
+            san.close()
+    if rel.name != rs.name:
+        rel = dataclasses.replace(rel, name=rs.name)
+    echo(f"  release {rs.name}: sanitized {len(rel)} documents with {rs.sanitizer} "
+         f"in {time.time() - t0:.1f}s")
+    return rel, info
+
+
+def _write_beside(rel: Release, prov: dict[str, Any], originals: Corpus | None, folder: Path,
+                  echo: Callable[[str], None]) -> None:
+    """Write ``rel`` into ``folder`` (unless it is that file already), say its doubts and record
+    where it is, its size and hashes in ``prov``."""
+    doubts = [f"release {rel.name!r}: {w}" for w in prov.get("self_check", [])]
+    for doubt in doubts:
+        echo(f"  warning: {doubt}")
+    if originals is not None:
+        rel.check_against(originals)
+        against = rel.doubts_against(originals)
+        for doubt in against:
+            echo(f"  warning: {doubt}")
+        doubts += against
+    path = folder / release_file_name(rel.name)
+    if not (rel.source and path.exists() and os.path.exists(rel.source) and os.path.samefile(rel.source, path)):
+        write_release_jsonl(rel, path)  # (never over the input file itself, e.g. --out beside it)
+    prov.update({"path": os.path.relpath(path, folder.parent), "documents": len(rel),
+                 "aligned": rel.aligned, "fingerprint": rel.corpus.fingerprint(),
+                 "sha256": sha256_file(path)})
+    if doubts:
+        prov["warnings"] = doubts
 
 
 def sample_release(release: Release, k: int | None, seed: int) -> Release:

@@ -230,22 +230,7 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
         if isinstance(value, str):
             _check_model_specs(value, None, p, where=f"{comp.kind}s.{comp.name}.params.llm")
 
-    report = data.get("report") or {}
-    if not isinstance(report, Mapping):
-        p.at("report", "must be a mapping (shareable, max_documents, notes)")
-        report = {}
-    else:
-        for k in set(report) - {"shareable", "max_documents", "notes"}:
-            p.at(f"report.{k}", "unknown key (use shareable, max_documents, notes)")
-        notes = report.get("notes")
-        if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
-            p.at("report.notes", "must be a list of sentences shown beside the verdict")
-        most = report.get("max_documents")
-        if most is not None and (not isinstance(most, int) or isinstance(most, bool) or most < 0):
-            p.at("report.max_documents", f"must be a whole number, 0 or more, got {_shown(most)}")
-        if not isinstance(report.get("shareable", False), bool):
-            p.at("report.shareable", f"must be true or false, got {_shown(report['shareable'])}")
-
+    report = _report(data.get("report") or {}, p)
     out = data.get("out", "audit-out")
     if not isinstance(out, str) or not out:
         p.at("out", f"must be a folder path, got {out!r}")
@@ -263,6 +248,24 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
                      sample_documents=sample_documents, sampling_params=sampling_params, seed=seed,
                      out=(base / out).expanduser(), title=str(title), gate=gate, report=dict(report),
                      source=source, executor=executor)
+
+
+def _report(report: Any, p: Problems) -> Mapping[str, Any]:
+    """The spec's ``report`` section, checked (``{}`` when it is not a mapping)."""
+    if not isinstance(report, Mapping):
+        p.at("report", "must be a mapping (shareable, max_documents, notes)")
+        return {}
+    for k in set(report) - {"shareable", "max_documents", "notes"}:
+        p.at(f"report.{k}", "unknown key (use shareable, max_documents, notes)")
+    notes = report.get("notes")
+    if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+        p.at("report.notes", "must be a list of sentences shown beside the verdict")
+    most = report.get("max_documents")
+    if most is not None and (not isinstance(most, int) or isinstance(most, bool) or most < 0):
+        p.at("report.max_documents", f"must be a whole number, 0 or more, got {_shown(most)}")
+    if not isinstance(report.get("shareable", False), bool):
+        p.at("report.shareable", f"must be true or false, got {_shown(report['shareable'])}")
+    return report
 
 
 def _shown(value: Any) -> str:
