@@ -35,7 +35,7 @@ import os
 import threading
 from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from audit.runtime.executor import Executor, LocalExecutor
 from audit.models.nlp import DEFAULT_SPACY_MODEL, Spacy
@@ -243,6 +243,23 @@ def resources_of(component: Any) -> Resources:
         else:  # any other object that asks: it keeps the set for as long as it lives
             component.resources = res
     return res
+
+
+class UsesLLM:
+    """For a component with an ``llm`` parameter (a spec or an LLM object) and, optionally, a
+    ``cache`` one: :meth:`_get_llm` gets that LLM from the component's resources once and keeps
+    it in ``_llm``, which the component's ``close()`` forgets (the resources own the model)."""
+
+    #: What the LLM does for the component, in the messages about loading it.
+    llm_role: ClassVar[str] = "the LLM"
+
+    def _get_llm(self) -> LLM:
+        llm = self.__dict__.get("_llm")
+        if llm is None:
+            llm = resources_of(self).llm(self.llm, cache=getattr(self, "cache", True),  # type: ignore[attr-defined]
+                                         what=self.llm_role)
+            self._llm = llm
+        return llm
 
 
 def _close_quietly(obj: Any) -> None:

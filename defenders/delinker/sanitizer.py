@@ -17,7 +17,7 @@ from audit.core.interfaces import Sanitizer
 from audit.core.registry import register, registry
 from audit.models.llm import LLM, ChatRequest
 from audit.models.nlp import DEFAULT_SPACY_MODEL
-from audit.models.resources import resources_of
+from audit.models.resources import UsesLLM, resources_of
 from defenders.delinker.checks import delinker_check, rewrite_problem
 from defenders.delinker.draft import Draft, cuts as _cuts, whole_rephrasings  # noqa: F401 (re-exported)
 from defenders.delinker.prompts import (REDACTED_LABEL, REDACTION, EXAMPLES_MARKED, EXAMPLES_PLAIN, SYSTEM_MARKED,
@@ -29,12 +29,13 @@ from defenders.delinker.repair import DelinkerRepair
 
 
 @register("sanitizer")
-class Delinker(DelinkerRepair, Sanitizer):
+class Delinker(UsesLLM, DelinkerRepair, Sanitizer):
     """Reword, with an LLM, the phrases that still link a de-identified release to its source.
 
     Checked against the n-gram index of the collection until nothing links (see the module doc)."""
 
     name: ClassVar[str] = "delinker"
+    llm_role: ClassVar[str] = "the delinker's rewriter"
     #: ``anonaudit harden`` hands it the visible words an attack used, to reword (:meth:`repair`).
     repairs: ClassVar[frozenset[str]] = frozenset({"text"})
     description: ClassVar[str] = (
@@ -154,11 +155,6 @@ class Delinker(DelinkerRepair, Sanitizer):
             self._index = NgramIndex.from_corpora(parts, max_n=self.max_n, lowercase=self.lowercase, fingerprint=fp)
             self._index_key = key
         return self._index
-
-    def _get_llm(self) -> LLM:
-        if self._llm is None:
-            self._llm = resources_of(self).llm(self.llm, cache=self.cache, what="the delinker's rewriter")
-        return self._llm
 
     def close(self) -> None:
         self._llm = None

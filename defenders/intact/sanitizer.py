@@ -17,7 +17,7 @@ from audit.core.interfaces import Sanitizer
 from audit.runtime.progress import bar
 from audit.core.registry import register, registry
 from audit.models.llm import LLM, ChatRequest
-from audit.models.resources import resources_of
+from audit.models.resources import UsesLLM, resources_of
 from defenders.intact.dates import date_generalisations
 from defenders.intact.prompts import (CANDIDATE_EXAMPLE, CANDIDATE_EXAMPLE_ANSWER, CANDIDATE_SYSTEM, MAX_CANDIDATE_WORDS,
                                       candidate_user)
@@ -60,7 +60,7 @@ _COUNTS = ("documents", "entities", "mentions", "placeholders", "date_rules", "c
 
 
 @register("sanitizer")
-class IntactSanitizer(IntactRepair, Sanitizer):
+class IntactSanitizer(UsesLLM, IntactRepair, Sanitizer):
     """Truthful generalisations chosen against an LLM inference attack (INTACT)."""
 
     name: ClassVar[str] = "intact"
@@ -136,11 +136,6 @@ class IntactSanitizer(IntactRepair, Sanitizer):
         self._counts: dict[str, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ resources
-
-    def _get_llm(self) -> LLM:
-        if self._llm is None:
-            self._llm = resources_of(self).llm(self.llm, cache=self.cache)
-        return self._llm
 
     def close(self) -> None:
         self._llm = None

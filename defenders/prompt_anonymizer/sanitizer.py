@@ -14,7 +14,7 @@ from audit.core.interfaces import Sanitizer
 from audit.runtime.progress import bar
 from audit.core.registry import register
 from audit.models.llm import LLM, ChatRequest
-from audit.models.resources import resources_of
+from audit.models.resources import UsesLLM, resources_of
 from defenders.prompt_anonymizer.prompts import FAMILIES, Family, PROMPTS, TERMS_SCHEMA, inference_messages
 from defenders.prompt_anonymizer.terms import covered, split_long, find_terms, pack_chunks, parse_terms
 from defenders.prompt_anonymizer.validate import common_words, name_parts, person_names, proper_words, validate_terms
@@ -37,10 +37,11 @@ class DocumentResult:
 
 
 @register("sanitizer")
-class PromptAnonymizer(Sanitizer):
+class PromptAnonymizer(UsesLLM, Sanitizer):
     """An LLM lists the terms to mask (one of four prompt families); every occurrence is masked."""
 
     name: ClassVar[str] = "prompt"
+    llm_role: ClassVar[str] = "the anonymizing LLM"
     description: ClassVar[str] = (
         "Asks a language model which words of each document say something about the person it is about "
         "(one of four published prompt styles: mvm, sparks, student, ppdp), then masks every occurrence "
@@ -114,11 +115,6 @@ class PromptAnonymizer(Sanitizer):
         return list(self._checks.get(name, {}).get("warnings", []))
 
     # ------------------------------------------------------------------ resources
-    def _get_llm(self) -> LLM:
-        if self._llm is None:
-            self._llm = resources_of(self).llm(self.llm, cache=self.cache, what="the anonymizing LLM")
-        return self._llm
-
     def close(self) -> None:
         self._llm = None
         super().close()
