@@ -1,6 +1,7 @@
 """The single-machine phrase index (issue #21): this checkout's build against a baseline checkout's, in one run.
 
     python benchmarks/index_build.py --docs 20000 --baseline ../anonaudit-before --json index_build.json
+    python benchmarks/index_build.py --quick     # 300 short documents against this checkout: a smoke test
 
 ``--baseline`` is another checkout of anonaudit (e.g. ``git worktree add ../anonaudit-before
 f1eebc4``). The synthetic release of ``benchmarks/ray_scaleout.py`` (``--docs`` documents of
@@ -149,14 +150,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=20_000)
     ap.add_argument("--words", type=int, default=300)
-    ap.add_argument("--baseline", type=Path, required=True, help="another checkout of anonaudit")
+    ap.add_argument("--baseline", type=Path, default=None, help="another checkout of anonaudit (required but with --quick)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--builds", type=int, default=3, help="timed builds per thread count in each process")
     ap.add_argument("--query-docs", type=int, default=1000)
     ap.add_argument("--numpy", choices=("cli", "default"), default="cli",
                     help="start numpy as the anonaudit command does on this machine, or as it starts by itself")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--quick", action="store_true",
+                    help="300 short documents, one round and build, this checkout as its own baseline (a smoke test)")
     args = ap.parse_args()
+    if args.quick:
+        args.docs, args.words, args.rounds, args.builds, args.query_docs = 300, 100, 1, 1, 20
+        args.baseline = args.baseline or HERE
+    if args.baseline is None:
+        ap.error("--baseline is required (another checkout of anonaudit), except with --quick")
     sys.path.insert(0, str(HERE / "benchmarks"))
     sys.path.insert(0, str(HERE))
     from ray_scaleout import synthetic
