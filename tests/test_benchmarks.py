@@ -48,6 +48,7 @@ NOT_RUN_HERE = {
     "trir_ablation.py": "trains TRIR classifiers (no --quick yet; attackers/trir's owner is changing it)",
     "trir_compile.py": "compiles the TRIR model (no --quick yet; attackers/trir's owner is changing it)",
     "trir_speed.py": "trains a TRIR classifier (no --quick yet; attackers/trir's owner is changing it)",
+    "trir_scale.py": "trains TRIR classifiers, on Ray too",
 }
 
 
