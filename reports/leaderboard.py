@@ -25,11 +25,18 @@ CSV_HEAD = ("rank", "release", "role", "documents", "risk", "risk_attack", "risk
 
 
 def _cell(fig: dict[str, Any] | None, *, percent: bool) -> str:
+    """A figure with its interval, and what qualifies it: "inconclusive" when the component doubts
+    it (an attacker that failed its own check), "no risk shown" when it does not beat chance."""
     if not fig:
         return "–"
     f = pct if percent else (lambda x: num(x, 3))
     ci = fig.get("ci")
-    return f"{f(fig['value'])} [{f(ci[0])}, {f(ci[1])}]" if ci else f(fig["value"])
+    text = f"{f(fig['value'])} [{f(ci[0])}, {f(ci[1])}]" if ci else f(fig["value"])
+    if fig.get("warning"):
+        text += " (inconclusive)"
+    elif percent and fig.get("beats_baseline") is False:
+        text += " (no risk shown: not above chance)"
+    return text
 
 
 def _cost_text(cost: dict[str, Any]) -> str:

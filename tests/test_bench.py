@@ -275,3 +275,12 @@ def test_an_llm_comparison_point_reports_its_requests_per_document(tmp_path):
     assert row.cost["requests_per_document"] > 0 and llm.stats["misses"] > 0
     frame = board.to_pandas()
     assert float(frame.loc[frame["release"] == "delinker", "requests_per_document"].iloc[0]) > 0
+
+
+def test_a_figure_says_when_it_is_inconclusive_or_not_above_chance():
+    from reports.leaderboard import _cell
+
+    fig = {"value": 0.1, "ci": [0.05, 0.2], "beats_baseline": True, "warning": ""}
+    assert _cell(fig, percent=True) == "10.0% [5.0%, 20.0%]"
+    assert _cell({**fig, "warning": "the attacker failed its fit check"}, percent=True).endswith("(inconclusive)")
+    assert _cell({**fig, "beats_baseline": False}, percent=True).endswith("(no risk shown: not above chance)")

@@ -79,6 +79,8 @@ class Leaderboard:
     reuse: Mapping[str, Any] = field(default_factory=dict)
     skipped: Mapping[str, str] = field(default_factory=dict)
     results: tuple[Result, ...] = ()
+    #: What each attack and metric measures, as the run recorded it: ``{name: description}``.
+    about: Mapping[str, str] = field(default_factory=dict)
 
 
 def fmt_p(p: float) -> str:
@@ -115,6 +117,8 @@ def build_leaderboard(rf: Any, spec: Any, costs: Mapping[str, Mapping[str, Any]]
     return Leaderboard(title=spec.title, corpus=spec.corpus, under_test=under, attacks=attacks, metrics=metrics,
                        rows=tuple(rows), published=published, agreement=tuple(agreement(rows, published)),
                        reuse=dict(reuse or {}), results=tuple(results),
+                       about={n: rf.about(k, n).description for k, names in (("attack", attacks), ("utility", metrics))
+                              for n in names if hasattr(rf, "about") and rf.about(k, n).description},
                        skipped={k: v["skipped"] for k, v in costs.items() if "skipped" in v})
 
 
@@ -132,8 +136,10 @@ def _first_utility(row: Row, metrics: Sequence[str]) -> float:
 
 
 def _figure(r: Result) -> dict[str, Any]:
+    """A figure with what qualifies it: ``warning`` (the component doubts it: an attacker that
+    failed its own check gives a lower bound only) and ``beats_baseline`` (False: no risk shown)."""
     return {"value": r.value, "ci": list(r.ci) if r.ci else None, "n": r.n, "baseline": r.baseline,
-            "beats_baseline": r.beats_baseline}
+            "beats_baseline": r.beats_baseline, "warning": r.info.warning}
 
 
 def _outcomes(results: Sequence[Result], release: str, name: str) -> dict[str, Any]:
