@@ -284,3 +284,9 @@ def test_a_figure_says_when_it_is_inconclusive_or_not_above_chance():
     assert _cell(fig, percent=True) == "10.0% [5.0%, 20.0%]"
     assert _cell({**fig, "warning": "the attacker failed its fit check"}, percent=True).endswith("(inconclusive)")
     assert _cell({**fig, "beats_baseline": False}, percent=True).endswith("(no risk shown: not above chance)")
+
+
+def test_a_release_file_given_beside_the_others_must_load(tmp_path):
+    res = bench(["--sanitizer", "labels", "--demo-people", "4", *CHEAP, "--also", f"x={tmp_path / 'missing.jsonl'}",
+                 "--out", str(tmp_path / "b")], tmp_path)
+    assert res.exit_code == 2 and "missing.jsonl" in res.output and "Traceback" not in res.output

@@ -14,6 +14,7 @@ import click
 from audit.cli.common import no_cache_run
 from audit.cli.outputs import Output, check_outputs, force_option, results_outputs
 from audit.core.errors import AnonauditError
+from audit.demo.data import MAX_RELEASED
 
 
 def _names(value: str | None) -> list[str] | None:
@@ -74,7 +75,7 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
                    "column as a release on the board.")
 @click.option("--tri-originals", default=None, metavar="COLUMN",
               help="The column of --tri that holds the original texts (sanitizers run on it).")
-@click.option("--demo-people", type=click.IntRange(3, 1000), default=20, show_default=True,
+@click.option("--demo-people", type=click.IntRange(3, MAX_RELEASED), default=20, show_default=True,
               help="People in the demo population (when no corpus is given).")
 @click.option("--documents", type=click.IntRange(1, 10_000_000), default=None,
               help="Bench a seeded sample of this many original documents (the background stays whole).")
