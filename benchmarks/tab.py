@@ -1,7 +1,7 @@
-"""Shared helpers of the TAB (ECHR) benchmarks: where the data is, the originals with the manual
-mentions as gold spans, the published span files restricted to a few documents, and the
-measurements every sanitizer benchmark reports (utility, phrase-search linkage, span-guess
-recovery on a fixed sample of spans, LLM cost).
+"""The benchmarks' helper module (scripts import it as ``tab``, from beside them): where the TAB
+(ECHR) data is (:data:`TAB`), the originals with the manual mentions as gold spans, the published
+span files restricted to a few documents, and the measurements every sanitizer benchmark reports
+(utility, phrase-search linkage, span-guess recovery on a fixed sample of spans, LLM cost).
 
 Not a test fixture: the TAB data lives in ``../shared/data/tab`` and is never committed.
 """
