@@ -66,7 +66,17 @@ def published(lb: Any) -> list[dict[str, Any]]:
         for key, value in (("sources", p.source), ("notes", f"{p.metric}: {p.note}" if p.note else "")):
             if value and value not in g[key]:
                 g[key].append(value)
-    return [{**g, "source": "; ".join(g.pop("sources")), "note": "; ".join(g.pop("notes"))} for g in groups.values()]
+    return [{**g, "source": _sources(g.pop("sources")), "note": "; ".join(g.pop("notes"))} for g in groups.values()]
+
+
+def _sources(sources: list[str]) -> str:
+    """Citations of one work written once: "Author, Title, Table 3, Section 5.5" for the
+    sources "Author, Title, Table 3" and "Author, Title, Section 5.5"."""
+    works: dict[str, list[str]] = {}
+    for src in sources:
+        work, sep, where = src.rpartition(", ")
+        works.setdefault(work if sep else src, []).append(where if sep else "")
+    return "; ".join(", ".join([w, *[x for x in parts if x]]) for w, parts in works.items())
 
 
 def to_rows(lb: Any) -> list[dict[str, Any]]:
