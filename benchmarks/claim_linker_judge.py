@@ -92,8 +92,8 @@ def control(attack, originals, margins: Margins) -> dict:
     m_ref = [margins(r, c) for r, (_, c) in zip(refs, own)]
     threshold = null_threshold(m_ref)
     out = {"claims": len(own), "left_out": dict(dropped), "margins": {"own": m_own, "other": m_oth, "ref": m_ref},
-           "threshold": round(threshold, 3),
-           "seconds_per_claim": round((margins.seconds - t0) / max(1, len(own)), 2), "new_questions": margins.asked - n0}
+           "threshold": round(threshold, 3), "new_questions": margins.asked - n0,
+           "seconds_per_claim": round((margins.seconds - t0) / max(1, len(own)), 2)}
     for rule in RULES:
         o = [decide(rule, m, r, threshold) for m, r in zip(m_own, m_ref)]
         x = [decide(rule, m, r, threshold) for m, r in zip(m_oth, m_ref)]
@@ -208,7 +208,17 @@ def main() -> None:
             report["control"][f"{label}, {claims}"] = row = control(attack, corpus, margins)
             print(label, claims, {k: row[k] for k in ("claims", "left_out", "plain", "contrast")}, file=sys.stderr)
             Path(args.out).write_text(json.dumps(report, indent=1))
+    judge_releases(report, args, data, everyone, originals, embedder, margins)
+    report["seconds_total"] = round(margins.seconds, 1)
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    print(markdown(report))
+
+
+def judge_releases(report: dict, args, data: Path, everyone: Corpus, originals: Corpus, embedder, margins) -> None:
+    """The release questions under every rule (the TAB identifying control's threshold), their
+    leakage per release, and the rules' agreement, into ``report``."""
     attack = build_attack(originals, embedder, args.seed, args.control, True)
+    keep = set(originals.ids)
     releases = [Release("identity", originals)]
     for name in args.releases.split(","):
         rel = load_release_file(data / "anonymizations" / f"TAB_test_{name}.json", name=name, originals=everyone)[0]
@@ -244,9 +254,6 @@ def main() -> None:
     report["examples"] = [{"release": name, "doc": d, "claim": c, "evidence": ev[:300], "reference": (ref or "")[:300],
                            "margin": round(margins(ev, c), 3), "ref_margin": round(margins(ref, c), 3)}
                           for name, rows in questions.items() for d, _, ev, c, ref in rows[:2]]
-    report["seconds_total"] = round(margins.seconds, 1)
-    Path(args.out).write_text(json.dumps(report, indent=1))
-    print(markdown(report))
 
 
 def markdown(report: dict) -> str:

@@ -16,7 +16,8 @@ from tests.test_claim_linker import STOP, BagOfWords, spacy_resource  # noqa: F4
 # Six people whose records share their wording, as court judgments do: every record has the same
 # kinds of facts with other details, one sentence that is the same everywhere and one with no
 # specific detail.
-PEOPLE = [("Anna Berg", "Bergen", "1961", "3 May 1999", "teacher"), ("Jon Lie", "Oslo", "1975", "5 June 2001", "baker"),
+PEOPLE = [("Anna Berg", "Bergen", "1961", "3 May 1999", "teacher"),
+          ("Jon Lie", "Oslo", "1975", "5 June 2001", "baker"),
           ("Mia Dahl", "Tromsø", "1968", "9 March 2003", "nurse"), ("Ola Nord", "Bodø", "1959", "2 July 1998", "pilot"),
           ("Eva Strand", "Molde", "1980", "7 April 2005", "farmer"),
           ("Per Holm", "Hamar", "1971", "4 August 2000", "judge")]

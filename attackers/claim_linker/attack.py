@@ -49,8 +49,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
     def __init__(self, claims: Literal["sentences", "llm"] = "sentences", linker: LinkerName = "dense",
                  aux_claims: int = 3, aux_select: AuxSelect = "random", paraphrase: bool = True, score: bool = True,
                  score_sample: int | None = None, claim_sample: int | None = None, repeats: int = 3, llm: Any = None,
-                 embedder: Any = None, tolerance: float = 0.02, top_k: int = 10,
-                 evidence_sentences: int = 3,
+                 embedder: Any = None, tolerance: float = 0.02, top_k: int = 10, evidence_sentences: int = 3,
                  judge: Literal["contrast", "yesno", "yesno-calibrated", "rating"] = "contrast",
                  judge_llm: Any = None, judge_check: int = 16, identifying: bool = True,
                  approx_threshold: int = 200_000, seed: int = 0, progress: bool = False):
@@ -72,16 +71,13 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         tolerance: matches within this score of a claim's best match also vote.
         top_k: claims each known claim retrieves.
         evidence_sentences: sentences of the linked record shown to the judge with each claim.
-        judge: contrast = the claim is stated when the log-probabilities of the fixed answers Yes
-            and No say Yes (P(Yes) > P(No)), by a wider margin than the control's claims get on
-            the records of other people most like them; yesno = P(Yes) > P(No) alone;
-            yesno-calibrated = that margin against a content-free passage's; rating = one
-            generated word of {same, similar, no} (small models fail its control).
+        judge: contrast = stated when log P(Yes) - log P(No) exceeds what the control's claims get on the
+            records of other people most like them; yesno = P(Yes) > P(No); yesno-calibrated = against
+            a content-free passage; rating = a generated word of {same, similar, no}.
         judge_llm: the LLM that judges leakage, when not ``llm``.
         judge_check: claims in the judge's self-consistency control (own vs another document); 0 = off.
-        identifying: judge only claims that single the person out (a specific detail, and no
-            near-equal claim in another original), in the releases and in the control; off: every
-            claim.
+        identifying: judge only claims that single the person out (a specific detail, and no near-equal
+            claim in another person's original), in the releases and in the control; off: every claim.
         approx_threshold: above this many claims the dense index is approximate (HNSW).
         """
         self.claims = claims
@@ -108,9 +104,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         self._check()
         self._llm_obj: LLM | None = None
         self._judge_llm_obj: LLM | None = None
-        self._embedder_obj = None
-        self._splitter = None
-        self._fitted_on: Any = None
+        self._embedder_obj = self._splitter = self._fitted_on = None
         self._judge_fallback_: str | None = None  # why the yes/no judge could not run (no log-probabilities)
 
     def _check(self) -> None:

@@ -88,26 +88,7 @@ class LeakageScoring:
         timings["judge_check"] = time.perf_counter() - t
         all_ratings, malformed = self._judge(llm, items, repeats=self.repeats)
 
-        tally = _Tally()
-        pos = 0
-        for p, claims, ranked, dropped in plan:
-            i, j = trials[p], links[p].doc
-            ratings = all_ratings[pos:pos + len(claims)]
-            pos += len(claims)
-            tally.left_out.update(dropped)
-            if not claims:
-                tally.without_claims.append(originals[i].id)
-                continue
-            valid = [r for r in ratings if r is not None]
-            tally.unrated += len(ratings) - len(valid)
-            tally.ratings.update(valid)
-            if not valid:
-                continue
-            value = leakage_of(valid)
-            tally.values.append(value)
-            tally.lexical.append(lexical[p])
-            tally.documents.append(self._leakage_finding(originals[i], docs[j], rel_claims[j], claims, ratings,
-                                                         ranked, correct_flags[p], value, lexical[p], dropped))
+        tally = self._tally(originals, trials, links, docs, rel_claims, plan, all_ratings, lexical, correct_flags)
         # One score per document: the claims of a document are not independent trials.
         sem = cluster_bootstrap([(v, 1) for v in tally.values], seed=self.seed)
         mean, ci = sem.value, sem.ci
@@ -129,6 +110,32 @@ class LeakageScoring:
                                 for i, link, v, ok in zip(trials, links, lexical, correct_flags)])
         return [semantic, lex]
 
+    def _tally(self, originals, trials: list[int], links: list[Link], docs: list[Document],
+               rel_claims: list[list[Claim]], plan: list, all_ratings: list[int | None], lexical: list[float],
+               correct_flags: list[bool]) -> _Tally:
+        """What the judge's ratings (of every item of ``plan``, in order) say per document."""
+        tally = _Tally()
+        pos = 0
+        for p, claims, ranked, dropped in plan:
+            i, j = trials[p], links[p].doc
+            ratings = all_ratings[pos:pos + len(claims)]
+            pos += len(claims)
+            tally.left_out.update(dropped)
+            if not claims:
+                tally.without_claims.append(originals[i].id)
+                continue
+            valid = [r for r in ratings if r is not None]
+            tally.unrated += len(ratings) - len(valid)
+            tally.ratings.update(valid)
+            if not valid:
+                continue
+            value = leakage_of(valid)
+            tally.values.append(value)
+            tally.lexical.append(lexical[p])
+            tally.documents.append(self._leakage_finding(originals[i], docs[j], rel_claims[j], claims, ratings,
+                                                         ranked, correct_flags[p], value, lexical[p], dropped))
+        return tally
+
     def _lexical_leakage(self, originals, trials: list[int], links: list[Link], docs: list[Document]) -> list[float]:
         """ROUGE-L of each original with its linked document (0 when not linked), every trial."""
         tok = RougeTokenizer()
@@ -148,7 +155,8 @@ class LeakageScoring:
         """What to ask the judge about the ``chosen`` trials ``(position, original, linked
         document)``: per linked trial with claims beyond the aux ones, ``(position, claims,
         evidence rankings, claims left out per reason)`` (no claims when none identifies), and
-        every ``(evidence, claim)`` pair, in that order. ``vectors``: the dense linker's claim vectors, which rank the evidence when given."""
+        every ``(evidence, claim)`` pair, in that order. ``vectors``: the dense linker's claim
+        vectors, which rank the evidence when given."""
         offsets = np.cumsum([0] + [len(c) for c in rel_claims])
         plan = []
         items: list[tuple[str, str]] = []
