@@ -1,7 +1,7 @@
 """The claim linker's leakage judge: the plain yes/no rule beside the contrastive one, on the
 same seeded claims (issue 44).
 
-    python benchmarks/claim_linker_judge.py --quick   # 1.5B, 8 control claims, 3 TAB documents x 2 claims
+    python benchmarks/claim_linker_judge.py --quick   # 1.5B, 6 identifying control claims, 2 TAB documents x 2 claims
     python benchmarks/claim_linker_judge.py           # 1.5B, 16 control claims, 8 TAB documents x 3 claims
 
 Every question is asked once of the model (``yesno_margin``: log P(Yes) - log P(No) for "Does
@@ -56,7 +56,8 @@ from audit.core.data import Corpus, Release, Scenario  # noqa: E402
 from audit.io.loaders import load_corpus, load_release_file  # noqa: E402
 from audit.models.embed import Embedder  # noqa: E402
 
-TAB = ROOT.parent / "shared" / "data" / "tab"
+from tab import TAB  # noqa: E402  (the benchmarks' one helper module, beside this script)
+
 SPECS = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
 
 
@@ -175,7 +176,8 @@ def demo_originals(n: int, seed: int) -> Corpus:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="8 control claims, 3 documents x 2 claims, 2 releases")
+    ap.add_argument("--quick", action="store_true",
+                    help="6 control claims (identifying only), 2 documents x 2 claims, 2 releases: about 50 questions")
     ap.add_argument("--data", default=str(TAB))
     ap.add_argument("--model", default="1.5b", choices=sorted(SPECS))
     ap.add_argument("--releases", default="Manual_Entity,Manual_Supression")
@@ -189,7 +191,7 @@ def main() -> None:
     ap.add_argument("--out", default="claim_linker_judge.json")
     args = ap.parse_args()
     if args.quick:
-        args.control, args.docs, args.claims, args.releases = 8, 3, 2, "Manual_Entity"
+        args.control, args.docs, args.claims, args.releases = 6, 2, 2, "Manual_Entity"
     cache = Path(args.cache) if args.cache else Path(tempfile.mkdtemp(prefix="judge-cache-")) / "llm.sqlite"
     from audit.models.specs import load_llm
 
@@ -203,7 +205,7 @@ def main() -> None:
     report: dict = {"args": vars(args), "control": {}, "releases": {}, "agreement": {}}
     attack = None
     for label, corpus in (("tab", originals), ("demo", demo)):
-        for claims in ("all", "identifying"):
+        for claims in ("identifying",) if args.quick else ("all", "identifying"):
             attack = build_attack(corpus, embedder, args.seed, args.control, claims == "identifying")
             report["control"][f"{label}, {claims}"] = row = control(attack, corpus, margins)
             print(label, claims, {k: row[k] for k in ("claims", "left_out", "plain", "contrast")}, file=sys.stderr)

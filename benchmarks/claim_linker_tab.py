@@ -65,8 +65,8 @@ def main() -> None:
     ap.add_argument("--scored", default="Manual_Entity,Manual_Dou",
                     help="releases whose semantic leakage is scored (comma-separated)")
     ap.add_argument("--repeats", type=int, default=1, help="judge repeats per claim (the rating judge's default is 3)")
-    ap.add_argument("--judge", choices=("yesno", "yesno-calibrated", "rating"), default="yesno",
-                    help="the leakage judge (see benchmarks/claim_linker_judge.py for the two side by side)")
+    ap.add_argument("--judge", choices=("contrast", "yesno", "yesno-calibrated", "rating"), default="contrast",
+                    help="the leakage judge (see benchmarks/claim_linker_judge.py for the rules side by side)")
     ap.add_argument("--clauses", action="store_true",
                     help="split clauses with the parser (the attack's default; about 2x slower than sentences)")
     ap.add_argument("--docs", type=int, default=None, help="only the first N documents (smoke tests)")
