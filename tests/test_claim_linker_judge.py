@@ -154,3 +154,11 @@ def test_too_few_identifying_claims_are_said(spacy_resource):  # noqa: F811
     check = semantic.details["judge_check"]
     assert check["claims"] == 3 and check["too_few"]
     assert semantic.details["warning"].startswith("the judge's control found only 3 identifying claims (asked for 16)")
+
+
+def test_without_a_control_the_contrastive_judge_says_it_had_no_threshold(spacy_resource):  # noqa: F811
+    originals = _corpus()
+    scenario = Scenario(originals=originals, releases=(Release("identity", originals),))
+    semantic = _attack(spacy_resource, judge_check=0).fit(scenario).evaluate(scenario, scenario.releases[0])[1]
+    assert semantic.details["judge_check"] is None and semantic.details["in_verdict"] is False
+    assert semantic.details["warning"].endswith("the contrastive judge has no threshold and used P(Yes) > P(No)")

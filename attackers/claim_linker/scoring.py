@@ -233,7 +233,8 @@ class LeakageScoring:
         elif check is None and tally.values:
             warning = ("the judge's self-consistency control could not run (judge_check=0 or fewer than two "
                        "originals with claims), so the semantic leakage figure is unchecked and does not count "
-                       "in the verdict")
+                       "in the verdict" + ("; without it the contrastive judge has no threshold and used "
+                                           "P(Yes) > P(No)" if judge == "contrast" else ""))
         fallback = None
         if self._judge_fallback_ is not None:  # said in the note; a warning only with a failed control
             fallback = (f"the yes/no judge needs log-probabilities, which {llm_id} did not give "
