@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 from attackers.claim_linker import ClaimLinkerAttack, SentenceSplitter
 from attackers.claim_linker.reference import NO_DETAIL, NOT_UNIQUE, OriginalsIndex, null_threshold, specific_details
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.models.llm import LLM
+from audit.models.resources import Resources
 from tests.test_claim_linker import STOP, BagOfWords, spacy_resource  # noqa: F401 - a fixture
 
 # Six people whose records share their wording, as court judgments do: every record has the same
@@ -18,7 +20,8 @@ from tests.test_claim_linker import STOP, BagOfWords, spacy_resource  # noqa: F4
 # specific detail.
 PEOPLE = [("Anna Berg", "Bergen", "1961", "3 May 1999", "teacher"),
           ("Jon Lie", "Oslo", "1975", "5 June 2001", "baker"),
-          ("Mia Dahl", "Tromsø", "1968", "9 March 2003", "nurse"), ("Ola Nord", "Bodø", "1959", "2 July 1998", "pilot"),
+          ("Mia Dahl", "Tromsø", "1968", "9 March 2003", "nurse"),
+          ("Ola Nord", "Bodø", "1959", "2 July 1998", "pilot"),
           ("Eva Strand", "Molde", "1980", "7 April 2005", "farmer"),
           ("Per Holm", "Hamar", "1971", "4 August 2000", "judge")]
 
@@ -63,11 +66,20 @@ class SharedWordingLLM(LLM):
         return [margin / 2 if continuation == "Yes" else -margin / 2]
 
 
-def _attack(spacy_resource, **kw) -> ClaimLinkerAttack:  # noqa: F811 - the fixture's name
+@pytest.fixture(scope="module")
+def resources():
+    """One set of models for the module's attacks: spaCy's entity recogniser is loaded once."""
+    with Resources() as res:
+        yield res
+
+
+def _attack(spacy_resource, res: Resources | None = None, **kw) -> ClaimLinkerAttack:  # noqa: F811
     params = dict(llm=SharedWordingLLM(), embedder=BagOfWords(), paraphrase=False, judge_check=16, aux_claims=1,
                   aux_select="first")
     params.update(kw)
     attack = ClaimLinkerAttack(**params)
+    if res is not None:
+        attack.use(res)
     attack._splitter = SentenceSplitter(spacy_resource, clauses=False)
     return attack
 
@@ -109,16 +121,16 @@ def test_the_threshold_is_a_conformal_bound_on_other_peoples_margins():
     assert null_threshold([float("-inf"), 0.5]) == 0.5
 
 
-def test_shared_wording_fools_the_plain_judge_and_not_the_contrastive_one(spacy_resource):  # noqa: F811
+def test_shared_wording_fools_the_plain_judge_and_not_the_contrastive_one(spacy_resource, resources):  # noqa: F811
     originals = _corpus()
     labels = Corpus([Document(d.id, d.text.replace(p[0], "[PERSON]").replace(p[1], "[LOC]").replace(p[3], "[DATE]"),
                               subject=d.subject) for d, p in zip(originals, PEOPLE)], name="labels")
     scenario = Scenario(originals=originals, releases=(Release("identity", originals), Release("labels", labels)))
-    plain = _attack(spacy_resource, judge="yesno")
+    plain = _attack(spacy_resource, resources, judge="yesno")
     check = plain.fit(scenario).evaluate(scenario, scenario.releases[0])[1].details["judge_check"]
     assert check["self"] == 1.0 and check["unrelated"] > 0.2 and not check["passed"]  # another record "states" it
 
-    attack = _attack(spacy_resource)  # the defaults: the contrastive judge, identifying claims only
+    attack = _attack(spacy_resource, resources)  # the defaults: the contrastive judge, identifying claims only
     assert attack.judge == "contrast" and attack.identifying
     identity = attack.fit(scenario).evaluate(scenario, scenario.releases[0])[1]
     d = identity.details
@@ -144,21 +156,22 @@ def test_shared_wording_fools_the_plain_judge_and_not_the_contrastive_one(spacy_
     assert attack._get_llm().scored == asked
 
 
-def test_too_few_identifying_claims_are_said(spacy_resource):  # noqa: F811
+def test_too_few_identifying_claims_are_said(spacy_resource, resources):  # noqa: F811
     originals = Corpus([Document(f"q{k}", "The hearing was public and the room was full. "
                                           f"It rained on {d} in the town.", subject=f"q{k}")
                         for k, d in enumerate(["1 May 1990", "2 May 1991", "3 May 1992"])], name="originals")
     scenario = Scenario(originals=originals, releases=(Release("identity", originals),))
-    semantic = _attack(spacy_resource).fit(scenario).evaluate(
+    semantic = _attack(spacy_resource, resources).fit(scenario).evaluate(
         scenario, scenario.releases[0])[1]
     check = semantic.details["judge_check"]
     assert check["claims"] == 3 and check["too_few"]
     assert semantic.details["warning"].startswith("the judge's control found only 3 identifying claims (asked for 16)")
 
 
-def test_without_a_control_the_contrastive_judge_says_it_had_no_threshold(spacy_resource):  # noqa: F811
+def test_without_a_control_the_contrastive_judge_says_it_had_no_threshold(spacy_resource, resources):  # noqa: F811
     originals = _corpus()
     scenario = Scenario(originals=originals, releases=(Release("identity", originals),))
-    semantic = _attack(spacy_resource, judge_check=0).fit(scenario).evaluate(scenario, scenario.releases[0])[1]
+    attack = _attack(spacy_resource, resources, judge_check=0)
+    semantic = attack.fit(scenario).evaluate(scenario, scenario.releases[0])[1]
     assert semantic.details["judge_check"] is None and semantic.details["in_verdict"] is False
     assert semantic.details["warning"].endswith("the contrastive judge has no threshold and used P(Yes) > P(No)")
