@@ -51,7 +51,7 @@ def linking_counts(index, release, arity: int) -> int:
 
 
 def main() -> None:
-    ap = parser(__doc__, 10, "the first N documents of Manual_Entity")
+    ap = parser(__doc__, 10, "the first N documents of Manual_Entity", quick={"max_rounds": 1})
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--max-rounds", type=int, default=3, help="rounds of the guided variants")
     args = ap.parse_args()

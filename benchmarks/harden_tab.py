@@ -23,8 +23,7 @@ one fixed sample of ``--guess-spans`` spans of the input, TPI/TPS and embedding 
 (the loop's attack tokens apart from its repair tokens).
 
     python benchmarks/harden_tab.py --docs 20 --out harden_tab.json                 # 1.5B, CPU
-    python benchmarks/harden_tab.py --datasets tab --docs 1 --max-rounds 1 --loop-spans 3 \\
-        --guess-spans 3 --guesses 2 --baselines none --no-utility                  # a smoke run
+    python benchmarks/harden_tab.py --quick     # a smoke run: one TAB document, the 0.5B, one round
     python benchmarks/harden_tab.py --llm openai:MODEL@http://host:8000/v1 --docs 20
 """
 
@@ -133,7 +132,9 @@ def run_loop(args, llm, collection, release, work: Path):
 
 
 def main() -> None:
-    ap = parser(__doc__, 20, "the first N documents of spaCy_Entity")
+    ap = parser(__doc__, 20, "the first N documents of spaCy_Entity",
+                quick={"datasets": "tab", "max_rounds": 1, "loop_spans": 3, "guess_spans": 3, "guesses": 2,
+                       "baselines": "none", "no_utility": True})
     ap.add_argument("--datasets", default="demo,tab")
     ap.add_argument("--demo-n", type=int, default=40, help="people in the demo population (its collection)")
     ap.add_argument("--demo-docs", type=int, default=20, help="demo documents hardened")

@@ -120,7 +120,7 @@ def order_check(args, full, llm) -> list[dict]:
 
 
 def main() -> None:
-    ap = parser(__doc__, 10)
+    ap = parser(__doc__, 10, quick={"spans": 5})
     ap.add_argument("--parallel", type=int, default=1,
                     help="llama.cpp slots; >1 decodes requests together (faster, answers cached apart)")
     ap.add_argument("--guesses", type=int, default=5, help="INTACT's attack: guesses per candidate (p)")

@@ -144,17 +144,14 @@ def intact_rows(llm, docs: Corpus, seed: int, labels: dict[str, bool] | None) ->
 
 
 def main() -> None:
-    ap = parser(__doc__, 5, "TAB test documents")
+    ap = parser(__doc__, 5, "TAB test documents",
+                quick={"families": "mvm", "demo": 2, "intact_demo": 1, "shortest": True})
     ap.add_argument("--shortest", action="store_true", help="take the shortest TAB documents, not the first")
     ap.add_argument("--families", default="mvm,ppdp")
     ap.add_argument("--demo", type=int, default=10, help="documents of the demo population")
     ap.add_argument("--intact-demo", type=int, default=3, help="demo documents INTACT sanitizes (0: none)")
     ap.add_argument("--labels", type=Path, default=None, help="hand labels of INTACT's candidates (JSON)")
-    ap.add_argument("--quick", action="store_true", help="the 0.5B, 1 TAB document, mvm, 2 demo documents")
     args = ap.parse_args()
-    if args.quick:
-        args.llm, args.docs, args.families, args.demo, args.intact_demo, args.shortest = \
-            "qwen2.5-coder-0.5b", 1, "mvm", 2, 1, True
     from audit.demo.data import generate
 
     families = [f.strip() for f in args.families.split(",") if f.strip()]

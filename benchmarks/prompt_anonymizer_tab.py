@@ -91,7 +91,7 @@ def trir_rates(releases, data: Path, seed: int, windows: int | None = 24,
 
 
 def main() -> None:
-    ap = parser(__doc__, 20)
+    ap = parser(__doc__, 20, quick={"families": "mvm"})
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--chunk-tokens", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=1, help="1 = the paper's method; more = the iterative variant")

@@ -123,11 +123,28 @@ def span_recovery(llm, originals: Corpus, releases: list[Release], keys: set[tup
     return out
 
 
-def parser(doc: str, docs: int, docs_help: str = "the first N TAB test documents"):
-    """The options every sanitizer benchmark takes; each script adds its own."""
+#: The LLM of every ``--quick`` run: the fast embedded one.
+QUICK_LLM = "qwen2.5-coder-0.5b"
+
+
+def parser(doc: str, docs: int, docs_help: str = "the first N TAB test documents", *,
+           quick: dict[str, Any] | None = None):
+    """The options every sanitizer benchmark takes; each script adds its own. ``--quick`` (a smoke
+    run of the script: one TAB document, the fast embedded LLM) sets ``docs`` to 1, ``llm`` to
+    :data:`QUICK_LLM` and the script's own ``quick`` settings once the options are parsed."""
     import argparse
 
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    class Parser(argparse.ArgumentParser):
+        def parse_args(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
+            args = super().parse_args(*a, **k)
+            if args.quick:
+                for key, value in {"docs": 1, "llm": QUICK_LLM, **(quick or {})}.items():
+                    setattr(args, key, value)
+            return args
+
+    ap = Parser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help=f"a smoke run: one document, {QUICK_LLM}" + (f", {quick}" if quick else ""))
     ap.add_argument("--data", type=Path, default=TAB)
     ap.add_argument("--docs", type=int, default=docs, help=docs_help)
     ap.add_argument("--llm", default="qwen2.5-coder-1.5b")
