@@ -14,6 +14,7 @@ with the Ray start, and what the attacker re-identifies on the demo's releases.
 
     python benchmarks/trir_scale.py prep --people 5          # TAB, 5 people (~90k characters)
     python benchmarks/trir_scale.py ray --people 20 --epochs 3
+    python benchmarks/trir_scale.py ray --data tab --people 4 --max-windows 64 --epochs 3   # long texts
     python benchmarks/trir_scale.py --quick                   # both, tiny (about a minute)
 
 ANONAUDIT_HOME: a fresh temporary folder per measurement (the parse cache starts empty; the
@@ -128,12 +129,21 @@ def demo_scenario(people: int) -> Scenario:
                     dev=data.releases["dev"])
 
 
-def run_ray(people: int, epochs: int) -> dict:
+def tab_scenario(people: int) -> Scenario:
+    """TAB's public background of ``people`` people (long texts: nearly every window full), no
+    release (the figure is the training's speed)."""
+    return Scenario(background=tab_background(people))
+
+
+def run_ray(people: int, epochs: int, data: str = "demo", max_windows: int | None = None) -> dict:
     from audit.models.resources import Resources
     from audit.pipeline.executors import RayExecutor
 
-    scenario = demo_scenario(people)
-    params = dict(budget="fast", epochs=epochs, patience=epochs + 1, seed=0, progress=False, use_cache=False)
+    scenario = demo_scenario(people) if data == "demo" else tab_scenario(people)
+    params = dict(budget="fast", epochs=epochs, patience=epochs + 1, seed=0, progress=False, use_cache=False,
+                  max_windows_per_class=max_windows)
+    print(f"ray: {data}, {people} people, {len(scenario.background)} background documents, "
+          f"{epochs} epochs, at most {max_windows} windows per person and epoch", flush=True)
     out = {}
 
     def record(name, attack, wall):
@@ -141,9 +151,10 @@ def run_ray(people: int, epochs: int) -> dict:
         secs = [h["seconds"] for h in hist]
         steady = secs[1:] or secs
         trir = {r.name: round(attack.evaluate(scenario, r)[0].value, 3) for r in scenario.releases}
-        out[name] = {"epoch_seconds": secs, "steady_epoch_seconds": sum(steady) / len(steady), "wall": wall,
+        out_windows = attack.trained_.info["windows_per_epoch"]
+        out[name] = {"windows_per_epoch": out_windows, "epoch_seconds": secs, "steady_epoch_seconds": sum(steady) / len(steady), "wall": wall,
                      "dev_accuracy": [h.get("dev_accuracy") for h in hist], "trir": trir}
-        print(f"{name}: epochs {secs} s, wall {wall:.0f} s, dev {out[name]['dev_accuracy']}, TRIR {trir}", flush=True)
+        print(f"{name}: {out_windows} windows per epoch, epochs {secs} s, wall {wall:.0f} s, dev {out[name]['dev_accuracy']}, TRIR {trir}", flush=True)
 
     with fresh_home():
         t0 = time.perf_counter()
@@ -164,7 +175,7 @@ def run_ray(people: int, epochs: int) -> dict:
     for k, v in out.items():
         print(f"| {k} | {v['steady_epoch_seconds']:.1f} | {v['wall']:.0f} | {one / v['steady_epoch_seconds']:.2f}x |")
     print(f"2 workers vs 1: {one / two:.2f}x per epoch; vs the local run on one thread: {base / two:.2f}x")
-    return {"people": people, "epochs": epochs, "runs": out, "speedup_2v1": one / two, "speedup_vs_local": base / two}
+    return {"data": data, "people": people, "epochs": epochs, "runs": out, "speedup_2v1": one / two, "speedup_vs_local": base / two}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -172,6 +183,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("what", nargs="?", choices=["prep", "ray", "both"], default="both")
     ap.add_argument("--people", type=int, default=None, help="prep: TAB people (5); ray: demo people (20)")
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--data", choices=["demo", "tab"], default="demo", help="ray: the demo population or TAB's "
+                    "public background (long texts)")
+    ap.add_argument("--max-windows", type=int, default=None, help="ray: at most this many windows per person "
+                    "and epoch (max_windows_per_class)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: about a minute")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -179,7 +194,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.what in ("prep", "both"):
         results["prep"] = run_prep(args.people or (1 if args.quick else 5))
     if args.what in ("ray", "both"):
-        results["ray"] = run_ray(args.people or (6 if args.quick else 20), 2 if args.quick else args.epochs)
+        results["ray"] = run_ray(args.people or (6 if args.quick else 20), 2 if args.quick else args.epochs,
+                                 args.data, args.max_windows)
     results["load_after"] = os.getloadavg()
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
