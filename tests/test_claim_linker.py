@@ -584,7 +584,7 @@ def test_construction_loads_nothing_and_is_registered():
     from audit.core.registry import registry
 
     attack = ClaimLinkerAttack(llm="no-such-model", embedder="/no/such/folder")
-    assert attack._llm_obj is None and attack._embedder_obj is None
+    assert attack._llm is None and attack._embedder_obj is None
     assert attack.get_params()["aux_claims"] == 3 and attack.get_params()["linker"] == "dense"
     assert registry.get("attack", "claim-linker") is ClaimLinkerAttack
     with pytest.raises(Exception, match="unknown linker"):
@@ -682,13 +682,13 @@ def test_close_releases_only_a_model_the_attack_loaded_itself(monkeypatch):
     attack = ClaimLinkerAttack(llm=given)
     assert attack._get_llm() is given
     attack.close()
-    assert Recording.closed == 0 and attack._llm_obj is None  # the caller's model stays open
+    assert Recording.closed == 0 and attack._llm is None  # the caller's model stays open
     loads = []
     monkeypatch.setattr("audit.models.specs.load_llm", lambda spec=None, **kw: loads.append(spec) or Recording(judge))
     loaded = ClaimLinkerAttack(llm="some-spec")  # used alone: a private set of resources
     loaded._get_llm()
     loaded.close()
-    assert Recording.closed == 1 and loaded._llm_obj is None and loaded.resources is None
+    assert Recording.closed == 1 and loaded._llm is None and loaded.resources is None
     # With the run's resources, the model is loaded once for every component and released by its owner.
     with Resources() as shared:
         first, second = (ClaimLinkerAttack(llm="some-spec").use(shared) for _ in range(2))

@@ -17,7 +17,7 @@ from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import risk
-from audit.models.resources import resources_of
+from audit.models.resources import UsesLLM, resources_of
 
 if TYPE_CHECKING:
     from audit.core.data import Document, Release, Scenario
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 @register("attack")
-class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
+class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
     """Claim-level linkage (dense retrieval, majority vote) and LLM-judged semantic leakage."""
 
     name = "claim_linker"
@@ -102,7 +102,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         self.seed = seed
         self.progress = progress
         self._check()
-        self._llm_obj: LLM | None = None
+        self._llm: LLM | None = None
         self._judge_llm_obj: LLM | None = None
         self._embedder_obj = self._splitter = self._fitted_on = None
         self._judge_fallback_: str | None = None  # why the yes/no judge could not run (no log-probabilities)
@@ -129,12 +129,8 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         if self.judge_check < 0:
             raise AnonauditError("judge_check must be 0 (off) or a number of claims")
 
-    # -- resources: the run's shared models (see audit.models.resources), asked for on first use
-
-    def _get_llm(self) -> LLM:
-        if self._llm_obj is None:
-            self._llm_obj = resources_of(self).llm(self.llm)
-        return self._llm_obj
+    # -- resources: the run's shared models (see audit.models.resources), asked for on first use;
+    #    the attack LLM through UsesLLM._get_llm (always with the answer cache: there is no cache parameter)
 
     def _get_judge_llm(self) -> LLM:
         if self.judge_llm is None:
@@ -144,7 +140,7 @@ class ClaimLinkerAttack(LeakageScoring, Judging, Attack):
         return self._judge_llm_obj
 
     def close(self) -> None:
-        self._llm_obj = None
+        self._llm = None
         self._judge_llm_obj = None
         self._embedder_obj = None
         self._splitter = None

@@ -23,7 +23,7 @@ from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import cluster_bootstrap, clustered_details, clustered_risk
 from audit.models.llm import LLM
-from audit.models.resources import resources_of
+from audit.models.resources import UsesLLM, resources_of
 
 if TYPE_CHECKING:
     from audit.core.data import Release, Scenario
@@ -43,7 +43,7 @@ Rank = Literal["fit", "llm"]
 
 
 @register("attack")
-class SpanGuessAttack(Attack):
+class SpanGuessAttack(UsesLLM, Attack):
     """For every replaced or masked span, an LLM guesses the original from the sanitized document."""
 
     name: ClassVar[str] = "span_guess"
@@ -132,12 +132,8 @@ class SpanGuessAttack(Attack):
 
     # ------------------------------------------------------------------ resources
 
-    # The run's shared models (audit.models.resources), asked for on first use.
-
-    def _get_llm(self) -> LLM:
-        if self._llm is None:
-            self._llm = resources_of(self).llm(self.llm, cache=self.cache)
-        return self._llm
+    # The run's shared models (audit.models.resources), asked for on first use; the LLM through
+    # UsesLLM._get_llm (with the ``cache`` setting).
 
     def close(self) -> None:
         self._llm = None
