@@ -290,3 +290,21 @@ def test_a_release_file_given_beside_the_others_must_load(tmp_path):
     res = bench(["--sanitizer", "labels", "--demo-people", "4", *CHEAP, "--also", f"x={tmp_path / 'missing.jsonl'}",
                  "--out", str(tmp_path / "b")], tmp_path)
     assert res.exit_code == 2 and "missing.jsonl" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.slow
+def test_an_llm_comparison_point_on_the_real_small_model(tmp_path):
+    """``with_=["delinker"]`` on the embedded 0.5B (the real llama.cpp path): one document of the
+    budget is rewritten, and its row carries what it cost (seconds, requests and tokens per
+    document); the attack and metric ran on it like on the others."""
+    import anonaudit
+
+    board = anonaudit.bench("suppression", comparisons=["labels"], with_=["delinker"], budget=1, demo_people=4,
+                            sanitizer_params={"delinker": {"max_rounds": 1}}, attacks=["phrase_search"],
+                            metrics=["rouge"], llm="qwen2.5-coder-0.5b", out=tmp_path / "b", progress=False)
+    row = next(r for r in board.leaderboard.rows if r.name == "delinker")
+    assert row.documents == 1 and row.cost["documents"] == 1
+    assert row.cost["requests_per_document"] > 0 and row.cost["tokens_per_document"] > 0
+    assert row.cost["seconds_per_document"] > 0
+    frame = board.to_pandas()
+    assert set(frame["release"]) >= {"suppression", "labels", "delinker"}
