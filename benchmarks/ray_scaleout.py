@@ -26,6 +26,7 @@ ratio for that stage the less flattering.
     python benchmarks/ray_scaleout.py --docs 20000 --workers 1,2 --json ray_scaleout.json
     python benchmarks/ray_scaleout.py --docs 2000 --embed-docs 200      # a quick check
     python benchmarks/ray_scaleout.py --docs 100000 --stages index,embedding   # start-up amortised
+    python benchmarks/ray_scaleout.py --quick   # a smoke run: 200 short documents, Ray with 1 worker, no cold builds
 
 ``--stages`` picks the stages measured (default all: ``index``, ``phrase_search``, ``embedding``,
 ``sharded``, ``single_index``); the per-document phrase search is the long one (about 5 ms a
@@ -364,7 +365,14 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--index-only", action="store_true",
                     help="only the single index's memory and words/s and the sharded build's memory")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run (200 documents of 60 words, 20 embedded, 2 shards, Ray with 1 worker, "
+                         "no cold builds, no single_index stage), not a measurement")
     args = ap.parse_args()
+    if args.quick:
+        args.docs, args.words, args.embed_docs, args.shards, args.workers = 200, 60, 20, 2, "1"
+        args.cold_rounds, args.index_repeat, args.object_store_mb = 0, 1, 200
+        args.stages = "index,phrase_search,embedding,sharded"
     if args.cold_index:
         print(json.dumps(cold_index(args.cold_texts, args.cold_index, args.object_store_mb, args.ray_cpus)))
         return

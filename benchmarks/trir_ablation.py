@@ -23,6 +23,7 @@ no-op unless ``--new-mlm-head``):
 and phrase search over the background (``phrase_search_reid``), the second attacker.
 
     python benchmarks/trir_ablation.py --people 30 --threads 2 --out ablation.json
+    python benchmarks/trir_ablation.py --quick    # a smoke run: 4 people, before and augment, 1 epoch, 32-token windows
 """
 
 from __future__ import annotations
@@ -59,7 +60,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS))
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run (4 people, the before and augment attackers, 1 epoch, 32-token windows), "
+                         "not a measurement")
     args = ap.parse_args()
+    small = {}
+    if args.quick:
+        args.people, args.configs = 4, ["before", "augment"]
+        small = dict(epochs=1, window=32, overlap=8)
 
     from audit.core.registry import registry
     from audit.demo.data import development_population
@@ -76,6 +84,7 @@ def main() -> None:
     for name in args.configs:
         cfg = dict(CONFIGS[name])
         use_dev = cfg.pop("dev")
+        cfg.update(small)
         scenario = Scenario(originals=data.originals, background=data.background, releases=releases,
                             dev=dev if use_dev else None)
         attack = TRIRAttack(seed=args.seed, use_cache=False, progress=False, num_threads=args.threads, device="cpu",

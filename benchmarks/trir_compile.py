@@ -6,6 +6,7 @@ batches do), eager and compiled (``torch.compile(model, dynamic=True)``), from t
 batches, in one run. Prints the first step (compilation included) and the mean of the next steps.
 
     python benchmarks/trir_compile.py --threads 2
+    python benchmarks/trir_compile.py --quick      # a smoke run: 2 steps of 4 labels, windows of 32 tokens
 """
 
 from __future__ import annotations
@@ -20,14 +21,18 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=24)
     ap.add_argument("--labels", type=int, default=30)
+    ap.add_argument("--quick", action="store_true", help="a smoke run (2 steps, 4 labels, 32-token windows), not a measurement")
     args = ap.parse_args()
+    if args.quick:
+        args.steps, args.labels = 2, 4
+    cap = 32 if args.quick else 100
 
     import torch
 
     from attackers.trir.encoder import quiet_transformers, resolve_base
 
     torch.set_num_threads(args.threads)
-    lengths = ([100, 96, 100, 88, 100, 100, 72, 100] * (1 + args.steps // 8))[:args.steps]
+    lengths = [min(n, cap) for n in ([100, 96, 100, 88, 100, 100, 72, 100] * (1 + args.steps // 8))[:args.steps]]
     out = {}
     for name in ("eager", "compiled"):
         from transformers import AutoModelForSequenceClassification
@@ -48,7 +53,7 @@ def main() -> None:
             opt.zero_grad(set_to_none=True)
 
         t0 = time.perf_counter()
-        step(100)
+        step(cap)
         first = time.perf_counter() - t0
         t0 = time.perf_counter()
         for length in lengths:

@@ -12,6 +12,7 @@ Configurations, one training epoch each (same seed, windows, batch size, threads
 
     python benchmarks/trir_speed.py --data demo --people 20          # synthetic population (short texts)
     python benchmarks/trir_speed.py --data tab --people 10           # TAB public background (long texts)
+    python benchmarks/trir_speed.py --quick     # a smoke run: 3 demo people, before and all, 32-token windows
 
 Prints a Markdown table (seconds per epoch, windows, padded tokens, speed-up) and writes ``--out``.
 """
@@ -93,7 +94,13 @@ def main() -> None:
     ap.add_argument("--windows-only", action="store_true",
                     help="no training: what de-duplication and length bucketing do to the windows")
     ap.add_argument("--copies", nargs="+", default=["label"], help="masking styles of the copies (--windows-only)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run (3 demo people, the before and all loops, 32-token windows), not a measurement")
     args = ap.parse_args()
+    small = {}
+    if args.quick:
+        args.data, args.people, args.configs = "demo", 3, ["before", "all"]
+        small = dict(window=32, overlap=8)
     bg = background(args.data, args.people)
     if args.windows_only:
         windows_only(bg, args.copies)
@@ -102,7 +109,7 @@ def main() -> None:
     rows = {}
     for name in args.configs:
         attack = TRIRAttack(budget="fast", epochs=1, mask_style="label", use_cache=False, progress=False,
-                            num_threads=args.threads, device="cpu", seed=0, **CONFIGS[name])
+                            num_threads=args.threads, device="cpu", seed=0, **small, **CONFIGS[name])
         t0 = time.time()
         attack.fit(scenario)
         info = attack.trained_.info
