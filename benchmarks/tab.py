@@ -224,6 +224,19 @@ def write_out(args, llm, ids: list[str], **figures: Any) -> None:
                                        ensure_ascii=False))
 
 
+def load_avg() -> list[float]:
+    """This machine's load averages (1, 5 and 15 minutes), rounded: how busy it was."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def machine() -> dict[str, Any]:
     """What a reader needs to weigh the seconds: cores and the load while the benchmark ran."""
-    return {"cpus": os.cpu_count(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    return {"cpus": os.cpu_count(), "load_avg": load_avg()}
+
+
+def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
+    """A Markdown table: the first column left-aligned (names), the others right-aligned (figures);
+    cells are printed as they are given (format them first)."""
+    lines = ["| " + " | ".join(header) + " |", "| --- | " + " | ".join("---:" for _ in header[1:]) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from attackers.phrase_search import PhraseSearchAttack  # noqa: E402
 from attackers.trir import TRIRAttack  # noqa: E402
 from audit.core.data import Corpus, Release, Scenario  # noqa: E402
+from tab import markdown_table  # noqa: E402  (the benchmarks' one helper module, beside this script)
 
 CONFIGS = {
     "before": dict(budget="fast", augment_ner=False, bucket=False, dedup=False, dev=False),
@@ -108,13 +109,10 @@ def main() -> None:
     names = [r.name for r in releases]
     print(f"\n{args.people} people in the releases, {report['population']} in the background, "
           f"{args.threads} thread(s), seed {args.seed}\n")
-    print("| attacker | " + " | ".join(names) + " | epochs (chosen) | train s |")
-    print("| --- | " + " | ".join("---:" for _ in names) + " | ---: | ---: |")
-    for name, row in report["runs"].items():
-        cells = " | ".join(f"{row['trir'][n]:.2f}" for n in names)
-        print(f"| {name} | {cells} | {row['epochs']} ({row['chosen_epoch']}) | {row['train_seconds']:.0f} |")
-    cells = " | ".join(f"{report['phrase_search_reid'][n]:.2f}" for n in names)
-    print(f"| phrase search (background) | {cells} | – | – |")
+    table = [[name, *(f"{row['trir'][n]:.2f}" for n in names), f"{row['epochs']} ({row['chosen_epoch']})",
+              f"{row['train_seconds']:.0f}"] for name, row in report["runs"].items()]
+    table.append(["phrase search (background)", *(f"{report['phrase_search_reid'][n]:.2f}" for n in names), "–", "–"])
+    print(markdown_table(["attacker", *names, "epochs (chosen)", "train s"], table))
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))
 

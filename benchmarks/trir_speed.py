@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from attackers.trir import TRIRAttack  # noqa: E402
 from audit.core.data import Corpus, Scenario  # noqa: E402
+from tab import markdown_table  # noqa: E402  (the benchmarks' one helper module, beside this script)
 
 CONFIGS = {
     "before": dict(bucket=False, dedup=False),
@@ -120,11 +121,10 @@ def main() -> None:
         print(name, rows[name], flush=True)
     base = rows.get("before")
     print(f"\n{args.data}, {args.people} people, {len(bg)} documents, {args.threads} thread(s)\n")
-    print("| loop | s / epoch | windows | padded tokens | speed-up |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for name, r in rows.items():
-        up = f"{base['epoch_seconds'] / r['epoch_seconds']:.2f}×" if base else "–"
-        print(f"| {name} | {r['epoch_seconds']:.1f} | {r['windows']} | {r['padded_tokens']} | {up} |")
+    print(markdown_table(["loop", "s / epoch", "windows", "padded tokens", "speed-up"],
+                         [[name, f"{r['epoch_seconds']:.1f}", r["windows"], r["padded_tokens"],
+                           f"{base['epoch_seconds'] / r['epoch_seconds']:.2f}×" if base else "–"]
+                          for name, r in rows.items()]))
     if args.out:
         args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1))
 
