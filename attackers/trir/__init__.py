@@ -23,8 +23,13 @@ Life of the attack:
 Window splitting and logit summing are the pure functions :func:`split_windows`
 and :func:`sum_window_logits`, so they can be checked without a model.
 
-Modules: :mod:`~attackers.trir.attack` (the attack: fit, evaluate, findings),
+Modules: :mod:`~attackers.trir.attack` (the attack: parameters, fit, evaluate),
+:mod:`~attackers.trir.findings` (one finding per document, the result's details and curve),
 :mod:`~attackers.trir.training` (the training loop, fit check and masked-LM pre-training),
+:mod:`~attackers.trir.checkpoints` (a checkpoint per epoch; a killed training resumes),
+:mod:`~attackers.trir.parses` (spaCy's parse of each text once, cached by content),
+:mod:`~attackers.trir.raytrain` (data-parallel training on Ray Train),
+:mod:`~attackers.trir.distributed` (the whole training on one worker of a cluster),
 :mod:`~attackers.trir.texts` (NER-masked copies in a release's masking style, curation),
 :mod:`~attackers.trir.batches` (epoch order, length-bucketed batches, de-duplication, frozen layers),
 :mod:`~attackers.trir.windows` (token windows and prediction), :mod:`~attackers.trir.cache`
