@@ -48,7 +48,9 @@ def background(kind: str, people: int) -> Corpus:
         return generate(people, seed=0, background_per_person=3).background
     from audit.io.loaders import load_corpus
 
-    bg = load_corpus(Path("/work/shared/data/tab/bks/TAB_test_BK=Public.json"), name="public")
+    from tab import TAB
+
+    bg = load_corpus(TAB / "bks" / "TAB_test_BK=Public.json", name="public")
     keep = sorted({d.subject for d in bg})[:people]
     return Corpus([d for d in bg if d.subject in keep], name="public")
 

@@ -34,7 +34,7 @@ from attackers.trir import TRIRAttack, make_windows, pad_batch, resolve_base  # 
 from audit.core.data import Corpus, Release, Scenario  # noqa: E402
 from audit.io.loaders import load_corpus, load_release_file  # noqa: E402
 
-DATA = Path("/work/shared/data/tab")
+from tab import TAB as DATA  # noqa: E402  (the benchmarks' one helper module: ../shared/data/tab beside the checkout)
 BACKGROUNDS = {"public": "TAB_test_BK=Public.json", "all10": "TAB_all_BK=Public10%.json"}
 #: Published TRIR on TAB test (INTACT paper, Fig. 7 / Table 3 and the TPI paper); background unstated.
 PUBLISHED = {
