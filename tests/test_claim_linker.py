@@ -490,7 +490,7 @@ def test_score_sample_is_seeded_and_reported(spacy_resource):
     def scored(seed):
         attack = _attack(spacy_resource, score_sample=2, seed=seed)
         _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
-        assert semantic.n == 2 and semantic.details["sampled"] is True
+        assert semantic.n == 2 and semantic.details["sampled"] == {"documents": 2, "of": 4, "seed": seed}
         assert "sample of 2 of 4" in semantic.details["note"]
         return [d.id for d in semantic.documents]
 
@@ -608,7 +608,7 @@ def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
     assert link.n == 6 and link.baseline == pytest.approx(1 / 6)
     # Masking names and places leaves each record's distinctive facts: the dense linker finds it.
     assert link.value >= 0.5 and link.beats_baseline
-    assert semantic.n == 1 and semantic.details["sampled"] is True
+    assert semantic.n == 1 and semantic.details["sampled"]["documents"] == 1
     doc = semantic.documents[0]
     assert 0.0 <= doc.facts["leakage"] <= 1.0 and doc.facts["claims_scored"] + doc.facts["claims_unrated"] > 0
     text = release.corpus[doc.highlights_in].text

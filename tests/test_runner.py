@@ -258,6 +258,25 @@ def test_sampling_budget_is_recorded(demo_dir):
     assert ids[0] == ids[1]
 
 
+def test_a_components_own_sample_is_counted_against_the_whole_release(demo_dir, monkeypatch):
+    """A component that measured a sample of the runner's sample (the claim linker's scored
+    documents) keeps its own count and seed; the runner makes "of" the whole release, so the
+    report's sample note says on how much of the release the figure rests."""
+    evaluate = LeakAttack.evaluate
+
+    def own_sample(self, scenario, release):
+        return [dataclasses.replace(r, details={**r.details, "sampled": {"documents": 2, "of": len(release),
+                                                                          "seed": 9}})
+                for r in evaluate(self, scenario, release)]
+
+    monkeypatch.setattr(LeakAttack, "evaluate", own_sample)
+    reg = toy_registry()
+    spec = load_spec(make_spec(demo_dir, attacks=[{"name": "toy_leak", "sample": 4}]), registry=reg)
+    Audit(spec, registry=reg, progress=False, echo=None).run()
+    r = ResultsFile.load(demo_dir / "out" / "results.json").get("toy_leak", "suppressed")
+    assert r.details["sampled"] == {"documents": 2, "of": 6, "seed": 9}
+
+
 def test_demo_style_run_skips_broken_components_visibly(demo_dir):
     reg = toy_registry()
     reg.register("attack")(BrokenAttack)

@@ -245,7 +245,10 @@ class LeakageScoring:
             note += "; WARNING: " + warning
         return {
             "judge": judge, "judge_fallback": fallback, "decision_rule": DECISION_RULES[judge],
-            "scored_documents": len(tally.values), "linked_documents": n_trials, "sampled": sampled,
+            "scored_documents": len(tally.values), "linked_documents": n_trials,
+            # the typed sample note the report reads (audit.core.details.Sampled); the runner
+            # widens "of" to the release when it sampled the release first
+            **({"sampled": {"documents": self.score_sample, "of": n_trials, "seed": self.seed}} if sampled else {}),
             "score_sample": self.score_sample, "claim_sample": self.claim_sample, "sample_seed": self.seed,
             "repeats": self.repeats if judge == "rating" else 1,
             "evidence_sentences": self.evidence_sentences, "evidence_ranking": "dense" if dense else "word overlap",

@@ -396,10 +396,13 @@ class Audit:
             if wrong:  # NaN, n = 0, an interval outside [0, 1]: a failure, never a figure to read
                 raise AnonauditError(f"{comp.kind} {comp.name!r} on release {rel.name!r}: result {r.name!r} "
                                      f"cannot be used: {'; '.join(wrong)}")
-            if len(sampled) < len(rel) and "sampled" not in r.details:
-                # results are frozen: a new one with a new details dict
-                r = dataclasses.replace(r, details={**r.details, "sampled": {
-                    "documents": len(sampled), "of": len(rel), "seed": self.spec.seed}})
+            own = r.details.get("sampled")
+            if len(sampled) < len(rel) and (own is None or isinstance(own, Mapping)):
+                # A component that measured a sample of the runner's sample keeps its count, of
+                # the whole release. Results are frozen: a new one with a new details dict.
+                mark = ({**own, "of": len(rel)} if isinstance(own, Mapping)
+                        else {"documents": len(sampled), "of": len(rel), "seed": self.spec.seed})
+                r = dataclasses.replace(r, details={**r.details, "sampled": mark})
             out.append(r)
         return out
 
