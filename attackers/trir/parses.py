@@ -22,7 +22,7 @@ import hashlib
 import json
 import sqlite3
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,18 +95,11 @@ class ParseCache:
                               f":{','.join(nlp.pipe_names)}")
         return self._identity
 
-    @contextlib.contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
-        from audit.models.cache import set_wal
+    def _db(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        from audit.models.cache import transaction
 
         assert self.cache_path is not None
-        db = sqlite3.connect(self.cache_path, timeout=60.0)
-        try:
-            set_wal(db)
-            with db:
-                yield db
-        finally:
-            db.close()
+        return transaction(self.cache_path)
 
     def _open(self) -> None:
         """Create the table; a file that is not a readable database is set aside, with a message."""

@@ -16,12 +16,13 @@ cached.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,19 @@ def cache_key(identity: str, method: str, payload: object) -> str:
     blob = json.dumps({"identity": identity, "method": method, "payload": payload},
                       sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+@contextlib.contextmanager
+def transaction(path: str | Path, timeout: float = 60.0) -> Iterator[sqlite3.Connection]:
+    """A connection to the sqlite file ``path`` (in WAL mode) for one transaction: committed, or
+    rolled back on an error, then closed. The caches of vectors and parses use it."""
+    db = sqlite3.connect(path, timeout=timeout)
+    try:
+        set_wal(db, timeout)
+        with db:
+            yield db
+    finally:
+        db.close()
 
 
 def set_wal(conn: sqlite3.Connection, timeout: float = 60.0) -> None:

@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ import numpy as np
 from audit.core import config
 from audit.runtime.executor import sends_to_workers
 from audit.runtime.integrity import row_checksum
-from audit.models.cache import set_wal
+from audit.models.cache import transaction
 from audit.models.specs import embedder_path
 
 
@@ -133,17 +133,10 @@ class Embedder:
         h.update(runtime_versions("sentence-transformers", "transformers", "torch").encode())
         return h.hexdigest()[:16]
 
-    @contextlib.contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
+    def _db(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         """A connection for one transaction: committed (or rolled back), then closed."""
         assert self.cache_path is not None
-        db = sqlite3.connect(self.cache_path, timeout=60.0)
-        try:
-            set_wal(db)
-            with db:
-                yield db
-        finally:
-            db.close()
+        return transaction(self.cache_path)
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
         """Embed ``texts`` (order kept); an empty input gives a ``(0, dim)`` array."""
