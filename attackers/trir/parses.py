@@ -111,17 +111,9 @@ class ParseCache:
         except sqlite3.DatabaseError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise
-            import os
-            import time
+            from audit.models.cache import set_aside
 
-            from audit.runtime.integrity import rebuild_message
-
-            aside = self.cache_path.with_name(f"{self.cache_path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(OSError):
-                    os.replace(f"{self.cache_path}{suffix}", f"{aside}{suffix}")
-            print(f"    TRIR: {rebuild_message('the spaCy parse cache', self.cache_path, str(exc))}; the old file is "
-                  f"kept as {aside.name}", file=sys.stderr, flush=True)
+            set_aside(self.cache_path, exc, who="TRIR", what="the spaCy parse cache")
             config.private_file(self.cache_path)
             with self._db() as db:
                 db.execute(create)

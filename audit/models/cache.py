@@ -19,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -49,6 +51,19 @@ def transaction(path: str | Path, timeout: float = 60.0) -> Iterator[sqlite3.Con
             yield db
     finally:
         db.close()
+
+
+def set_aside(path: Path, exc: Exception, *, who: str, what: str) -> None:
+    """Move the corrupt sqlite file ``path`` (and its WAL files) aside, saying so on stderr as
+    ``who`` (the caches of vectors and parses, which are then rebuilt)."""
+    from audit.runtime.integrity import rebuild_message
+
+    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    print(f"    {who}: {rebuild_message(what, path, str(exc))}; the old file is kept as {aside.name}",
+          file=sys.stderr, flush=True)
 
 
 def set_wal(conn: sqlite3.Connection, timeout: float = 60.0) -> None:

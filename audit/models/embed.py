@@ -21,7 +21,7 @@ import numpy as np
 from audit.core import config
 from audit.runtime.executor import sends_to_workers
 from audit.runtime.integrity import row_checksum
-from audit.models.cache import transaction
+from audit.models.cache import set_aside, transaction
 from audit.models.specs import embedder_path
 
 
@@ -88,18 +88,8 @@ class Embedder:
 
     def _set_aside(self, exc: Exception) -> None:
         """Move a corrupt cache file (and its WAL files) aside, saying so."""
-        import sys
-        import time
-
-        from audit.runtime.integrity import rebuild_message
-
         assert self.cache_path is not None
-        aside = self.cache_path.with_name(f"{self.cache_path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(OSError):
-                os.replace(f"{self.cache_path}{suffix}", f"{aside}{suffix}")
-        print(f"    embeddings: {rebuild_message('the embeddings cache', self.cache_path, str(exc))}; "
-              f"the old file is kept as {aside.name}", file=sys.stderr, flush=True)
+        set_aside(self.cache_path, exc, who="embeddings", what="the embeddings cache")
 
     def _load_here(self):
         """The model, loaded in this process on first use."""
