@@ -54,16 +54,24 @@ class BenchResults:
 
         return markdown(self.leaderboard)
 
-    def report(self, path: str | os.PathLike, *, notes: Sequence[str] = ()) -> Path:
+    def report(self, path: str | os.PathLike, *, notes: Sequence[str] = (), force: bool = False) -> Path:
         """Write the page to ``path``, with ``leaderboard.csv`` and ``leaderboard.md`` beside it
-        (``NAME.csv``/``NAME.md`` for a page named otherwise). Returns the page's path."""
+        (``NAME.csv``/``NAME.md`` for a page named otherwise). Returns the page's path. None of
+        the three may be an input of the bench nor an existing file of another kind (the
+        command line's guard): refused with :class:`AnonauditError` unless ``force=True``."""
         from audit.core.files import atomic_write
+        from audit.pipeline.outputs import Output, check_outputs
         from reports.leaderboard import write_csv, write_html
 
         path = Path(path)
         stem = "leaderboard" if path.name == "leaderboard.html" else path.stem
-        write_csv(self.leaderboard, path.with_name(f"{stem}.csv"))
-        atomic_write(path.with_name(f"{stem}.md"), self.to_markdown())
+        csv, md = path.with_name(f"{stem}.csv"), path.with_name(f"{stem}.md")
+        check_outputs([Output(path, "leaderboard", "the leaderboard"),
+                       Output(csv, "leaderboard_csv", f"the CSV beside {path.name}"),
+                       Output(md, "leaderboard_md", f"the Markdown table beside {path.name}")],
+                      self.results.inputs(), force=force, force_named="force=True")
+        write_csv(self.leaderboard, csv)
+        atomic_write(md, self.to_markdown())
         return write_html(self.leaderboard, path, notes=list(notes))
 
     def __repr__(self) -> str:

@@ -185,26 +185,49 @@ class Results:
 
     def report(self, path: str | os.PathLike, *, shareable: bool = False, gate: Any = None,
                max_documents: int = 50, title: str | None = None, notes: Sequence[str] = (),
-               keep_ids: bool = False) -> Path:
+               keep_ids: bool = False, force: bool = False) -> Path:
         """Write the HTML report to ``path`` and its per-document findings beside it
         (``findings.csv`` for ``report.html``, ``NAME.csv`` otherwise); ``shareable=True``
         leaves out every original text, span, guess and predicted identity. ``gate``: a
         :class:`GateOutcome` (or its checks) shown beside the verdict (default: the checks the run
         recorded in the results, when its spec had a gate). In the shareable edition
-        document ids are stable pseudonyms unless ``keep_ids``. Returns the path."""
+        document ids are stable pseudonyms unless ``keep_ids``. Returns the path.
+
+        Either file may not be an input of these results (:meth:`inputs`) nor an existing file
+        of another kind (the command line's guard, :func:`audit.pipeline.outputs.check_outputs`):
+        refused with :class:`AnonauditError` unless ``force=True``."""
+        from audit.pipeline.outputs import check_outputs, report_outputs
         from reports.export import write_findings_csv
         from reports.render import write_report
         from reports.shareable import shareable as make_shareable
 
         out = Path(path)
-        csv_path = out.with_name("findings.csv" if out.name == "report.html" else
-                                 "findings.shareable.csv" if out.name == "report.shareable.html" else
-                                 out.stem + ".csv")
-        write_findings_csv(csv_path, make_shareable(self.file, keep_ids=keep_ids) if shareable else self.file)
+        page, csv = report_outputs(out)
+        check_outputs((page, csv), self.inputs(), force=force, force_named="force=True")
+        write_findings_csv(csv.path, make_shareable(self.file, keep_ids=keep_ids) if shareable else self.file)
         checks = None if gate is None else list(gate.checks if isinstance(gate, GateOutcome) else gate)
         return write_report(out, self.file, shareable=shareable, checks=checks, texts=self.texts(),
-                            max_documents=max_documents, title=title, notes=list(notes), csv_name=csv_path.name,
+                            max_documents=max_documents, title=title, notes=list(notes), csv_name=csv.path.name,
                             keep_ids=keep_ids)
+
+    def inputs(self) -> list[tuple[str, Path]]:
+        """The files these results were made from or read from, by what they are: the results
+        file, the release copies beside it, and the input and release files their provenance
+        records (a relative path there is taken from the working folder, as the run took it)."""
+        found: list[tuple[str, Path]] = []
+        if self.path is not None:
+            found.append(("the results file", Path(self.path)))
+            base = Path(self.path).parent
+            for name, info in (self.file.provenance.get("releases") or {}).items():
+                if isinstance(info, Mapping) and isinstance(info.get("path"), str):
+                    found.append((f"the copy of release {name}", base / info["path"]))
+        for role, info in (self.file.provenance.get("inputs") or {}).items():
+            if isinstance(info, Mapping) and isinstance(info.get("path"), str):
+                found.append((f"the {role} input", Path(info["path"])))
+        for name, info in (self.file.provenance.get("releases") or {}).items():
+            if isinstance(info, Mapping) and isinstance(info.get("source"), str):
+                found.append((f"release {name}", Path(info["source"])))
+        return found
 
     def texts(self) -> dict[str, dict[str, str]]:
         """The sanitized text of each document of each release: ``{release: {id: text}}``."""

@@ -107,6 +107,33 @@ def test_report_save_and_load_round_trip(promised, tmp_path):
     results.save(path, force=True)
 
 
+def test_report_refuses_to_overwrite_an_input_unless_forced(data, tmp_path):
+    """The API's report has the command line's guard: neither the page nor the findings CSV
+    beside it may replace an input the run read, the results file or a release copy, nor an
+    existing file of another kind; ``force=True`` writes anyway."""
+    originals, release = tmp_path / "originals.jsonl", tmp_path / "labels.jsonl"
+    for path, rows in ((originals, data["originals"]), (release, data["releases"]["labels"])):
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    held = {p: p.read_bytes() for p in (originals, release)}
+    results = anonaudit.audit(originals=str(originals), releases={"labels": str(release)},
+                              attacks=["phrase_search"], metrics=[], seed=0, out=tmp_path / "results.json")
+    for target, named in ((originals, "the originals input"), (release, "release labels"),
+                          (results.path, "the results file")):
+        with pytest.raises(AnonauditError, match=f"{target.name}: this is also the command's input \\({named}\\)"):
+            results.report(target)
+    copy = next((tmp_path / "releases").iterdir())
+    with pytest.raises(AnonauditError, match="copy of release labels"):
+        results.report(copy)
+    assert all(p.read_bytes() == b for p, b in held.items())
+    # the CSV beside NAME.html is NAME.csv: here an existing file of another kind
+    (tmp_path / "mine.csv").write_text("a,b\n1,2\n", encoding="utf-8")
+    with pytest.raises(AnonauditError, match=r"mine\.csv: exists and is not an anonaudit findings CSV(.|\n)*force=True"):
+        results.report(tmp_path / "mine.html")
+    assert (tmp_path / "mine.csv").read_text(encoding="utf-8") == "a,b\n1,2\n"
+    assert results.report(tmp_path / "mine.html", force=True).is_file()
+    assert (tmp_path / "mine.csv").read_text(encoding="utf-8").startswith("release,")
+
+
 def _rouge(results):
     return results.to_pandas().set_index("release").loc["labels", "value"]
 

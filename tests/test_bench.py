@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from audit.cli import main
+from audit.core.errors import AnonauditError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "regex_masker.py"
@@ -124,6 +125,11 @@ def test_the_python_api_returns_a_leaderboard_and_is_deterministic(tmp_path):
     assert set(frame["role"]) == {"under test", "comparison"}
     page = a.report(tmp_path / "a" / "leaderboard.html")
     assert page.exists() and (tmp_path / "a" / "leaderboard.csv").exists() and (tmp_path / "a" / "leaderboard.md").exists()
+    originals = tmp_path / "a" / "data" / "originals.jsonl"  # an input of the bench: the page may not replace it
+    held = originals.read_bytes()
+    with pytest.raises(AnonauditError, match=r"originals\.jsonl: this is also the command's input \(the originals"):
+        a.report(originals)
+    assert originals.read_bytes() == held
     timing = [c for c in frame.columns if c.endswith("_per_document")]
     assert frame.drop(columns=timing).equals(b.to_pandas().drop(columns=timing))
     assert a.to_markdown().count("\n| ") == 2 and "labels" in repr(a)

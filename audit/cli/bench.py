@@ -142,7 +142,7 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
         attacks=_with_params(_names(attacks), by_component), metrics=_with_params(_names(metrics), by_component),
         sample=sample, documents=documents, reference=reference, seed=seed, llm=llm_spec, out=out,
         format=fmt, command_timeout=timeout, registry=registry_of(ctx))
-    page = result.report(out / "leaderboard.html")
+    page = result.report(out / "leaderboard.html", force=force)
     click.echo("")
     click.echo(result.to_markdown())
     click.echo(f"leaderboard: {page} (table: {out / 'leaderboard.csv'}, {out / 'leaderboard.md'}); "

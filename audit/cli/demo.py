@@ -66,7 +66,7 @@ def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str 
                    *report_outputs(out / "report.html")], [], force=force)
 
     path = run_demo(out_dir, n=n, seed=seed, llm=llm_spec, sample=sample, presidio=presidio,
-                    registry=registry_of(ctx), on_results=echo_summary)
+                    registry=registry_of(ctx), on_results=echo_summary, force=force)
     click.echo(str(path))
     from audit.core.results import ResultsFile
 

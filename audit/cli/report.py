@@ -12,14 +12,14 @@ from audit.cli.outputs import check_outputs, force_option, report_outputs
 
 
 def render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_documents: int = 50,
-            title: str | None = None, notes=(), keep_ids: bool = False) -> Path:
+            title: str | None = None, notes=(), keep_ids: bool = False, force: bool = False) -> Path:
     """Write the report and, beside it, its CSV of per-document findings (``findings.csv``,
     or ``NAME.csv`` for a report named otherwise than report.html), through the API's
     :meth:`anonaudit.Results.report`."""
     from anonaudit import load_results
 
     return load_results(results_path).report(out, shareable=shareable, gate=checks, max_documents=max_documents,
-                                             title=title, notes=notes, keep_ids=keep_ids)
+                                             title=title, notes=notes, keep_ids=keep_ids, force=force)
 
 
 def warn_originals_beside(report: Path, results_path: Path) -> None:
@@ -69,7 +69,7 @@ def report_cmd(results: str, out: str | None, shareable: bool, keep_ids: bool, m
     if max_ or min_:
         checks = evaluate(ResultsFile.load(path), thresholds(max_, min_), on_point=on_point)
     written = render(path, target, shareable=shareable, checks=checks, max_documents=max_documents, title=title,
-                      keep_ids=keep_ids)
+                     keep_ids=keep_ids, force=force)
     click.echo(str(written))
     if shareable:
         warn_originals_beside(written, path)

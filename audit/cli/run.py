@@ -72,13 +72,13 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
         max_docs = int(spec.report.get("max_documents", 50))
         notes = list(spec.report.get("notes") or ())  # e.g. the demo's weakened settings
         path = results.report(spec.out / "report.html", shareable=False, gate=checks, max_documents=max_docs,
-                              notes=notes)
+                              notes=notes, force=force)
         click.echo(f"report: {path}")
         if shareable or bool(spec.report.get("shareable")):
             # In a folder of its own: everything in OUT/shareable/ may leave the data owner;
             # OUT/results.json and OUT/releases/ hold originals and must not.
             shared = results.report(spec.out / "shareable" / "report.html", shareable=True, gate=checks,
-                                    max_documents=max_docs, notes=notes, keep_ids=keep_ids)
+                                    max_documents=max_docs, notes=notes, keep_ids=keep_ids, force=force)
             click.secho(f"shareable report: {shared} (share the folder {shared.parent} only: "
                         f"{spec.out / 'results.json'} and {spec.out / 'releases'} hold original text)",
                         fg="green", err=True)

@@ -40,13 +40,14 @@ DEMO_PARAMS: dict[str, dict] = {
 def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None = None, sample: int = 20,
              presidio: bool | None = None, registry=None, attacks: list[str] | None = None,
              metrics: list[str] | None = None, sanitizers: list[str] | None = None,
-             progress: bool | None = None,
+             progress: bool | None = None, force: bool = False,
              on_results: Callable[[list[Result]], None] | None = None) -> Path:
     """Build and run the demo audit; returns the report's path. ``attacks``/``metrics``
     default to every registered one, ``sanitizers`` (run on the originals besides the two
     releases that come with the data) to spacy_ner and presidio when installed; the
     tests pass their own registry and lists. ``on_results`` is shown the results before the
-    report is written (the command line prints its table of them)."""
+    report is written (the command line prints its table of them). ``force``: the report may
+    replace an existing file of another kind (the command line checked it with ``--force``)."""
     import yaml
 
     import anonaudit
@@ -96,7 +97,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     notes.append(f"The whole demo took {time.time() - t0:.0f} s.")
     if on_results is not None:
         on_results(outcome.results)
-    return outcome.report(out / "report.html", shareable=False, notes=notes)
+    return outcome.report(out / "report.html", shareable=False, notes=notes, force=force)
 
 
 def demo_components(reg, attacks: list[str] | None, metrics: list[str] | None,

@@ -1,0 +1,174 @@
+"""Where the commands and the API write: the one guard every writer calls before any work
+(the commands before they start; :meth:`anonaudit.Results.report` before it writes).
+
+An output path may not be an input of the same command (``sanitize --input X --out X``,
+``report R.json --out R.json``), nor an existing file of another kind (``report ... --out
+originals.jsonl``; the ``findings.csv`` beside a report written over an unrelated CSV): either
+would destroy data the user did not mean to give up. Both are refused (:class:`AnonauditError`,
+exit 2 on the command line) with a message naming the file, unless the command gets ``--force``
+(the API ``force=True``). A folder where a file should go, a parent
+that is a file, or a folder the user cannot write into are refused too (``--force`` cannot help):
+found before the work starts, never after an hour of it.
+
+Kinds are recognised from the first bytes of the existing file (:data:`KINDS`); an empty file
+holds nothing to lose and may be replaced by any kind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from audit.core.errors import AnonauditError
+
+#: What each kind of output is, in words, for the messages.
+KINDS = {
+    "results": "an anonaudit results file",
+    "report": "an anonaudit HTML report",
+    "findings": "an anonaudit findings CSV",
+    "jsonl": "a JSONL file of documents",
+    "junit": "a JUnit XML file",
+    "leaderboard": "an anonaudit leaderboard page",
+    "leaderboard_csv": "an anonaudit leaderboard CSV",
+    "leaderboard_md": "an anonaudit leaderboard table (Markdown)",
+}
+_HEAD = 1 << 16
+
+@dataclass(frozen=True)
+class Output:
+    """A file a command is about to write: its path, its kind (a key of :data:`KINDS`) and how
+    the user named it (``--out``, ``the findings CSV beside --out``)."""
+
+    path: Path
+    kind: str
+    named: str = "--out"
+
+
+def _is_kind(path: Path, kind: str) -> bool:
+    """Whether the existing file ``path`` already holds an output of ``kind`` (or nothing)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_HEAD)
+    except OSError:
+        return False
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    if not text.strip():
+        return True
+    if kind == "results":
+        return '"anonaudit.results/' in text
+    if kind == "report":
+        return "<html" in text.lower() and "anonaudit report" in text
+    if kind == "findings":
+        from reports.export import COLUMNS
+
+        return text.splitlines()[0].strip().split(",")[:3] == list(COLUMNS[:3])
+    if kind == "junit":
+        return text.lstrip().startswith("<?xml") and "<testsuite" in text
+    if kind == "leaderboard":
+        return "<html" in text.lower() and "anonaudit leaderboard" in text
+    if kind == "leaderboard_csv":
+        return text.startswith("rank,release,role,")
+    if kind == "leaderboard_md":
+        return text.startswith("| # | release |")
+    if kind == "jsonl":
+        lines = [ln for ln in text.splitlines()[:5] if ln.strip()]
+        if len(head) == _HEAD and len(lines) > 1:
+            lines = lines[:-1]  # the last line may be cut by the read
+        try:
+            return all(isinstance(r := json.loads(ln), dict) and "text" in r for ln in lines)
+        except ValueError:
+            return False
+    raise ValueError(f"unknown output kind {kind!r}")
+
+
+def _not_unicode(path: Path) -> bool:
+    """A name made of bytes that are not UTF-8 (Python keeps them as lone surrogates)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _same(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _where_problem(path: Path) -> str:
+    """Why ``path`` cannot be written whatever ``--force`` says ("" when it can)."""
+    if path.is_dir():
+        return "is a folder, not a file"
+    parent = path.resolve().parent
+    probe = parent
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"cannot be written: {probe} is a file, not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"cannot be written: the folder {probe} is not writable"
+    if path.exists() and not os.access(path, os.W_OK) and not os.access(parent, os.W_OK):
+        return "cannot be written: it is read-only"
+    return ""
+
+
+def check_outputs(outputs: Iterable[Output], inputs: Sequence[tuple[str, str | os.PathLike | None]], *,
+                  force: bool = False, force_named: str = "--force") -> None:
+    """Refuse (:class:`AnonauditError`, every problem at once) outputs that are inputs of the
+    command (``inputs``: how each was named, and its path) or existing files of another kind,
+    unless ``force``; and outputs that cannot be written at all, whatever ``force`` says.
+    ``force_named``: how the caller's user says force (the API's ``force=True``)."""
+    hard: list[str] = []
+    soft: list[str] = []
+    given = [(label, Path(p).expanduser()) for label, p in inputs if p]
+    for label, path in given:
+        if _not_unicode(path):
+            hard.append(f"{label} {path!s:.200}: the file name is not valid UTF-8; rename it (file names are "
+                        "recorded in the results and the report)")
+    for out in outputs:
+        path = Path(out.path).expanduser()
+        wrong = "the file name is not valid UTF-8; choose another (it is written into the results and the report)" \
+            if _not_unicode(path) else _where_problem(path)
+        if wrong:
+            hard.append(f"{out.named} {path}: {wrong}")
+            continue
+        clash = next((label for label, p in given if p.exists() and _same(path, p)), None)
+        if clash is not None:
+            soft.append(f"{out.named} {path}: this is also the command's input ({clash}); writing it would "
+                        "destroy that input")
+        elif path.exists() and not _is_kind(path, out.kind):
+            soft.append(f"{out.named} {path}: exists and is not {KINDS[out.kind]}; writing it would replace "
+                        "that file")
+    if hard or (soft and not force):
+        hint = [f"give another output path, or {force_named} to replace it anyway"] if soft and not force else []
+        raise AnonauditError("\n".join(hard + (soft if not force else []) + hint))
+
+
+def results_outputs(results: Path, named: str = "--out") -> list[Output]:
+    """The files a results writer makes: the results file (the summary table beside it is
+    guarded by its writer, :mod:`audit.core.summary`, which refuses a CSV it did not write)."""
+    return [Output(results, "results", named)]
+
+
+def report_outputs(out: Path) -> tuple[Output, Output]:
+    """The files ``report`` (and ``run``/``demo``) write: the HTML report at ``out`` and its
+    findings CSV beside it (:func:`findings_csv_path`)."""
+    return (Output(out, "report", "the report"),
+            Output(findings_csv_path(out), "findings", f"the findings CSV beside {out.name}"))
+
+
+def findings_csv_path(report: Path) -> Path:
+    """``findings.csv`` beside ``report.html`` (``findings.shareable.csv`` beside
+    ``report.shareable.html``), ``NAME.csv`` beside any other ``NAME.html``."""
+    name = report.name
+    return report.with_name("findings.csv" if name == "report.html" else
+                            "findings.shareable.csv" if name == "report.shareable.html" else report.stem + ".csv")
