@@ -182,6 +182,64 @@ def test_a_fifo_fed_once_is_read_once_and_never_hangs(demo, reg):
     assert rf.get("toy_survives", "labels").n == 6
     assert rf.provenance["inputs"]["originals"]["documents"] == 6
 
+def test_a_fifo_that_nothing_writes_is_a_clear_error_not_a_hang(demo, reg, monkeypatch):
+    """A named pipe with no writer used to block the command for ever on ``open``: it is waited
+    for (ANONAUDIT_PIPE_WAIT seconds, short here), then refused naming the file, exit 2."""
+    import os
+    import threading
+
+    fifo = demo / "nobody.jsonl"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("ANONAUDIT_PIPE_WAIT", "0.3")
+    done: list = []
+    worker = threading.Thread(target=lambda: done.append(run(reg, "data", "validate", str(fifo))), daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    try:
+        assert done, "the command still waits on a FIFO that nothing writes"
+        clear_error(done[0], "nobody.jsonl", "named pipe (FIFO) that no program wrote to", "ANONAUDIT_PIPE_WAIT")
+    finally:
+        if worker.is_alive():  # let the blocked reader go: a writer that comes and leaves gives it end-of-file
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_a_device_or_a_folder_given_as_an_input_is_refused_naming_it(demo, reg):
+    # (/dev/zero or /dev/urandom were read until memory ran out; /dev/null stands for them here)
+    clear_error(run(reg, "data", "validate", "/dev/null"), "/dev/null: is a character device, not a file")
+    clear_error(attack(reg, "--release", "/dev/null", "--out", "R.json"), "/dev/null: is a character device")
+    (demo / "adir.jsonl").mkdir()
+    clear_error(attack(reg, "--release", "adir.jsonl", "--out", "R.json"), "adir.jsonl", "folder")
+
+
+def test_format_detection_and_loading_read_a_regular_file_once(demo, monkeypatch):
+    """Detection (JSONL or JSON? CSV header?) and the loader parse the bytes of one read."""
+    import csv as csvmod
+
+    from audit.io import detect
+    from audit.io.loaders import load_corpus, load_release_file
+
+    opened: list[str] = []
+    real = detect.read_input
+    monkeypatch.setattr(detect, "read_input", lambda p: opened.append(str(p)) or real(p))
+    rows = [json.loads(line) for line in (demo / "demo/originals.jsonl").read_text().splitlines()]
+    (demo / "docs.json").write_text(json.dumps(rows))
+    with open(demo / "docs.txt", "w", newline="") as fh:  # no extension to go by: the header decides
+        w = csvmod.writer(fh)
+        w.writerow(["id", "text"])
+        w.writerows([r["id"], r["text"]] for r in rows)
+    originals = load_corpus(demo / "demo/originals.jsonl")
+    for path in ("demo/originals.jsonl", "docs.json", "docs.txt"):
+        opened.clear()
+        assert len(load_corpus(demo / path)) == 6
+        assert opened == [str(demo / path)]
+    opened.clear()
+    assert len(load_release_file(demo / "demo/releases/labels.jsonl", originals=originals)[0].corpus) == 6
+    assert opened == [str(demo / "demo/releases/labels.jsonl")]
+    opened.clear()
+    load_corpus(demo / "docs.txt")  # the scope ended: the next load reads the file again (it may have changed)
+    assert opened == [str(demo / "docs.txt")]
+
+
 def test_a_results_file_from_a_pipe_is_read_once_by_every_reader(demo, reg, monkeypatch):
     import os
 

@@ -20,57 +20,104 @@ folder is not writable) is an :class:`~audit.core.errors.AnonauditError` naming 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import re
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import filelock
 
-from audit.core.errors import AnonauditError
+from audit.core.errors import AnonauditError, DataError, Problem
 
 _BLOCK = 1 << 20
 
 
-#: The content of every input that is not a regular file (a pipe such as ``<(cat f)``, a FIFO, a
-#: device), by absolute path: such an input can be read only once, so every later reader of the
-#: same path in this process (format detection, the loader, the provenance's sha256) gets these
-#: bytes instead of blocking on an empty pipe. Regular files are read again when asked.
+#: The content of every input that is a pipe (``<(cat f)``, a FIFO), by absolute path: a pipe can
+#: be read only once, so every later reader of the same path in this process (format detection,
+#: the loader, the provenance's sha256) gets these bytes instead of blocking on an empty pipe.
+#: Regular files are read again when asked (:func:`audit.io.detect.read_once` reads each once per load).
 _STREAMS: dict[str, bytes] = {}
+#: How long a named pipe (FIFO) may wait for a program to open it for writing, in seconds
+#: (``ANONAUDIT_PIPE_WAIT`` overrides it). A pipe whose writer is there but slow waits as long as
+#: the writer takes; one that no program has open for writing is an error after this long, not a
+#: command that hangs for ever.
+PIPE_WAIT_S = 30.0
+PIPE_WAIT_ENV = "ANONAUDIT_PIPE_WAIT"
 
 
 def read_input(path: str | os.PathLike[str]) -> bytes:
-    """The whole content of the input file ``path``, read once (a pipe or FIFO: once per
-    process, see :data:`_STREAMS`). Raises :class:`OSError` as ``open`` does."""
+    """The whole content of the input file ``path``: a regular file, or a pipe (read once per
+    process, see :data:`_STREAMS`; :func:`_read_pipe`). Anything else (a folder, a device, a
+    socket) is refused: :class:`IsADirectoryError` for a folder, as ``open`` raises it, and a
+    :class:`~audit.core.errors.DataError` naming the file for the rest. Raises :class:`OSError`
+    as ``open`` does."""
     key = os.path.abspath(os.fspath(path))
     if key in _STREAMS:
         return _STREAMS[key]
-    with open(path, "rb") as fh:
-        regular = stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
-        data = fh.read()
-    if not regular:
-        _STREAMS[key] = data
-    return data
+    mode = os.stat(path).st_mode
+    if stat.S_ISREG(mode):
+        with open(path, "rb") as fh:
+            return fh.read()
+    if stat.S_ISFIFO(mode):
+        _STREAMS[key] = _read_pipe(path)
+        return _STREAMS[key]
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+    kind = "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else \
+        "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+    raise DataError(Problem(os.fspath(path), f"is {kind}, not a file: give a file (or a pipe) to read"))
+
+
+def _read_pipe(path: str | os.PathLike[str]) -> bytes:
+    """All a pipe or FIFO gives until its writers close it. Opened without blocking, so a
+    named pipe that no program has open for writing is found (a read returns end-of-file at once,
+    where a pipe with a writer that has not written yet would block): it is waited for
+    :data:`PIPE_WAIT_S` seconds, then refused with a :class:`DataError` naming it. Once a writer
+    is there, the read blocks as a plain read does, however slow the writer is."""
+    wait = float(os.environ.get(PIPE_WAIT_ENV) or PIPE_WAIT_S)
+    deadline = time.monotonic() + wait
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        while True:
+            try:
+                first = os.read(fd, _BLOCK)
+            except BlockingIOError:  # a writer has it open and has written nothing yet
+                first = b""
+                break
+            if first:
+                break
+            if time.monotonic() >= deadline:  # no writer has had it open (or one left, writing nothing)
+                raise DataError(Problem(os.fspath(path), f"a named pipe (FIFO) that no program wrote to in "
+                                        f"{wait:g} s: start the program that writes it first (or set "
+                                        f"{PIPE_WAIT_ENV} to wait longer), or give a regular file"))
+            time.sleep(0.05)
+        os.set_blocking(fd, True)
+        chunks = [first]
+        while block := os.read(fd, _BLOCK):
+            chunks.append(block)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file's content, read in blocks (a pipe already read: its bytes)."""
+    """Hex sha256 of a file's content, read in blocks (a pipe: its bytes, read once by
+    :func:`read_input`)."""
     key = os.path.abspath(os.fspath(path))
-    if key in _STREAMS:
-        return hashlib.sha256(_STREAMS[key]).hexdigest()
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            _STREAMS[key] = fh.read()
-            return hashlib.sha256(_STREAMS[key]).hexdigest()
-        while block := fh.read(_BLOCK):
-            h.update(block)
-    return h.hexdigest()
+    if key not in _STREAMS and stat.S_ISREG(os.stat(path).st_mode):
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while block := fh.read(_BLOCK):
+                h.update(block)
+        return h.hexdigest()
+    return hashlib.sha256(read_input(path)).hexdigest()
 
 
 def _umask() -> int:

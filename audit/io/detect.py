@@ -5,14 +5,21 @@ errors for unreadable or non-UTF-8 files)."""
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
+import os
+from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from audit.core import safejson
 from audit.core.errors import AnonauditError, DataError, Problem, not_utf8_message, wide_encoding
 from audit.core.files import read_input
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 FORMATS: dict[str, str] = {
     "jsonl": "one JSON document per line: id, text, subject?, spans?",
@@ -66,9 +73,42 @@ def sniff(source: str, format: str | None = None) -> tuple[str, Any]:
     return _json_kind(data, source), data
 
 
+#: The bytes of each input read in the current :func:`read_once` scope, by absolute path.
+_READ: ContextVar[dict[str, bytes] | None] = ContextVar("anonaudit_io_read", default=None)
+
+
+def read_once(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run ``fn`` (a loader) in a scope in which each input is opened and read once: format
+    detection, the header checks and the loader all parse the same bytes, so a large file is not
+    read three times and a file changed in between cannot be detected as one format and loaded
+    as another. The bytes are let go when the outermost scope ends."""
+    @functools.wraps(fn)
+    def scoped(*args: P.args, **kwargs: P.kwargs) -> R:
+        if _READ.get() is not None:
+            return fn(*args, **kwargs)
+        token = _READ.set({})
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _READ.reset(token)
+    return scoped
+
+
 def read_bytes(source: str) -> bytes:
-    """The whole content of an input, read once (a pipe or FIFO too: :func:`audit.core.files.read_input`);
-    every reader of this package parses these bytes, never the path again."""
+    """The whole content of an input: a regular file once per :func:`read_once` scope, a pipe or
+    FIFO once per process (:func:`audit.core.files.read_input`); a folder, a device or a named pipe
+    that nothing writes to is a :class:`DataError` naming it."""
+    memo = _READ.get()
+    key = os.path.abspath(source)
+    if memo is not None and key in memo:
+        return memo[key]
+    data = _read(source)
+    if memo is not None:
+        memo[key] = data
+    return data
+
+
+def _read(source: str) -> bytes:
     try:
         return read_input(source)
     except FileNotFoundError:

@@ -72,7 +72,7 @@ from typing import Any
 from audit.core.data import Corpus, Document, Release
 from audit.core.errors import AnonauditError, Problems
 from audit.core.files import atomic_open
-from audit.io.detect import FORMATS, sniff
+from audit.io.detect import FORMATS, read_once, sniff
 from audit.io.frames import load_parquet
 from audit.io.jsondocs import load_json_list, load_json_map, load_tab
 from audit.io.spanfiles import apply_span_file
@@ -97,11 +97,13 @@ def parse_release_spec(spec: str) -> tuple[str | None, str]:
     return name.strip(), path
 
 
+@read_once
 def detect_format(path: str | os.PathLike) -> str:
     """The format of ``path`` (one of :data:`FORMATS`), from its extension and content."""
     return sniff(str(path))[0]
 
 
+@read_once
 def load_corpus(path: str | os.PathLike, format: str | None = None, *, name: str | None = None,
                 annotator: str | None = None, columns: dict[str, str] | None = None) -> Corpus:
     """Load documents from ``path`` (format detected unless given).
@@ -151,6 +153,7 @@ def load_releases(spec: str, *, originals: Corpus | None = None, format: str | N
     return load_release_file(path, name=name, originals=originals, format=format, columns=columns)
 
 
+@read_once
 def load_release_file(path: str | os.PathLike, *, name: str | None = None, originals: Corpus | None = None,
                       format: str | None = None, columns: dict[str, str] | None = None) -> list[Release]:
     """Load the release(s) in the file ``path``, named ``name`` (default: the file stem).
@@ -200,6 +203,7 @@ def load_release_file(path: str | os.PathLike, *, name: str | None = None, origi
     return [Release(name=name, corpus=corpus, aligned=True, source=path)]
 
 
+@read_once
 def load_dev(path: str | os.PathLike, format: str | None = None) -> Release | None:
     """The dev release a background file carries: a TRI file's ``dev_abstract`` column (the
     TRI paper's code chooses the attacker's epoch on it); ``None`` for any other file."""
@@ -208,6 +212,7 @@ def load_dev(path: str | os.PathLike, format: str | None = None) -> Release | No
     return read_tri_dev(source, data) if fmt == "tri" else None
 
 
+@read_once
 def load_tri(path: str | os.PathLike) -> tuple[Corpus, list[Release]]:
     """Load a TRI dataframe file: ``(background corpus, one release per method)``."""
     source = str(path)
