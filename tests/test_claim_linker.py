@@ -16,6 +16,7 @@ from attackers.claim_linker import (
     rank_evidence, select_aux, yesno_prompt,
 )
 from audit.core.data import Corpus, Document, Release, Scenario
+from audit.core.results import Result
 from audit.core.text import RougeTokenizer, rouge_l
 from audit.models.llm import LLM, ScriptedLLM
 
@@ -394,9 +395,14 @@ def test_the_yesno_judge_scores_fixed_answers_and_passes_its_control(spacy_resou
     scenario = Scenario(originals=originals, releases=(release,))
     llm = YesNoLLM()
     attack = _attack(spacy_resource, llm=llm, judge="yesno", judge_check=16)
-    link, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
+    results = attack.fit(scenario).evaluate(scenario, release)
+    link, semantic, _ = results
     d = semantic.details
     assert d["judge"] == "yesno" and "log P(Yes) > log P(No)" in d["decision_rule"] and d["repeats"] == 1
+    # written to JSON and read back, every result is the one written (the ratings' keys were ints)
+    assert [Result.from_dict(json.loads(json.dumps(r.to_dict()))) for r in results] == results
+    assert all(set(f.facts["ratings"]) <= {"1", "2", "3"} for f in semantic.documents if "ratings" in f.facts)
+    assert set(d["judge_check"]["self_ratings"]) == {"1"}
     assert d["malformed_answers"] == 0
     assert d["warning"] == ("the judge's control found only 8 claims beyond the attacker's (asked for 16), so it "
                             "is weak evidence that the judge is reliable")

@@ -112,6 +112,7 @@ class Leaky(Attack):
     remedy = "Mask more in {exposed} of {total} documents."
     runs = 0
     vary = True
+    keyed = False
 
     def __init__(self, seed: int = 0):
         """seed: unused."""
@@ -119,7 +120,9 @@ class Leaky(Attack):
 
     def evaluate(self, scenario, release):
         type(self).runs += 1
-        docs = [Finding(d.id, True, facts={"recovered": [s.original for s in d.spans]}) for d in release]
+        docs = [Finding(d.id, True, facts={"recovered": [s.original for s in d.spans],
+                                           **({"counts": {1: 2}} if self.keyed else {})},
+                        private={"recovered"} if self.keyed else frozenset()) for d in release]
         return [Result.from_risk(self.name, release.name, risk(len(docs) - self.vary * (self.runs % 2), len(docs), 0.1),
                                  documents=docs)]
 
@@ -163,6 +166,10 @@ def test_a_component_that_breaks_the_rules_is_told_which():
     assert "determinism: two instances with the same parameters gave different results" in text
     Leaky.vary = False  # the same figure twice: now the public original is what breaks it
     with pytest.raises(ContractError, match=r"shareable: .*recovered show\(s\) the original .* not named private"):
+        check_component(Leaky)
+    Leaky.keyed = True  # a fact keyed by numbers: JSON gives the keys back as strings
+    with pytest.raises(ContractError, match=r"reads back from JSON otherwise than it was written "
+                                            r"\(documents\[0\]\.counts: the key 1 is not a string"):
         check_component(Leaky)
     with pytest.raises(ContractError, match=r"bad input: an empty corpus raised IndexError"):
         check_component(Rude)

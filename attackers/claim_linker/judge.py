@@ -21,7 +21,7 @@ import logging
 import random
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -175,6 +175,12 @@ def mode_rating(values: Sequence[int | None]) -> int | None:
         return None
     counts = Counter(valid)
     return min(counts, key=lambda r: (-counts[r], r))
+
+
+def rating_counts(ratings: Iterable[int]) -> dict[str, int]:
+    """How many claims got each rating, keyed by the rating as text (``{"1": 3, "3": 1}``): the
+    form JSON keeps, so a result read back from its file equals the one written."""
+    return {str(k): v for k, v in sorted(Counter(ratings).items())}
 
 
 def leakage_of(ratings: Sequence[int]) -> float:
@@ -393,7 +399,7 @@ class Judging:
         for kind, part in (("self", ratings[:len(own)]), ("unrelated", ratings[len(own):])):
             valid = [r for r in part if r is not None]
             out[kind] = round(leakage_of(valid), 4) if valid else None
-            out[f"{kind}_ratings"] = dict(sorted(Counter(valid).items()))
+            out[f"{kind}_ratings"] = rating_counts(valid)
         ok = (out["self"] is not None and out["unrelated"] is not None
               and out["self"] >= JUDGE_SELF_MIN and out["unrelated"] <= JUDGE_OTHER_MAX)
         out["passed"] = ok

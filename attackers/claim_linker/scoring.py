@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attackers.claim_linker.judge import JUDGE_OTHER_MAX, JUDGE_SELF_MIN, leakage_of
+from attackers.claim_linker.judge import JUDGE_OTHER_MAX, JUDGE_SELF_MIN, leakage_of, rating_counts
 from attackers.claim_linker.linkers import DenseLinker, Link, Linker
 from audit.core.results import Finding, Highlight, Result
 from audit.core.stats import cluster_bootstrap, clustered_details
@@ -201,7 +201,7 @@ class LeakageScoring:
                    "leakage": round(value, 4), "lexical_leakage": round(lexical, 4),
                    "claims_scored": len(valid), "claims_unrated": len(ratings) - len(valid),
                    "claims_left_out": dict(sorted(dropped.items())),
-                   "ratings": dict(sorted(Counter(valid).items())), "leaked": evidence},
+                   "ratings": rating_counts(valid), "leaked": evidence},
             private={"leaked"})  # claims of the original, with what supports them
 
     def _semantic_details(self, tally: _Tally, check: dict[str, Any] | None, llm_id: str, dense: bool,
@@ -256,7 +256,7 @@ class LeakageScoring:
             "unrated_claims": tally.unrated, "identifying_only": self.identifying,
             "claims_left_out": dict(sorted(tally.left_out.items())),
             "documents_without_identifying_claims": tally.without_claims,
-            "rating_counts": {str(k): v for k, v in sorted(tally.ratings.items())},
+            "rating_counts": rating_counts(tally.ratings.elements()),
             "judge_check": check, "warning": warning,
             "lexical_leakage_same_documents": (sum(tally.lexical) / len(tally.lexical)) if tally.lexical else None,
             "note": note,

@@ -24,7 +24,8 @@ The rules:
    kind, the headline first and named after the component (further measures
    ``name.measure``), figures that can be read back, typed details, one
    :class:`~audit.core.results.Finding` per document of the release (offsets inside the text
-   they mark), and a round trip through JSON that changes nothing; a sanitizer returns an
+   they mark), and a round trip through JSON that changes nothing (no key that is not a
+   string: ``{1: 3}`` reads back as ``{"1": 3}``); a sanitizer returns an
    aligned :class:`~audit.core.data.Release` of the same documents whose recorded spans lie in
    the text, and leaves its input alone; a detector returns one list of labelled
    :class:`~audit.core.data.Span` s per text, inside that text;
@@ -235,10 +236,32 @@ def _result_problems(cls: type, results: Any, scn: Scenario, release: Release) -
         except (TypeError, ValueError) as exc:
             out.append(f"{where}: details and facts must be JSON values ({exc})")
         else:
-            if json.dumps(Result.from_dict(json.loads(text)).to_dict(), sort_keys=True) != text:
-                out.append(f"{where}: reads back from JSON otherwise than it was written")
+            changed = _json_change(r.to_dict(), json.loads(text), "") or \
+                _json_change(r.to_dict(), Result.from_dict(json.loads(text)).to_dict(), "")
+            if changed:
+                out.append(f"{where}: reads back from JSON otherwise than it was written ({changed})")
         out += [f"{where}: {w}" for w in _finding_problems(r.documents, release, scn)]
     return out
+
+
+def _json_change(written: Any, read: Any, where: str) -> str:
+    """Where ``read`` (a value read back from JSON) differs from ``written``, in words ("" when
+    nowhere). Tuples read back as lists, which is no change; a key that is not a string (it
+    reads back as one: ``{1: 3}`` becomes ``{"1": 3}``) or any other difference is."""
+    if isinstance(written, Mapping) and isinstance(read, Mapping):
+        odd = next((k for k in written if not isinstance(k, str)), None)
+        if odd is not None:
+            return f"{where or 'the result'}: the key {odd!r} is not a string, and reads back as {str(odd)!r}"
+        for key in written:
+            change = _json_change(written[key], read.get(key), f"{where}.{key}" if where else key)
+            if change:
+                return change
+        return "" if set(written) == set(read) else f"{where or 'the result'}: other keys"
+    if isinstance(written, (list, tuple)) and isinstance(read, list) and len(written) == len(read):
+        return next((c for i, (a, b) in enumerate(zip(written, read)) if (c := _json_change(a, b, f"{where}[{i}]"))),
+                    "")
+    same = type(written) is type(read) or {type(written), type(read)} <= {int, float}
+    return "" if same and written == read else f"{where}: {written!r} reads back as {read!r}"
 
 
 def _finding_problems(documents: tuple[Finding, ...], release: Release, scn: Scenario) -> list[str]:
