@@ -590,7 +590,7 @@ def test_construction_loads_nothing_and_is_registered():
     from audit.core.registry import registry
 
     attack = ClaimLinkerAttack(llm="no-such-model", embedder="/no/such/folder")
-    assert attack._llm is None and attack._embedder_obj is None
+    assert "_llms" not in attack.__dict__ and attack._embedder_obj is None
     assert attack.get_params()["aux_claims"] == 3 and attack.get_params()["linker"] == "dense"
     assert registry.get("attack", "claim-linker") is ClaimLinkerAttack
     with pytest.raises(Exception, match="unknown linker"):
@@ -688,13 +688,13 @@ def test_close_releases_only_a_model_the_attack_loaded_itself(monkeypatch):
     attack = ClaimLinkerAttack(llm=given)
     assert attack._get_llm() is given
     attack.close()
-    assert Recording.closed == 0 and attack._llm is None  # the caller's model stays open
+    assert Recording.closed == 0 and "_llms" not in attack.__dict__  # the caller's model stays open
     loads = []
     monkeypatch.setattr("audit.models.specs.load_llm", lambda spec=None, **kw: loads.append(spec) or Recording(judge))
     loaded = ClaimLinkerAttack(llm="some-spec")  # used alone: a private set of resources
     loaded._get_llm()
     loaded.close()
-    assert Recording.closed == 1 and loaded._llm is None and loaded.resources is None
+    assert Recording.closed == 1 and "_llms" not in loaded.__dict__ and loaded.resources is None
     # With the run's resources, the model is loaded once for every component and released by its owner.
     with Resources() as shared:
         first, second = (ClaimLinkerAttack(llm="some-spec").use(shared) for _ in range(2))
@@ -703,3 +703,36 @@ def test_close_releases_only_a_model_the_attack_loaded_itself(monkeypatch):
         second.close()
         assert Recording.closed == 1
     assert Recording.closed == 2 and loads == ["some-spec", "some-spec"]
+
+
+def test_the_judge_llm_is_kept_in_the_one_llm_memo_and_closed_with_it():
+    """The judge's LLM (``judge_llm``) is asked of the resources once, kept beside the attack's
+    LLM in UsesLLM's memo, and forgotten by the same close(): no component keeps a memo of its own."""
+    from audit.models.resources import UsesLLM
+
+    asked = []
+
+    class Counting:
+        def llm(self, spec, *, cache=True, what=""):
+            asked.append((spec, what))
+            return ScriptedLLM(judge)
+
+        def close(self):
+            pass
+
+    attack = ClaimLinkerAttack(llm="attacker-spec", judge_llm="judge-spec").use(Counting())
+    judge_llm = attack._get_judge_llm()
+    assert attack._get_judge_llm() is judge_llm and attack._get_llm() is not judge_llm
+    assert asked == [("judge-spec", "the leakage judge"), ("attacker-spec", "the LLM")]
+    assert set(attack.__dict__["_llms"]) == {"llm", "judge_llm"}
+    attack.close()
+    assert "_llms" not in attack.__dict__
+    attack._get_judge_llm()
+    assert [spec for spec, _ in asked] == ["judge-spec", "attacker-spec", "judge-spec"]
+    # one memo: nothing outside UsesLLM asks the resources for an LLM of a component's own
+    import inspect
+
+    import attackers.claim_linker.attack as module
+
+    assert "resources_of(self).llm(" not in inspect.getsource(module)
+    assert isinstance(attack, UsesLLM)

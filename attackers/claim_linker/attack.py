@@ -102,8 +102,6 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
         self.seed = seed
         self.progress = progress
         self._check()
-        self._llm: LLM | None = None
-        self._judge_llm_obj: LLM | None = None
         self._embedder_obj = self._splitter = self._fitted_on = None
         self._judge_fallback_: str | None = None  # why the yes/no judge could not run (no log-probabilities)
 
@@ -130,18 +128,15 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
             raise AnonauditError("judge_check must be 0 (off) or a number of claims")
 
     # -- resources: the run's shared models (see audit.models.resources), asked for on first use;
-    #    the attack LLM through UsesLLM._get_llm (always with the answer cache: there is no cache parameter)
+    #    both LLMs through UsesLLM._get_llm, in its one memo (always with the answer cache: there is no
+    #    cache parameter)
 
     def _get_judge_llm(self) -> LLM:
         if self.judge_llm is None:
             return self._get_llm()
-        if self._judge_llm_obj is None:
-            self._judge_llm_obj = resources_of(self).llm(self.judge_llm, what="the leakage judge")
-        return self._judge_llm_obj
+        return self._get_llm("judge_llm", what="the leakage judge")
 
     def close(self) -> None:
-        self._llm = None
-        self._judge_llm_obj = None
         self._embedder_obj = None
         self._splitter = None
         super().close()

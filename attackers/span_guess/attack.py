@@ -123,7 +123,6 @@ class SpanGuessAttack(UsesLLM, Attack):
         self.knowledge, self.people, self.rank, self.dense, self.prior = knowledge, people, rank, dense, prior
         if frequent_lemmas < 0:
             raise AnonauditError(f"span_guess: frequent_lemmas must be 0 or more, got {frequent_lemmas!r}")
-        self._llm: LLM | None = None
         self._matcher: Matcher | None = None
         self._matcher_key: str | None = None
         self._ner_nlp: Spacy | None = None
@@ -136,7 +135,6 @@ class SpanGuessAttack(UsesLLM, Attack):
     # UsesLLM._get_llm (with the ``cache`` setting).
 
     def close(self) -> None:
-        self._llm = None
         self._ner_nlp = None
         self._background = None
         if self._matcher is not None:

@@ -246,20 +246,27 @@ def resources_of(component: Any) -> Resources:
 
 
 class UsesLLM:
-    """For a component with an ``llm`` parameter (a spec or an LLM object) and, optionally, a
-    ``cache`` one: :meth:`_get_llm` gets that LLM from the component's resources once and keeps
-    it in ``_llm``, which the component's ``close()`` forgets (the resources own the model)."""
+    """For a component with LLM parameters (``llm``; the claim linker's ``judge_llm`` too: each a
+    spec or an LLM object) and, optionally, a ``cache`` one: :meth:`_get_llm` gets the LLM a
+    parameter names from the component's resources once and keeps it in the one memo ``_llms``
+    (by parameter), which :meth:`close` forgets (the resources own the models)."""
 
     #: What the LLM does for the component, in the messages about loading it.
     llm_role: ClassVar[str] = "the LLM"
 
-    def _get_llm(self) -> LLM:
-        llm = self.__dict__.get("_llm")
-        if llm is None:
-            llm = resources_of(self).llm(self.llm, cache=getattr(self, "cache", True),  # type: ignore[attr-defined]
-                                         what=self.llm_role)
-            self._llm = llm
-        return llm
+    def _get_llm(self, param: str = "llm", *, what: str | None = None) -> LLM:
+        """The LLM the parameter ``param`` names, asked of the resources on first use; ``what``:
+        what it does, for the messages about loading it (default :attr:`llm_role`)."""
+        memo: dict[str, LLM] = self.__dict__.setdefault("_llms", {})
+        if param not in memo:
+            memo[param] = resources_of(self).llm(getattr(self, param), cache=getattr(self, "cache", True),
+                                                 what=what or self.llm_role)
+        return memo[param]
+
+    def close(self) -> None:
+        """Forget the LLMs (the resources close them), then what the component's other bases hold."""
+        self.__dict__.pop("_llms", None)
+        super().close()  # type: ignore[misc]
 
 
 def _close_quietly(obj: Any) -> None:

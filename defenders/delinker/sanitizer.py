@@ -105,7 +105,6 @@ class Delinker(UsesLLM, DelinkerRepair, Sanitizer):
         self._check()
         self._index: NgramIndex | None = None
         self._index_key: str | None = None
-        self._llm: LLM | None = None
         self._totals: dict[str, int] = {}
 
     def _check(self) -> None:
@@ -157,7 +156,6 @@ class Delinker(UsesLLM, DelinkerRepair, Sanitizer):
         return self._index
 
     def close(self) -> None:
-        self._llm = None
         self._index = None
         self._index_key = None
         super().close()

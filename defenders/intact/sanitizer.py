@@ -132,14 +132,7 @@ class IntactSanitizer(UsesLLM, IntactRepair, Sanitizer):
                 registry.get("detector", detector)
             except AnonauditError as exc:
                 raise AnonauditError(f"intact: detector: {exc}") from None
-        self._llm: LLM | None = None
         self._counts: dict[str, dict[str, Any]] = {}
-
-    # ------------------------------------------------------------------ resources
-
-    def close(self) -> None:
-        self._llm = None
-        super().close()
 
     def warnings(self, name: str) -> list[str]:
         """The self-check's warnings on release ``name`` (:mod:`defenders.selfcheck`)."""

@@ -95,7 +95,6 @@ class PromptAnonymizer(UsesLLM, Sanitizer):
         self.frequency_corpus = frequency_corpus
         self.cache = cache
         self.progress = progress
-        self._llm: LLM | None = None
         self.counts: Counter[str] = Counter()
         self._common: frozenset[str] = frozenset()
         self._checks: dict[str, dict[str, Any]] = {}
@@ -115,9 +114,6 @@ class PromptAnonymizer(UsesLLM, Sanitizer):
         return list(self._checks.get(name, {}).get("warnings", []))
 
     # ------------------------------------------------------------------ resources
-    def close(self) -> None:
-        self._llm = None
-        super().close()
 
     def sentences(self, text: str) -> list[tuple[int, int]]:
         """Sentence offsets (the run's shared spaCy pipeline)."""
