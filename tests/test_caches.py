@@ -85,15 +85,15 @@ def test_no_cache_is_honoured_by_the_llm_ic_and_lemma_caches(home):
         llm = CachedLLM(ScriptedLLM(lambda r: "answer", identity="s"), home / "cache" / "llm.sqlite")
         assert llm.complete_batch([ChatRequest.make([{"role": "user", "content": "q"}])]) == ["answer"]
         assert not llm.enabled and llm.store is None
-        ic = ICCache(corpus, "est")
-        ic.put_many([("a", [], np.zeros(0), 0.1)])
+        ic = ICCache("est")
+        ic.put_many([(corpus["a"].text, [], np.zeros(0), 0.1)])
         assert not ic.enabled
         corpus_matcher(corpus, top=5)
     assert config.cache_enabled() and config.NO_CACHE_ENV not in os.environ
     # nothing but the model store (checksums of the pinned model files) was written
     assert not [p for p in home.rglob("*") if p.is_file() and "models" not in p.relative_to(home).parts]
     # the same calls with the caches on do write
-    ICCache(corpus, "est").put_many([("a", [], np.zeros(0), 0.1)])
+    ICCache("est").put_many([(corpus["a"].text, [], np.zeros(0), 0.1)])
     corpus_matcher(corpus, top=5)
     assert list((home / "utility").glob("ic-*.json")) and list((home / "span_guess").glob("*.json"))
 

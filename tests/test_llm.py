@@ -555,7 +555,7 @@ def test_a_transformers_model_loads_on_first_use_and_a_warm_run_never_loads_it(t
         with Resources(llm_cache_path=tmp_path / "c.sqlite", progress=progress) as res:
             est = CausalIC(res.llm(str(tiny_hf_model), what="the scorer"), context_tokens=16)
             assert est.uses_one_pass and "one-pass" in est.identity
-            values = corpus_ic(corpus, est, extract, cache=ICCache(corpus, est.identity, tmp_path / "ic"))
+            values = corpus_ic(corpus, est, extract, cache=ICCache(est.identity, tmp_path / "ic"))
             return values, est.llm.backend.loaded
 
     cold, loaded = run(progress=True)

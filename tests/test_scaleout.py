@@ -514,7 +514,7 @@ def test_information_content_on_workers_is_what_this_process_computes(tmp_path, 
             here_est, there_est = MaskedIC(folder, every=3), MaskedIC(folder, every=3)
         assert there_est.identity == here_est.identity and there_est.worker() is not None
         here = corpus_ic(corpus, here_est, extract)
-        cache = ICCache(corpus, there_est.identity, tmp_path / "ic")
+        cache = ICCache(there_est.identity, tmp_path / "ic")
         monkeypatch.setattr(ic_module, "IC_ROUND", 4)  # 15 documents: 4 rounds, each saved
         there = corpus_ic(corpus, there_est, extract, cache=cache, executor=ex)
     stage = ex.timings["information content"]
@@ -523,8 +523,8 @@ def test_information_content_on_workers_is_what_this_process_computes(tmp_path, 
     for doc_id, (terms, ic) in here.items():
         assert there[doc_id][0] == terms and np.array_equal(there[doc_id][1], ic)
     # saved as it came back: a later run reads every document from the cache
-    again = ICCache(corpus, there_est.identity, tmp_path / "ic")
-    assert all(again.get(d.id) is not None for d in corpus)
+    again = ICCache(there_est.identity, tmp_path / "ic")
+    assert all(again.get(d.text) is not None for d in corpus)
 
 
 @pytest.fixture(scope="module")

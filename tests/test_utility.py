@@ -158,18 +158,19 @@ def test_ic_of_the_originals_is_computed_once_and_cached_on_disk(make_ctx, tmp_p
     originals = _corpus(COURT, "The Government appealed to the Supreme Court in Ankara.")
     llm = FakeLLM()
     est = CausalIC(llm, context_tokens=64)
-    cache = ICCache(originals, est.identity, tmp_path / "c")
+    cache = ICCache(est.identity, tmp_path / "c")
     first = corpus_ic(originals, est, TermExtractor(nlp), cache=cache)
     n_calls = len(llm.calls)
     assert n_calls == sum(len(t) for t, _ in first.values())
-    warm = ICCache(originals, est.identity, tmp_path / "c")
+    warm = ICCache(est.identity, tmp_path / "c")
     again = corpus_ic(originals, est, TermExtractor(nlp), cache=warm)
     assert len(llm.calls) == n_calls  # nothing recomputed
     assert warm.stats == {"hits": len(originals), "misses": 0} and cache.stats["misses"] == len(originals)
     for i in first:  # exactly equal: a cold run uses the numbers a warm run reads back
         assert first[i][1].tolist() == again[i][1].tolist() and first[i][0] == again[i][0]
-    other = ICCache(originals, "another-estimator", tmp_path / "c")
-    assert other.get("d0") is None and other.path != cache.path
+    other = ICCache("another-estimator", tmp_path / "c")
+    text = originals["d0"].text
+    assert other.get(text) is None and other.path_of(text) != cache.path_of(text)
     # the context shares one computation between metrics and releases
     ctx = make_ctx(originals)
     rel = _labels_release(originals, nlp)
@@ -180,13 +181,35 @@ def test_ic_of_the_originals_is_computed_once_and_cached_on_disk(make_ctx, tmp_p
     assert len(ctx.estimator.llm.calls) == calls
 
 
+def test_ic_cache_is_reused_by_a_subset_and_by_another_corpus_holding_the_same_texts(tmp_path, nlp):
+    """A document's IC depends on its own text and the estimator only: a sample of the corpus,
+    or a larger corpus around it, or the same text under another id, computes nothing again."""
+    texts = [f"{COURT} Case number {i}." for i in range(4)]
+    whole = _corpus(*texts)
+    llm = FakeLLM()
+    est = CausalIC(llm, context_tokens=64)
+    extract = TermExtractor(nlp)
+    first = corpus_ic(whole, est, extract, cache=ICCache(est.identity, tmp_path))
+    calls = len(llm.calls)
+    subset = Corpus([whole["d1"], whole["d3"]], name="sample")
+    cache = ICCache(est.identity, tmp_path)
+    again = corpus_ic(subset, est, extract, cache=cache)
+    assert len(llm.calls) == calls and cache.stats == {"hits": 2, "misses": 0}
+    assert again["d3"][1].tolist() == first["d3"][1].tolist()
+    renamed = Corpus([Document("x", texts[0]), Document("y", "The applicant moved to Izmir in 1999.")], name="other")
+    cache = ICCache(est.identity, tmp_path)
+    mixed = corpus_ic(renamed, est, extract, cache=cache)
+    assert cache.stats == {"hits": 1, "misses": 1} and mixed["x"][1].tolist() == first["d0"][1].tolist()
+    assert len(llm.calls) == calls + len(mixed["y"][0])  # only the new text was scored
+
+
 def test_ic_cache_is_saved_when_a_run_stops_not_rewritten_after_every_document(tmp_path, nlp, monkeypatch):
     import audit.metrics.ic as ic_module
 
     writes = []
-    real_write = ic_module.atomic_write_json
-    monkeypatch.setattr(ic_module, "atomic_write_json", lambda path, data: (writes.append(len(data["documents"])),
-                                                                            real_write(path, data)))
+    real_put = ic_module.ICCache.put_many
+    monkeypatch.setattr(ic_module.ICCache, "put_many", lambda self, entries: (writes.append(len(entries)),
+                                                                              real_put(self, entries)))
     originals = _corpus(*(f"{COURT} Case number {i}." for i in range(6)))
     est = CausalIC(FakeLLM(), context_tokens=64)
     extract = TermExtractor(nlp)
@@ -199,18 +222,17 @@ def test_ic_cache_is_saved_when_a_run_stops_not_rewritten_after_every_document(t
         return extract(text)
 
     with pytest.raises(KeyboardInterrupt):
-        corpus_ic(originals, est, failing_on_the_fifth, cache=ICCache(originals, est.identity, tmp_path))
+        corpus_ic(originals, est, failing_on_the_fifth, cache=ICCache(est.identity, tmp_path))
     assert writes == [4]  # once, when it stopped, with the four documents scored
-    resumed = ICCache(originals, est.identity, tmp_path)
-    assert sorted(resumed.documents) == ["d0", "d1", "d2", "d3"]
+    resumed = ICCache(est.identity, tmp_path)
     writes.clear()
     done = corpus_ic(originals, est, extract, cache=resumed)
-    assert writes == [6] and len(done) == 6 and resumed.stats == {"hits": 4, "misses": 2}
+    assert writes == [2] and len(done) == 6 and resumed.stats == {"hits": 4, "misses": 2}
     # a long run saves as it goes, at most every IC_SAVE_SECONDS
     monkeypatch.setattr(ic_module, "IC_SAVE_SECONDS", 0.0)
     writes.clear()
-    corpus_ic(originals, est, extract, cache=ICCache(originals, est.identity, tmp_path / "other"))
-    assert writes[:6] == [1, 2, 3, 4, 5, 6]
+    corpus_ic(originals, est, extract, cache=ICCache(est.identity, tmp_path / "other"))
+    assert writes == [1, 1, 1, 1, 1, 1, 0]
 
 
 def _tiny_mlm(path):

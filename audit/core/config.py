@@ -31,7 +31,7 @@ NO_CACHE_ENV = "ANONAUDIT_NO_CACHE"
 KINDS: dict[str, tuple[str, str]] = {
     "llm": ("cache", "LLM answers (prompts quote the documents), sqlite"),
     "embeddings": ("embeddings", "sentence vectors of document text, sqlite"),
-    "ic": ("utility", "information content of every term of the originals, JSON"),
+    "ic": ("utility", "information content of every term of the originals, JSON, a file per document"),
     "trir": ("trir", "trained TRIR attackers (classifiers of the background's people) and their training checkpoints"),
     "parses": ("parses", "spaCy parses of documents (entities, lemmas) by content, sqlite"),
     "span_guess": ("span_guess", "frequent lemmas of the originals, JSON"),

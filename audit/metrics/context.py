@@ -156,8 +156,7 @@ class UtilityContext:
         missing = [i for i in want if i not in self._ic and i in self.originals]
         if missing:
             if self._ic_cache is None:
-                self._ic_cache = ICCache(self.originals, self.estimator.identity, self.cache_dir,
-                                         enabled=self.cache)
+                self._ic_cache = ICCache(self.estimator.identity, self.cache_dir, enabled=self.cache)
             sub = Corpus([self.originals[i] for i in missing], name=self.originals.name)
             self._ic.update(corpus_ic(sub, self.estimator, TermExtractor(self.spacy), cache=self._ic_cache,
                                       progress=self.progress, executor=self.resources.executor))

@@ -10,9 +10,10 @@
   others stay visible, shifting the masked set over ``every`` passes; a multi-token
   term takes the minimum token probability.
 
-IC of a corpus's terms is computed once and cached on disk (:class:`ICCache`), keyed
-by the corpus fingerprint and the estimator's identity, so every release of an
-audit and every later run reuses it; an interrupted computation resumes.
+IC of a document's terms is computed once and cached on disk (:class:`ICCache`), keyed
+by the document's text and the estimator's identity, so every release of an audit, every
+later run and every other corpus holding the same document (a subset, a sample) reuses it;
+an interrupted computation resumes.
 """
 
 from __future__ import annotations
@@ -364,54 +365,68 @@ class ICWorker:
 
 
 class ICCache:
-    """IC of every term of a corpus on disk, keyed by corpus fingerprint + estimator identity.
+    """IC of the terms of each document on disk, keyed by its text and the estimator: a
+    document's IC depends on its own text (its left context, its masked neighbours) and the
+    estimator, never on the rest of its corpus, so any corpus reuses what another computed for
+    the same texts (a subset, a sample, a larger release, the same text under another id).
 
-    One JSON file per (corpus, estimator) under ``config.subdir("utility")`` (or
-    ``folder``): ``{"identity", "fingerprint", "version", "documents": {id: {"terms":
-    [[start, end, text, kind, ic], ...], "seconds": s}}}``. :func:`corpus_ic` saves it every
-    :data:`IC_SAVE_SECONDS` and when it ends or stops, so an interrupted run resumes where it
-    stopped.
-    """
+    One JSON file per document under ``config.subdir("utility")`` (or ``folder``): ``{"identity",
+    "text_sha256", "version", "terms": [[start, end, text, kind, ic], ...], "seconds"}``.
+    :func:`corpus_ic` saves every :data:`IC_SAVE_SECONDS` and when it ends or stops, so an
+    interrupted run resumes where it stopped."""
 
-    def __init__(self, corpus: Corpus, identity: str, folder: str | os.PathLike | None = None,
-                 enabled: bool = True):
+    def __init__(self, identity: str, folder: str | os.PathLike | None = None, enabled: bool = True):
         self.identity = identity
-        self.fingerprint = corpus.fingerprint()
         self.enabled = enabled and config.cache_enabled()
-        key = hashlib.sha256(f"{self.fingerprint}|{identity}|{IC_VERSION}".encode()).hexdigest()[:24]
-        base = Path(folder) if folder else (config.subdir("utility") if self.enabled else config.home() / "utility")
-        self.path = base / f"ic-{key}.json"
+        self.folder = Path(folder) if folder else (config.subdir("utility") if self.enabled
+                                                   else config.home() / "utility")
+        #: The entries this cache was asked for or given, by the sha256 of their text.
         self.documents: dict[str, dict[str, Any]] = {}
         self.stats = {"hits": 0, "misses": 0}
-        if self.enabled and self.path.exists():
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-                if data.get("identity") == identity and data.get("fingerprint") == self.fingerprint:
-                    self.documents = dict(data.get("documents") or {})
-            except (OSError, ValueError):
-                self.documents = {}
 
-    def get(self, doc_id: str) -> tuple[list[Term], np.ndarray] | None:
-        entry = self.documents.get(doc_id)
+    def path_of(self, text: str) -> Path:
+        """The file of the document whose text is ``text``."""
+        key = hashlib.sha256(f"{_text_sha(text)}|{self.identity}|{IC_VERSION}".encode()).hexdigest()[:32]
+        return self.folder / f"ic-{key}.json"
+
+    def get(self, text: str) -> tuple[list[Term], np.ndarray] | None:
+        """The terms and IC of the document whose text is ``text`` (None when not cached)."""
+        sha = _text_sha(text)
+        entry = self.documents.get(sha) or (self._read(text, sha) if self.enabled else None)
         self.stats["hits" if entry is not None else "misses"] += 1
         if entry is None:
             return None
+        self.documents[sha] = entry
         terms = [Term(int(s), int(e), str(t), str(k)) for s, e, t, k, _ in entry["terms"]]
         return terms, np.array([float(x[4]) for x in entry["terms"]], dtype=float)
 
+    def _read(self, text: str, sha: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.path_of(text).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None  # absent, or damaged: computed again and written over
+        ok = isinstance(data, dict) and isinstance(data.get("terms"), list) and \
+            (data.get("identity"), data.get("text_sha256"), data.get("version")) == (self.identity, sha, IC_VERSION)
+        return data if ok else None
+
     def put_many(self, entries: Sequence[tuple[str, Sequence[Term], np.ndarray, float]]) -> None:
-        """Several documents' ``(id, terms, IC, seconds)``, saved once."""
-        for doc_id, terms, ic, seconds in entries:
-            self.documents[doc_id] = {
-                "terms": [[t.start, t.end, t.text, t.kind, round(float(v), IC_DECIMALS)] for t, v in zip(terms, ic)],
-                "seconds": round(seconds, 4),
-            }
-        if self.enabled and entries:
-            atomic_write_json(self.path, {"identity": self.identity, "fingerprint": self.fingerprint,
-                                          "version": IC_VERSION, "documents": self.documents})
+        """Several documents' ``(text, terms, IC, seconds)``, each saved to its own file."""
+        for text, terms, ic, seconds in entries:
+            sha = _text_sha(text)
+            entry = {"identity": self.identity, "text_sha256": sha, "version": IC_VERSION,
+                     "terms": [[t.start, t.end, t.text, t.kind, round(float(v), IC_DECIMALS)] for t, v in zip(terms, ic)],
+                     "seconds": round(seconds, 4)}
+            self.documents[sha] = entry
+            if self.enabled:
+                atomic_write_json(self.path_of(text), entry)
 
     def seconds(self) -> list[float]:
+        """The seconds each document this cache was asked for or given took to compute."""
         return [float(d.get("seconds", 0.0)) for d in self.documents.values()]
+
+
+def _text_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 #: Documents a round of :func:`corpus_ic` sends to the workers (one executor stage, saved after it).
@@ -439,7 +454,7 @@ def corpus_ic(corpus: Corpus, estimator: ICEstimator, extract, *, cache: ICCache
     out: dict[str, tuple[list[Term], np.ndarray]] = {}
     todo = []
     for doc in corpus:
-        hit = cache.get(doc.id) if cache is not None else None
+        hit = cache.get(doc.text) if cache is not None else None
         if hit is not None:
             out[doc.id] = hit
         else:
@@ -454,10 +469,10 @@ def corpus_ic(corpus: Corpus, estimator: ICEstimator, extract, *, cache: ICCache
                 scored = iter(executor.map(worker, [(d.text, t) for d, t in zip(part, terms) if t],
                                            group=IC_GROUP, label="information content"))
                 seconds = (time.perf_counter() - t0) / len(part)
-                done = [(d.id, t, _kept(next(scored) if t else np.zeros(0)), seconds) for d, t in zip(part, terms)]
+                done = [(d, t, _kept(next(scored) if t else np.zeros(0)), seconds) for d, t in zip(part, terms)]
                 if cache is not None:
-                    cache.put_many(done)
-                out.update((doc_id, (t, ic)) for doc_id, t, ic, _ in done)
+                    cache.put_many([(d.text, t, ic, sec) for d, t, ic, sec in done])
+                out.update((d.id, (t, ic)) for d, t, ic, _ in done)
                 bar.update(len(part))
         return out
     unsaved: list[tuple[str, list[Term], np.ndarray, float]] = []
@@ -469,7 +484,7 @@ def corpus_ic(corpus: Corpus, estimator: ICEstimator, extract, *, cache: ICCache
             ic = _kept(estimator.estimate(doc.text, terms) if terms else np.zeros(0))
             out[doc.id] = (terms, ic)
             if cache is not None:
-                unsaved.append((doc.id, terms, ic, time.perf_counter() - t0))
+                unsaved.append((doc.text, terms, ic, time.perf_counter() - t0))
                 if time.perf_counter() - saved_at >= IC_SAVE_SECONDS:
                     cache.put_many(unsaved)
                     unsaved, saved_at = [], time.perf_counter()
