@@ -179,6 +179,58 @@ def test_a_component_that_breaks_the_rules_is_told_which():
         check_component(dict)
 
 
+class Careless(Attack):
+    """Reads the background it requires without checking that it was given."""
+
+    name = "careless"
+    description = "Counts the background's documents, for the test."
+    remedy = "Mask more in {exposed} of {total} documents."
+    requires = frozenset({"originals", "background"})
+
+    def evaluate(self, scenario, release):
+        n = len(scenario.background)  # TypeError when there is none
+        docs = [Finding(d.id, False) for d in release]
+        return [Result.from_risk(self.name, release.name, risk(0, len(docs), 1 / n), documents=docs)]
+
+
+class Brittle(Careless):
+    name = "brittle"
+    fail = True
+
+    def evaluate(self, scenario, release):
+        if type(self).fail:
+            raise ValueError("no luck")
+        return super().evaluate(scenario, release)
+
+
+class Chatty(Detector):
+    """Finds nothing in each text, but answers no texts with a list of one list."""
+
+    name = "chatty"
+    description = "Finds no span anywhere, for the test."
+    boom = False
+
+    def detect(self, texts):
+        if not texts and self.boom:
+            raise KeyError("nothing")
+        return [[] for _ in texts] or [[]]
+
+
+def test_every_role_is_run_twice_and_given_bad_input_the_same_way():
+    """The contract's steps shared by every role (two fresh instances, then bad input), each
+    failure named as the role's own step."""
+    with pytest.raises(ContractError, match=r"bad input: without background \(which it requires\) it raised "
+                                            r"TypeError: .*refuse with an AnonauditError naming what is missing"):
+        check_component(Careless)
+    with pytest.raises(ContractError, match=r"typed results: evaluate on a valid scenario raised ValueError: no luck"):
+        check_component(Brittle)
+    with pytest.raises(ContractError, match=r"bad input: detect\(\[\]\) must return \[\]"):
+        check_component(Chatty)
+    Chatty.boom = True
+    with pytest.raises(ContractError, match=r"bad input: no texts raised KeyError: 'nothing' \(return \[\] or"):
+        check_component(Chatty)
+
+
 def _readme_section(title: str) -> str:
     from pathlib import Path
 

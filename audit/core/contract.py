@@ -190,18 +190,47 @@ def _fresh(cls: type, params: Mapping[str, Any], resources: Any) -> Component:
     return obj.use(resources) if resources is not None else obj
 
 
+def _attempt(cls: type, params: Mapping[str, Any], resources: Any,
+             call: Callable[[Any], Any]) -> tuple[Any, Exception | None]:
+    """``call`` on a fresh instance, closed after: ``(its answer, None)``, or ``(None, what it raised)``."""
+    obj = _fresh(cls, params, resources)
+    try:
+        return call(obj), None
+    except Exception as exc:  # noqa: BLE001 - the contract reports it
+        return None, exc
+    finally:
+        obj.close()
+
+
+def _twice(cls: type, params: Mapping[str, Any], resources: Any, call: Callable[[Any], Any],
+           what: str) -> tuple[list[Any], list[str]]:
+    """Rules 4 and 5 start here for every role: ``call`` on two fresh instances with the same
+    parameters, for the answers to check and compare; or, when one raised, the problem (``what``:
+    the call on valid input, in words)."""
+    answers = []
+    for _ in range(2):
+        answer, exc = _attempt(cls, params, resources, call)
+        if exc is not None:
+            return [], [f"typed results: {what} raised {type(exc).__name__}: {exc}"]
+        answers.append(answer)
+    return answers, []
+
+
+def _refused(exc: Exception | None, what: str, hint: str) -> list[str]:
+    """Rule 6: what is wrong with ``exc``, raised on bad input ``what`` (none, or an
+    :class:`AnonauditError`, is fine): a Python error from deep inside is not."""
+    if exc is None or isinstance(exc, AnonauditError):
+        return []
+    return [f"{what} raised {type(exc).__name__}: {exc} ({hint})"]
+
+
 def _run_scoring(cls: type, params: Mapping[str, Any], scn: Scenario, resources: Any) -> list[str]:
     """Rules 4-7 for an attack or a metric: results of ``evaluate`` on the first release."""
     release = scn.releases[0]
-    runs, out = [], []
-    for _ in range(2):
-        obj = _fresh(cls, params, resources)
-        try:
-            runs.append(obj.fit(scn).evaluate(scn, release))
-        except Exception as exc:  # noqa: BLE001 - the contract reports it
-            return [f"typed results: evaluate on a valid scenario raised {type(exc).__name__}: {exc}"]
-        finally:
-            obj.close()
+    runs, out = _twice(cls, params, resources, lambda obj: obj.fit(scn).evaluate(scn, release),
+                       "evaluate on a valid scenario")
+    if out:
+        return out
     out += [f"typed results: {p}" for p in _result_problems(cls, runs[0], scn, release)]
     if not out and _dump(runs[0]) != _dump(runs[1]):
         out.append("determinism: two instances with the same parameters gave different results")
@@ -317,17 +346,11 @@ def _missing_part_problems(cls: type, params: Mapping[str, Any], scn: Scenario, 
             continue
         broken = Scenario(**{**{k: getattr(scn, k) for k in ("originals", "background", "releases", "dev")},
                              part: None})
-        obj = _fresh(cls, params, resources)
-        try:
-            obj.fit(broken).evaluate(broken, broken.releases[0])
+        _, exc = _attempt(cls, params, resources, lambda obj: obj.fit(broken).evaluate(broken, broken.releases[0]))
+        if exc is None:
             out.append(f"without {part} (which it requires) evaluate ran instead of refusing")
-        except AnonauditError:
-            pass
-        except Exception as exc:  # noqa: BLE001 - the contract reports it
-            out.append(f"without {part} (which it requires) it raised {type(exc).__name__}: {exc} "
-                       "(refuse with an AnonauditError naming what is missing)")
-        finally:
-            obj.close()
+        out += _refused(exc, f"without {part} (which it requires) it",
+                        "refuse with an AnonauditError naming what is missing")
     return out
 
 
@@ -337,16 +360,10 @@ def _run_sanitizer(cls: type, params: Mapping[str, Any], scn: Scenario, resource
     if corpus is None:
         return ["typed results: the scenario has no originals to sanitize"]
     before = [d.to_dict() for d in corpus]
-    releases = []
-    for _ in range(2):
-        obj = _fresh(cls, params, resources)
-        try:
-            releases.append(obj.sanitize(corpus, name="contract"))
-        except Exception as exc:  # noqa: BLE001 - the contract reports it
-            return [f"typed results: sanitize on a valid corpus raised {type(exc).__name__}: {exc}"]
-        finally:
-            obj.close()
-    out = []
+    releases, out = _twice(cls, params, resources, lambda obj: obj.sanitize(corpus, name="contract"),
+                           "sanitize on a valid corpus")
+    if out:
+        return out
     rel = releases[0]
     if not isinstance(rel, Release):
         return [f"typed results: sanitize must return a Release, got {type(rel).__name__}"]
@@ -360,17 +377,9 @@ def _run_sanitizer(cls: type, params: Mapping[str, Any], scn: Scenario, resource
         out.append("typed results: sanitize changed its input corpus")
     if [d.to_dict() for d in rel] != [d.to_dict() for d in releases[1]]:
         out.append("determinism: two instances with the same parameters gave different releases")
-    obj = _fresh(cls, params, resources)
-    try:
-        obj.sanitize(Corpus([], name="empty"), name="empty")
-    except AnonauditError:
-        pass
-    except Exception as exc:  # noqa: BLE001 - the contract reports it
-        out.append(f"bad input: an empty corpus raised {type(exc).__name__}: {exc} (refuse with an AnonauditError "
-                   "or return an empty release)")
-    finally:
-        obj.close()
-    return out
+    _, exc = _attempt(cls, params, resources, lambda obj: obj.sanitize(Corpus([], name="empty"), name="empty"))
+    return out + [f"bad input: {p}" for p in _refused(exc, "an empty corpus",
+                                                       "refuse with an AnonauditError or return an empty release")]
 
 
 def _run_detector(cls: type, params: Mapping[str, Any], scn: Scenario, resources: Any) -> list[str]:
@@ -378,15 +387,9 @@ def _run_detector(cls: type, params: Mapping[str, Any], scn: Scenario, resources
     if scn.originals is None:
         return ["typed results: the scenario has no originals to detect in"]
     texts = [d.text for d in scn.originals]
-    found = []
-    for _ in range(2):
-        obj = _fresh(cls, params, resources)
-        try:
-            found.append(obj.detect(list(texts)))
-        except Exception as exc:  # noqa: BLE001 - the contract reports it
-            return [f"typed results: detect on valid texts raised {type(exc).__name__}: {exc}"]
-        finally:
-            obj.close()
+    found, broke = _twice(cls, params, resources, lambda obj: obj.detect(list(texts)), "detect on valid texts")
+    if broke:
+        return broke
     spans = found[0]
     if not isinstance(spans, list) or len(spans) != len(texts) or not all(isinstance(x, list) for x in spans):
         return [f"typed results: detect must return one list of spans per text ({len(texts)} lists)"]
@@ -395,18 +398,10 @@ def _run_detector(cls: type, params: Mapping[str, Any], scn: Scenario, resources
            if not (isinstance(s, Span) and s.label and 0 <= s.start < s.end <= len(text))][:5]
     if found[0] != found[1]:
         out.append("determinism: two instances with the same parameters found different spans")
-    obj = _fresh(cls, params, resources)
-    try:
-        if obj.detect([]) != []:
-            out.append("bad input: detect([]) must return []")
-    except AnonauditError:
-        pass
-    except Exception as exc:  # noqa: BLE001 - the contract reports it
-        out.append(f"bad input: no texts raised {type(exc).__name__}: {exc} (return [] or refuse with an "
-                   "AnonauditError)")
-    finally:
-        obj.close()
-    return out
+    none, exc = _attempt(cls, params, resources, lambda obj: obj.detect([]))
+    if exc is None and none != []:
+        out.append("bad input: detect([]) must return []")
+    return out + [f"bad input: {p}" for p in _refused(exc, "no texts", "return [] or refuse with an AnonauditError")]
 
 
 _RUNNERS: dict[str, Callable[[type, Mapping[str, Any], Scenario, Any], list[str]]] = {
