@@ -91,6 +91,8 @@ def test_report_save_and_load_round_trip(promised, tmp_path):
     html = results.report(tmp_path / "report.html", gate=results.gate(max={"phrase_search": 0.5}))
     assert html.is_file() and (tmp_path / "findings.csv").is_file()
     assert "phrase_search" in html.read_text(encoding="utf-8")
+    head = html.read_text(encoding="utf-8").split("</head>")[0]  # from base.html, with the report's script allowed
+    assert "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:" in head and "anonaudit report</title>" in head
     path = results.save(tmp_path / "results.json")
     assert (tmp_path / "summary.csv").is_file() and len(list((tmp_path / "releases").iterdir())) == 1
     with open(tmp_path / "summary.csv", newline="", encoding="utf-8") as fh:

@@ -125,6 +125,9 @@ def test_the_python_api_returns_a_leaderboard_and_is_deterministic(tmp_path):
     assert set(frame["role"]) == {"under test", "comparison"}
     page = a.report(tmp_path / "a" / "leaderboard.html")
     assert page.exists() and (tmp_path / "a" / "leaderboard.csv").exists() and (tmp_path / "a" / "leaderboard.md").exists()
+    head = page.read_text(encoding="utf-8").split("</head>")[0]  # the page's head comes from base.html
+    assert "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\"" in head
+    assert "<title>" in head and "anonaudit leaderboard</title>" in head and ".wrap" in head
     originals = tmp_path / "a" / "data" / "originals.jsonl"  # an input of the bench: the page may not replace it
     held = originals.read_bytes()
     with pytest.raises(AnonauditError, match=r"originals\.jsonl: this is also the command's input \(the originals"):

@@ -472,3 +472,16 @@ def test_a_sanitizer_self_check_warning_is_shown_beside_its_release(tmp_path):
     for shareable_edition in (False, True):
         html = render(rf, shareable=shareable_edition)
         assert html.count(warning) >= 2 and "self-check</span> " + warning in html and f"Release p: {warning}" in html
+
+
+def test_the_report_and_the_leaderboard_extend_one_page():
+    """The page both write (the offline-only content policy, the stylesheet, the banner) is one
+    template that each extends, not a head copied into each; both pages still carry it."""
+    from reports.render import TEMPLATES, environment
+
+    policy = [p.name for p in sorted(Path(TEMPLATES).glob("*.html")) if "Content-Security-Policy" in p.read_text()]
+    assert policy == ["base.html"]
+    for name in ("report.html", "leaderboard.html"):
+        assert (Path(TEMPLATES) / name).read_text(encoding="utf-8").startswith('{% extends "base.html" %}')
+    base = environment().get_template("base.html")
+    assert {"csp", "kind", "brand", "style", "badge", "main", "after"} <= set(base.blocks)
