@@ -476,11 +476,15 @@ def test_a_sanitizer_self_check_warning_is_shown_beside_its_release(tmp_path):
 
 def test_the_report_and_the_leaderboard_extend_one_page():
     """The page both write (the offline-only content policy, the stylesheet, the banner) is one
-    template that each extends, not a head copied into each; both pages still carry it."""
+    template that each extends, and the privacy-utility chart both draw one macro, not copies."""
     from reports.render import TEMPLATES, environment
 
-    policy = [p.name for p in sorted(Path(TEMPLATES).glob("*.html")) if "Content-Security-Policy" in p.read_text()]
-    assert policy == ["base.html"]
+    def holding(text):
+        return [p.name for p in sorted(Path(TEMPLATES).glob("*.html")) if text in p.read_text(encoding="utf-8")]
+
+    assert holding("Content-Security-Policy") == ["base.html"]
+    assert holding('aria-label="Risk against utility per release"') == ["pareto.html"]  # the chart both draw
+    assert holding('{% from "pareto.html" import pareto_svg %}') == ["leaderboard.html", "report.html"]
     for name in ("report.html", "leaderboard.html"):
         assert (Path(TEMPLATES) / name).read_text(encoding="utf-8").startswith('{% extends "base.html" %}')
     base = environment().get_template("base.html")
