@@ -203,6 +203,29 @@ def test_a_fifo_that_nothing_writes_is_a_clear_error_not_a_hang(demo, reg, monke
             os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
 
 
+def test_an_empty_anonymous_pipe_is_an_empty_file_at_once(demo, reg, monkeypatch):
+    """``<(cmd)`` whose command wrote nothing: its writer has come and gone, so end-of-file is
+    the answer, not a wait for a writer as on a named pipe."""
+    import os
+    import time
+
+    from audit.core import files
+
+    monkeypatch.setattr(files, "_STREAMS", {})
+    r, w = os.pipe()
+    os.close(w)
+    t0 = time.monotonic()
+    try:
+        clear_error(run(reg, "data", "validate", f"/dev/fd/{r}"), "the file is empty")
+    finally:
+        os.close(r)
+    assert time.monotonic() - t0 < 5
+    monkeypatch.setenv("ANONAUDIT_PIPE_WAIT", "soon")
+    fifo = demo / "f.jsonl"
+    os.mkfifo(fifo)
+    clear_error(run(reg, "data", "validate", str(fifo)), "ANONAUDIT_PIPE_WAIT='soon': give a number of seconds")
+
+
 def test_a_device_or_a_folder_given_as_an_input_is_refused_naming_it(demo, reg):
     # (/dev/zero or /dev/urandom were read until memory ran out; /dev/null stands for them here)
     clear_error(run(reg, "data", "validate", "/dev/null"), "/dev/null: is a character device, not a file")

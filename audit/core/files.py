@@ -79,10 +79,12 @@ def _read_pipe(path: str | os.PathLike[str]) -> bytes:
     """All a pipe or FIFO gives until its writers close it. Opened without blocking, so a
     named pipe that no program has open for writing is found (a read returns end-of-file at once,
     where a pipe with a writer that has not written yet would block): it is waited for
-    :data:`PIPE_WAIT_S` seconds, then refused with a :class:`DataError` naming it. Once a writer
-    is there, the read blocks as a plain read does, however slow the writer is."""
-    wait = float(os.environ.get(PIPE_WAIT_ENV) or PIPE_WAIT_S)
+    :data:`PIPE_WAIT_S` seconds, then refused with a :class:`DataError` naming it. An anonymous
+    pipe (``<(cmd)``, ``/dev/stdin``) had its writer from the start: end-of-file is its end. Once
+    a writer is there, the read blocks as a plain read does, however slow the writer is."""
+    wait = _pipe_wait()
     deadline = time.monotonic() + wait
+    anonymous = os.path.basename(os.path.realpath(path)).startswith("pipe:[")  # Linux names them so
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
         while True:
@@ -91,7 +93,7 @@ def _read_pipe(path: str | os.PathLike[str]) -> bytes:
             except BlockingIOError:  # a writer has it open and has written nothing yet
                 first = b""
                 break
-            if first:
+            if first or anonymous:
                 break
             if time.monotonic() >= deadline:  # no writer has had it open (or one left, writing nothing)
                 raise DataError(Problem(os.fspath(path), f"a named pipe (FIFO) that no program wrote to in "
@@ -105,6 +107,15 @@ def _read_pipe(path: str | os.PathLike[str]) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def _pipe_wait() -> float:
+    """:data:`PIPE_WAIT_S`, or the seconds ``ANONAUDIT_PIPE_WAIT`` gives."""
+    text = os.environ.get(PIPE_WAIT_ENV, "").strip()
+    try:
+        return max(0.0, float(text)) if text else PIPE_WAIT_S
+    except ValueError:
+        raise AnonauditError(f"{PIPE_WAIT_ENV}={text!r}: give a number of seconds") from None
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
