@@ -40,6 +40,8 @@ class GateOutcome:
     checks: tuple[Any, ...]
     status: str
     exit_code: int
+    #: The files the judged results came from (:meth:`Results.inputs`): :meth:`write_junit` may not replace one.
+    inputs: tuple[tuple[str, Path], ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -66,9 +68,14 @@ class GateOutcome:
 
         return format_table(self.checks)
 
-    def write_junit(self, path: str | os.PathLike) -> Path:
+    def write_junit(self, path: str | os.PathLike, *, force: bool = False) -> Path:
+        """Write the checks as JUnit XML to ``path``: not over an input of the results nor an
+        existing file of another kind (the command line's guard) unless ``force=True``."""
         from audit.pipeline.gate import write_junit
+        from audit.pipeline.outputs import Output, check_outputs
 
+        check_outputs([Output(Path(path), "junit", "the JUnit file")], self.inputs, force=force,
+                      force_named="force=True")
         return write_junit(path, list(self.checks))
 
     def __str__(self) -> str:
@@ -156,7 +163,7 @@ class Results:
         checks = evaluate(self.file, thresholds, releases=list(releases), on_point=on_point)
         code = exit_code(checks)
         status = {0: "pass", 1: "fail", 3: "inconclusive"}[code]
-        return GateOutcome(tuple(checks), status, code)
+        return GateOutcome(tuple(checks), status, code, tuple(self.inputs()))
 
     # -- writing
     def save(self, path: str | os.PathLike, *, force: bool = False) -> Path:

@@ -134,6 +134,12 @@ def test_report_refuses_to_overwrite_an_input_unless_forced(data, tmp_path):
     assert (tmp_path / "mine.csv").read_text(encoding="utf-8") == "a,b\n1,2\n"
     assert results.report(tmp_path / "mine.html", force=True).is_file()
     assert (tmp_path / "mine.csv").read_text(encoding="utf-8").startswith("release,")
+    # the gate's JUnit file has the same guard
+    outcome = results.gate(max={"phrase_search": 0.5})
+    with pytest.raises(AnonauditError, match=r"originals\.jsonl: this is also the command's input"):
+        outcome.write_junit(originals)
+    assert all(p.read_bytes() == b for p, b in held.items())
+    assert "<testsuite" in outcome.write_junit(tmp_path / "gate.xml").read_text(encoding="utf-8")
 
 
 def _rouge(results):
