@@ -155,3 +155,85 @@ def test_a_corrupt_checkpoint_is_not_resumed(tiny_base, tmp_path, capsys):
     (folder / STATE_FILE).write_bytes(b"not a checkpoint")
     assert Checkpoint(tmp_path / "ck", attack.trained_.info["cache_key"]).load() is None
     assert "corrupt or was changed" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- gradient exchange
+
+
+class _TinyClassifier(torch.nn.Module):
+    """Word embeddings, two layers and a head: the shape of the gradients the exchange sums."""
+
+    def __init__(self):
+        super().__init__()
+        self.words = torch.nn.Embedding(500, 16)
+        self.unused = torch.nn.Linear(4, 4)  # gets no gradient (its bucket goes after the backward pass)
+        self.lower, self.upper = torch.nn.Linear(16, 64), torch.nn.Linear(64, 64)
+        self.head = torch.nn.Linear(64, 3)
+
+    def forward(self, ids):
+        h = torch.tanh(self.upper(torch.tanh(self.lower(self.words(ids)))))
+        return self.head(h.mean(dim=1))
+
+
+def _exchange_worker(rank: int, port: int, out: str) -> None:
+    """One of two gloo workers: its half of a batch through the gradient exchange, with and
+    without overlap, with the lower layer frozen; the summed gradients saved."""
+    import os
+
+    import torch.distributed as dist
+
+    from attackers.trir.exchange import GradientExchange
+
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    torch.manual_seed(0)
+    model = _TinyClassifier()
+    ids = torch.randint(1, 500, (6, 12), generator=torch.Generator().manual_seed(1))
+    y = torch.tensor([0, 1, 2, 0, 1, 2])
+    rows = torch.unique(ids)
+    saved = {}
+    for name, overlap, frozen in (("overlap", True, False), ("after", False, False), ("frozen", True, True)):
+        exchange = GradientExchange(model, model.words.weight, overlap=overlap, bucket_bytes=4_000)
+        model.lower.requires_grad_(not frozen)
+        exchange.layout()
+        assert len(exchange.buckets) > 1  # several messages
+        model.zero_grad(set_to_none=True)
+        exchange.start(rows)
+        mine = slice(rank * 3, rank * 3 + 3)
+        (torch.nn.functional.cross_entropy(model(ids[mine]), y[mine], reduction="sum") / 6).backward()
+        assert (len(exchange._sent) >= 2) == overlap  # the upper buckets went during the backward pass
+        exchange.finish()
+        exchange.close()
+        saved[name] = {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
+    model.lower.requires_grad_(True)
+    model.zero_grad(set_to_none=True)  # the whole batch in one process: the reference
+    torch.nn.functional.cross_entropy(model(ids), y).backward()
+    saved["whole"] = {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
+    torch.save(saved, f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+def test_the_gradient_exchange_sums_the_whole_batchs_gradients_with_or_without_overlap(tmp_path):
+    """Two gloo workers, each with half of a batch: after the exchange (buckets sent during the
+    backward pass, or after it; the word embeddings' rows of the batch only) both hold the whole
+    batch's gradients, the same bits on both, overlap or not; frozen parameters keep none."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = str(tmp_path / "grads")
+    mp.start_processes(_exchange_worker, args=(port, out), nprocs=2, start_method="spawn")
+    a, b = torch.load(f"{out}.0"), torch.load(f"{out}.1")
+    for name in ("overlap", "after", "frozen"):  # the same bits on both workers
+        assert all((a[name][k] is None and b[name][k] is None) or torch.equal(a[name][k], b[name][k]) for k in a[name])
+    whole = a["whole"]
+    assert whole["unused.weight"] is None and a["overlap"]["unused.weight"] is None  # no gradient stays none
+    used = [k for k in whole if whole[k] is not None]
+    assert all(torch.equal(a["overlap"][k], a["after"][k]) for k in used)  # overlap or not: the same sums
+    assert all(torch.allclose(a["overlap"][k], whole[k], atol=1e-7, rtol=1e-5) for k in used)  # the whole batch's
+    assert a["frozen"]["lower.weight"] is None and a["frozen"]["lower.bias"] is None
+    assert all(torch.equal(a["frozen"][k], a["overlap"][k]) for k in used if not k.startswith("lower"))

@@ -3,11 +3,14 @@
 The run prepares the training windows as a local run does (spaCy through the parse cache,
 tokenizer, de-duplication) and hands them to a :class:`ray.train.torch.TorchTrainer`: N
 workers (a cluster's GPUs, one each, or CPU workers of ``threads`` torch threads each) hold a
-copy of the classifier (torch.distributed, set up by Ray Train; gradients averaged as PyTorch's
-DDP does, of the word embeddings only the rows a batch touches: :meth:`_Loop.sync`) and walk
+copy of the classifier (torch.distributed, set up by Ray Train; gradients summed as PyTorch's
+DDP does, in buckets sent while the backward pass goes on, of the word embeddings only the rows
+a batch touches: :mod:`attackers.trir.exchange`) and walk
 the same epochs as a local run, same order, same batches, same learning-rate schedule: each
-batch is cut into one slice per worker, and each worker's loss is the sum over its slice
-scaled so that the averaged gradients are those of the whole batch. The dev accuracy is
+batch is cut into one slice per worker, and each worker's loss is its slice's share of the
+whole batch's mean, so that the summed gradients are those of the whole batch. Each worker
+steps its optimizer (AdamW, torch's fused kernel: the same update to rounding, and a step that
+every worker repeats costs ~7x less than the loop over parameters). The dev accuracy is
 computed data-parallel too (each worker predicts its share of the dev windows; the logits are
 summed across workers), so every worker takes the same early-stopping decision.
 
@@ -49,6 +52,9 @@ STATE_FILE = "state.pt"
 #: Test hook, read by the run: ``EPOCH:MARKER_FILE`` makes worker 0 raise after finishing that
 #: epoch's checkpoint, once (it writes the marker file), so a test can kill a training mid-way.
 FAIL_AFTER_EPOCH_ENV = "ANONAUDIT_TRIR_RAY_FAIL_AFTER_EPOCH"
+#: The benchmark's ablation switches (read by the run, ``benchmarks/trir_scale.py``): the
+#: gradient exchange overlapped with the backward pass, and the fused AdamW step.
+OVERLAP, FUSED_ADAMW = True, True
 
 
 def workers_and_threads(executor, num_threads: int | None) -> tuple[int, int, bool]:
@@ -87,7 +93,7 @@ def train_on_ray(attack, background: Corpus, base_path: str, dev: Release | None
     payload = {"params": {**attack.get_params(), "progress": False}, "labels": labels,
                "ids": windows.ids, "y": list(y), "pad_id": tokenizer.pad_token_id or 0, "threads": threads,
                "dev": None if dev_set is None else (dev_set[0].ids, dev_set[0].doc, dev_set[1].tolist()),
-               "fail_after": os.environ.get(FAIL_AFTER_EPOCH_ENV)}
+               "fail_after": os.environ.get(FAIL_AFTER_EPOCH_ENV), "overlap": OVERLAP, "fused": FUSED_ADAMW}
     root, name = ray_storage(attack, background, base_path, dev)
     trainer = TorchTrainer(
         _worker_loop, train_loop_config={"data": ray.put(payload)},
@@ -202,7 +208,8 @@ def _worker_loop(config: dict[str, Any]) -> None:
     if resume is not None and "final_model" in resume:  # a finished training, run again: report it as it is
         _report(rank, {"done": 1}, {**resume, "history": json.loads(resume["history"])})
         return
-    optimizer, scheduler = attack._optimizer(model, math.ceil(per_epoch / attack.batch_size) * epochs)
+    optimizer, scheduler = attack._optimizer(model, math.ceil(per_epoch / attack.batch_size) * epochs,
+                                             fused=data.get("fused", True))
     history, best, start = _restore(resume, model, optimizer, scheduler, next_order)
     ddp = _prepare(model)
     loop = _Loop(attack, ddp, model, data, rank, world, (optimizer, scheduler))
@@ -274,9 +281,10 @@ def _worker_model(data: dict[str, Any], attack):
 def _prepare(model):
     """The model on this worker's device, with worker 0's weights (as DDP would start it).
 
-    Not wrapped in PyTorch's DDP: DDP averages every gradient, the word embeddings' whole
+    Not wrapped in PyTorch's DDP: DDP sums every gradient, the word embeddings' whole
     matrix included (half of MiniLM's 22.7 M parameters), although a batch touches a few hundred
-    of its 30,522 rows; :meth:`_Loop.sync` averages those rows only, and the rest as DDP does.
+    of its 30,522 rows; :class:`~attackers.trir.exchange.GradientExchange` sums those rows only,
+    and the rest as DDP does.
     """
     import ray.train.torch
     import torch.distributed as dist
@@ -336,6 +344,11 @@ class _Loop:
         getter = getattr(model, "get_input_embeddings", None)
         emb = getter() if callable(getter) else None
         self.embedding = getattr(emb, "weight", None)
+        self.exchange = None
+        if world > 1:
+            from attackers.trir.exchange import GradientExchange
+
+            self.exchange = GradientExchange(model, self.embedding, overlap=data.get("overlap", True))
 
     def epoch(self, epoch: int, order: list[int]) -> dict[str, Any]:
         """Train one epoch over ``order``; its history entry (the loss is the whole batch's mean)."""
@@ -346,6 +359,8 @@ class _Loop:
         torch.manual_seed(a.seed * 100_003 + epoch * 1_009 + self.rank)  # dropout: the same after a resume
         frozen = epoch <= a.freeze_epochs and a.freeze_layers > 0
         freeze_lower(self.model, a.freeze_layers, frozen)
+        if self.exchange is not None:
+            self.exchange.layout()  # the parameters that train this epoch
         size = a.batch_size
         batches = (length_batches(order, self.lengths, size, a.seed * 1000 + epoch) if a.settings()["bucket"]
                    else [order[b : b + size] for b in range(0, len(order), size)])
@@ -358,10 +373,12 @@ class _Loop:
             ids, mask = pad_batch([self.data["ids"][i] for i in idx], self.data["pad_id"])
             logits = self.ddp(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
             losses = torch.nn.functional.cross_entropy(logits.float(), self.y[idx].to(self.device), reduction="sum")
-            loss = losses * (self.world / len(batch)) * (1.0 if part else 0.0)
+            loss = losses * ((1.0 if part else 0.0) / len(batch))  # this slice's share of the batch's mean
+            if self.exchange is not None:
+                self.exchange.start(self._rows(batch))
             loss.backward()
-            if self.world > 1:
-                self.sync(batch)
+            if self.exchange is not None:
+                self.exchange.finish()
             self.optimizer.step()
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
@@ -372,29 +389,13 @@ class _Loop:
         return {"epoch": epoch, "loss": round(float(total[0] / max(1.0, float(total[1]))), 5),
                 "seconds": round(time.time() - t0, 2), "windows": int(total[1])}
 
-    def sync(self, batch: list[int]) -> None:
-        """Average the gradients across workers, as DDP does, but of the word embeddings only the
-        rows of the tokens in the batch (every worker knows the whole batch): the other rows'
-        gradients are zero on every worker, so the result is DDP's, for a fraction of the traffic."""
+    def _rows(self, batch: list[int]):
+        """The word-embedding rows the whole batch touches (the pad token's included): the only
+        rows whose gradient is not zero on some worker."""
         import torch
-        import torch.distributed as dist
 
-        if self.embedding is not None and self.embedding.grad is not None:
-            rows = torch.tensor(sorted({t for i in batch for t in self.data["ids"][i]} | {self.data["pad_id"]}),
-                                device=self.embedding.grad.device)
-            part = self.embedding.grad.index_select(0, rows)
-            dist.all_reduce(part)
-            self.embedding.grad.zero_()
-            self.embedding.grad.index_copy_(0, rows, part / self.world)
-        dense = [p.grad for p in self.model.parameters() if p.grad is not None and p is not self.embedding]
-        if dense:
-            flat = torch.cat([g.reshape(-1) for g in dense])
-            dist.all_reduce(flat)
-            flat /= self.world
-            offset = 0
-            for g in dense:
-                g.copy_(flat[offset : offset + g.numel()].view_as(g))
-                offset += g.numel()
+        ids = self.data["ids"]
+        return torch.tensor(sorted({t for i in batch for t in ids[i]} | {self.data["pad_id"]}))
 
     def dev_accuracy(self) -> float:
         """Accuracy on the dev documents: each worker predicts its share of the windows."""

@@ -335,11 +335,13 @@ class TRIRTraining:
             line += f", dev accuracy {entry['dev_accuracy']:.3f} (best {best[0]:.3f}, epoch {best[1]})"
         print(f"{line}, {entry['seconds']:.0f} s", file=sys.stderr, flush=True)
 
-    def _optimizer(self, model, total_steps: int):
-        """AdamW with a linear warm-up over 6% of the steps, then linear decay to zero."""
+    def _optimizer(self, model, total_steps: int, fused: bool = False):
+        """AdamW with a linear warm-up over 6% of the steps, then linear decay to zero;
+        ``fused``: torch's one-kernel AdamW (the same update up to rounding, ~7x faster on a CPU)."""
         import torch
 
-        optimizer = torch.optim.AdamW(model.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay,
+                                      **({"fused": True} if fused else {}))
         warmup = max(1, int(0.06 * total_steps))
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup))))
