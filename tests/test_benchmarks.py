@@ -49,6 +49,7 @@ NOT_RUN_HERE = {
     "trir_compile.py": "compiles the TRIR model with torch.compile (--quick: 2 steps of 32-token windows)",
     "trir_speed.py": "trains TRIR classifiers (--quick: 3 demo people, 2 loops, 32-token windows)",
     "trir_scale.py": "trains TRIR classifiers, on Ray too",
+    "trir_step.py": "loads MiniLM in three processes and times its training steps (--quick: 2 repetitions)",
 }
 
 
