@@ -50,6 +50,8 @@ NOT_RUN_HERE = {
     "trir_speed.py": "trains TRIR classifiers (--quick: 3 demo people, 2 loops, 32-token windows)",
     "trir_scale.py": "trains TRIR classifiers, on Ray too",
     "trir_step.py": "loads MiniLM in three processes and times its training steps (--quick: 2 repetitions)",
+    "trir_release.py": "trains TRIR classifiers, on Ray too (--quick: 12 demo people, 1 epoch, 32-token windows); "
+                       "its helpers are tested below",
 }
 
 
@@ -74,3 +76,58 @@ def test_quick_mode_runs(script, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip()
+
+
+def _trir_release():
+    """benchmarks/trir_release.py as a module (it imports ``tab`` from beside it)."""
+    import importlib
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module("trir_release")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_trir_release_reads_a_run_and_projects_it():
+    tr = _trir_release()
+    results = {"results": [
+        {"name": "trir", "release": "labels", "value": 0.4, "ci": [0.2, 0.6], "n": 20},
+        {"name": "trir.top5", "release": "labels", "value": 0.8, "ci": [0.6, 0.9], "n": 20},
+        {"name": "phrase_search_reid", "release": "labels", "value": 0.3, "ci": [0.1, 0.5], "n": 20}],
+        "provenance": {"components": {"attack:trir": {"stats": {
+            "timings": {"labels": {"predict": 2.0}},
+            "trained_attacker": {"train_seconds": 100.0, "timings": {"text_preparation_seconds": 10.0},
+                                 "chosen_epoch": 2, "history": [
+                                     {"epoch": 1, "seconds": 30.0, "windows": 90, "dev_accuracy": 0.1},
+                                     {"epoch": 2, "seconds": 20.0, "windows": 90, "dev_accuracy": 0.3},
+                                     {"epoch": 3, "seconds": 20.0, "windows": 90, "dev_accuracy": 0.2}]}}}}}}
+    fig = tr.trir_figures(results)
+    assert fig["trir"] == {"labels": {"value": 0.4, "ci": [0.2, 0.6], "n": 20}}
+    assert fig["top5"]["labels"]["value"] == 0.8 and tr.risks(results, "phrase_search_reid")["labels"]["n"] == 20
+    assert (fig["epochs_run"], fig["chosen_epoch"], fig["windows_per_epoch"]) == (3, 2, 90)
+    assert (fig["preparation_s"], fig["training_s"], fig["epochs_s"], fig["prediction_s"]) == (10.0, 90.0, 70.0,
+                                                                                                {"labels": 2.0})
+    # 10 people (15 in the background) to 100 (150): 10x the windows, epochs after the first at 20 s
+    proj = tr.projection(fig, 10, 100)
+    assert proj["windows_per_epoch"] == 900 and proj["seconds_per_epoch"] == 200
+    assert proj["preparation_s"] == 100 and proj["prediction_s"] == 20
+    assert proj["total_s_3_epochs"] == 100 + 600 + 20 and proj["total_s_15_epochs"] == 100 + 3000 + 20
+    with pytest.raises(ValueError):
+        tr.projection({**fig, "epoch_seconds": []}, 10, 100)
+    assert tr.spread([0.4, 0.5, 0.6]) == {"mean": 0.5, "sd": 0.1, "min": 0.4, "max": 0.6, "seeds": 3}
+    assert tr.spread([0.3])["sd"] == 0.0
+    assert tr.fmt_risk({"value": 0.25, "ci": [0.1, 0.5]}) == "0.250 [0.10–0.50]"
+
+
+def test_trir_release_measures_the_memory_of_a_process_tree(tmp_path):
+    """A child that holds ~200 MB and starts a grandchild holding ~200 MB more: the tree's peak is
+    the sum, the largest single process one of them."""
+    tr = _trir_release()
+    hold = "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(1.5)"
+    code = (f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', {hold!r}]); "
+            f"{hold}; p.wait()")
+    m = tr.measured([sys.executable, "-c", code], dict(os.environ), tmp_path / "run.log")
+    assert m["rc"] == 0 and m["wall_s"] >= 1.5
+    assert 380 <= m["peak_tree_rss_mb"] < 800
+    assert 190 <= m["max_process_rss_mb"] < 400
