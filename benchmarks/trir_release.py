@@ -34,9 +34,11 @@ start empty; the embedded models are linked from the default home).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -92,9 +94,16 @@ def measured(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        _, status, usage = os.wait4(child.pid, 0)
+        try:
+            _, status, usage = os.wait4(child.pid, 0)
+        except BaseException:  # stopped (SIGTERM, Ctrl-C): take the command's whole tree down with it
+            for p in [*watched.children(recursive=True), watched]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    p.kill()
+            raise
+        finally:
+            done.set()
         wall = time.perf_counter() - t0
-        done.set()
         sampler.join()
         child.returncode = os.waitstatus_to_exitcode(status)
     return {"rc": child.returncode, "wall_s": round(wall, 1), "peak_tree_rss_mb": round(peak[0] / 2**20),
@@ -305,6 +314,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     args.work = args.work.resolve()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout`: stop the command being measured too
     import yaml
 
     params: dict[str, Any] = {k: yaml.safe_load(v) for k, v in (p.split("=", 1) for p in args.param)}
@@ -321,16 +331,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for mode in args.modes:
             if mode == "phrase":
                 out["runs"][f"phrase search, seed {seed}"] = run_phrase(args.work, pop, seed)
+                save(out, args.out)
                 continue
             threads = args.threads if mode == "local" else 1
             label = f"TRIR local {threads} threads" if mode == "local" else f"TRIR Ray Train {args.workers}x1 thread"
             out["runs"][f"{label}, seed {seed}"] = run_trir(args.work, pop, mode, seed,
                                                             {**params, "num_threads": threads}, args.workers)
             print(json.dumps(out["runs"][f"{label}, seed {seed}"], default=str)[:600], flush=True)
+            save(out, args.out)  # after every run: a run cut short keeps what finished
     summarise(out, args)
-    if args.out:
-        args.out.write_text(json.dumps(out, indent=1, default=str))
+    save(out, args.out)
     return out
+
+
+def save(out: dict[str, Any], path: Path | None) -> None:
+    if path is not None:
+        path.write_text(json.dumps(out, indent=1, default=str))
 
 
 def summarise(out: dict[str, Any], args: argparse.Namespace) -> None:
