@@ -45,9 +45,9 @@ NOT_RUN_HERE = {
     "prompt_anonymizer_tab.py": "needs the embedded LLM (--quick: one TAB document, the 0.5B)",
     "harden_tab.py": "needs the embedded LLM (--quick: one TAB document, the 0.5B)",
     "ray_scaleout.py": "starts a local Ray and loads MiniLM (--quick: 200 short documents, 1 worker)",
-    "trir_ablation.py": "trains TRIR classifiers (--quick: 4 people, 2 attackers, 1 epoch, 32-token windows)",
+    "trir_ablation.py": "trains TRIR classifiers (--quick: 4 people, 2 attackers, 1 epoch, 32-token windows, 3 predictions each)",
     "trir_compile.py": "compiles the TRIR model with torch.compile (--quick: 2 steps of 32-token windows)",
-    "trir_speed.py": "trains TRIR classifiers (--quick: 3 demo people, 2 loops, 32-token windows)",
+    "trir_speed.py": "trains TRIR classifiers (--quick: 3 demo people, fp32 and bf16 loops, 3 predictions, 32-token windows)",
     "trir_scale.py": "trains TRIR classifiers, on Ray too",
     "trir_step.py": "loads MiniLM in three processes and times its training steps (--quick: 2 repetitions)",
     "trir_release.py": "trains TRIR classifiers, on Ray too (--quick: 12 demo people, 1 epoch, 32-token windows); "

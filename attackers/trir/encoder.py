@@ -1,4 +1,5 @@
-"""The base encoder of the TRIR attacker, and quiet, repeatable torch/transformers settings."""
+"""The base encoder of the TRIR attacker, quiet, repeatable torch/transformers settings, and the
+arithmetic (fp32, bf16 autocast, dynamic int8) of its training and prediction."""
 
 from __future__ import annotations
 
@@ -85,3 +86,63 @@ def torch_settings(seed: int, device: str, num_threads: int | None) -> Iterator[
     finally:
         torch.set_num_threads(old_threads)
         torch.use_deterministic_algorithms(old_det)
+
+
+# --------------------------------------------------------------------------- arithmetic
+
+#: The arithmetic of the training steps (``train_precision``) and of prediction
+#: (``predict_precision``: every release, the dev release each epoch, the fit check).
+TRAIN_PRECISIONS = ("auto", "fp32", "bf16")
+PREDICT_PRECISIONS = ("auto", "fp32", "bf16", "int8")
+
+
+def native_bf16(device: str) -> bool:
+    """Whether ``device`` computes in bfloat16 natively: a GPU that supports it, or a CPU with
+    AVX-512 BF16 or AMX (elsewhere oneDNN emulates bf16 and it is slower than fp32)."""
+    import torch
+
+    if device.startswith("cuda"):
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(bool(p()) for p in probes if callable(p))
+
+
+def resolve_precision(value: str | None, device: str, choices: tuple[str, ...], what: str) -> str:
+    """``fp32``, ``bf16`` or ``int8`` for ``value`` on ``device``: ``auto`` (or ``None``) is bf16
+    where the device computes it natively, else fp32; int8 (dynamic quantization of the linear
+    layers) is for CPUs only."""
+    if value in (None, "auto"):
+        return "bf16" if native_bf16(device) else "fp32"
+    if value not in choices:
+        raise AnonauditError(f"trir: {what} must be one of {', '.join(choices)}, got {value!r}")
+    if value == "int8" and device != "cpu":
+        raise AnonauditError(f"trir: {what}=int8 (dynamic quantization) runs on a CPU only, not on {device}; "
+                             "use bf16 or fp32 on a GPU")
+    return value
+
+
+@contextlib.contextmanager
+def autocast(precision: str, device: str) -> Iterator[None]:
+    """bfloat16 autocast on ``device`` for ``bf16`` (matrix products in bf16, weights, softmax and
+    losses kept in fp32); nothing for the other precisions."""
+    if precision != "bf16":
+        yield
+        return
+    import torch
+
+    with torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16):
+        yield
+
+
+def inference_model(model, precision: str):
+    """The model to predict with: for ``int8`` a copy whose linear layers are dynamically
+    quantized (int8 weights, activations quantized per batch), else ``model`` itself."""
+    if precision != "int8":
+        return model
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # torch >= 2.10 points to torchao for new code; this API still works
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)

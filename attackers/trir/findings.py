@@ -87,6 +87,9 @@ class TRIRFindings:
             "window": self.window,
             "overlap": self.overlap,
             "prediction_windows": prediction_windows,
+            # the arithmetic of the training steps (as trained; fp32 before it was an option) and of this prediction
+            "precision": {"training": (t.info.get("settings") or {}).get("train_precision", "fp32"),
+                          "prediction": self._predict_precision(self._device())},
             "notes": list(t.info.get("notes", [])),
         }
         details["attacker"] = _attacker_sentence(details)
@@ -122,6 +125,9 @@ def _attacker_sentence(d: dict[str, Any]) -> str:
                  if styles else "no augmentation")
     if d.get("curated"):
         parts.append("curated")
+    precision = d.get("precision") or {}
+    if precision:
+        parts.append(f"trained in {precision['training']}, predicting in {precision['prediction']}")
     epochs = f"{d.get('chosen_epoch')} of {d.get('epochs')} epochs"
     parts.append(epochs + (f" (chosen on dev release {d['dev_release']})" if d.get("dev_release") else ""))
     curve = d.get("curve") or []

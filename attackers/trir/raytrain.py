@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attackers.trir.batches import epoch_sampler, freeze_lower, length_batches
+from attackers.trir.encoder import autocast
 from attackers.trir.windows import Windows, pad_batch
 from audit.core.config import make_private
 
@@ -341,6 +342,7 @@ class _Loop:
         self.y = torch.tensor(data["y"], dtype=torch.long)
         self.lengths = [len(w) for w in data["ids"]]
         self.device = next(ddp.parameters()).device
+        self.precision = attack.settings()["train_precision"]
         getter = getattr(model, "get_input_embeddings", None)
         emb = getter() if callable(getter) else None
         self.embedding = getattr(emb, "weight", None)
@@ -371,7 +373,8 @@ class _Loop:
             part = batch[self.rank :: self.world]
             idx = part or batch[:1]  # a worker with no slice still takes part in the step, with no weight
             ids, mask = pad_batch([self.data["ids"][i] for i in idx], self.data["pad_id"])
-            logits = self.ddp(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+            with autocast(self.precision, str(self.device)):  # the attack's train_precision
+                logits = self.ddp(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
             losses = torch.nn.functional.cross_entropy(logits.float(), self.y[idx].to(self.device), reduction="sum")
             loss = losses * ((1.0 if part else 0.0) / len(batch))  # this slice's share of the batch's mean
             if self.exchange is not None:
@@ -411,7 +414,8 @@ class _Loop:
             self.ddp.eval()
             sub = Windows(ids=[ids[i] for i in mine], doc=[doc[i] for i in mine], chars=[None] * len(mine))
             logits = predict_logits(self.model, sub, pad_id=self.data["pad_id"], device=str(self.device),
-                                    batch_size=self.attack.predict_batch_size, progress=False)
+                                    batch_size=self.attack.predict_batch_size, progress=False,
+                                    precision=self.attack._predict_precision(str(self.device)))
             scores += torch.from_numpy(sum_window_logits(logits, sub.doc, len(truth)))
         if self.world > 1:
             dist.all_reduce(scores)

@@ -25,7 +25,7 @@ import numpy as np
 from attackers.trir.batches import dedup_windows, epoch_sampler, freeze_lower, length_batches
 from attackers.trir.cache import TrainedTRIR, cache_root
 from attackers.trir.checkpoints import Checkpoint
-from attackers.trir.encoder import has_mlm_head, quiet_transformers, torch_settings
+from attackers.trir.encoder import autocast, has_mlm_head, quiet_transformers, torch_settings
 from attackers.trir.texts import LABEL_STYLE, curated_from_parse, masked_from_parses, style_words
 from attackers.trir.windows import Windows, make_windows, pad_batch, predict_logits, sum_window_logits
 from audit.core.errors import AnonauditError
@@ -353,6 +353,7 @@ class TRIRTraining:
         from audit.runtime.progress import bar as progress_bar
 
         optimizer, scheduler = steppers
+        precision = self.settings()["train_precision"]
         model.train()
         t0 = time.time()
         total_loss, seen, tokens = 0.0, 0, 0
@@ -361,7 +362,8 @@ class TRIRTraining:
         for idx in bar:
             idx = list(idx)
             ids, mask = pad_batch([windows.ids[i] for i in idx], pad_id)
-            out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=y_t[idx].to(device))
+            with autocast(precision, device):
+                out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=y_t[idx].to(device))
             out.loss.backward()
             optimizer.step()
             scheduler.step()
@@ -376,7 +378,7 @@ class TRIRTraining:
     def _accuracy(self, model, windows: Windows, truth: np.ndarray, pad_id: int, device: str) -> float:
         """Share of the dev documents whose subject the model names (summed window logits)."""
         logits = predict_logits(model, windows, pad_id=pad_id, device=device, batch_size=self.predict_batch_size,
-                                progress=self.progress, desc="TRIR dev")
+                                progress=self.progress, desc="TRIR dev", precision=self._predict_precision(device))
         scores = sum_window_logits(logits, windows.doc, len(truth))
         return float(np.mean(scores.argmax(axis=1) == truth))
 
@@ -389,7 +391,7 @@ class TRIRTraining:
         sub = Windows(ids=[windows.ids[i] for i in picked], doc=list(range(len(picked))),
                       chars=[windows.chars[i] for i in picked])
         logits = predict_logits(model, sub, pad_id=pad_id, device=device, batch_size=self.predict_batch_size,
-                                progress=False)
+                                progress=False, precision=self._predict_precision(device))
         acc = float(np.mean(logits.argmax(axis=1) == np.array([y[i] for i in picked])))
         return {"windows": len(picked), "accuracy": round(acc, 4), "chance": 1.0 / population}
 
@@ -409,6 +411,7 @@ class TRIRTraining:
         windows = make_windows(tokenizer, texts, self.pretrain_window, self.pretrain_overlap)
         collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
         gen = torch.Generator().manual_seed(self.seed)
+        precision = self.settings()["train_precision"]
         mlm.train()
         losses: list[float] = []
 
@@ -421,7 +424,8 @@ class TRIRTraining:
                 for b in progress_bar(range(0, len(order), self.batch_size), desc=f"TRIR {label}, epoch {epoch}",
                                       unit="batch", enabled=self.progress):
                     batch = collator([{"input_ids": windows.ids[i]} for i in order[b : b + self.batch_size]])
-                    loss = mlm(**{k: v.to(device) for k, v in batch.items()}).loss
+                    with autocast(precision, device):
+                        loss = mlm(**{k: v.to(device) for k, v in batch.items()}).loss
                     loss.backward()
                     optimizer.step()
                     optimizer.zero_grad(set_to_none=True)

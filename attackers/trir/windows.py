@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attackers.trir.encoder import quiet_transformers
+from attackers.trir.encoder import autocast, inference_model, quiet_transformers
 from audit.core.errors import AnonauditError
 from audit.runtime.executor import sends_to_workers
 
@@ -136,11 +136,14 @@ def pad_batch(batch: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor
 
 
 def predict_logits(model, windows: Windows, *, pad_id: int, device: str, batch_size: int = 64,
-                   progress: bool = True, desc: str = "TRIR predict", executor: Any = None) -> np.ndarray:
-    """Logits of every window (batched by similar length for speed; original order returned).
-    With a distributed ``executor`` the batches go to its workers (:class:`WindowLogits`): the
-    same batches, so the same numbers; a single batch is computed here, where the model is (a
-    cluster's stage would start a worker and rebuild the model for it)."""
+                   progress: bool = True, desc: str = "TRIR predict", executor: Any = None,
+                   precision: str = "fp32") -> np.ndarray:
+    """Logits of every window (batched by similar length for speed; original order returned),
+    computed in ``precision`` (fp32, bf16 autocast, or int8: a dynamically quantized copy; see
+    :func:`attackers.trir.encoder.inference_model`). With a distributed ``executor`` the batches
+    go to its workers (:class:`WindowLogits`): the same batches, so the same numbers; a single
+    batch is computed here, where the model is (a cluster's stage would start a worker and
+    rebuild the model for it)."""
     import torch
 
     from audit.runtime.progress import bar as progress_bar
@@ -151,16 +154,18 @@ def predict_logits(model, windows: Windows, *, pad_id: int, device: str, batch_s
     out = np.zeros((n, n_labels), dtype=np.float32)
     order = sorted(range(n), key=lambda i: len(windows.ids[i]))
     if sends_to_workers(executor, n, batch_size):
-        rows = executor.map(WindowLogits(model, pad_id), [windows.ids[i] for i in order], group=batch_size,
+        rows = executor.map(WindowLogits(model, pad_id, precision), [windows.ids[i] for i in order], group=batch_size,
                             label="TRIR: window logits")
         if rows:
             out[order] = np.stack(rows)
         return out
-    with torch.inference_mode(), progress_bar(total=n, desc=desc, unit="win", enabled=progress) as bar:
+    run = inference_model(model, precision)
+    with torch.inference_mode(), autocast(precision, device), \
+            progress_bar(total=n, desc=desc, unit="win", enabled=progress) as bar:
         for b in range(0, n, batch_size):
             idx = order[b : b + batch_size]
             ids, mask = pad_batch([windows.ids[i] for i in idx], pad_id)
-            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+            logits = run(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
             out[idx] = logits.float().cpu().numpy()
             bar.update(len(idx))
     return out
@@ -171,10 +176,11 @@ class WindowLogits:
     (:mod:`audit.runtime.executor`): pickled, it carries the model's config and weights (the
     trained attacker lives in this run's cache, which workers on other nodes cannot read) and
     rebuilds the model once per worker, on the worker's GPU when it has one, with as many torch
-    threads as the worker has CPUs (``threads``, set by the executor)."""
+    threads as the worker has CPUs (``threads``, set by the executor), in ``precision`` (int8:
+    quantized on the worker, which rebuilds the model from its fp32 weights)."""
 
-    def __init__(self, model: Any, pad_id: int):
-        self.model, self.pad_id = model, pad_id
+    def __init__(self, model: Any, pad_id: int, precision: str = "fp32"):
+        self.model, self.pad_id, self.precision = model, pad_id, precision
         self.device = "cpu"
         self.threads: int | None = None
 
@@ -185,10 +191,12 @@ class WindowLogits:
 
         buf = io.BytesIO()
         torch.save({k: v.detach().cpu() for k, v in self.model.state_dict().items()}, buf)
-        return {"config": self.model.config.to_dict(), "weights": buf.getvalue(), "pad_id": self.pad_id}
+        return {"config": self.model.config.to_dict(), "weights": buf.getvalue(), "pad_id": self.pad_id,
+                "precision": self.precision}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.model, self.pad_id, self.device, self.threads = None, state["pad_id"], "cpu", None
+        self.precision = state.get("precision", "fp32")
         self._state = state
 
     def setup(self) -> None:
@@ -205,7 +213,9 @@ class WindowLogits:
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         if self.threads and self.device == "cpu":
             torch.set_num_threads(self.threads)
-        self.model = model.to(self.device).eval()
+        if self.precision == "int8" and self.device != "cpu":
+            self.precision = "fp32"  # dynamic quantization is CPU-only: a GPU worker computes in fp32
+        self.model = inference_model(model.to(self.device).eval(), self.precision)
         del self._state
 
     def __call__(self, group: list[list[int]]) -> list[np.ndarray]:
@@ -213,6 +223,6 @@ class WindowLogits:
 
         self.setup()
         ids, mask = pad_batch(group, self.pad_id)
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(self.precision, self.device):
             logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
         return list(logits.float().cpu().numpy())
