@@ -3,7 +3,8 @@ without it, on the same training texts (the background plus one NER-masked copy,
 trains on).
 
 Training configurations, ``--epochs`` epochs each (default 1; same seed, windows, batch size,
-threads):
+threads), trained ``--rounds`` times in turn (A B A B: load from elsewhere on the machine hits
+both alike); a configuration's seconds per epoch are its fastest round's:
 
 * ``before``: random batches padded to their longest window, every window (the loop before issue 19);
 * ``bucket``: batches of windows of similar length (less padding);
@@ -17,14 +18,15 @@ threads):
 
 Prediction (``--predict``, after the training configurations, in the same run): the model trained
 by the first configuration predicts every window of the training texts (batches of 64 sorted by
-length, as the attack predicts) in each precision: fp32, bf16 (autocast), int8 (dynamic
-quantization of the linear layers); each precision twice, interleaved (A B C A B C), windows/s of
-the faster pass; agreement with fp32 on each window's top class and each text's (summed logits).
+length, as the attack predicts; at most ``--predict-windows``) in each precision: fp32, bf16
+(autocast), int8 (dynamic quantization of the linear layers); each precision ``--rounds`` times,
+interleaved (A B C A B C), windows/s of the fastest pass; agreement with fp32 on each window's
+top class and each text's (summed logits).
 
     python benchmarks/trir_speed.py --data demo --people 20          # synthetic population (short texts)
     python benchmarks/trir_speed.py --data tab --people 10           # TAB public background (long texts)
-    python benchmarks/trir_speed.py --data tab --people 4 --max-windows 64 --configs fp32 bf16 --epochs 2 \
-        --predict fp32 bf16 int8 --threads 2                          # issue 48: bf16 / int8 against fp32
+    python benchmarks/trir_speed.py --data tab --people 4 --max-windows 32 --configs fp32 bf16 --epochs 2 \
+        --rounds 3 --predict fp32 bf16 int8 --predict-windows 512 --threads 1   # issue 48: bf16 / int8 vs fp32
     python benchmarks/trir_speed.py --windows-only --data tab --people 10  # padding left after bucketing
     python benchmarks/trir_speed.py --quick     # a smoke run: 3 demo people, fp32 and bf16, 1 epoch,
                                                 # the three predictions, 32-token windows
@@ -138,10 +140,11 @@ def length_batches_of(order, lengths, size):
     return length_batches(order, lengths, size, 0)
 
 
-def predict_speed(attack: TRIRAttack, texts: list[str], threads: int, precisions: list[str]) -> dict:
-    """Windows/s of the trained attacker's prediction over ``texts`` in each precision (each twice,
-    interleaved; the faster pass counts), and agreement with fp32 on each window's and each
-    text's top class."""
+def predict_speed(attack: TRIRAttack, texts: list[str], threads: int, precisions: list[str], rounds: int,
+                  most: int | None) -> dict:
+    """Windows/s of the trained attacker's prediction over ``texts`` (at most ``most`` windows) in
+    each precision (``rounds`` passes each, interleaved; the fastest counts), and agreement with
+    fp32 on each window's and each text's top class."""
     import numpy as np
     import torch
 
@@ -149,10 +152,14 @@ def predict_speed(attack: TRIRAttack, texts: list[str], threads: int, precisions
 
     t = attack.trained_
     windows = make_windows(t.tokenizer, texts, attack.window, attack.overlap)
+    if most is not None and len(windows) > most:
+        keep = slice(0, most)
+        windows = type(windows)(ids=windows.ids[keep], doc=windows.doc[keep], chars=windows.chars[keep])
+        texts = texts[: max(windows.doc) + 1]
     torch.set_num_threads(threads)
     seconds: dict[str, float] = {}
     logits: dict[str, np.ndarray] = {}
-    for _ in range(2):
+    for _ in range(rounds):
         for p in precisions:
             t0 = time.time()
             logits[p] = predict_logits(t.model, windows, pad_id=t.tokenizer.pad_token_id or 0, device="cpu",
@@ -183,6 +190,10 @@ def main() -> None:
                     help="epochs per configuration; with more than 1, s / epoch is the mean of epochs 2.. (the "
                          "first carries the kernels' warm-up)")
     ap.add_argument("--max-windows", type=int, default=None, help="at most this many windows per person per epoch")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="train each configuration (and predict in each precision) this many times, in turn; "
+                         "the fastest counts")
+    ap.add_argument("--predict-windows", type=int, default=None, help="predict at most this many windows")
     ap.add_argument("--predict", nargs="*", choices=PRECISIONS, default=[],
                     help="then time the first configuration's attacker predicting the training texts in each "
                          "precision")
@@ -196,7 +207,7 @@ def main() -> None:
     args = ap.parse_args()
     small = {}
     if args.quick:
-        args.data, args.people, args.configs, args.epochs = "demo", 3, ["fp32", "bf16"], 1
+        args.data, args.people, args.configs, args.epochs, args.rounds = "demo", 3, ["fp32", "bf16"], 1, 1
         args.predict = list(PRECISIONS)
         small = dict(window=32, overlap=8)
     bg = background(args.data, args.people)
@@ -208,7 +219,7 @@ def main() -> None:
         return
     scenario = Scenario(background=bg)
     rows, first = {}, None
-    for name in args.configs:
+    for name in [c for _ in range(args.rounds) for c in args.configs]:
         attack = TRIRAttack(budget="fast", epochs=args.epochs, mask_style="label", use_cache=False, progress=False,
                             num_threads=args.threads, device="cpu", seed=0, max_windows_per_class=args.max_windows,
                             **small, **CONFIGS[name])
@@ -217,8 +228,10 @@ def main() -> None:
         info = attack.trained_.info
         hist = info["history"]
         timed = hist[1:] or hist
-        rows[name] = {"epoch_seconds": round(sum(h["seconds"] for h in timed) / len(timed), 2),
-                      "epoch_seconds_each": [h["seconds"] for h in hist], "windows": hist[0]["windows"],
+        seconds = round(sum(h["seconds"] for h in timed) / len(timed), 2)
+        rounds = rows.get(name, {}).get("rounds", []) + [[h["seconds"] for h in hist]]
+        rows[name] = {"epoch_seconds": min(seconds, rows.get(name, {}).get("epoch_seconds", seconds)),
+                      "rounds": rounds, "windows": hist[0]["windows"],
                       "padded_tokens": hist[0]["padded_tokens"], "windows_before_dedup": info["windows_before_dedup"],
                       "fit_seconds": round(time.time() - t0, 1), "loss": [h["loss"] for h in hist],
                       "train_precision": info["settings"]["train_precision"]}
@@ -226,7 +239,7 @@ def main() -> None:
         first = first or attack
     base = rows.get("before") or rows.get("fp32")
     print(f"\n{args.data}, {args.people} people, {len(bg)} documents, {args.threads} thread(s), "
-          f"{args.epochs} epoch(s)\n")
+          f"{args.epochs} epoch(s), fastest of {args.rounds} round(s)\n")
     print(markdown_table(["loop", "s / epoch", "windows", "padded tokens", "loss per epoch", "speed-up"],
                          [[name, f"{r['epoch_seconds']:.1f}", r["windows"], r["padded_tokens"],
                            " ".join(f"{v:.3f}" for v in r["loss"]),
@@ -235,7 +248,7 @@ def main() -> None:
     predicted = {}
     if args.predict and first is not None:
         texts = first._training_texts(bg, [])[0]
-        predicted = predict_speed(first, texts, args.threads, args.predict)
+        predicted = predict_speed(first, texts, args.threads, args.predict, args.rounds, args.predict_windows)
         ref = predicted.get("fp32")
         print(f"\nprediction by the {args.configs[0]} attacker, {next(iter(predicted.values()))['windows']} windows\n")
         print(markdown_table(["precision", "windows / s", "speed-up", "same top class: windows", "texts",

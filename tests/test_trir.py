@@ -353,3 +353,25 @@ def test_an_attacker_that_did_not_learn_its_background_says_so(demo, tmp_path):
     again = TRIRAttack(seed=0, cache_dir=str(tmp_path), **dict(TINY, epochs=1, learning_rate=1e-9)).fit(demo)
     assert again.trained_.info["loaded_from_cache"] is True
     assert "under-trained" in again.evaluate(demo, demo.release("originals"))[0].details["warning"]
+
+
+@pytest.mark.slow
+def test_bf16_and_int8_on_the_real_minilm_name_whom_fp32_names(demo, trained, tmp_path):
+    """Issue 48's arithmetic on the real model path: a bf16 training epoch of MiniLM runs and
+    learns, and the trained attacker's bf16 and int8 predictions name the subject fp32 names."""
+    attack, _ = trained
+    rel = demo.release("originals")
+    predicted = {}
+    for precision in ("fp32", "bf16", "int8"):
+        attack.predict_precision = precision
+        res = attack.evaluate(demo, rel)[0]
+        assert res.details["precision"]["prediction"] == precision
+        predicted[precision] = [d.facts["predicted"] for d in res.documents]
+    attack.predict_precision = TINY.get("predict_precision", "fp32")
+    for precision in ("bf16", "int8"):  # at most one document of the set named otherwise
+        assert sum(a != b for a, b in zip(predicted[precision], predicted["fp32"])) <= 1, precision
+
+    bf16 = TRIRAttack(seed=0, cache_dir=str(tmp_path), **dict(TINY, epochs=1, train_precision="bf16")).fit(demo)
+    info = bf16.trained_.info
+    assert info["settings"]["train_precision"] == "bf16" and np.isfinite(info["history"][0]["loss"])
+    assert info["fit_check"]["accuracy"] > 2 * info["fit_check"]["chance"]  # it learnt something in one epoch
