@@ -143,6 +143,9 @@ def test_a_killed_training_resumes_from_its_last_finished_epoch_with_the_same_at
     assert [c["epoch"] for c in head.details["curve"]] == [1, 2, 3]
     assert all({"loss", "dev_accuracy", "seconds"} <= set(c) for c in head.details["curve"])
     assert "dev accuracy per epoch " in head.details["attacker"]  # the sentence the report shows
+    # no masked copy: every window every epoch
+    assert head.details["window_rotation"] == 1
+    assert head.details["windows_per_epoch"] == head.details["training_windows"] == 13
 
 
 def test_a_corrupt_checkpoint_is_not_resumed(tiny_base, tmp_path, capsys):
@@ -155,6 +158,18 @@ def test_a_corrupt_checkpoint_is_not_resumed(tiny_base, tmp_path, capsys):
     (folder / STATE_FILE).write_bytes(b"not a checkpoint")
     assert Checkpoint(tmp_path / "ck", attack.trained_.info["cache_key"]).load() is None
     assert "corrupt or was changed" in capsys.readouterr().err
+
+
+def test_the_masked_copies_rotate_within_an_epoch_instead_of_multiplying_it(tiny_base, tmp_path):
+    """With one masked copy the training rotates over 2 epochs: each epoch trains on about half of
+    the windows (about what the background alone has), and the two epochs on all of them."""
+    scenario = _scenario()
+    attack = TRIRAttack(cache_dir=str(tmp_path), **_params(tiny_base, augment_ner=True, mask_style="label",
+                                                           epochs=2)).fit(scenario)
+    info = attack.trained_.info
+    assert info["settings"]["window_rotation"] == 2 and info["mask_styles"] == ["label"]
+    seen = [h["windows"] for h in info["history"]]
+    assert sum(seen) == info["training_windows"] and max(seen) <= info["windows_per_epoch"] < info["training_windows"]
 
 
 # ---------------------------------------------------------------------------- gradient exchange

@@ -32,7 +32,8 @@ Modules: :mod:`~attackers.trir.attack` (the attack: parameters, fit, evaluate),
 :mod:`~attackers.trir.exchange` (its gradient exchange: buckets sent during the backward pass),
 :mod:`~attackers.trir.distributed` (the whole training on one worker of a cluster),
 :mod:`~attackers.trir.texts` (NER-masked copies in a release's masking style, curation),
-:mod:`~attackers.trir.batches` (epoch order, length-bucketed batches, de-duplication, frozen layers),
+:mod:`~attackers.trir.sampling` (each epoch's windows: a per-person budget rotating through all of them),
+:mod:`~attackers.trir.batches` (length-bucketed batches, de-duplication, frozen layers),
 :mod:`~attackers.trir.windows` (token windows and prediction), :mod:`~attackers.trir.cache`
 (the trained attacker on disk and its cache key), :mod:`~attackers.trir.encoder` (the base
 encoder and the torch/transformers settings).
@@ -41,7 +42,8 @@ encoder and the torch/transformers settings).
 from attackers.trir.attack import TRIRAttack
 from attackers.trir.cache import CONFIG_FILE, FORMAT_VERSION, TRAINING_PARAMS, TrainedTRIR, cache_key
 from attackers.trir.encoder import folder_digest, has_mlm_head, quiet_transformers, resolve_base, torch_settings
-from attackers.trir.batches import dedup_windows, epoch_sampler, freeze_lower, length_batches
+from attackers.trir.batches import dedup_windows, freeze_lower, length_batches
+from attackers.trir.sampling import epoch_sampler, person_budget
 from attackers.trir.texts import curated, mask_styles, masked_copies, masking_style, ner_masked
 from attackers.trir.training import FIT_CHECK_MIN, FIT_CHECK_WINDOWS
 from attackers.trir.windows import (Windows, make_windows, pad_batch, predict_logits, rank_of, softmax,
@@ -51,6 +53,6 @@ __all__ = [
     "CONFIG_FILE", "FIT_CHECK_MIN", "FIT_CHECK_WINDOWS", "FORMAT_VERSION", "TRAINING_PARAMS", "TRIRAttack",
     "TrainedTRIR", "Windows", "cache_key", "curated", "dedup_windows", "epoch_sampler", "folder_digest",
     "freeze_lower", "has_mlm_head", "length_batches", "make_windows", "mask_styles", "masked_copies", "masking_style",
-    "ner_masked", "pad_batch", "predict_logits", "quiet_transformers", "rank_of", "resolve_base",
+    "ner_masked", "pad_batch", "person_budget", "predict_logits", "quiet_transformers", "rank_of", "resolve_base",
     "softmax", "special_affixes", "split_windows", "sum_window_logits", "torch_settings",
 ]

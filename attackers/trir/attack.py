@@ -17,6 +17,7 @@ from attackers.trir.encoder import (PREDICT_PRECISIONS, TRAIN_PRECISIONS, has_ml
                                     resolve_precision, torch_settings)
 from attackers.trir.findings import TRIRFindings, _subject_of
 from attackers.trir.parses import DISABLED_PIPES, Parse, ParseCache
+from attackers.trir.sampling import epoch_sampler
 from attackers.trir.texts import (LABEL_STYLE, SUPPRESS_STYLE, TOKEN_STYLE, curated_from_parse, mask_styles,
                                   original_range)
 from attackers.trir.training import TRIRTraining
@@ -96,8 +97,14 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
     predict_precision: arithmetic of prediction (the releases, the dev release each epoch): fp32,
         bf16 (autocast), int8 (dynamic quantization of the linear layers; CPU only), or auto (bf16
         where the device computes it natively, else fp32).
-    max_windows_per_class: train on at most this many windows per person per epoch
-        (resampled every epoch), to bound training time on long backgrounds.
+    window_rotation: spread each person's training windows (their background's and its masked
+        copies') over this many epochs: each epoch trains on a different 1/N of them, and every
+        window once in every N epochs (default: the number of versions of the text, the
+        background and its masked copies, so an epoch costs what the background alone would
+        and the copies are drawn within it; 1: every window every epoch).
+    max_windows_per_class: train on at most this many windows per person per epoch (the
+        rotation then takes more epochs to go round them all), to bound training time on
+        long backgrounds.
     cache_dir: where trained attackers are kept (default: ANONAUDIT_HOME/trir).
     checkpoint_dir: where the training keeps a checkpoint after every epoch, kept after the
         training ends (default: ANONAUDIT_HOME/trir/checkpoints, removed once the attacker is
@@ -153,6 +160,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         train_precision: Literal["auto", "fp32", "bf16"] = "fp32",
         predict_precision: Literal["auto", "fp32", "bf16", "int8"] = "fp32",
         seed: int = 0,
+        window_rotation: PositiveInt | None = None,
         max_windows_per_class: PositiveInt | None = None,
         cache_dir: str | None = None,
         checkpoint_dir: str | None = None,
@@ -219,6 +227,8 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
                 out[k] = getattr(self, k)
         if out["patience"] is not None and out["patience"] <= 0:
             out["patience"] = None
+        versions = 1 + len(self._mask_styles) if out["augment_ner"] else 1  # the text and its masked copies
+        out["window_rotation"] = self.window_rotation or versions
         out.update(dedup=bool(self.dedup), bucket=bool(self.bucket),
                    train_precision=resolve_precision(self.train_precision, self._device(), TRAIN_PRECISIONS,
                                                      "train_precision"))
@@ -227,6 +237,11 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
     def _predict_precision(self, device: str) -> str:
         """The arithmetic of prediction on ``device`` (fp32, bf16 or int8)."""
         return resolve_precision(self.predict_precision, device, PREDICT_PRECISIONS, "predict_precision")
+
+    def _epoch_sampler(self, y: Sequence[int]):
+        """Each epoch's training windows (:mod:`attackers.trir.sampling`) and the most an epoch holds."""
+        return epoch_sampler(y, self.seed, rotation=self.settings()["window_rotation"],
+                             max_per_class=self.max_windows_per_class)
 
     def _check_params(self) -> None:
         epochs = self.settings()["epochs"]

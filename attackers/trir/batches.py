@@ -1,38 +1,12 @@
-"""How the TRIR attacker walks its training windows: each epoch's order (optionally at most N
-windows per person), batches of similar length, repeated windows dropped, lower layers frozen."""
+"""How the TRIR attacker walks its training windows: batches of similar length, repeated windows
+dropped, lower layers frozen (each epoch's windows: :mod:`attackers.trir.sampling`)."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from attackers.trir.windows import Windows
-
-
-def epoch_sampler(y: Sequence[int], max_per_class: int | None, seed: int) -> tuple[Callable[[], list[int]], int]:
-    """A function giving each epoch's order of the training windows (labels ``y``), and the
-    number of windows per epoch. The order is a seeded permutation; with ``max_per_class``, of
-    at most that many windows per person, drawn again every epoch."""
-    import torch
-
-    by_class: dict[int, list[int]] = {}
-    for i, c in enumerate(y):
-        by_class.setdefault(c, []).append(i)
-    gen = torch.Generator().manual_seed(seed)
-    rng = random.Random(seed)
-
-    def epoch_order() -> list[int]:
-        if max_per_class is None:
-            chosen = list(range(len(y)))
-        else:
-            chosen = [i for c in sorted(by_class) for i in
-                      (by_class[c] if len(by_class[c]) <= max_per_class
-                       else rng.sample(by_class[c], max_per_class))]
-        perm = torch.randperm(len(chosen), generator=gen).tolist()
-        return [chosen[p] for p in perm]
-
-    per_epoch = len(y) if max_per_class is None else sum(min(len(v), max_per_class) for v in by_class.values())
-    return epoch_order, per_epoch
 
 
 #: Batches per pool when batches are bucketed by length: each pool of this many batches is

@@ -29,8 +29,8 @@ CONFIG_FILE = "trir.json"
 #: Parameters that change what is trained (the cache key); the rest only change how fast.
 TRAINING_PARAMS = ("window", "overlap", "epochs", "patience", "batch_size", "learning_rate", "weight_decay",
                    "augment_ner", "mask_styles", "curate", "pretrain", "pretrain_window", "pretrain_overlap",
-                   "pretrain_epochs", "new_mlm_head", "seed", "max_windows_per_class", "spacy_model", "dedup", "bucket",
-                   "freeze_layers", "freeze_epochs", "train_precision")
+                   "pretrain_epochs", "new_mlm_head", "seed", "window_rotation", "max_windows_per_class", "spacy_model",
+                   "dedup", "bucket", "freeze_layers", "freeze_epochs", "train_precision")
 
 
 @dataclass

@@ -79,6 +79,9 @@ class TRIRFindings:
             "pretrained": bool(t.info.get("pretrained")),
             "augmented_styles": t.info.get("mask_styles", []),
             "curated": bool((t.info.get("settings") or {}).get("curate")),
+            "window_rotation": (t.info.get("settings") or {}).get("window_rotation"),
+            "windows_per_epoch": t.info.get("windows_per_epoch"),
+            "training_windows": t.info.get("training_windows"),
             "dev_release": t.info.get("dev"),
             "chosen_epoch": t.info.get("chosen_epoch"),
             "epochs": t.info.get("epochs_trained"),
@@ -128,6 +131,9 @@ def _attacker_sentence(d: dict[str, Any]) -> str:
     precision = d.get("precision") or {}
     if precision:
         parts.append(f"trained in {precision['training']}, predicting in {precision['prediction']}")
+    if (d.get("window_rotation") or 1) > 1 and d.get("windows_per_epoch") and d.get("training_windows"):
+        parts.append(f"{d['windows_per_epoch']} of {d['training_windows']} windows an epoch, rotating over "
+                     f"{d['window_rotation']} epochs")
     epochs = f"{d.get('chosen_epoch')} of {d.get('epochs')} epochs"
     parts.append(epochs + (f" (chosen on dev release {d['dev_release']})" if d.get("dev_release") else ""))
     curve = d.get("curve") or []

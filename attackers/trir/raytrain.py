@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attackers.trir.batches import epoch_sampler, freeze_lower, length_batches
+from attackers.trir.batches import freeze_lower, length_batches
 from attackers.trir.encoder import autocast
 from attackers.trir.windows import Windows, pad_batch
 from audit.core.config import make_private
@@ -91,7 +91,8 @@ def train_on_ray(attack, background: Corpus, base_path: str, dev: Release | None
     windows, y, all_windows = attack._training_windows(tokenizer, texts, subjects, label_of, notes)
     dev_set = None if dev is None else attack._dev_set(dev, tokenizer, label_of)
     workers, threads, gpu = workers_and_threads(executor.start(), attack.num_threads)
-    payload = {"params": {**attack.get_params(), "progress": False}, "labels": labels,
+    payload = {"params": {**attack.get_params(), "progress": False,
+                          "window_rotation": attack.settings()["window_rotation"]}, "labels": labels,
                "ids": windows.ids, "y": list(y), "pad_id": tokenizer.pad_token_id or 0, "threads": threads,
                "dev": None if dev_set is None else (dev_set[0].ids, dev_set[0].doc, dev_set[1].tolist()),
                "fail_after": os.environ.get(FAIL_AFTER_EPOCH_ENV), "overlap": OVERLAP, "fused": FUSED_ADAMW}
@@ -204,7 +205,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
     cfg = attack.settings()
     epochs = cfg["epochs"]
     y = data["y"]
-    next_order, per_epoch = epoch_sampler(y, attack.max_windows_per_class, attack.seed)
+    next_order, per_epoch = attack._epoch_sampler(y)
     model, resume = _worker_model(data, attack)
     if resume is not None and "final_model" in resume:  # a finished training, run again: report it as it is
         _report(rank, {"done": 1}, {**resume, "history": json.loads(resume["history"])})

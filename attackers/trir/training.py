@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attackers.trir.batches import dedup_windows, epoch_sampler, freeze_lower, length_batches
+from attackers.trir.batches import dedup_windows, freeze_lower, length_batches
 from attackers.trir.cache import TrainedTRIR, cache_root
 from attackers.trir.checkpoints import Checkpoint
 from attackers.trir.encoder import autocast, has_mlm_head, quiet_transformers, torch_settings
@@ -253,7 +253,7 @@ class TRIRTraining:
         run = run or _Run()
         cfg = self.settings()
         epochs = cfg["epochs"]
-        next_order, per_epoch = epoch_sampler(y, self.max_windows_per_class, self.seed)
+        next_order, per_epoch = self._epoch_sampler(y)
         optimizer, scheduler = self._optimizer(model, math.ceil(per_epoch / self.batch_size) * epochs)
         y_t = torch.tensor(y, dtype=torch.long)
         lengths = [len(w) for w in windows.ids]
