@@ -32,10 +32,10 @@ def test_every_window_is_seen_once_in_each_block_of_the_rotation():
         seen = Counter(i for order in block for i in order)
         # each window exactly once in epochs 1-4, and in 5-8; a person's only window every epoch
         assert seen == Counter({**dict.fromkeys(range(17), 1), 17: 4})
-    # 5 windows over 4 epochs: 2 an epoch, so the rotation goes round in 3
-    assert person_budget(5, 4) == (2, 3)
-    five, _ = _epochs([0] * 5, 3, rotation=4)
-    assert sorted(i for order in five for i in order) == list(range(5))
+    # 5 windows over 4 epochs: shares of 2, 1, 1 and 1
+    assert person_budget(5, 4) == (2, 4)
+    five, _ = _epochs([0] * 5, 4, rotation=4)
+    assert sorted(len(o) for o in five) == [1, 1, 1, 2] and sorted(i for o in five for i in o) == list(range(5))
     assert per_epoch == 3 + 2 + 1 and max(len(o) for o in epochs) <= per_epoch
 
 
@@ -52,6 +52,15 @@ def test_the_budget_is_respected_and_a_cap_lengthens_the_rotation():
     assert {i for order in capped for i in order if Y[i] == 0} == set(range(10))  # all 10 in 5 epochs
     with pytest.raises(ValueError, match="at least 1 epoch"):
         person_budget(5, 0)
+
+
+def test_a_share_holds_at_least_a_batch_so_short_backgrounds_are_not_rotated():
+    assert person_budget(10, 4, min_share=16) == (10, 1)  # fewer windows than a batch: all, every epoch
+    assert person_budget(40, 4, min_share=16) == (20, 2)  # two shares of at least a batch
+    assert person_budget(200, 4, min_share=16) == (50, 4)
+    assert person_budget(200, 4, cap=10, min_share=16) == (10, 20)  # a cap still bounds the epoch
+    short, per_epoch = _epochs([0] * 9 + [1] * 6, 2, rotation=3, min_share=16)
+    assert per_epoch == 15 and all(sorted(o) == list(range(15)) for o in short)
 
 
 def test_the_masked_copies_are_drawn_within_the_budget_and_spread_over_the_text():

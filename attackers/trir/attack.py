@@ -101,7 +101,8 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         copies') over this many epochs: each epoch trains on a different 1/N of them, and every
         window once in every N epochs (default: the number of versions of the text, the
         background and its masked copies, so an epoch costs what the background alone would
-        and the copies are drawn within it; 1: every window every epoch).
+        and the copies are drawn within it; 1: every window every epoch). A share holds at
+        least a batch: a person with few windows rotates over fewer epochs, or not at all.
     max_windows_per_class: train on at most this many windows per person per epoch (the
         rotation then takes more epochs to go round them all), to bound training time on
         long backgrounds.
@@ -241,7 +242,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
     def _epoch_sampler(self, y: Sequence[int]):
         """Each epoch's training windows (:mod:`attackers.trir.sampling`) and the most an epoch holds."""
         return epoch_sampler(y, self.seed, rotation=self.settings()["window_rotation"],
-                             max_per_class=self.max_windows_per_class)
+                             max_per_class=self.max_windows_per_class, min_share=self.batch_size)
 
     def _check_params(self) -> None:
         epochs = self.settings()["epochs"]
