@@ -24,6 +24,10 @@ no-op unless ``--new-mlm-head``):
 * ``paper+bf16-train``: trained in bf16, predicting in fp32;
 * ``paper+int8``: trained in fp32, predicting (the dev release each epoch, the releases) with the
   linear layers dynamically quantized to int8 (``predict_precision=int8``);
+* ``augment+all-windows``, ``paper+all-windows``: ``augment`` and ``paper`` training on every
+  window every epoch (``window_rotation=1``), as both did before issue 48's rotating window
+  budget (the default: each person's windows rotate over as many epochs as the text has
+  versions, the background and its masked copies; not below a batch of windows an epoch);
 
 every configuration in fp32 unless it says otherwise. Each trained attacker also predicts the
 releases in every precision (``trir_by_prediction``: the same weights, only prediction's
@@ -68,6 +72,8 @@ CONFIGS = {
     "paper+bf16": dict(budget="paper", dev=True, train_precision="bf16", predict_precision="bf16"),
     "paper+bf16-train": dict(budget="paper", dev=True, train_precision="bf16"),
     "paper+int8": dict(budget="paper", dev=True, predict_precision="int8"),
+    "augment+all-windows": dict(budget="fast", dev=False, window_rotation=1),
+    "paper+all-windows": dict(budget="paper", dev=True, window_rotation=1),
 }
 PRECISIONS = ("fp32", "bf16", "int8")
 
@@ -99,6 +105,7 @@ def run_seed(seed: int, people: int, configs: list[str], threads: int, small: di
         row = {"train_seconds": round(time.time() - t0, 1), "epochs": len(info["history"]),
                "timings": info.get("timings"), "pretrained": info.get("pretrained"),
                "chosen_epoch": info["chosen_epoch"], "windows": info["training_windows"],
+               "windows_per_epoch": info["windows_per_epoch"],
                "mask_styles": info.get("mask_styles"), "precision": [cfg["train_precision"], cfg["predict_precision"]],
                "dev_accuracy": [h.get("dev_accuracy") for h in info["history"]], "trir": {}, "predict_seconds": 0.0,
                "epoch_seconds": round(sum(h["seconds"] for h in info["history"]) / len(info["history"]), 2)}

@@ -19,6 +19,17 @@ the attacker re-identifies on the demo's releases.
     python benchmarks/trir_scale.py ray --people 20 --epochs 3
     python benchmarks/trir_scale.py ray --data tab --people 4 --max-windows 64 --epochs 3 --ablation  # long texts
     python benchmarks/trir_scale.py --quick                   # both, tiny (about a minute)
+    python benchmarks/trir_scale.py target --budgets paper fast --threads 2   # the issue's time target
+    python benchmarks/trir_scale.py target --quick            # a smoke run of it (3 short judgments, 1 epoch)
+
+``target`` (issue 48's time target): the paper budget against the fast one on a background like
+the issue's user had (50 people, ~1.7 MB of long texts, a dev column): TAB's public background of
+the 50 people with the longest public judgments (1.81 MB), TAB's manual entity masking of their
+originals as the dev release (only to choose the epoch), their originals, spaCy's entity masking
+and the manual suppression as the releases under test (masking styles: labels and suppression).
+Each budget runs cold (parse cache empty, nothing trained): wall time of the preparation,
+training and prediction, each epoch's line, the chosen epoch, TRIR per release, and what the
+same epochs would cost on every window (``window_rotation=1``), from the seconds per window.
 
 ANONAUDIT_HOME: a fresh temporary folder per measurement (the parse cache starts empty; the
 embedded models are linked from the default home).
@@ -233,10 +244,98 @@ def run_ray(people: int, epochs: int, data: str = "demo", max_windows: int | Non
             "speedup_2v1": one / two, "speedup_vs_local": base / two}
 
 
+# --------------------------------------------------------------------------- target (issue 48 item 1)
+
+#: The dev release of ``target`` (used only to choose the epoch) and the releases under test.
+TARGET_DEV = ("Manual_Entity", "TAB_test_Manual_Entity.json")
+TARGET_RELEASES = (("spaCy_Entity", "TAB_test_spaCy_Entity.json"),
+                   ("Manual_Supression", "TAB_test_Manual_Supression.json"))
+
+
+def target_scenario(people: int, shortest: bool = False) -> Scenario:
+    """TAB's public background of the ``people`` people with the longest public judgments (ties
+    by id; ``shortest``: the shortest, for a smoke run); dev release: TAB's manual entity masking
+    of their originals (labels); releases under test: their originals, spaCy's entity masking
+    and the manual suppression."""
+    from audit.io.loaders import load_corpus
+
+    from tab import TAB, published
+
+    bg = load_corpus(TAB / "bks" / "TAB_test_BK=Public.json", name="public")
+    ranked = sorted(bg, key=lambda d: (len(d.text) if shortest else -len(d.text), d.id))
+    keep = {d.subject for d in ranked[:people]}
+    background = Corpus([d for d in bg if d.subject in keep], name="public")
+    originals = load_corpus(TAB / "bks" / "TAB_test_BK=Original.json", name="originals")
+    ids = [d.id for d in originals if d.subject in keep]
+    mine = Corpus([originals[i] for i in ids], name="Original")
+    releases = (Release("Original", mine), *(published(n, f, originals, ids) for n, f in TARGET_RELEASES))
+    return Scenario(originals=mine, background=background, releases=releases, dev=published(*TARGET_DEV, originals, ids))
+
+
+def target_run(scenario: Scenario, budget: str, threads: int, rotation: int | None, small: dict) -> dict:
+    """One cold run of the attack as a user starts it: a fresh ANONAUDIT_HOME (parse cache empty,
+    no trained attacker), preparation + training (``fit``) and the prediction of every release."""
+    with fresh_home():
+        attack = TRIRAttack(budget=budget, num_threads=threads, seed=0, window_rotation=rotation, device="cpu",
+                            progress=True, **small)
+        t0 = time.perf_counter()
+        attack.fit(scenario)
+        fit_s = time.perf_counter() - t0
+        trir, predict_s = {}, {}
+        for rel in scenario.releases:
+            t1 = time.perf_counter()
+            head = attack.evaluate(scenario, rel)[0]
+            predict_s[rel.name], trir[rel.name] = round(time.perf_counter() - t1, 1), round(head.value, 3)
+        info = attack.trained_.info
+    hist = info["history"]
+    epoch_s = [h["seconds"] for h in hist]
+    prep = (info.get("timings") or {}).get("text_preparation_seconds", 0.0)
+    out = {"budget": budget, "window_rotation": info["settings"]["window_rotation"], "mask_styles": info["mask_styles"],
+           "training_windows": info["training_windows"], "windows_per_epoch": info["windows_per_epoch"],
+           "epochs_run": len(hist), "chosen_epoch": info["chosen_epoch"], "max_epochs": info["max_epochs"],
+           "history": hist, "fit_check": info["fit_check"]["accuracy"], "preparation_s": prep,
+           "epochs_s": round(sum(epoch_s), 1), "fit_s": round(fit_s, 1), "predict_s": predict_s,
+           "wall_s": round(fit_s + sum(predict_s.values()), 1), "trir": trir}
+    # the same epochs on every window (window_rotation=1): each epoch's seconds scale with its windows
+    per_window = sum(epoch_s) / max(1, sum(h["windows"] for h in hist))
+    out["projected_all_windows_epoch_s"] = round(per_window * info["training_windows"], 1)
+    return out
+
+
+def run_target(people: int, budgets: list[str], threads: int, rotation: int | None, quick: bool) -> dict:
+    scenario = target_scenario(people, shortest=quick)
+    bg = scenario.background
+    chars = sum(len(d.text) for d in bg)
+    print(f"target: TAB public background, the {people} people with the {'shortest' if quick else 'longest'} "
+          f"judgments ({len(bg)} documents, {chars:,} characters: {chars / 1e6:.2f} MB); dev release "
+          f"{scenario.dev.name}; releases {', '.join(r.name for r in scenario.releases)}; {threads} threads; "
+          f"window rotation {rotation or 'default'}", flush=True)
+    small = dict(epochs=1, window=32, overlap=8) if quick else {}
+    runs = {}
+    for budget in budgets:
+        r = runs[budget] = target_run(scenario, budget, threads, rotation, small)
+        print(f"{budget}: " + json.dumps({k: v for k, v in r.items() if k != "history"}), flush=True)
+        for h in r["history"]:
+            print(f"  epoch {h['epoch']}: loss {h['loss']:.3f}, dev {h.get('dev_accuracy')}, {h['windows']} windows, "
+                  f"{h['seconds']:.0f} s", flush=True)
+    print("\n| budget | windows per epoch (of) | epochs run (chosen) | preparation s | epochs s | fit s | "
+          "prediction s | wall s | fit check | " + " | ".join(r.name for r in scenario.releases) + " |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |" + " ---: |" * len(scenario.releases))
+    for b, r in runs.items():
+        print(f"| {b} | {r['windows_per_epoch']} ({r['training_windows']}) | {r['epochs_run']} ({r['chosen_epoch']}) | "
+              f"{r['preparation_s']:.0f} | {r['epochs_s']:.0f} | {r['fit_s']:.0f} | {sum(r['predict_s'].values()):.0f} | "
+              f"{r['wall_s']:.0f} | {r['fit_check']:.2f} | " + " | ".join(f"{v:.2f}" for v in r["trir"].values()) + " |")
+    if "paper" in runs and "fast" in runs:
+        print(f"paper / fast wall time: {runs['paper']['wall_s'] / runs['fast']['wall_s']:.2f}x")
+    return {"people": people, "documents": len(bg), "characters": chars, "threads": threads, "dev": scenario.dev.name,
+            "releases": [r.name for r in scenario.releases], "rotation": rotation, "runs": runs}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", nargs="?", choices=["prep", "ray", "both", "local"], default="both",
-                    help="local: one local training on one thread (what the ceiling runs)")
+    ap.add_argument("what", nargs="?", choices=["prep", "ray", "both", "local", "target"], default="both",
+                    help="local: one local training on one thread (what the ceiling runs); target: issue 48's "
+                    "time target")
     ap.add_argument("--people", type=int, default=None, help="prep: TAB people (5); ray: demo people (20)")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--data", choices=["demo", "tab"], default="demo", help="ray: the demo population or TAB's "
@@ -245,6 +344,11 @@ def main(argv: list[str] | None = None) -> None:
                     "and epoch (max_windows_per_class)")
     ap.add_argument("--ablation", action="store_true", help="ray: also 2 workers without each speed-up of the "
                     "exchange (the exchange after the backward pass; AdamW's loop over parameters)")
+    ap.add_argument("--budgets", nargs="+", choices=["paper", "fast"], default=["paper", "fast"],
+                    help="target: the budgets to run, one after the other")
+    ap.add_argument("--threads", type=int, default=2, help="target: torch threads")
+    ap.add_argument("--window-rotation", type=int, default=None, help="target: the attack's window_rotation "
+                    "(default: the budget's; 1: every window every epoch, as before issue 48)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: about a minute")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -256,6 +360,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.what in ("ray", "both"):
         results["ray"] = run_ray(args.people or (6 if args.quick else 20), 2 if args.quick else args.epochs,
                                  args.data, args.max_windows, args.ablation)
+    if args.what == "target":
+        results["target"] = run_target(args.people or (3 if args.quick else 50),
+                                       ["fast"] if args.quick else args.budgets, args.threads, args.window_rotation,
+                                       args.quick)
     results["load_after"] = os.getloadavg()
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
