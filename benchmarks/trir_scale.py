@@ -64,14 +64,20 @@ def tab_background(people: int) -> Corpus:
 
 
 @contextlib.contextmanager
-def fresh_home():
-    """A fresh ANONAUDIT_HOME whose ``models`` link to the default home's assembled models."""
+def fresh_home(keep: Path | None = None):
+    """A fresh ANONAUDIT_HOME whose ``models`` link to the default home's assembled models
+    (``keep``: that folder instead, created if needed and kept, so a stopped run resumes)."""
     from audit.core.config import home
 
     models = home() / "models"
     old = os.environ.get("ANONAUDIT_HOME")
-    with tempfile.TemporaryDirectory(prefix="trir-scale-") as tmp:
-        if models.is_dir():
+    with contextlib.ExitStack() as stack:
+        if keep is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="trir-scale-"))
+        else:
+            keep.mkdir(parents=True, exist_ok=True)
+            tmp = str(keep)
+        if models.is_dir() and not (Path(tmp) / "models").exists():
             os.symlink(models, Path(tmp) / "models")
         os.environ["ANONAUDIT_HOME"] = tmp
         try:
@@ -272,10 +278,13 @@ def target_scenario(people: int, shortest: bool = False) -> Scenario:
     return Scenario(originals=mine, background=background, releases=releases, dev=published(*TARGET_DEV, originals, ids))
 
 
-def target_run(scenario: Scenario, budget: str, threads: int, rotation: int | None, small: dict) -> dict:
+def target_run(scenario: Scenario, budget: str, threads: int, rotation: int | None, small: dict,
+               home: Path | None = None) -> dict:
     """One cold run of the attack as a user starts it: a fresh ANONAUDIT_HOME (parse cache empty,
-    no trained attacker), preparation + training (``fit``) and the prediction of every release."""
-    with fresh_home():
+    no trained attacker), preparation + training (``fit``) and the prediction of every release.
+    ``home``: that ANONAUDIT_HOME instead, kept: a run stopped there resumes from its checkpoint
+    (then neither cold nor whole: its seconds are those of the resumed part)."""
+    with fresh_home(None if home is None else home / budget):
         attack = TRIRAttack(budget=budget, num_threads=threads, seed=0, window_rotation=rotation, device="cpu",
                             progress=True, **small)
         t0 = time.perf_counter()
@@ -290,7 +299,8 @@ def target_run(scenario: Scenario, budget: str, threads: int, rotation: int | No
     hist = info["history"]
     epoch_s = [h["seconds"] for h in hist]
     prep = (info.get("timings") or {}).get("text_preparation_seconds", 0.0)
-    out = {"budget": budget, "window_rotation": info["settings"]["window_rotation"], "mask_styles": info["mask_styles"],
+    out = {"budget": budget, "resumed_from_epoch": info.get("resumed_from_epoch"),
+           "window_rotation": info["settings"]["window_rotation"], "mask_styles": info["mask_styles"],
            "training_windows": info["training_windows"], "windows_per_epoch": info["windows_per_epoch"],
            "epochs_run": len(hist), "chosen_epoch": info["chosen_epoch"], "max_epochs": info["max_epochs"],
            "history": hist, "fit_check": info["fit_check"]["accuracy"], "preparation_s": prep,
@@ -302,7 +312,8 @@ def target_run(scenario: Scenario, budget: str, threads: int, rotation: int | No
     return out
 
 
-def run_target(people: int, budgets: list[str], threads: int, rotation: int | None, quick: bool) -> dict:
+def run_target(people: int, budgets: list[str], threads: int, rotation: int | None, quick: bool,
+               home: Path | None = None) -> dict:
     scenario = target_scenario(people, shortest=quick)
     bg = scenario.background
     chars = sum(len(d.text) for d in bg)
@@ -313,7 +324,7 @@ def run_target(people: int, budgets: list[str], threads: int, rotation: int | No
     small = dict(epochs=1, window=32, overlap=8) if quick else {}
     runs = {}
     for budget in budgets:
-        r = runs[budget] = target_run(scenario, budget, threads, rotation, small)
+        r = runs[budget] = target_run(scenario, budget, threads, rotation, small, home)
         print(f"{budget}: " + json.dumps({k: v for k, v in r.items() if k != "history"}), flush=True)
         for h in r["history"]:
             print(f"  epoch {h['epoch']}: loss {h['loss']:.3f}, dev {h.get('dev_accuracy')}, {h['windows']} windows, "
@@ -349,6 +360,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=2, help="target: torch threads")
     ap.add_argument("--window-rotation", type=int, default=None, help="target: the attack's window_rotation "
                     "(default: the budget's; 1: every window every epoch, as before issue 48)")
+    ap.add_argument("--home", type=Path, default=None, help="target: keep each budget's ANONAUDIT_HOME in "
+                    "HOME/BUDGET (default: a fresh temporary one), so a stopped run started again resumes "
+                    "from its last finished epoch")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: about a minute")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -363,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.what == "target":
         results["target"] = run_target(args.people or (3 if args.quick else 50),
                                        ["fast"] if args.quick else args.budgets, args.threads, args.window_rotation,
-                                       args.quick)
+                                       args.quick, args.home)
     results["load_after"] = os.getloadavg()
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
