@@ -13,14 +13,15 @@ no-op unless ``--new-mlm-head``):
 * ``augment``: + one NER-masked copy of the background (``--budget fast``);
 * ``augment+curate``: + curation as in the paper;
 * ``augment+dev``: + up to 15 epochs chosen on the dev release (patience 3);
-* ``paper``: the new default (``--budget paper`` with the dev release: a masked copy per masking
-  style the releases show, curation, up to 15 epochs on dev);
+* ``paper``: the default budget (``--budget paper`` with the dev release: a masked copy per
+  masking style the releases show, curation, up to 15 epochs on dev), in fp32;
 * ``paper+freeze``: the same with the embeddings and the lowest 3 of MiniLM's 6 layers frozen for
   the first 3 epochs (the speed-up the default leaves off until its effect is known);
 * ``paper+mlm``: the same after masked-LM pre-training with a new MLM head (``--new-mlm-head``:
   the head's epoch, then the paper's 3 epochs over the background);
 * ``paper+bf16``: the paper's attacker trained and predicting under bfloat16 autocast
-  (``train_precision=bf16 predict_precision=bf16``; issue 48);
+  (``train_precision=bf16 predict_precision=bf16``; issue 48: the default on a CPU with native
+  bf16, such as this one, and on a GPU);
 * ``paper+bf16-train``: trained in bf16, predicting in fp32;
 * ``paper+int8``: trained in fp32, predicting (the dev release each epoch, the releases) with the
   linear layers dynamically quantized to int8 (``predict_precision=int8``);

@@ -361,13 +361,13 @@ def test_bf16_and_int8_on_the_real_minilm_name_whom_fp32_names(demo, trained, tm
     learns, and the trained attacker's bf16 and int8 predictions name the subject fp32 names."""
     attack, _ = trained
     rel = demo.release("originals")
-    predicted = {}
+    predicted, own = {}, attack.predict_precision
     for precision in ("fp32", "bf16", "int8"):
         attack.predict_precision = precision
         res = attack.evaluate(demo, rel)[0]
         assert res.details["precision"]["prediction"] == precision
         predicted[precision] = [d.facts["predicted"] for d in res.documents]
-    attack.predict_precision = TINY.get("predict_precision", "fp32")
+    attack.predict_precision = own
     for precision in ("bf16", "int8"):  # at most one document of the set named otherwise
         assert sum(a != b for a, b in zip(predicted[precision], predicted["fp32"])) <= 1, precision
 
