@@ -260,15 +260,16 @@ def spread(values: list[float]) -> dict[str, float]:
 def projection(run: dict[str, Any], n: int, target_n: int) -> dict[str, Any]:
     """The time of ``run`` (a TRIR run on ``n`` people) projected to ``target_n``: every part scales
     with the population (3 background documents per person, each a window or two in every copy,
-    one record per person in each release), training at the measured seconds per window (the mean
-    epoch after the first, which carries the workers' warm-up, when there are several) for the
-    epochs this run ran and for the budget's 15. The head's growth with the population is a small
-    part of a MiniLM step and is left out."""
+    one record per person in each release), training at the measured seconds per window (the
+    median epoch after the first, which carries the workers' warm-up, when there are several: on
+    a shared machine an epoch slowed by another job is an outlier on one side) for the epochs this
+    run ran and for the budget's 15. The head's growth with the population is a small part of a
+    MiniLM step and is left out."""
     if n <= 0 or target_n <= 0 or not run.get("epoch_seconds"):
         raise ValueError("a run with epochs, on a positive population, is needed")
     ratio = (target_n + target_n // 2) / (n + n // 2)  # people in the background
     epochs = run["epoch_seconds"][1:] or run["epoch_seconds"]
-    per_epoch = sum(epochs) / len(epochs) * ratio
+    per_epoch = statistics.median(epochs) * ratio
     prep = run["preparation_s"] * ratio
     predict = sum(run["prediction_s"].values()) * target_n / n
     out = {"n": target_n, "windows_per_epoch": round(run["windows_per_epoch"] * ratio),
