@@ -18,7 +18,7 @@ Recorded per run: wall time, split into preparation (spaCy masking and curation)
 (fine-tuning epochs, fit check) and prediction (the releases), from the run's provenance; the peak
 memory of the process tree (psutil, sampled every 0.2 s: the sum of the resident sets of the
 command and all its descendants, Ray's raylet, GCS and workers included) and the largest single
-process (``ru_maxrss`` of the command and its reaped children, from ``os.wait4``); epochs run and
+process (sampled the same way); epochs run and
 chosen; TRIR per release with its 95% Wilson interval (the attack's own result); phrase_search_reid
 per release. ``--seeds 0 1 2`` gives the seed spread (locally). ``--project N`` projects the time of
 N people from the measured seconds per training window.
@@ -58,29 +58,31 @@ RELEASES = ("labels", "suppressed")
 # ----------------------------------------------------------------------------- measuring a command
 
 
-def _tree_rss(proc) -> int:
-    """Resident bytes of ``proc`` and all its descendants (0 once it is gone)."""
+def _tree_rss(proc) -> tuple[int, int]:
+    """Resident bytes of ``proc`` and all its descendants, and of the largest of them (0 once gone)."""
     import psutil
 
-    total = 0
+    sizes = []
     try:
         for p in [proc, *proc.children(recursive=True)]:
             try:
-                total += p.memory_info().rss
+                sizes.append(p.memory_info().rss)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 pass
     except psutil.NoSuchProcess:
         pass
-    return total
+    return sum(sizes), max(sizes, default=0)
 
 
 def measured(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
     """Run ``cmd``; its wall time, exit status, the peak of its process tree's summed resident set
-    (sampled every 0.2 s) and its largest single process (``ru_maxrss`` from ``os.wait4``). Its
+    and of its largest single process, both sampled every 0.2 s. Not ``ru_maxrss``: on Linux a
+    child's high-water mark starts at its parent's resident set at the fork and survives the exec,
+    so a command started from a large process (a test run) reported that process's size. Its
     output goes to ``log``."""
     import psutil
 
-    peak = [0]
+    peak = [0, 0]
     with open(log, "w", encoding="utf-8") as out:
         t0 = time.perf_counter()
         child = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
@@ -89,13 +91,14 @@ def measured(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
 
         def sample() -> None:
             while not done.is_set():
-                peak[0] = max(peak[0], _tree_rss(watched))
+                tree, largest = _tree_rss(watched)
+                peak[0], peak[1] = max(peak[0], tree), max(peak[1], largest)
                 done.wait(0.2)
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         try:
-            _, status, usage = os.wait4(child.pid, 0)
+            _, status = os.waitpid(child.pid, 0)
         except BaseException:  # stopped (SIGTERM, Ctrl-C): take the command's whole tree down with it
             for p in [*watched.children(recursive=True), watched]:
                 with contextlib.suppress(psutil.NoSuchProcess):
@@ -107,7 +110,7 @@ def measured(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
         sampler.join()
         child.returncode = os.waitstatus_to_exitcode(status)
     return {"rc": child.returncode, "wall_s": round(wall, 1), "peak_tree_rss_mb": round(peak[0] / 2**20),
-            "max_process_rss_mb": round(usage.ru_maxrss / 1024)}
+            "max_process_rss_mb": round(peak[1] / 2**20)}
 
 
 def fresh_home(folder: Path) -> Path:
