@@ -46,8 +46,9 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
           llm: str | None = None, embedder: str | None = None, sample: int | None = None,
           text_column: str = "text", id_column: str = "id", subject_column: str = "subject",
           spans_column: str = "spans", title: str | None = None, executor: Any = None,
-          out: str | os.PathLike | None = None, progress: bool = True, on_error: str = "raise",
-          registry: Any = None, command: str = "api", source: str = "anonaudit.audit()") -> Results:
+          out: str | os.PathLike | None = None, force: bool = False, progress: bool = True,
+          on_error: str = "raise", registry: Any = None, command: str = "api",
+          source: str = "anonaudit.audit()") -> Results:
     """Run attacks and utility metrics on releases and return their :class:`Results`.
 
     originals: the private documents (a file path, a DataFrame, a list of dicts, a Hugging Face
@@ -64,7 +65,11 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
     text_column, id_column, subject_column, spans_column: the columns of tables and of CSV,
         Parquet or JSONL files that hold each field.
     out: a results file to write (``summary.csv`` and the release copies beside it); results
-        merge into an existing one, as on the command line. Default: nothing written.
+        merge into an existing one, as on the command line. Default: nothing written. An
+        ``out`` that is one of the inputs is refused (:class:`AnonauditError` naming both),
+        and so is an existing file of another kind, unless ``force``.
+    force: write ``out`` over an existing file that is not a results file (a new results file
+        replaces it), as ``--force`` does; never over an input.
     progress: show what each stage does, with progress bars on a terminal.
     on_error: ``"raise"`` stops at the first failing component; ``"skip"`` records it and goes on.
     """
@@ -87,14 +92,18 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
         if executor is not None:
             data["executor"] = executor
         return _execute(data, ws, out=out, registry=registry, progress=progress, on_error=on_error,
-                        command=command, source=source, resume=False)
+                        command=command, source=source, resume=False, force=force)
 
 
 def _execute(data: Mapping[str, Any] | Any, ws: Workspace, *, out: Any, registry: Any, progress: bool,
-             on_error: str, command: str, source: str, resume: bool, base: Path | None = None) -> Results:
-    """Parse (unless given parsed) and run a spec; results in memory, or in ``out`` when given."""
+             on_error: str, command: str, source: str, resume: bool, base: Path | None = None,
+             force: bool = False, spec_file: Any = None) -> Results:
+    """Parse (unless given parsed) and run a spec; results in memory, or in ``out`` when given
+    (refused before any work when it is an input, or a file of another kind unless ``force``:
+    the command line's guard, :func:`audit.pipeline.outputs.check_outputs`)."""
     import dataclasses
 
+    from audit.pipeline.outputs import check_outputs, replaces, results_outputs, spec_inputs
     from audit.pipeline.runner import Audit, AuditSpec, parse_spec
 
     reg = _registry(registry)
@@ -108,11 +117,16 @@ def _execute(data: Mapping[str, Any] | Any, ws: Workspace, *, out: Any, registry
         spec = dataclasses.replace(spec, out=results_path.parent)
     elif isinstance(data, AuditSpec):
         spec = dataclasses.replace(spec, out=ws.dir / "out")
+    replace = False
+    if results_path is not None:
+        check_outputs(results_outputs(results_path, "out"), spec_inputs(spec, spec_file), force=force,
+                      force_named="force=True")
+        replace = force and replaces(results_path, "results")
     try:
         with caches_off(_no_cache(spec.components)):
             outcome = Audit(spec, registry=reg, on_error=on_error, progress=progress,
                             echo=_echo if progress else None, command=command, results_path=results_path,
-                            resume=resume).run()
+                            resume=resume, replace=replace).run()
     except AnonauditError as exc:
         if not ws.memory:
             raise
@@ -163,13 +177,16 @@ def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None,
 
 
 def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None, progress: bool = True,
-        on_error: str = "raise", resume: bool = True, command: str = "run") -> Results:
+        on_error: str = "raise", resume: bool = True, command: str = "run", force: bool = False) -> Results:
     """Run an audit spec: a YAML/TOML file (its results go to the spec's ``out`` folder, or
     ``out``, and a re-run resumes), a mapping with the spec's keys (in memory unless it names
-    ``out``), or a parsed :class:`~audit.pipeline.spec.AuditSpec`."""
+    ``out``), or a parsed :class:`~audit.pipeline.spec.AuditSpec`. ``OUT/results.json`` may not be
+    an input of the spec (nor the spec file), nor an existing file of another kind unless
+    ``force`` (as ``anonaudit run --force``)."""
     from audit.pipeline.runner import AuditSpec, load_spec
 
     reg = _registry(registry)
+    spec_file = spec if is_file(spec) else None
     if is_file(spec):
         overrides = {"out": str(Path(out).resolve())} if out is not None else None
         spec = load_spec(spec, overrides=overrides, registry=reg)
@@ -182,7 +199,7 @@ def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None
         written = isinstance(spec, AuditSpec)
         path = spec.out / "results.json" if written else None
         return _execute(spec, ws, out=path, registry=reg, progress=progress, on_error=on_error, command=command,
-                        source="anonaudit.run()", resume=resume)
+                        source="anonaudit.run()", resume=resume, force=force, spec_file=spec_file)
 
 
 def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, seed: int | None = 0,

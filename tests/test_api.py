@@ -146,6 +146,40 @@ def _rouge(results):
     return results.to_pandas().set_index("release").loc["labels", "value"]
 
 
+def test_audit_and_run_refuse_an_out_that_is_an_input_even_forced(data, tmp_path):
+    """``audit(out=...)`` and ``run(..., out=...)`` have the command line's guard before any work:
+    an ``out`` that is an input is an error naming both (results merge into their file, so even
+    ``force=True`` may not write there), an existing file of another kind is refused unless
+    ``force=True``, which then replaces it with a results file, as ``--force`` does."""
+    originals, release = tmp_path / "originals.jsonl", tmp_path / "labels.jsonl"
+    for path, rows in ((originals, data["originals"]), (release, data["releases"]["labels"])):
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    held = {p: p.read_bytes() for p in (originals, release)}
+    kw = dict(attacks=["phrase_search"], seed=0, progress=False)
+    for force in (False, True):
+        for target, named in ((originals, "originals"), (release, "release labels")):
+            with pytest.raises(AnonauditError, match=f"out {target}: this is also the command's input \\({named}\\)"):
+                anonaudit.audit(str(originals), {"labels": str(release)}, out=target, force=force, **kw)
+    spec = {"originals": str(originals), "releases": [{"name": "labels", "path": str(release)}],
+            "attacks": ["phrase_search"]}
+    (tmp_path / "in").mkdir()
+    moved = tmp_path / "in" / "results.json"
+    moved.write_bytes(held[release])
+    with pytest.raises(AnonauditError, match=r"results\.json: this is also the command's input \(release labels\)"):
+        anonaudit.run({**spec, "releases": [{"name": "labels", "path": str(moved)}]}, out=tmp_path / "in",
+                      force=True, progress=False)
+    assert all(p.read_bytes() == b for p, b in held.items()) and moved.read_bytes() == held[release]
+    (tmp_path / "notes.txt").write_text("mine\n", encoding="utf-8")
+    for out in (tmp_path / "notes.txt", tmp_path / "notes.txt" / "r.json"):
+        with pytest.raises(AnonauditError, match=r"notes\.txt"):
+            anonaudit.audit(str(originals), {"labels": str(release)}, out=out, **kw)
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+    forced = anonaudit.audit(str(originals), {"labels": str(release)}, out=tmp_path / "notes.txt", force=True, **kw)
+    assert anonaudit.load_results(tmp_path / "notes.txt").results == forced.results
+    again = anonaudit.run(spec, out=tmp_path / "o", progress=False)  # and run() writes as before
+    assert again.path == tmp_path / "o" / "results.json"
+
+
 def test_every_kind_of_input_gives_the_same_figure(data, frames, tmp_path):
     """A list of dicts with other column names, a Corpus, a Release, files (JSONL, Parquet) and a
     Hugging Face-like Dataset (duck-typed: to_list) are the same documents."""

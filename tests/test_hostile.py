@@ -156,6 +156,24 @@ def test_an_output_that_is_an_input_is_refused_unless_forced(demo, reg):
     assert (demo / "demo/originals.jsonl").read_bytes() != originals
 
 
+def test_results_never_replace_an_input_and_force_replaces_a_file_of_another_kind(demo, reg):
+    """Results merge into the file they go to: --force cannot make an input one (it used to be
+    offered, then failed reading the input as a results file); over a file of another kind
+    --force writes a new results file (it used to fail the same way)."""
+    originals = (demo / "demo/originals.jsonl").read_bytes()
+    for args in (["attack", "toy-survives", "--originals", "demo/originals.jsonl", "--release",
+                  "demo/releases/labels.jsonl", "--out", "demo/originals.jsonl", "--force"],
+                 ["utility", "--metrics", "toy_kept", "--originals", "demo/originals.jsonl", "--release",
+                  "labels=demo/releases/labels.jsonl", "--out", "demo/releases/labels.jsonl", "--force"]):
+        out = clear_error(run(reg, *args), "input (", "can never replace an input")
+        assert "invalid JSON" not in out
+    assert (demo / "demo/originals.jsonl").read_bytes() == originals
+    (demo / "notes.json").write_text('{"mine": 1}\n')
+    res = attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "notes.json", "--force")
+    assert res.exit_code == 0, res.output
+    assert [r.name for r in ResultsFile.load(demo / "notes.json").results] == ["toy_survives"]
+
+
 def test_an_output_over_an_existing_file_of_another_kind_is_refused(demo, reg):
     assert attack(reg, "--release", "demo/releases/labels.jsonl", "--out", "R.json").exit_code == 0
     (demo / "data.csv").write_text("name,age\nAda,36\n")

@@ -163,8 +163,8 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
     # A component's --no-cache (its `cache`/`use_cache` off) turns every cache off for the run: the API does it.
     results = anonaudit.audit(originals, releases, background=background, corpora=dict(corpora) or None,
                               **{f"{kind}s": list(entries)}, seed=data.seed, llm=data.llm, embedder=data.embedder,
-                              **data.columns, out=out, on_error=on_error, registry=reg, command=command,
-                              source="command line")
+                              **data.columns, out=out, force=data.force, on_error=on_error, registry=reg,
+                              command=command, source="command line")
     keys = set(results.keys)
     echo_summary([r for r in results.results if r.key in keys])
     for s in results.skipped:

@@ -63,8 +63,9 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
     from audit.cli.params import parse_param_values
     from audit.cli.outputs import Output, check_outputs
     from audit.cli.report import render
-    from audit.cli.run import spec_inputs, spec_outputs
+    from audit.cli.run import spec_outputs
     from audit.pipeline.harden import Harden
+    from audit.pipeline.outputs import spec_inputs
     from audit.pipeline.releases import write_release_jsonl
     from audit.pipeline.runner import parse_spec, read_spec_file
 

@@ -11,6 +11,7 @@ from audit.cli.common import no_cache_run
 from audit.cli.outputs import Output, check_outputs, force_option, report_outputs, results_outputs
 from audit.core.errors import AnonauditError
 from audit.core.summary import summary_path
+from audit.pipeline.outputs import spec_inputs
 
 
 @click.command("run")
@@ -57,7 +58,7 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
     spec = load_spec(spec_file, overrides=overrides, registry=reg)
     spec = _with_executor(spec, executor, ray_address, ray_workers)
     check_outputs(spec_outputs(spec, report=report, shareable=shareable), spec_inputs(spec, spec_file), force=force)
-    results = anonaudit.run(spec, registry=reg, progress=True)
+    results = anonaudit.run(spec, registry=reg, progress=True, force=force)
     click.echo("")
     echo_summary(results.results)
     click.echo(f"\n{len(results.computed)} pair(s) computed, {len(results.reused)} reused from an earlier run, "
@@ -84,15 +85,6 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
                         fg="green", err=True)
     if checks is not None and checks.exit_code:
         sys.exit(checks.exit_code)
-
-
-def spec_inputs(spec, spec_file: str | Path) -> list[tuple[str, Path | None]]:
-    """Every input file of an audit spec, by how the spec names it (for :func:`check_outputs`)."""
-    return [("the audit spec", Path(spec_file)),
-            ("originals", spec.originals and spec.originals.path),
-            ("background", spec.background and spec.background.path),
-            *((f"corpora.{k}", v.path) for k, v in spec.corpora.items()),
-            *((f"release {r.name or r.path}", r.path) for r in spec.releases if r.path is not None)]
 
 
 def spec_outputs(spec, *, report: bool, shareable: bool) -> list[Output]:

@@ -325,15 +325,18 @@ class ResultsFile:
         return written
 
     @classmethod
-    def update(cls, path: str | os.PathLike, merge: Callable[[ResultsFile | None], ResultsFile]) -> ResultsFile:
+    def update(cls, path: str | os.PathLike, merge: Callable[[ResultsFile | None], ResultsFile], *,
+               replace: bool = False) -> ResultsFile:
         """The one read-modify-write of a shared results file: under an exclusive lock, read
         the file as it is now (``None`` when there is none), let ``merge`` make the new content
         from it, and write that atomically (fsync, rename, the file's mode kept). Returns what
         was written. Commands writing into one file at the same time therefore each add to what
-        the others wrote, and none loses the others' results."""
+        the others wrote, and none loses the others' results. ``replace``: what the file holds
+        is not read (``None`` to ``merge``) but replaced: a file of another kind the user chose
+        to write over (``--force``)."""
         path = Path(path)
         with locked(path):
-            current = cls.load(path) if path.exists() else None
+            current = cls.load(path) if path.exists() and not replace else None
             new = merge(current)
             new.save(path)
         return new

@@ -46,8 +46,9 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     default to every registered one, ``sanitizers`` (run on the originals besides the two
     releases that come with the data) to spacy_ner and presidio when installed; the
     tests pass their own registry and lists. ``on_results`` is shown the results before the
-    report is written (the command line prints its table of them). ``force``: the report may
-    replace an existing file of another kind (the command line checked it with ``--force``)."""
+    report is written (the command line prints its table of them). ``force``: the results file
+    and the report may replace an existing file of another kind (the command line checked it
+    with ``--force``)."""
     import yaml
 
     import anonaudit
@@ -91,7 +92,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     spec_path.write_text("# Written by `anonaudit demo`; re-run with: anonaudit run audit.yaml\n"
                          + yaml.safe_dump(spec_data, sort_keys=False), encoding="utf-8")
     spec = parse_spec(spec_data, base=out, source=str(spec_path), registry=reg, check_components=False)
-    outcome = anonaudit.run(spec, registry=reg, on_error="skip", command="demo",
+    outcome = anonaudit.run(spec, registry=reg, on_error="skip", command="demo", force=force,
                             progress=True if progress is None else progress)
     notes += settings
     notes.append(f"The whole demo took {time.time() - t0:.0f} s.")

@@ -35,6 +35,9 @@ KINDS = {
     "leaderboard_csv": "an anonaudit leaderboard CSV",
     "leaderboard_md": "an anonaudit leaderboard table (Markdown)",
 }
+#: Kinds of output merged into what the file holds (results): never written over an input, even
+#: when forced (a forced write over a file of another kind starts a new one: :func:`replaces`).
+MERGED = frozenset({"results"})
 _HEAD = 1 << 16
 
 @dataclass(frozen=True)
@@ -142,7 +145,11 @@ def check_outputs(outputs: Iterable[Output], inputs: Sequence[tuple[str, str | o
             hard.append(f"{out.named} {path}: {wrong}")
             continue
         clash = next((label for label, p in given if p.exists() and _same(path, p)), None)
-        if clash is not None:
+        if clash is not None and out.kind in MERGED:
+            hard.append(f"{out.named} {path}: this is also the command's input ({clash}); results are merged into "
+                        f"the file they are written to, so they can never replace an input ({force_named} does "
+                        "not change that): give another output path")
+        elif clash is not None:
             soft.append(f"{out.named} {path}: this is also the command's input ({clash}); writing it would "
                         "destroy that input")
         elif path.exists() and not _is_kind(path, out.kind):
@@ -151,6 +158,24 @@ def check_outputs(outputs: Iterable[Output], inputs: Sequence[tuple[str, str | o
     if hard or (soft and not force):
         hint = [f"give another output path, or {force_named} to replace it anyway"] if soft and not force else []
         raise AnonauditError("\n".join(hard + (soft if not force else []) + hint))
+
+
+def replaces(path: str | os.PathLike, kind: str) -> bool:
+    """Whether writing an output of ``kind`` at ``path`` replaces an existing file of another kind
+    (which :func:`check_outputs` lets through only when forced): a results writer then starts a
+    new file there instead of merging into it."""
+    path = Path(path).expanduser()
+    return path.is_file() and not _is_kind(path, kind)
+
+
+def spec_inputs(spec, spec_file: str | os.PathLike | None = None) -> list[tuple[str, Path | None]]:
+    """Every input file of an audit spec (and the spec file itself, when there is one), by how the
+    spec names it: what ``anonaudit run``, ``harden`` and the API's ``audit``/``run`` may not write over."""
+    return [*((("the audit spec", Path(spec_file)),) if spec_file is not None else ()),
+            ("originals", spec.originals and spec.originals.path),
+            ("background", spec.background and spec.background.path),
+            *((f"corpora.{k}", v.path) for k, v in spec.corpora.items()),
+            *((f"release {r.name or r.path}", r.path) for r in spec.releases if r.path is not None)]
 
 
 def results_outputs(results: Path, named: str = "--out") -> list[Output]:

@@ -115,14 +115,17 @@ class Audit:
     into it when it exists. ``resume=False`` recomputes pairs that an earlier run finished.
     ``executor``: where per-document work runs; default the one the spec names
     (:mod:`audit.pipeline.executors`), started for the run and closed after it. One given here
-    belongs to the caller.
+    belongs to the caller. ``replace``: the results path holds a file of another kind that the
+    user chose to write over (``--force``, checked by :func:`audit.pipeline.outputs.check_outputs`):
+    it is replaced by a new results file at the first save, not read.
     """
 
     def __init__(self, spec: AuditSpec, *, registry: Registry | None = None, on_error: str = "raise",
                  progress: bool = True, echo: Callable[[str], None] | None = _echo,
                  command: str = "run", results_path: str | Path | None = None, resume: bool = True,
-                 executor: Any = None):
+                 executor: Any = None, replace: bool = False):
         self.executor = executor
+        self.replace = replace
         if on_error not in ("raise", "skip"):
             raise ValueError("on_error must be 'raise' or 'skip'")
         self.spec = spec
@@ -189,7 +192,7 @@ class Audit:
         spec.out.mkdir(parents=True, exist_ok=True)
         path = self.results_path
         check_summary_target(path)  # before any work: the summary beside the results must be writable
-        rf = ResultsFile.load(path) if path.exists() else ResultsFile()
+        rf = ResultsFile.load(path) if path.exists() and not self.replace else ResultsFile()
         old_prov = rf.provenance if rf.provenance.get("command") else {}
         st = _RunState(rf=rf, path=path, started=time.time(), pairs=dict(old_prov.get("pairs", {})),
                        components=dict(old_prov.get("components", {})))
@@ -239,7 +242,8 @@ class Audit:
                     merged, {"max": spec.gate.max, "min": spec.gate.min}, on_point=spec.gate.on_point)}
             return merged
 
-        written = ResultsFile.update(st.path, merge)
+        written = ResultsFile.update(st.path, merge, replace=self.replace)
+        self.replace = False  # replaced once: from now on it is this run's results file
         st.rf.results, st.rf.provenance = written.results, written.provenance
 
     def _run_component(self, comp: ComponentSpec, label: str, st: _RunState, scenario: Scenario,
