@@ -37,6 +37,30 @@ def test_an_output_that_cannot_be_written_is_a_clear_error_before_any_work(demo,
                 "is a directory")
 
 
+def test_a_folder_option_that_cannot_be_a_folder_is_refused_before_the_work(demo, monkeypatch):
+    """TRIR's --cache-dir and --checkpoint-dir and phrase search's --index-dir are checked before
+    the training or the index build, not when its result is saved (it was a FileExistsError,
+    reported as the attack's own failure, after the work). The real components; no model loads."""
+    import attackers.trir.attack
+
+    def no_training(*a, **k):
+        raise AssertionError("the training started")
+
+    monkeypatch.setattr(attackers.trir.attack, "resolve_base", no_training)
+    (demo / "afile").write_text("x")
+    release = ["--release", "demo/releases/labels.jsonl", "--out", "R.json"]
+    cases = [(["phrase-search", "--originals", "demo/originals.jsonl", "--index-dir", "afile"],
+              "index_dir afile: is a file, not a folder"),
+             (["trir", "--background", "demo/background.jsonl", "--cache-dir", "afile"],
+              "cache_dir afile: is a file, not a folder"),
+             (["trir", "--background", "demo/background.jsonl", "--checkpoint-dir", "afile/ckpt"],
+              "checkpoint_dir afile/ckpt: cannot be created: afile is a file, not a folder")]
+    for args, message in cases:
+        out = clear_error(CliRunner().invoke(main, ["attack", *args, *release]), message)
+        assert "FileExistsError" not in out and "failed" not in out
+    assert (demo / "afile").read_text() == "x"
+
+
 def test_a_full_disk_is_a_clear_error_and_replaces_nothing(demo, reg, monkeypatch):
     import errno
 

@@ -18,6 +18,7 @@ from attackers.phrase_search.linking import blocked_ranges, rare_indices
 from audit.core.paramtypes import NonNegativeInt, PositiveInt
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
+from audit.core.files import folder_problem
 from audit.runtime.executor import sends_to_workers
 from audit.core.interfaces import Attack
 from audit.core.registry import register
@@ -180,6 +181,8 @@ class PhraseSearchAttack(DocumentLinking, Attack):
         mode, source, originals = self._collection(scenario)
         if self.index_ is not None and self._source is source and self._mode == mode:
             return self
+        if self.index_dir and (why := folder_problem(self.index_dir)):  # before the index is built, not after
+            raise AnonauditError(f"phrase_search: index_dir {self.index_dir}: {why}")
         extra = self._extra()
         parts = [(mode, originals)] + ([("extra", extra)] if extra is not None else [])
         fp = collection_fingerprint([(src, ((d.id, d.text) for d in c)) for src, c in parts])

@@ -26,6 +26,7 @@ from audit.core import config
 from audit.core.paramtypes import NonNegativeInt, PositiveInt
 from audit.core.data import Corpus, Release, Scenario
 from audit.core.errors import AnonauditError, DataError, Problem
+from audit.core.files import folder_problem
 from audit.runtime.integrity import rebuild_message, verify
 from audit.core.interfaces import Attack
 from audit.core.registry import register
@@ -259,6 +260,10 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
             raise AnonauditError(f"batch_size must be at least 1, got {self.batch_size}")
         if not 0 <= self.overlap < self.window:
             raise AnonauditError(f"overlap ({self.overlap}) must be smaller than window ({self.window})")
+        for name in ("cache_dir", "checkpoint_dir"):  # before the training, not when saving its result
+            folder = getattr(self, name)
+            if folder and (why := folder_problem(folder)):
+                raise AnonauditError(f"trir: {name} {folder}: {why}")
 
     def _parse(self, texts: Sequence[str], what: str) -> list[Parse]:
         """spaCy's parse of each of ``texts``, from the parse cache when it has it (:mod:`attackers.trir.parses`)."""

@@ -213,6 +213,24 @@ STALE_SECONDS = 24 * 3600
 _swept: set[str] = set()
 
 
+def folder_problem(path: str | os.PathLike[str]) -> str:
+    """Why ``path`` cannot be a folder that a run creates or writes into ("" when it can): a file
+    there, a file where one of its parents should be, or a folder that is not writable. A
+    component that keeps work in a folder (a checkpoint, a cache, an index) asks before the work,
+    so that nothing is computed for an hour and then lost because it cannot be saved."""
+    path = Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        return "is a file, not a folder"
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"cannot be created: {probe} is a file, not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return "is not writable" if probe == path else f"cannot be created: the folder {probe} is not writable"
+    return ""
+
+
 def temporary_prefix(name: str) -> str:
     """The start of the name of a temporary file or folder for ``name`` in this process."""
     return f".{name}.p{os.getpid()}."
