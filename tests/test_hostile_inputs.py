@@ -61,6 +61,39 @@ def test_a_folder_option_that_cannot_be_a_folder_is_refused_before_the_work(demo
     assert (demo / "afile").read_text() == "x"
 
 
+def test_a_release_whose_documents_name_nobody_of_the_background_is_refused_before_the_work(demo, monkeypatch):
+    """A release without subjects and no originals (who is each document about?), or one about
+    people the background does not cover, ended in '"n" must be at least 1' (for TRIR after
+    the whole training). Now both re-identification attacks say why, before the work."""
+    import attackers.trir.attack
+    from audit.core.data import Release, Scenario
+    from audit.io.loaders import load_corpus
+
+    def no_training(*a, **k):
+        raise AssertionError("the training started")
+
+    monkeypatch.setattr(attackers.trir.attack, "resolve_base", no_training)
+    rows = [json.loads(line) for line in (demo / "demo/releases/labels.jsonl").read_text().splitlines()]
+    (demo / "nosubj.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "subject"}) + "\n"
+                                               for r in rows))
+    others = [json.loads(line) for line in (demo / "demo/background.jsonl").read_text().splitlines()]
+    (demo / "others.jsonl").write_text("".join(json.dumps({**r, "subject": "x-" + r["subject"]}) + "\n"
+                                               for r in others))
+    nosubj = "of its 6 documents, 6 do not say who they are about (the release has no subject for them and no " \
+             "originals were given"
+    cases = [(["phrase-search", "--background", "demo/background.jsonl", "--release", "nosubj.jsonl"], nosubj),
+             (["trir", "--background", "demo/background.jsonl", "--release", "nosubj.jsonl"], nosubj),
+             (["trir", "--background", "others.jsonl", "--originals", "demo/originals.jsonl", "--release",
+               "demo/releases/labels.jsonl"], "6 are about people the background does not cover")]
+    for args, message in cases:
+        out = clear_error(CliRunner().invoke(main, ["attack", *args, "--out", "R.json"]), message,
+                          "no document can be scored")
+        assert "must be at least 1" not in out
+    scenario = Scenario(background=load_corpus(demo / "demo/background.jsonl"))
+    people = {d.subject for d in scenario.background}
+    assert scenario.unscorable(Release("labels", load_corpus(demo / "demo/releases/labels.jsonl")), people) == ""
+
+
 def test_a_full_disk_is_a_clear_error_and_replaces_nothing(demo, reg, monkeypatch):
     import errno
 

@@ -183,6 +183,9 @@ class PhraseSearchAttack(DocumentLinking, Attack):
             return self
         if self.index_dir and (why := folder_problem(self.index_dir)):  # before the index is built, not after
             raise AnonauditError(f"phrase_search: index_dir {self.index_dir}: {why}")
+        unscorable = [scenario.unscorable(r, {d.subject for d in originals}) for r in scenario.releases]
+        if mode == "background" and unscorable and all(unscorable):
+            raise AnonauditError("phrase_search: " + "; ".join(unscorable))
         extra = self._extra()
         parts = [(mode, originals)] + ([("extra", extra)] if extra is not None else [])
         fp = collection_fingerprint([(src, ((d.id, d.text) for d in c)) for src, c in parts])
@@ -305,6 +308,8 @@ class PhraseSearchAttack(DocumentLinking, Attack):
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         t0 = time.perf_counter()
         self.fit(scenario)  # a no-op when fitted on this scenario's collection
+        if self._mode == "background" and (why := scenario.unscorable(release, self._orig_by_subject)):
+            raise AnonauditError(f"phrase_search: {why}")
         index = self.index_
         docs_out = []
         executor = resources_of(self).executor

@@ -340,6 +340,9 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         if missing:
             raise DataError([Problem(background.source or background.name,
                                      "background document has no subject", doc_id=i) for i in missing[:20]])
+        unscorable = [scenario.unscorable(r, {d.subject for d in background}) for r in scenario.releases]
+        if unscorable and all(unscorable):  # before an hour of training, not after it
+            raise AnonauditError("trir: " + "; ".join(unscorable))
         base_path = resolve_base(self.base)
         dev = self._dev_release(scenario)
         self._mask_styles = self._choose_mask_styles(scenario, dev)
@@ -422,6 +425,8 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
             self.fit(scenario)
         t = self.trained_
         assert t is not None
+        if why := scenario.unscorable(release, t.labels):
+            raise AnonauditError(f"trir: {why}")
         docs = list(release.corpus)
         started = time.time()
         scores, windows, logits = self.predict([d.text for d in docs])

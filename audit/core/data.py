@@ -298,6 +298,33 @@ class Scenario:
                 return r
         raise KeyError(name)
 
+    def subject_of(self, doc: Document) -> str | None:
+        """Who ``doc`` is about: its own ``subject``, else its original's (the same id)."""
+        if doc.subject:
+            return doc.subject
+        orig = self.originals.get(doc.id) if self.originals is not None else None
+        return orig.subject if orig is not None and orig.subject else None
+
+    def unscorable(self, release: Release, people: Iterable[str]) -> str:
+        """Why an attack that names one of ``people`` (the background's) can score no document of
+        ``release`` ("" when it can score one): none says who it is about, or none is about one
+        of them. Asked before the work (a training, an index), so that it does not end in a
+        figure over no document."""
+        people = set(people)
+        subjects = [self.subject_of(d) for d in release.corpus]
+        if not subjects or any(s in people for s in subjects if s is not None):
+            return ""
+        unknown = sum(s is None for s in subjects)
+        why = []
+        if unknown:
+            why.append(f"{unknown} do not say who they are about (the release has no subject for them"
+                       + (", nor do the originals of the same ids" if self.originals is not None else
+                          " and no originals were given") + ": give the originals, or a subject column)")
+        if len(subjects) > unknown:
+            why.append(f"{len(subjects) - unknown} are about people the background does not cover")
+        return (f"release {release.name!r}: no document can be scored, none is about a person of the background "
+                f"({len(people)} in all): of its {len(subjects)} documents, {' and '.join(why)}")
+
 
 # --------------------------------------------------------------------------- spans
 
