@@ -89,7 +89,7 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
           out: str | os.PathLike | None = None, progress: bool = True, title: str | None = None,
           format: str | None = None, text_column: str = "text", id_column: str = "id",  # noqa: A002
           subject_column: str = "subject", spans_column: str = "spans", command_timeout: float | None = None,
-          registry: Any = None, echo: Any = None) -> BenchResults:
+          registry: Any = None, echo: Any = None, force: bool = False) -> BenchResults:
     """Benchmark one sanitizer against the comparison points on one corpus (see the module doc).
 
     comparisons: registered sanitizers to compare with (default: suppression, labels, spacy_ner,
@@ -102,6 +102,8 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
     documents: bench a seeded sample of this many originals, or the originals with these ids (the
         background stays whole; release files made for the whole corpus are cut to them).
     reference: a reference table of published figures (a CSV file, or ``"tab"``).
+    out: the folder to write (``results.json``, the leaderboard, ``data/``); none of its files may
+        be an input, nor an existing file of another kind unless ``force`` (as ``--force``).
     """
     from audit.core.registry import registry as default_registry
 
@@ -119,7 +121,14 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
                  metrics=metrics, sample=sample, reference=reference, seed=seed, llm=llm, title=title,
                  columns=columns, command_timeout=command_timeout)
     if out is not None:
-        return _run(spec, Path(out).resolve(), reg, progress, echo)
+        from audit.pipeline.outputs import bench_outputs, check_outputs, replaces
+
+        out = Path(out).resolve()
+        given = [("originals", originals), ("background", background), ("tri", tri), ("release", release),
+                 ("reference", reference), *((f"extra release {k}", v) for k, v in (extra_releases or {}).items())]
+        check_outputs(bench_outputs(out), [(k, v) for k, v in given if isinstance(v, (str, os.PathLike))],
+                      force=force, force_named="force=True")
+        return _run(spec, out, reg, progress, echo, replace=force and replaces(out / "results.json", "results"))
     with tempfile.TemporaryDirectory(prefix="anonaudit-bench-") as tmp:
         return _run(spec, Path(tmp), reg, progress, echo, keep=False)
 
@@ -270,7 +279,8 @@ def _attacks(attacks: Any, reg: Any, sample: int, corpus: _Corpus) -> list[Any]:
     return out
 
 
-def _run(spec: Any, out: Path, reg: Any, progress: bool, echo: Any, *, keep: bool = True) -> BenchResults:
+def _run(spec: Any, out: Path, reg: Any, progress: bool, echo: Any, *, keep: bool = True,
+         replace: bool = False) -> BenchResults:
     import dataclasses
     import sys
 
@@ -278,7 +288,8 @@ def _run(spec: Any, out: Path, reg: Any, progress: bool, echo: Any, *, keep: boo
     from audit.pipeline.bench import run_bench
 
     say = echo or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
-    outcome = run_bench(dataclasses.replace(spec, out=out), registry=reg, progress=progress, echo=say)
+    outcome = run_bench(dataclasses.replace(spec, out=out), registry=reg, progress=progress, echo=say,
+                        replace=replace)
     a = outcome.audit
     results = Results(a.results, copies=read_copies(a.path, a.results, strict=False), computed=a.computed,
                       reused=a.reused, skipped=a.skipped, errors=a.errors, keys=a.keys,

@@ -218,6 +218,34 @@ def test_outputs_never_overwrite_inputs_and_documents_are_escaped(tmp_path):
     assert "<b>x<i>" not in page and "&lt;b&gt;x&lt;i&gt;" in page and "<script>" not in page
 
 
+def test_force_over_a_results_file_of_another_kind_writes_a_new_one(tmp_path):
+    """``bench --force`` (and ``anonaudit.bench(force=True)``) over an OUT/results.json that is
+    not a results file replaces it, as the refusal says; it used to make every release and then
+    fail reading that file as results. Without force the API refuses it, as the command does."""
+    import anonaudit
+    from audit.core.results import ResultsFile
+
+    data = anonaudit.sample_data(n=4, seed=0)
+    originals = tmp_path / "originals.jsonl"
+    originals.write_text("".join(json.dumps(d) + "\n" for d in data["originals"]), encoding="utf-8")
+    out = tmp_path / "b"
+    out.mkdir()
+    (out / "results.json").write_text('{"mine": 1}\n', encoding="utf-8")
+    res = bench(["--originals", str(originals), "--sanitizer", "labels", "--out", str(out), "--force", *CHEAP],
+                tmp_path)
+    assert res.exit_code == 0, res.output
+    assert {r.name for r in ResultsFile.load(out / "results.json").results} >= {"phrase_search", "rouge"}
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "results.json").write_text("mine\n", encoding="utf-8")
+    kw = dict(originals=str(originals), comparisons=["labels"], attacks=["phrase_search"], metrics=["rouge"],
+              progress=False, out=tmp_path / "c")
+    with pytest.raises(anonaudit.AnonauditError, match=r"results\.json: exists and is not an anonaudit results"
+                                                        r"(.|\n)*force=True"):
+        anonaudit.bench("suppression", **kw)
+    assert (tmp_path / "c" / "results.json").read_text(encoding="utf-8") == "mine\n"
+    assert anonaudit.bench("suppression", force=True, **kw).results.results
+
+
 def test_the_tab_reference_table_ships_with_its_sources():
     from audit.pipeline.leaderboard import read_reference
 

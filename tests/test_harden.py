@@ -573,7 +573,13 @@ def test_the_command_writes_the_hardened_release_and_exits_with_the_gate(tmp_pat
     import audit.models.resources as resources
 
     monkeypatch.setattr(resources.Resources, "llm", lambda self, spec=None, **kw: llm)
+    # OUT/results.json holds a file of another kind: refused, and with --force replaced by the
+    # results (it used to fail after round 0, reading it as results)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "results.json").write_text("mine\n")
     res = CliRunner().invoke(main, args, obj={"registry": reg})
+    assert res.exit_code == 2 and "is not an anonaudit results file" in res.output, res.output
+    res = CliRunner().invoke(main, [*args, "--force"], obj={"registry": reg})
     assert res.exit_code == 0, res.output
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [d["id"] for d in lines] == ["a", "b", "c"] and PHRASE not in lines[0]["text"]

@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from audit.cli.common import no_cache_run
-from audit.cli.outputs import Output, check_outputs, force_option, results_outputs
+from audit.cli.outputs import check_outputs, force_option
+from audit.pipeline.outputs import bench_outputs
 from audit.core.errors import AnonauditError
 from audit.demo.data import MAX_RELEASED
 
@@ -127,7 +128,7 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
 
     out = Path(out_dir)
     extra = _extra(also)
-    check_outputs(_outputs(out), [("--originals", originals), ("--background", background), ("--tri", tri),
+    check_outputs(bench_outputs(out), [("--originals", originals), ("--background", background), ("--tri", tri),
                                   ("--release", release), ("--reference", reference),
                                   *((f"--also {k}", v) for k, v in extra.items())], force=force)
     by_component = _params(cparams, "--component-param")
@@ -141,7 +142,7 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
         sanitizer_params=san_params,
         attacks=_with_params(_names(attacks), by_component), metrics=_with_params(_names(metrics), by_component),
         sample=sample, documents=documents, reference=reference, seed=seed, llm=llm_spec, out=out,
-        format=fmt, command_timeout=timeout, registry=registry_of(ctx))
+        format=fmt, command_timeout=timeout, registry=registry_of(ctx), force=force)
     page = result.report(out / "leaderboard.html", force=force)
     click.echo("")
     click.echo(result.to_markdown())
@@ -161,15 +162,6 @@ def _with_params(names: list[str] | None, params: dict[str, dict]) -> list | Non
                                  f"({', '.join(sorted(k for k in params if k))})")
         return None
     return [{"name": n, "params": params[n]} if n in params else n for n in names]
-
-
-def _outputs(out: Path) -> list[Output]:
-    return [*results_outputs(out / "results.json", "OUT/results.json"),
-            Output(out / "leaderboard.html", "leaderboard", "OUT/leaderboard.html"),
-            Output(out / "leaderboard.csv", "leaderboard_csv", "OUT/leaderboard.csv"),
-            Output(out / "leaderboard.md", "leaderboard_md", "OUT/leaderboard.md"),
-            Output(out / "data" / "originals.jsonl", "jsonl", "OUT/data/originals.jsonl"),
-            Output(out / "data" / "background.jsonl", "jsonl", "OUT/data/background.jsonl")]
 
 
 COMMANDS = [bench_cmd]

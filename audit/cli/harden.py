@@ -65,7 +65,7 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
     from audit.cli.report import render
     from audit.cli.run import spec_outputs
     from audit.pipeline.harden import Harden
-    from audit.pipeline.outputs import spec_inputs
+    from audit.pipeline.outputs import replaces, spec_inputs
     from audit.pipeline.releases import write_release_jsonl
     from audit.pipeline.runner import parse_spec, read_spec_file
 
@@ -91,7 +91,7 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
     harden = Harden(spec, release, max_rounds=max_rounds, registry=reg,
                     repairers={"text": text_repairer, "span": span_repairer}, repair_params=params,
                     attacks=list(attacks) or None, metrics=list(metrics) or None, progress=True,
-                    detector=detector)
+                    detector=detector, replace=force and replaces(spec.out / "results.json", "results"))
     outcome = harden.run()
     write_release_jsonl(outcome.final, out)
     click.echo("")

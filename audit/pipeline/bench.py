@@ -91,8 +91,9 @@ class BenchOutcome:
 
 
 def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bool = True,
-              echo: Callable[[str], None] = lambda m: None) -> BenchOutcome:
-    """Run a bench (see the module doc); results in ``spec.out``."""
+              echo: Callable[[str], None] = lambda m: None, replace: bool = False) -> BenchOutcome:
+    """Run a bench (see the module doc); results in ``spec.out`` (``replace``: its results.json is
+    a file of another kind the user chose to write over, see :class:`~audit.pipeline.runner.Audit`)."""
     from audit.models.resources import Resources
     from audit.pipeline.leaderboard import build_leaderboard
     from audit.pipeline.runner import Audit, parse_spec
@@ -118,7 +119,7 @@ def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bo
         aspec = parse_spec(audit_data, base=spec.out, source="anonaudit bench", registry=reg)
         echo(f"bench: every attack and metric on {len(made)} release(s); each attack is prepared once")
         outcome = Audit(aspec, registry=reg, on_error="skip", progress=progress, echo=echo,
-                        command="bench").run(resources)
+                        command="bench", replace=replace).run(resources)
     reuse = _remember_reuse(spec.out / "bench.json", reuse_of(outcome.results, [n for n, _ in made]))
     board = build_leaderboard(outcome.results, spec, costs, reuse=reuse)
     return BenchOutcome(audit=outcome, leaderboard=board, costs=costs, reused=reused, seconds=time.time() - t0)

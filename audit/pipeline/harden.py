@@ -122,7 +122,7 @@ class Harden:
                  repairers: Mapping[str, str] | None = None,
                  repair_params: Mapping[str, Mapping[str, Any]] | None = None,
                  attacks: list[str] | None = None, metrics: list[str] | None = None, progress: bool = True,
-                 echo: Callable[[str], None] | None = _echo, detector: str | None = None):
+                 echo: Callable[[str], None] | None = _echo, detector: str | None = None, replace: bool = False):
         have = {normalise(m.name) for m in spec.metrics}
         extra = [ComponentSpec("metric", m) for m in dict.fromkeys(metrics or ()) if normalise(m) not in have]
         if extra:  # the utility each round keeps, besides the spec's own metrics
@@ -137,6 +137,7 @@ class Harden:
         self.progress = progress
         self.echo = echo or (lambda msg: None)
         self.detector = detector
+        self.replace = replace  # OUT/results.json is a file of another kind, to be replaced (--force)
         self._check()
 
     # ------------------------------------------------------------------ checks
@@ -236,7 +237,8 @@ class Harden:
                     name = round_name(self.release, k)
                     self.echo(f"harden: round {k}: attacking {name}")
                     audit = Audit(dataclasses.replace(spec, releases=tuple(specs)), registry=self.registry,
-                                  progress=self.progress, echo=self.echo, command="harden")
+                                  progress=self.progress, echo=self.echo, command="harden",
+                                  replace=self.replace and k == 0)
                     spent = resources.llm_usage(*self._given_llms())
                     outcome = audit.run(resources)
                     spent = {k: v - spent[k] for k, v in resources.llm_usage(*self._given_llms()).items()}

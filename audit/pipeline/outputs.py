@@ -184,6 +184,16 @@ def results_outputs(results: Path, named: str = "--out") -> list[Output]:
     return [Output(results, "results", named)]
 
 
+def bench_outputs(out: Path) -> list[Output]:
+    """What ``bench`` writes in OUT (its command and :func:`anonaudit.bench`)."""
+    return [*results_outputs(out / "results.json", "OUT/results.json"),
+            Output(out / "leaderboard.html", "leaderboard", "OUT/leaderboard.html"),
+            Output(out / "leaderboard.csv", "leaderboard_csv", "OUT/leaderboard.csv"),
+            Output(out / "leaderboard.md", "leaderboard_md", "OUT/leaderboard.md"),
+            Output(out / "data" / "originals.jsonl", "jsonl", "OUT/data/originals.jsonl"),
+            Output(out / "data" / "background.jsonl", "jsonl", "OUT/data/background.jsonl")]
+
+
 def report_outputs(out: Path) -> tuple[Output, Output]:
     """The files ``report`` (and ``run``/``demo``) write: the HTML report at ``out`` and its
     findings CSV beside it (:func:`findings_csv_path`)."""
