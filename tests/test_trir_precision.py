@@ -78,6 +78,21 @@ def test_bf16_training_changes_the_weights_is_repeatable_and_is_recorded(tiny_ba
     head, _ = attack.evaluate(Scenario(background=scenario.background, releases=(rel,)), rel)
     assert head.details["precision"] == {"training": "bf16", "prediction": "int8"}
     assert "trained in bf16, predicting in int8" in head.details["attacker"]  # the report's attacker line
+    assert head.details["device"] == {"training": "cpu", "prediction": "cpu"}  # where it ran, in the result
+    assert ", on cpu," in head.details["attacker"]
+
+
+def test_device_auto_takes_a_gpu_that_torch_sees_and_its_bf16(monkeypatch):
+    # the device option as a GPU machine resolves it (the package never needs one: CI has none;
+    # benchmarks/trir_gpu.py runs it for real on one)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    attack = TRIRAttack()
+    assert attack._device() == "cuda"
+    assert attack.settings()["train_precision"] == "bf16" and attack._predict_precision("cuda") == "bf16"
+    assert TRIRAttack(device="cpu")._device() == "cpu"
+    with pytest.raises(AnonauditError, match="device must be auto, cpu, cuda or cuda:N"):
+        TRIRAttack(device="gpu")._device()
 
 
 def test_each_prediction_precision_is_close_to_fp32_and_the_same_on_an_executors_workers(tiny_base):  # noqa: F811

@@ -93,6 +93,8 @@ class TRIRFindings:
             # the arithmetic of the training steps (as trained; fp32 before it was an option) and of this prediction
             "precision": {"training": (t.info.get("settings") or {}).get("train_precision", "fp32"),
                           "prediction": self._predict_precision(self._device())},
+            # where it trained (as trained; a cached attacker may predict elsewhere) and predicts
+            "device": {"training": t.info.get("device"), "prediction": self._device()},
             "notes": list(t.info.get("notes", [])),
         }
         details["attacker"] = _attacker_sentence(details)
@@ -131,6 +133,11 @@ def _attacker_sentence(d: dict[str, Any]) -> str:
     precision = d.get("precision") or {}
     if precision:
         parts.append(f"trained in {precision['training']}, predicting in {precision['prediction']}")
+    device = d.get("device") or {}
+    if device.get("training"):
+        same = device["training"] == device.get("prediction")
+        parts.append(f"on {device['training']}" if same else
+                     f"trained on {device['training']}, predicting on {device.get('prediction')}")
     if (d.get("window_rotation") or 1) > 1 and d.get("windows_per_epoch") and d.get("training_windows"):
         parts.append(f"{d['windows_per_epoch']} of {d['training_windows']} windows an epoch, rotating over "
                      f"{d['window_rotation']} epochs")
