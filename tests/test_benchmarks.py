@@ -49,6 +49,8 @@ NOT_RUN_HERE = {
     "trir_compile.py": "compiles the TRIR model with torch.compile (--quick: 2 steps of 32-token windows)",
     "trir_speed.py": "trains TRIR classifiers (--quick: 3 demo people, fp32 and bf16 loops, 3 predictions, 32-token windows)",
     "trir_scale.py": "trains TRIR classifiers, on Ray too",
+    "trir_gpu.py": "trains TRIR classifiers and runs spaCy over TAB (--quick: 3 TAB people, 2 epochs of 32-token "
+                   "windows, 2 configurations; 12 demo people through the command line)",
     "trir_step.py": "loads MiniLM in three processes and times its training steps (--quick: 2 repetitions)",
     "trir_release.py": "trains TRIR classifiers, on Ray too (--quick: 12 demo people, 1 epoch, 32-token windows); "
                        "its helpers are tested below",
