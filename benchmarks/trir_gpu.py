@@ -288,7 +288,9 @@ def run_ablation(args, people: int, work: Path, deadline: float) -> dict:
             cmd = [sys.executable, __file__, "--one", "--config", c, "--seed", str(s), "--row", str(out),
                    "--data", str(args.data), "--ablation-people", str(people)]
             log = open(work / f"row-{people}-{c}-{s}.log", "w")
-            running.append((c, s, out, subprocess.Popen(cmd + (["--quick"] if args.quick else []),
+            # the trainings share the CPU cores (their torch threads split them)
+            env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // args.parallel))}
+            running.append((c, s, out, subprocess.Popen(cmd + (["--quick"] if args.quick else []), env=env,
                                                         stdout=log, stderr=subprocess.STDOUT), log))
         time.sleep(1)
         for job in list(running):
