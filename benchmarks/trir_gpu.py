@@ -173,9 +173,10 @@ def _parse_all(cache, texts: list[str], workers: int) -> int:
     todo = list({_key(t): t for t in texts if _key(t) not in known}.values())
     if not todo:
         return 0
-    todo.sort(key=len, reverse=True)  # longest first, dealt round-robin: even chunks
-    chunks = [todo[i::workers] for i in range(workers) if todo[i::workers]]
-    with mp.get_context("spawn").Pool(len(chunks)) as pool:
+    todo.sort(key=len, reverse=True)  # longest first, dealt round-robin: even chunks, 4 per worker (stored as they come)
+    k = min(len(todo), 4 * workers)
+    chunks = [todo[i::k] for i in range(k)]
+    with mp.get_context("spawn").Pool(min(workers, k)) as pool:
         for rows in pool.imap_unordered(_parse_chunk, chunks):
             cache._store({k: Parse.from_json(p) for k, p in rows})
     return len(todo)
