@@ -225,6 +225,14 @@ def test_tri_dev_abstract_is_the_dev_release_not_a_release_under_test(tmp_path):
     sc = Scenario(background=background, releases=tuple(releases), dev=dev)
     assert TRIRAttack()._dev_release(sc) is dev
     assert TRIRAttack()._dev_release(Scenario(background=background)) is None
+    # by name: the scenario's dev release; a release under test never (it chose the epoch on the
+    # release it then scored, overstating TRIR, without a word)
+    assert TRIRAttack(dev="dev_abstract")._dev_release(sc) is dev
+    with pytest.raises(AnonauditError, match="'spacy' is a release under test: choosing the epoch on it would "
+                                             "overstate TRIR"):
+        TRIRAttack(dev="spacy")._dev_release(sc)
+    with pytest.raises(AnonauditError, match="'nope' is not in the scenario"):
+        TRIRAttack(dev="nope")._dev_release(sc)
 
 
 def test_runner_gives_the_tri_dev_column_to_the_scenario(tmp_path, monkeypatch):

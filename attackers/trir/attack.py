@@ -69,9 +69,9 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
     batch_size: training batch size (windows).
     learning_rate: AdamW learning rate of the fine-tuning.
     weight_decay: AdamW weight decay of the fine-tuning.
-    dev: a release (or its name in the scenario) of sanitized documents of people in the
-        background, used only to choose the epoch; never a release under test (default: the
-        dev_abstract column of a --tri file, if it has one).
+    dev: a release (NAME=FILE, or the name of the scenario's dev release) of sanitized documents
+        of people in the background, used only to choose the epoch; never a release under test
+        (default: the dev_abstract column of a --tri file, if it has one).
     augment_ner: add NER-masked copies of the background to the training data (spaCy; default
         from the budget: on).
     mask_style: how the masked copies mask entities: auto (the style the releases show:
@@ -291,11 +291,13 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
                                          f"({rel.name!r}): choosing the epoch on it would overstate TRIR; "
                                          "use a separate dev release")
             return dev
-        try:
-            return scenario.release(self.dev)
-        except KeyError:
-            names = ", ".join(r.name for r in scenario.releases) or "none"
-            raise AnonauditError(f"dev release {self.dev!r} is not in the scenario (releases: {names})") from None
+        if scenario.dev is not None and scenario.dev.name == self.dev:  # by name: the scenario's dev release
+            return scenario.dev
+        if any(r.name == self.dev for r in scenario.releases):  # never one under test, by name either
+            raise AnonauditError(f"the dev release {self.dev!r} is a release under test: choosing the epoch on it "
+                                 "would overstate TRIR; give a separate dev release (NAME=FILE)")
+        names = ", ".join(r.name for r in scenario.releases) or "none"
+        raise AnonauditError(f"dev release {self.dev!r} is not in the scenario (releases under test: {names})")
 
     def cache_key(self, background: Corpus, base_path: str, dev: Release | None) -> str:
         """sha256 of everything that decides the trained model: the settings in force (not how
