@@ -61,6 +61,19 @@ def test_a_folder_option_that_cannot_be_a_folder_is_refused_before_the_work(demo
     assert (demo / "afile").read_text() == "x"
 
 
+def test_a_missing_file_given_to_a_component_option_is_named_by_that_option(demo):
+    """A component's file option (TRIR's --dev, phrase search's --extra-corpus) that names no file
+    was reported as 'command line: corpora.KEY: file not found': a key the user never typed."""
+    release = ["--release", "demo/releases/labels.jsonl", "--release", "sup=demo/releases/suppressed.jsonl",
+               "--out", "R.json"]
+    for args, message in ((["trir", "--background", "demo/background.jsonl", "--dev", "sup"],
+                           "--dev sup: file not found"),
+                          (["phrase-search", "--originals", "demo/originals.jsonl", "--extra-corpus", "x=none.jsonl"],
+                           "--extra-corpus x=none.jsonl: file not found")):
+        out = clear_error(CliRunner().invoke(main, ["attack", *args, *release]), message)
+        assert "corpora." not in out
+
+
 def test_a_release_whose_documents_name_nobody_of_the_background_is_refused_before_the_work(demo, monkeypatch):
     """A release without subjects and no originals (who is each document about?), or one about
     people the background does not cover, ended in '"n" must be at least 1' (for TRIR after

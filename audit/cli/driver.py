@@ -101,6 +101,8 @@ def _file_params(params: dict[str, Any], plist: Sequence[Param], corpora: dict[s
         if kinds.get(k) not in ("corpus", "release") or not isinstance(v, str) or v.startswith(CORPUS_REF):
             continue
         name, path = parse_release_spec(v)
+        if not Path(path).expanduser().exists():  # named by the option the user typed, not corpora.KEY
+            raise AnonauditError(f"--{k.replace('_', '-')} {v}: file not found")
         key = name or Path(path).stem or k
         while key in corpora and corpora[key]["path"] != path:
             key += "_"
