@@ -170,12 +170,19 @@ class Results:
         """Write the results file (``results.json``), ``summary.csv`` beside it and the release
         copies the report reads (``releases/`` beside ``results.json``, ``X.releases/`` beside
         ``X.json``), so that ``anonaudit report`` and :func:`load_results` work on it later.
-        An existing results file is replaced only with ``force=True``."""
+        An existing file is replaced only with ``force=True``, and never one these results were
+        made from (an input, a release copy: :meth:`inputs`), nor where no file can be written
+        (the command line's guard, :func:`audit.pipeline.outputs.check_outputs`)."""
         from audit.core.files import atomic_write
+        from audit.pipeline.outputs import check_outputs, results_outputs
         from audit.pipeline.releases import release_file_name
 
         path = Path(path)
-        if path.exists() and not force and path.resolve() != (self.path.resolve() if self.path else None):
+        own = self.path.resolve() if self.path else None
+        check_outputs(results_outputs(path, "the results file"),
+                      [(label, p) for label, p in self.inputs() if Path(p).resolve() != own],
+                      force=force, force_named="force=True")
+        if path.exists() and not force and path.resolve() != own:
             raise AnonauditError(f"{path}: exists; pass force=True to replace it")
         folder = path.parent / ("releases" if path.name == "results.json" else f"{path.stem}.releases")
         prov = json.loads(json.dumps(self.file.provenance))  # a copy, with the copies' new places

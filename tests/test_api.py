@@ -176,6 +176,14 @@ def test_audit_and_run_refuse_an_out_that_is_an_input_even_forced(data, tmp_path
     assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine\n"
     forced = anonaudit.audit(str(originals), {"labels": str(release)}, out=tmp_path / "notes.txt", force=True, **kw)
     assert anonaudit.load_results(tmp_path / "notes.txt").results == forced.results
+    # Results.save: force=True replaced any file, an input too (its own message suggested it)
+    for target in (originals, tmp_path / "notes.txt" / "r.json"):
+        with pytest.raises(AnonauditError, match=f"the results file {target}: "):
+            forced.save(target, force=True)
+    copy = next((tmp_path / "notes.releases").iterdir())
+    with pytest.raises(AnonauditError, match="copy of release labels"):
+        forced.save(copy, force=True)
+    assert all(p.read_bytes() == b for p, b in held.items())
     again = anonaudit.run(spec, out=tmp_path / "o", progress=False)  # and run() writes as before
     assert again.path == tmp_path / "o" / "results.json"
 

@@ -165,7 +165,7 @@ def test_results_never_replace_an_input_and_force_replaces_a_file_of_another_kin
                   "demo/releases/labels.jsonl", "--out", "demo/originals.jsonl", "--force"],
                  ["utility", "--metrics", "toy_kept", "--originals", "demo/originals.jsonl", "--release",
                   "labels=demo/releases/labels.jsonl", "--out", "demo/releases/labels.jsonl", "--force"]):
-        out = clear_error(run(reg, *args), "input (", "can never replace an input")
+        out = clear_error(run(reg, *args), "input (", "is never written over an input")
         assert "invalid JSON" not in out
     assert (demo / "demo/originals.jsonl").read_bytes() == originals
     (demo / "notes.json").write_text('{"mine": 1}\n')

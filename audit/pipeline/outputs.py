@@ -146,9 +146,8 @@ def check_outputs(outputs: Iterable[Output], inputs: Sequence[tuple[str, str | o
             continue
         clash = next((label for label, p in given if p.exists() and _same(path, p)), None)
         if clash is not None and out.kind in MERGED:
-            hard.append(f"{out.named} {path}: this is also the command's input ({clash}); results are merged into "
-                        f"the file they are written to, so they can never replace an input ({force_named} does "
-                        "not change that): give another output path")
+            hard.append(f"{out.named} {path}: this is also the command's input ({clash}); a results file is never "
+                        f"written over an input ({force_named} does not change that): give another output path")
         elif clash is not None:
             soft.append(f"{out.named} {path}: this is also the command's input ({clash}); writing it would "
                         "destroy that input")
