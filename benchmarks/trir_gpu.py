@@ -27,9 +27,14 @@ so a run cut short keeps what finished):
   arithmetic alone). The trainings run as ``--parallel`` processes at once (one GPU can hold many
   MiniLM trainings; their seconds are then shared, so only the ``tab`` part's are timings).
 
-    python benchmarks/trir_gpu.py --out gpu.json                 # everything (a GPU: ~6 min)
-    python benchmarks/trir_gpu.py --quick --out quick.json       # a smoke run on any machine (~1-2 min on 2 cores)
-    python benchmarks/trir_gpu.py --parts ablation --ablation-people 20 --seeds 0 1 2 --out abl.json
+    python benchmarks/trir_gpu.py --parts warm --people 127 --ablation-people 20     # spaCy, 15 processes: 74 s
+    python benchmarks/trir_gpu.py --parts cli tab ablation --people 127 --ablation-people 20 \
+        --parallel 12 --out gpu.json        # one H100: ~6.5 min (benchmarks/README.md, "GPU (one H100)")
+    python benchmarks/trir_gpu.py --quick --out quick.json       # a smoke run on any machine (~2-3 min on 2 cores)
+    python benchmarks/trir_gpu.py --one --config fp32 --seed 0 --ablation-people 20 --row row.json  # one training
+
+By default ``--ablation-people 20 127`` (the 127-person grid was not measured: the session's
+device time ran out).
 
 ``--data`` is TAB's folder (default ``../shared/data/tab`` beside the checkout). ``ANONAUDIT_HOME``:
 ``--home`` (default a fresh temporary folder; the ``cli`` part makes its own inside it). On a
@@ -365,10 +370,11 @@ def main(argv: list[str] | None = None) -> None:
                     "2 configurations, 12 demo people: a smoke run, not a measurement")
     ap.add_argument("--out", type=Path, default=None)
     # one training of the ablation, in a process of its own (used by the ablation part)
-    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--config", choices=list(CONFIGS), help=argparse.SUPPRESS)
-    ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
-    ap.add_argument("--row", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--one", action="store_true", help="one training of the ablation (--config, --seed, "
+                    "the first of --ablation-people), its row to --row")
+    ap.add_argument("--config", choices=list(CONFIGS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--row", type=Path)
     args = ap.parse_args(argv)
     if args.one:
         run_one(args)
