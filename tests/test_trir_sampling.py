@@ -115,3 +115,13 @@ def test_the_default_rotation_is_one_epoch_per_version_of_the_text_and_is_in_the
 
     assert key(TRIRAttack()) == key(TRIRAttack(window_rotation=2))
     assert key(TRIRAttack()) != key(TRIRAttack(window_rotation=1))
+
+
+def test_the_attacker_line_says_rotating_only_when_an_epoch_takes_a_share():
+    from attackers.trir.findings import _attacker_sentence
+
+    d = {"budget": "paper", "base": "b", "pretrained": False, "window_rotation": 3}
+    assert "1153 of 3370 windows an epoch, rotating over 3 epochs" in _attacker_sentence(
+        {**d, "windows_per_epoch": 1153, "training_windows": 3370})
+    line = _attacker_sentence({**d, "windows_per_epoch": 268, "training_windows": 268})  # the demo: under the floor
+    assert "rotating" not in line and "all 268 windows every epoch" in line

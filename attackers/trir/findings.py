@@ -139,8 +139,11 @@ def _attacker_sentence(d: dict[str, Any]) -> str:
         parts.append(f"on {device['training']}" if same else
                      f"trained on {device['training']}, predicting on {device.get('prediction')}")
     if (d.get("window_rotation") or 1) > 1 and d.get("windows_per_epoch") and d.get("training_windows"):
-        parts.append(f"{d['windows_per_epoch']} of {d['training_windows']} windows an epoch, rotating over "
-                     f"{d['window_rotation']} epochs")
+        if d["windows_per_epoch"] < d["training_windows"]:
+            parts.append(f"{d['windows_per_epoch']} of {d['training_windows']} windows an epoch, rotating over "
+                         f"{d['window_rotation']} epochs")
+        else:  # the one-batch floor: no person has enough windows to share out over epochs
+            parts.append(f"all {d['training_windows']} windows every epoch (too few a person to rotate)")
     epochs = f"{d.get('chosen_epoch')} of {d.get('epochs')} epochs"
     parts.append(epochs + (f" (chosen on dev release {d['dev_release']})" if d.get("dev_release") else ""))
     curve = d.get("curve") or []
