@@ -252,3 +252,29 @@ def test_the_gradient_exchange_sums_the_whole_batchs_gradients_with_or_without_o
     assert all(torch.allclose(a["overlap"][k], whole[k], atol=1e-7, rtol=1e-5) for k in used)  # the whole batch's
     assert a["frozen"]["lower.weight"] is None and a["frozen"]["lower.bias"] is None
     assert all(torch.equal(a["frozen"][k], a["overlap"][k]) for k in used if not k.startswith("lower"))
+
+
+def test_a_checkpoint_keeps_the_gpus_random_state_and_a_resume_restores_it_only_on_matching_hardware(
+        monkeypatch, caplog):
+    """Dropout on a GPU draws from the GPU's generator, not the CPU's: a resume on a GPU must restore
+    it (no GPU here, so torch.cuda's calls are scripted; the logic is what is tested)."""
+    from attackers.trir import training
+
+    saved, restored = [torch.tensor([1, 2, 3], dtype=torch.uint8)], []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: saved)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", restored.append)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert training._cuda_rng() is saved
+    training._restore_cuda_rng(saved)
+    assert restored == [saved]
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # resumed on other hardware: warned, left seeded
+    with caplog.at_level("WARNING"):
+        training._restore_cuda_rng(saved)
+    assert restored == [saved] and "random state of 1 GPU(s) and this machine has 2" in caplog.text
+    training._restore_cuda_rng(None)  # a checkpoint written on a CPU
+    assert restored == [saved]
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # a CPU training saves none
+    assert training._cuda_rng() is None

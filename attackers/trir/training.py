@@ -319,6 +319,7 @@ class TRIRTraining:
         for _ in range(state["epoch"]):
             next_order()
         torch.set_rng_state(state["rng"])
+        _restore_cuda_rng(state.get("cuda_rng"))
         best_model = state.get("best_model")
         if best_model is None and state["best_epoch"] == state["epoch"]:
             best_model = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -462,6 +463,30 @@ def _state(epoch: int, model, optimizer, scheduler, history: list[dict[str, Any]
     import torch
 
     return {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(), "history": history,
+            "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(), "cuda_rng": _cuda_rng(),
+            "history": history,
             "best_accuracy": best[0], "best_epoch": best[1],
             "best_model": best[2] if best[2] is not None and best[1] != epoch else None, "pre": pre}
+
+
+def _cuda_rng() -> list | None:
+    """The GPUs' random states when training used one (dropout on a GPU draws from them, not from
+    the CPU's), so that a training resumed on a GPU draws what the uninterrupted one would."""
+    import torch
+
+    return torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+
+
+def _restore_cuda_rng(states: list | None) -> None:
+    """Restore :func:`_cuda_rng`'s states where the same number of GPUs is there; a checkpoint
+    written on a CPU (``None``) or resumed on other hardware keeps the seeded draws (warned)."""
+    import torch
+
+    if states is None:
+        return
+    if not torch.cuda.is_available() or torch.cuda.device_count() != len(states):
+        log.warning("TRIR resume: the checkpoint holds the random state of %d GPU(s) and this machine has %d; "
+                    "dropout draws differ from the uninterrupted training", len(states),
+                    torch.cuda.device_count() if torch.cuda.is_available() else 0)
+        return
+    torch.cuda.set_rng_state_all(states)
