@@ -29,6 +29,10 @@ start empty; the embedded models are linked from the default home).
     python benchmarks/trir_release.py --n 100 --modes local ray phrase --project 1000 --out r.json
     python benchmarks/trir_release.py --n 40 --seeds 0 1 2 --modes local phrase
     python benchmarks/trir_release.py --quick    # a smoke run: 12 people, 1 epoch, 32-token windows
+
+A run longer than one sitting is cut with the attacker's own checkpoints: ``--stop-after MIN`` kills
+each TRIR run (its whole process tree) after the first epoch that ends past MIN minutes, and
+``--resume`` (same ``--out``) resumes it from that epoch; its figures then sum the segments.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -74,25 +79,88 @@ def _tree_rss(proc) -> tuple[int, int]:
     return sum(sizes), max(sizes, default=0)
 
 
-def measured(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
+EPOCH_LINE = re.compile(r"TRIR epoch (\d+)/(\d+):")
+TRAINING_LINE = "TRIR training, epoch"
+
+
+class Stopper:
+    """Reads a TRIR run's log while it runs: when training began (its first batch line), and,
+    with ``after`` seconds, the moment to stop it so that it can resume without losing work:
+    the first epoch that finishes past ``after`` (not the last: that one ends the training
+    anyway), once its checkpoint is written (no file under ``checkpoints`` changed for 3 s since
+    the epoch's line, 60 s at most). A stopped run resumes from that epoch (``--resume``)."""
+
+    def __init__(self, log: Path, after: float | None, checkpoints: Path | None):
+        self.log, self.after, self.checkpoints = log, after, checkpoints
+        self.training_at: float | None = None
+        self.epochs_at_deadline: int | None = None
+        self.epoch_done: tuple[int, float] | None = None  # (epoch, when its line was seen)
+        self.before_line = 0.0  # the newest checkpoint file's time before that line was seen
+
+    def _epochs(self, text: str) -> tuple[int, int]:
+        found = EPOCH_LINE.findall(text)
+        return (int(found[-1][0]), int(found[-1][1])) if found else (0, 0)
+
+    def _newest(self) -> float:
+        files = [f for f in self.checkpoints.rglob("*")] if self.checkpoints and self.checkpoints.exists() else []
+        return max((f.stat().st_mtime for f in files if f.exists()), default=0.0)
+
+    def poll(self, elapsed: float) -> bool:
+        """Look at the log (``elapsed``: seconds since the start); True when the run should stop now."""
+        text = self.log.read_text(encoding="utf-8", errors="replace")
+        if self.training_at is None and TRAINING_LINE in text:
+            self.training_at = elapsed
+        if self.after is None or elapsed < self.after:
+            return False
+        epoch, of = self._epochs(text)
+        newest = self._newest()
+        if self.epochs_at_deadline is None:
+            self.epochs_at_deadline = epoch
+        if self.epoch_done is None:
+            if epoch > self.epochs_at_deadline and epoch < of:
+                self.epoch_done = (epoch, time.time())
+            else:  # a checkpoint written after this poll belongs to an epoch whose line comes later
+                self.before_line = newest
+                return False
+        waited = time.time() - self.epoch_done[1]
+        return waited >= 60 or (newest > self.before_line and time.time() - newest >= 3)
+
+
+def measured(cmd: list[str], env: dict[str, str], log: Path, stop_after: float | None = None,
+             checkpoints: Path | None = None) -> dict[str, Any]:
     """Run ``cmd``; its wall time, exit status, the peak of its process tree's summed resident set
     and of its largest single process, both sampled every 0.2 s. Not ``ru_maxrss``: on Linux a
     child's high-water mark starts at its parent's resident set at the fork and survives the exec,
     so a command started from a large process (a test run) reported that process's size. Its
-    output goes to ``log``."""
+    output goes to ``log``; the seconds before its training began (:class:`Stopper`) are
+    ``before_training_s``. With ``stop_after`` (seconds) the command is killed (its whole tree,
+    ``kill -9``: a killed training) after the first epoch that ends past it, once its checkpoint
+    in ``checkpoints`` is written: ``stopped`` then names the epoch."""
     import psutil
 
     peak = [0, 0]
+    stopper = Stopper(log, stop_after, checkpoints)
     with open(log, "w", encoding="utf-8") as out:
         t0 = time.perf_counter()
         child = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
         watched = psutil.Process(child.pid)
         done = threading.Event()
+        stopped: list[int] = []
+
+        def kill_tree() -> None:
+            for p in [*watched.children(recursive=True), watched]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    p.kill()
 
         def sample() -> None:
+            ticks = 0
             while not done.is_set():
                 tree, largest = _tree_rss(watched)
                 peak[0], peak[1] = max(peak[0], tree), max(peak[1], largest)
+                ticks += 1
+                if ticks % 5 == 0 and not stopped and stopper.poll(time.perf_counter() - t0):
+                    stopped.append(stopper.epoch_done[0])
+                    kill_tree()
                 done.wait(0.2)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -100,17 +168,18 @@ def measured(cmd: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
         try:
             _, status = os.waitpid(child.pid, 0)
         except BaseException:  # stopped (SIGTERM, Ctrl-C): take the command's whole tree down with it
-            for p in [*watched.children(recursive=True), watched]:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    p.kill()
+            kill_tree()
             raise
         finally:
             done.set()
         wall = time.perf_counter() - t0
         sampler.join()
         child.returncode = os.waitstatus_to_exitcode(status)
+    stopper.poll(wall)
+    before = stopper.training_at
     return {"rc": child.returncode, "wall_s": round(wall, 1), "peak_tree_rss_mb": round(peak[0] / 2**20),
-            "max_process_rss_mb": round(peak[1] / 2**20)}
+            "max_process_rss_mb": round(peak[1] / 2**20), "before_training_s": None if before is None else round(before, 1),
+            "stopped_after_epoch": stopped[0] if stopped else None}
 
 
 def fresh_home(folder: Path) -> Path:
@@ -181,22 +250,50 @@ def trir_spec(pop: dict[str, Any], seed: int, params: dict[str, Any]) -> str:
 
 
 def run_trir(work: Path, pop: dict[str, Any], mode: str, seed: int, params: dict[str, Any],
-             workers: int) -> dict[str, Any]:
-    """``anonaudit run`` of the TRIR spec, locally or on a local Ray; its figures."""
+             workers: int, stop_after: float | None = None, earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``anonaudit run`` of the TRIR spec, locally or on a local Ray; its figures. ``stop_after``:
+    stop it after the first epoch that ends past so many seconds (:func:`measured`); ``earlier``:
+    the figures of this run's stopped segments, which this call resumes (the same folder and
+    ANONAUDIT_HOME, so the training resumes from its checkpoint; :func:`merge_segments`)."""
     folder = work / f"{mode}-seed{seed}"
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    (folder / "audit.yaml").write_text(trir_spec(pop, seed, params), encoding="utf-8")
-    env = {**os.environ, "ANONAUDIT_HOME": str(fresh_home(folder / "home"))}
+    segments = (earlier or {}).get("segments", [])
+    if not segments:
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        (folder / "audit.yaml").write_text(trir_spec(pop, seed, params), encoding="utf-8")
+        fresh_home(folder / "home")
+    env = {**os.environ, "ANONAUDIT_HOME": str(folder / "home")}
     cmd = ["anonaudit", "run", "audit.yaml", "--out", "out", "--no-report"]
     if mode == "ray":
         cmd += ["--executor", "ray", "--ray-address", "local", "--ray-workers", str(workers)]
-    print(f"  {mode}, seed {seed}: {' '.join(cmd)}", flush=True)
-    m = measured(cmd, env, folder / "run.log")
+    log = folder / ("run.log" if not segments else f"run-{len(segments) + 1}.log")
+    print(f"  {mode}, seed {seed}{f', segment {len(segments) + 1}' if segments else ''}: {' '.join(cmd)}", flush=True)
+    m = measured(cmd, env, log, stop_after, folder / "home" / "trir" / "checkpoints")
+    segments = [*segments, m]
+    if m["stopped_after_epoch"] is not None:
+        print(f"  stopped after epoch {m['stopped_after_epoch']} ({m['wall_s']} s): resume with --resume", flush=True)
+        return merge_segments(segments, None)
     if m["rc"] != 0:
-        raise SystemExit(f"{mode} run failed (exit {m['rc']}); see {folder / 'run.log'}")
-    return {**m, **trir_figures(json.loads((folder / "out" / "results.json").read_text()))}
+        raise SystemExit(f"{mode} run failed (exit {m['rc']}); see {log}")
+    return merge_segments(segments, trir_figures(json.loads((folder / "out" / "results.json").read_text())))
+
+
+def merge_segments(segments: list[dict[str, Any]], figures: dict[str, Any] | None) -> dict[str, Any]:
+    """One run's figures from its segments (a run stopped and resumed, or one segment): wall time
+    summed, peak memory the greatest, the training's figures (``figures``: from the last
+    segment's results, whose history holds every epoch) beside each segment's own; without
+    ``figures`` the run is not finished (``stopped``)."""
+    out: dict[str, Any] = {"rc": segments[-1]["rc"], "wall_s": round(sum(m["wall_s"] for m in segments), 1),
+                           "peak_tree_rss_mb": max(m["peak_tree_rss_mb"] for m in segments),
+                           "max_process_rss_mb": max(m["max_process_rss_mb"] for m in segments),
+                           "segments": segments}
+    if figures is None:
+        return {**out, "stopped": True}
+    if len(segments) > 1:  # the provenance times only the last segment; the history has every epoch
+        figures = {**figures, "resumed_after_epochs": [m["stopped_after_epoch"] for m in segments[:-1]],
+                   "last_segment_only": ["preparation_s", "training_s", "prediction_s"]}
+    return {**out, **figures}
 
 
 def run_phrase(work: Path, pop: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -313,11 +410,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--no-dev", action="store_true", help="no dev release (the paper budget runs 15 epochs)")
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="a TRIR parameter (YAML value)")
     ap.add_argument("--project", type=int, default=None, metavar="N", help="project the training time of N people")
+    ap.add_argument("--stop-after", type=float, default=None, metavar="MIN",
+                    help="stop each TRIR run after the first epoch that ends past MIN minutes (it is checkpointed)")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on from --out: resume the stopped TRIR runs from their checkpoints, run the runs not run")
     ap.add_argument("--work", type=Path, default=Path("trir-release"))
     ap.add_argument("--quick", action="store_true", help="a smoke run: 12 people, 1 epoch, 32-token windows")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     args.work = args.work.resolve()
+    if args.resume and (args.out is None or not args.out.is_file()):
+        ap.error("--resume goes on from the results of --out: give the file an earlier run wrote")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout`: stop the command being measured too
     import yaml
 
@@ -325,27 +428,45 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.n = 12
         params = {"epochs": 1, "window": 32, "overlap": 8, **params}
-    out: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_before": load_avg(),
-                           "n": args.n, "commit": _commit(), "params": params, "runs": {}}
+    if args.resume:
+        out = json.loads(args.out.read_text())
+        out.setdefault("resumed", []).append(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+        params = out["params"]
+    else:
+        out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_before": load_avg(),
+               "n": args.n, "commit": _commit(), "params": params, "runs": {}}
     for seed in args.seeds:
-        pop = population(args.work, args.n, seed, not args.no_dev)
-        out.setdefault("population", {})[seed] = pop
-        print(f"seed {seed}: {args.n} people in the release, {pop['people_in_background']} in the background, "
-              f"documents {pop['documents']}, background {pop['background_characters']:,} characters", flush=True)
-        for mode in args.modes:
-            if mode == "phrase":
-                out["runs"][f"phrase search, seed {seed}"] = run_phrase(args.work, pop, seed)
-                save(out, args.out)
-                continue
-            threads = args.threads if mode == "local" else 1
-            label = f"TRIR local {threads} threads" if mode == "local" else f"TRIR Ray Train {args.workers}x1 thread"
-            out["runs"][f"{label}, seed {seed}"] = run_trir(args.work, pop, mode, seed,
-                                                            {**params, "num_threads": threads}, args.workers)
-            print(json.dumps(out["runs"][f"{label}, seed {seed}"], default=str)[:600], flush=True)
-            save(out, args.out)  # after every run: a run cut short keeps what finished
+        run_seed(out, args, seed, params)
     summarise(out, args)
     save(out, args.out)
     return out
+
+
+def run_seed(out: dict[str, Any], args: argparse.Namespace, seed: int, params: dict[str, Any]) -> None:
+    """The population of ``seed`` and each mode's run on it (``--resume``: the population of the
+    earlier run, and only the runs it did not finish), saved after each run."""
+    pops = out.setdefault("population", {})
+    if args.resume and str(seed) in pops:
+        pop = pops[str(seed)]
+    else:
+        pop = pops[str(seed)] = population(args.work, args.n, seed, not args.no_dev)
+    print(f"seed {seed}: {args.n} people in the release, {pop['people_in_background']} in the background, "
+          f"documents {pop['documents']}, background {pop['background_characters']:,} characters", flush=True)
+    for mode in args.modes:
+        threads = args.threads if mode == "local" else 1
+        label = {"phrase": "phrase search", "local": f"TRIR local {threads} threads",
+                 "ray": f"TRIR Ray Train {args.workers}x1 thread"}[mode] + f", seed {seed}"
+        earlier = out["runs"].get(label)
+        if earlier is not None and not earlier.get("stopped"):
+            continue  # finished in an earlier call (--resume)
+        if mode == "phrase":
+            out["runs"][label] = run_phrase(args.work, pop, seed)
+        else:
+            stop = None if args.stop_after is None else args.stop_after * 60
+            out["runs"][label] = run_trir(args.work, pop, mode, seed, {**params, "num_threads": threads},
+                                          args.workers, stop, earlier)
+            print(json.dumps(out["runs"][label], default=str)[:600], flush=True)
+        save(out, args.out)  # after every run: a run cut short keeps what finished
 
 
 def save(out: dict[str, Any], path: Path | None) -> None:
@@ -358,13 +479,13 @@ def summarise(out: dict[str, Any], args: argparse.Namespace) -> None:
     out["load_after"] = load_avg()
     print(report(out["runs"]))
     for kind, key in (("TRIR local", "trir"), ("phrase search", "reid")):
-        per = [r[key] for label, r in out["runs"].items() if label.startswith(kind)]
+        per = [r[key] for label, r in out["runs"].items() if label.startswith(kind) and key in r]
         if len(per) > 1:
             out.setdefault("spread", {})[kind] = {rel: spread([p[rel]["value"] for p in per]) for rel in RELEASES}
             print(f"{kind}, spread over {len(per)} seeds: {out['spread'][kind]}")
     if args.project:
         for label, r in out["runs"].items():
-            if label.startswith("TRIR"):
+            if label.startswith("TRIR") and not r.get("stopped"):
                 out.setdefault("projection", {})[label] = projection(r, args.n, args.project)
                 print(f"{label}, projected to n = {args.project}: {out['projection'][label]}")
     print(f"load before {out['load_before']}, after {out['load_after']}; commit {out['commit']}")
