@@ -80,46 +80,55 @@ def _tree_rss(proc) -> tuple[int, int]:
 
 
 EPOCH_LINE = re.compile(r"TRIR epoch (\d+)/(\d+):")
-TRAINING_LINE = "TRIR training, epoch"
+TRAINING_LINES = ("TRIR training, epoch", "TRIR: training on Ray Train")  # training has begun
 
 
 class Stopper:
-    """Reads a TRIR run's log while it runs: when training began (its first batch line), and,
-    with ``after`` seconds, the moment to stop it so that it can resume without losing work:
-    the first epoch that finishes past ``after`` (not the last: that one ends the training
-    anyway), once its checkpoint is written (no file under ``checkpoints`` changed for 3 s since
-    the epoch's line, 60 s at most). A stopped run resumes from that epoch (``--resume``)."""
+    """Watches a TRIR run while it runs: when its training began (its first batch line, or Ray
+    Train's start), and, with ``after`` seconds, the moment to stop it so that it resumes
+    without losing work: after the first epoch that ends past ``after`` (not the last, which ends
+    the training anyway), once its checkpoint is written (no file under ``checkpoints`` changed
+    for 3 s; 60 s at most). An epoch ends at its line in the log (locally) or, on Ray (whose
+    workers print no epoch lines), when a new checkpoint folder appears; ``epochs``: the most
+    the training runs. A stopped run resumes from that epoch (``--resume``)."""
 
-    def __init__(self, log: Path, after: float | None, checkpoints: Path | None):
-        self.log, self.after, self.checkpoints = log, after, checkpoints
+    def __init__(self, log: Path, after: float | None, checkpoints: Path | None, epochs: int = 15):
+        self.log, self.after, self.checkpoints, self.epochs = log, after, checkpoints, epochs
         self.training_at: float | None = None
         self.epochs_at_deadline: int | None = None
-        self.epoch_done: tuple[int, float] | None = None  # (epoch, when its line was seen)
-        self.before_line = 0.0  # the newest checkpoint file's time before that line was seen
+        self.epoch_done: tuple[int, float] | None = None  # (epoch, when its end was seen)
+        self.before_line = 0.0  # the newest checkpoint file's time before that end was seen
+        self.seen: set[str] = set()  # Ray Train's checkpoint folders seen so far
 
     def _epochs(self, text: str) -> tuple[int, int]:
+        """The last epoch ended and the epochs at most: from the log's lines, else from the
+        checkpoints Ray Train wrote in this run."""
         found = EPOCH_LINE.findall(text)
-        return (int(found[-1][0]), int(found[-1][1])) if found else (0, 0)
+        if found:
+            return int(found[-1][0]), int(found[-1][1])
+        if self.checkpoints and self.checkpoints.exists():
+            self.seen |= {f.parent.name for f in self.checkpoints.rglob("state.pt") if f.parent.name.startswith("checkpoint")}
+        return len(self.seen), self.epochs
 
     def _newest(self) -> float:
         files = [f for f in self.checkpoints.rglob("*")] if self.checkpoints and self.checkpoints.exists() else []
         return max((f.stat().st_mtime for f in files if f.exists()), default=0.0)
 
     def poll(self, elapsed: float) -> bool:
-        """Look at the log (``elapsed``: seconds since the start); True when the run should stop now."""
+        """Look at the run (``elapsed``: seconds since the start); True when it should stop now."""
         text = self.log.read_text(encoding="utf-8", errors="replace")
-        if self.training_at is None and TRAINING_LINE in text:
+        if self.training_at is None and any(line in text for line in TRAINING_LINES):
             self.training_at = elapsed
+        epoch, of = self._epochs(text)
         if self.after is None or elapsed < self.after:
             return False
-        epoch, of = self._epochs(text)
         newest = self._newest()
         if self.epochs_at_deadline is None:
             self.epochs_at_deadline = epoch
         if self.epoch_done is None:
             if epoch > self.epochs_at_deadline and epoch < of:
                 self.epoch_done = (epoch, time.time())
-            else:  # a checkpoint written after this poll belongs to an epoch whose line comes later
+            else:  # a checkpoint written after this poll belongs to an epoch whose end comes later
                 self.before_line = newest
                 return False
         waited = time.time() - self.epoch_done[1]
@@ -127,7 +136,7 @@ class Stopper:
 
 
 def measured(cmd: list[str], env: dict[str, str], log: Path, stop_after: float | None = None,
-             checkpoints: Path | None = None) -> dict[str, Any]:
+             checkpoints: Path | None = None, epochs: int = 15) -> dict[str, Any]:
     """Run ``cmd``; its wall time, exit status, the peak of its process tree's summed resident set
     and of its largest single process, both sampled every 0.2 s. Not ``ru_maxrss``: on Linux a
     child's high-water mark starts at its parent's resident set at the fork and survives the exec,
@@ -139,7 +148,7 @@ def measured(cmd: list[str], env: dict[str, str], log: Path, stop_after: float |
     import psutil
 
     peak = [0, 0]
-    stopper = Stopper(log, stop_after, checkpoints)
+    stopper = Stopper(log, stop_after, checkpoints, epochs)
     with open(log, "w", encoding="utf-8") as out:
         t0 = time.perf_counter()
         child = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
@@ -269,7 +278,7 @@ def run_trir(work: Path, pop: dict[str, Any], mode: str, seed: int, params: dict
         cmd += ["--executor", "ray", "--ray-address", "local", "--ray-workers", str(workers)]
     log = folder / ("run.log" if not segments else f"run-{len(segments) + 1}.log")
     print(f"  {mode}, seed {seed}{f', segment {len(segments) + 1}' if segments else ''}: {' '.join(cmd)}", flush=True)
-    m = measured(cmd, env, log, stop_after, folder / "home" / "trir" / "checkpoints")
+    m = measured(cmd, env, log, stop_after, folder / "home" / "trir" / "checkpoints", int(params.get("epochs", 15)))
     segments = [*segments, m]
     if m["stopped_after_epoch"] is not None:
         print(f"  stopped after epoch {m['stopped_after_epoch']} ({m['wall_s']} s): resume with --resume", flush=True)

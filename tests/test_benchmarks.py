@@ -135,21 +135,25 @@ def test_trir_release_measures_the_memory_of_a_process_tree(tmp_path):
     assert 190 <= m["max_process_rss_mb"] < 400
 
 
-def test_trir_release_stops_a_run_after_a_checkpointed_epoch_and_sums_its_segments(tmp_path):
-    """--stop-after: a fake training prints epoch lines and writes a checkpoint after each; the
-    run is killed after the first epoch that ends past the deadline, once its checkpoint is
-    written, not during the epoch before it nor at the last epoch."""
+@pytest.mark.parametrize("ray", [False, True])
+def test_trir_release_stops_a_run_after_a_checkpointed_epoch_and_sums_its_segments(tmp_path, ray):
+    """--stop-after: a fake training ends 3 epochs (a line each, locally; none on Ray) and writes a
+    checkpoint after each (on Ray a new folder each); it is killed after the first epoch that
+    ends past the deadline, once its checkpoint is written, not during the epoch before it nor at
+    the last epoch."""
     tr = _trir_release()
     ckpt = tmp_path / "checkpoints"
+    where = "c / f'checkpoint_{e}'" if ray else "c"
     code = ("import time, pathlib, sys\n"
             f"c = pathlib.Path({str(ckpt)!r}); c.mkdir()\n"
             "for e, pause in ((1, 0.1), (2, 1.5), (3, 20)):\n"
             "    print(f'TRIR training, epoch {e}/3: 1/1', flush=True); time.sleep(pause)\n"
-            "    print(f'    TRIR epoch {e}/3: loss 1.0, 1 s', flush=True); time.sleep(0.3)\n"
-            "    (c / 'state.pt').write_text(str(e))\n")
-    m = tr.measured([sys.executable, "-c", code], dict(os.environ), tmp_path / "run.log", 1.0, ckpt)
+            + ("" if ray else "    print(f'    TRIR epoch {e}/3: loss 1.0, 1 s', flush=True)\n")
+            + f"    time.sleep(0.3); d = {where}; d.mkdir(exist_ok=True); (d / 'state.pt').write_text(str(e))\n")
+    m = tr.measured([sys.executable, "-c", code], dict(os.environ), tmp_path / "run.log", 1.0, ckpt, epochs=3)
     assert m["stopped_after_epoch"] == 2 and m["rc"] != 0 and m["wall_s"] < 12
-    assert (ckpt / "state.pt").read_text() == "2" and m["before_training_s"] is not None
+    assert (ckpt / ("checkpoint_2" if ray else "") / "state.pt").read_text() == "2"
+    assert not (ckpt / "checkpoint_3").exists() and m["before_training_s"] is not None
     done = {"rc": 0, "wall_s": 5.0, "peak_tree_rss_mb": 900, "max_process_rss_mb": 800,
             "before_training_s": 2.0, "stopped_after_epoch": None}
     assert tr.merge_segments([m], None)["stopped"] is True
