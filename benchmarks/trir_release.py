@@ -282,10 +282,23 @@ def run_trir(work: Path, pop: dict[str, Any], mode: str, seed: int, params: dict
     segments = [*segments, m]
     if m["stopped_after_epoch"] is not None:
         print(f"  stopped after epoch {m['stopped_after_epoch']} ({m['wall_s']} s): resume with --resume", flush=True)
+        m["checkpoint_history"] = checkpoint_history(folder / "home" / "trir" / "checkpoints")
         return merge_segments(segments, None)
     if m["rc"] != 0:
         raise SystemExit(f"{mode} run failed (exit {m['rc']}); see {log}")
     return merge_segments(segments, trir_figures(json.loads((folder / "out" / "results.json").read_text())))
+
+
+def checkpoint_history(root: Path) -> list[dict[str, Any]]:
+    """The epochs (seconds, loss, dev accuracy) in the newest checkpoint under ``root``: what a
+    stopped run had trained."""
+    import torch
+
+    states = sorted(root.rglob("state.pt"), key=lambda f: f.stat().st_mtime)
+    if not states:
+        return []
+    history = torch.load(states[-1], map_location="cpu", weights_only=True)["history"]
+    return json.loads(history) if isinstance(history, str) else history
 
 
 def merge_segments(segments: list[dict[str, Any]], figures: dict[str, Any] | None) -> dict[str, Any]:
