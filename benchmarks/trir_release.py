@@ -3,28 +3,22 @@
 paper``) locally on 2 threads and on a local Ray (Ray Train, 2 workers of 1 thread), beside phrase
 search over the same background (``phrase_search_reid``: the same question, no training).
 
-Everything runs through the command line, as a user would run it, so the benchmark is also an
-end-to-end check: ``anonaudit demo-data``, then ``anonaudit run SPEC`` (local, and with
-``--executor ray --ray-address local --ray-workers 2``), then ``anonaudit attack phrase-search
---background``. What ``demo-data`` writes: ``originals.jsonl`` (private records), ``background.jsonl``
-(3 public documents for each of the N people and N/2 more), ``releases/labels.jsonl`` and
-``releases/suppressed.jsonl`` (the records gold-masked). It writes no dev release, and without one
-the paper budget runs all 15 epochs; so this script adds ``dev.jsonl``, the dev release of
-:func:`audit.demo.data.development_population` for the same N and seed (a second, differently worded
-record of each person, label-masked; the script checks that its background and records are those
-``demo-data`` wrote), and passes it as TRIR's ``dev`` (``--no-dev``: without it, as demo-data alone).
+Everything runs through the command line, as a user would: ``anonaudit demo-data`` (records, a
+background of 3 public documents for each of the N people and N/2 more, the gold-masked
+``labels`` and ``suppressed`` releases), ``anonaudit run SPEC`` (local, and with ``--executor ray
+--ray-address local --ray-workers 2``), ``anonaudit attack phrase-search --background``.
+``demo-data`` writes no dev release (the paper budget then runs all 15 epochs), so the script adds
+``dev.jsonl``, the dev release of :func:`audit.demo.data.development_population` for the same N and
+seed (a second, differently worded record of each person, label-masked; checked to share
+``demo-data``'s background and records), as TRIR's ``dev`` (``--no-dev``: without it).
 
-Recorded per run: wall time, split into preparation (spaCy masking and curation), training
-(fine-tuning epochs, fit check) and prediction (the releases), from the run's provenance; the peak
-memory of the process tree (psutil, sampled every 0.2 s: the sum of the resident sets of the
-command and all its descendants, Ray's raylet, GCS and workers included) and the largest single
-process (sampled the same way); epochs run and
-chosen; TRIR per release with its 95% Wilson interval (the attack's own result); phrase_search_reid
-per release. ``--seeds 0 1 2`` gives the seed spread (locally). ``--project N`` projects the time of
-N people from the measured seconds per training window.
-
-ANONAUDIT_HOME: a fresh folder per run under ``--work`` (the parse cache and the attacker cache
-start empty; the embedded models are linked from the default home).
+Recorded per run: wall time, split into preparation, training and prediction from the run's
+provenance; the peak memory of the process tree (psutil, every 0.2 s: the command and all its
+descendants, Ray's raylet, GCS and workers included) and of its largest process; epochs run and
+chosen; TRIR per release with its 95% Wilson interval; phrase_search_reid per release. ``--seeds 0
+1 2`` gives the seed spread (locally); ``--project N`` projects the time of N people from the
+measured seconds per training window. Each run has a fresh ANONAUDIT_HOME under ``--work`` (the
+embedded models linked from the default home).
 
     python benchmarks/trir_release.py --n 100 --modes local ray phrase --project 1000 --out r.json
     python benchmarks/trir_release.py --n 40 --seeds 0 1 2 --modes local phrase
@@ -34,7 +28,6 @@ A run longer than one sitting is cut with the attacker's own checkpoints: ``--st
 each TRIR run (its whole process tree) after the first epoch that ends past MIN minutes, and
 ``--resume`` (same ``--out``) resumes it from that epoch; its figures then sum the segments.
 """
-
 from __future__ import annotations
 
 import argparse
@@ -68,14 +61,10 @@ def _tree_rss(proc) -> tuple[int, int]:
     import psutil
 
     sizes = []
-    try:
+    with contextlib.suppress(psutil.NoSuchProcess):
         for p in [proc, *proc.children(recursive=True)]:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                 sizes.append(p.memory_info().rss)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-    except psutil.NoSuchProcess:
-        pass
     return sum(sizes), max(sizes, default=0)
 
 
@@ -84,13 +73,11 @@ TRAINING_LINES = ("TRIR training, epoch", "TRIR: training on Ray Train")  # trai
 
 
 class Stopper:
-    """Watches a TRIR run while it runs: when its training began (its first batch line, or Ray
-    Train's start), and, with ``after`` seconds, the moment to stop it so that it resumes
-    without losing work: after the first epoch that ends past ``after`` (not the last, which ends
-    the training anyway), once its checkpoint is written (no file under ``checkpoints`` changed
-    for 3 s; 60 s at most). An epoch ends at its line in the log (locally) or, on Ray (whose
-    workers print no epoch lines), when a new checkpoint folder appears; ``epochs``: the most
-    the training runs. A stopped run resumes from that epoch (``--resume``)."""
+    """Watches a TRIR run: when its training began (its first batch line, or Ray Train's start)
+    and, with ``after`` seconds, when to stop it: after the first epoch that ends past ``after``
+    (not the last, of ``epochs``), once its checkpoint is written (no file under ``checkpoints``
+    changed for 3 s; 60 s at most). An epoch ends at its log line, or on Ray (whose workers print
+    none) when a new checkpoint folder appears. A stopped run resumes from it (``--resume``)."""
 
     def __init__(self, log: Path, after: float | None, checkpoints: Path | None, epochs: int = 15):
         self.log, self.after, self.checkpoints, self.epochs = log, after, checkpoints, epochs
@@ -137,14 +124,11 @@ class Stopper:
 
 def measured(cmd: list[str], env: dict[str, str], log: Path, stop_after: float | None = None,
              checkpoints: Path | None = None, epochs: int = 15) -> dict[str, Any]:
-    """Run ``cmd``; its wall time, exit status, the peak of its process tree's summed resident set
-    and of its largest single process, both sampled every 0.2 s. Not ``ru_maxrss``: on Linux a
-    child's high-water mark starts at its parent's resident set at the fork and survives the exec,
-    so a command started from a large process (a test run) reported that process's size. Its
-    output goes to ``log``; the seconds before its training began (:class:`Stopper`) are
-    ``before_training_s``. With ``stop_after`` (seconds) the command is killed (its whole tree,
-    ``kill -9``: a killed training) after the first epoch that ends past it, once its checkpoint
-    in ``checkpoints`` is written: ``stopped`` then names the epoch."""
+    """Run ``cmd`` (its output to ``log``): wall time, exit status, the peaks of its process tree's
+    summed resident set and of its largest process, sampled every 0.2 s (not ``ru_maxrss``, which
+    on Linux starts at the parent's size at the fork), and the seconds before its training began.
+    With ``stop_after`` (s), its whole tree is killed (``kill -9``) after the first epoch that ends
+    past it, once the checkpoint in ``checkpoints`` is written (:class:`Stopper`)."""
     import psutil
 
     peak = [0, 0]
@@ -261,9 +245,8 @@ def trir_spec(pop: dict[str, Any], seed: int, params: dict[str, Any]) -> str:
 def run_trir(work: Path, pop: dict[str, Any], mode: str, seed: int, params: dict[str, Any],
              workers: int, stop_after: float | None = None, earlier: dict[str, Any] | None = None) -> dict[str, Any]:
     """``anonaudit run`` of the TRIR spec, locally or on a local Ray; its figures. ``stop_after``:
-    stop it after the first epoch that ends past so many seconds (:func:`measured`); ``earlier``:
-    the figures of this run's stopped segments, which this call resumes (the same folder and
-    ANONAUDIT_HOME, so the training resumes from its checkpoint; :func:`merge_segments`)."""
+    see :func:`measured`; ``earlier``: this run's stopped segments, which this call resumes (same
+    folder and ANONAUDIT_HOME, so the training resumes from its checkpoint)."""
     folder = work / f"{mode}-seed{seed}"
     segments = (earlier or {}).get("segments", [])
     if not segments:
@@ -290,21 +273,17 @@ def run_trir(work: Path, pop: dict[str, Any], mode: str, seed: int, params: dict
 
 
 def checkpoint_history(root: Path) -> list[dict[str, Any]]:
-    """The epochs (seconds, loss, dev accuracy) in the newest checkpoint under ``root``: what a
-    stopped run had trained."""
+    """The epochs (seconds, loss, dev accuracy) in the newest checkpoint under ``root``."""
     import torch
 
     states = sorted(root.rglob("state.pt"), key=lambda f: f.stat().st_mtime)
-    if not states:
-        return []
-    history = torch.load(states[-1], map_location="cpu", weights_only=True)["history"]
+    history = torch.load(states[-1], map_location="cpu", weights_only=True)["history"] if states else "[]"
     return json.loads(history) if isinstance(history, str) else history
 
 
 def merge_segments(segments: list[dict[str, Any]], figures: dict[str, Any] | None) -> dict[str, Any]:
-    """One run's figures from its segments (a run stopped and resumed, or one segment): wall time
-    summed, peak memory the greatest, the training's figures (``figures``: from the last
-    segment's results, whose history holds every epoch) beside each segment's own; without
+    """One run's figures from its segments: wall time summed, peak memory the greatest, the
+    training's ``figures`` (the last segment's results: its history holds every epoch); without
     ``figures`` the run is not finished (``stopped``)."""
     out: dict[str, Any] = {"rc": segments[-1]["rc"], "wall_s": round(sum(m["wall_s"] for m in segments), 1),
                            "peak_tree_rss_mb": max(m["peak_tree_rss_mb"] for m in segments),
@@ -468,10 +447,9 @@ def run_seed(out: dict[str, Any], args: argparse.Namespace, seed: int, params: d
     """The population of ``seed`` and each mode's run on it (``--resume``: the population of the
     earlier run, and only the runs it did not finish), saved after each run."""
     pops = out.setdefault("population", {})
-    if args.resume and str(seed) in pops:
-        pop = pops[str(seed)]
-    else:
-        pop = pops[str(seed)] = population(args.work, args.n, seed, not args.no_dev)
+    if not (args.resume and str(seed) in pops):
+        pops[str(seed)] = population(args.work, args.n, seed, not args.no_dev)
+    pop = pops[str(seed)]
     print(f"seed {seed}: {args.n} people in the release, {pop['people_in_background']} in the background, "
           f"documents {pop['documents']}, background {pop['background_characters']:,} characters", flush=True)
     for mode in args.modes:
