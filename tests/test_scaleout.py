@@ -684,6 +684,13 @@ def test_trir_trains_data_parallel_on_ray_train_and_a_killed_training_resumes(ra
         assert history(killed) == history(whole)
         mine, theirs = whole.trained_.model.state_dict(), killed.trained_.model.state_dict()
         assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+        # the arithmetic the workers agreed on is in the checkpoint (a resume keeps it) and the record
+        from attackers.trir.encoder import native_bf16
+
+        agreed = "bf16" if native_bf16("cpu") else "fp32"
+        (saved,) = [p for p in storage.rglob("state.pt") if "checkpoint" in str(p)]
+        assert torch.load(saved, weights_only=True)["train_precision"] == agreed
+        assert killed.trained_.info["settings"]["train_precision"] == agreed
 
 
 @pytest.mark.slow

@@ -59,6 +59,47 @@ def test_the_options_reach_the_command_line_and_only_training_arithmetic_reaches
     assert key(train_precision="fp32", predict_precision="int8") == fp32  # prediction only: the same attacker
 
 
+def test_ray_train_workers_agree_on_one_arithmetic_from_their_own_hardware(monkeypatch):
+    """Issue 48: on Ray Train each worker resolves ``auto`` on its own device, the workers
+    all-gather their answers, and all train in bf16 only when every one has it natively, else in
+    fp32. The driver's hardware plays no part (a laptop driving GPU workers trains in bf16).
+    Scripted answers stand in for the other workers; the real Ray run is in
+    tests/test_scaleout.py."""
+    import torch.distributed as dist
+
+    from attackers.trir.raytrain import agree_precision, cluster_precision
+
+    assert agree_precision(["bf16", "bf16"]) == "bf16"
+    assert agree_precision(["bf16", "fp32", "bf16"]) == "fp32"
+    assert agree_precision(["fp32"] * 4) == "fp32"
+    assert agree_precision(["int8", "int8"]) == "int8" and agree_precision(["int8", "bf16"]) == "fp32"
+
+    monkeypatch.setattr(encoder, "native_bf16", lambda device: device.startswith("cuda"))  # CPUs without it
+    gathered: list[list[str]] = []
+
+    def cluster(others):
+        def all_gather_object(out, obj):
+            gathered.append([obj, *others])
+            out[:] = [obj, *others]
+        monkeypatch.setattr(dist, "all_gather_object", all_gather_object)
+
+    def agreed(value, device, world, what="train_precision", choices=TRAIN_PRECISIONS):
+        return cluster_precision(value, device, choices, what, world)
+
+    cluster(["bf16", "bf16"])
+    assert agreed("auto", "cuda:0", 3) == "bf16"  # GPU workers: bf16, whatever the driver has
+    cluster(["bf16", "fp32"])  # one worker is a CPU without native bf16
+    assert agreed("auto", "cuda:0", 3) == "fp32"
+    cluster(["bf16"])
+    assert agreed("auto", "cpu", 2) == "fp32"  # this worker is that CPU
+    assert gathered[-1] == ["fp32", "bf16"]
+    cluster(["bf16"])
+    assert agreed("bf16", "cpu", 2) == "bf16"  # asked for: every worker gives it
+    assert agreed("auto", "cpu", 2, "predict_precision", PREDICT_PRECISIONS) == "fp32"  # the dev release too
+    n = len(gathered)
+    assert agreed("auto", "cuda", 1) == "bf16" and len(gathered) == n  # one worker: nothing to gather
+
+
 def test_bf16_training_changes_the_weights_is_repeatable_and_is_recorded(tiny_base, tmp_path):  # noqa: F811
     scenario = _scenario()
     runs = {}

@@ -22,6 +22,13 @@ same name and storage and resumes from its last finished epoch: Ray Train restor
 checkpoints and :func:`ray.train.get_checkpoint` hands the last one to the workers. Dropout is
 seeded per epoch and worker, so a resumed training is the uninterrupted one.
 
+The arithmetic (``train_precision``, and ``predict_precision`` for the dev release) is agreed by
+the workers, not taken from the driver: each resolves ``auto`` on its own device, they all-gather
+their answers, and the training is bf16 only when every worker computes bf16 natively, else fp32
+(:func:`cluster_precision`): a laptop driving GPU workers trains in bf16, a cluster mixing bf16
+GPUs with CPUs without it trains one model in one arithmetic. The result records what the workers
+used; a resumed training keeps its checkpoint's.
+
 Not here: masked-LM pre-training (a run that asks for it trains on one worker, as before:
 :class:`attackers.trir.distributed.TrainOnWorker`).
 """
@@ -41,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attackers.trir.batches import freeze_lower, length_batches
-from attackers.trir.encoder import autocast
+from attackers.trir.encoder import PREDICT_PRECISIONS, TRAIN_PRECISIONS, autocast, resolve_precision
 from attackers.trir.windows import Windows, pad_batch
 from audit.core.config import make_private
 
@@ -122,7 +129,31 @@ def train_on_ray(attack, background: Corpus, base_path: str, dev: Release | None
     trained.info.update(device=device, threads=None, pretrained=False, pretrain_loss=[],
                         resumed_from_epoch=state.get("resumed_from_epoch"),
                         ray_train={"workers": workers, "threads_per_worker": threads, "gpus": gpu})
+    if state.get("train_precision"):  # what the workers trained in, not what this process would resolve
+        trained.info["settings"]["train_precision"] = state["train_precision"]
     return trained
+
+
+def agree_precision(answers: list[str]) -> str:
+    """The one arithmetic of a data-parallel training, from each worker's own answer: the one
+    they all gave, else fp32, which every device computes natively (a cluster of bf16 GPUs and
+    CPUs without it trains in fp32 everywhere, never one model in two arithmetics)."""
+    return answers[0] if answers and all(a == answers[0] for a in answers) else "fp32"
+
+
+def cluster_precision(value: str | None, device: str, choices: tuple[str, ...], what: str, world: int) -> str:
+    """``value`` (``auto``, or a precision) resolved by this worker on its own ``device``, then
+    agreed with every other worker (:func:`agree_precision` over an all-gather), so that ``auto``
+    follows the workers' hardware, not the driver's (a laptop driving GPU workers), and all of
+    them compute alike. Every worker calls it at the same point (a collective)."""
+    own = resolve_precision(value, device, choices, what)
+    if world <= 1:
+        return own
+    import torch.distributed as dist
+
+    answers: list[str] = [own] * world
+    dist.all_gather_object(answers, own)
+    return agree_precision(answers)
 
 
 def ray_storage(attack, background: Corpus, base_path: str, dev: Release | None) -> tuple[Path, str]:
@@ -214,7 +245,8 @@ def _worker_loop(config: dict[str, Any]) -> None:
                                              fused=data.get("fused", True))
     history, best, start = _restore(resume, model, optimizer, scheduler, next_order)
     ddp = _prepare(model)
-    loop = _Loop(attack, ddp, model, data, rank, world, (optimizer, scheduler))
+    loop = _Loop(attack, ddp, model, data, rank, world, (optimizer, scheduler),
+                 precision=None if resume is None else resume.get("train_precision"))
     stopped = attack._stop_reason(history, best, epochs) if history and data["dev"] is not None else None
     for epoch in range(start, epochs + 1):
         if stopped:
@@ -227,7 +259,8 @@ def _worker_loop(config: dict[str, Any]) -> None:
         history.append(entry)
         state = {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                  "scheduler": scheduler.state_dict(), "history": history, "best_accuracy": best[0],
-                 "best_epoch": best[1], "best_model": best[2] if best[1] != epoch else None}
+                 "best_epoch": best[1], "best_model": best[2] if best[1] != epoch else None,
+                 "train_precision": loop.precision}
         _report(rank, {"epoch": epoch, "loss": entry["loss"], **({"dev_accuracy": entry["dev_accuracy"]}
                                                                   if "dev_accuracy" in entry else {})}, state)
         _maybe_fail(data.get("fail_after"), epoch, rank)
@@ -237,7 +270,8 @@ def _worker_loop(config: dict[str, Any]) -> None:
     final = best[2] if dev_chosen and best[1] != len(history) and best[2] is not None else model.state_dict()
     _report(rank, {"done": 1}, {"final_model": final, "history": history, "per_epoch": per_epoch,
                                 "chosen_epoch": best[1] if dev_chosen else epochs, "best_accuracy": best[0],
-                                "stopped": stopped, "resumed_from_epoch": None if resume is None else resume["epoch"]})
+                                "stopped": stopped, "resumed_from_epoch": None if resume is None else resume["epoch"],
+                                "train_precision": loop.precision})
 
 
 def _restore(resume: dict[str, Any] | None, model, optimizer, scheduler, next_order):
@@ -332,9 +366,12 @@ def _maybe_fail(spec: str | None, epoch: int, rank: int) -> None:
 
 
 class _Loop:
-    """One worker's epochs: its slice of every batch, and its share of the dev windows."""
+    """One worker's epochs: its slice of every batch, and its share of the dev windows, in the
+    arithmetic every worker agreed on (:func:`cluster_precision`; a resumed training keeps its
+    checkpoint's, ``precision``)."""
 
-    def __init__(self, attack, ddp, model, data: dict[str, Any], rank: int, world: int, steppers):
+    def __init__(self, attack, ddp, model, data: dict[str, Any], rank: int, world: int, steppers,
+                 precision: str | None = None):
         import torch
 
         self.attack, self.ddp, self.model, self.data = attack, ddp, model, data
@@ -343,7 +380,11 @@ class _Loop:
         self.y = torch.tensor(data["y"], dtype=torch.long)
         self.lengths = [len(w) for w in data["ids"]]
         self.device = next(ddp.parameters()).device
-        self.precision = attack.settings()["train_precision"]
+        agreed = cluster_precision(attack.train_precision, str(self.device), TRAIN_PRECISIONS, "train_precision",
+                                   world)
+        self.precision = precision or agreed
+        self.predict_precision = cluster_precision(attack.predict_precision, str(self.device), PREDICT_PRECISIONS,
+                                                   "predict_precision", world)
         getter = getattr(model, "get_input_embeddings", None)
         emb = getter() if callable(getter) else None
         self.embedding = getattr(emb, "weight", None)
@@ -416,7 +457,7 @@ class _Loop:
             sub = Windows(ids=[ids[i] for i in mine], doc=[doc[i] for i in mine], chars=[None] * len(mine))
             logits = predict_logits(self.model, sub, pad_id=self.data["pad_id"], device=str(self.device),
                                     batch_size=self.attack.predict_batch_size, progress=False,
-                                    precision=self.attack._predict_precision(str(self.device)))
+                                    precision=self.predict_precision)
             scores += torch.from_numpy(sum_window_logits(logits, sub.doc, len(truth)))
         if self.world > 1:
             dist.all_reduce(scores)
