@@ -40,7 +40,8 @@ def test_an_output_that_cannot_be_written_is_a_clear_error_before_any_work(demo,
 def test_a_folder_option_that_cannot_be_a_folder_is_refused_before_the_work(demo, monkeypatch):
     """TRIR's --cache-dir and --checkpoint-dir and phrase search's --index-dir are checked before
     the training or the index build, not when its result is saved (it was a FileExistsError,
-    reported as the attack's own failure, after the work). The real components; no model loads."""
+    reported as the attack's own failure, after the work); so is TRIR's --device (a GPU torch
+    does not see failed at the first step). The real components; no model loads."""
     import attackers.trir.attack
 
     def no_training(*a, **k):
@@ -54,7 +55,12 @@ def test_a_folder_option_that_cannot_be_a_folder_is_refused_before_the_work(demo
              (["trir", "--background", "demo/background.jsonl", "--cache-dir", "afile"],
               "cache_dir afile: is a file, not a folder"),
              (["trir", "--background", "demo/background.jsonl", "--checkpoint-dir", "afile/ckpt"],
-              "checkpoint_dir afile/ckpt: cannot be created: afile is a file, not a folder")]
+              "checkpoint_dir afile/ckpt: cannot be created: afile is a file, not a folder"),
+             # a GPU this machine does not have: said at once, not after the preparation
+             (["trir", "--background", "demo/background.jsonl", "--device", "cuda:7"],
+              "device cuda:7: torch sees "),
+             (["trir", "--background", "demo/background.jsonl", "--device", "cudaX1"],
+              "device must be auto, cpu, cuda or cuda:N, got 'cudaX1'")]
     for args, message in cases:
         out = clear_error(CliRunner().invoke(main, ["attack", *args, *release]), message)
         assert "FileExistsError" not in out and "failed" not in out

@@ -212,11 +212,17 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
 
     def _device(self) -> str:
         """The torch device: ``auto`` (or none) is a GPU when torch sees one, else the CPU."""
-        if self.device not in (None, "auto"):
-            if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
-                raise AnonauditError(f"trir: device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
-            return self.device
         import torch
+
+        if self.device not in (None, "auto"):
+            if self.device not in ("cpu", "cuda") and not (self.device[:5] == "cuda:" and self.device[5:].isdigit()):
+                raise AnonauditError(f"trir: device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+            gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if self.device != "cpu" and int(self.device[5:] or 0) >= gpus:  # not after the preparation
+                raise AnonauditError(f"trir: device {self.device}: torch sees "
+                                     + (f"{gpus} GPU(s) here (cuda:0 to cuda:{gpus - 1})" if gpus else "no GPU here")
+                                     + "; use auto (a GPU when there is one, else the CPU) or cpu")
+            return self.device
 
         return "cuda" if torch.cuda.is_available() else "cpu"
 
