@@ -98,7 +98,8 @@ def train_on_ray(attack, background: Corpus, base_path: str, dev: Release | None
     windows, y, all_windows = attack._training_windows(tokenizer, texts, subjects, label_of, notes)
     dev_set = None if dev is None else attack._dev_set(dev, tokenizer, label_of)
     workers, threads, gpu = workers_and_threads(executor.start(), attack.num_threads)
-    payload = {"params": {**attack.get_params(), "progress": False,
+    # device auto: a worker trains on the device Ray Train gives it, whatever this process has
+    payload = {"params": {**attack.get_params(), "progress": False, "device": "auto",
                           "window_rotation": attack.settings()["window_rotation"]}, "labels": labels,
                "ids": windows.ids, "y": list(y), "pad_id": tokenizer.pad_token_id or 0, "threads": threads,
                "dev": None if dev_set is None else (dev_set[0].ids, dev_set[0].doc, dev_set[1].tolist()),
