@@ -268,9 +268,8 @@ def check_command_line(template: Path, argv: list[str], outs: list[str], ins: li
         if code == 2:
             assert res.output.strip(), f"exit 2 without a message from: {shown}"
             return
-        if "--force" not in argv:  # no output may overwrite an input
-            for p in {ws / v for v in ins if (ws / v) in files}:
-                assert _digest(p) == files[p], f"exit {code} and the input {p.name} changed: {shown}\n{res.output}"
+        for p in {ws / v for v in ins if (ws / v) in files}:  # no output may overwrite an input, --force or not
+            assert _digest(p) == files[p], f"exit {code} and the input {p.name} changed: {shown}\n{res.output}"
         if code != 0:
             return
         for out in outs:

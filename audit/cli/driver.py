@@ -314,8 +314,8 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
                       section=DATA, help="Released documents (JSONL); nothing else is written beside it (a "
                                          "temporary .NAME.*.tmp while it is written)."),
         SectionOption(["--force", "force"], is_flag=True, section=DATA,
-                      help="Write --out even when it is the input or an existing file that is not JSONL "
-                           "documents (refused otherwise)."),
+                      help="Write --out even over an existing file that is not JSONL documents (refused "
+                           "otherwise); never over the input."),
         SectionOption(["--format", "fmt"], default=None, metavar="FORMAT", section=DATA,
                       help="Input format (default: detected)."),
         *column_options(),

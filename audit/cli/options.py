@@ -148,8 +148,8 @@ def common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sam
                                          "the report (releases/NAME-HASH.jsonl beside results.json, X.releases/ "
                                          "beside any other X.json) and the lock file .X.json.lock."),
         SectionOption(["--force", "force"], is_flag=True, section=DATA,
-                      help="Write --out even when it is an input of this command or an existing file that is "
-                           "not a results file (refused otherwise)."),
+                      help="Write --out even over an existing file that is not a results file (refused "
+                           "otherwise); never over an input of this command."),
         SectionOption(["--sample-documents" if own_sample else "--sample", "sample_documents"],
                       type=click.IntRange(1), default=None, metavar="N", section=DATA,
                       help="Run on a seeded sample of N documents of each release (the same ids in every "

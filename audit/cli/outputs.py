@@ -14,5 +14,5 @@ __all__ = ["KINDS", "Output", "check_outputs", "findings_csv_path", "force_optio
 
 force_option = click.option(
     "--force", is_flag=True,
-    help="Write even where an output would replace an input of this command or an existing file of another "
-         "kind (refused otherwise, with exit 2).")
+    help="Write even where an output would replace an existing file of another kind (refused otherwise, "
+         "with exit 2); never over an input of this command.")

@@ -5,10 +5,11 @@ An output path may not be an input of the same command (``sanitize --input X --o
 ``report R.json --out R.json``), nor an existing file of another kind (``report ... --out
 originals.jsonl``; the ``findings.csv`` beside a report written over an unrelated CSV): either
 would destroy data the user did not mean to give up. Both are refused (:class:`AnonauditError`,
-exit 2 on the command line) with a message naming the file, unless the command gets ``--force``
-(the API ``force=True``). A folder where a file should go, a parent
-that is a file, or a folder the user cannot write into are refused too (``--force`` cannot help):
-found before the work starts, never after an hour of it.
+exit 2 on the command line) with a message naming the file. ``--force`` (the API ``force=True``)
+replaces an existing file of another kind, never an input: no output destroys what the command
+reads. A folder where a file should go, a parent that is a file, or a folder the user cannot
+write into are refused too (``--force`` cannot help): found before the work starts, never after an
+hour of it.
 
 Kinds are recognised from the first bytes of the existing file (:data:`KINDS`); an empty file
 holds nothing to lose and may be replaced by any kind.
@@ -127,8 +128,8 @@ def _where_problem(path: Path) -> str:
 def check_outputs(outputs: Iterable[Output], inputs: Sequence[tuple[str, str | os.PathLike | None]], *,
                   force: bool = False, force_named: str = "--force") -> None:
     """Refuse (:class:`AnonauditError`, every problem at once) outputs that are inputs of the
-    command (``inputs``: how each was named, and its path) or existing files of another kind,
-    unless ``force``; and outputs that cannot be written at all, whatever ``force`` says.
+    command (``inputs``: how each was named, and its path) and outputs that cannot be written at
+    all, whatever ``force`` says; and existing files of another kind, unless ``force``.
     ``force_named``: how the caller's user says force (the API's ``force=True``)."""
     hard: list[str] = []
     soft: list[str] = []
@@ -148,9 +149,9 @@ def check_outputs(outputs: Iterable[Output], inputs: Sequence[tuple[str, str | o
         if clash is not None and out.kind in MERGED:
             hard.append(f"{out.named} {path}: this is also the command's input ({clash}); a results file is never "
                         f"written over an input ({force_named} does not change that): give another output path")
-        elif clash is not None:
-            soft.append(f"{out.named} {path}: this is also the command's input ({clash}); writing it would "
-                        "destroy that input")
+        elif clash is not None:  # no output ever destroys an input: the user's --force included
+            hard.append(f"{out.named} {path}: this is also the command's input ({clash}); writing it would "
+                        f"destroy that input ({force_named} does not change that): give another output path")
         elif path.exists() and not _is_kind(path, out.kind):
             soft.append(f"{out.named} {path}: exists and is not {KINDS[out.kind]}; writing it would replace "
                         "that file")
