@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +16,46 @@ def thresholds(max_: tuple[str, ...], min_: tuple[str, ...]):
     from audit.pipeline.gate import parse_threshold
 
     return [parse_threshold(t, "max") for t in max_] + [parse_threshold(t, "min") for t in min_]
+
+
+#: GitLab's default name for a Code Quality report (``artifacts: reports: codequality:``).
+CODEQUALITY = "gl-code-quality-report.json"
+
+
+def ci_outputs(fmt: str, codequality: str | None, results: str) -> list[Output]:
+    """The files ``--format`` writes besides the table: GitLab's Code Quality report, GitHub's
+    job summary (appended to, where ``GITHUB_STEP_SUMMARY`` names one)."""
+    out = []
+    if codequality or fmt == "gitlab":
+        out.append(Output(Path(codequality or CODEQUALITY), "codequality", "--codequality"))
+    if fmt == "github" and os.environ.get("GITHUB_STEP_SUMMARY"):
+        out.append(Output(Path(os.environ["GITHUB_STEP_SUMMARY"]), "step_summary", "GITHUB_STEP_SUMMARY"))
+    return out
+
+
+def _repo_path(path: str) -> str:
+    """The results file as GitLab locates an issue: relative to the job's folder (the checkout),
+    or its bare name when it lies elsewhere (an absolute path may name a person or a case)."""
+    full, here = Path(path).resolve(), Path.cwd().resolve()
+    return full.relative_to(here).as_posix() if full.is_relative_to(here) else full.name
+
+
+def write_ci(fmt: str, outputs: list[Output], checks, rf, results: str, keep_ids: bool) -> None:
+    """Print GitHub's annotations, append its job summary, write GitLab's report (see
+    :mod:`reports.ci`: the shareable edition's rules; documents by pseudonym unless ``keep_ids``)."""
+    from audit.core.files import atomic_write
+    from reports.ci import github_annotations, gitlab_json, markdown_summary
+    from reports.shareable import pseudonyms
+
+    if fmt == "github":
+        for line in github_annotations(checks):
+            click.echo(line)
+    for out in outputs:
+        if out.kind == "codequality":
+            atomic_write(out.path, gitlab_json(checks, path=_repo_path(results)))
+        elif out.kind == "step_summary":
+            with open(out.path, "a", encoding="utf-8") as fh:
+                fh.write(markdown_summary(checks, names=None if keep_ids else pseudonyms(rf)) + "\n")
 
 
 
@@ -31,9 +72,20 @@ def thresholds(max_: tuple[str, ...], min_: tuple[str, ...]):
               help="Compare point estimates instead of the 95% CI's upper bound for --max (lower bound for --min).")
 @click.option("--on-upper-ci", is_flag=True, hidden=True, help="The default now; accepted for older scripts.")
 @click.option("--junit", type=click.Path(dir_okay=False), default=None, help="Also write JUnit XML here.")
+@click.option("--format", "fmt", type=click.Choice(["text", "github", "gitlab"]), default="text", show_default=True,
+              help="github: also print a workflow annotation per failing (error) or inconclusive (warning) check "
+                   "and append a Markdown job summary to $GITHUB_STEP_SUMMARY when it is set; gitlab: also write "
+                   f"a Code Quality report (--codequality, default {CODEQUALITY}). Neither holds original text "
+                   "or document ids (see --keep-ids).")
+@click.option("--codequality", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help=f"Write GitLab's Code Quality report (JSON) here (with --format gitlab: default {CODEQUALITY}).")
+@click.option("--keep-ids", is_flag=True,
+              help="Name exposed documents by their ids in the job summary (default: pseudonyms D01, D02..., "
+                   "as in the shareable report: an id can name a person or a case).")
 @force_option
 def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], releases: tuple[str, ...],
-             on_point: bool, on_upper_ci: bool, junit: str | None, force: bool) -> None:
+             on_point: bool, on_upper_ci: bool, junit: str | None, fmt: str, codequality: str | None,
+             keep_ids: bool, force: bool) -> None:
     """Pass/fail thresholds on a results file, for CI, on the cautious side: a risk fails when
     its 95% CI's upper bound is above --max, a utility when its lower bound is below --min.
 
@@ -46,14 +98,16 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
     from audit.core.results import ResultsFile
 
     try:
-        if junit:
-            check_outputs([Output(Path(junit), "junit", "--junit")], [("RESULTS.json", results)], force=force)
-        checks = evaluate(ResultsFile.load(results), thresholds(max_, min_), releases=releases,
-                          on_point=on_point)
+        outputs = ([Output(Path(junit), "junit", "--junit")] if junit else []) + ci_outputs(fmt, codequality, results)
+        if outputs:
+            check_outputs(outputs, [("RESULTS.json", results)], force=force)
+        rf = ResultsFile.load(results)
+        checks = evaluate(rf, thresholds(max_, min_), releases=releases, on_point=on_point)
     except AnonauditError as exc:
         click.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)
     click.echo(format_table(checks))
+    write_ci(fmt, outputs, checks, rf, results, keep_ids)
     failed = sum(c.status == FAIL for c in checks)
     unsure = sum(c.status == INCONCLUSIVE for c in checks)
     if junit:

@@ -35,6 +35,9 @@ KINDS = {
     "leaderboard": "an anonaudit leaderboard page",
     "leaderboard_csv": "an anonaudit leaderboard CSV",
     "leaderboard_md": "an anonaudit leaderboard table (Markdown)",
+    "leaderboard_tex": "an anonaudit leaderboard table (LaTeX)",
+    "codequality": "a GitLab Code Quality report (JSON)",
+    "step_summary": "a job summary (Markdown, appended to)",
 }
 #: Kinds of output merged into what the file holds (results): never written over an input, even
 #: when forced (a forced write over a file of another kind starts a new one: :func:`replaces`).
@@ -77,6 +80,12 @@ def _is_kind(path: Path, kind: str) -> bool:
         return text.startswith("rank,release,role,")
     if kind == "leaderboard_md":
         return text.startswith("| # | release |")
+    if kind == "leaderboard_tex":
+        return text.startswith("% anonaudit leaderboard")
+    if kind == "codequality":
+        return text.lstrip().startswith("[") and ('"fingerprint"' in text or not text.strip("[] \n"))
+    if kind == "step_summary":
+        return True  # appended to, never replaced: what it holds stays
     if kind == "jsonl":
         lines = [ln for ln in text.splitlines()[:5] if ln.strip()]
         if len(head) == _HEAD and len(lines) > 1:
