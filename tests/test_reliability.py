@@ -231,18 +231,23 @@ def _originals(tmp_path):
     return load_corpus(path)
 
 
-def test_crossing_spans_in_a_span_file_are_an_error_like_in_jsonl(tmp_path):
+def test_crossing_spans_in_a_span_file_merge_when_unambiguous_and_are_refused_otherwise(tmp_path):
+    """Issue 58: TAE reads span files whose spans cross; suppression (or one replacement for both)
+    means their union. Two different replacements are ambiguous and refused, naming both. A JSONL
+    release's spans record applied replacements, so crossing ones there stay an error."""
     from audit.io.loaders import load_release_file
 
     orig = _originals(tmp_path)
     spans = tmp_path / "spans.json"
     spans.write_text(json.dumps({"a": [[0, 10], [5, 20]], "b": [[0, 5], [1, 3]]}))
+    (rel,) = load_release_file(spans, originals=orig)
+    assert rel.corpus["a"].text == " Oslo with Bob Jones." and rel.notes
+    spans.write_text(json.dumps({"a": [[0, 10, "P"], [5, 20, "Q"]], "b": [[0, 5], [1, 3]]}))
     with pytest.raises(DataError) as info:
         load_release_file(spans, originals=orig)
     msg = str(info.value)
-    assert f"{spans} (document 'a'): spans [0, 10) and [5, 20) overlap without one containing the other" in msg
+    assert f"{spans} (document 'a'): spans [0, 10) replaced by 'P' and [5, 20) replaced by 'Q' cross" in msg
     assert "'b'" not in msg  # nested spans are fine: the outermost is applied
-    # The same spans in JSONL are refused the same way.
     jl = tmp_path / "rel.jsonl"
     jl.write_text(json.dumps({"id": "a", "text": orig["a"].text, "spans": [[0, 10], [5, 20]]}) + "\n")
     with pytest.raises(DataError, match=r"spans \[0, 10\) and \[5, 20\) overlap without one containing"):

@@ -224,6 +224,9 @@ class Release:
     source: str | None = None
     #: What the sanitizer that made it found degenerate in it (its self-check), when it says.
     warnings: tuple[str, ...] = ()
+    #: How it was read, where a reader had to interpret the file (crossing spans merged...):
+    #: recorded in the release's provenance.
+    notes: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.corpus)

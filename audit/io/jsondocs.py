@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from audit.core.data import Document, Span
@@ -67,6 +68,7 @@ def load_tab(source: str, data: Any, annotator: str | None) -> list[Document]:
         annotators_seen.update(annotations)
         chosen = [annotator] if annotator is not None else list(annotations)
         spans: list[Span] = []
+        gold: list[dict[str, Any]] = []  # every annotator's mentions, for TAE's per-annotator counts
         offsets: set[tuple[int, int]] = set()
         for ann in chosen:
             block = annotations.get(ann)
@@ -88,10 +90,14 @@ def load_tab(source: str, data: Any, annotator: str | None) -> list[Document]:
                     problems.add(f"{tag}: needs 'start_offset' and 'end_offset'", doc_id=doc.id)
                     continue
                 span = make_span(fields, len(doc.text), problems, tag=tag, line=None, doc_id=doc.id)
+                if span is not None:
+                    gold.append({"annotator": ann, "start": span.start, "end": span.end, "entity_type": span.label,
+                                 "entity_id": span.entity_id, "identifier_type": span.identifier_type})
                 if span is not None and (span.start, span.end) not in offsets:
                     offsets.add((span.start, span.end))
                     spans.append(span)
-        docs.append(doc.with_spans(spans))
+        doc = doc.with_spans(spans)
+        docs.append(dataclasses.replace(doc, meta={**doc.meta, "annotations": gold}) if gold else doc)
     if annotator is not None and annotator not in annotators_seen:
         names = ", ".join(sorted(annotators_seen)) or "(none)"
         problems.add(f"no annotations by annotator {annotator!r}; annotators in this file: {names}")

@@ -1,9 +1,17 @@
-"""Span files ``{doc_id: [[start, end, replacement?], ...]}``, applied to the original documents.
+"""Span files ``{doc_id: [[start, end, replacement?], ...]}`` (TAE's anonymization files), applied
+to the original documents.
 
-Held to the rules of JSONL spans: integer offsets inside the text, ``end`` not before
-``start``, and no two spans crossing (overlapping without one containing the other: which
-characters are hidden would depend on the order they are applied in). Nested spans are
-allowed; the outermost is applied."""
+Held to the rules of JSONL spans: integer offsets inside the text, ``end`` not before ``start``.
+Nested spans are allowed; the outermost is applied. Spans that cross (overlap without one
+containing the other) are read as published where their meaning is unambiguous: both suppress
+(no replacement, or a blank one, as TAE reads it) or both have the same replacement; they are then
+applied as their union, and the release's ``notes`` say how many pairs were merged. Two crossing
+spans with different replacements are refused, naming both: which replacement covers the shared
+characters would depend on the order they are applied in.
+
+Each released document keeps, in ``meta["span_file"]``, the spans as the file listed them
+(``[[start, end], ...]``) when that list is not what was applied (nested, repeated or merged
+spans): TAE's token-level precision counts every listed span, repeats included."""
 
 from __future__ import annotations
 
@@ -14,6 +22,30 @@ from audit.core.errors import DataError, Problem, Problems
 from audit.io.records import crossing_pairs, top_duplicates
 
 
+def _suppresses(span: Span) -> bool:
+    return not (span.replacement or "").strip()
+
+
+def _mergeable(a: Span, b: Span) -> bool:
+    return (_suppresses(a) and _suppresses(b)) or a.replacement == b.replacement
+
+
+def _parse_item(item: Any, tag: str, text_len: int) -> tuple[tuple[int, int, str | None] | None, str]:
+    if not isinstance(item, list) or len(item) not in (2, 3):
+        return None, f"{tag}: expected [start, end] or [start, end, replacement], got {item!r}"
+    start, end = item[0], item[1]
+    repl = item[2] if len(item) == 3 else None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
+        return None, f"{tag}: start and end must be integers, got {item[:2]!r}"
+    if repl is not None and not isinstance(repl, str):
+        return None, f"{tag}: the replacement must be a string, got {repl!r}"
+    if end < start:
+        return None, f"{tag}: end {end} is before start {start}"
+    if start < 0 or end > text_len:
+        return None, f"{tag}: [{start}, {end}) is outside the original text (length {text_len})"
+    return (start, end, repl), ""
+
+
 def apply_span_file(source: str, data: Any, originals: Corpus, name: str) -> Release:
     problems = Problems(source)
     if not isinstance(data, dict):
@@ -21,6 +53,8 @@ def apply_span_file(source: str, data: Any, originals: Corpus, name: str) -> Rel
                                         f"got a {type(data).__name__}"))
     top_duplicates(data, problems)
     spans_by_id: dict[str, list[Span]] = {}
+    listed: dict[str, list[list[int]]] = {}
+    merged_pairs, merged_docs = 0, 0
     for doc_id, items in data.items():
         doc = originals.get(doc_id)
         if doc is None:
@@ -32,32 +66,50 @@ def apply_span_file(source: str, data: Any, originals: Corpus, name: str) -> Rel
         gold = {(s.start, s.end): s for s in doc.spans}
         spans = []
         for i, item in enumerate(items):
-            tag = f"span {i}"
-            if not isinstance(item, list) or len(item) not in (2, 3):
-                problems.add(f"{tag}: expected [start, end] or [start, end, replacement], got {item!r}", doc_id=doc_id)
+            parsed, problem = _parse_item(item, f"span {i}", len(doc.text))
+            if parsed is None:
+                problems.add(problem, doc_id=doc_id)
                 continue
-            start, end = item[0], item[1]
-            repl = item[2] if len(item) == 3 else None
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
-                problems.add(f"{tag}: start and end must be integers, got {item[:2]!r}", doc_id=doc_id)
-                continue
-            if repl is not None and not isinstance(repl, str):
-                problems.add(f"{tag}: the replacement must be a string, got {repl!r}", doc_id=doc_id)
-                continue
-            if end < start:
-                problems.add(f"{tag}: end {end} is before start {start}", doc_id=doc_id)
-                continue
-            if start < 0 or end > len(doc.text):
-                problems.add(f"{tag}: [{start}, {end}) is outside the original text (length {len(doc.text)})",
-                             doc_id=doc_id)
-                continue
+            start, end, repl = parsed
             g = gold.get((start, end))
             spans.append(Span(start, end, label=g.label if g else "", entity_id=g.entity_id if g else None,
                               identifier_type=g.identifier_type if g else None, replacement=repl or ""))
-        for a, b in crossing_pairs(spans):
-            problems.add(f"spans [{a.start}, {a.end}) and [{b.start}, {b.end}) overlap without one containing the "
-                         "other (characters of one would stay unmasked); merge them or nest one inside the other",
-                         doc_id=doc_id)
+        crossing = list(crossing_pairs(spans))
+        for a, b in crossing:
+            if not _mergeable(a, b):
+                problems.add(f"spans [{a.start}, {a.end}) replaced by {a.replacement!r} and [{b.start}, {b.end}) "
+                             f"replaced by {b.replacement!r} cross (overlap without one containing the other) "
+                             "with different replacements: which one covers the characters they share is "
+                             "ambiguous; give them one replacement, or nest one inside the other", doc_id=doc_id)
+        merged_pairs += len(crossing)
+        merged_docs += bool(crossing)
         spans_by_id[doc_id] = spans
+        if len(_outer_offsets(spans)) != len(spans):
+            listed[doc_id] = [[s.start, s.end] for s in spans]
     problems.raise_if_any()
-    return sanitize_corpus(originals, spans_by_id, name=name, source=source)
+    release = sanitize_corpus(originals, spans_by_id, name=name, source=source)
+    if listed:
+        docs = [d if d.id not in listed else _with_meta(d, listed[d.id]) for d in release.corpus]
+        release = Release(release.name, Corpus(docs, name=name, source=source), aligned=True, source=source)
+    notes = ()
+    if merged_pairs:
+        notes = (f"{merged_pairs} pair(s) of crossing spans in {merged_docs} document(s) of {source} were merged "
+                 "into their union (both suppress, or both have the same replacement)",)
+    return Release(release.name, release.corpus, aligned=True, source=source, notes=notes)
+
+
+def _outer_offsets(spans: list[Span]) -> list[tuple[int, int]]:
+    """The spans a sanitization applies: the outermost, crossing ones merged (as ``outermost``)."""
+    out: list[tuple[int, int]] = []
+    for s in sorted(spans, key=lambda s: (s.start, -s.end)):
+        if out and s.start < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], s.end))
+        else:
+            out.append((s.start, s.end))
+    return out
+
+
+def _with_meta(doc, listed: list[list[int]]):
+    import dataclasses
+
+    return dataclasses.replace(doc, meta={**doc.meta, "span_file": listed})

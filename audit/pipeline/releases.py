@@ -54,7 +54,10 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
             for rel in load_release_file(rs.path, name=rs.name, originals=originals, format=rs.format,
                                          columns=dict(rs.columns) or None):
                 releases.append(rel)
-                prov[rel.name] = {"source": str(rs.path), "sha256": sha256_file(rs.path)}
+                prov[rel.name] = {"source": str(rs.path), "sha256": sha256_file(rs.path),
+                                  **({"notes": list(rel.notes)} if rel.notes else {})}
+                for note in rel.notes:
+                    echo(f"  release {rel.name}: {note}")
             continue
         assert originals is not None and rs.sanitizer is not None and rs.name is not None
         cls = registry.get("sanitizer", rs.sanitizer)
