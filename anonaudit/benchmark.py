@@ -54,24 +54,38 @@ class BenchResults:
 
         return markdown(self.leaderboard)
 
+    def to_latex(self, *, label: str = "tab:leaderboard") -> str:
+        """The leaderboard as a LaTeX table for a paper (pandas' Styler; booktabs; 95% intervals;
+        paired tests against the sanitizer under test as significance marks, named in the note)."""
+        from reports.latex import leaderboard_latex
+
+        return leaderboard_latex(self.leaderboard, label=label)
+
     def report(self, path: str | os.PathLike, *, notes: Sequence[str] = (), force: bool = False) -> Path:
-        """Write the page to ``path``, with ``leaderboard.csv`` and ``leaderboard.md`` beside it
-        (``NAME.csv``/``NAME.md`` for a page named otherwise). Returns the page's path. None of
-        the three may be an input of the bench nor an existing file of another kind (the
-        command line's guard): refused with :class:`AnonauditError` unless ``force=True``."""
+        """Write the page to ``path``, with ``leaderboard.csv``, ``leaderboard.md`` and (with
+        pandas installed) ``leaderboard.tex`` beside it (``NAME.csv``... for a page named
+        otherwise). Returns the page's path. None of them may be an input of the bench nor an
+        existing file of another kind (the command line's guard): refused with
+        :class:`AnonauditError` unless ``force=True``."""
+        import importlib.util
+
         from audit.core.files import atomic_write
         from audit.pipeline.outputs import Output, check_outputs
         from reports.leaderboard import write_csv, write_html
 
         path = Path(path)
         stem = "leaderboard" if path.name == "leaderboard.html" else path.stem
-        csv, md = path.with_name(f"{stem}.csv"), path.with_name(f"{stem}.md")
+        csv, md, tex = (path.with_name(f"{stem}.{ext}") for ext in ("csv", "md", "tex"))
+        latex = importlib.util.find_spec("pandas") is not None
         check_outputs([Output(path, "leaderboard", "the leaderboard"),
                        Output(csv, "leaderboard_csv", f"the CSV beside {path.name}"),
-                       Output(md, "leaderboard_md", f"the Markdown table beside {path.name}")],
+                       Output(md, "leaderboard_md", f"the Markdown table beside {path.name}"),
+                       *([Output(tex, "leaderboard_tex", f"the LaTeX table beside {path.name}")] if latex else [])],
                       self.results.inputs(), force=force, force_named="force=True")
         write_csv(self.leaderboard, csv)
         atomic_write(md, self.to_markdown())
+        if latex:
+            atomic_write(tex, self.to_latex())
         return write_html(self.leaderboard, path, notes=list(notes))
 
     def __repr__(self) -> str:

@@ -142,6 +142,14 @@ class Results:
         return _pandas().DataFrame(rows, columns=["release", "result", "kind", "document", "success", "summary",
                                                   "marks", "marks_in"])
 
+    def to_latex(self, *, title: str = "Audit results", label: str = "tab:audit") -> str:
+        """A LaTeX table for a paper (pandas' Styler; booktabs): one row per release, each attack's
+        risk and each utility with its 95% interval, risks above chance marked (the interval named
+        in the note): :func:`reports.latex.results_latex`."""
+        from reports.latex import results_latex
+
+        return results_latex(self.file.results, title=title, label=label)
+
     def __len__(self) -> int:
         return len(self.file.results)
 

@@ -107,7 +107,7 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
               help="Seconds the --command may run (default: no limit).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out", show_default=True,
               help="Folder: data/, sanitized/ (each release as it is made), results.json, leaderboard.html, "
-                   "leaderboard.csv and leaderboard.md. Running again resumes.")
+                   "leaderboard.csv, leaderboard.md and leaderboard.tex (with pandas). Running again resumes.")
 @force_option
 @no_cache_run
 @click.pass_context
@@ -146,7 +146,9 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
     page = result.report(out / "leaderboard.html", force=force)
     click.echo("")
     click.echo(result.to_markdown())
-    click.echo(f"leaderboard: {page} (table: {out / 'leaderboard.csv'}, {out / 'leaderboard.md'}); "
+    tex = out / "leaderboard.tex"
+    latex = str(tex) if tex.is_file() else "no LaTeX: pip install 'anonaudit[pandas]'"
+    click.echo(f"leaderboard: {page} (table: {out / 'leaderboard.csv'}, {out / 'leaderboard.md'}, {latex}); "
                f"results: {out / 'results.json'}; {result.seconds:.1f}s")
     for e in result.results.skipped + result.results.errors:
         click.secho(f"not run: {e['component']}: {e['reason']}", fg="yellow", err=True)

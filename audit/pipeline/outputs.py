@@ -199,6 +199,7 @@ def bench_outputs(out: Path) -> list[Output]:
             Output(out / "leaderboard.html", "leaderboard", "OUT/leaderboard.html"),
             Output(out / "leaderboard.csv", "leaderboard_csv", "OUT/leaderboard.csv"),
             Output(out / "leaderboard.md", "leaderboard_md", "OUT/leaderboard.md"),
+            Output(out / "leaderboard.tex", "leaderboard_tex", "OUT/leaderboard.tex"),
             Output(out / "data" / "originals.jsonl", "jsonl", "OUT/data/originals.jsonl"),
             Output(out / "data" / "background.jsonl", "jsonl", "OUT/data/background.jsonl")]
 

@@ -1,0 +1,29 @@
+"""The README's "Use it from a notebook, a paper, a tracker or CI" section: its Python blocks run
+here, in order, in one namespace (its bash blocks run in tests/test_readme.py, its YAML files in
+tests/test_ci.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def section_blocks() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("\n## Use it from a notebook, a paper, a tracker or CI\n")
+    return re.findall(r"```python\n(.*?)```", text[start:text.index("\n## ", start + 1)], flags=re.S)
+
+
+def test_the_sections_python_blocks_run(tmp_path, monkeypatch, capsys):
+    blocks = section_blocks()
+    assert len(blocks) >= 1
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"README.md Use-it-from block {i + 1}", "exec"), namespace)  # noqa: S102
+    printed = capsys.readouterr().out
+    # the paper: a booktabs table with every release of the audit
+    assert "\\toprule" in printed and "\\bottomrule" in printed and "\\label{tab:audit}" in printed
+    assert all(f"\n{name} &" in printed for name in namespace["results"].releases)
