@@ -36,6 +36,10 @@ class BenchResults:
     reused: list[str]
     seconds: float
     out: Path | None = None
+    #: The bench's own input files, by how they were given (originals, background, the TRI file,
+    #: the release under test, ``--also`` files, the reference table): :meth:`report` never writes
+    #: over one of them, ``force=True`` included.
+    sources: tuple[tuple[str, Path], ...] = ()
 
     def to_list(self) -> list[dict[str, Any]]:
         from reports.leaderboard import to_rows
@@ -64,9 +68,10 @@ class BenchResults:
     def report(self, path: str | os.PathLike, *, notes: Sequence[str] = (), force: bool = False) -> Path:
         """Write the page to ``path``, with ``leaderboard.csv``, ``leaderboard.md`` and (with
         pandas installed) ``leaderboard.tex`` beside it (``NAME.csv``... for a page named
-        otherwise). Returns the page's path. None of them may be an input of the bench nor an
-        existing file of another kind (the command line's guard): refused with
-        :class:`AnonauditError` unless ``force=True``."""
+        otherwise). Returns the page's path. None of them may be an input of the bench (its
+        originals, background, TRI file, releases, reference table, the copies it made of them),
+        whatever ``force`` says, nor an existing file of another kind unless ``force=True`` (the
+        command line's guard, :class:`AnonauditError`)."""
         import importlib.util
 
         from audit.core.files import atomic_write
@@ -81,7 +86,7 @@ class BenchResults:
                        Output(csv, "leaderboard_csv", f"the CSV beside {path.name}"),
                        Output(md, "leaderboard_md", f"the Markdown table beside {path.name}"),
                        *([Output(tex, "leaderboard_tex", f"the LaTeX table beside {path.name}")] if latex else [])],
-                      self.results.inputs(), force=force, force_named="force=True")
+                      [*self.results.inputs(), *self.sources], force=force, force_named="force=True")
         write_csv(self.leaderboard, csv)
         atomic_write(md, self.to_markdown())
         if latex:
@@ -121,6 +126,9 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
     """
     from audit.core.registry import registry as default_registry
 
+    from audit.pipeline.external import check_timeout
+
+    check_timeout(command_timeout, "command_timeout=")
     reg = registry or default_registry
     chosen = [k for k, v in (("sanitizer", sanitizer), ("command", command), ("release", release)) if v is not None]
     if len(chosen) != 1:
@@ -134,17 +142,19 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
                  sanitizer_params=sanitizer_params or {},
                  metrics=metrics, sample=sample, reference=reference, seed=seed, llm=llm, title=title,
                  columns=columns, command_timeout=command_timeout)
+    given = [("originals", originals), ("background", background), ("tri", tri), ("release", release),
+             ("reference", reference), *((f"extra release {k}", v) for k, v in (extra_releases or {}).items())]
+    sources = tuple((k, Path(os.fspath(v)).expanduser().resolve()) for k, v in given
+                    if isinstance(v, (str, os.PathLike)) and (k != "reference" or os.fspath(v) != "tab"))
     if out is not None:
         from audit.pipeline.outputs import bench_outputs, check_outputs, replaces
 
         out = Path(out).resolve()
-        given = [("originals", originals), ("background", background), ("tri", tri), ("release", release),
-                 ("reference", reference), *((f"extra release {k}", v) for k, v in (extra_releases or {}).items())]
-        check_outputs(bench_outputs(out), [(k, v) for k, v in given if isinstance(v, (str, os.PathLike))],
-                      force=force, force_named="force=True")
-        return _run(spec, out, reg, progress, echo, replace=force and replaces(out / "results.json", "results"))
+        check_outputs(bench_outputs(out), sources, force=force, force_named="force=True")
+        return _run(spec, out, reg, progress, echo, sources=sources,
+                    replace=force and replaces(out / "results.json", "results"))
     with tempfile.TemporaryDirectory(prefix="anonaudit-bench-") as tmp:
-        return _run(spec, Path(tmp), reg, progress, echo, keep=False)
+        return _run(spec, Path(tmp), reg, progress, echo, keep=False, sources=sources)
 
 
 @dataclass(frozen=True)
@@ -213,13 +223,18 @@ def _corpus(originals: Any, background: Any, tri: Any, tri_originals: str | None
 
 def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, params, comparisons, with_, budget,
           extra, sanitizer_params, attacks, metrics, sample, reference, seed, llm, title, columns, command_timeout):
-    """The :class:`~audit.pipeline.bench.BenchSpec` of a call."""
+    """The :class:`~audit.pipeline.bench.BenchSpec` of a call. Every name that will name a file
+    (the sanitizer under test's, each comparison point's, ``--also``'s, a TRI file's method
+    columns) is checked, and the names checked against one another, before any work."""
     import importlib.util
 
     from anonaudit.inputs import as_corpus, component_entries, is_file
+    from audit.core.data import check_release_name
     from audit.pipeline.bench import CHEAP, BenchSpec, Contender
     from audit.pipeline.leaderboard import read_reference
 
+    if name is not None:  # an empty name is no name: refused, not the default
+        check_release_name(name, "--name (name=)")
     if release is not None:
         label = name or (Path(os.fspath(release)).stem if is_file(release) else "under_test")
         under = (Contender(label, "file", path=os.fspath(release), under_test=True) if is_file(release) else
@@ -234,26 +249,68 @@ def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, param
         reg.get("sanitizer", sanitizer)  # an unknown name is an error before any work
         under = Contender(name or sanitizer, "sanitizer", sanitizer=sanitizer, params=dict(params or {}),
                           under_test=True)
-    if comparisons is None:
-        comparisons = [c for c in CHEAP if c != "presidio" or importlib.util.find_spec("presidio_analyzer")]
-    others = [Contender(c, "sanitizer", sanitizer=c, params=dict(sanitizer_params.get(c, {}))) for c in comparisons]
+    default = comparisons is None
+    if default:
+        comparisons = [c for c in CHEAP if (c != "presidio" or importlib.util.find_spec("presidio_analyzer"))
+                       and c != under.name]  # the sanitizer under test is not compared with itself
+    named: list[tuple[Any, str]] = [(under, _how_under(name, release))]
+    for c in comparisons:
+        _known_sanitizer(reg, c, "--compare (comparisons=)")
+        named.append((Contender(c, "sanitizer", sanitizer=c, params=dict(sanitizer_params.get(c, {}))),
+                      "the default comparison points" if default else "--compare (comparisons=)"))
     for c in with_:
-        reg.get("sanitizer", c)
-        others.append(Contender(c, "sanitizer", sanitizer=c, params=dict(sanitizer_params.get(c, {})), budget=budget))
-    others += [Contender(r.name, "release", release=r) for r in corpus.releases]
+        _known_sanitizer(reg, c, "--with (with_=)")
+        named.append((Contender(c, "sanitizer", sanitizer=c, params=dict(sanitizer_params.get(c, {})),
+                                budget=budget), "--with (with_=)"))
+    named += [(Contender(r.name, "release", release=r), "a method column of the TRI file") for r in corpus.releases]
     for k, v in (extra or {}).items():
-        others.append(Contender(str(k), "file", path=os.fspath(v)) if is_file(v) else
-                      Contender(str(k), "release", release=Release(str(k), as_corpus(v, name=str(k), columns=columns))))
-    for c in (under, *others):
+        named.append((Contender(str(k), "file", path=os.fspath(v)) if is_file(v) else
+                      Contender(str(k), "release", release=Release(str(k), as_corpus(v, name=str(k), columns=columns))),
+                      "--also (extra_releases=)"))
+    _check_names(named)
+    for c, _ in named:
         _check_params(reg, c)
     return BenchSpec(out=Path("."), originals=corpus.originals, background=corpus.background,
-                     contenders=(under, *[o for o in others if o.name != under.name or o.under_test]),
-                     attacks=tuple(_attacks(attacks, reg, sample, corpus)),
+                     contenders=tuple(c for c, _ in named), attacks=tuple(_attacks(attacks, reg, sample, corpus)),
                      metrics=tuple(component_entries(metrics, "metrics") if metrics is not None else
                                    reg.names("metric")),
                      seed=seed, llm=llm, title=title or f"Benchmark of {under.name}", corpus=corpus.name,
                      reference=read_reference(reference) if reference is not None else (),
                      command_timeout=command_timeout, population=corpus.population)
+
+
+def _how_under(name: str | None, release: Any) -> str:
+    """How the user named the sanitizer under test, for the messages."""
+    if name is not None:
+        return "--name (name=)"
+    if release is not None:
+        return "the name taken from the --release file's name (give --name)"
+    return "the default name of the sanitizer under test (give --name)"
+
+
+def _known_sanitizer(reg: Any, name: Any, option: str) -> None:
+    """A comparison point must be a registered sanitizer: refused before any work otherwise."""
+    from audit.core.registry import normalise
+
+    known = reg.names("sanitizer")
+    if not isinstance(name, str) or normalise(name) not in known:
+        raise AnonauditError(f"{option}: unknown sanitizer {name!r} (known: {', '.join(known) or 'none installed'})")
+
+
+def _check_names(named: Sequence[tuple[Any, str]]) -> None:
+    """Each release's name is a valid name (:func:`audit.core.data.check_release_name`: the one
+    check of every name that becomes part of a file name), and no two releases share one (the
+    message names the options that gave each)."""
+    from audit.core.data import check_release_name
+
+    seen: dict[str, str] = {}
+    for c, how in named:
+        check_release_name(c.name, how)
+        if c.name in seen:
+            first = seen[c.name]
+            raise AnonauditError(f"two releases are named {c.name!r}: one by {first}, one by {how}; "
+                                 + ("give one of them another name" if first != how else "name it once"))
+        seen[c.name] = how
 
 
 def _check_params(reg: Any, c: Any) -> None:
@@ -294,7 +351,7 @@ def _attacks(attacks: Any, reg: Any, sample: int, corpus: _Corpus) -> list[Any]:
 
 
 def _run(spec: Any, out: Path, reg: Any, progress: bool, echo: Any, *, keep: bool = True,
-         replace: bool = False) -> BenchResults:
+         replace: bool = False, sources: tuple[tuple[str, Path], ...] = ()) -> BenchResults:
     import dataclasses
     import sys
 
@@ -309,4 +366,5 @@ def _run(spec: Any, out: Path, reg: Any, progress: bool, echo: Any, *, keep: boo
                       reused=a.reused, skipped=a.skipped, errors=a.errors, keys=a.keys,
                       path=a.path if keep else None, seconds=a.seconds)
     return BenchResults(leaderboard=outcome.leaderboard, results=results, costs=outcome.costs,
-                        reused=outcome.reused, seconds=outcome.seconds, out=out if keep else None)
+                        reused=outcome.reused, seconds=outcome.seconds, out=out if keep else None,
+                        sources=sources)

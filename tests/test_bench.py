@@ -231,8 +231,8 @@ def test_force_over_a_results_file_of_another_kind_writes_a_new_one(tmp_path):
     out = tmp_path / "b"
     out.mkdir()
     (out / "results.json").write_text('{"mine": 1}\n', encoding="utf-8")
-    res = bench(["--originals", str(originals), "--sanitizer", "labels", "--out", str(out), "--force", *CHEAP],
-                tmp_path)
+    res = bench(["--originals", str(originals), "--sanitizer", "labels", "--name", "labels2", "--out", str(out),
+                 "--force", *CHEAP], tmp_path)
     assert res.exit_code == 0, res.output
     assert {r.name for r in ResultsFile.load(out / "results.json").results} >= {"phrase_search", "rouge"}
     (tmp_path / "c").mkdir()
@@ -324,7 +324,7 @@ def test_a_figure_says_when_it_is_inconclusive_or_not_above_chance():
 
 
 def test_a_release_file_given_beside_the_others_must_load(tmp_path):
-    res = bench(["--sanitizer", "labels", "--demo-people", "4", *CHEAP, "--also", f"x={tmp_path / 'missing.jsonl'}",
+    res = bench(["--sanitizer", "labels", "--name", "lab", "--demo-people", "4", *CHEAP, "--also", f"x={tmp_path / 'missing.jsonl'}",
                  "--out", str(tmp_path / "b")], tmp_path)
     assert res.exit_code == 2 and "missing.jsonl" in res.output and "Traceback" not in res.output
 

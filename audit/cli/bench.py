@@ -45,10 +45,14 @@ def _params(items: tuple[str, ...], what: str) -> dict[str, dict]:
 def _extra(items: tuple[str, ...]) -> dict[str, str]:
     from audit.io.loaders import parse_release_spec
 
-    out = {}
+    out: dict[str, str] = {}
     for item in items:
         name, path = parse_release_spec(item)
-        out[name or Path(path).stem] = path
+        key = name or Path(path).stem
+        if key in out:
+            raise AnonauditError(f"--also {item!r}: a release named {key!r} is already given by --also "
+                                 f"{key}={out[key]}; give each --also release its own name (NAME=FILE)")
+        out[key] = path
     return out
 
 
@@ -103,8 +107,9 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
                    "(the one that ships with anonaudit).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--llm", "llm_spec", default=None, metavar="SPEC", help="LLM for the sanitizers and attacks that use one.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds the --command may run (default: no limit).")
+@click.option("--timeout", type=float, default=None,
+              help="Seconds the --command may run, above 0 (default: no limit); past it the command and every "
+                   "process it started are stopped.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out", show_default=True,
               help="Folder: data/, sanitized/ (each release as it is made), results.json, leaderboard.html, "
                    "leaderboard.csv, leaderboard.md and leaderboard.tex (with pandas). Running again resumes.")
@@ -126,6 +131,9 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
     import anonaudit
     from audit.cli.driver import registry_of
 
+    from audit.pipeline.external import check_timeout
+
+    check_timeout(timeout, "--timeout")
     out = Path(out_dir)
     extra = _extra(also)
     check_outputs(bench_outputs(out), [("--originals", originals), ("--background", background), ("--tri", tri),

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from audit.core.errors import DataError, Problem
+from audit.core.errors import AnonauditError, DataError, Problem
 
 
 #: Label of a span recording a rewrite whose new words are visible text (a rephrasing by the
@@ -30,9 +30,14 @@ def span_order(span: "Span") -> tuple[int, int, int]:
 
 
 def release_name_problem(name: Any) -> str:
-    """What is wrong with a release name given in a spec ("" when nothing). A name must be
-    writable as ``--release NAME=FILE`` on the command line and as ``gate --release NAME``:
-    no ``=`` (the command line splits there), no path separator, no control character."""
+    """What is wrong with a release name ("" when nothing): the ONE check of every name the tool
+    puts into a file name (a spec's release, bench's ``--name``, ``--also NAME=FILE``, a
+    comparison point, a TRI method column, a default name taken from a file's stem), run before
+    any file is read or written. A name must be writable as ``--release NAME=FILE`` on the command
+    line and as ``gate --release NAME``, and be one plain name: no ``=`` (the command line splits
+    there), no path separator, not ``.`` or ``..``, no control character. The file a release is
+    written to is derived from its name by
+    :func:`audit.pipeline.releases.release_file_name` (a safe stem and a hash of the name)."""
     if not isinstance(name, str) or not name.strip():
         return f"a release name must be a non-empty string, got {name!r}"
     bad = sorted({c for c in name if c in "=/\\" or not c.isprintable()})
@@ -40,7 +45,18 @@ def release_name_problem(name: Any) -> str:
         shown = ", ".join(repr(c) for c in bad)
         return (f"release name {name!r} contains {shown}: a name may not contain '=', '/', '\\' or control "
                 "characters (it must be writable as --release NAME=FILE)")
+    if name.strip() in (".", ".."):
+        return f"release name {name!r} is not a name: '.' and '..' name folders"
     return ""
+
+
+def check_release_name(name: Any, what: str) -> str:
+    """``name`` when :func:`release_name_problem` finds nothing; else an
+    :class:`~audit.core.errors.AnonauditError` naming ``what`` gave it (``--name``, ``--also``...)."""
+    wrong = release_name_problem(name)
+    if wrong:
+        raise AnonauditError(f"{what}: {wrong}")
+    return name
 
 
 @dataclass(frozen=True)

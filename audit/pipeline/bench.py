@@ -106,8 +106,7 @@ def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bo
     names = [c.name for c in spec.contenders]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise AnonauditError(f"two contenders are named {dup[0]!r}: give the sanitizer under test another "
-                             "name (--name)")
+        raise AnonauditError(f"two releases on the board are named {dup[0]!r}: give each its own name")
     spec.out.mkdir(parents=True, exist_ok=True)
     data = _write_corpus(spec)
     with Resources(seed=spec.seed, progress=progress) as resources:
@@ -193,9 +192,9 @@ def _release_of(c: Contender, spec: BenchSpec, reg: Registry, resources: Any,
     as soon as the release is made."""
     from audit.io.loaders import load_release_file, save_jsonl
     from audit.pipeline.external import run_command, validate_release
-    from audit.pipeline.releases import sample_release
+    from audit.pipeline.releases import release_file_name, sample_release
 
-    path = folder / f"{_file_stem(c.name)}.jsonl"
+    path = folder / release_file_name(c.name)
     record = path.with_suffix(".json")
     originals = spec.originals
     if c.kind in ("file", "release"):
@@ -289,12 +288,6 @@ def _cost(c: Contender, n: int, seconds: float, before: tuple[int, int, int], af
     return {"kind": c.kind, "documents": n, "seconds": round(seconds, 3),
             "seconds_per_document": round(seconds / n, 4), "requests_per_document": round(requests / n, 3),
             "tokens_per_document": round(tokens / n, 1), "cached_requests": cached}
-
-
-def _file_stem(name: str) -> str:
-    from audit.pipeline.releases import release_file_name
-
-    return release_file_name(name)[: -len(".jsonl")]
 
 
 def reuse_of(rf: Any, releases: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -15,8 +15,11 @@ document; all are listed at once (a :class:`~audit.core.errors.DataError`: exit 
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import shlex
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -53,46 +56,109 @@ def check_command(command: str) -> list[str]:
     return args
 
 
+def check_timeout(value: object, what: str = "--timeout") -> float | None:
+    """A time limit in seconds: None (no limit) or a finite number above 0. NaN (which compares
+    false with every number, so no limit would ever be reached), infinity, 0, a negative number
+    and anything not a number are refused, naming ``what``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AnonauditError(f"{what}: give a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise AnonauditError(f"{what}: give a number of seconds above 0 (no limit: leave it out), got {value!r}")
+    return float(value)
+
+
 def run_command(command: str, originals: Corpus, name: str, folder: Path, *, timeout: float | None = None,
                 output_format: str | None = None) -> CommandRun:
     """Run the external sanitizer on ``originals`` in ``folder`` and return its validated release.
 
-    The input file is ``folder/NAME.command-input.jsonl``, the output ``folder/NAME.command-output``
-    (its format is told by its content, or ``output_format``). The command's own messages go to
+    The input file is ``folder/STEM.command-input.jsonl``, the output ``folder/STEM.command-output``
+    (``STEM``: the name made a plain file name, :func:`~audit.pipeline.releases.release_file_name`;
+    the output's format is told by its content, or ``output_format``). The command's own messages go to
     the terminal; a non-zero exit, a missing output or a release that fails
     :func:`validate_release` is an :class:`AnonauditError` naming the command or the document."""
     from audit.io.loaders import load_release_file, save_jsonl
+    from audit.pipeline.releases import release_file_name
 
     args = check_command(command)
+    timeout = check_timeout(timeout)
     folder.mkdir(parents=True, exist_ok=True)
-    inp = folder / f"{name}.command-input.jsonl"
-    out = folder / f"{name}.command-output"
+    inp = folder / release_file_name(name, ".command-input.jsonl")
+    out = folder / release_file_name(name, ".command-output")
     save_jsonl(originals, inp)
     if out.exists():
         out.unlink()  # never read a previous run's output as this run's
     argv = [a.replace("{input}", str(inp)).replace("{output}", str(out)) for a in args]
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, timeout=timeout, check=False,  # noqa: S603
-                              env={**os.environ, "ANONAUDIT_BENCH_INPUT": str(inp), "ANONAUDIT_BENCH_OUTPUT": str(out)})
-    except FileNotFoundError:
-        raise AnonauditError(f"--command {command!r}: no program {args[0]!r} found") from None
-    except PermissionError:
-        raise AnonauditError(f"--command {command!r}: {args[0]!r} cannot be run (permission denied)") from None
-    except subprocess.TimeoutExpired:
-        raise AnonauditError(f"--command {command!r}: still running after {timeout:.0f} s; stopped") from None
+    returncode = _run_group(command, argv, timeout, {**os.environ, "ANONAUDIT_BENCH_INPUT": str(inp),
+                                                     "ANONAUDIT_BENCH_OUTPUT": str(out)})
     seconds = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise AnonauditError(f"--command {command!r} exited with status {proc.returncode} (its messages are "
+    if returncode != 0:
+        raise AnonauditError(f"--command {command!r} exited with status {returncode} (its messages are "
                              "above); the comparison points already made are kept")
     if not out.is_file() or out.stat().st_size == 0:
         raise AnonauditError(f"--command {command!r} exited 0 but wrote nothing to {{output}} ({out})")
     try:
-        (release,) = load_release_file(out, name=name, originals=originals, format=output_format)
+        (release,) = load_release_file(out, name=name, originals=originals,
+                                       format=output_format or _read_back_format(out, originals))
     except ValueError:
         raise AnonauditError(f"{out}: the command wrote more than one release (a TRI table?); write one") from None
     validate_release(release, originals, source=str(out))
     return CommandRun(release=release, seconds=seconds, output=out)
+
+
+def _run_group(command: str, argv: list[str], timeout: float | None, env: dict[str, str]) -> int:
+    """Run ``argv`` in a process group of its own and return its exit status. When it runs past
+    ``timeout``, or this process is interrupted, the whole group is killed: the command and every
+    process it started (a shell script's children, a pool of workers), not the command alone;
+    then an :class:`AnonauditError` says it was stopped."""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env,  # noqa: S603
+                                start_new_session=os.name == "posix")
+    except FileNotFoundError:
+        raise AnonauditError(f"--command {command!r}: no program {argv[0]!r} found") from None
+    except PermissionError:
+        raise AnonauditError(f"--command {command!r}: {argv[0]!r} cannot be run (permission denied)") from None
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise AnonauditError(f"--command {command!r}: still running after {timeout:g} s; stopped (with every "
+                             "process it started)") from None
+    except BaseException:  # Ctrl-C no longer reaches a command in its own session: stop it here
+        _kill_group(proc)
+        raise
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the process group ``proc`` leads (SIGKILL: a sanitizer past its time gets no grace;
+    the group outlives ``proc`` while any process of it runs), then reap ``proc``."""
+    if os.name == "posix":
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    else:  # pragma: no cover - Windows: the command itself
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+def _read_back_format(path: Path, originals: Corpus) -> str | None:
+    """The format to read the command's output as (None: told by its content). The output has no
+    extension, so a release of ONE document written as JSONL (``{"id": ..., "text": ...}`` on one
+    line, the format the command is given) parses as a JSON object too, and would be read as two
+    documents named ``id`` and ``text``: an object that is one document record (an ``id`` and a
+    ``text``, keys that are not all ids of the originals) is read as JSONL."""
+    from audit.io.detect import sniff
+
+    try:
+        _, data = sniff(str(path))
+    except AnonauditError:
+        return None  # the reader says what is wrong
+    if (isinstance(data, dict) and isinstance(data.get("id"), (str, int)) and isinstance(data.get("text"), str)
+            and not set(data) <= set(originals.ids)):
+        return "jsonl"
+    return None
 
 
 def validate_release(release: Release, originals: Corpus, *, source: str | None = None) -> None:

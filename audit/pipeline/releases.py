@@ -183,7 +183,10 @@ def safe_name(name: str) -> str:
     return "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name)[:80] or "release"
 
 
-def release_file_name(name: str) -> str:
-    """The file a release is written to beside the results: ``SAFE-HASH.jsonl``, unique per exact
-    name (``HASH``: the first 8 hex digits of the sha256 of the name)."""
-    return f"{safe_name(name).lstrip('.') or 'release'}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}.jsonl"
+def release_file_name(name: str, suffix: str = ".jsonl") -> str:
+    """The file a release (or a file made for it, ``suffix``) is written to: ``SAFE-HASH.jsonl``,
+    unique per exact name (``HASH``: the first 8 hex digits of the sha256 of the name). The one
+    way a name becomes a file name: whatever the name holds (a separator, ``..``, an absolute
+    path), the result is one plain file name in the folder it is joined to (names are checked
+    before any work by :func:`audit.core.data.release_name_problem`)."""
+    return f"{safe_name(name).lstrip('.') or 'release'}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}{suffix}"

@@ -1,0 +1,220 @@
+"""Hostile input for ``anonaudit bench`` and ``anonaudit cache`` (issue 56, part B1), through the
+real command line (click's runner) and the Python API, with no model loaded (phrase search and
+ROUGE-L on the demo population; the comparison points are the annotation-based ones).
+
+Classes (the README's Reliability section lists them with these tests):
+1. names that become part of a file name (``--name``, ``--also NAME=FILE``, a default name taken
+   from a file's stem): one check, before anything is read or written;
+2. outputs that would destroy an input of the bench (the leaderboard over the originals);
+3. silent no-ops and silently dropped releases (an unknown ``--compare``, ``--also`` named like
+   ``--name``) and errors that blame the wrong option;
+4. a sanitizer command that never ends or leaves children running, and time limits that are no
+   limit (NaN, infinity);
+5. the cache's home holding other files, links, and removals that fail.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from audit.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "regex_masker.py"
+CMD = f"{sys.executable} {EXAMPLE} {{input}} {{output}}"
+CHEAP = ["--attacks", "phrase_search", "--metrics", "rouge"]
+
+
+def run(args: list[str], env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, args, catch_exceptions=False, env=env)
+
+
+def bench(args: list[str]):
+    return run(["bench", *args])
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# ------------------------------------------------------------------ 1. names that become file names
+
+NAMES = ["{victim}", "../victim", "..", ".", "sub/victim", "back\\slash", "a=b", "tab\there", ""]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_name_that_is_a_path_is_refused_before_anything_is_written(tmp_path, name):
+    """``bench --name /abs/victim`` used to write the private originals to
+    ``/abs/victim.command-input.jsonl`` and delete ``/abs/victim.command-output`` before the name
+    was refused; every name is now checked before any I/O, and whatever a name holds, the files
+    made for it are plain names inside OUT."""
+    home = tmp_path / "home"
+    home.mkdir()
+    victim = home / "victim"
+    (home / "victim.command-output").write_text("mine\n", encoding="utf-8")
+    name = name.format(victim=victim)
+    before = _snapshot(tmp_path)
+    out = home / "out"
+    res = bench(["--command", CMD, "--name", name, "--demo-people", "3", "--compare", "none", *CHEAP,
+                 "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "--name" in res.output and "Traceback" not in res.output
+    assert _snapshot(tmp_path) == before and not out.exists()  # nothing written, nothing deleted
+
+
+def test_names_given_by_also_or_taken_from_a_file_are_checked_before_any_work(tmp_path):
+    import anonaudit
+
+    data = anonaudit.sample_data(n=3, seed=0)
+    rel = tmp_path / "x=y.jsonl"  # a default name taken from a file's stem: '=' cannot be written NAME=FILE
+    rel.write_text("".join(json.dumps(d) + "\n" for d in data["releases"]["suppressed"]), encoding="utf-8")
+    orig = tmp_path / "orig.jsonl"
+    orig.write_text("".join(json.dumps(d) + "\n" for d in data["originals"]), encoding="utf-8")
+    out = tmp_path / "out"
+    res = bench(["--release", str(rel), "--originals", str(orig), "--compare", "none", *CHEAP, "--out", str(out)])
+    assert res.exit_code == 2 and "give --name" in res.output and not out.exists(), res.output
+    for also in ("..=" + str(orig), ".=" + str(orig), "tab\tx=" + str(orig)):
+        res = bench(["--release", str(rel), "--name", "ours", "--originals", str(orig), "--also", also,
+                     "--compare", "none", *CHEAP, "--out", str(out)])
+        assert res.exit_code == 2 and "--also" in res.output and not out.exists(), res.output
+    with pytest.raises(anonaudit.AnonauditError, match="name="):
+        anonaudit.bench(command=CMD, name=str(tmp_path / "abs"), demo_people=3, comparisons=[],
+                        attacks=["phrase_search"], metrics=["rouge"], out=out, progress=False)
+    with pytest.raises(anonaudit.AnonauditError, match="extra_releases="):
+        anonaudit.bench(command=CMD, name="ok", demo_people=3, comparisons=[], extra_releases={"a/b": str(rel)},
+                        attacks=["phrase_search"], metrics=["rouge"], out=out, progress=False)
+    assert not out.exists() and not (tmp_path / "abs.command-input.jsonl").exists()
+
+
+# ------------------------------------------------------------------ 2. outputs over the bench's inputs
+
+def test_the_leaderboard_never_overwrites_the_benchs_inputs_even_forced(tmp_path):
+    """``BenchResults.report(path, force=True)`` knew only the bench's own copy of the originals:
+    the user's originals, background, release and ``--also`` files could be written over."""
+    import anonaudit
+
+    data = anonaudit.sample_data(n=3, seed=0)
+    files = {"originals": tmp_path / "mine.csv"}  # the CSV a page named mine.html writes beside it
+    with open(files["originals"], "w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh).writerows([("id", "text", "subject"),
+                                  *((d["id"], d["text"], d["subject"]) for d in data["originals"])])
+    for role, docs in (("background", data["background"]), ("published", data["releases"]["suppressed"])):
+        files[role] = tmp_path / f"{role}.jsonl"
+        files[role].write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    before = _snapshot(tmp_path)
+    board = anonaudit.bench(command=CMD, name="ours", originals=str(files["originals"]),
+                            background=str(files["background"]), extra_releases={"pub": str(files["published"])},
+                            comparisons=[], attacks=["phrase_search"], metrics=["rouge"], progress=False)
+    for target in (files["originals"], files["background"], files["published"], tmp_path / "mine.html"):
+        with pytest.raises(anonaudit.AnonauditError, match="input"):
+            board.report(target, force=True)
+    assert _snapshot(tmp_path) == before
+    assert board.report(tmp_path / "board" / "leaderboard.html").is_file()
+
+
+# ------------------------------------------------------------------ 3. no-ops, dropped releases, blame
+
+def test_an_unknown_comparison_point_is_refused_before_any_work(tmp_path):
+    out = tmp_path / "out"
+    for option in ("--compare", "--with"):
+        res = bench(["--command", CMD, "--demo-people", "3", option, "suppression,no_such_thing", *CHEAP,
+                     "--out", str(out)])
+        assert res.exit_code == 2, res.output
+        assert "no_such_thing" in res.output and "known:" in res.output and "labels" in res.output
+        assert option in res.output and "SKIPPED" not in res.output and not out.exists()
+
+
+def test_two_releases_of_one_name_are_refused_naming_the_options_that_gave_them(tmp_path):
+    import anonaudit
+
+    data = anonaudit.sample_data(n=3, seed=0)
+    pub = tmp_path / "pub.jsonl"
+    pub.write_text("".join(json.dumps(d) + "\n" for d in data["releases"]["suppressed"]), encoding="utf-8")
+    out = tmp_path / "out"
+    # --also named as --name used to be dropped without a word
+    res = bench(["--command", CMD, "--name", "regex", "--also", f"regex={pub}", "--demo-people", "3",
+                 "--compare", "none", *CHEAP, "--out", str(out)])
+    assert res.exit_code == 2 and "'regex'" in res.output and "--name" in res.output and "--also" in res.output
+    # a clash of --also and --compare used to be blamed on --name
+    res = bench(["--command", CMD, "--name", "regex", "--also", f"labels={pub}", "--demo-people", "3",
+                 "--compare", "labels", *CHEAP, "--out", str(out)])
+    assert res.exit_code == 2 and "--also" in res.output and "--compare" in res.output, res.output
+    assert "--name" not in res.output
+    res = bench(["--command", CMD, "--also", f"p={pub}", "--also", f"p={pub}", "--demo-people", "3",
+                 "--compare", "none", *CHEAP, "--out", str(out)])
+    assert res.exit_code == 2 and "--also" in res.output and "'p'" in res.output
+    assert not out.exists()
+
+
+def test_a_one_document_release_written_as_jsonl_is_read_as_jsonl(tmp_path):
+    """A command's output has no extension; one JSONL line ``{"id", "text"}`` parses as a JSON
+    object, and was read as a map of two documents named ``id`` and ``text``."""
+    script = tmp_path / "one.py"
+    script.write_text("import json, sys\n"
+                      "(doc,) = [json.loads(l) for l in open(sys.argv[1])]\n"
+                      "doc['text'] = ' '.join('X' if w[:1].isupper() else w for w in doc['text'].split())\n"
+                      "doc.pop('spans', None)\n"
+                      "open(sys.argv[2], 'w').write(json.dumps(doc) + '\\n')\n", encoding="utf-8")
+    out = tmp_path / "out"
+    res = bench(["--command", f"{sys.executable} {script} {{input}} {{output}}", "--name", "one",
+                 "--demo-people", "3", "--documents", "1", "--compare", "suppression", *CHEAP, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "one" in (out / "leaderboard.csv").read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------ 4. commands that never end
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0"])
+def test_a_timeout_that_is_no_limit_is_refused(tmp_path, value):
+    import anonaudit
+
+    out = tmp_path / "out"
+    res = bench(["--command", CMD, "--timeout", value, "--demo-people", "3", "--compare", "none", *CHEAP,
+                 "--out", str(out)])
+    assert res.exit_code == 2 and "--timeout" in res.output and "Traceback" not in res.output, res.output
+    assert not out.exists()
+    with pytest.raises(anonaudit.AnonauditError, match="command_timeout="):
+        anonaudit.bench(command=CMD, command_timeout=float(value), demo_people=3, comparisons=[],
+                        attacks=["phrase_search"], metrics=["rouge"], out=out, progress=False)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie no init reaps counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc (Linux)")
+@pytest.mark.parametrize("spawns", [True, False], ids=["spawns-a-child-that-never-ends", "never-ends-itself"])
+def test_a_command_past_its_time_is_stopped_with_every_process_it_started(tmp_path, spawns):
+    script = tmp_path / "forever.py"
+    pids = tmp_path / "pids"
+    script.write_text("import os, subprocess, sys, time\n"
+                      "pids = [os.getpid()]\n"
+                      + ("child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+                         "pids.append(child.pid)\n" if spawns else "")
+                      + "open(sys.argv[3], 'w').write(' '.join(map(str, pids)))\n"
+                      "time.sleep(600)\n", encoding="utf-8")
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    res = bench(["--command", f"{sys.executable} {script} {{input}} {{output}} {pids}", "--timeout", "1.5",
+                 "--demo-people", "3", "--compare", "none", *CHEAP, "--out", str(out)])
+    assert res.exit_code == 2 and "still running after 1.5 s; stopped" in res.output, res.output
+    assert time.monotonic() - t0 < 30
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == (2 if spawns else 1)
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in started if _alive(p)], "a process the command started still runs"
