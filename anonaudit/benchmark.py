@@ -93,6 +93,12 @@ class BenchResults:
             atomic_write(tex, self.to_latex())
         return write_html(self.leaderboard, path, notes=list(notes))
 
+    def _repr_html_(self) -> str:
+        """The leaderboard with its Pareto chart, inline in a notebook (:mod:`reports.notebook`)."""
+        from reports.notebook import leaderboard_html
+
+        return leaderboard_html(self.leaderboard)
+
     def __repr__(self) -> str:
         rows = ", ".join(f"{r.rank or '-'}. {r.name}" for r in self.leaderboard.rows)
         return f"BenchResults({rows})"

@@ -81,6 +81,12 @@ class GateOutcome:
     def __str__(self) -> str:
         return self.table()
 
+    def _repr_html_(self) -> str:
+        """The verdict and the checks, inline in a notebook (:mod:`reports.notebook`)."""
+        from reports.notebook import gate_html
+
+        return gate_html(list(self.checks), self.status, self.exit_code)
+
 
 @dataclass
 class Results:
@@ -141,6 +147,13 @@ class Results:
                 for r in self.file.results for d in r.documents]
         return _pandas().DataFrame(rows, columns=["release", "result", "kind", "document", "success", "summary",
                                                   "marks", "marks_in"])
+
+    def _repr_html_(self) -> str:
+        """Inline in a notebook (:mod:`reports.notebook`): the verdict first, the risks with their
+        intervals and baselines, utility, the privacy-utility chart, per-document evidence collapsed."""
+        from reports.notebook import results_html
+
+        return results_html(self.file, texts=self.texts())
 
     def to_latex(self, *, title: str = "Audit results", label: str = "tab:audit") -> str:
         """A LaTeX table for a paper (pandas' Styler; booktabs): one row per release, each attack's

@@ -174,7 +174,7 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
         "n_releases": len(releases), "n_attacks": len(names), "n_metrics": len(util_names),
         "releases": [visible(r) for r in releases],
         "verdicts": _verdicts(releases, [*heads, *[r for r in attacks if _counted_measure(r)]], checks, remedies, rf),
-        "gate": _gate_view(checks) if checks else None,
+        "gate": gate_view(checks) if checks else None,
         "n_attack_results": len(attacks),
         "matrix": _matrix(releases, names, heads, utility, metric),
         "pareto": pareto, "forest": forest_chart(heads, releases, {n: colors[n] for n in names}),
@@ -400,7 +400,7 @@ def _pareto_views(heads: list[Result], utility: list[Result], util_names: list[s
             "first": charts[0]["id"]}
 
 
-def _gate_view(checks: Sequence[Check]) -> dict[str, Any]:
+def gate_view(checks: Sequence[Check]) -> dict[str, Any]:
     """The gate's threshold checks as a verdict and a table."""
     failed = [c for c in checks if c.status == "fail"]
     unsure = [c for c in checks if c.status == "inconclusive"]

@@ -175,16 +175,25 @@ def _chart(lb: Any) -> Any:
     return None
 
 
-def render(lb: Any, *, notes: list[str] | None = None) -> str:
-    from reports.render import environment
+def context(lb: Any, *, notes: list[str] | None = None) -> dict[str, Any]:
+    """What the leaderboard's templates show (the page, and a notebook's :mod:`reports.notebook`)."""
+    return {"lb": lb, "chart": _chart(lb), "title": lb.title, "rows": lb.rows, "notes": notes or [],
+            "cell": _cell, "cost": _cost_text, "title_of": title_of, "published": published(lb),
+            "agreement": [_agreement_text(a) for a in lb.agreement]}
 
-    env = environment()
+
+def environment() -> Any:
+    """The report's Jinja2 environment (autoescaping on) with the leaderboard's filters."""
+    from reports.render import environment as report_environment
+
+    env = report_environment()
     env.filters["pct"] = pct
     env.filters["num"] = lambda x: num(x, 3)
-    ctx = {"lb": lb, "chart": _chart(lb), "title": lb.title, "rows": lb.rows, "notes": notes or [],
-           "cell": _cell, "cost": _cost_text, "title_of": title_of, "published": published(lb),
-           "agreement": [_agreement_text(a) for a in lb.agreement]}
-    return env.get_template("leaderboard.html").render(**ctx)
+    return env
+
+
+def render(lb: Any, *, notes: list[str] | None = None) -> str:
+    return environment().get_template("leaderboard.html").render(**context(lb, notes=notes))
 
 
 def write_html(lb: Any, path: str | os.PathLike, *, notes: list[str] | None = None) -> Path:

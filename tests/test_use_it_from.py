@@ -24,6 +24,10 @@ def test_the_sections_python_blocks_run(tmp_path, monkeypatch, capsys):
     for i, block in enumerate(blocks):
         exec(compile(block, f"README.md Use-it-from block {i + 1}", "exec"), namespace)  # noqa: S102
     printed = capsys.readouterr().out
+    # the notebook: what the cell shows
+    html = namespace["results"]._repr_html_()
+    assert html.index('class="verdict"') < html.index("Risk (attack success rate") and "Per-document evidence" in html
+    assert "exit code" in namespace["outcome"]._repr_html_()
     # the paper: a booktabs table with every release of the audit
     assert "\\toprule" in printed and "\\bottomrule" in printed and "\\label{tab:audit}" in printed
     assert all(f"\n{name} &" in printed for name in namespace["results"].releases)

@@ -382,10 +382,10 @@ class Audit:
         return obj.use(resources), canonical({k: v for k, v in params.items() if k not in NOT_IN_KEY})
 
     def _bar(self, todo, label):
-        from audit.runtime.progress import bar as progress_bar, is_terminal
+        from audit.runtime.progress import bar as progress_bar, interactive
 
-        # Off a terminal the runner's own line per release says the same thing.
-        return progress_bar(todo, desc=f"  {label}", unit="release", enabled=self.progress and is_terminal())
+        # Off a terminal (or a notebook's widget) the runner's own line per release says the same thing.
+        return progress_bar(todo, desc=f"  {label}", unit="release", enabled=self.progress and interactive())
 
     def _check(self, results: Any, comp: ComponentSpec, rel: Release, sampled: Release) -> list[Result]:
         want = "attack" if comp.kind == "attack" else "utility"

@@ -1,6 +1,7 @@
 """Progress for long work, readable in a terminal and in a log.
 
-On a terminal, :func:`bar` is an ordinary tqdm bar. When stderr is not a terminal (CI, a log
+On a terminal, :func:`bar` is an ordinary tqdm bar; inside a Jupyter notebook it is tqdm's auto
+mode (a notebook widget; plain lines when ipywidgets is not installed). When stderr is not a terminal (CI, a log
 file, ``nohup``), a redrawn bar would write raw ``\\r`` characters; there it prints a plain line
 every ``ANONAUDIT_PROGRESS_SECONDS`` (default 10: any stage longer than that says how far it
 has come) while work goes on and one at the end (unless
@@ -21,7 +22,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from tqdm.auto import tqdm
+from tqdm.std import tqdm
 
 LINE_FORMAT = "{desc}: {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]"
 #: Work shorter than this leaves no line at all when the output is not a terminal.
@@ -75,11 +76,39 @@ def is_terminal(stream: Any = None) -> bool:
         return False
 
 
+def in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (IPython's kernel application is running)."""
+    ipython = sys.modules.get("IPython")
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None
+        return shell is not None and "IPKernelApp" in shell.config
+    except Exception:  # noqa: BLE001 - an IPython that is not what we expect: not a notebook
+        return False
+
+
+def widgets() -> bool:
+    """Whether tqdm can draw a notebook widget (ipywidgets installed)."""
+    import importlib.util
+
+    return importlib.util.find_spec("ipywidgets") is not None
+
+
+def interactive() -> bool:
+    """A person watches this output as it is drawn: a terminal, or a notebook with widgets."""
+    return is_terminal() or (in_notebook() and widgets())
+
+
 def bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str = "", unit: str = "it",
         enabled: bool = True, leave: bool = False, **kwargs: Any) -> tqdm:
-    """A progress bar over ``iterable`` (or one driven by ``update``): tqdm on a terminal, plain
-    periodic lines otherwise, nothing when ``enabled`` is false."""
-    cls = tqdm if is_terminal() else LineProgress
+    """A progress bar over ``iterable`` (or one driven by ``update``): tqdm on a terminal, tqdm's
+    auto mode in a notebook (its widget), plain periodic lines otherwise, nothing when ``enabled``
+    is false."""
+    if in_notebook() and widgets():
+        from tqdm.auto import tqdm as auto
+
+        cls = auto
+    else:
+        cls = tqdm if is_terminal() else LineProgress
     return cls(iterable, total=total, desc=desc, unit=unit, disable=not enabled, leave=leave, **kwargs)
 
 
