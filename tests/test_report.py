@@ -476,7 +476,8 @@ def test_a_sanitizer_self_check_warning_is_shown_beside_its_release(tmp_path):
 
 def test_the_report_and_the_leaderboard_extend_one_page():
     """The page both write (the offline-only content policy, the stylesheet, the banner) is one
-    template that each extends, and the privacy-utility chart both draw one macro, not copies."""
+    template that each extends, and the privacy-utility chart both draw one macro, not copies (a
+    notebook cell, ``notebook.html``, draws the same macro)."""
     from reports.render import TEMPLATES, environment
 
     def holding(text):
@@ -484,7 +485,7 @@ def test_the_report_and_the_leaderboard_extend_one_page():
 
     assert holding("Content-Security-Policy") == ["base.html"]
     assert holding('aria-label="Risk against utility per release"') == ["pareto.html"]  # the chart both draw
-    assert holding('{% from "pareto.html" import pareto_svg %}') == ["leaderboard.html", "report.html"]
+    assert holding('{% from "pareto.html" import pareto_svg %}') == ["leaderboard.html", "notebook.html", "report.html"]
     for name in ("report.html", "leaderboard.html"):
         assert (Path(TEMPLATES) / name).read_text(encoding="utf-8").startswith('{% extends "base.html" %}')
     base = environment().get_template("base.html")
