@@ -218,3 +218,106 @@ def test_a_command_past_its_time_is_stopped_with_every_process_it_started(tmp_pa
     while any(_alive(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [p for p in started if _alive(p)], "a process the command started still runs"
+
+
+# ------------------------------------------------------------------ 5. the cache's home
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """ANONAUDIT_HOME set to a folder that already holds the user's own files, some of them in
+    folders named like anonaudit's kinds."""
+    from audit.core import config
+
+    h = tmp_path / "documents"
+    for rel in ("cache/notes.txt", "utility/photo.jpg", "models/mine.gguf", "trir/thesis/chapter1.tex",
+                "span_guess/list.json", "embeddings/embeddings.sqlite.bak", "letter.txt"):
+        (h / rel).parent.mkdir(parents=True, exist_ok=True)
+        (h / rel).write_text("mine\n", encoding="utf-8")
+    monkeypatch.setenv("ANONAUDIT_HOME", str(h))
+    monkeypatch.delenv(config.NO_CACHE_ENV, raising=False)
+    return h
+
+
+def _made_by_anonaudit(home: Path) -> list[Path]:
+    """Cache items written by anonaudit's own writers: the LLM answer cache, an IC file, a trained
+    attacker's folder, an assembled model."""
+    from audit.core import config
+    from audit.core.files import atomic_write
+    from audit.models.cache import AnswerStore
+
+    store = AnswerStore(config.subdir("cache") / "llm.sqlite")
+    store.put_many({"k": 1})
+    store.close()
+    ic = atomic_write(config.subdir("utility") / "ic-0123.json", "{}")
+    atomic_write(config.subdir("trir") / "abc" / "model.safetensors", b"w" * 10)
+    model = atomic_write(config.subdir("models") / "qwen.gguf", b"x")
+    return [home / "cache" / "llm.sqlite", ic, home / "trir" / "abc", model]
+
+
+def test_cache_clear_removes_only_what_anonaudit_made(home):
+    """``cache clear`` with ANONAUDIT_HOME set to a folder that held other files deleted the user's
+    files in the kind folders; each kind's folder now lists what anonaudit made there."""
+    ours = _made_by_anonaudit(home)
+    theirs = {p: p.read_bytes() for p in home.rglob("*") if p.is_file() and p.read_bytes() == b"mine\n"}
+    assert len(theirs) == 7
+    info = run(["cache", "info"])
+    rows = {line.split()[0]: line.split() for line in info.output.splitlines()[2:]}
+    assert rows["utility" if "utility" in rows else "ic"][1] == "1"  # the user's photo is not counted
+    res = run(["cache", "clear", "--models"])
+    assert res.exit_code == 0, res.output
+    assert not [p for p in ours if p.exists()], res.output
+    assert {p: p.read_bytes() for p in theirs if p.exists()} == theirs  # every file of the user's is there
+    assert "left ic:" in res.output and "photo.jpg" in res.output and "never touched" in res.output
+    assert "left trir:" in res.output and "thesis" in res.output
+    again = run(["cache", "clear", "--models"])  # nothing of anonaudit's is left; the user's stay
+    assert again.exit_code == 0 and "removed llm: 0 item(s)" in again.output
+    assert {p: p.read_bytes() for p in theirs if p.exists()} == theirs
+
+
+def test_cache_clear_never_follows_a_link(home, tmp_path):
+    from audit.core import config
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("mine\n", encoding="utf-8")
+    _made_by_anonaudit(home)
+    # a kind folder that is a link: left whatever --older-than says (it used to be unlinked)
+    shared = tmp_path / "shared-parses"
+    shared.mkdir()
+    (shared / "parses.sqlite").write_text("x", encoding="utf-8")
+    (home / "parses").symlink_to(shared, target_is_directory=True)
+    # a link inside a kind folder: one anonaudit did not make, and one inside an attacker's folder
+    (home / "utility" / "elsewhere").symlink_to(outside, target_is_directory=True)
+    (home / "trir" / "abc" / "data").symlink_to(outside, target_is_directory=True)
+    # an item anonaudit recorded that has become a link (replaced by someone): unlinked, not followed
+    (home / "span_guess" / "frequent-lemmas-x.json").symlink_to(outside / "precious.txt")
+    config.record(home / "span_guess" / "frequent-lemmas-x.json")
+    for args in (["--older-than", "1000d"], []):
+        res = run(["cache", "clear", *args])
+        assert res.exit_code == 0, res.output
+        assert (home / "parses").is_symlink() and (shared / "parses.sqlite").exists()
+        assert "left parses:" in res.output and "links are never followed" in res.output
+    assert (outside / "precious.txt").read_text(encoding="utf-8") == "mine\n"
+    assert (home / "utility" / "elsewhere").is_symlink() and "elsewhere" in res.output
+    assert not (home / "trir" / "abc").exists() and not os.path.lexists(home / "span_guess" / "frequent-lemmas-x.json")
+
+
+def test_a_removal_that_fails_is_reported_as_failed_not_removed(home, monkeypatch):
+    ours = _made_by_anonaudit(home)
+    real_unlink = os.unlink
+
+    def refuse(path, *args, **kwargs):  # what a read-only folder or a file in use does (root ignores chmod)
+        if os.path.basename(os.fspath(path)) in ("model.safetensors", "ic-0123.json"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refuse)
+    res = run(["cache", "clear"])
+    assert res.exit_code == 2, res.output
+    assert "could not remove" in res.stderr and "model.safetensors" in res.stderr and "ic-0123.json" in res.stderr
+    assert "Permission denied" in res.stderr and "Traceback" not in res.stderr
+    assert "removed ic: 0 item(s)" in res.stdout and "removed trir: 0 item(s)" in res.stdout
+    assert "removed llm: 1 item(s)" in res.output and not ours[0].exists()
+    monkeypatch.setattr(os, "unlink", real_unlink)
+    again = run(["cache", "clear"])  # still anonaudit's: removed once it can be
+    assert again.exit_code == 0 and not ours[1].exists() and not ours[2].exists(), again.output

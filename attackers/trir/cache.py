@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attackers.trir.encoder import folder_digest, quiet_transformers
-from audit.core.config import make_private
+from audit.core.config import make_private, record
 from audit.core.errors import AnonauditError
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ class TrainedTRIR:
             if folder.exists():
                 shutil.rmtree(folder)
             os.replace(tmp, folder)
+            record(folder)  # anonaudit's: `cache clear` may remove it
             self.path = folder
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

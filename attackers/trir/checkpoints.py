@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from audit.core.config import make_private
+from audit.core.config import make_private, record
 
 STATE_FILE = "state.pt"
 
@@ -65,6 +65,7 @@ class Checkpoint:
 
         self.root.mkdir(parents=True, exist_ok=True)
         make_private(self.root)
+        record(self.root)  # anonaudit's: `cache clear` may remove it
         sweep_temporaries(self.root)  # half-written checkpoints of killed runs
         tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(self.folder.name), suffix=".tmp", dir=self.root))
         try:

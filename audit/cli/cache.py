@@ -58,18 +58,32 @@ def cache_info() -> None:
               help="Also remove the assembled embedded models (rebuilt from their packages on next use, minutes).")
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 def cache_clear(older_than: str | None, kinds: tuple[str, ...], models: bool, dry_run: bool) -> None:
-    """Remove cached LLM answers, embeddings, information content and trained attackers."""
+    """Remove cached LLM answers, embeddings, information content and trained attackers: only
+    what anonaudit made (each kind's folder lists it); anything else there, and a folder that is
+    a link, is left and named. Exit status 2 when something could not be removed (each named)."""
+    import sys
+
     from audit.runtime import caches
 
     age = caches.parse_age(older_than) if older_than is not None else None
     chosen = list(dict.fromkeys([*(kinds or DOCUMENT_KINDS), *(["models"] if models else [])]))
     done = caches.clear(chosen, older_than=age, dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
+    failed = 0
     for kind, d in done.items():
-        what = f"{d['items']} item(s), {_size(d['bytes'])}"
-        if d["answers"]:
-            what += f", {d['answers']} LLM answer(s)"
+        what = f"{d.items} item(s), {_size(d.bytes)}"
+        if d.answers:
+            what += f", {d.answers} LLM answer(s)"
         click.echo(f"{verb} {kind}: {what}")
+        for line in d.left:
+            click.echo(f"  left {kind}: {line}")
+        for line in d.failed:
+            click.secho(f"  could not remove ({kind}) {line}", fg="red", err=True)
+        failed += len(d.failed)
+    if failed:
+        click.secho(f"error: {failed} path(s) could not be removed (named above); what was removed is said above",
+                    fg="red", err=True)
+        sys.exit(2)
 
 
 COMMANDS = [cache_group]

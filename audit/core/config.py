@@ -39,6 +39,15 @@ KINDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: The list, in each kind's folder, of the items anonaudit made there (one name a line): what
+#: ``anonaudit cache clear`` may remove. Anything else in the folder is not anonaudit's (the
+#: user's own files, when ANONAUDIT_HOME is a folder that held them) and is never touched.
+MANIFEST = ".anonaudit-items"
+#: Items this process has recorded, by manifest (path and inode: a manifest rewritten by
+#: ``cache clear`` is a new file, and an item made again is recorded again).
+_RECORDED: set[tuple[str, int, str]] = set()
+
+
 def home() -> Path:
     env = os.environ.get("ANONAUDIT_HOME")
     if env:
@@ -57,6 +66,62 @@ def subdir(name: str) -> Path:
     path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
     make_private(path)
     return path
+
+
+def kind_item(path: str | os.PathLike[str]) -> tuple[Path, str] | None:
+    """``(kind folder, item name)`` of a path inside a kind's folder of :func:`home` (the item is
+    the entry of that folder the path lies in), None for a path elsewhere. Compared as written and
+    resolved, so a path reached through a link is still placed."""
+    root = home()
+    folders = {folder for folder, _ in KINDS.values()}
+    for base, target in ((os.path.abspath(root), os.path.abspath(path)),
+                         (os.path.realpath(root), os.path.realpath(path))):
+        try:
+            rel = os.path.relpath(target, base)
+        except ValueError:  # pragma: no cover - Windows: another drive
+            continue
+        parts = Path(rel).parts
+        if rel != os.curdir and not rel.startswith(os.pardir) and len(parts) >= 2 and parts[0] in folders:
+            return root / parts[0], parts[1]
+    return None
+
+
+def record(path: str | os.PathLike[str]) -> None:
+    """Record in its kind folder's :data:`MANIFEST` that anonaudit made ``path`` (a cache file, a
+    trained attacker's folder...), so that ``cache clear`` may remove it; a path outside the kind
+    folders is not recorded. Every writer of the caches calls it (:func:`audit.core.files.atomic_open`
+    and :func:`private_file` for all of their files); appends are atomic, so concurrent writers
+    need no lock."""
+    found = kind_item(path)
+    if found is None:
+        return
+    folder, name = found
+    if name == MANIFEST or "\n" in name or "\r" in name:
+        return
+    manifest = folder / MANIFEST
+    with contextlib.suppress(OSError):
+        try:
+            ino = os.stat(manifest).st_ino
+        except FileNotFoundError:
+            ino = 0
+        if (str(manifest), ino, name) in _RECORDED:
+            return
+        fd = os.open(manifest, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+        try:
+            os.write(fd, (name + "\n").encode("utf-8", "surrogateescape"))
+            ino = os.fstat(fd).st_ino
+        finally:
+            os.close(fd)
+        _RECORDED.add((str(manifest), ino, name))
+
+
+def recorded(folder: str | os.PathLike[str]) -> set[str]:
+    """The names of the items anonaudit made in the kind folder ``folder`` (its :data:`MANIFEST`)."""
+    try:
+        with open(Path(folder) / MANIFEST, encoding="utf-8", errors="surrogateescape") as fh:
+            return {line.rstrip("\n") for line in fh if line.strip()}
+    except OSError:
+        return set()
 
 
 def make_private(path: str | os.PathLike[str]) -> None:
@@ -79,6 +144,7 @@ def private_file(path: str | os.PathLike[str]) -> Path:
     for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         if p.exists():
             make_private(p)
+    record(path)
     return path
 
 

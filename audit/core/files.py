@@ -160,6 +160,14 @@ def _in_home(path: Path) -> bool:
         return False
 
 
+def _record_if_cache(path: Path) -> None:
+    """A file written under ANONAUDIT_HOME's kind folders is anonaudit's: recorded in its folder's
+    list (:func:`audit.core.config.record`), which ``cache clear`` removes from and only from."""
+    from audit.core import config
+
+    config.record(path)
+
+
 def _chmod_fd(fd: int, name: str, mode: int) -> None:
     """Set the permission bits of an open file (``os.fchmod`` where the OS has it; on Windows,
     which keeps only a read-only flag, by name)."""
@@ -193,6 +201,7 @@ def locked(path: str | os.PathLike[str]) -> Iterator[None]:
         if lock_path.is_dir():
             raise IsADirectoryError(21, "it is a folder, not a file", str(lock_path))
         lock.acquire()
+        _record_if_cache(lock_path)
     except OSError as exc:
         why = exc.strerror or str(exc)
         raise AnonauditError(
@@ -229,6 +238,12 @@ def folder_problem(path: str | os.PathLike[str]) -> str:
     if not os.access(probe, os.W_OK | os.X_OK):
         return "is not writable" if probe == path else f"cannot be created: the folder {probe} is not writable"
     return ""
+
+
+def is_temporary(name: str) -> bool:
+    """Whether the file name ``name`` is one of this module's temporaries (a writer's at work, or
+    one a killed writer left: :func:`sweep_temporaries` removes those)."""
+    return bool(_TEMPORARY.match(name) or _OLD_TEMPORARY.match(name))
 
 
 def temporary_prefix(name: str) -> str:
@@ -314,6 +329,7 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w", *, encoding: str 
         os.replace(tmp, path)
         if fsync:
             _fsync_dir(path.parent)
+        _record_if_cache(path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -93,6 +93,7 @@ def kept_folder(dest: Path, what: str, make: Callable[[], T], save: Callable[[T,
                 save(made, tmp)
                 (tmp / KEPT_RECORD).write_text(json.dumps({"what": what, "source": source}) + "\n")
                 os.replace(tmp, dest)
+                config.record(dest)  # anonaudit's: `cache clear --models` may remove it
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     except OSError as exc:

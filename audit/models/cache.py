@@ -62,6 +62,9 @@ def set_aside(path: Path, exc: Exception, *, who: str, what: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(OSError):
             os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    from audit.core import config
+
+    config.record(aside)  # kept for the user to look at; anonaudit's, so `cache clear` removes it
     print(f"    {who}: {rebuild_message(what, path, str(exc))}; the old file is kept as {aside.name}",
           file=sys.stderr, flush=True)
 
