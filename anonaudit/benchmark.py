@@ -243,7 +243,8 @@ def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, param
         check_release_name(name, "--name (name=)")
     if release is not None:
         label = name or (Path(os.fspath(release)).stem if is_file(release) else "under_test")
-        under = (Contender(label, "file", path=os.fspath(release), under_test=True) if is_file(release) else
+        under = (Contender(label, "file", path=os.fspath(release), under_test=True, name_from_file=name is None)
+                 if is_file(release) else
                  Contender(label, "release", release=release if isinstance(release, Release) else
                            Release(label, as_corpus(release, name=label, columns=columns)), under_test=True))
     elif command is not None:
@@ -270,7 +271,8 @@ def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, param
                                 budget=budget), "--with (with_=)"))
     named += [(Contender(r.name, "release", release=r), "a method column of the TRI file") for r in corpus.releases]
     for k, v in (extra or {}).items():
-        named.append((Contender(str(k), "file", path=os.fspath(v)) if is_file(v) else
+        named.append((Contender(str(k), "file", path=os.fspath(v), name_from_file=str(k) == Path(os.fspath(v)).stem)
+                       if is_file(v) else
                       Contender(str(k), "release", release=Release(str(k), as_corpus(v, name=str(k), columns=columns))),
                       "--also (extra_releases=)"))
     _check_names(named)

@@ -10,6 +10,7 @@ inside it), utility with what each metric means, the per-document drill-down and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -24,7 +25,7 @@ from reports.charts import forest_chart, pareto_chart
 from reports.drilldown import drilldown
 from reports.formatting import anchor, num, pct, short, title_of, visible
 from reports.shareable import not_run_categories
-from reports.shareable import pseudonyms
+from reports.shareable import pseudonyms, release_pseudonyms
 from reports.shareable import shareable as make_shareable
 
 PALETTE = ("#1f5f8b", "#b5542d", "#3a7d44", "#7a4f9a", "#8a6d1d", "#4a5560", "#2b8a8a", "#a23b62")
@@ -147,7 +148,11 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
     raw_prov = rf.provenance
     if shareable:
         ids = {} if keep_ids else pseudonyms(rf)
-        texts = {rel: {ids.get(i, i): t for i, t in by_id.items()} for rel, by_id in (texts or {}).items()}
+        hidden = {} if keep_ids else release_pseudonyms(rf)  # releases named after their file
+        texts = {hidden.get(rel, rel): {ids.get(i, i): t for i, t in by_id.items()}
+                 for rel, by_id in (texts or {}).items()}
+        checks = [dataclasses.replace(c, release=hidden.get(c.release, c.release)) for c in checks] \
+            if checks else checks
         rf = make_shareable(rf, keep_ids=keep_ids)
     prov = rf.provenance
     attacks = [r for r in rf.results if r.kind == "attack"]

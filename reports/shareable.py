@@ -15,6 +15,10 @@ copy of the results that keeps only what can be shown outside the data owner:
   category (``PERSON``, ``direct_identifier``), never like a name;
 * document ids become pseudonyms (``D01``, ``D02``..., :func:`pseudonyms`, stable for the same
   results) unless ``keep_ids``: an id can be a person's name (a TRI file) or a case number;
+* so do the names of releases that nobody chose, taken from their file's name (``R1``,
+  ``R2``..., :func:`release_pseudonyms`; the release's provenance says ``name_from: file``):
+  ``john_smith.jsonl`` names its release ``john_smith``. A name the user gave (``NAME=FILE``, a
+  spec's ``name:``, bench's ``--name``) or a sanitizer's is kept, and ``keep_ids`` keeps all;
 * provenance keeps no free text and no file path: the command line is dropped, the reasons a
   component was skipped or failed become a category and a count (:func:`not_run_categories`),
   and every value or key that reads like a path goes (:func:`_no_paths`);
@@ -47,13 +51,47 @@ def shareable(rf: ResultsFile, *, keep_ids: bool = False) -> ResultsFile:
     """A copy of ``rf`` safe to share (see the module docstring for what is kept); document ids
     become their :func:`pseudonyms` unless ``keep_ids``."""
     ids = {} if keep_ids else pseudonyms(rf)
+    names = {} if keep_ids else release_pseudonyms(rf)
     results = [
-        Result(kind=r.kind, name=r.name, release=r.release, value=r.value, ci=r.ci, n=r.n, baseline=r.baseline,
-               beats_baseline=r.beats_baseline, details=_details(r.details, ids=ids),
+        Result(kind=r.kind, name=r.name, release=names.get(r.release, r.release), value=r.value, ci=r.ci, n=r.n,
+               baseline=r.baseline, beats_baseline=r.beats_baseline, details=_details(r.details, ids=ids),
                documents=[_finding(d, ids) for d in r.documents])
         for r in rf.results
     ]
-    return ResultsFile(results=results, provenance=_provenance(rf.provenance))
+    return ResultsFile(results=results, provenance=_renamed(_provenance(rf.provenance), names))
+
+
+def release_pseudonyms(rf: ResultsFile) -> dict[str, str]:
+    """``{release name: pseudonym}`` for the releases named after their file (provenance
+    ``name_from: file``): ``R1``, ``R2``... in the order the releases first appear in the results
+    (then in the provenance), so the same results give the same names in the HTML and the CSV;
+    a pseudonym that is already another release's name is skipped."""
+    prov = rf.provenance.get("releases") if isinstance(rf.provenance.get("releases"), dict) else {}
+    hidden = [n for n in dict.fromkeys([*rf.releases, *prov])
+              if isinstance(prov.get(n), dict) and prov[n].get("name_from") == "file"]
+    taken = set(rf.releases) | set(prov)
+    out: dict[str, str] = {}
+    n = 0
+    for name in hidden:
+        n += 1
+        while f"R{n}" in taken:
+            n += 1
+        out[name] = f"R{n}"
+    return out
+
+
+def _renamed(value: Any, names: dict[str, str]) -> Any:
+    """``value`` with every key and string that is a hidden release name replaced, and the name
+    where a text quotes it (a title "Benchmark of NAME"), at any depth."""
+    if not names:
+        return value
+    if isinstance(value, str):
+        return names[value] if value in names else _summary(value, names)
+    if isinstance(value, dict):
+        return {names.get(k, k) if isinstance(k, str) else k: _renamed(v, names) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_renamed(v, names) for v in value)
+    return value
 
 
 def pseudonyms(rf: ResultsFile) -> dict[str, str]:

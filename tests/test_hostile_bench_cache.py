@@ -170,6 +170,35 @@ def test_a_one_document_release_written_as_jsonl_is_read_as_jsonl(tmp_path):
     assert "one" in (out / "leaderboard.csv").read_text(encoding="utf-8")
 
 
+def test_a_bench_release_named_after_its_file_is_hidden_in_the_shareable_edition(tmp_path):
+    """The sanitizer under test named after its ``--release`` file (and an ``--also`` file without
+    a name) is recorded as such; ``report --shareable`` names it by pseudonym, ``--keep-ids`` keeps it."""
+    import anonaudit
+
+    data = anonaudit.sample_data(n=3, seed=0)
+    orig = tmp_path / "orig.jsonl"
+    orig.write_text("".join(json.dumps(d) + "\n" for d in data["originals"]), encoding="utf-8")
+    person = tmp_path / "Jane_Marwood.jsonl"
+    person.write_text("".join(json.dumps(d) + "\n" for d in data["releases"]["suppressed"]), encoding="utf-8")
+    other = tmp_path / "Bertil_Quandt.jsonl"
+    other.write_text("".join(json.dumps(d) + "\n" for d in data["releases"]["labels"]), encoding="utf-8")
+    out = tmp_path / "out"
+    res = bench(["--release", str(person), "--originals", str(orig), "--also", str(other), "--compare", "suppression",
+                 *CHEAP, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    releases = json.loads((out / "results.json").read_text(encoding="utf-8"))["provenance"]["releases"]
+    assert releases["Jane_Marwood"]["name_from"] == "file" and releases["Bertil_Quandt"]["name_from"] == "file"
+    assert "name_from" not in releases["suppression"]
+    share = run(["report", str(out / "results.json"), "--shareable", "--out", str(tmp_path / "s" / "report.html")])
+    assert share.exit_code == 0, share.output
+    for name in ("report.html", "findings.csv"):
+        text = (tmp_path / "s" / name).read_text(encoding="utf-8")
+        assert "Marwood" not in text and "Quandt" not in text and "R1" in text and "suppression" in text, name
+    kept = run(["report", str(out / "results.json"), "--shareable", "--keep-ids", "--out",
+                str(tmp_path / "k" / "report.html")])
+    assert kept.exit_code == 0 and "Jane_Marwood" in (tmp_path / "k" / "report.html").read_text(encoding="utf-8")
+
+
 # ------------------------------------------------------------------ 4. commands that never end
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0"])

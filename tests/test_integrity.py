@@ -322,6 +322,35 @@ def test_run_shareable_names_no_person_and_no_path(tri_case, tmp_path):
             assert private not in text, (p.name, private)
 
 
+def test_a_release_named_after_its_file_is_pseudonymised_in_the_shareable_edition(tmp_path):
+    """The default release name is the input's file stem, often a person's name: the shareable
+    edition (HTML and CSV, and the gate's lines) names it R1, R2...; a name the user gave stays,
+    and --keep-ids keeps both. The same results give the same names."""
+    import anonaudit
+    from reports.shareable import release_pseudonyms
+
+    data = anonaudit.sample_data(n=4, seed=0)
+    orig = tmp_path / "originals.jsonl"
+    orig.write_text("".join(json.dumps(d) + "\n" for d in data["originals"]), encoding="utf-8")
+    person = tmp_path / "Jane_Marwood.jsonl"
+    person.write_text("".join(json.dumps(d) + "\n" for d in data["releases"]["suppressed"]), encoding="utf-8")
+    chosen = tmp_path / "Bertil_Quandt.jsonl"
+    chosen.write_text("".join(json.dumps(d) + "\n" for d in data["releases"]["labels"]), encoding="utf-8")
+    res = anonaudit.audit(orig, [str(person), {"name": "masked", "path": str(chosen)}],
+                          attacks=["phrase_search"], metrics=["rouge"], progress=False, out=tmp_path / "run")
+    assert res.file.provenance["releases"]["Jane_Marwood"]["name_from"] == "file"
+    assert "name_from" not in res.file.provenance["releases"]["masked"]
+    gate = res.gate(max={"phrase_search": 0.99})
+    page = res.report(tmp_path / "share" / "report.html", shareable=True, gate=gate)
+    for path in (page, page.with_name("findings.csv")):
+        text = path.read_text(encoding="utf-8")
+        assert "Jane_Marwood" not in text and "Marwood" not in text, path.name
+        assert "R1" in text and "masked" in text, path.name
+    assert release_pseudonyms(res.file) == {"Jane_Marwood": "R1"} == release_pseudonyms(res.file)
+    kept = res.report(tmp_path / "kept" / "report.html", shareable=True, keep_ids=True).read_text(encoding="utf-8")
+    assert "Jane_Marwood" in kept and "masked" in kept
+
+
 def test_pseudonyms_reach_every_id_a_finding_carries():
     from audit.core.results import Finding, Result, ResultsFile
     from reports.shareable import shareable

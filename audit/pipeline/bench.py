@@ -54,6 +54,9 @@ class Contender:
     release: Release | None = None
     under_test: bool = False
     budget: int | None = None
+    #: The name was taken from the release file's name (no one chose it; it may be a person's):
+    #: recorded as ``name_from: file`` in the results, which the shareable edition hides.
+    name_from_file: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,9 +122,29 @@ def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bo
         echo(f"bench: every attack and metric on {len(made)} release(s); each attack is prepared once")
         outcome = Audit(aspec, registry=reg, on_error="skip", progress=progress, echo=echo,
                         command="bench", replace=replace).run(resources)
+    _record_names_from_files(outcome, [c.name for c in spec.contenders if c.name_from_file])
     reuse = _remember_reuse(spec.out / "bench.json", reuse_of(outcome.results, [n for n, _ in made]))
     board = build_leaderboard(outcome.results, spec, costs, reuse=reuse)
     return BenchOutcome(audit=outcome, leaderboard=board, costs=costs, reused=reused, seconds=time.time() - t0)
+
+
+def _record_names_from_files(outcome: Any, names: list[str]) -> None:
+    """Mark the releases named after their file in the results (``name_from: file``, as a spec's
+    unnamed release is): the audit saw only the bench's copies, named by the bench."""
+    from audit.core.results import ResultsFile
+
+    def mark(rf: Any) -> Any:
+        for name in names:
+            info = (rf.provenance.get("releases") or {}).get(name)
+            if isinstance(info, dict):
+                info["name_from"] = "file"
+        return rf
+
+    if not names:
+        return
+    mark(outcome.results)
+    if getattr(outcome, "path", None) is not None and Path(outcome.path).is_file():
+        ResultsFile.update(outcome.path, lambda current: mark(current if current is not None else outcome.results))
 
 
 def _remember_reuse(path: Path, reuse: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -55,7 +55,9 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
                                          columns=dict(rs.columns) or None):
                 releases.append(rel)
                 prov[rel.name] = {"source": str(rs.path), "sha256": sha256_file(rs.path),
-                                  **({"notes": list(rel.notes)} if rel.notes else {})}
+                                  **({"notes": list(rel.notes)} if rel.notes else {}),
+                                  # a name nobody chose (often a person's): the shareable edition hides it
+                                  **({"name_from": "file"} if rs.name is None and rel.name == rs.path.stem else {})}
                 for note in rel.notes:
                     echo(f"  release {rel.name}: {note}")
             continue
