@@ -256,10 +256,14 @@ def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, param
         reg.get("sanitizer", sanitizer)  # an unknown name is an error before any work
         under = Contender(name or sanitizer, "sanitizer", sanitizer=sanitizer, params=dict(params or {}),
                           under_test=True)
+    for option, value in (("comparisons=", comparisons), ("with_=", with_)):
+        if isinstance(value, (str, bytes)):  # would be read one character at a time
+            raise AnonauditError(f"{option} give a list of sanitizer names, e.g. [{value!r}], not one string")
     default = comparisons is None
     if default:
         comparisons = [c for c in CHEAP if (c != "presidio" or importlib.util.find_spec("presidio_analyzer"))
-                       and c != under.name]  # the sanitizer under test is not compared with itself
+                       and c != under.name  # the sanitizer under test is not compared with itself
+                       and c in reg.names("sanitizer")]
     named: list[tuple[Any, str]] = [(under, _how_under(name, release))]
     for c in comparisons:
         _known_sanitizer(reg, c, "--compare (comparisons=)")

@@ -130,6 +130,13 @@ def test_an_unknown_comparison_point_is_refused_before_any_work(tmp_path):
         assert res.exit_code == 2, res.output
         assert "no_such_thing" in res.output and "known:" in res.output and "labels" in res.output
         assert option in res.output and "SKIPPED" not in res.output and not out.exists()
+    import anonaudit
+
+    for kw in ({"comparisons": ["no_such_thing"]}, {"with_": ["no_such_thing"]}, {"comparisons": "labels"}):
+        with pytest.raises(anonaudit.AnonauditError, match="no_such_thing|one string"):
+            anonaudit.bench(command=CMD, demo_people=3, attacks=["phrase_search"], metrics=["rouge"], out=out,
+                            progress=False, **kw)
+    assert not out.exists()
 
 
 def test_two_releases_of_one_name_are_refused_naming_the_options_that_gave_them(tmp_path):
