@@ -366,6 +366,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
             if self.progress:
                 print(f"    TRIR: trained attacker loaded from the cache ({folder})", file=sys.stderr, flush=True)
             self.trained_ = TrainedTRIR.load(folder, device)
+            config.record(folder)  # sealed by anonaudit (an older version's too): `cache clear` may remove it
             # The cached record says where the base was when it was trained (maybe another
             # environment); the key says it is the same content, so name the base used now.
             self.trained_.info.update(loaded_from_cache=True, cache_key=key, base=base_path)

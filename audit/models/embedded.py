@@ -125,6 +125,7 @@ def assemble_parts(parts: Sequence[Path], dest: Path, expected_sha256: str) -> P
             got = cached_sha256(dest)
             if got != expected:
                 raise _mismatch(str(dest), got or "?", expected, corrupt_hint)
+            config.record(dest)  # the pinned assembly (an older version's too): `cache clear --models` may remove it
             return dest
         missing = [str(p) for p in parts if not Path(p).is_file()]
         if missing:
