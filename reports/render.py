@@ -27,6 +27,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from audit.core.files import atomic_write
 from audit.core.errors import DataError, Problem
+from audit.core.consistency import results_problems
 from audit.core.results import ResultsFile, figure_problems
 from reports.context import build_context
 from reports.drilldown import load_release_texts, segments
@@ -50,6 +51,7 @@ def render(rf: ResultsFile, **kwargs: Any) -> str:
     rather than read from a file, which checks them) are a :class:`DataError` naming each one."""
     problems = [Problem("results", f"result {r.name!r} on release {r.release!r}: {w}")
                 for r in rf.results for w in figure_problems(r.to_dict())]
+    problems = problems or [Problem("results", w) for w in results_problems(rf.results)]
     if problems:
         raise DataError(problems)
     return environment().get_template("report.html").render(**build_context(rf, **kwargs))

@@ -37,7 +37,7 @@ from audit.core.results import Finding, Highlight, Result, ResultsFile
 DETAIL_STRING_KEYS = frozenset({"description", "unit", "method", "metric", "strategy", "linker", "model",
                                 "mode", "label", "entity_type", "selection", "aggregation", "note_kind",
                                 "baseline_kind", "embedder", "llm", "trial_unit", "interval",
-                                "warning"})  # a component's doubt about its own figure; never quotes a document
+                                "value_from", "warning"})  # a component's doubt about its own figure; never quotes a document
 #: Key names dropped whatever their value.
 DENY = re.compile(r"^(orig(inal)?(_.*)?|.*_original|guess(es)?|.*_guess(es)?|gold.*|truth|answer|expected|"
                   r"subject|true_.*|predicted(_subject|_name)?|source_text|claims?|original_claims|text)$",

@@ -192,7 +192,8 @@ def test_a_checked_further_measure_counts_in_the_verdict_and_a_failed_one_makes_
     def results(**leak):
         rf = ResultsFile()
         rf.add(Result.from_risk("claim_linker", "r", risk(1, 40, 0.025)))  # linking shows nothing
-        rf.add(Result("attack", "claim_linker.leakage", "r", 0.62, (0.55, 0.7), 10, baseline=0.05, **leak))
+        rf.add(Result("attack", "claim_linker.leakage", "r", 0.62, (0.55, 0.7), 10,
+                      baseline=leak.pop("baseline", 0.05), **leak))
         return rf
 
     checked = _verdict_of(render(results(beats_baseline=True, details={"in_verdict": True})))
@@ -201,8 +202,9 @@ def test_a_checked_further_measure_counts_in_the_verdict_and_a_failed_one_makes_
                                              shareable=True))
     # not declared: a further measure stays out, as before
     assert "NO RISK SHOWN" in _verdict_of(render(results(beats_baseline=True)))
-    # below its baseline: counted, but shows no risk
-    assert "NO RISK SHOWN" in _verdict_of(render(results(beats_baseline=False, details={"in_verdict": True})))
+    # not above its baseline: counted, but shows no risk
+    assert "NO RISK SHOWN" in _verdict_of(render(results(beats_baseline=False, baseline=0.6,
+                                                         details={"in_verdict": True})))
     failed = _verdict_of(render(results(details={"in_verdict": False, "warning": "the judge failed its control"})))
     assert "INCONCLUSIVE" in failed and "62.0%" not in failed
 

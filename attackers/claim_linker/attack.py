@@ -242,7 +242,7 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
         if isinstance(linker, DenseLinker):
             details["embedder"] = getattr(self._get_embedder(), "identity", type(self._get_embedder()).__name__)
         results = [Result.from_risk(self.name, release.name, risk(successes, n, baseline),
-                                    details=details, documents=documents)]
+                                    details={**details, "value_from": "success"}, documents=documents)]
 
         if self.score:
             t = time.perf_counter()

@@ -303,7 +303,7 @@ class PhraseSearchAttack(DocumentLinking, Attack):
                               "(TRIR's scale: the share of documents whose subject is named)."),
         }
         return Result.from_risk(f"{self.name}_reid", release.name, risk(named, n, 1.0 / max(1, population)),
-                                details=details, documents=docs)
+                                details={**details, "value_from": "success"}, documents=docs)
 
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         t0 = time.perf_counter()
@@ -337,7 +337,7 @@ class PhraseSearchAttack(DocumentLinking, Attack):
         details = self._linkage_details(release, scored, len(docs_out))
         self.record_timing(release.name, {"attack": time.perf_counter() - t0})
         head = Result.from_risk(self.name, release.name, risk(linked, n, min(1.0, (self.k - 1) / max(index.n_docs, 1))),
-                                details=details, documents=docs_out)
+                                details={**details, "value_from": "success"}, documents=docs_out)
         return [head, self._residual_result(release, scored)]
 
     def _linkage_details(self, release: Release, scored: list[dict[str, Any]], n_docs: int) -> dict[str, Any]:

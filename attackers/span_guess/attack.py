@@ -314,6 +314,7 @@ class SpanGuessAttack(UsesLLM, Attack):
         if warnings:
             details["warning"] = "; ".join(warnings)
         per_span = diag.get("per_span") or [{} for _ in targets]
+        details["value_from"] = "sum:recovered/attacked"  # recomputed from the findings by every reader
         return [Result.from_risk(self.name, release.name, headline, details=details,
                                  documents=_documents(findings, sources, per_span, per_source))]
 

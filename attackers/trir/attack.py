@@ -455,7 +455,8 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         details = self._details(release, documents, n, hits5, len(windows))
         r1 = risk(hits, n, 1.0 / population)
         r5 = risk(hits5, n, min(5, population) / population)
-        head = Result.from_risk("trir", release.name, r1, details=details, documents=documents)
+        head = Result.from_risk("trir", release.name, r1, details={**details, "value_from": "success"},
+                                documents=documents)
         top5 = Result.from_risk("trir.top5", release.name, r5,
                                 details={"population": population, "evaluated": n,
                                          "note": "share of documents whose true subject is among the 5 "

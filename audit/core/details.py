@@ -16,7 +16,12 @@ is their typed view (``Result.info``), so no reader looks a key up by string:
   counts in the verdict;
 * ``residual_risk`` (number): the risk that remains beyond the baseline;
 * ``attacker`` (str): one sentence on what the adversary knew and did;
-* ``description`` (str): what the result measures, when the component did not describe itself.
+* ``description`` (str): what the result measures, when the component did not describe itself;
+* ``clamped`` (object): figures that fell outside [0, 1] by floating-point noise only and were
+  clamped to the bound (``{"value": 1.0000000432612823}``: the field and the figure as computed;
+  :data:`~audit.core.resultshape.SHARE_TOLERANCE`);
+* ``value_from`` (str): how the value follows from the per-document findings, so that every
+  reader recomputes it from them (:data:`VALUE_FROM`; :mod:`audit.core.consistency`).
 
 Serialized, ``details`` stays the plain object it always was (byte for byte); a wrong type
 under one of these keys is reported by :func:`details_problems` naming the key
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +44,12 @@ from typing import Any
 #: The typed keys of ``details`` and the JSON type each must have (see the module docstring).
 TYPED_KEYS = {"warning": "string", "successes": "count", "unit": "string", "trials": "number",
               "trial_unit": "string", "sampled": "sampled", "in_verdict": "boolean", "residual_risk": "number",
-              "attacker": "string", "description": "string"}
+              "attacker": "string", "description": "string", "clamped": "clamped",
+              "value_from": "value_from"}
+#: The forms of ``details.value_from``: ``"success"`` (the share of the scored findings that
+#: succeeded), ``"sum:NUM/DEN"`` (the sum of the findings' fact NUM over that of DEN),
+#: ``"mean:FACT"`` (the mean of the findings' fact FACT). See :mod:`audit.core.consistency`.
+VALUE_FROM = re.compile(r"^(?:success|sum:(?P<num>[A-Za-z_]\w*)/(?P<den>[A-Za-z_]\w*)|mean:(?P<fact>[A-Za-z_]\w*))$")
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,8 @@ class Details:
     residual_risk: float | None = None
     attacker: str = ""
     description: str = ""
+    clamped: Mapping[str, float] | None = None
+    value_from: str = ""
 
     @property
     def rate(self) -> bool:
@@ -91,7 +104,9 @@ class Details:
                                                       None if samp.get("seed") is None else int(samp["seed"])),
             in_verdict=bool(get("in_verdict")), residual_risk=None if get("residual_risk") is None
             else float(get("residual_risk")),
-            attacker=get("attacker") or "", description=get("description") or "")
+            attacker=get("attacker") or "", description=get("description") or "",
+            clamped=None if get("clamped") is None else {k: float(v) for k, v in get("clamped").items()},
+            value_from=get("value_from") or "")
 
 
 def _boolean(value: Any) -> bool:
@@ -123,6 +138,14 @@ def details_problems(details: Any) -> list[str]:
         if kind == "sampled":
             out += _sampled_problems(value)
             continue
+        if kind == "clamped":
+            out += _clamped_problems(value)
+            continue
+        if kind == "value_from":
+            if not (isinstance(value, str) and VALUE_FROM.match(value)):
+                out.append(f"\"details.value_from\" must be \"success\", \"sum:NUM/DEN\" or \"mean:FACT\", "
+                           f"not {_shown(value)}")
+            continue
         ok = {"string": isinstance(value, str), "count": _count(value), "number": _number(value),
               "boolean": _boolean(value)}[kind]
         if not ok:
@@ -141,6 +164,13 @@ def _sampled_problems(value: Any) -> list[str]:
     if seed is not None and not (isinstance(seed, numbers.Integral) and not _boolean(seed)):
         out.append(f"\"details.sampled.seed\" must be a whole number or null, not {_shown(seed)}")
     return out
+
+
+def _clamped_problems(value: Any) -> list[str]:
+    if not isinstance(value, Mapping):
+        return [f"\"details.clamped\" must be an object {{field: figure as computed}}, not {_shown(value)}"]
+    return [f"\"details.clamped.{k}\" must be a finite number, not {_shown(v)}" for k, v in value.items()
+            if not _number(v)]
 
 
 def _shown(value: Any) -> str:

@@ -40,13 +40,14 @@ from typing import Any, Literal
 
 from audit.core import safejson
 from audit.core.checks import Check, checks_of, recorded_problems
+from audit.core.consistency import beats, results_problems
 from audit.core.details import About, Details, about_problems, abouts, details_problems
 from audit.core.errors import DataError, Problem, read_text
 from audit.core.files import atomic_write_json, locked
-from audit.core.resultshape import KINDS, SHARE_TOLERANCE, json_type, figure_problems, result_shape_problems
+from audit.core.resultshape import KINDS, SHARE_TOLERANCE, clamp_share, json_type, figure_problems, result_shape_problems
 from audit.core.stats import Risk
 
-__all__ = ["SCHEMA", "KINDS", "SHARE_TOLERANCE", "FINDING_KEYS", "Highlight", "Finding", "Result", "ResultsFile",
+__all__ = ["SCHEMA", "KINDS", "SHARE_TOLERANCE", "clamp_share", "FINDING_KEYS", "Highlight", "Finding", "Result", "ResultsFile",
            "Details", "About", "Check", "figure_problems", "result_shape_problems", "grouped_warnings"]
 
 #: The schema of a results file. Additions that older readers may ignore (the typed details'
@@ -174,12 +175,38 @@ class Result:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        self._clamp_noise()
+        if self.beats_baseline is None and self.baseline is not None:  # recomputed, as every reader does
+            object.__setattr__(self, "beats_baseline", beats(self.value, self.ci, self.baseline))
         documents = tuple(self.documents)
         for d in documents:
             if not isinstance(d, Finding):
                 raise TypeError(f"result {self.name!r}: documents must be Finding objects "
                                 f"(audit.core.results.Finding), got {type(d).__name__}")
         object.__setattr__(self, "documents", documents)
+
+    def _clamp_noise(self) -> None:
+        """Figures outside [0, 1] by floating-point noise only (within
+        :data:`~audit.core.resultshape.SHARE_TOLERANCE`) are the bound they missed, and
+        ``details["clamped"]`` records each as computed; a real error is left for the checks
+        (:func:`~audit.core.resultshape.figure_problems`) to refuse."""
+        ci = self.ci
+        figures = {"value": self.value, "baseline": self.baseline}
+        if isinstance(ci, (tuple, list)) and len(ci) == 2:
+            figures.update({"ci_low": ci[0], "ci_high": ci[1]})
+        moved = {k: float(x) for k, x in figures.items() if clamp_share(x) is not x}  # x itself when kept
+        if not moved:
+            return
+        new = {k: clamp_share(x) for k, x in figures.items()}
+        object.__setattr__(self, "value", new["value"])
+        object.__setattr__(self, "baseline", new["baseline"])
+        if "ci_low" in new:
+            object.__setattr__(self, "ci", (new["ci_low"], new["ci_high"]))
+        if self.beats_baseline is not None:  # judged again on the figures as they now are
+            object.__setattr__(self, "beats_baseline", beats(self.value, self.ci, self.baseline))
+        before = self.details.get("clamped") if isinstance(self.details, Mapping) else None
+        object.__setattr__(self, "details", {**self.details, "clamped": {
+            **(before if isinstance(before, Mapping) else {}), **moved}})
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -317,6 +344,8 @@ class ResultsFile:
                     for r in data["results"] for w in [*figure_problems(r), *details_problems(r["details"])]]
         problems += [Problem(str(path), w) for w in [*about_problems(self.provenance.get("components")),
                                                     *recorded_problems(self.provenance, self.results)]]
+        if not problems:  # results that contradict themselves are never written
+            problems += [Problem(str(path), w) for w in results_problems(self.results)]
         if problems:
             raise DataError(problems)
         check_summary_target(path)
@@ -370,8 +399,10 @@ class ResultsFile:
                 results.append(Result.from_dict(item))
             except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
                 problems.append(Problem(src, f"results[{i}] is malformed: {exc}"))
-        if not problems:  # what the report reads from the provenance: descriptions, remedies, checks
-            problems += [Problem(src, w) for w in [*about_problems((provenance or {}).get("components")),
+        if not problems:  # results that contradict themselves (audit.core.consistency), and what the
+            # report reads from the provenance: descriptions, remedies, checks
+            problems += [Problem(src, w) for w in [*results_problems(results),
+                                                   *about_problems((provenance or {}).get("components")),
                                                    *recorded_problems(provenance or {}, results)]]
         if problems:
             raise DataError(problems)

@@ -48,8 +48,9 @@ def share_text(value: Any, what: str) -> str:
 
 def mean_result(name: str, release: str, values: list[float], documents: list[Finding], details: dict) -> Result:
     mean, ci = mean_interval(values)
+    # every reader recomputes the mean from the findings' "value" (audit.core.consistency)
     return Result(kind="utility", name=name, release=release, value=mean, ci=ci, n=len(values),
-                  details=details, documents=documents)
+                  details={"value_from": "mean:value", **details}, documents=documents)
 
 
 class UtilityMetric(Metric):

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from audit.core.checks import FAIL, INCONCLUSIVE, PASS, Check, Threshold
+from audit.core.consistency import results_problems
 from audit.core.errors import AnonauditError
 from audit.core.files import atomic_write
 from audit.core.registry import normalise
@@ -84,6 +85,10 @@ def evaluate(rf: ResultsFile, thresholds: Sequence[Threshold], *, releases: Sequ
     """
     if not thresholds:
         raise GateInputError("no thresholds: give at least one --max NAME=VALUE or --min NAME=VALUE")
+    contradictions = results_problems(rf.results)  # a result its own fields deny is never judged
+    if contradictions:
+        raise GateInputError("the results contradict themselves, so the gate cannot judge them:\n  - "
+                             + "\n  - ".join(contradictions))
     known_releases = rf.releases
     for rel in releases:
         if rel not in known_releases:

@@ -31,6 +31,7 @@ from audit.core.details import details_problems
 from audit.core.errors import AnonauditError
 from audit.core.registry import Registry, normalise
 from audit.core.registry import registry as default_registry
+from audit.core.consistency import consistency_problems
 from audit.core.results import Result, ResultsFile, figure_problems
 from audit.core.summary import check_summary_target
 from audit.models.resources import LLM_STATS, Resources
@@ -397,7 +398,8 @@ class Audit:
                 raise AnonauditError(f"{comp.kind} {comp.name!r} returned a result of kind {r.kind!r} "
                                      f"(expected {want!r})")
             wrong = figure_problems(r.to_dict()) + details_problems(r.details)
-            if wrong:  # NaN, n = 0, an interval outside [0, 1]: a failure, never a figure to read
+            wrong = wrong or consistency_problems(r)
+            if wrong:  # NaN, n = 0, an interval outside [0, 1], a figure its findings deny: a failure
                 raise AnonauditError(f"{comp.kind} {comp.name!r} on release {rel.name!r}: result {r.name!r} "
                                      f"cannot be used: {'; '.join(wrong)}")
             own = r.details.get("sampled")
