@@ -44,7 +44,7 @@ def _registry(registry: Any):
 def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, metrics: Any = None,
           background: Any = None, corpora: Mapping[str, Any] | None = None, seed: int = 0,
           llm: str | None = None, embedder: str | None = None, sample: int | None = None,
-          text_column: str = "text", id_column: str = "id", subject_column: str = "subject",
+          budget: str | None = None, text_column: str = "text", id_column: str = "id", subject_column: str = "subject",
           spans_column: str = "spans", title: str | None = None, executor: Any = None,
           out: str | os.PathLike | None = None, force: bool = False, progress: bool = True,
           on_error: str = "raise", registry: Any = None, command: str = "api",
@@ -62,6 +62,9 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
     corpora: further corpora a parameter refers to as ``"corpus:NAME"``.
     seed, llm, embedder: given to every component that takes them.
     sample: a seeded sample of this many documents per release (the same ids for each).
+    budget: how much work the stages do: ``"quick"`` (a CI gate: intervals of ±0.10, cheaper
+        attack settings), ``"standard"`` (the default: ±0.05) or ``"full"`` (every document); see
+        README "Budget".
     text_column, id_column, subject_column, spans_column: the columns of tables and of CSV,
         Parquet or JSONL files that hold each field.
     out: a results file to write (``summary.csv`` and the release copies beside it); results
@@ -87,6 +90,8 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
             data["corpora"] = {str(k): input_entry(v, f"corpora[{k!r}]", columns, ws) for k, v in corpora.items()}
         if sample is not None:
             data["sampling"] = {"documents": sample}
+        if budget is not None:
+            data["budget"] = budget
         if title is not None:
             data["title"] = title
         if executor is not None:
@@ -159,10 +164,26 @@ def attack(name: str, releases: Any = None, *, originals: Any = None, background
     :func:`audit` does not take); ``sample`` is a per-release document budget. Every other
     keyword is :func:`audit`'s."""
     own = {k: kwargs.pop(k) for k in list(kwargs) if k not in _AUDIT_KEYWORDS}
+    _old_budget(name, kwargs, own, kwargs.get("registry"))
     entry: dict[str, Any] = {"name": name, "params": {**(params or {}), **own}}
     if sample is not None:
         entry["sample"] = sample
     return audit(originals, releases, attacks=[entry], background=background, **kwargs)
+
+
+def _old_budget(name: str, kwargs: dict[str, Any], own: dict[str, Any], registry: Any) -> None:
+    """``budget="fast"`` (or ``"paper"``) for an attack with a parameter of that name (TRIR's
+    training recipe) meant the attack's parameter before ``budget=`` became the audit's budget:
+    still read so, with a :class:`DeprecationWarning` saying how to write it now."""
+    from audit.pipeline.budget import TARGETS
+
+    value = kwargs.get("budget")
+    if value is None or value in TARGETS or "budget" not in _registry(registry).get("attack", name).param_names():
+        return
+    warnings.warn(f"anonaudit.attack({name!r}, budget={value!r}): budget= is now the audit's budget "
+                  f"(quick, standard, full); {name}'s own parameter is params={{'budget': {value!r}}}",
+                  DeprecationWarning, stacklevel=3)
+    own["budget"] = kwargs.pop("budget")
 
 
 def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None, **kwargs: Any) -> Results:
@@ -177,24 +198,32 @@ def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None,
 
 
 def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None, progress: bool = True,
-        on_error: str = "raise", resume: bool = True, command: str = "run", force: bool = False) -> Results:
+        on_error: str = "raise", resume: bool = True, command: str = "run", force: bool = False,
+        budget: str | None = None) -> Results:
     """Run an audit spec: a YAML/TOML file (its results go to the spec's ``out`` folder, or
     ``out``, and a re-run resumes), a mapping with the spec's keys (in memory unless it names
     ``out``), or a parsed :class:`~audit.pipeline.spec.AuditSpec`. ``OUT/results.json`` may not be
     an input of the spec (nor the spec file), nor an existing file of another kind unless
-    ``force`` (as ``anonaudit run --force``)."""
+    ``force`` (as ``anonaudit run --force``). ``budget``: the spec's ``budget`` replaced (quick,
+    standard, full)."""
+    from audit.pipeline.budget import check_budget
     from audit.pipeline.runner import AuditSpec, load_spec
 
     reg = _registry(registry)
     spec_file = spec if is_file(spec) else None
+    given = {} if budget is None else {"budget": check_budget(budget, "anonaudit.run(budget=...)")}
     if is_file(spec):
-        overrides = {"out": str(Path(out).resolve())} if out is not None else None
-        spec = load_spec(spec, overrides=overrides, registry=reg)
+        overrides = {**({"out": str(Path(out).resolve())} if out is not None else {}), **given}
+        spec = load_spec(spec, overrides=overrides or None, registry=reg)
     elif isinstance(spec, Mapping) and (out is not None or "out" in spec):
         from audit.pipeline.runner import parse_spec
 
-        spec = parse_spec({**spec, **({"out": str(out)} if out is not None else {})}, base=Path.cwd(),
+        spec = parse_spec({**spec, **({"out": str(out)} if out is not None else {}), **given}, base=Path.cwd(),
                           source="anonaudit.run()", registry=reg)
+    elif isinstance(spec, Mapping):
+        spec = {**spec, **given}
+    elif isinstance(spec, AuditSpec) and given:
+        spec = dataclasses.replace(spec, **given)
     with Workspace() as ws:
         written = isinstance(spec, AuditSpec)
         path = spec.out / "results.json" if written else None

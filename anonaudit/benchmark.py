@@ -107,9 +107,10 @@ class BenchResults:
 def bench(sanitizer: str | None = None, *, command: str | None = None, release: Any = None, name: str | None = None,
           params: Mapping[str, Any] | None = None, originals: Any = None, background: Any = None, tri: Any = None,
           tri_originals: str | None = None, demo_people: int = 20, comparisons: Iterable[str] | None = None,
-          with_: Iterable[str] = (), budget: int = 10, extra_releases: Mapping[str, Any] | None = None,
+          with_: Iterable[str] = (), budget: str | int | None = None, sanitizer_sample: int = 10,
+          extra_releases: Mapping[str, Any] | None = None,
           sanitizer_params: Mapping[str, Mapping[str, Any]] | None = None,
-          attacks: Any = None, metrics: Any = None, sample: int = 20, documents: int | Sequence[str] | None = None,
+          attacks: Any = None, metrics: Any = None, sample: int | None = None, documents: int | Sequence[str] | None = None,
           reference: str | os.PathLike | None = None, seed: int = 0, llm: str | None = None,
           out: str | os.PathLike | None = None, progress: bool = True, title: str | None = None,
           format: str | None = None, text_column: str = "text", id_column: str = "id",  # noqa: A002
@@ -119,11 +120,15 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
 
     comparisons: registered sanitizers to compare with (default: suppression, labels, spacy_ner,
         presidio when installed); ``with_``: more, e.g. ``("intact", "prompt", "delinker")``, each
-        run on a seeded sample of ``budget`` documents (they call a language model per document).
+        run on a seeded sample of ``sanitizer_sample`` documents (they call a language model per
+        document).
+    budget: how much work the attacks do: ``"quick"``, ``"standard"`` (default) or ``"full"``
+        (README "Budget"). A number here is the old spelling of ``sanitizer_sample`` (deprecated).
     extra_releases: ``{name: file or data}``, releases already made to place on the board too.
     sanitizer_params: ``{name: {param: value}}`` for comparison points (e.g. ``{"intact": {"candidates": 3}}``).
     attacks, metrics: as in :func:`anonaudit.audit` (default: every registered one; attacks that
-        call a language model per document run on a seeded sample of ``sample`` documents).
+        call a language model per document take documents until their interval reaches the
+        budget's target, or a fixed seeded sample of ``sample`` documents when given).
     documents: bench a seeded sample of this many originals, or the originals with these ids (the
         background stays whole; release files made for the whole corpus are cut to them).
     reference: a reference table of published figures (a CSV file, or ``"tab"``).
@@ -136,6 +141,7 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
 
     check_timeout(command_timeout, "command_timeout=")
     reg = registry or default_registry
+    budget, sanitizer_sample = _budget(budget, sanitizer_sample)
     chosen = [k for k, v in (("sanitizer", sanitizer), ("command", command), ("release", release)) if v is not None]
     if len(chosen) != 1:
         raise AnonauditError("give the sanitizer under test as exactly one of sanitizer=, command= or release= "
@@ -144,7 +150,8 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
                                  ("spans", spans_column)) if v != k}
     corpus = _corpus(originals, background, tri, tri_originals, demo_people, documents, seed, format, columns)
     spec = _spec(corpus, reg, sanitizer=sanitizer, command=command, release=release, name=name, params=params,
-                 comparisons=comparisons, with_=with_, budget=budget, extra=extra_releases, attacks=attacks,
+                 comparisons=comparisons, with_=with_, budget=budget, sanitizer_sample=sanitizer_sample,
+                 extra=extra_releases, attacks=attacks,
                  sanitizer_params=sanitizer_params or {},
                  metrics=metrics, sample=sample, reference=reference, seed=seed, llm=llm, title=title,
                  columns=columns, command_timeout=command_timeout)
@@ -227,8 +234,23 @@ def _corpus(originals: Any, background: Any, tri: Any, tri_originals: str | None
                    population=data.originals)
 
 
+def _budget(budget: Any, sanitizer_sample: int) -> tuple[str, int]:
+    """``(audit budget, documents per LLM sanitizer)``: a number as ``budget`` is the old spelling
+    of ``sanitizer_sample``, still read so with a :class:`DeprecationWarning`."""
+    import warnings
+
+    from audit.pipeline.budget import check_budget
+
+    if isinstance(budget, int) and not isinstance(budget, bool):
+        warnings.warn(f"bench(budget={budget}): a number of documents is now sanitizer_sample={budget}; budget= is "
+                      "the audit's budget (quick, standard, full)", DeprecationWarning, stacklevel=3)
+        return check_budget(None), budget
+    return check_budget(budget, "bench budget"), sanitizer_sample
+
+
 def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, params, comparisons, with_, budget,
-          extra, sanitizer_params, attacks, metrics, sample, reference, seed, llm, title, columns, command_timeout):
+          sanitizer_sample, extra, sanitizer_params, attacks, metrics, sample, reference, seed, llm, title, columns,
+          command_timeout):
     """The :class:`~audit.pipeline.bench.BenchSpec` of a call. Every name that will name a file
     (the sanitizer under test's, each comparison point's, ``--also``'s, a TRI file's method
     columns) is checked, and the names checked against one another, before any work."""
@@ -272,7 +294,7 @@ def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, param
     for c in with_:
         _known_sanitizer(reg, c, "--with (with_=)")
         named.append((Contender(c, "sanitizer", sanitizer=c, params=dict(sanitizer_params.get(c, {})),
-                                budget=budget), "--with (with_=)"))
+                                budget=sanitizer_sample), "--with (with_=)"))
     named += [(Contender(r.name, "release", release=r), "a method column of the TRI file") for r in corpus.releases]
     for k, v in (extra or {}).items():
         named.append((Contender(str(k), "file", path=os.fspath(v), name_from_file=str(k) == Path(os.fspath(v)).stem)
@@ -288,7 +310,7 @@ def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, param
                                    reg.names("metric")),
                      seed=seed, llm=llm, title=title or f"Benchmark of {under.name}", corpus=corpus.name,
                      reference=read_reference(reference) if reference is not None else (),
-                     command_timeout=command_timeout, population=corpus.population)
+                     command_timeout=command_timeout, population=corpus.population, budget=budget)
 
 
 def _how_under(name: str | None, release: Any) -> str:
@@ -341,9 +363,10 @@ def _check_params(reg: Any, c: Any) -> None:
         raise AnonauditError("\n".join(f"sanitizer {c.sanitizer!r}: parameter {k!r} {why}" for k, why in wrong.items()))
 
 
-def _attacks(attacks: Any, reg: Any, sample: int, corpus: _Corpus) -> list[Any]:
+def _attacks(attacks: Any, reg: Any, sample: int | None, corpus: _Corpus) -> list[Any]:
     """The attacks' spec entries: as given, or every registered attack the corpus allows (TRIR
-    needs a background), those calling a language model per document on a sample."""
+    needs a background), those calling a language model per document on ``sample`` documents
+    when given (else they sample to the budget's interval target)."""
     from anonaudit.inputs import component_entries
 
     if attacks is not None:
@@ -354,7 +377,7 @@ def _attacks(attacks: Any, reg: Any, sample: int, corpus: _Corpus) -> list[Any]:
             continue
         entry: dict[str, Any] = {"name": a}
         try:
-            if "llm" in reg.get("attack", a).param_names():
+            if sample and "llm" in reg.get("attack", a).param_names():
                 entry["sample"] = sample
         except AnonauditError:
             pass  # cannot be loaded: the runner skips it and says why

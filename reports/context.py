@@ -92,7 +92,7 @@ def _sentence(r: Result) -> str:
              f": not distinguishable from chance ({pct(r.baseline, 2)})"
     samp = r.info.sampled
     if samp is not None and samp.of:
-        s += f" — measured on a sample of {samp.documents} of {samp.of} documents"
+        s += f" — {samp.sentence()}"
     return s + "."
 
 
@@ -382,7 +382,7 @@ def _attack_row(r: Result) -> dict[str, Any]:
             "beats": r.beats_baseline, "level": level, "words": words,
             "residual": pct(info.residual_risk) if info.residual_risk is not None else "–",
             "setup": visible(info.attacker),
-            "sampled": f"{samp.documents} of {samp.of}" if samp is not None and samp.of else ""}
+            "sampled": visible(samp.sentence()) if samp is not None and samp.of else ""}
 
 
 def _pareto_views(heads: list[Result], utility: list[Result], util_names: list[str], names: list[str],

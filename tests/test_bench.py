@@ -143,7 +143,7 @@ def test_llm_points_run_on_a_document_budget_and_a_sanitizer_under_test_may_be_a
 
     data = anonaudit.sample_data(n=6, seed=0)
     board = anonaudit.bench(release=data["releases"]["labels"], name="mine", originals=data["originals"],
-                            background=data["background"], comparisons=["suppression"], with_=["labels"], budget=3,
+                            background=data["background"], comparisons=["suppression"], with_=["labels"], sanitizer_sample=3,
                             attacks=["phrase_search"], metrics=["rouge"], out=tmp_path / "b", progress=False)
     by = {r.name: r for r in board.leaderboard.rows}
     assert by["labels"].cost["documents"] == 3 and by["labels"].risks["phrase_search"]["n"] == 3
@@ -304,7 +304,7 @@ def test_an_llm_comparison_point_reports_its_requests_per_document(tmp_path):
         return json.dumps({"reasoning": "r", "rewrites": [{"marked": m, "new": "a local thing"} for m in marked]})
 
     llm = CachedLLM(ScriptedLLM(rewrite), tmp_path / "answers.sqlite")
-    board = anonaudit.bench("suppression", comparisons=["labels"], with_=["delinker"], budget=2, demo_people=5,
+    board = anonaudit.bench("suppression", comparisons=["labels"], with_=["delinker"], sanitizer_sample=2, demo_people=5,
                             sanitizer_params={"delinker": {"llm": llm, "max_rounds": 1}}, attacks=["phrase_search"],
                             metrics=["rouge"], out=tmp_path / "b", progress=False)
     row = next(r for r in board.leaderboard.rows if r.name == "delinker")
@@ -336,7 +336,7 @@ def test_an_llm_comparison_point_on_the_real_small_model(tmp_path):
     document); the attack and metric ran on it like on the others."""
     import anonaudit
 
-    board = anonaudit.bench("suppression", comparisons=["labels"], with_=["delinker"], budget=1, demo_people=4,
+    board = anonaudit.bench("suppression", comparisons=["labels"], with_=["delinker"], sanitizer_sample=1, demo_people=4,
                             sanitizer_params={"delinker": {"max_rounds": 1}}, attacks=["phrase_search"],
                             metrics=["rouge"], llm="qwen2.5-coder-0.5b", out=tmp_path / "b", progress=False)
     row = next(r for r in board.leaderboard.rows if r.name == "delinker")

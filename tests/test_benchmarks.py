@@ -27,6 +27,7 @@ RUN_HERE = {
     "index_build.py": False,        # ~8 s: 300 short documents, this checkout as its own baseline
     "phrase_search_tab.py": True,   # ~4 s: three published sanitizations of TAB
     "phrase_search.py": True,       # ~17 s: 150 TAB documents, no scale-up
+    "sequential_coverage.py": False,  # ~2 s: 200 simulated releases per rate
 }
 #: Scripts not run here, and why.
 NOT_RUN_HERE = {

@@ -16,6 +16,8 @@ from attackers.claim_linker import (
     rank_evidence, select_aux, yesno_prompt,
 )
 from audit.core.data import Corpus, Document, Release, Scenario
+from audit.core.details import Details
+from audit.core.errors import AnonauditError
 from audit.core.results import Result
 from audit.core.text import RougeTokenizer, rouge_l
 from audit.models.llm import LLM, ScriptedLLM
@@ -494,15 +496,32 @@ def test_score_sample_is_seeded_and_reported(spacy_resource):
     scenario = Scenario(originals=originals, releases=(release,))
 
     def scored(seed):
-        attack = _attack(spacy_resource, score_sample=2, seed=seed)
+        attack = _attack(spacy_resource, score_sample=2, score_target=None, seed=seed)
         _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
-        assert semantic.n == 2 and semantic.details["sampled"] == {"documents": 2, "of": 4, "seed": seed}
-        assert "sample of 2 of 4" in semantic.details["note"]
+        samp = semantic.details["sampled"]
+        assert semantic.n == 2 and {k: samp[k] for k in ("documents", "of", "seed", "target")} == \
+            {"documents": 2, "of": 4, "seed": seed, "target": None}
+        assert "a seeded sample of 2 of 4 documents" in semantic.details["note"]
         return [d.id for d in semantic.documents]
 
     first = scored(0)
     assert scored(0) == first
     assert any(scored(s) != first for s in range(1, 6))
+
+
+def test_leakage_is_scored_to_the_interval_target_and_says_so(spacy_resource):
+    """The default samples sequentially: four documents never reach +-0.05, so every one is
+    scored and the note says the target was not reached; a loose target stops at the first look."""
+    originals = _originals()
+    release = _masked()
+    scenario = Scenario(originals=originals, releases=(release,))
+    _, semantic, _ = _attack(spacy_resource).fit(scenario).evaluate(scenario, release)
+    samp = semantic.details["sampled"]
+    assert samp["target"] == 0.05 and samp["documents"] == samp["of"] == 4 and samp["reached"] is False
+    assert "wider than the ±0.05 asked for" in semantic.details["note"]
+    assert Details.of(semantic.details).sampled.reached is False
+    with pytest.raises(AnonauditError, match="score_target"):
+        _attack(spacy_resource, score_target=0.7)
 
 
 def test_unaligned_release_is_linked_by_subject_and_scored_against_the_true_original(spacy_resource):

@@ -16,6 +16,7 @@ from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
+from audit.core.sequential import DEFAULT_HALF_WIDTH, check_target
 from audit.core.stats import risk
 from audit.models.resources import UsesLLM, resources_of
 
@@ -43,12 +44,17 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
     remedy: ClassVar[str] = (
         "Facts an adversary already knows link {exposed} of {total} records: generalise or drop the "
         "distinctive facts in the marked claims (e.g. `anonaudit sanitize prompt`).")
+    #: The parameter that sets the leakage's interval target, and what the quick budget turns off
+    #: (:mod:`audit.pipeline.budget`).
+    precision_param: ClassVar[str] = "score_target"
+    budget_params: ClassVar[dict[str, dict[str, Any]]] = {"quick": {"paraphrase": False}}
     #: Older command-line spellings (``--no-scoring``).
     cli_aliases: ClassVar[dict[str, str]] = {"no_scoring": "no_score"}
 
     def __init__(self, claims: Literal["sentences", "llm"] = "sentences", linker: LinkerName = "dense",
                  aux_claims: int = 3, aux_select: AuxSelect = "random", paraphrase: bool = True, score: bool = True,
-                 score_sample: int | None = None, claim_sample: int | None = None, repeats: int = 3, llm: Any = None,
+                 score_sample: int | None = None, score_target: float | None = DEFAULT_HALF_WIDTH,
+                 claim_sample: int | None = None, repeats: int = 3, llm: Any = None,
                  embedder: Any = None, tolerance: float = 0.02, top_k: int = 10, evidence_sentences: int = 3,
                  judge: Literal["contrast", "yesno", "yesno-calibrated", "rating"] = "contrast",
                  judge_llm: Any = None, judge_check: int = 16, identifying: bool = True,
@@ -61,8 +67,11 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
         aux_select: which claims of each original the attacker knows.
         paraphrase: reword the attacker's claims with the LLM before searching.
         score: measure semantic and lexical leakage after linking (off: only link).
-        score_sample: score semantic leakage on a seeded sample of N linked documents (linking
-            always covers every document).
+        score_sample: score semantic leakage on at most N linked documents, taken in a seeded order
+            (linking always covers every document).
+        score_target: score linked documents in a seeded order, in batches of 10, 20, 40, ...,
+            until the 95% interval of the leakage is at most this wide on each side (none: every
+            linked document, up to score_sample).
         claim_sample: judge at most N seeded claims of each scored document (all when None).
         repeats: times each rating is asked, the mode kept (the rating judge; the yes/no judge is
             deterministic and asks once).
@@ -87,6 +96,7 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
         self.paraphrase = paraphrase
         self.score = score
         self.score_sample = score_sample
+        self.score_target = score_target
         self.claim_sample = claim_sample
         self.repeats = repeats
         self.llm = llm
@@ -118,6 +128,7 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
             raise AnonauditError("repeats must be at least 1")
         if self.score_sample is not None and self.score_sample < 1:
             raise AnonauditError("score_sample must be a positive number of documents")
+        check_target(self.score_target, "claim_linker score_target")
         if self.claim_sample is not None and self.claim_sample < 1:
             raise AnonauditError("claim_sample must be a positive number of claims")
         if self.evidence_sentences < 1:

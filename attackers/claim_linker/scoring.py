@@ -19,8 +19,10 @@ import numpy as np
 from attackers.claim_linker.judge import JUDGE_OTHER_MAX, JUDGE_SELF_MIN, leakage_of, rating_counts
 from attackers.claim_linker.linkers import DenseLinker, Link, Linker
 from audit.core.results import Finding, Highlight, Result
+from audit.core.sequential import SequentialSample, sample_sequentially
 from audit.core.stats import cluster_bootstrap, clustered_details
 from audit.core.text import RougeTokenizer, rouge_l
+from audit.runtime.progress import say
 
 if TYPE_CHECKING:
     from attackers.claim_linker.claims import Claim
@@ -42,6 +44,30 @@ DECISION_RULES = {
 
 
 @dataclass
+class _Judged:
+    """What the judge said so far, batch by batch: the plan entries with their ratings."""
+
+    entries: list[tuple[Any, list[int | None]]] = field(default_factory=list)
+    malformed: int = 0
+    items: int = 0
+    check: dict[str, Any] | None = None
+    checked: bool = False
+
+    def add(self, plan: list, ratings: list[int | None], malformed: int, items: int) -> None:
+        pos = 0
+        for entry in plan:
+            self.entries.append((entry, ratings[pos:pos + len(entry[1])]))
+            pos += len(entry[1])
+        self.malformed += malformed
+        self.items += items
+
+    def in_order(self) -> tuple[list, list[int | None]]:
+        """The plan in the trials' order and the ratings in the plan's order."""
+        ordered = sorted(self.entries, key=lambda e: e[0][0])
+        return [e for e, _ in ordered], [r for _, rs in ordered for r in rs]
+
+
+@dataclass
 class _Tally:
     """What the judge's ratings add up to over the scored documents."""
 
@@ -60,43 +86,55 @@ class LeakageScoring:
     parameters, its fitted claims and its models from ``self``.
     """
 
-    def _sample(self, trials: list[int]) -> list[int]:
-        """Positions (into ``trials``) of the documents to score: all, or a seeded sample."""
-        positions = list(range(len(trials)))
-        if self.score_sample is None or self.score_sample >= len(positions):
-            return positions
-        return sorted(random.Random(f"{self.seed}:score-sample").sample(positions, self.score_sample))
-
     def _score(self, originals, trials: list[int], links: list[Link], docs: list[Document],
                rel_claims: list[list[Claim]], linker: Linker, release_name: str, correct_flags: list[bool],
                timings: dict[str, float]) -> list[Result]:
-        """The semantic leakage result (LLM-judged, on the sampled linked trials) and the lexical
-        one (ROUGE-L, on every trial)."""
-        chosen = self._sample(trials)
+        """The semantic leakage result (LLM-judged, on the linked trials taken to the interval
+        target) and the lexical one (ROUGE-L, on every trial)."""
         t = time.perf_counter()
         lexical = self._lexical_leakage(originals, trials, links, docs)
         timings["lexical"] = time.perf_counter() - t
 
-        # Semantic scoring of the sampled, linked trials: every claim except the aux ones, each
-        # against the sentences of the linked document most related to it.
+        # Semantic scoring of linked trials, in a seeded order until the interval is narrow enough:
+        # every claim except the aux ones, each against the sentences of the linked document most
+        # related to it.
         llm = self._get_judge_llm()
         dense = isinstance(linker, DenseLinker) and linker.vectors is not None
-        plan, items = self._plan(originals, [(p, trials[p], links[p].doc) for p in chosen], docs, rel_claims,
-                                 linker.vectors if dense else None)
-        t = time.perf_counter()
-        check = self._check_judge(llm, originals, dense) if plan else None
-        timings["judge_check"] = time.perf_counter() - t
-        all_ratings, malformed = self._judge(llm, items, repeats=self.repeats)
+        judged = _Judged()
 
+        def run(batch: list[str]) -> None:
+            wanted = set(batch)
+            chosen = [p for p, i in enumerate(trials) if originals[i].id in wanted]
+            plan, items = self._plan(originals, [(p, trials[p], links[p].doc) for p in chosen], docs, rel_claims,
+                                     linker.vectors if dense else None)
+            if plan and not judged.checked:
+                started = time.perf_counter()
+                judged.check, judged.checked = self._check_judge(llm, originals, dense), True
+                timings["judge_check"] = time.perf_counter() - started
+            ratings, malformed = self._judge(llm, items, repeats=self.repeats)
+            judged.add(plan, ratings, malformed, len(items))
+
+        def interval() -> tuple[float, float] | None:
+            plan, ratings = judged.in_order()
+            values = self._tally(originals, trials, links, docs, rel_claims, plan, ratings, lexical,
+                                 correct_flags).values
+            return cluster_bootstrap([(v, 1) for v in values], seed=self.seed).ci if values else None
+
+        seq = sample_sequentially([originals[i].id for i in trials], seed=self.seed, salt="score-sample",
+                                  target=self.score_target, run=run, interval=interval, limit=self.score_sample,
+                                  say=lambda m: say(f"claim_linker leakage on {release_name}: {m}",
+                                                    enabled=self.progress))
+        timings.setdefault("judge_check", 0.0)
+        plan, all_ratings = judged.in_order()
         tally = self._tally(originals, trials, links, docs, rel_claims, plan, all_ratings, lexical, correct_flags)
         # One score per document: the claims of a document are not independent trials.
         sem = cluster_bootstrap([(v, 1) for v in tally.values], seed=self.seed)
         mean, ci = sem.value, sem.ci
         llm_id = getattr(llm, "identity", "") or type(llm).__name__
-        details = self._semantic_details(tally, check, llm_id, dense, len(chosen), len(trials), malformed,
-                                         len(items) * self.repeats)
+        details = self._semantic_details(tally, judged.check, llm_id, dense, seq, judged.malformed,
+                                         judged.items * self.repeats)
         details.update(clustered_details(sem, "claims"), trials=sum(tally.ratings.values()))
-        baseline, beats, details["in_verdict"] = _checked_baseline(check, ci, bool(tally.values))
+        baseline, beats, details["in_verdict"] = _checked_baseline(judged.check, ci, bool(tally.values))
         semantic = Result(kind="attack", name=f"{self.name}.leakage", release=release_name, value=mean, ci=ci,
                           n=len(tally.values), baseline=baseline, beats_baseline=beats, details=details,
                           documents=tally.documents)
@@ -205,11 +243,11 @@ class LeakageScoring:
             private={"leaked"})  # claims of the original, with what supports them
 
     def _semantic_details(self, tally: _Tally, check: dict[str, Any] | None, llm_id: str, dense: bool,
-                          n_chosen: int, n_trials: int, malformed: int, requests: int) -> dict[str, Any]:
+                          seq: SequentialSample, malformed: int, requests: int) -> dict[str, Any]:
         """The semantic result's details, with a warning when the judge failed its control."""
-        sampled = self.score_sample is not None and self.score_sample < n_trials
-        note = (f"semantic leakage scored on a seeded sample of {n_chosen} of {n_trials} linked documents"
-                if sampled else "semantic leakage scored on every linked document")
+        n_chosen, n_trials = seq.documents, seq.of
+        sampled = seq.target is not None or n_chosen < n_trials
+        note = f"semantic leakage scored on the linked documents: {seq.sentence()}"
         if self.claim_sample is not None:
             note += f", at most {self.claim_sample} seeded claims of each"
         if self.identifying:
@@ -248,8 +286,8 @@ class LeakageScoring:
             "scored_documents": len(tally.values), "linked_documents": n_trials,
             # the typed sample note the report reads (audit.core.details.Sampled); the runner
             # widens "of" to the release when it sampled the release first
-            **({"sampled": {"documents": self.score_sample, "of": n_trials, "seed": self.seed}} if sampled else {}),
-            "score_sample": self.score_sample, "claim_sample": self.claim_sample, "sample_seed": self.seed,
+            **({"sampled": seq.to_dict()} if sampled else {}),
+            "score_sample": self.score_sample, "score_target": self.score_target, "claim_sample": self.claim_sample, "sample_seed": self.seed,
             "repeats": self.repeats if judge == "rating" else 1,
             "evidence_sentences": self.evidence_sentences, "evidence_ranking": "dense" if dense else "word overlap",
             "llm": llm_id, "malformed_answers": malformed, "llm_requests": requests,

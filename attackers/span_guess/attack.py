@@ -11,6 +11,7 @@ from itertools import zip_longest
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from attackers.span_guess.batches import guess_in_batches
 from attackers.span_guess.background import Background, background_guesses, llm_rerank
 from attackers.span_guess.guesser import SpanGuesser
 from attackers.span_guess.matcher import Matcher, corpus_matcher, normalise
@@ -21,9 +22,11 @@ from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
+from audit.core.sequential import DEFAULT_HALF_WIDTH, check_target
 from audit.core.stats import cluster_bootstrap, clustered_details, clustered_risk
 from audit.models.llm import LLM
 from audit.models.resources import UsesLLM, resources_of
+from audit.runtime.progress import say
 
 if TYPE_CHECKING:
     from audit.core.data import Release, Scenario
@@ -69,13 +72,19 @@ class SpanGuessAttack(UsesLLM, Attack):
         "instead of masking, choosing against this attack (`anonaudit sanitize intact --selection "
         "attack`).")
 
-    def __init__(self, guesses: int = 5, sample: int | None = None, llm: str | LLM | None = None, seed: int = 0,
+    #: The parameter that sets the interval target (what ``budget`` sets; :mod:`audit.core.sequential`).
+    precision_param: ClassVar[str] = "target"
+
+    def __init__(self, guesses: int = 5, sample: int | None = None, target: float | None = DEFAULT_HALF_WIDTH,
+                 llm: str | LLM | None = None, seed: int = 0,
                  labels: Sequence[str] | None = None, frequent_lemmas: int = 200, context_tokens: int | None = None,
                  cache: bool = True, ner: bool = True, progress: bool = True, knowledge: Knowledge = "auto",
                  people: int = 5, rank: Rank = "fit", dense: bool = True, prior: bool = True):
         """
         guesses: guesses asked for per span.
         sample: attack a seeded random sample of this many spans per release (default: all spans).
+        target: attack the documents in a seeded order, in batches of 10, 20, 40, ..., until the
+            95% interval of the recovery rate is at most this wide on each side (none: every document).
         llm: the LLM that guesses (a spec, see ``anonaudit models list``, or an LLM object).
         labels: only attack spans with these entity labels.
         frequent_lemmas: leave the N most frequent lemmas of the originals out of lemma matching.
@@ -100,6 +109,8 @@ class SpanGuessAttack(UsesLLM, Attack):
         """
         self.guesses = guesses
         self.sample = sample
+        self.target = target
+        check_target(target, "span_guess target")
         self.llm = llm
         self.seed = seed
         self.labels = labels
@@ -254,18 +265,43 @@ class SpanGuessAttack(UsesLLM, Attack):
             sources["context_llm"] = self.guesser().guess_many([(t.text, t.span) for t in targets],
                                                                progress=self.progress)
             timing["llm"] = time.perf_counter() - started
-        self.record_timing(release.name, timing)
+        before = self.__dict__.get("timings_by_release_", {}).get(release.name, {})  # earlier batches
+        self.record_timing(release.name, {k: v + before.get(k, 0.0) for k, v in timing.items()})
         return sources, head, diag
+
+    def _scored(self, knowledge: str, sources: dict[str, list[list[str]]], head: str) -> list[list[str]]:
+        """The guesses that count, per span: the context LLM's, the background's, or both interleaved."""
+        if knowledge == "context":
+            return sources["context_llm"]
+        if knowledge == "background":
+            return sources[head]
+        return _interleave(sources[head], sources["context_llm"], self.guesses)
+
+    def _guess(self, scenario: Scenario, release: Release, knowledge: str, matcher: Matcher,
+               all_targets: list[_Target], prior: LabelPrior):
+        """The spans attacked, their guesses per source, the head source, the diagnostics and how
+        the documents were sampled (:func:`~attackers.span_guess.batches.guess_in_batches`)."""
+        self.__dict__.get("timings_by_release_", {}).pop(release.name, None)  # the batches add theirs up
+        return guess_in_batches(
+            self._sample(all_targets), seed=self.seed, target=self.target,
+            say=lambda m: say(f"span_guess on {release.name}: {m}", enabled=self.progress),
+            hits_of=lambda batch, sources, head: self._hits(knowledge, matcher, batch, sources, head),
+            sources_of=lambda batch: self._sources(scenario, release, knowledge, batch, prior))
+
+    def _hits(self, knowledge: str, matcher: Matcher, batch: list[_Target], sources: dict[str, list[list[str]]],
+              head: str) -> list[bool]:
+        """Which spans of ``batch`` the guesses that count recovered (between the looks)."""
+        gl = self._scored(knowledge, sources, head)
+        matcher.analyse_many([t.span.original or "" for t in batch] + [g for gs in gl for g in gs])
+        return [matcher.first_match(t.span.original or "", gs, t.span.label) is not None for t, gs in zip(batch, gl)]
 
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         knowledge = self.knowledge_of(scenario)
         matcher = self.matcher(scenario)
         all_targets, skipped = self.targets(scenario, release)
-        targets = self._sample(all_targets)
         prior = LabelPrior((t.span.label, t.span.original or "") for t in all_targets)
-        sources, head, diag = self._sources(scenario, release, knowledge, targets, prior)
-        guesses = (sources["context_llm"] if knowledge == "context" else sources[head]
-                   if knowledge == "background" else _interleave(sources[head], sources["context_llm"], self.guesses))
+        targets, sources, head, diag, seq = self._guess(scenario, release, knowledge, matcher, all_targets, prior)
+        guesses = self._scored(knowledge, sources, head)
 
         matcher.analyse_many([t.span.original or "" for t in all_targets]
                              + [g for gl in sources.values() for gs in gl for g in gs])
@@ -296,6 +332,7 @@ class SpanGuessAttack(UsesLLM, Attack):
             "rules": dict(rules.most_common()),
             "spans_total": len(all_targets),
             "spans_attacked": n,
+            **({"sampled": seq.to_dict()} if self.target is not None or seq.documents < seq.of else {}),
             "skipped": skipped,
             "guesses": self.guesses,
             "baseline_method": (f"context-free: the {self.guesses} most frequent originals of the span's label "

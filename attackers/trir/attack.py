@@ -132,6 +132,8 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
     remedy: ClassVar[str] = (
         "The background knowledge still names the person in {exposed} of {total} documents: generalise or"
         " remove the quasi-identifiers in the marked passages (e.g. `anonaudit sanitize intact`).")
+    #: What the audit's quick budget sets (:mod:`audit.pipeline.budget`): the fast training.
+    budget_params: ClassVar[dict[str, dict[str, Any]]] = {"quick": {"budget": "fast"}}
     #: Older command-line spellings (``--threads``).
     cli_aliases: ClassVar[dict[str, str]] = {"threads": "num_threads"}
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from audit.cli.common import no_cache_run
+from audit.cli.common import BUDGET_HELP, no_cache_run
 from audit.cli.outputs import check_outputs, force_option
 from audit.pipeline.outputs import bench_outputs
 from audit.core.errors import AnonauditError
@@ -89,9 +89,11 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
                    "spacy_ner and presidio (when installed).")
 @click.option("--with", "with_", default=None, metavar="LIST",
               help="More comparison points that call a language model, e.g. intact,prompt,delinker; each runs on a "
-                   "seeded sample of --budget documents.")
-@click.option("--budget", type=click.IntRange(1, 10_000_000), default=10, show_default=True,
-              help="Documents for each --with sanitizer.")
+                   "seeded sample of --sanitizer-sample documents.")
+@click.option("--sanitizer-sample", type=click.IntRange(1, 10_000_000), default=10, show_default=True,
+              help="Documents for each --with sanitizer (a seeded sample).")
+@click.option("--budget", default=None, metavar="quick|standard|full",
+              help=BUDGET_HELP + " (A number here is the old spelling of --sanitizer-sample: deprecated.)")
 @click.option("--also", "also", multiple=True, metavar="NAME=FILE",
               help="A release already made to place on the board too (e.g. a published sanitization); repeatable.")
 @click.option("--attacks", default=None, metavar="LIST",
@@ -100,8 +102,9 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--component-param", "cparams", multiple=True, metavar="NAME.KEY=VALUE",
               help="A parameter of a comparison point, attack or metric (VALUE read as YAML), e.g. trir.budget=fast "
                    "or intact.candidates=3; repeatable.")
-@click.option("--sample", type=click.IntRange(1, 10_000_000), default=20, show_default=True,
-              help="Documents per release for the attacks that call a language model per document.")
+@click.option("--sample", type=click.IntRange(1, 10_000_000), default=None,
+              help="A fixed seeded sample of N documents per release for the attacks that call a language model per "
+                   "document (default: none; they take documents until their interval reaches the budget's target).")
 @click.option("--reference", default=None, metavar="FILE|tab",
               help="Published figures to show beside ours: a CSV (method,metric,value,source[,ours,note]) or 'tab' "
                    "(the one that ships with anonaudit).")
@@ -117,7 +120,7 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
 @no_cache_run
 @click.pass_context
 def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, originals, fmt, background, tri,
-              tri_originals, demo_people, documents, compare, with_, budget, also, attacks, metrics, cparams, sample,
+              tri_originals, demo_people, documents, compare, with_, sanitizer_sample, budget, also, attacks, metrics, cparams, sample,
               reference, seed, llm_spec, timeout, out_dir, force) -> None:
     """Benchmark a sanitizer against the comparison points on one corpus: every attack and utility
     metric, each attack prepared once for all releases, a leaderboard ranked by risk with 95%
@@ -139,6 +142,7 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
     check_outputs(bench_outputs(out), [("--originals", originals), ("--background", background), ("--tri", tri),
                                   ("--release", release), ("--reference", reference),
                                   *((f"--also {k}", v) for k, v in extra.items())], force=force)
+    budget, sanitizer_sample = _budget(budget, sanitizer_sample)
     by_component = _params(cparams, "--component-param")
     sanitizers = set(registry_of(ctx).names("sanitizer"))
     san_params = {k: v for k, v in by_component.items() if k in sanitizers}
@@ -146,7 +150,8 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
     result = anonaudit.bench(
         sanitizer, command=command, release=release, name=name, params=_params(params, "--param").get("", {}),
         originals=originals, background=background, tri=tri, tri_originals=tri_originals, demo_people=demo_people,
-        comparisons=_names(compare), with_=_names(with_) or (), budget=budget, extra_releases=extra,
+        comparisons=_names(compare), with_=_names(with_) or (), budget=budget, sanitizer_sample=sanitizer_sample,
+        extra_releases=extra,
         sanitizer_params=san_params,
         attacks=_with_params(_names(attacks), by_component), metrics=_with_params(_names(metrics), by_component),
         sample=sample, documents=documents, reference=reference, seed=seed, llm=llm_spec, out=out,
@@ -162,6 +167,21 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
         click.secho(f"not run: {e['component']}: {e['reason']}", fg="yellow", err=True)
     if any(not e.get("input") for e in result.results.errors):
         sys.exit(2)  # a component failed (not one that does not suit this corpus): not a success
+
+
+def _budget(value: str | None, sanitizer_sample: int) -> tuple[str | None, int]:
+    """``--budget``: a level, or (the old spelling, deprecated) a number of documents for the
+    --with sanitizers."""
+    from audit.pipeline.budget import BUDGETS
+
+    if value is None or value in BUDGETS:
+        return value, sanitizer_sample
+    if value.isdigit() and int(value) >= 1:
+        click.secho(f"note: --budget {value} (documents for each --with sanitizer) is deprecated: write "
+                    f"--sanitizer-sample {value}; --budget is now the audit's budget ({', '.join(BUDGETS)})",
+                    fg="yellow", err=True)
+        return None, int(value)
+    raise AnonauditError(f"--budget {value}: must be one of {', '.join(BUDGETS)}")
 
 
 def _with_params(names: list[str] | None, params: dict[str, dict]) -> list | None:

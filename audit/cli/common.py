@@ -53,3 +53,15 @@ def echo_summary(results: Iterable[Result]) -> None:
         click.echo(f"{name:<{w_name}}  {rel:<{w_rel}}  {value:6.3f}  {ci_s:>13}  {n:5d}  {base_s}")
     for name, text, releases in grouped_warnings(results):
         click.echo(f"WARNING {name} on {', '.join(releases)}: {text}", err=True)
+
+
+BUDGET_HELP = ("How much work each stage does: quick (a CI gate in minutes: stages that sample stop at a 95% "
+               "interval of ±0.10, attacks take cheaper settings), standard (±0.05; the default) or full (every "
+               "document). README, 'Budget', gives the table.")
+
+
+def budget_option(fn):
+    """``--budget quick|standard|full`` (the audit's budget, :mod:`audit.pipeline.budget`)."""
+    from audit.pipeline.budget import BUDGETS
+
+    return click.option("--budget", "budget", type=click.Choice(BUDGETS), default=None, help=BUDGET_HELP)(fn)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from audit.cli.common import no_cache_run
+from audit.cli.common import budget_option, no_cache_run
 from audit.cli.outputs import Output, check_outputs, force_option, report_outputs, results_outputs
 from audit.demo.data import FILES, MAX_RELEASED
 
@@ -45,15 +45,18 @@ def data_outputs(folder: Path) -> list[Output]:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--llm", "llm_spec", default=None, metavar="SPEC",
               help="LLM for the attacks that use one (default: the best embedded model installed).")
-@click.option("--sample", type=click.IntRange(1, 100_000), default=20, show_default=True,
-              help="Documents per release for the stages that call a language model per document.")
+@click.option("--sample", type=click.IntRange(1, 100_000), default=None,
+              help="A fixed seeded sample of N documents per release for the stages that call a language model "
+                   "per document (default: none; they take documents until their interval reaches the budget's "
+                   "target).")
+@budget_option
 @click.option("--presidio/--no-presidio", default=None,
               help="Include the Presidio release (default: when Presidio is installed).")
 @force_option
 @no_cache_run
 @click.pass_context
-def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str | None, sample: int,
-             presidio: bool | None, force: bool) -> None:
+def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str | None, sample: int | None,
+             budget: str | None, presidio: bool | None, force: bool) -> None:
     """The whole audit on a synthetic population: data, baseline sanitizers, every installed attack
     and utility metric, results.json and report.html (prints the report's path). OUT receives
     data/ (the population), audit.yaml, results.json, releases/, report.html and findings.csv."""
@@ -65,7 +68,7 @@ def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str 
     check_outputs([*data_outputs(out / "data"), *results_outputs(out / "results.json", "OUT/results.json"),
                    *report_outputs(out / "report.html")], [], force=force)
 
-    path = run_demo(out_dir, n=n, seed=seed, llm=llm_spec, sample=sample, presidio=presidio,
+    path = run_demo(out_dir, n=n, seed=seed, llm=llm_spec, sample=sample, budget=budget, presidio=presidio,
                     registry=registry_of(ctx), on_results=echo_summary, force=force)
     click.echo(str(path))
     from audit.core.results import ResultsFile

@@ -78,6 +78,7 @@ class DataArgs:
     embedder: str | None
     sample: int | None
     force: bool = False
+    budget: str | None = None
     #: text_column, id_column, subject_column, as the API takes them
     columns: Mapping[str, str] = field(default_factory=dict)
 
@@ -86,7 +87,7 @@ class DataArgs:
         columns = {k: kw[k] for k in ("text_column", "id_column", "subject_column") if kw.get(k)}
         return cls(kw.get("originals"), kw.get("background"), kw.get("tri"), tuple(kw.get("releases") or ()),
                    kw.get("fmt"), kw["out"], kw.get("seed", 0), kw.get("llm"), kw.get("embedder"),
-                   kw.get("sample_documents"), bool(kw.get("force")), columns)
+                   kw.get("sample_documents"), bool(kw.get("force")), columns=columns, budget=kw.get("budget"))
 
 
 def _file_params(params: dict[str, Any], plist: Sequence[Param], corpora: dict[str, Any]) -> dict[str, Any]:
@@ -165,6 +166,7 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
     # A component's --no-cache (its `cache`/`use_cache` off) turns every cache off for the run: the API does it.
     results = anonaudit.audit(originals, releases, background=background, corpora=dict(corpora) or None,
                               **{f"{kind}s": list(entries)}, seed=data.seed, llm=data.llm, embedder=data.embedder,
+                              budget=data.budget,
                               **data.columns, out=out, force=data.force, on_error=on_error, registry=reg,
                               command=command, source="command line")
     keys = set(results.keys)
@@ -174,6 +176,23 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
     for s in results.errors:
         click.secho(f"failed: {s['component']}: {s['reason']}", fg="red", err=True)
     return results
+
+
+def _budget(value: str | None, params: dict[str, Any], own: set[str], key: str) -> str | None:
+    """The audit budget of ``--budget``. For an attack with a ``budget`` parameter of its own
+    (TRIR's training recipe, ``--budget fast`` before the audit had one), a value that is not a
+    level is that parameter, said to be deprecated."""
+    from audit.pipeline.budget import BUDGETS
+
+    if value is None or value in BUDGETS:
+        return value
+    if "budget" in own and "budget" not in params:
+        click.secho(f"note: --budget {value} sets {key}'s own parameter, as it did before; that spelling is "
+                    f"deprecated: write --param budget={value} (--budget is now the audit's budget: "
+                    f"{', '.join(BUDGETS)})", fg="yellow", err=True)
+        params["budget"] = value
+        return None
+    raise AnonauditError(f"--budget {value}: must be one of {', '.join(BUDGETS)}")
 
 
 def _check_requires(label: str, requires: frozenset[str], data: DataArgs) -> None:
@@ -209,6 +228,7 @@ def attack_command(reg: Registry, name: str) -> click.Command:
             given = " or ".join(f"--{a}" for a in sorted(accepts))
             raise AnonauditError(f"{key} needs {given} FILE")
         params = merge_params(comps.given(ctx, kw, key), parse_param_values(kw["param_values"]), comps)
+        data.budget = _budget(data.budget, params, own, key)
         corpora: dict[str, Any] = {}
         params = _file_params(params, comps.params[key], corpora)
         entry: dict[str, Any] = {"name": key, "params": params}

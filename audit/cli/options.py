@@ -11,7 +11,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from audit.cli.common import LLM_HELP
+from audit.cli.common import BUDGET_HELP, LLM_HELP
 from audit.cli.params import Param, flag, param_option, parameters, simple, split_list
 from audit.core.errors import AnonauditError
 from audit.core.registry import normalise
@@ -63,6 +63,9 @@ class ComponentOptions:
     options: list[click.Option]
     dest: dict[str, str]  # parameter name -> option destination
     flags: dict[str, str]  # parameter name -> its main spelling
+
+    def params_names(self) -> set[str]:
+        return {p.name for ps in self.params.values() for p in ps}
 
     def takes(self, param: str) -> bool:
         return any(param in cls.param_names() for cls in self.classes.values())
@@ -156,6 +159,10 @@ def common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sam
                            "release; default: all)."),
         SectionOption(["--seed", "seed"], type=int, default=0, show_default=True, section=DATA,
                       help="Seed for every random choice."),
+        SectionOption(["--budget", "budget"], default=None, metavar="quick|standard|full", section=DATA,
+                      help=BUDGET_HELP + (" (--budget paper|fast, this attack's own parameter before, is read "
+                                          "as --param budget=VALUE, with a deprecation note)"
+                                          if "budget" in comps.params_names() else "")),
     ]
     if comps.takes("llm"):
         opts.append(SectionOption(["--llm", "llm"], default=None, metavar="SPEC", section=DATA, help=LLM_HELP))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from audit.cli.common import no_cache_run
+from audit.cli.common import budget_option, no_cache_run
 from audit.cli.outputs import Output, check_outputs, force_option, report_outputs, results_outputs
 from audit.core.errors import AnonauditError
 from audit.core.summary import summary_path
@@ -34,11 +34,13 @@ from audit.pipeline.outputs import spec_inputs
                    "HOST:PORT or ray://HOST:PORT. Implies --executor ray.")
 @click.option("--ray-workers", type=click.IntRange(1, 100_000), default=None,
               help="Workers (actors) per stage on Ray (default: the cluster's CPUs).")
+@budget_option
 @force_option
 @no_cache_run
 @click.pass_context
 def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: bool, shareable: bool, keep_ids: bool,
-            executor: str | None, ray_address: str | None, ray_workers: int | None, force: bool) -> None:
+            executor: str | None, ray_address: str | None, ray_workers: int | None, budget: str | None,
+            force: bool) -> None:
     """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
 
     Results go to OUT/results.json, saved after each (component, release) pair, with OUT/summary.csv
@@ -54,8 +56,8 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
     from audit.pipeline.runner import load_spec
 
     reg = registry_of(ctx)
-    overrides = {"out": str(Path(out_dir).resolve())} if out_dir else None
-    spec = load_spec(spec_file, overrides=overrides, registry=reg)
+    overrides = {**({"out": str(Path(out_dir).resolve())} if out_dir else {}), **({"budget": budget} if budget else {})}
+    spec = load_spec(spec_file, overrides=overrides or None, registry=reg)
     spec = _with_executor(spec, executor, ray_address, ray_workers)
     check_outputs(spec_outputs(spec, report=report, shareable=shareable), spec_inputs(spec, spec_file), force=force)
     results = anonaudit.run(spec, registry=reg, progress=True, force=force)

@@ -54,14 +54,33 @@ VALUE_FROM = re.compile(r"^(?:success|sum:(?P<num>[A-Za-z_]\w*)/(?P<den>[A-Za-z_
 
 @dataclass(frozen=True)
 class Sampled:
-    """The runner measured ``documents`` of the release's ``of`` documents, drawn with ``seed``."""
+    """The runner measured ``documents`` of the release's ``of`` documents, drawn with ``seed``;
+    sampled to a precision (:mod:`audit.core.sequential`), also the ``target`` half-width, the
+    ``half_width`` reached and whether it was ``reached``."""
 
     documents: int
     of: int
     seed: int | None = None
+    target: float | None = None
+    half_width: float | None = None
+    reached: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"documents": self.documents, "of": self.of, "seed": self.seed}
+        extra = {} if self.target is None else {"target": self.target, "half_width": self.half_width,
+                                                "reached": self.reached}
+        return {"documents": self.documents, "of": self.of, "seed": self.seed, **extra}
+
+    @property
+    def sequential(self) -> bool:
+        return self.target is not None
+
+    def sentence(self) -> str:
+        """One line on the sample, for the report."""
+        from audit.core.sequential import describe
+
+        if self.target is None:
+            return f"measured on a sample of {self.documents} of {self.of} documents"
+        return describe(self.documents, self.of, self.target, self.half_width, self.reached)
 
 
 @dataclass(frozen=True)
@@ -100,13 +119,20 @@ class Details:
             warning=get("warning") or "", successes=None if get("successes") is None else int(get("successes")),
             unit=get("unit") or "", trials=get("trials"),
             trial_unit=get("trial_unit") or "",
-            sampled=None if samp is None or _boolean(samp) else Sampled(int(samp["documents"]), int(samp["of"]),
-                                                      None if samp.get("seed") is None else int(samp["seed"])),
+            sampled=None if samp is None or _boolean(samp) else _sampled(samp),
             in_verdict=bool(get("in_verdict")), residual_risk=None if get("residual_risk") is None
             else float(get("residual_risk")),
             attacker=get("attacker") or "", description=get("description") or "",
             clamped=None if get("clamped") is None else {k: float(v) for k, v in get("clamped").items()},
             value_from=get("value_from") or "")
+
+
+def _sampled(samp: Mapping[str, Any]) -> Sampled:
+    def num(key: str) -> float | None:
+        return None if samp.get(key) is None else float(samp[key])
+
+    return Sampled(int(samp["documents"]), int(samp["of"]), None if samp.get("seed") is None else int(samp["seed"]),
+                   num("target"), num("half_width"), None if samp.get("reached") is None else bool(samp["reached"]))
 
 
 def _boolean(value: Any) -> bool:
@@ -163,6 +189,10 @@ def _sampled_problems(value: Any) -> list[str]:
     seed = value.get("seed")
     if seed is not None and not (isinstance(seed, numbers.Integral) and not _boolean(seed)):
         out.append(f"\"details.sampled.seed\" must be a whole number or null, not {_shown(seed)}")
+    out += [f"\"details.sampled.{k}\" must be a finite number or null, not {_shown(value.get(k))}"
+            for k in ("target", "half_width") if value.get(k) is not None and not _number(value.get(k))]
+    if value.get("reached") is not None and not _boolean(value.get("reached")):
+        out.append(f"\"details.sampled.reached\" must be true, false or null, not {_shown(value.get('reached'))}")
     return out
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from audit.core.errors import AnonauditError
+from audit.pipeline.budget import TARGETS, check_budget
 
 if TYPE_CHECKING:
     from audit.core.results import Result
@@ -27,18 +28,19 @@ def _say(msg: str) -> None:
 
 #: Settings that keep the demo's language-model stages within minutes on a laptop CPU;
 #: each is stated in the report. A real audit (``anonaudit run``) uses the attacks' defaults.
+#: No stage runs on a fixed sample: those that sample take documents until their interval reaches
+#: the budget's target (``--budget``, :mod:`audit.pipeline.budget`).
 DEMO_PARAMS: dict[str, dict] = {
-    # leakage over 10 documents per release (2 seeded claims each) and a 16-claim judge control
-    "claim_linker": {"paraphrase": False, "score_sample": 10, "claim_sample": 2, "repeats": 1, "judge_check": 16},
+    # leakage judged on 2 seeded claims of each scored document, a 16-claim judge control
+    "claim_linker": {"paraphrase": False, "claim_sample": 2, "repeats": 1, "judge_check": 16},
     # span_guess runs at its defaults: the demo has a background, so the adversary guesses from it
-    # (no LLM), every replaced span of the sampled documents (about 10 per document, hundreds per
-    # release) in seconds.
+    # (no LLM), every replaced span of the documents it takes (about 10 per document) in seconds.
     "trir": {"budget": "fast"},
 }
 
 
-def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None = None, sample: int = 20,
-             presidio: bool | None = None, registry=None, attacks: list[str] | None = None,
+def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None = None,
+             sample: int | None = None, budget: str | None = None, presidio: bool | None = None, registry=None, attacks: list[str] | None = None,
              metrics: list[str] | None = None, sanitizers: list[str] | None = None,
              progress: bool | None = None, force: bool = False,
              on_results: Callable[[list[Result]], None] | None = None) -> Path:
@@ -48,7 +50,9 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     tests pass their own registry and lists. ``on_results`` is shown the results before the
     report is written (the command line prints its table of them). ``force``: the results file
     and the report may replace an existing file of another kind (the command line checked it
-    with ``--force``)."""
+    with ``--force``). ``budget``: quick, standard (default) or full; ``sample``: a fixed seeded
+    sample of that many documents per release for the stages that call a language model per
+    document (default: none; they sample to the budget's interval target)."""
     import yaml
 
     import anonaudit
@@ -75,18 +79,11 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
                 {"name": "labels", "path": "data/releases/labels.jsonl"},
                 *[{"name": name, "sanitizer": name} for name in sanitizers]]
     components, heavy = demo_components(reg, attacks, metrics, sample)
-    # What the demo weakened, said in the report; kept in audit.yaml so a re-run still says it.
-    settings = []
-    if heavy:
-        settings.append(f"Language-model stages ({', '.join(heavy)}) ran on a seeded sample of {sample} documents "
-                        "per release to keep the demo short; run `anonaudit run audit.yaml` without `sample` for all.")
-    for name, params in DEMO_PARAMS.items():
-        if any(e["name"] == name for e in components["attacks"]):
-            shown = ", ".join(f"{k}={v}" for k, v in params.items())
-            settings.append(f"{name} ran with demo settings ({shown}); its defaults are stronger and slower.")
+    level = check_budget(budget, "demo --budget")
+    settings = _settings(components, heavy, sample, level)  # said in the report, kept in audit.yaml
     spec_data = {"title": f"Demo audit: {n} synthetic people", "seed": seed, "out": ".",
                  "originals": "data/originals.jsonl", "background": "data/background.jsonl",
-                 "releases": releases, **components, "models": {"llm": llm},
+                 "releases": releases, **components, "models": {"llm": llm}, "budget": level,
                  "report": {"notes": notes + settings}}
     spec_path = out / "audit.yaml"
     spec_path.write_text("# Written by `anonaudit demo`; re-run with: anonaudit run audit.yaml\n"
@@ -101,10 +98,29 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     return outcome.report(out / "report.html", shareable=False, notes=notes, force=force)
 
 
+def _settings(components: dict[str, list[dict]], heavy: list[str], sample: int | None, level: str) -> list[str]:
+    """What the demo weakened or how it sampled, one sentence each, for the report."""
+    settings = []
+    if heavy and sample:
+        settings.append(f"Language-model stages ({', '.join(heavy)}) ran on a seeded sample of {sample} documents "
+                        "per release to keep the demo short; run `anonaudit run audit.yaml` without `sample` for all.")
+    elif heavy:
+        target = TARGETS[level]
+        settings.append(f"Budget {level}: " + (f"stages that sample ({', '.join(heavy)}) took documents in a seeded "
+                        f"order until their 95% interval was ±{target:g} or every document was done (each figure "
+                        "says which)" if target is not None else "every stage ran on every document") + ".")
+    for name, params in DEMO_PARAMS.items():
+        if any(e["name"] == name for e in components["attacks"]):
+            shown = ", ".join(f"{k}={v}" for k, v in params.items())
+            settings.append(f"{name} ran with demo settings ({shown}); its defaults are stronger and slower.")
+    return settings
+
+
 def demo_components(reg, attacks: list[str] | None, metrics: list[str] | None,
-                     sample: int) -> tuple[dict[str, list[dict]], list[str]]:
+                     sample: int | None) -> tuple[dict[str, list[dict]], list[str]]:
     """The demo spec's ``attacks`` and ``metrics`` entries (every registered one unless named),
-    and the names of the attacks that run on a sample because they call the LLM per document."""
+    and the names of the attacks that call the LLM per document (on ``sample`` documents when
+    given; else to their interval target)."""
     components: dict[str, list[dict]] = {"attacks": [], "metrics": []}
     heavy: list[str] = []
     for kind, key, names in (("attack", "attacks", attacks), ("metric", "metrics", metrics)):
@@ -116,11 +132,12 @@ def demo_components(reg, attacks: list[str] | None, metrics: list[str] | None,
                 # Attacks that call the LLM per document run on a sample; the utility
                 # metrics score every document (one forward pass per window, cached).
                 if kind == "attack" and "llm" in reg.get(kind, name).param_names():
-                    entry["sample"] = sample
+                    if sample:
+                        entry["sample"] = sample
                     heavy.append(name)
             except AnonauditError:
                 pass  # cannot be loaded: the runner skips it and the report says so
             components[key].append(entry)
         # Cheap components first, so an interrupted demo already has results to show.
-        components[key].sort(key=lambda e: "sample" in e)
+        components[key].sort(key=lambda e: e["name"] in heavy)
     return components, heavy

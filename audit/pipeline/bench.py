@@ -77,6 +77,8 @@ class BenchSpec:
     corpus: str = "corpus"
     reference: tuple[Any, ...] = ()
     command_timeout: float | None = None
+    #: How much work the attacks do: quick, standard, full (:mod:`audit.pipeline.budget`).
+    budget: str = "standard"
     #: The whole corpus when ``originals`` is a sample of it: release files made for the whole
     #: corpus are read against it, then cut to the sample.
     population: Corpus | None = None
@@ -117,7 +119,7 @@ def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bo
         audit_data = {"title": spec.title, "seed": spec.seed, "out": str(spec.out), **data,
                       "releases": [{"name": n, "path": str(p)} for n, p in made],
                       "attacks": list(spec.attacks), "metrics": list(spec.metrics),
-                      "models": {"llm": spec.llm}}
+                      "models": {"llm": spec.llm}, "budget": spec.budget}
         aspec = parse_spec(audit_data, base=spec.out, source="anonaudit bench", registry=reg)
         echo(f"bench: every attack and metric on {len(made)} release(s); each attack is prepared once")
         outcome = Audit(aspec, registry=reg, on_error="skip", progress=progress, echo=echo,

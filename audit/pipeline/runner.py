@@ -371,7 +371,7 @@ class Audit:
 
     def _create(self, comp: ComponentSpec, corpora: Mapping[str, Corpus], resources: Resources):
         cls = self.registry.get(comp.kind, comp.name)
-        params = component_params(self.spec, cls.param_names(), comp.params, progress=self.progress)
+        params = component_params(self.spec, cls.param_names(), comp.params, progress=self.progress, cls=cls)
         resolved = {k: corpora[v[len(CORPUS_REF):]] if isinstance(v, str) and v.startswith(CORPUS_REF) else v
                     for k, v in params.items()}
         try:

@@ -19,6 +19,7 @@ models, sampling budgets, a seed and an output folder::
     metrics: [tpi]
     models: {llm: qwen2.5-coder-1.5b, embedder: null}
     sampling: {documents: 100}           # per-release document budget; other keys are parameters
+    budget: standard                     # quick | standard | full (audit.pipeline.budget)
     gate: {max: {trir: 0.1}, min: {tpi: 0.5}, on_point: false}
     executor: {kind: ray, address: auto, workers: 4}   # or just `local` (the default) / `ray`
 
@@ -27,7 +28,8 @@ Components are created only through the registry (``registry.create(kind, name,
 parameters ``seed``, ``llm`` and ``embedder`` of every component (and sanitizer) that
 takes them, and each key of ``sampling`` other than ``documents`` fills the parameter
 of that name. Beside ``name``, ``sample: N`` is the runner's budget (a seeded sample of
-N documents of each release, the same ids for every release) and ``params`` holds the
+N documents of each release, the same ids for every release), ``budget`` sets each stage's
+interval target and cheaper settings (:mod:`audit.pipeline.budget`), and ``params`` holds the
 component's parameters; any other key is a parameter too (a component's own parameter
 called ``sample`` must go under ``params``).
 
@@ -52,6 +54,7 @@ from audit.io.detect import FORMATS
 from audit.core.safejson import YAML_MAX_DEPTH, YAML_MAX_NODES, check_tree
 from audit.core.registry import Registry
 from audit.core.registry import registry as default_registry
+from audit.pipeline.budget import budget_params, check_budget
 from audit.pipeline.executors import ExecutorSpec, parse_executor
 from audit.pipeline.entries import (  # noqa: F401  (re-exported: the spec's public names)
     ComponentSpec,
@@ -65,7 +68,7 @@ INJECTED = {"seed": "seed", "llm": "models.llm", "embedder": "models.embedder"}
 #: Parameters that change how a component runs but not what it finds: left out of resume keys.
 NOT_IN_KEY = frozenset({"progress", "num_threads", "cache", "use_cache", "cache_dir", "index_dir", "shards"})
 TOP_KEYS = ("title", "seed", "out", "originals", "background", "corpora", "releases", "attacks", "metrics",
-            "models", "sampling", "gate", "report", "executor")
+            "models", "sampling", "budget", "gate", "report", "executor")
 CORPUS_REF = "corpus:"
 
 
@@ -104,6 +107,8 @@ class AuditSpec:
     embedder: str | None = None
     sample_documents: int | None = None
     sampling_params: Mapping[str, Any] = field(default_factory=dict)
+    #: How much work the stages do: quick, standard, full (:mod:`audit.pipeline.budget`).
+    budget: str = "standard"
     seed: int = 0
     out: Path = Path("audit-out")
     title: str = "Audit"
@@ -215,6 +220,12 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
     llm, embedder = _models(data.get("models") or {}, p)
     _check_model_specs(llm, embedder, p)
     sample_documents, sampling_params = _sampling(data.get("sampling") or {}, p)
+    budget = data.get("budget")
+    try:
+        budget = check_budget(budget)
+    except AnonauditError as exc:
+        p.at("budget", str(exc).split(": ", 1)[1])
+        budget = "standard"
 
     releases = parse_releases(data.get("releases"), p, base, reg, check_components, originals is not None)
     attacks = parse_components(data.get("attacks"), "attacks", "attack", p, reg, check_components)
@@ -245,7 +256,7 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
     p.raise_if_any()
     return AuditSpec(originals=originals, background=background, corpora=corpora, releases=tuple(releases),
                      attacks=tuple(attacks), metrics=tuple(metrics), llm=llm, embedder=embedder,
-                     sample_documents=sample_documents, sampling_params=sampling_params, seed=seed,
+                     sample_documents=sample_documents, sampling_params=sampling_params, budget=budget, seed=seed,
                      out=(base / out).expanduser(), title=str(title), gate=gate, report=dict(report),
                      source=source, executor=executor)
 
@@ -449,10 +460,11 @@ def _gate(raw_gate: Any, p: Problems) -> GateSpec:
 
 
 def component_params(spec: AuditSpec, accepted: Sequence[str], params: Mapping[str, Any], *,
-                     progress: bool, sampling: bool = True) -> dict[str, Any]:
+                     progress: bool, sampling: bool = True, cls: type | None = None) -> dict[str, Any]:
     """``params`` completed from the spec for a component (or sanitizer) that takes the
     parameters ``accepted``: :data:`INJECTED` (seed, llm, embedder), the ``sampling``
-    parameters (components only) and ``progress``, each where the spec does not set it."""
+    parameters (components only), ``progress`` and what the spec's budget sets on ``cls``
+    (:func:`audit.pipeline.budget.budget_params`), each where nothing before sets it."""
     out = dict(params)
     values = {"seed": spec.seed, "models.llm": spec.llm, "models.embedder": spec.embedder}
     for param, source in INJECTED.items():
@@ -464,4 +476,7 @@ def component_params(spec: AuditSpec, accepted: Sequence[str], params: Mapping[s
                 out[k] = v
     if "progress" in accepted and "progress" not in out:
         out["progress"] = progress
+    if cls is not None:
+        for k, v in budget_params(cls, spec.budget).items():
+            out.setdefault(k, v)
     return out

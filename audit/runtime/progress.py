@@ -122,3 +122,9 @@ def stage(what: str, *, enabled: bool = True) -> Iterator[None]:
     print(f"    {what} ...", file=sys.stderr, flush=True)
     yield
     print(f"    {what}: done in {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+
+
+def say(what: str, *, enabled: bool = True) -> None:
+    """Print one line about a stage (to stderr), e.g. what the rest of it may cost."""
+    if enabled:
+        print(f"    {what}", file=sys.stderr, flush=True)

@@ -1,0 +1,95 @@
+"""The audit's budget (quick, standard, full): what each level sets per stage, where the user's
+own parameters win, and the older spellings that still work with a deprecation note."""
+
+from __future__ import annotations
+
+import warnings
+
+import click
+import pytest
+
+from attackers.claim_linker import ClaimLinkerAttack
+from attackers.span_guess import SpanGuessAttack
+from attackers.trir import TRIRAttack
+from audit.core.errors import AnonauditError
+from audit.core.registry import registry
+from audit.pipeline.budget import budget_params, check_budget, table
+from audit.pipeline.spec import component_params, parse_spec
+
+
+def test_each_level_sets_the_interval_target_and_the_cheaper_settings():
+    assert budget_params(ClaimLinkerAttack, "quick") == {"score_target": 0.10, "paraphrase": False}
+    assert budget_params(ClaimLinkerAttack, "standard") == {"score_target": 0.05}
+    assert budget_params(ClaimLinkerAttack, "full") == {"score_target": None}
+    assert budget_params(SpanGuessAttack, "quick") == {"target": 0.10}
+    assert budget_params(SpanGuessAttack, "full") == {"target": None}
+    assert budget_params(TRIRAttack, "quick") == {"budget": "fast"} and budget_params(TRIRAttack, "full") == {}
+    rows = {(c, p): v for c, p, v in table(registry)}
+    assert rows[("claim_linker", "score_target")] == "quick: 0.1, standard: 0.05, full: None"
+
+
+@pytest.fixture
+def files(tmp_path):
+    for name in ("o.jsonl", "r.jsonl"):
+        (tmp_path / name).write_text('{"id": "a", "text": "x"}\n', encoding="utf-8")
+    return tmp_path
+
+
+def _spec(base, **extra):
+    return parse_spec({"originals": "o.jsonl", "releases": [{"name": "r", "path": "r.jsonl"}],
+                       "attacks": ["phrase_search"], **extra}, base=base, check_components=False)
+
+
+def test_the_spec_takes_a_budget_and_names_a_wrong_one(files):
+    assert _spec(files).budget == "standard" and _spec(files, budget="quick").budget == "quick"
+    with pytest.raises(AnonauditError, match=r"budget.*must be one of quick, standard, full, got 'fast'"):
+        _spec(files, budget="fast")
+    with pytest.raises(AnonauditError, match="must be one of"):
+        check_budget(3)
+
+
+def test_the_users_own_parameters_win_over_the_budget(files):
+    spec = _spec(files, budget="quick")
+    got = component_params(spec, ClaimLinkerAttack.param_names(), {"paraphrase": True}, progress=False,
+                           cls=ClaimLinkerAttack)
+    assert got["paraphrase"] is True and got["score_target"] == 0.10
+    assert "score_target" not in component_params(spec, ClaimLinkerAttack.param_names(), {}, progress=False)
+
+
+def test_trirs_old_budget_spelling_still_works_with_a_note(capsys):
+    from audit.cli.driver import _budget
+
+    params: dict = {}
+    assert _budget("fast", params, {"budget"}, "trir") is None and params == {"budget": "fast"}
+    assert "deprecated: write --param budget=fast" in capsys.readouterr().err
+    assert _budget("quick", {}, {"budget"}, "trir") == "quick"
+    with pytest.raises(AnonauditError, match="--budget fast: must be one of"):
+        _budget("fast", {}, {"guesses"}, "span_guess")
+
+
+def test_the_api_reads_trirs_old_budget_keyword_with_a_deprecation_warning():
+    from anonaudit.api import _old_budget
+
+    kwargs, own = {"budget": "fast"}, {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _old_budget("trir", kwargs, own, None)
+    assert own == {"budget": "fast"} and "budget" not in kwargs
+    assert issubclass(caught[0].category, DeprecationWarning) and "params={'budget': 'fast'}" in str(caught[0].message)
+    kwargs, own = {"budget": "quick"}, {}
+    _old_budget("trir", kwargs, own, None)
+    assert kwargs == {"budget": "quick"} and own == {}
+
+
+def test_bench_reads_a_number_as_the_old_sanitizer_sample(capsys):
+    from anonaudit.benchmark import _budget as api_budget
+    from audit.cli.bench import _budget as cli_budget
+
+    assert cli_budget("25", 10) == (None, 25) and "--sanitizer-sample 25" in capsys.readouterr().err
+    assert cli_budget("full", 10) == ("full", 10)
+    with pytest.raises(AnonauditError):
+        cli_budget("lots", 10)
+    with pytest.warns(DeprecationWarning, match="sanitizer_sample=7"):
+        assert api_budget(7, 10) == ("standard", 7)
+    assert api_budget("quick", 10) == ("quick", 10)
+    assert click  # the CLI notes go to stderr through click
