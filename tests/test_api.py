@@ -238,9 +238,11 @@ def test_bad_tables_are_named_errors(data, frames):
         anonaudit.utility(df, {"labels": 42}, metrics=["rouge"], progress=False)
     with pytest.raises(AnonauditError, match="unknown key|no metric|not registered|unknown metric"):
         anonaudit.utility(df, {"labels": df2}, metrics=["nope"], progress=False)
-    with pytest.raises(DataError, match=r"<labels: DataFrame>: missing column\(s\) body; the table has id, text"):
+    with pytest.raises(DataError, match=r"<labels: DataFrame>: missing column\(s\) body \(named for the text by "
+                                        r"--text-column, text_column= in Python\); the table has id, text"):
         anonaudit.utility(df, {"labels": df2}, metrics=["rouge"], text_column="body", progress=False)
-    with pytest.raises(DataError, match="missing field 'text'"):  # a list of dicts: each row on its own
+    with pytest.raises(DataError, match=r"missing column\(s\) body \(named for the text by --text-column, "
+                                        r"text_column= in Python\); its rows have id, text"):  # a list of dicts
         anonaudit.utility(data["originals"], {"labels": data["releases"]["labels"]}, metrics=["rouge"],
                           text_column="body", progress=False)
     stranger = df2.copy()

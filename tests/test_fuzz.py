@@ -97,6 +97,43 @@ def test_json_shaped_almost_like_a_format(data, name, fmt, lines):
         check(load_release_file, path, format=fmt)
 
 
+#: Cells of a CSV with what breaks one: quotes, delimiters, line breaks, spaces.
+csv_text = st.text(alphabet='ab ,"\n\t\r', max_size=60)
+columns = st.dictionaries(st.sampled_from(["id", "text", "subject", "spans", "bogus"]),
+                          st.one_of(st.none(), st.integers(), st.sampled_from(["id", "text", "subject", "body", "x", ""])),
+                          max_size=4)
+
+
+@FUZZ
+@given(raw=csv_text, name=st.sampled_from(["x.csv", "x.tsv", "x.jsonl"]), cols=columns)
+def test_csv_like_text_with_named_columns(raw, name, cols):
+    from audit.io.loaders import load_corpus
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = _write(tmp, name, ("id,text,subject\n" + raw).encode("utf-8"))
+        check(load_corpus, path, columns=cols)
+
+
+@FUZZ
+@given(cells=st.lists(st.text(alphabet='ab ,"\n', min_size=1, max_size=20).filter(lambda t: t.strip()),
+                      min_size=1, max_size=6))
+def test_a_csv_quoted_as_csv_writes_it_loads_whole(cells):
+    """Quoted fields over several lines, with quotes and delimiters inside: never refused as an
+    unclosed quote, and no row is lost (the strict reading refuses only broken quoting)."""
+    import csv as csvlib
+    import io
+
+    from audit.io.loaders import load_corpus
+
+    out = io.StringIO()
+    writer = csvlib.writer(out, lineterminator="\n")
+    writer.writerow(["id", "text"])
+    writer.writerows([f"d{i}", cell] for i, cell in enumerate(cells))
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = load_corpus(_write(tmp, "x.csv", out.getvalue().encode("utf-8")))
+        assert [d.text for d in corpus] == cells
+
+
 span_items = st.lists(st.one_of(
     st.lists(st.one_of(st.integers(-5, 40), st.text(max_size=6), st.none()), max_size=4),
     values), max_size=6)

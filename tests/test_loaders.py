@@ -347,10 +347,14 @@ def test_csv_missing_columns_and_bad_rows(tmp_path):
 
 
 def test_json_map_errors(tmp_path):
-    path = write(tmp_path / "m.json", '{"a": "x", "b": "", "a": "y", "c": 3}')
+    path = write(tmp_path / "m.json", '{"a": "x", "b": "", "d": "y", "c": 3}')
     problems, msg = errors_of(load_corpus, path)
     assert {(p.doc_id, p.message.split(" (")[0]) for p in problems} == {
-        ("a", "duplicate id"), ("b", "empty text"), ("c", "the value must be a text string, got int")}
+        ("b", "empty text"), ("c", "the value must be a text string, got int")}
+    # an id given twice: JSON would keep the last text; refused when the file is parsed, with its line
+    path = write(tmp_path / "m2.json", '{"a": "x",\n "b": "z",\n "a": "y"}')
+    (problem,), _ = errors_of(load_corpus, path)
+    assert problem.line == 3 and "the key 'a' appears twice in one JSON object" in problem.message
 
 
 def test_json_list_errors_name_item(tmp_path):

@@ -14,6 +14,7 @@ import click
 from audit.cli.outputs import Output, check_outputs, force_option
 from audit.core.data import Corpus
 from audit.core.errors import AnonauditError
+from audit.io.frames import check_columns
 from audit.io.loaders import FORMATS, detect_format, load_corpus, load_releases, load_tri, save_jsonl
 
 _format = click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default=None,
@@ -34,8 +35,8 @@ def _columns(f):
 
 
 def _column_map(text_column: str, id_column: str, subject_column: str) -> dict[str, str] | None:
-    named = {f: c for f, c in (("text", text_column), ("id", id_column), ("subject", subject_column)) if c != f}
-    return named or None
+    """The columns named for the fields; one column named for two is refused before any file is read."""
+    return check_columns({"text": text_column, "id": id_column, "subject": subject_column}) or None
 
 
 def _spec(path: str) -> str:
@@ -65,6 +66,7 @@ def validate(file: str, fmt: str | None, originals: str | None, annotator: str |
     A span file {doc_id: [[start, end, replacement?], ...]} needs --originals. With
     --originals, FILE is checked as a release of those originals.
     """
+    columns = _column_map(text_column, id_column, subject_column)
     fmt = fmt or detect_format(file)
     if fmt == "tri":
         background, releases = load_tri(file)
@@ -72,7 +74,6 @@ def validate(file: str, fmt: str | None, originals: str | None, annotator: str |
         for r in releases:
             click.echo(f"  method {r.name}: {len(r)} documents")
         return
-    columns = _column_map(text_column, id_column, subject_column)
     if originals is not None:
         orig = load_corpus(originals, columns=columns)
         (release,) = load_releases(_spec(file), originals=orig, format=fmt, columns=columns)
@@ -104,6 +105,7 @@ def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotato
         raise AnonauditError(f"{dst}: the output is JSONL; give it a .jsonl name")
     inputs = [("SRC", src), ("--originals", originals)]
     check_outputs([Output(Path(dst), "jsonl", "DST")], inputs, force=force)
+    columns = _column_map(text_column, id_column, subject_column)
     fmt = fmt or detect_format(src)
     if fmt == "tri":
         background, releases = load_tri(src)
@@ -117,7 +119,6 @@ def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotato
             save_jsonl(r.corpus, path)
             click.echo(f"wrote {path}: {len(r)} documents (method {r.name})")
         return
-    columns = _column_map(text_column, id_column, subject_column)
     if fmt == "spans" or originals is not None:
         orig = load_corpus(originals, columns=columns) if originals is not None else None
         (release,) = load_releases(_spec(src), originals=orig, format=fmt, columns=columns)

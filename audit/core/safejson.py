@@ -10,7 +10,9 @@ made with :func:`check_tree`, so the same three limits hold for every input alik
   alias bomb (a 1 KB spec whose aliases expand to billions of values) is refused before anything
   expands it (JSON has no aliases: its tree is never larger than its file);
 * **Unicode**: every string (keys too) must be valid Unicode: JSON's ``"\\ud800"`` escape gives a
-  lone surrogate, which no UTF-8 file can hold and every later write would fail on.
+  lone surrogate, which no UTF-8 file can hold and every later write would fail on;
+* **unique keys** (JSON): an object that gives one key twice is refused, naming the key and the
+  line where the object opens: ``json`` would keep the last value and drop the first unseen.
 
 Each problem is a :class:`~audit.core.errors.DataError` naming the file, the line when known, and
 the place in the tree (``[3].text``).
@@ -19,7 +21,7 @@ the place in the tree (``[3].text``).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from audit.core.errors import DataError, Problem
@@ -93,13 +95,92 @@ def check_tree(data: Any, source: str, *, line: int | None = None, max_nodes: in
     return data
 
 
-def loads(text: str | bytes, source: str, *, line: int | None = None,
-          object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
+class DuplicateKey(ValueError):
+    """Raised by :func:`unique_keys` for a key an object gives twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON ``object_pairs_hook``: the object as a dict, or :class:`DuplicateKey` for a key
+    given twice (``json`` would keep the last value and drop the first without a word)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
+def loads(text: str | bytes, source: str, *, line: int | None = None) -> Any:
     """``json.loads`` with the limits of this module. Invalid JSON raises
-    :class:`json.JSONDecodeError` as before (the callers word it); a tree nested past what the
-    parser can hold is a :class:`DataError` like any other too-deep tree."""
+    :class:`json.JSONDecodeError` as before (the callers word it); a key given twice in one
+    object, or a tree nested past what the parser can hold, is a :class:`DataError` naming
+    ``source`` and the line (``line``: the line of ``text`` in its file, for one JSONL record)."""
     try:
-        data = json.loads(text, object_pairs_hook=object_pairs_hook)
+        data = json.loads(text, object_pairs_hook=unique_keys)
     except RecursionError:
         raise DataError(Problem(source, f"nested deeper than {MAX_DEPTH} levels", line=line)) from None
+    except DuplicateKey as exc:
+        where = (line or 1) + (_key_line(text, exc.key) or 1) - 1
+        raise DataError(Problem(source, duplicate_key_message(exc.key), line=where)) from None
     return check_tree(data, source, line=line)
+
+
+def duplicate_key_message(key: str) -> str:
+    return (f"the key {key[:80]!r} appears twice in one JSON object (JSON would keep only the last value); "
+            "remove or rename one")
+
+
+def _key_line(text: str | bytes, key: str) -> int | None:
+    """The line (1-based) of the second ``key`` of the object that gives it twice: the text is
+    parsed again by the pure-Python scanner, which knows where each object starts (only when
+    a duplicate was found, so the fast parser reads every valid file)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8-sig", errors="replace")
+    found: list[int] = []
+    decoder = json.JSONDecoder(object_pairs_hook=unique_keys)
+
+    def parse_object(s_and_end: tuple[str, int], *args: Any) -> Any:
+        s, end = s_and_end
+        try:
+            return json.decoder.JSONObject(s_and_end, *args)
+        except DuplicateKey:
+            if not found:  # the innermost object: its own keys, at depth 1
+                found.append(_second_key_at(s, end, key))
+            raise
+
+    decoder.parse_object = parse_object  # type: ignore[assignment]
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    try:
+        decoder.decode(text)
+    except (DuplicateKey, ValueError, RecursionError):
+        pass
+    return found[0] if found else None
+
+
+def _second_key_at(s: str, start: int, key: str) -> int:
+    """The line of the second time ``key`` is a key of the object opened just before ``start``."""
+    scan = json.decoder.scanstring  # type: ignore[attr-defined]
+    depth, i, seen = 1, start, 0
+    while i < len(s) and depth:
+        c = s[i]
+        if c == '"':
+            value, after = scan(s, i + 1)
+            rest = s[after:after + 64].lstrip()
+            if depth == 1 and value == key and rest.startswith(":"):
+                seen += 1
+                if seen == 2:
+                    return s.count("\n", 0, i) + 1
+            i = after
+            continue
+        if c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+        i += 1
+    return s.count("\n", 0, start) + 1

@@ -1,5 +1,5 @@
 """Which format a file is in (:data:`FORMATS`), from its extension and its content, and the
-reading helpers every format shares (JSON with duplicate keys remembered, CSV headers, the
+reading helpers every format shares (JSON with duplicate keys refused, CSV headers, the
 errors for unreadable or non-UTF-8 files)."""
 
 from __future__ import annotations
@@ -128,16 +128,23 @@ def read_text(source: str) -> str:
         raise utf8_error(source) from None
 
 
+#: Keys that make a one-line JSON object a document record (JSONL), not a map {id: text}.
+RECORD_KEYS = frozenset({"id", "doc_id", "text"})
+
+
 def _looks_like_jsonl(source: str) -> bool:
-    """True when the first line is a complete JSON object and more content follows."""
+    """True when the first line is a complete JSON object and more content follows, or when it
+    is the only line and holds a record's keys (``id``, ``doc_id``, ``text``): a one-document
+    JSONL file, which a map ``{id: text}`` would read as two documents named ``id`` and ``text``."""
     text = read_bytes(source)[:1 << 20].decode("utf-8-sig", errors="replace")
-    first, _, rest = text.partition("\n")
-    if not rest[:64].strip():
-        return False
+    first, _, rest = text.lstrip().partition("\n")
     try:
-        return isinstance(json.loads(first), dict)
+        record = json.loads(first)
     except (ValueError, RecursionError):
         return False
+    if not isinstance(record, dict):
+        return False
+    return bool(rest[:64].strip()) or bool(RECORD_KEYS & set(record))
 
 
 def _json_kind(data: Any, source: str) -> str:
@@ -189,7 +196,7 @@ def _kind_of(value: Any) -> str:
 def _read_json(source: str) -> Any:
     text = read_text(source)
     try:
-        return safejson.loads(text, source, object_pairs_hook=_DupDict.from_pairs)
+        return safejson.loads(text, source)
     except json.JSONDecodeError as exc:
         raise DataError(Problem(source, f"invalid JSON at column {exc.colno}: {exc.msg}", line=exc.lineno)) from None
 
@@ -210,20 +217,6 @@ def utf8_error(source: str) -> DataError:
         return DataError(Problem(source, f"not valid UTF-8 text (byte {col} of the line); save the file as UTF-8",
                                  line=line))
     return DataError(Problem(source, "not valid UTF-8 text; save the file as UTF-8"))
-
-
-class _DupDict(dict):
-    """A JSON object that remembers keys given twice (json keeps only the last)."""
-
-    duplicates: tuple[str, ...] = ()
-
-    @classmethod
-    def from_pairs(cls, pairs: list[tuple[str, Any]]) -> dict:
-        out = cls(pairs)
-        if len(out) != len(pairs):
-            seen: set[str] = set()
-            out.duplicates = tuple(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        return out
 
 
 def csv_header(source: str) -> list[str]:

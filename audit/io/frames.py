@@ -13,13 +13,14 @@ from __future__ import annotations
 import io
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from audit.core.data import Corpus, Document
 from audit.core.errors import AnonauditError, DataError, Problem, Problems
+from audit.core.safejson import DuplicateKey, duplicate_key_message, unique_keys
 from audit.io.detect import read_bytes
-from audit.io.records import record_to_doc
+from audit.io.records import option_of, record_to_doc
 
 #: The document fields a column can be named for.
 FIELDS = ("id", "text", "subject", "spans")
@@ -27,7 +28,9 @@ PANDAS_HINT = "pip install 'anonaudit[pandas]' (pandas and pyarrow)"
 
 
 def check_columns(columns: Mapping[str, str] | None) -> dict[str, str]:
-    """``{field: column}`` for the fields whose column is not named as the field."""
+    """``{field: column}`` for the fields whose column is not named as the field. One column
+    named for two fields (``--text-column x --id-column x``, or ``--text-column id`` while the id
+    is in ``id``) is refused here, before any file is read, naming both."""
     out: dict[str, str] = {}
     for field, column in (columns or {}).items():
         if field not in FIELDS:
@@ -38,7 +41,36 @@ def check_columns(columns: Mapping[str, str] | None) -> dict[str, str]:
             raise AnonauditError(f"the {field} column must be named by a non-empty string, got {column!r}")
         if column != field:
             out[field] = column
+    owner: dict[str, str] = {}
+    for field in FIELDS:
+        column = out.get(field, field)
+        if column in owner:
+            first = owner[column]
+            how = " and ".join(f"--{f}-column {column}" if f in out else f"{column!r} is the {f} column by default"
+                               for f in (first, field))
+            python = ", ".join(f"{f}_column=" for f in (first, field) if f in out)
+            raise AnonauditError(f"one column {column!r} is named for two fields, the {first} and the {field} "
+                                 f"({how}; {python} in Python); each field needs a column of its own")
+        owner[column] = field
     return out
+
+
+def absent_columns(present: Collection[str], columns: Mapping[str, str], *, required: bool) -> list[str]:
+    """The columns missing from ``present`` (a header, or every key of a file's records): each
+    column named for a field (``columns``: :func:`check_columns`' output) that is not there, with
+    the option that named it; ``required``: the id and text columns too, by their default name."""
+    missing = [f for f in ("id", "text") if required and f not in columns and f not in present
+               and not (f == "id" and "doc_id" in present)]
+    return missing + [f"{c} (named for the {f} by {option_of(f)})" for f, c in columns.items() if c not in present]
+
+
+def columns_message(missing: list[str], present: Collection[str], where: str) -> str:
+    """``missing column(s) ...; the table has ...`` for :func:`absent_columns`' list; ``where``:
+    what has the columns, with its verb (``the table has``)."""
+    has = ", ".join(str(c) for c in present) or "(none)"
+    more = "" if any(" (named for " in m for m in missing) else \
+        " (other names: --text-column/--id-column, or text_column=/id_column= in Python)"
+    return f"missing column(s) {', '.join(missing)}; {where} {has}{more}"
 
 
 def rename_record(rec: dict[str, Any], columns: Mapping[str, str]) -> dict[str, Any]:
@@ -62,12 +94,6 @@ def rename_header(header: list[str], columns: Mapping[str, str]) -> list[str]:
         return header
     back = {c: f for f, c in columns.items()}
     return [back.get(h, f"{h}_column" if h in columns else h) for h in header]
-
-
-def missing_columns(header: list[str], columns: Mapping[str, str]) -> list[str]:
-    """The required columns (id, text) absent from ``header``, by the name the user gave them."""
-    return [columns.get(f, f) for f in ("id", "text") if columns.get(f, f) not in header
-            and not (f == "id" and "doc_id" in header and "id" not in columns)]
 
 
 def plain(value: Any) -> Any:
@@ -126,12 +152,12 @@ def records_to_documents(rows: list[Any], source: str, columns: Mapping[str, str
     not one per row)."""
     cols = check_columns(columns)
     problems = Problems(source)
-    if header is not None:
-        missing = missing_columns(header, cols)
-        if missing:
-            problems.add(f"missing column(s) {', '.join(missing)}; the table has {', '.join(header) or '(none)'} "
-                         "(other names: --text-column/--id-column, or text_column=/id_column= in Python)")
-            problems.raise_if_any()
+    keys = header if header is not None else list(dict.fromkeys(str(k) for r in rows if isinstance(r, Mapping)
+                                                              for k in r))
+    missing = absent_columns(keys, cols, required=header is not None)
+    if missing:  # a list of dicts: only the named columns (each row says what it lacks)
+        problems.add(columns_message(missing, keys, "the table has" if header is not None else "its rows have"))
+        problems.raise_if_any()
     docs: list[Document] = []
     seen: dict[str, int | None] = {}
     for i, row in enumerate(rows):
@@ -145,11 +171,14 @@ def records_to_documents(rows: list[Any], source: str, columns: Mapping[str, str
         spans = rec.get("spans")
         if isinstance(spans, str):
             try:
-                rec["spans"] = json.loads(spans) if spans.strip() else None
+                rec["spans"] = json.loads(spans, object_pairs_hook=unique_keys) if spans.strip() else None
+            except DuplicateKey as exc:
+                problems.add(f"row {i}: column {cols.get('spans', 'spans')!r}: {duplicate_key_message(exc.key)}")
+                continue
             except json.JSONDecodeError as exc:
                 problems.add(f"row {i}: column {cols.get('spans', 'spans')!r} is not valid JSON ({exc.msg})")
                 continue
-        doc = record_to_doc(rec, problems, item=i, seen=seen)
+        doc = record_to_doc(rec, problems, item=i, seen=seen, columns=cols)
         if doc is not None:
             docs.append(doc)
     if not docs and not problems:

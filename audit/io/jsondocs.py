@@ -8,14 +8,13 @@ from typing import Any
 
 from audit.core.data import Document, Span
 from audit.core.errors import DataError, Problem, Problems
-from audit.io.records import make_span, record_to_doc, top_duplicates
+from audit.io.records import make_span, record_to_doc
 
 
 def load_json_map(source: str, data: Any) -> list[Document]:
     problems = Problems(source)
     if not isinstance(data, dict):
         raise DataError(Problem(source, f"expected a JSON object {{id: text}}, got a {type(data).__name__}"))
-    top_duplicates(data, problems)
     docs = []
     for doc_id, text in data.items():
         if not isinstance(text, str):
@@ -89,7 +88,8 @@ def load_tab(source: str, data: Any, annotator: str | None) -> list[Document]:
                 if fields["start"] is None or fields["end"] is None:
                     problems.add(f"{tag}: needs 'start_offset' and 'end_offset'", doc_id=doc.id)
                     continue
-                span = make_span(fields, len(doc.text), problems, tag=tag, line=None, doc_id=doc.id)
+                span = make_span(fields, len(doc.text), problems, tag=tag, line=None, doc_id=doc.id, text=doc.text,
+                                 span_text=m.get("span_text"))
                 if span is not None:
                     gold.append({"annotator": ann, "start": span.start, "end": span.end, "entity_type": span.label,
                                  "entity_id": span.entity_id, "identifier_type": span.identifier_type})

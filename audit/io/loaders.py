@@ -167,7 +167,7 @@ def load_release_file(path: str | os.PathLike, *, name: str | None = None, origi
     path = str(path)
     fmt, data = sniff(path, format)
     if fmt == "tri":
-        _, releases = read_tri(path, data)
+        _, releases = read_tri(path, data, need_methods=True)
         if name is not None:
             chosen = [r for r in releases if r.name == name]
             if not chosen:

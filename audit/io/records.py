@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import functools
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from audit.core.data import Document, Span, span_order
@@ -12,7 +13,7 @@ from audit.core.safejson import tree_problem
 
 _SPAN_FIELDS = frozenset(Span.__dataclass_fields__)
 _LABEL_ALIASES = ("entity_type", "type")
-_IGNORED_SPAN_KEYS = frozenset({"text", "span_text"})
+_IGNORED_SPAN_KEYS = frozenset({"text", "span_text"})  # span_text is checked against the text (make_span)
 
 
 def as_id(value: Any) -> str | None:
@@ -23,10 +24,25 @@ def as_id(value: Any) -> str | None:
     return None
 
 
+def option_of(field: str) -> str:
+    """How a user names the column of ``field``: the command-line option and the API argument
+    (an audit spec says ``columns: {field: name}``)."""
+    return f"--{field}-column, {field}_column= in Python"
+
+
+def field_name(field: str, columns: Mapping[str, str] | None) -> str:
+    """How a message names the field ``field`` of a record: ``'text'``, or the column the user
+    named for it with the option that named it."""
+    column = (columns or {}).get(field)
+    return repr(field) if column is None else f"{column!r} (named for the {field} by {option_of(field)})"
+
+
 def record_to_doc(rec: Any, problems: Problems, *, line: int | None = None, item: int | None = None,
-                   seen: dict[str, int | None]) -> Document | None:
-    """One JSON/CSV record to a Document, or None with problems recorded."""
+                  seen: dict[str, int | None], columns: Mapping[str, str] | None = None) -> Document | None:
+    """One JSON/CSV record to a Document, or None with problems recorded. ``columns``: the
+    columns the user named for the fields (the record is already renamed), for the messages."""
     where = "" if item is None else f"item {item}: "
+    name = functools.partial(field_name, columns=columns)
     if not isinstance(rec, dict):
         problems.add(f"{where}expected a JSON object, got {type(rec).__name__}", line=line)
         return None
@@ -36,12 +52,12 @@ def record_to_doc(rec: Any, problems: Problems, *, line: int | None = None, item
         return None
     id_key = "id" if "id" in rec else "doc_id" if "doc_id" in rec else None
     if id_key is None:
-        problems.add(f"{where}missing field 'id'", line=line)
+        problems.add(f"{where}missing field {name('id')}", line=line)
         doc_id = None
     else:
         doc_id = as_id(rec[id_key])
         if doc_id is None:
-            problems.add(f"{where}field '{id_key}' must be a non-empty string, got {rec[id_key]!r}", line=line)
+            problems.add(f"{where}field {name(id_key)} must be a non-empty string, got {rec[id_key]!r}", line=line)
     ok = doc_id is not None
     if doc_id is not None:
         if doc_id in seen:
@@ -53,10 +69,11 @@ def record_to_doc(rec: Any, problems: Problems, *, line: int | None = None, item
             seen[doc_id] = line
     text = rec.get("text")
     if "text" not in rec:
-        problems.add(f"{where}missing field 'text'", line=line, doc_id=doc_id)
+        problems.add(f"{where}missing field {name('text')}", line=line, doc_id=doc_id)
         ok = False
     elif not isinstance(text, str):
-        problems.add(f"{where}field 'text' must be a string, got {type(text).__name__}", line=line, doc_id=doc_id)
+        problems.add(f"{where}field {name('text')} must be a string, got {type(text).__name__}", line=line,
+                     doc_id=doc_id)
         ok = False
     elif not text.strip():
         problems.add(f"{where}empty text", line=line, doc_id=doc_id)
@@ -65,7 +82,7 @@ def record_to_doc(rec: Any, problems: Problems, *, line: int | None = None, item
     if subject is not None:
         subject = as_id(subject)
         if subject is None:
-            problems.add(f"{where}field 'subject' must be a non-empty string, got {rec['subject']!r}",
+            problems.add(f"{where}field {name('subject')} must be a non-empty string, got {rec['subject']!r}",
                          line=line, doc_id=doc_id)
             ok = False
     elif id_key == "doc_id":
@@ -111,7 +128,8 @@ def _parse_spans(raw: Any, text: str, problems: Problems, *, line: int | None, d
         else:
             problems.add(f"{tag}: expected an object or a list, got {item!r}", line=line, doc_id=doc_id)
             continue
-        span = make_span(fields, len(text), problems, tag=tag, line=line, doc_id=doc_id, text=text)
+        span = make_span(fields, len(text), problems, tag=tag, line=line, doc_id=doc_id, text=text,
+                         span_text=item.get("span_text") if isinstance(item, dict) else None)
         if span is not None:
             spans.append(span)
     if crossing:
@@ -122,7 +140,11 @@ def _parse_spans(raw: Any, text: str, problems: Problems, *, line: int | None, d
 
 
 def make_span(fields: dict[str, Any], n: int, problems: Problems, *, tag: str, line: int | None,
-               doc_id: str | None, text: str | None = None) -> Span | None:
+              doc_id: str | None, text: str | None = None, span_text: Any = None) -> Span | None:
+    """A span from its ``fields``, or None with the problem recorded. ``span_text`` (TAB's mentions
+    carry one) must be the text at the span's offsets, whitespace aside (:func:`span_text_problem`):
+    offsets that disagree with it would mask the wrong words. A release record's span (one with an
+    ``original``) is checked against its replacement instead (below)."""
     if "start" not in fields or "end" not in fields:
         problems.add(f"{tag}: needs 'start' and 'end'", line=line, doc_id=doc_id)
         return None
@@ -148,6 +170,11 @@ def make_span(fields: dict[str, Any], n: int, problems: Problems, *, tag: str, l
     if start < 0 or end > n:
         problems.add(f"{tag}: [{start}, {end}) is outside the text (length {n})", line=line, doc_id=doc_id)
         return None
+    if span_text is not None and text is not None and fields.get("original") is None:
+        wrong = span_text_problem(span_text, text, start, end)
+        if wrong:
+            problems.add(f"{tag}: {wrong}", line=line, doc_id=doc_id)
+            return None
     if fields.get("original") is not None and text is not None:
         # A release record: what stands in the text at its offsets is the replacement ("" for a
         # suppression, which Span.to_dict leaves out). A replacement that is not there means
@@ -163,6 +190,20 @@ def make_span(fields: dict[str, Any], n: int, problems: Problems, *, tag: str, l
     return Span(**fields)
 
 
+def span_text_problem(expected: Any, text: str, start: int, end: int) -> str:
+    """What is wrong with a span's ``span_text`` ("" when nothing): it must be a string equal to
+    ``text[start:end]`` once runs of whitespace are made one space and the ends stripped (a line
+    break where the annotator's copy has a space, or a space kept at one end, is the same
+    mention); any other difference means offsets that point elsewhere."""
+    if not isinstance(expected, str):
+        return f"'span_text' must be a string, got {expected!r}"
+    actual = text[start:end]
+    if expected == actual or " ".join(expected.split()) == " ".join(actual.split()):
+        return ""
+    return (f"its span_text {expected[:60]!r} is not the text at its offsets [{start}, {end}), which is "
+            f"{actual[:60]!r}: the offsets point elsewhere (fix them, or the span_text)")
+
+
 def crossing_pairs(spans: Iterable[Span]) -> Iterator[tuple[Span, Span]]:
     """Pairs of spans that partially overlap (neither contains the other)."""
     stack: list[Span] = []
@@ -176,5 +217,8 @@ def crossing_pairs(spans: Iterable[Span]) -> Iterator[tuple[Span, Span]]:
 
 
 def top_duplicates(data: Any, problems: Problems) -> None:
+    """Record the keys ``data`` (a mapping made by a parser that remembers them in
+    ``duplicates``) gives twice. The JSON files read by :mod:`audit.io.detect` never have any:
+    :func:`audit.core.safejson.loads` refuses a key given twice when it parses them."""
     for key in getattr(data, "duplicates", ()):
         problems.add("duplicate id (the key appears more than once)", doc_id=key)

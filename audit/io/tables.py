@@ -14,7 +14,7 @@ from audit.core import safejson
 from audit.core.errors import DataError, Problem, Problems
 from audit.core.safejson import MAX_DEPTH
 from audit.io.detect import csv_header, delimiter, read_bytes, read_text, unreadable, utf8_error
-from audit.io.frames import check_columns, missing_columns, rename_header, rename_record
+from audit.io.frames import absent_columns, check_columns, columns_message, rename_header, rename_record
 from audit.io.records import record_to_doc
 
 
@@ -23,6 +23,7 @@ def load_jsonl(source: str, columns: dict[str, str] | None = None) -> list[Docum
     problems = Problems(source)
     docs: list[Document] = []
     seen: dict[str, int | None] = {}
+    keys: dict[str, None] = {}  # every key of every record, in order: the columns of the file
     data = read_bytes(source)
     for lineno, raw in enumerate(data.split(b"\n"), 1):
         if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
@@ -35,7 +36,10 @@ def load_jsonl(source: str, columns: dict[str, str] | None = None) -> list[Docum
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = json.loads(line, object_pairs_hook=safejson.unique_keys)
+        except safejson.DuplicateKey as exc:
+            problems.add(safejson.duplicate_key_message(exc.key), line=lineno)
+            continue
         except json.JSONDecodeError as exc:
             problems.add(f"invalid JSON at column {exc.colno}: {exc.msg}", line=lineno)
             continue
@@ -43,10 +47,14 @@ def load_jsonl(source: str, columns: dict[str, str] | None = None) -> list[Docum
             problems.add(f"nested deeper than {MAX_DEPTH} levels", line=lineno)
             continue
         if columns and isinstance(rec, dict):
+            keys.update(dict.fromkeys(rec))
             rec = rename_record(rec, columns)
-        doc = record_to_doc(rec, problems, line=lineno, seen=seen)
+        doc = record_to_doc(rec, problems, line=lineno, seen=seen, columns=columns)
         if doc is not None:
             docs.append(doc)
+    missing = absent_columns(keys, columns, required=False) if keys else []
+    if missing:  # named for a field, in no record: one message, not one per record
+        raise DataError(Problem(source, columns_message(missing, keys, "its records have")))
     if not docs and not problems:
         problems.add("no documents in the file")
     problems.raise_if_any()
@@ -54,16 +62,51 @@ def load_jsonl(source: str, columns: dict[str, str] | None = None) -> list[Docum
 
 
 def open_csv(source: str) -> Iterator[tuple[int, list[str], list[str]]]:
-    """Yield ``(line number where the row starts, cells, header)`` for each non-blank CSV row."""
+    """Yield ``(line number where the row starts, cells, header)`` for each non-blank CSV row.
+
+    Read in csv's strict mode: a quote left open swallows every row after it into one cell, so
+    a quote never closed, or closed by one that does not end its field, is a :class:`DataError`
+    naming the line where that row (and the quote) began; a header that names one column twice
+    is one too (a row as a dict would keep only the last of the two). A quoted field that spans
+    lines and closes where it should is read as it is."""
     csv.field_size_limit(max(csv.field_size_limit(), min(sys.maxsize, 2**31 - 1)))
-    reader = csv.reader(io.StringIO(read_text(source), newline=""), delimiter=delimiter(source))
-    header = [c.strip() for c in next(reader, [])]
-    prev = reader.line_num
-    for row in reader:
-        start = prev + 1
+    reader = csv.reader(io.StringIO(read_text(source), newline=""), delimiter=delimiter(source), strict=True)
+    prev = 0
+    try:
+        header = [c.strip() for c in next(reader, [])]
+        check_header(source, header)
         prev = reader.line_num
-        if any(c.strip() for c in row):
-            yield start, row, header
+        for row in reader:
+            start = prev + 1
+            prev = reader.line_num
+            if any(c.strip() for c in row):
+                yield start, row, header
+    except csv.Error as exc:
+        raise DataError(Problem(source, quote_problem(str(exc), prev + 1, reader.line_num), line=prev + 1)) from None
+
+
+def check_header(source: str, header: list[str]) -> None:
+    """A :class:`DataError` for a CSV header that names a column twice."""
+    seen: set[str] = set()
+    for name in header:
+        if name and name in seen:
+            raise DataError(Problem(source, f"the header names the column {name[:80]!r} twice (only one of the two "
+                                            "could be read); rename or remove one", line=1))
+        seen.add(name)
+
+
+def quote_problem(error: str, start: int, end: int) -> str:
+    """What a strict CSV reader's ``error`` means for a user: the row at line ``start``."""
+    if "unexpected end of data" in error:
+        return (f"a quote opened in the row that starts on this line is never closed: every line after it, to the "
+                f"end of the file (line {end}), would be read as one cell; close the quote, or double a quote "
+                "inside a quoted field (\"\")")
+    if "expected after" in error:
+        span = f"lines {start}-{end}" if end > start else f"line {start}"
+        return (f"a quoted cell of the row that starts on this line is closed by a quote followed by more text "
+                f"({span}); a quote left open would swallow the rows after it. Close each quoted cell before "
+                "its delimiter, and double a quote inside one (\"\")")
+    return f"unreadable CSV: {error}"
 
 
 def load_csv(source: str, columns: dict[str, str] | None = None) -> list[Document]:
@@ -74,10 +117,9 @@ def load_csv(source: str, columns: dict[str, str] | None = None) -> list[Documen
     seen: dict[str, int | None] = {}
     try:
         header = csv_header(source)
-        missing = missing_columns(header, columns) if columns else [c for c in ("id", "text") if c not in header]
+        missing = absent_columns(header, columns, required=True)
         if missing:
-            cols = ", ".join(repr(c) for c in header) or "(none)"
-            problems.add(f"missing column(s) {', '.join(missing)}; the header has {cols}", line=1)
+            problems.add(columns_message(missing, [repr(c) for c in header], "the header has"), line=1)
             problems.raise_if_any()
         for lineno, row, header in open_csv(source):
             header = rename_header(header, columns)
@@ -100,7 +142,7 @@ def load_csv(source: str, columns: dict[str, str] | None = None) -> list[Documen
                     continue
             else:
                 rec.pop("spans", None)
-            doc = record_to_doc(rec, problems, line=lineno, seen=seen)
+            doc = record_to_doc(rec, problems, line=lineno, seen=seen, columns=columns)
             if doc is not None:
                 docs.append(doc)
     except UnicodeDecodeError:

@@ -4,6 +4,7 @@ text column per method, as JSON records, a pandas ``to_json`` dict or a CSV."""
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +60,17 @@ def _is_number_text(v: Any) -> bool:
     return False
 
 
-def read_tri(source: str, data: Any) -> tuple[Corpus, list[Release]]:
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def read_tri(source: str, data: Any, *, need_methods: bool = False) -> tuple[Corpus, list[Release]]:
     """The background (``public_knowledge``) and one release per method column; the dev column
-    (:data:`DEV_COLUMN`) is not one of them (:func:`read_tri_dev` reads it)."""
-    background, releases, _ = read_tri_all(source, data)
+    (:data:`DEV_COLUMN`) is not one of them (:func:`read_tri_dev` reads it). ``need_methods``:
+    the file is read for its releases, so a file without a method column is an error (an audit
+    of it would audit nothing), not an empty list."""
+    background, releases, _ = read_tri_all(source, data, need_methods=need_methods)
     return background, releases
 
 
@@ -73,7 +81,9 @@ def read_tri_dev(source: str, data: Any) -> Release | None:
 
 def _method_columns(rows: list[tuple[int | None, Any]], columns: list[str], problems: Problems,
                     header_line: int | None) -> list[str]:
-    """The columns that hold a method's texts: text values, not all numbers, not an index."""
+    """The columns that hold a method's texts: any text that is not a number, not an index. A cell of
+    such a column that is not a text is refused by the caller, naming its row: a column is never
+    left out of the audit for one odd cell."""
     def values(col: str) -> list[Any]:
         return [r.get(col) for _, r in rows if isinstance(r, dict) and r.get(col) not in (None, "")]
 
@@ -82,7 +92,7 @@ def _method_columns(rows: list[tuple[int | None, Any]], columns: list[str], prob
         if col in _TRI_SKIP or str(col).startswith("Unnamed:"):
             continue
         vals = values(col)
-        if vals and all(isinstance(v, str) for v in vals) and not all(_is_number_text(v) for v in vals):
+        if any(isinstance(v, str) and not _is_number_text(v) for v in vals):
             wrong = release_name_problem(col)
             if wrong:  # a method column names a release, and files are named after releases
                 problems.add(f"method column {str(col)[:80]!r}: {wrong}", line=header_line)
@@ -90,7 +100,8 @@ def _method_columns(rows: list[tuple[int | None, Any]], columns: list[str], prob
     return methods
 
 
-def read_tri_all(source: str, data: Any) -> tuple[Corpus, list[Release], Release | None]:
+def read_tri_all(source: str, data: Any, *,
+                 need_methods: bool = False) -> tuple[Corpus, list[Release], Release | None]:
     """Background, releases under test and dev release (``None`` without a dev column)."""
     problems = Problems(source)
     rows = _tri_records(source, data)
@@ -104,6 +115,12 @@ def read_tri_all(source: str, data: Any) -> tuple[Corpus, list[Release], Release
         raise DataError(Problem(source, f"not a TRI table: missing column(s) {', '.join(missing)}; columns: {cols}",
                                 line=1 if data is None else None))
     methods = _method_columns(rows, columns, problems, header_line=1 if data is None else None)
+    if need_methods and not [m for m in methods if m != DEV_COLUMN]:
+        cols = ", ".join(repr(str(c)[:80]) for c in columns)
+        dev = f" ({DEV_COLUMN} is the dev release, never one under test)" if DEV_COLUMN in methods else ""
+        raise DataError(Problem(source, "no method column to audit: a TRI file read for its releases needs a column of "
+                                        f"texts per method besides 'name' and 'public_knowledge'; its columns are {cols}"
+                                        f"{dev}", line=1 if data is None else None))
     seen: dict[str, int | None] = {}
     names: list[tuple[str, int | None, dict]] = []
     for i, (line, rec) in enumerate(rows):
@@ -123,8 +140,11 @@ def read_tri_all(source: str, data: Any) -> tuple[Corpus, list[Release], Release
         seen[name] = line
         for col in ["public_knowledge", *methods]:
             v = rec.get(col)
-            if v is not None and not isinstance(v, str):
-                problems.add(f"{where}column {col!r} must be text, got {type(v).__name__}", line=line, doc_id=name)
+            if v is not None and not isinstance(v, str) and not (isinstance(v, float) and math.isnan(v)):
+                why = "" if col == "public_knowledge" else (" (a column that holds texts is a method's release: "
+                                                            "each cell a text, or empty)")
+                problems.add(f"{where}column {col!r} must be text, got {type(v).__name__} {_short(v)}{why}",
+                             line=line, doc_id=name)
         names.append((name, line, rec))
     problems.raise_if_any()
 
