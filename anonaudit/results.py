@@ -155,6 +155,14 @@ class Results:
 
         return results_html(self.file, texts=self.texts())
 
+    def log_mlflow(self, uri: str | None = None, **options: Any) -> str:
+        """Log these results to MLflow as one run (the spec and parameters, one metric per release x
+        result with its interval and n, the report and the results bundle) and return the run's id;
+        the shareable edition unless ``private=True``: :func:`anonaudit.tracking.log_mlflow`."""
+        from anonaudit.tracking import log_mlflow
+
+        return log_mlflow(self, uri, **options)
+
     def to_latex(self, *, title: str = "Audit results", label: str = "tab:audit") -> str:
         """A LaTeX table for a paper (pandas' Styler; booktabs): one row per release, each attack's
         risk and each utility with its 95% interval, risks above chance marked (the interval named

@@ -28,6 +28,15 @@ def test_the_sections_python_blocks_run(tmp_path, monkeypatch, capsys):
     html = namespace["results"]._repr_html_()
     assert html.index('class="verdict"') < html.index("Risk (attack success rate") and "Per-document evidence" in html
     assert "exit code" in namespace["outcome"]._repr_html_()
+    # the tracker: one MLflow run in ./mlruns, its figures read back through MLflow's client
+    import os
+
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # reading a file store back (see test_tracking)
+    run = MlflowClient(f"file:{tmp_path / 'mlruns'}").get_run(namespace["run_id"])
+    assert len([k for k in run.data.metrics if k.endswith("/value")]) == len(namespace["results"].results)
+    assert os.path.isdir(tmp_path / "mlruns")
     # the paper: a booktabs table with every release of the audit
     assert "\\toprule" in printed and "\\bottomrule" in printed and "\\label{tab:audit}" in printed
     assert all(f"\n{name} &" in printed for name in namespace["results"].releases)

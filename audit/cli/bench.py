@@ -13,6 +13,7 @@ import click
 
 from audit.cli.common import BUDGET_HELP, no_cache_run
 from audit.cli.outputs import check_outputs, force_option
+from audit.cli.tracking import tracking_options
 from audit.pipeline.outputs import bench_outputs
 from audit.core.errors import AnonauditError
 from audit.demo.data import MAX_RELEASED
@@ -116,12 +117,14 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out", show_default=True,
               help="Folder: data/, sanitized/ (each release as it is made), results.json, leaderboard.html, "
                    "leaderboard.csv, leaderboard.md and leaderboard.tex (with pandas). Running again resumes.")
+@tracking_options
 @force_option
 @no_cache_run
 @click.pass_context
 def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, originals, fmt, background, tri,
               tri_originals, demo_people, documents, compare, with_, sanitizer_sample, budget, also, attacks, metrics, cparams, sample,
-              reference, seed, llm_spec, timeout, out_dir, force) -> None:
+              reference, seed, llm_spec, timeout, out_dir, mlflow_uri, mlflow_experiment, mlflow_private,
+              force) -> None:
     """Benchmark a sanitizer against the comparison points on one corpus: every attack and utility
     metric, each attack prepared once for all releases, a leaderboard ranked by risk with 95%
     intervals, the cost per document, and paired tests against the sanitizer under test (exact
@@ -132,8 +135,8 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
     document; the comparison points already made are kept, and a re-run reuses them).
     """
     import anonaudit
+    from audit.cli import tracking
     from audit.cli.driver import registry_of
-
     from audit.pipeline.external import check_timeout
 
     check_timeout(timeout, "--timeout")
@@ -143,6 +146,7 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
                                   ("--release", release), ("--reference", reference),
                                   *((f"--also {k}", v) for k, v in extra.items())], force=force)
     budget, sanitizer_sample = _budget(budget, sanitizer_sample)
+    tracking.check(mlflow_uri)  # a tracker that cannot be used fails now, not after the bench
     by_component = _params(cparams, "--component-param")
     sanitizers = set(registry_of(ctx).names("sanitizer"))
     san_params = {k: v for k, v in by_component.items() if k in sanitizers}
@@ -163,6 +167,10 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
     latex = str(tex) if tex.is_file() else "no LaTeX: pip install 'anonaudit[pandas]'"
     click.echo(f"leaderboard: {page} (table: {out / 'leaderboard.csv'}, {out / 'leaderboard.md'}, {latex}); "
                f"results: {out / 'results.json'}; {result.seconds:.1f}s")
+    # the leaderboard's tables name no file (the page and the CSV carry each release's source: internal)
+    shown = ("md", "tex", "html", "csv") if mlflow_private else ("md", "tex")
+    tracking.log(result.results, mlflow_uri, mlflow_experiment, mlflow_private,
+                 extra=[out / f"leaderboard.{ext}" for ext in shown])
     for e in result.results.skipped + result.results.errors:
         click.secho(f"not run: {e['component']}: {e['reason']}", fg="yellow", err=True)
     if any(not e.get("input") for e in result.results.errors):

@@ -9,6 +9,7 @@ import click
 
 from audit.cli.common import budget_option, no_cache_run
 from audit.cli.outputs import Output, check_outputs, force_option, report_outputs, results_outputs
+from audit.cli.tracking import tracking_options
 from audit.core.errors import AnonauditError
 from audit.core.summary import summary_path
 from audit.pipeline.outputs import spec_inputs
@@ -35,12 +36,13 @@ from audit.pipeline.outputs import spec_inputs
 @click.option("--ray-workers", type=click.IntRange(1, 100_000), default=None,
               help="Workers (actors) per stage on Ray (default: the cluster's CPUs).")
 @budget_option
+@tracking_options
 @force_option
 @no_cache_run
 @click.pass_context
 def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: bool, shareable: bool, keep_ids: bool,
             executor: str | None, ray_address: str | None, ray_workers: int | None, budget: str | None,
-            force: bool) -> None:
+            mlflow_uri: str | None, mlflow_experiment: str, mlflow_private: bool, force: bool) -> None:
     """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
 
     Results go to OUT/results.json, saved after each (component, release) pair, with OUT/summary.csv
@@ -51,6 +53,7 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
     inconclusive (an attacker failed its own check).
     """
     import anonaudit
+    from audit.cli import tracking
     from audit.cli.common import echo_summary
     from audit.cli.driver import registry_of
     from audit.pipeline.runner import load_spec
@@ -60,6 +63,7 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
     spec = load_spec(spec_file, overrides=overrides or None, registry=reg)
     spec = _with_executor(spec, executor, ray_address, ray_workers)
     check_outputs(spec_outputs(spec, report=report, shareable=shareable), spec_inputs(spec, spec_file), force=force)
+    tracking.check(mlflow_uri)  # a tracker that cannot be used fails now, not after the audit
     results = anonaudit.run(spec, registry=reg, progress=True, force=force)
     click.echo("")
     echo_summary(results.results)
@@ -85,6 +89,8 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
             click.secho(f"shareable report: {shared} (share the folder {shared.parent} only: "
                         f"{spec.out / 'results.json'} and {spec.out / 'releases'} hold original text)",
                         fg="green", err=True)
+    tracking.log(results, mlflow_uri, mlflow_experiment, mlflow_private, keep_ids=keep_ids,
+                 tags={"anonaudit.gate": checks.status} if checks is not None else None)
     if checks is not None and checks.exit_code:
         sys.exit(checks.exit_code)
 
