@@ -99,10 +99,10 @@ def _safe(name: str) -> str:
     return safe if safe == name else f"{safe}_{hashlib.sha256(name.encode()).hexdigest()[:6]}"
 
 
-def metrics_of(results: Any) -> dict[str, float]:
+def metrics_of(results: Sequence[Any]) -> dict[str, float]:
     """One metric per release x result and its interval, n and baseline (see the module doc)."""
     out: dict[str, float] = {}
-    for r in results.file.results:
+    for r in results:
         key = f"{_safe(r.release)}/{_safe(r.name)}"
         out[f"{key}/value"] = float(r.value)
         if r.ci is not None:
@@ -170,7 +170,8 @@ def _log(client: Any, target: str, results: Any, *, experiment: str, run_name: s
 
     found = client.get_experiment_by_name(experiment)
     exp_id = found.experiment_id if found is not None else client.create_experiment(experiment)
-    prov = results.file.provenance if private else shareable(results.file, keep_ids=keep_ids).provenance
+    rf = results.file if private else shareable(results.file, keep_ids=keep_ids)  # release names too
+    prov = rf.provenance
     spec = spec_of(prov)
     run = client.create_run(exp_id, run_name=run_name or str(spec.get("title") or "audit"),
                             tags={"anonaudit.version": str(prov.get("version", "")),
@@ -178,7 +179,7 @@ def _log(client: Any, target: str, results: Any, *, experiment: str, run_name: s
     run_id = run.info.run_id
     try:
         now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, 0) for k, v in metrics_of(results).items()]
+        metrics = [Metric(k, v, now, 0) for k, v in metrics_of(rf.results).items()]
         params = [Param(k, v) for k, v in params_of(spec).items()]
         client.log_batch(run_id, tags=[RunTag("anonaudit.results", str(len(results.file.results)))])
         for i in range(0, len(params), 100):  # MLflow's limits per batch: 100 parameters, 1000 metrics

@@ -5,7 +5,8 @@ What goes out follows the shareable edition's rules (:mod:`reports.shareable`): 
 threshold, release, compared bound and status, and an inconclusive check the component's own
 warning (a doubt about its figure that never quotes a document). Exposed documents are counted,
 and named only by their shareable pseudonym (``D01``...) unless ``keep_ids``: an id can be a
-person's name or a case number. No original text, span, guess or predicted identity, and no file
+person's name or a case number. A release named after its file (``john_smith.jsonl``) is named
+by its pseudonym too (``R1``...: :func:`renamed`), as in the shareable report. No original text, span, guess or predicted identity, and no file
 path but the results file's own as the user gave it (GitLab needs a location).
 
 - :func:`github_annotations`: one ``::error`` line per failing check and one ``::warning`` per
@@ -34,6 +35,14 @@ from reports.formatting import title_of, visible
 MAX_NAMED = 10
 #: Code Quality severity of each status (GitLab: info, minor, major, critical, blocker).
 SEVERITY = {FAIL: "critical", INCONCLUSIVE: "minor"}
+
+
+def renamed(checks: Sequence[Check], names: Mapping[str, str]) -> list[Check]:
+    """The checks with each release named as the shareable edition names it (``names``:
+    :func:`reports.shareable.release_pseudonyms`; empty keeps every name)."""
+    from dataclasses import replace
+
+    return [replace(c, release=names.get(c.release, c.release)) for c in checks]
 
 
 def _interval(c: Check) -> str:

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -179,3 +180,25 @@ def test_a_job_summary_that_is_the_results_file_is_refused(demo):
                          env={**os.environ, "GITHUB_STEP_SUMMARY": str(results)}, capture_output=True, text=True)
     assert res.returncode == 2 and "GITHUB_STEP_SUMMARY" in res.stderr
     assert results.read_bytes() == before
+
+
+def test_a_release_named_after_its_file_is_named_by_pseudonym_unless_keep_ids(demo, tmp_path):
+    """``--release john_smith.jsonl`` names its release john_smith: the shareable edition calls it
+    R1, and so do the annotations, the job summary and the Code Quality report."""
+    results = tmp_path / "named.json"
+    shutil.copy(demo / "demo" / "releases" / "labels.jsonl", tmp_path / "john_smith.jsonl")
+    subprocess.run([*_cli(), "attack", "phrase-search", "--originals", str(demo / "demo" / "originals.jsonl"),
+                    "--release", "john_smith.jsonl", "--out", str(results)], cwd=tmp_path, check=True,
+                   capture_output=True)
+    summary = tmp_path / "summary.md"
+    outputs = {}
+    for keep in ([], ["--keep-ids"]):
+        summary.write_text("")
+        res = subprocess.run([*_cli(), "gate", str(results), "--max", "phrase_search=0.1", "--format", "github",
+                              "--codequality", "cq.json", *keep], cwd=tmp_path, capture_output=True, text=True,
+                             env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
+        assert res.returncode == 1, res.stderr
+        annotations = "\n".join(ln for ln in res.stdout.splitlines() if ln.startswith("::"))
+        outputs[bool(keep)] = annotations + summary.read_text() + (tmp_path / "cq.json").read_text()
+    assert "john\\_smith" not in outputs[False] and "john_smith" not in outputs[False] and "R1" in outputs[False]
+    assert "john_smith" in outputs[True]

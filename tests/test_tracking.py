@@ -132,3 +132,21 @@ def test_mlflow_not_installed_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "mlflow", None)  # as if not installed
     with pytest.raises(anonaudit.AnonauditError, match=r"pip install 'anonaudit\[mlflow\]'"):
         tracking.check_mlflow("file:/nowhere")
+
+
+def test_a_release_named_after_its_file_reaches_the_tracker_by_pseudonym(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    assert runner.invoke(main, ["demo-data", "--out", "demo", "--n", "4"]).exit_code == 0
+    (tmp_path / "john_smith.jsonl").write_bytes((tmp_path / "demo" / "releases" / "labels.jsonl").read_bytes())
+    made = runner.invoke(main, ["attack", "phrase-search", "--originals", "demo/originals.jsonl", "--release",
+                                "john_smith.jsonl", "--out", "r.json"])
+    assert made.exit_code == 0, made.output
+    uri = f"file:{tmp_path / 'mlruns'}"
+    run_id = anonaudit.load_results("r.json").log_mlflow(uri)
+    client = reader(uri, monkeypatch)
+    run = client.get_run(run_id)
+    assert "R1/phrase_search/value" in run.data.metrics
+    local = Path(client.download_artifacts(run_id, "", str(tmp_path / "down")))
+    logged = "".join(p.read_text(encoding="utf-8") for p in local.rglob("*") if p.is_file())
+    assert "john_smith" not in logged + json.dumps(run.data.params) + json.dumps(run.data.tags)

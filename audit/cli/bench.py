@@ -167,10 +167,8 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
     latex = str(tex) if tex.is_file() else "no LaTeX: pip install 'anonaudit[pandas]'"
     click.echo(f"leaderboard: {page} (table: {out / 'leaderboard.csv'}, {out / 'leaderboard.md'}, {latex}); "
                f"results: {out / 'results.json'}; {result.seconds:.1f}s")
-    # the leaderboard's tables name no file (the page and the CSV carry each release's source: internal)
-    shown = ("md", "tex", "html", "csv") if mlflow_private else ("md", "tex")
     tracking.log(result.results, mlflow_uri, mlflow_experiment, mlflow_private,
-                 extra=[out / f"leaderboard.{ext}" for ext in shown])
+                 extra=[out / f"leaderboard.{ext}" for ext in tracking.leaderboard_files(result, mlflow_private)])
     for e in result.results.skipped + result.results.errors:
         click.secho(f"not run: {e['component']}: {e['reason']}", fg="yellow", err=True)
     if any(not e.get("input") for e in result.results.errors):

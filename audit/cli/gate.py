@@ -44,9 +44,10 @@ def write_ci(fmt: str, outputs: list[Output], checks, rf, results: str, keep_ids
     """Print GitHub's annotations, append its job summary, write GitLab's report (see
     :mod:`reports.ci`: the shareable edition's rules; documents by pseudonym unless ``keep_ids``)."""
     from audit.core.files import atomic_write
-    from reports.ci import github_annotations, gitlab_json, markdown_summary
-    from reports.shareable import pseudonyms
+    from reports.ci import github_annotations, gitlab_json, markdown_summary, renamed
+    from reports.shareable import pseudonyms, release_pseudonyms
 
+    checks = renamed(checks, {} if keep_ids else release_pseudonyms(rf))
     if fmt == "github":
         for line in github_annotations(checks):
             click.echo(line)
@@ -80,8 +81,9 @@ def write_ci(fmt: str, outputs: list[Output], checks, rf, results: str, keep_ids
 @click.option("--codequality", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help=f"Write GitLab's Code Quality report (JSON) here (with --format gitlab: default {CODEQUALITY}).")
 @click.option("--keep-ids", is_flag=True,
-              help="Name exposed documents by their ids in the job summary (default: pseudonyms D01, D02..., "
-                   "as in the shareable report: an id can name a person or a case).")
+              help="Name documents by their ids, and releases named after their files by those names, in the "
+                   "annotations, job summary and Code Quality report (default: pseudonyms D01... and R1..., as "
+                   "in the shareable report: an id or a file name can name a person or a case).")
 @force_option
 def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], releases: tuple[str, ...],
              on_point: bool, on_upper_ci: bool, junit: str | None, fmt: str, codequality: str | None,

@@ -45,3 +45,18 @@ def log(results: Any, uri: str | None, experiment: str, private: bool, *, keep_i
                         extra=[p for p in extra if p.is_file()], tags=tags)
     click.echo(f"MLflow: run {run_id} in experiment {experiment!r}"
                + ("" if private else " (shareable edition: no original text, documents by pseudonym)"))
+
+
+def leaderboard_files(bench: Any, private: bool) -> tuple[str, ...]:
+    """The leaderboard's files a tracker gets: all four with ``--mlflow-private``; else the tables
+    (Markdown, LaTeX: they name no file, where the page and the CSV give each release's source),
+    unless a release is named after its file (the shareable edition would hide that name)."""
+    from reports.shareable import release_pseudonyms
+
+    if private:
+        return ("md", "tex", "html", "csv")
+    if release_pseudonyms(bench.results.file):
+        click.echo("MLflow: the leaderboard's tables are not logged: a release is named after its file "
+                   "(--mlflow-private logs them)")
+        return ()
+    return ("md", "tex")
