@@ -23,7 +23,8 @@ def test_paper_budget_is_the_default_and_options_override_it():
     paper = TRIRAttack().settings()
     assert TRIRAttack().budget == "paper"
     assert (paper["epochs"], paper["patience"], paper["augment_ner"], paper["curate"], paper["pretrain"]) == \
-        (15, 3, True, True, True)
+        (15, 1, True, True, True)  # epochs and patience in passes (issue 55)
+    assert (paper["fixed_passes"], TRIRAttack(budget="fast").settings()["fixed_passes"]) == (4, 3)
     fast = TRIRAttack(budget="fast").settings()
     assert (fast["epochs"], fast["augment_ner"], fast["curate"], fast["pretrain"]) == (5, True, False, False)
     mine = TRIRAttack(budget="fast", epochs=2, curate=True, augment_ner=False, patience=0).settings()
@@ -40,7 +41,7 @@ def test_cache_key_follows_the_settings_in_force_not_their_spelling(tmp_path):
     bg = Corpus([Document("a", "Ann lives in Oslo.", subject="ann")], name="bg")
     base = resolve_base(None)
     key = lambda a: a.cache_key(bg, base, None)  # noqa: E731
-    assert key(TRIRAttack(budget="fast")) == key(TRIRAttack(budget="paper", epochs=5, patience=2, curate=False,
+    assert key(TRIRAttack(budget="fast")) == key(TRIRAttack(budget="paper", epochs=5, patience=1, curate=False,
                                                             pretrain=False, pretrain_epochs=1))
     assert key(TRIRAttack(budget="fast")) != key(TRIRAttack(budget="paper"))
     a, b = TRIRAttack(), TRIRAttack()
@@ -170,8 +171,9 @@ def test_freeze_lower_layers_and_release_them():
 # ---------------------------------------------------------------------------- epoch selection
 
 
-def _scripted_fine_tune(dev_accuracies, **params):
-    """Run ``_fine_tune`` with a linear model and scripted dev accuracies per epoch."""
+def _scripted_fine_tune(dev_accuracies, dev_size=20, y=(0, 1, 0, 1), **params):
+    """Run ``_fine_tune`` with a linear model, ``dev_size`` dev documents and scripted dev
+    accuracies per epoch (the last one repeated)."""
     import torch
 
     attack = TRIRAttack(progress=False, **params)
@@ -185,25 +187,60 @@ def _scripted_fine_tune(dev_accuracies, **params):
         return {"epoch": epoch, "loss": 1.0 / epoch}
 
     attack._run_epoch = run_epoch
-    attack._accuracy = lambda model, *a: dev_accuracies[int(model.weight[0, 0].item()) - 1]
-    windows = Windows(ids=[[1]] * 4, doc=[0, 1, 2, 3], chars=[None] * 4)
+    attack._accuracy = lambda model, *a: dev_accuracies[min(len(dev_accuracies), int(model.weight[0, 0].item())) - 1]
+    windows = Windows(ids=[[1]] * len(y), doc=list(range(len(y))), chars=[None] * len(y))
     dev = Release("dev", Corpus([Document("a", "x", subject="p")], name="dev"))
     notes: list[str] = []
-    history, chosen, _ = attack._fine_tune(model, windows, [0, 1, 0, 1], 0, "cpu", dev, (windows, np.zeros(1)),
-                                           notes)
-    return history, chosen, epochs_run, model, notes
+    history, chosen, _, selection = attack._fine_tune(model, windows, list(y), 0, "cpu", dev,
+                                                      (windows, np.zeros(dev_size)), notes)
+    return history, chosen, epochs_run, model, notes, selection
 
 
 def test_dev_epoch_selection_stops_early_and_keeps_the_best_epoch():
-    history, chosen, run, model, notes = _scripted_fine_tune([0.2, 0.5, 0.4, 0.45, 0.5, 0.9, 0.95])
-    # paper budget: up to 15 epochs, patience 3: epochs 3, 4, 5 bring nothing better than epoch 2
-    assert run == [1, 2, 3, 4, 5] and chosen == 2 and len(history) == 5
-    assert model.weight[0, 0].item() == 2.0  # the best epoch's weights are back
-    assert "epoch 2 of at most 15" in notes[-1] and "no better dev accuracy for 3 epochs" in notes[-1]
-    _, chosen, run, _, notes = _scripted_fine_tune([0.2, 1.0, 0.4], budget="paper")
+    history, chosen, run, model, notes, _ = _scripted_fine_tune([0.2, 0.5, 0.4, 0.45, 0.5, 0.9, 0.95])
+    # nothing rotates (one epoch a pass); patience 1 pass but at least 3 dev readings: epochs 3-5
+    # bring nothing strictly better than epoch 2, and epoch 5 ties it, so the later one is kept
+    assert run == [1, 2, 3, 4, 5] and chosen == 5 and len(history) == 5
+    assert model.weight[0, 0].item() == 5.0  # the kept epoch's weights are back (here the last)
+    assert "epoch 5 (5 passes over the windows) of at most 15" in notes[-1]
+    assert "no better dev accuracy for 1 pass(es)" in notes[-1]
+    _, chosen, run, model, _, _ = _scripted_fine_tune([0.2, 0.6, 0.5, 0.4, 0.3])
+    assert run == [1, 2, 3, 4, 5] and chosen == 2 and model.weight[0, 0].item() == 2.0
+    # a perfect dev accuracy stops only once every window was seen twice
+    _, chosen, run, _, notes, _ = _scripted_fine_tune([1.0, 1.0, 0.4], budget="paper")
     assert run == [1, 2] and chosen == 2 and "every dev document named" in notes[-1]
-    _, chosen, run, _, _ = _scripted_fine_tune([0.1, 0.2, 0.3, 0.2, 0.1, 0.1, 0.9], epochs=7, patience=0)
+    _, chosen, run, _, _, _ = _scripted_fine_tune([0.1, 0.2, 0.3, 0.2, 0.1, 0.1, 0.9], epochs=7, patience=0)
     assert run == [1, 2, 3, 4, 5, 6, 7] and chosen == 7  # patience 0: never stop early
+
+
+def test_rotated_epochs_count_in_passes_issue_55():
+    """Issue 55's curve: under a rotation of 3 epochs, counting patience in rotated epochs kept
+    epoch 2 (two thirds of a pass, on a tie); counted in passes, with two passes at least and
+    ties to the later epoch, the attacker trains through epoch 6 and stops a pass later."""
+    curve = [0.2, 0.6, 0.533, 0.467, 0.6, 0.8, 0.7, 0.8, 0.733, 0.6]
+    history, chosen, run, model, notes, sel = _scripted_fine_tune(curve, dev_size=15, y=(0, 0, 0, 1, 1, 1),
+                                                                  batch_size=1, window_rotation=3)
+    assert sel["rotation_period"] == 3 and sel["patience_epochs"] == 3 and sel["max_epochs"] == 45
+    # epoch 8 ties epoch 6 (kept: later), but the patience counts from epoch 6's improvement
+    assert run == list(range(1, 10)) and chosen == 8 and model.weight[0, 0].item() == 8.0
+    assert [h["passes"] for h in history][:3] == [0.333, 0.667, 1.0] and sel["chosen_passes"] == 2.667
+    assert sel["warnings"] == [] and "15 documents" in sel["cautions"][0]  # a small dev release: a caution
+    # a curve that peaks early is still trained two passes before it may stop
+    _, chosen, run, _, _, sel = _scripted_fine_tune([0.9, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5], y=(0, 0, 0, 1, 1, 1),
+                                                    batch_size=1, window_rotation=3)
+    assert run == [1, 2, 3, 4, 5, 6] and chosen == 1 and sel["chosen_passes"] == 0.333
+    assert "fewer than 2" in sel["warnings"][0]  # the kept epoch saw a third of a pass: a doubt
+
+
+def test_a_dev_release_too_small_to_choose_trains_fixed_passes():
+    history, chosen, run, _, notes, sel = _scripted_fine_tune([0.5, 0.9, 0.1, 0.1, 0.1], dev_size=5)
+    assert run == [1, 2, 3, 4] and chosen == 4 and not sel["selected_on_dev"]  # paper: 4 passes
+    assert "too small to choose an epoch: trained a fixed 4 epoch(s)" in notes[-1]
+    assert "5 document(s), too few to choose" in sel["cautions"][0]
+    assert all("dev_accuracy" in h for h in history)  # still read, for the curve
+    _, chosen, run, _, _, sel = _scripted_fine_tune([0.5], dev_size=5, budget="fast", y=(0, 0, 0, 1, 1, 1),
+                                                    batch_size=1, window_rotation=2)
+    assert run == list(range(1, 7)) and chosen == 6 and sel["chosen_passes"] == 3.0  # fast: 3 passes of 2 epochs
 
 
 # ---------------------------------------------------------------------------- TRI dev column

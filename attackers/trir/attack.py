@@ -38,13 +38,15 @@ log = logging.getLogger(__name__)
 
 #: What each budget trains. ``paper``: the attacker of Manzanares-Salor et al. (background
 #: augmented with anonymized copies, curated documents, further masked-LM pre-training, up to
-#: 15 fine-tuning epochs chosen on a dev release; one masked copy per masking style the releases
-#: show, at most 3); ``fast``: one masked copy (the most common style) and 5 epochs.
+#: 15 fine-tuning passes, the epoch chosen on a dev release; one masked copy per masking style the
+#: releases show, at most 3); ``fast``: one masked copy (the most common style) and 5 passes.
+#: ``epochs``, ``patience`` and ``fixed_passes`` count passes over the training windows, not
+#: rotated epochs (:mod:`attackers.trir.schedule`).
 BUDGETS: dict[str, dict[str, Any]] = {
-    "paper": {"epochs": 15, "patience": 3, "augment_ner": True, "mask_copies": 3, "curate": True, "pretrain": True,
-              "pretrain_epochs": 3},
-    "fast": {"epochs": 5, "patience": 2, "augment_ner": True, "mask_copies": 1, "curate": False, "pretrain": False,
-             "pretrain_epochs": 1},
+    "paper": {"epochs": 15, "patience": 1, "fixed_passes": 4, "augment_ner": True, "mask_copies": 3, "curate": True,
+              "pretrain": True, "pretrain_epochs": 3},
+    "fast": {"epochs": 5, "patience": 1, "fixed_passes": 3, "augment_ner": True, "mask_copies": 1, "curate": False,
+             "pretrain": False, "pretrain_epochs": 1},
 }
 
 
@@ -62,10 +64,13 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         options below override it.
     window: fine-tuning and prediction window length in tokens (specials included).
     overlap: tokens shared by consecutive windows.
-    epochs: most training epochs (default from the budget: paper 15, fast 5); with ``dev``
-        the best epoch on dev is kept.
-    patience: with ``dev``, stop after this many epochs without a better dev accuracy
-        (default from the budget: paper 3, fast 2; 0 or less: never stop early).
+    epochs: most training passes over the windows (default from the budget: paper 15, fast
+        5); with ``dev`` (10 documents or more) the best epoch on dev is kept (a tie goes to
+        the later epoch), never before every window was trained on twice; without, a fixed
+        number of passes (paper 4, fast 3). Passes, not rotated epochs: see window_rotation.
+    patience: with ``dev``, stop after this many passes without a better dev accuracy, and
+        never after fewer than 3 dev readings (default from the budget: 1; 0 or less: never
+        stop early).
     batch_size: training batch size (windows).
     learning_rate: AdamW learning rate of the fine-tuning.
     weight_decay: AdamW weight decay of the fine-tuning.
@@ -105,6 +110,8 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         background and its masked copies, so an epoch costs what the background alone would
         and the copies are drawn within it; 1: every window every epoch). A share holds at
         least a batch: a person with few windows rotates over fewer epochs, or not at all.
+        The rotation changes how often the dev release is read, not how long the attacker
+        trains: epochs and patience count passes (N rotated epochs each).
     max_windows_per_class: train on at most this many windows per person per epoch (the
         rotation then takes more epochs to go round them all), to bound training time on
         long backgrounds.

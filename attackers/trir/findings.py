@@ -87,6 +87,8 @@ class TRIRFindings:
             "epochs": t.info.get("epochs_trained"),
             "curve": training_curve(t.info.get("history") or []),
             "max_epochs": t.info.get("max_epochs"),
+            # how the epoch was chosen: passes, patience, dev size, the kept epoch's passes (issue 55)
+            "selection": t.info.get("selection"),
             "window": self.window,
             "overlap": self.overlap,
             "prediction_windows": prediction_windows,
@@ -98,14 +100,11 @@ class TRIRFindings:
             "notes": list(t.info.get("notes", [])),
         }
         details["attacker"] = _attacker_sentence(details)
-        check = t.info.get("fit_check")
-        if isinstance(check, dict):
-            details["fit_check_accuracy"] = check["accuracy"]
-            if check["accuracy"] < FIT_CHECK_MIN:
-                details["warning"] = (
-                    f"the attacker is under-trained: it names the right person for only {check['accuracy']:.0%} of "
-                    "its own training windows, so this TRIR understates what a better-trained adversary would "
-                    "achieve. Train longer (--epochs), choose the epoch on a --dev release, or use a GPU.")
+        details["notes"] += [f"WARNING: {c}" for c in (t.info.get("selection") or {}).get("cautions") or []]
+        if isinstance(t.info.get("fit_check"), dict):
+            details["fit_check_accuracy"] = t.info["fit_check"]["accuracy"]
+        if warnings := _doubts(t.info):
+            details["warning"] = "; ".join(warnings)
         if outside or unknown:
             details["notes"].append(
                 f"{len(outside)} document(s) about people not in the background and {len(unknown)} with no known "
@@ -119,6 +118,18 @@ class TRIRFindings:
                                     "so its TRIR is optimistic for the attacker")
         details["notes"].append("probability = softmax of the mean window logits (same ranking as their sum)")
         return details
+
+
+def _doubts(info: dict[str, Any]) -> list[str]:
+    """Why the attacker doubts its own figure: a failed fit check, a kept epoch that saw fewer
+    than two passes over the training windows."""
+    out = list((info.get("selection") or {}).get("warnings") or [])
+    check = info.get("fit_check")
+    if isinstance(check, dict) and check["accuracy"] < FIT_CHECK_MIN:
+        out.insert(0, f"the attacker is under-trained: it names the right person for only {check['accuracy']:.0%} of "
+                      "its own training windows, so this TRIR understates what a better-trained adversary would "
+                      "achieve. Train longer (--epochs), choose the epoch on a --dev release, or use a GPU.")
+    return out
 
 
 def _attacker_sentence(d: dict[str, Any]) -> str:
@@ -145,6 +156,9 @@ def _attacker_sentence(d: dict[str, Any]) -> str:
         else:  # the one-batch floor: no person has enough windows to share out over epochs
             parts.append(f"all {d['training_windows']} windows every epoch (too few a person to rotate)")
     epochs = f"{d.get('chosen_epoch')} of {d.get('epochs')} epochs"
+    selection = d.get("selection") or {}
+    if selection.get("chosen_passes") is not None:
+        epochs += f" ({selection['chosen_passes']:g} passes over the windows)"
     parts.append(epochs + (f" (chosen on dev release {d['dev_release']})" if d.get("dev_release") else ""))
     curve = d.get("curve") or []
     if curve:
@@ -190,7 +204,8 @@ def _evidence_window(windows: Windows, logits: np.ndarray, members: Sequence[int
 
 
 def training_curve(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The training curve as the result records it: per epoch its mean loss, its dev accuracy
-    (when there was a dev release) and its seconds."""
-    keep = ("epoch", "loss", "dev_accuracy", "seconds")
+    """The training curve as the result records it: per epoch the passes over the training
+    windows it completes, its mean loss, its dev accuracy (when there was a dev release) and its
+    seconds."""
+    keep = ("epoch", "passes", "loss", "dev_accuracy", "seconds")
     return [{k: h[k] for k in keep if k in h} for h in history]

@@ -49,6 +49,7 @@ import numpy as np
 
 from attackers.trir.batches import freeze_lower, length_batches
 from attackers.trir.encoder import PREDICT_PRECISIONS, TRAIN_PRECISIONS, autocast, resolve_precision
+from attackers.trir.schedule import is_better, last_improvement, plan, selection_note, selection_record
 from attackers.trir.windows import Windows, pad_batch
 from audit.core.config import make_private
 
@@ -122,11 +123,12 @@ def train_on_ray(attack, background: Corpus, base_path: str, dev: Release | None
     trained = _trained(state, tokenizer, labels, base_path, device)
     check = attack._fit_check(trained.model, windows, y, tokenizer.pad_token_id or 0, device, len(labels))
     history = json.loads(state["history"])
-    _notes(attack, state, dev, notes, workers)
+    _notes(state, dev, notes, workers)
     notes.append(f"fit check: the attacker names the right person for {check['accuracy']:.1%} of "
                  f"{check['windows']} of its own training windows (chance {check['chance']:.2%})")
     trained.info = attack._record(background, base_path, labels, windows, all_windows, state["per_epoch"], dev,
                                   history, state["chosen_epoch"], check, notes, started)
+    trained.info.update(selection=state["selection"], max_epochs=state["selection"]["max_epochs"])
     trained.info.update(device=device, threads=None, pretrained=False, pretrain_loss=[],
                         resumed_from_epoch=state.get("resumed_from_epoch"),
                         ray_train={"workers": workers, "threads_per_worker": threads, "gpus": gpu})
@@ -204,15 +206,10 @@ def _trained(state: dict[str, Any], tokenizer, labels: list[str], base_path: str
     return TrainedTRIR(model=model, tokenizer=tokenizer, labels=labels, info={})
 
 
-def _notes(attack, state: dict[str, Any], dev: Release | None, notes: list[str], workers: int) -> None:
+def _notes(state: dict[str, Any], dev: Release | None, notes: list[str], workers: int) -> None:
     """The notes of the epoch choice, as a local training writes them."""
-    epochs = attack.settings()["epochs"]
-    if dev is not None:
-        notes.append(f"epoch {state['chosen_epoch']} of at most {epochs} chosen by accuracy on the dev release "
-                     f"{dev.name!r} ({state['best_accuracy']:.3f}); the release under test was not used"
-                     + (f" ({state['stopped']})" if state.get("stopped") else ""))
-    else:
-        notes.append(f"no dev release: trained a fixed {epochs} epoch(s), no model selection")
+    notes.append(selection_note(state["selection"], len(json.loads(state["history"])),
+                                None if dev is None else dev.name, state["best_accuracy"]))
     notes.append(f"trained data-parallel on Ray Train: {workers} worker(s)")
 
 
@@ -234,10 +231,11 @@ def _worker_loop(config: dict[str, Any]) -> None:
     torch.set_num_threads(data["threads"])
     torch.use_deterministic_algorithms(True, warn_only=True)
     attack = TRIRAttack(**data["params"])
-    cfg = attack.settings()
-    epochs = cfg["epochs"]
     y = data["y"]
     next_order, per_epoch = attack._epoch_sampler(y)
+    dev_documents = None if data["dev"] is None else len(data["dev"][2])
+    the_plan = plan(attack._rotation_period(y), attack.settings(), dev_documents)
+    epochs = the_plan.max_epochs
     model, resume = _worker_model(data, attack)
     if resume is not None and "final_model" in resume:  # a finished training, run again: report it as it is
         _report(rank, {"done": 1}, {**resume, "history": json.loads(resume["history"])})
@@ -248,14 +246,15 @@ def _worker_loop(config: dict[str, Any]) -> None:
     ddp = _prepare(model)
     loop = _Loop(attack, ddp, model, data, rank, world, (optimizer, scheduler),
                  precision=None if resume is None else resume.get("train_precision"))
-    stopped = attack._stop_reason(history, best, epochs) if history and data["dev"] is not None else None
+    stopped = the_plan.stop_reason(history[-1]["epoch"], best[0], last_improvement(history)) if history else None
     for epoch in range(start, epochs + 1):
         if stopped:
             break
         entry = loop.epoch(epoch, next_order())
+        entry["passes"] = the_plan.passes(epoch)
         if data["dev"] is not None:
             entry["dev_accuracy"] = round(loop.dev_accuracy(), 5)
-            if entry["dev_accuracy"] > best[0]:
+            if the_plan.select and is_better(entry["dev_accuracy"], best[0]):
                 best = (entry["dev_accuracy"], epoch, _copy(model.state_dict()))
         history.append(entry)
         state = {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
@@ -265,13 +264,13 @@ def _worker_loop(config: dict[str, Any]) -> None:
         _report(rank, {"epoch": epoch, "loss": entry["loss"], **({"dev_accuracy": entry["dev_accuracy"]}
                                                                   if "dev_accuracy" in entry else {})}, state)
         _maybe_fail(data.get("fail_after"), epoch, rank)
-        if data["dev"] is not None and epoch < epochs:
-            stopped = attack._stop_reason(history, best, epochs)
-    dev_chosen = data["dev"] is not None and best[1] > 0
-    final = best[2] if dev_chosen and best[1] != len(history) and best[2] is not None else model.state_dict()
+        stopped = the_plan.stop_reason(epoch, best[0], last_improvement(history))
+    chosen = best[1] if the_plan.select and best[1] > 0 else len(history)
+    final = best[2] if chosen != len(history) and best[2] is not None else model.state_dict()
     _report(rank, {"done": 1}, {"final_model": final, "history": history, "per_epoch": per_epoch,
-                                "chosen_epoch": best[1] if dev_chosen else epochs, "best_accuracy": best[0],
-                                "stopped": stopped, "resumed_from_epoch": None if resume is None else resume["epoch"],
+                                "chosen_epoch": chosen, "best_accuracy": best[0], "stopped": stopped,
+                                "selection": selection_record(the_plan, chosen, dev_documents, stopped),
+                                "resumed_from_epoch": None if resume is None else resume["epoch"],
                                 "train_precision": loop.precision})
 
 

@@ -60,6 +60,16 @@ def share(pool: Sequence[int], period: int, epoch: int, seed: int, person: int) 
     return list(pool[offsets[k] :: period])
 
 
+def rotation_period(y: Sequence[int], rotation: int = 1, max_per_class: int | None = None,
+                    min_share: int = 1) -> int:
+    """Epochs in one pass over the windows of labels ``y``: the longest rotation of any person
+    (:func:`person_budget`), so that every window is trained on once in that many epochs."""
+    counts: dict[int, int] = {}
+    for c in y:
+        counts[c] = counts.get(c, 0) + 1
+    return max((person_budget(n, rotation, max_per_class, min_share)[1] for n in counts.values()), default=1)
+
+
 def epoch_sampler(y: Sequence[int], seed: int, *, rotation: int = 1, max_per_class: int | None = None,
                   min_share: int = 1) -> tuple[Callable[[], list[int]], int]:
     """A function giving each epoch's order of the training windows (labels ``y``, one class per

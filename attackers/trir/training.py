@@ -25,6 +25,8 @@ import numpy as np
 from attackers.trir.batches import dedup_windows, freeze_lower, length_batches
 from attackers.trir.cache import TrainedTRIR, cache_root
 from attackers.trir.checkpoints import Checkpoint
+from attackers.trir.sampling import rotation_period
+from attackers.trir.schedule import is_better, last_improvement, plan, selection_note, selection_record
 from attackers.trir.encoder import autocast, has_mlm_head, quiet_transformers, torch_settings
 from attackers.trir.texts import LABEL_STYLE, curated_from_parse, masked_from_parses, style_words
 from attackers.trir.windows import Windows, make_windows, pad_batch, predict_logits, sum_window_logits
@@ -81,14 +83,15 @@ class TRIRTraining:
             pad_id = tokenizer.pad_token_id or 0
             run = _Run(checkpoint=checkpoint, resume=resume, pre={"pretrained": pretrained, "mlm_losses": mlm_losses,
                                                                   "notes": list(notes)})
-            history, chosen_epoch, per_epoch = self._fine_tune(model, windows, y, pad_id, device, dev, dev_set,
-                                                               notes, run)
+            history, chosen_epoch, per_epoch, selection = self._fine_tune(model, windows, y, pad_id, device, dev,
+                                                                          dev_set, notes, run)
             fit_check = self._fit_check(model, windows, y, pad_id, device, len(labels))
             notes.append(f"fit check: the attacker names the right person for {fit_check['accuracy']:.1%} of "
                          f"{fit_check['windows']} of its own training windows (chance {fit_check['chance']:.2%})")
         model.eval()
         info = self._record(background, base_path, labels, windows, all_windows, per_epoch, dev, history,
                             chosen_epoch, fit_check, notes, started)
+        info.update(selection=selection, max_epochs=selection["max_epochs"])
         info.update(device=device, threads=threads_used, pretrained=pretrained, pretrain_loss=mlm_losses,
                     resumed_from_epoch=None if resume is None else resume["epoch"])
         return TrainedTRIR(model=model, tokenizer=tokenizer, labels=labels, info=info)
@@ -243,22 +246,25 @@ class TRIRTraining:
 
     def _fine_tune(self, model, windows: Windows, y: Sequence[int], pad_id: int, device: str, dev: Release | None,
                    dev_set: tuple[Windows, np.ndarray] | None, notes: list[str],
-                   run: _Run | None = None) -> tuple[list[dict[str, Any]], int, int]:
-        """Train up to ``epochs`` epochs; with a dev set, stop after ``patience`` epochs without a
-        better dev accuracy (or at a perfect one) and go back to the best epoch. Each epoch is
-        checkpointed (``run``), and a resumed run starts after the checkpoint's epoch.
-        Returns the history (one entry per epoch), the epoch kept and the windows per epoch."""
+                   run: _Run | None = None) -> tuple[list[dict[str, Any]], int, int, dict[str, Any]]:
+        """Train for the plan's passes (:mod:`attackers.trir.schedule`); with a dev release that
+        chooses, stop ``patience`` passes after the last better dev accuracy (never before two
+        passes) and go back to the best epoch (a tie: the later one). Each epoch is checkpointed
+        (``run``), and a resumed run starts after the checkpoint's epoch. Returns the history (one
+        entry per epoch), the epoch kept, the windows per epoch and how the epoch was chosen."""
         import torch
 
         run = run or _Run()
         cfg = self.settings()
-        epochs = cfg["epochs"]
         next_order, per_epoch = self._epoch_sampler(y)
+        dev_documents = None if dev_set is None else len(dev_set[1])
+        the_plan = plan(self._rotation_period(y), cfg, dev_documents)
+        epochs = the_plan.max_epochs
         optimizer, scheduler = self._optimizer(model, math.ceil(per_epoch / self.batch_size) * epochs)
         y_t = torch.tensor(y, dtype=torch.long)
         lengths = [len(w) for w in windows.ids]
         history, best, start = self._restore(run, model, optimizer, scheduler, next_order)
-        stopped = self._stop_reason(history, best, epochs) if dev_set is not None and history else None
+        stopped = the_plan.stop_reason(history[-1]["epoch"], best[0], last_improvement(history)) if history else None
         for epoch in range(start, epochs + 1):
             if stopped:
                 break
@@ -269,40 +275,29 @@ class TRIRTraining:
             batches = (length_batches(order, lengths, size, self.seed * 1000 + epoch) if cfg["bucket"]
                        else [order[b : b + size] for b in range(0, len(order), size)])
             entry = self._run_epoch(model, windows, batches, y_t, (optimizer, scheduler), pad_id, device, epoch, epochs)
+            entry["passes"] = the_plan.passes(epoch)
             if frozen:
                 entry["frozen_layers"] = self.freeze_layers
             if dev_set is not None:
-                acc = self._accuracy(model, *dev_set, pad_id, device)
-                entry["dev_accuracy"] = round(acc, 5)
-                if acc > best[0]:
-                    best = (acc, epoch, {k: v.detach().clone() for k, v in model.state_dict().items()})
+                entry["dev_accuracy"] = round(self._accuracy(model, *dev_set, pad_id, device), 5)
+                if the_plan.select and is_better(entry["dev_accuracy"], best[0]):
+                    best = (entry["dev_accuracy"], epoch, {k: v.detach().clone() for k, v in model.state_dict().items()})
             history.append(entry)
-            self._say_epoch(entry, epochs, best if dev_set is not None else None)
+            self._say_epoch(entry, epochs, best if the_plan.select else None)
             if run.checkpoint is not None:
                 run.checkpoint.save(_state(epoch, model, optimizer, scheduler, history, best, run.pre))
-            if dev_set is not None and epoch < epochs:
-                stopped = self._stop_reason(history, best, epochs)
+            stopped = the_plan.stop_reason(epoch, best[0], last_improvement(history))
         freeze_lower(model, self.freeze_layers, False)
-        if dev_set is not None and best[2] is not None:
+        chosen = best[1] if the_plan.select and best[2] is not None else len(history)
+        if chosen != len(history):
             model.load_state_dict(best[2])
-            notes.append(f"epoch {best[1]} of at most {epochs} chosen by accuracy on the dev release "
-                         f"{dev.name!r} ({best[0]:.3f}); the release under test was not used"
-                         + (f" ({stopped})" if stopped else ""))
-            return history, best[1], per_epoch
-        notes.append(f"no dev release: trained a fixed {epochs} epoch(s), no model selection")
-        return history, epochs, per_epoch
+        selection = selection_record(the_plan, chosen, dev_documents, stopped)
+        notes.append(selection_note(selection, len(history), None if dev is None else dev.name, best[0]))
+        return history, chosen, per_epoch, selection
 
-    def _stop_reason(self, history: Sequence[dict[str, Any]], best: tuple[float, int, Any], epochs: int) -> str | None:
-        """Why the training stops after the last epoch of ``history`` (early stopping on dev), or ``None``."""
-        epoch = history[-1]["epoch"]
-        patience = self.settings()["patience"]
-        if epoch >= epochs:
-            return None
-        if best[0] >= 1.0:
-            return f"stopped after epoch {epoch}: every dev document named"
-        if patience is not None and epoch - best[1] >= patience:
-            return f"stopped after epoch {epoch}: no better dev accuracy for {patience} epochs"
-        return None
+    def _rotation_period(self, y: Sequence[int]) -> int:
+        """Rotated epochs in one pass over the training windows."""
+        return rotation_period(y, self.settings()["window_rotation"], self.max_windows_per_class, self.batch_size)
 
     def _restore(self, run: _Run, model, optimizer, scheduler,
                  next_order) -> tuple[list[dict[str, Any]], tuple[float, int, Any], int]:
@@ -332,8 +327,11 @@ class TRIRTraining:
         if not self.progress:
             return
         line = f"    TRIR epoch {entry['epoch']}/{epochs}: loss {entry['loss']:.4f}"
-        if best is not None:
-            line += f", dev accuracy {entry['dev_accuracy']:.3f} (best {best[0]:.3f}, epoch {best[1]})"
+        if "passes" in entry and entry["passes"] != entry["epoch"]:
+            line += f" ({entry['passes']:g} passes)"
+        if "dev_accuracy" in entry:
+            line += f", dev accuracy {entry['dev_accuracy']:.3f}"
+            line += f" (best {best[0]:.3f}, epoch {best[1]})" if best is not None else " (not choosing: too few dev documents)"
         print(f"{line}, {entry['seconds']:.0f} s", file=sys.stderr, flush=True)
 
     def _optimizer(self, model, total_steps: int, fused: bool = False):
