@@ -39,6 +39,7 @@ NOT_RUN_HERE = {
     "llm_layer.py": "needs the embedded LLM",
     "llm_sanitizer_checks.py": "needs the embedded LLM",
     "span_guess_tab.py": "needs the embedded LLM",
+    "trir_fidelity.py": "trains TRIR attackers (minutes); tests/test_trir_fidelity.py runs its demo guard",
     "trir_tab.py": "trains a TRIR classifier",
     "utility_tab.py": "needs the LLM for information content and the sentence embedder",
     "delinker_tab.py": "needs the embedded LLM (--quick: one TAB document, the 0.5B)",

@@ -7,6 +7,7 @@ synthetic population (audit.demo.data) for a few epochs on short windows.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -268,8 +269,10 @@ def test_cli_with_dev_release_selects_the_epoch_on_it(demo, tmp_path):
     save_jsonl(demo.background, tmp_path / "bg.jsonl")
     save_jsonl(demo.originals, tmp_path / "orig.jsonl")
     save_jsonl(demo.release("suppressed").corpus, tmp_path / "supp.jsonl")
-    save_jsonl(generate(8, seed=1, background_per_person=3, extra_people=4).releases["labels"].corpus,
-               tmp_path / "labels.jsonl")
+    # a dev release of 16 documents (two maskings of each record): 10 at least choose the epoch
+    other = generate(8, seed=1, background_per_person=3, extra_people=4).releases
+    dev_docs = [*other["labels"].corpus, *(dataclasses.replace(d, id=f"s-{d.id}") for d in other["suppressed"].corpus)]
+    save_jsonl(Corpus(dev_docs, name="labels"), tmp_path / "labels.jsonl")
     out = tmp_path / "results.json"
     common = ["attack", "trir", "--background", str(tmp_path / "bg.jsonl"), "--epochs", "2", "--window", "40",
               "--overlap", "8", "--batch-size", "8", "--learning-rate", "3e-4", "--threads", "1",
@@ -284,8 +287,10 @@ def test_cli_with_dev_release_selects_the_epoch_on_it(demo, tmp_path):
     run = data["provenance"]["components"]["attack:trir"]["stats"]["trained_attacker"]
     assert run["loaded_from_cache"] is False
     assert all("dev_accuracy" in h for h in run["history"])
-    best = max(run["history"], key=lambda h: h["dev_accuracy"])["epoch"]  # first best epoch wins
-    assert run["chosen_epoch"] == best
+    top = max(h["dev_accuracy"] for h in run["history"])
+    best = max(h["epoch"] for h in run["history"] if h["dev_accuracy"] == top)  # a tie: the later epoch
+    assert run["chosen_epoch"] == best and run["selection"]["selected_on_dev"]
+    assert len(run["history"]) >= 2  # never before two passes (here one epoch a pass: nothing rotates)
     assert any("chosen by accuracy on the dev release 'labels'" in n for n in run["notes"])
     # the dev release may not be a release under test
     bad = CliRunner().invoke(main, common + ["--release", f"labels={tmp_path / 'labels.jsonl'}",
