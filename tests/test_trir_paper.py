@@ -24,7 +24,7 @@ def test_paper_budget_is_the_default_and_options_override_it():
     assert TRIRAttack().budget == "paper"
     assert (paper["epochs"], paper["patience"], paper["augment_ner"], paper["curate"], paper["pretrain"]) == \
         (15, 1, True, True, True)  # epochs and patience in passes (issue 55)
-    assert (paper["fixed_passes"], TRIRAttack(budget="fast").settings()["fixed_passes"]) == (4, 3)
+    assert (paper["fixed_passes"], TRIRAttack(budget="fast").settings()["fixed_passes"]) == (5, 5)
     fast = TRIRAttack(budget="fast").settings()
     assert (fast["epochs"], fast["augment_ner"], fast["curate"], fast["pretrain"]) == (5, True, False, False)
     mine = TRIRAttack(budget="fast", epochs=2, curate=True, augment_ner=False, patience=0).settings()
@@ -234,13 +234,13 @@ def test_rotated_epochs_count_in_passes_issue_55():
 
 def test_a_dev_release_too_small_to_choose_trains_fixed_passes():
     history, chosen, run, _, notes, sel = _scripted_fine_tune([0.5, 0.9, 0.1, 0.1, 0.1], dev_size=5)
-    assert run == [1, 2, 3, 4] and chosen == 4 and not sel["selected_on_dev"]  # paper: 4 passes
-    assert "too small to choose an epoch: trained a fixed 4 epoch(s)" in notes[-1]
+    assert run == [1, 2, 3, 4, 5] and chosen == 5 and not sel["selected_on_dev"]  # paper: 5 passes
+    assert "too small to choose an epoch: trained a fixed 5 epoch(s)" in notes[-1]
     assert "5 document(s), too few to choose" in sel["cautions"][0]
     assert all("dev_accuracy" in h for h in history)  # still read, for the curve
     _, chosen, run, _, _, sel = _scripted_fine_tune([0.5], dev_size=5, budget="fast", y=(0, 0, 0, 1, 1, 1),
                                                     batch_size=1, window_rotation=2)
-    assert run == list(range(1, 7)) and chosen == 6 and sel["chosen_passes"] == 3.0  # fast: 3 passes of 2 epochs
+    assert run == list(range(1, 11)) and chosen == 10 and sel["chosen_passes"] == 5.0  # fast: 5 passes of 2 epochs
 
 
 # ---------------------------------------------------------------------------- TRI dev column

@@ -43,9 +43,9 @@ log = logging.getLogger(__name__)
 #: ``epochs``, ``patience`` and ``fixed_passes`` count passes over the training windows, not
 #: rotated epochs (:mod:`attackers.trir.schedule`).
 BUDGETS: dict[str, dict[str, Any]] = {
-    "paper": {"epochs": 15, "patience": 1, "fixed_passes": 4, "augment_ner": True, "mask_copies": 3, "curate": True,
+    "paper": {"epochs": 15, "patience": 1, "fixed_passes": 5, "augment_ner": True, "mask_copies": 3, "curate": True,
               "pretrain": True, "pretrain_epochs": 3},
-    "fast": {"epochs": 5, "patience": 1, "fixed_passes": 3, "augment_ner": True, "mask_copies": 1, "curate": False,
+    "fast": {"epochs": 5, "patience": 1, "fixed_passes": 5, "augment_ner": True, "mask_copies": 1, "curate": False,
              "pretrain": False, "pretrain_epochs": 1},
 }
 
@@ -67,7 +67,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
     epochs: most training passes over the windows (default from the budget: paper 15, fast
         5); with ``dev`` (10 documents or more) the best epoch on dev is kept (a tie goes to
         the later epoch), never before every window was trained on twice; without, a fixed
-        number of passes (paper 4, fast 3). Passes, not rotated epochs: see window_rotation.
+        number of passes (5). Passes, not rotated epochs: see window_rotation.
     patience: with ``dev``, stop after this many passes without a better dev accuracy, and
         never after fewer than 3 dev readings (default from the budget: 1; 0 or less: never
         stop early).
