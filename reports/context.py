@@ -47,7 +47,12 @@ GLOSSARY = {
     "rouge": "ROUGE-L: longest common word sequence between each original and its sanitized version.",
     "similarity": "Cosine similarity of sentence embeddings of each original and its sanitized version.",
     "precision": "Of the words the release replaced, the share that gold annotations mark as identifying.",
-    "recall": "Of the identifying entities in gold annotations, the share the release replaced everywhere.",
+    "recall": "Of the identifying entities in gold annotations, the share the release replaced everywhere "
+              "(entity level; TAE's token-level Recall is tae_recall).",
+    "tae_precision": "TAE's Precision: of the words inside the release's masked spans, the share the annotators "
+                     "marked DIRECT or QUASI, averaged over annotators.",
+    "tae_recall": "TAE's Recall: of the words of the entities the annotators marked DIRECT or QUASI, the share "
+                  "the release masked (token level, all annotators).",
 }
 
 

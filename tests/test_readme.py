@@ -243,13 +243,14 @@ def write_bench_inputs(folder: Path) -> None:
 
 def write_inputs(folder: Path) -> None:
     """The README's placeholder inputs that no README command writes: a span file with its
-    originals for ``data convert``, an ``audit.yaml`` on the demo data (whose release
+    originals for ``data convert``, a TAE ``config.json`` (:func:`write_tae_inputs`), an ``audit.yaml`` on the demo data (whose release
     ``ours`` is the name the README's harden command uses) for ``run`` and ``harden``, and the
     corpora and example sanitizer of the ``bench`` commands (:func:`write_bench_inputs`)."""
     write_bench_inputs(folder)
     (folder / "originals.json").write_text(json.dumps({"a": "Alice Smith lives in Oslo.",
                                                        "b": "Bob Jones works in Bergen."}), encoding="utf-8")
     (folder / "spans.json").write_text(json.dumps({"a": [[0, 11, "[PERSON]"]], "b": [[0, 9]]}), encoding="utf-8")
+    write_tae_inputs(folder)
     (folder / "audit.yaml").write_text(
         "title: README test\nseed: 0\nout: audit-run\n"
         "originals: demo/originals.jsonl\nbackground: demo/background.jsonl\n"
@@ -257,6 +258,29 @@ def write_inputs(folder: Path) -> None:
         "attacks:\n  - {name: phrase_search, params: {max_evidence: 3}}\n"
         "metrics: [recall]\n"
         "gate: {max: {phrase_search: 0.1}}\n", encoding="utf-8")
+
+
+def write_tae_inputs(folder: Path) -> None:
+    """``config.json`` of "Coming from TAE": a TAE config over a two-judgment corpus in TAE's
+    annotated layout and two span files, in the subfolder ``tae/`` as TAE users lay them out."""
+    tae = folder / "tae"
+    tae.mkdir(exist_ok=True)
+    text = "Mr Galip Yalman lodged application no. 36110/97 against Turkey in Ankara."
+    mentions = [("PERSON", "DIRECT", "Galip Yalman"), ("CODE", "DIRECT", "36110/97"), ("LOC", "NO_MASK", "Turkey"),
+                ("LOC", "QUASI", "Ankara")]
+    corpus = [{"doc_id": d, "text": text, "annotations": {"annotator1": {"entity_mentions": [
+        {"entity_id": f"{d}_e{n}", "entity_type": t, "identifier_type": k, "start_offset": text.index(m),
+         "end_offset": text.index(m) + len(m)} for n, (t, k, m) in enumerate(mentions)]}}} for d in ("001-1", "001-2")]
+    (tae / "corpus.json").write_text(json.dumps(corpus), encoding="utf-8")
+    ner = {d: [[3, 15, "PERSON"], [text.index("Turkey"), text.index("Turkey") + 6, "GPE"]] for d in ("001-1", "001-2")}
+    (tae / "ner.json").write_text(json.dumps(ner), encoding="utf-8")
+    (tae / "manual.json").write_text(json.dumps({d: [[3, 15], [39, 47], [66, 72]] for d in ("001-1", "001-2")}),
+                                     encoding="utf-8")
+    (folder / "config.json").write_text(json.dumps({
+        "corpus": "tae/corpus.json", "anonymizations": {"NER": "tae/ner.json", "Manual": "tae/manual.json"},
+        "results_file_path": "outputs/results.csv",
+        "metrics": {"Precision": {}, "PrecisionWeighted": {}, "Recall": {"token_level": True},
+                    "RecallPerEntityType": {}, "_TRIR": {}}}), encoding="utf-8")
 
 
 def _cli() -> list[str]:

@@ -93,7 +93,8 @@ def validate(file: str, fmt: str | None, originals: str | None, annotator: str |
 @force_option
 def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotator: str | None,
             text_column: str, id_column: str, subject_column: str, force: bool) -> None:
-    """Convert SRC to JSONL at DST (one document per line, spans included).
+    """Convert SRC to JSONL at DST (one document per line, spans included), or a TAE config.json
+    to an audit spec (DST ending in .yaml).
 
     A span file is applied to --originals: DST is the sanitized release, each
     document recording its replaced spans (offsets in the sanitized text and in
@@ -101,8 +102,11 @@ def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotato
     documents (public_knowledge) and each method column goes next to it as
     DST_STEM.METHOD.jsonl.
     """
+    if Path(dst).suffix.lower() in (".yaml", ".yml"):
+        return _convert_tae_config(src, dst, force)
     if Path(dst).suffix.lower() not in (".jsonl", ".ndjson"):
-        raise AnonauditError(f"{dst}: the output is JSONL; give it a .jsonl name")
+        raise AnonauditError(f"{dst}: the output is JSONL (or, from a TAE config.json, an audit spec .yaml); "
+                             "give it a .jsonl name")
     inputs = [("SRC", src), ("--originals", originals)]
     check_outputs([Output(Path(dst), "jsonl", "DST")], inputs, force=force)
     columns = _column_map(text_column, id_column, subject_column)
@@ -127,6 +131,27 @@ def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotato
         corpus = load_corpus(src, fmt, annotator=annotator, columns=columns)
     save_jsonl(corpus, dst)
     click.echo(f"wrote {dst}: {len(corpus)} documents, {_n_spans(corpus)} spans (from {fmt})")
+
+
+def _convert_tae_config(src: str, dst: str, force: bool) -> None:
+    """A TAE ``config.json`` as an audit spec at DST: its corpus, anonymizations, background and
+    metrics, checked as ``anonaudit run`` checks a spec; what is not run is said, with why."""
+    import yaml
+
+    from audit.io.taeconfig import read_tae_config
+    from audit.pipeline.outputs import TAE_SPEC_HEADER
+    from audit.pipeline.spec import parse_spec
+
+    mapping, notes = read_tae_config(src)
+    check_outputs([Output(Path(dst), "tae_spec", "DST")], [("SRC", src)], force=force)
+    parse_spec(mapping, base=Path(dst).resolve().parent, source=dst)  # refuse what run would refuse
+    text = yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True, width=100)
+    Path(dst).write_text(f"{TAE_SPEC_HEADER} {src}\n# run it with: anonaudit run {dst}\n{text}", encoding="utf-8")
+    click.echo(f"wrote {dst}: {len(mapping['releases'])} release(s), metrics "
+               f"{', '.join(m['name'] for m in mapping.get('metrics', [])) or 'none'}, attacks "
+               f"{', '.join(a['name'] for a in mapping.get('attacks', [])) or 'none'}")
+    for note in notes:
+        click.secho(f"note: {note}", fg="yellow", err=True)
 
 
 def commands() -> list[click.Command]:

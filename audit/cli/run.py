@@ -16,7 +16,10 @@ from audit.pipeline.outputs import spec_inputs
 
 
 @click.command("run")
-@click.argument("spec_file", type=click.Path(dir_okay=False), metavar="AUDIT.yaml")
+@click.argument("spec_file", type=click.Path(dir_okay=False), metavar="AUDIT.yaml", required=False)
+@click.option("--tae-config", type=click.Path(dir_okay=False), default=None, metavar="CONFIG.json",
+              help="Run a TAE evaluation (its config.json: corpus, anonymizations, metrics, TRIR's background) "
+                   "instead of a spec; what cannot be run offline is listed as not run, with why.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Output folder (overrides the spec's `out`): results.json, summary.csv, releases/, report.html, "
                    "findings.csv and, with --shareable, shareable/.")
@@ -40,15 +43,17 @@ from audit.pipeline.outputs import spec_inputs
 @force_option
 @no_cache_run
 @click.pass_context
-def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: bool, shareable: bool, keep_ids: bool,
-            executor: str | None, ray_address: str | None, ray_workers: int | None, budget: str | None,
-            mlflow_uri: str | None, mlflow_experiment: str, mlflow_private: bool, force: bool) -> None:
+def run_cmd(ctx: click.Context, spec_file: str | None, tae_config: str | None, out_dir: str | None, report: bool,
+            shareable: bool, keep_ids: bool, executor: str | None, ray_address: str | None, ray_workers: int | None,
+            budget: str | None, mlflow_uri: str | None, mlflow_experiment: str, mlflow_private: bool,
+            force: bool) -> None:
     """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
 
     Results go to OUT/results.json, saved after each (component, release) pair, with OUT/summary.csv
     beside it (one row per release x result: value, 95% CI, n, baseline); running the same command
     again resumes and recomputes nothing that finished. The whole spec is checked
-    before anything runs. Exit status: 0 done (and the spec's `gate` passed), 1 when a `gate`
+    before anything runs. --tae-config CONFIG.json runs a TAE evaluation instead (README, "Coming from
+    TAE"). Exit status: 0 done (and the spec's `gate` passed), 1 when a `gate`
     threshold fails, 2 when the spec or an input is invalid, 3 when no threshold fails but one is
     inconclusive (an attacker failed its own check).
     """
@@ -60,7 +65,12 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
 
     reg = registry_of(ctx)
     overrides = {**({"out": str(Path(out_dir).resolve())} if out_dir else {}), **({"budget": budget} if budget else {})}
-    spec = load_spec(spec_file, overrides=overrides or None, registry=reg)
+    if (spec_file is None) == (tae_config is None):
+        raise AnonauditError("give an audit spec (AUDIT.yaml) or --tae-config CONFIG.json, not both or neither")
+    if tae_config is not None:
+        spec, spec_file = _tae_spec(tae_config, overrides, reg), tae_config
+    else:
+        spec = load_spec(spec_file, overrides=overrides or None, registry=reg)
     spec = _with_executor(spec, executor, ray_address, ray_workers)
     check_outputs(spec_outputs(spec, report=report, shareable=shareable), spec_inputs(spec, spec_file), force=force)
     tracking.check(mlflow_uri)  # a tracker that cannot be used fails now, not after the audit
@@ -93,6 +103,19 @@ def run_cmd(ctx: click.Context, spec_file: str, out_dir: str | None, report: boo
                  tags={"anonaudit.gate": checks.status} if checks is not None else None)
     if checks is not None and checks.exit_code:
         sys.exit(checks.exit_code)
+
+
+def _tae_spec(config: str, overrides, reg):
+    """The audit spec of a TAE config (:mod:`audit.io.taeconfig`); its notes are said now and go
+    beside the report's verdict."""
+    from audit.io.taeconfig import read_tae_config
+    from audit.pipeline.spec import parse_spec
+
+    mapping, notes = read_tae_config(config)
+    mapping.update(overrides or {})
+    for note in notes:
+        click.secho(f"TAE config: {note}", fg="yellow", err=True)
+    return parse_spec(mapping, base=Path(config).resolve().parent, source=config, registry=reg)
 
 
 def spec_outputs(spec, *, report: bool, shareable: bool) -> list[Output]:

@@ -14,6 +14,7 @@ from audit.core.registry import register
 from audit.core.results import Result
 from audit.metrics.base import UtilityMetric, bootstrap_ratio, findings_of
 from audit.metrics.context import UtilityContext
+from audit.metrics.tae import parses, tae_row
 
 
 def _gold_spans(doc) -> list:
@@ -54,10 +55,11 @@ class _GoldMetric(UtilityMetric):
                                  "document); these originals carry no gold spans")
         table = ctx.terms_ic(ids) if self.weighted else {}
         rows = []
-        for i, parsed in zip(ids, ctx.spacy.pipe([ctx.originals[i].text for i in ids])):
+        for i, parsed in zip(ids, parses(ctx, ids)):
             orig = ctx.originals[i]
             toks = [(t.idx, t.idx + len(t.text)) for t in parsed if not (t.is_space or t.is_punct)]
-            masked_spans = [(s.orig_start, s.orig_end) for s in ctx.replaced(orig, release.corpus[i])
+            applied = ctx.replaced(orig, release.corpus[i])
+            masked_spans = [(s.orig_start, s.orig_end) for s in applied
                             if s.orig_start is not None and s.orig_end > s.orig_start]
             gold = _gold_spans(orig)
 
@@ -85,7 +87,8 @@ class _GoldMetric(UtilityMetric):
             rows.append({"id": i, "tp": int((masked & is_gold).sum()), "masked": int(masked.sum()),
                          "gold": int(is_gold.sum()), "w_tp": float(weight[masked & is_gold].sum()),
                          "w_masked": float(weight[masked].sum()), "w_gold": float(weight[is_gold].sum()),
-                         "entities": ent_total, "entities_masked": ent_masked})
+                         "entities": ent_total, "entities_masked": ent_masked,
+                         **tae_row(orig, release.corpus[i], applied, parsed)})
         ctx.memo[key] = rows
         return rows
 
@@ -105,7 +108,8 @@ class PrecisionMetric(_GoldMetric):
     name = "precision"
     description = ("Token-level precision of the release against gold annotations: of the words the "
                    "sanitizer replaced, the share that the annotators marked (over-masking lowers it). "
-                   "Also weighted by the words' information content.")
+                   "Also weighted by the words' information content; TAE's Precision (\\w+ words of each "
+                   "listed span, averaged over annotators) is in the details as tae_precision.")
 
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         rows = self._tables(self._context(scenario), release)
@@ -114,7 +118,8 @@ class PrecisionMetric(_GoldMetric):
                            r["masked"], "true_positives": r["tp"]} for r in rows],
                          lambda r: f"{r['true_positives']} of its {r['masked_tokens']} replaced words are annotated "
                                    "as identifying" if r["masked_tokens"] else "No word of it was replaced")
-        details = {"token_precision": value, "token_precision_ic": _weighted_ratio(self, rows, "w_tp", "w_masked"),
+        details = {"token_precision": value, "tae_precision": _ratio(rows, "tae_agreeing", "tae_counted"),
+                   "token_precision_ic": _weighted_ratio(self, rows, "w_tp", "w_masked"),
                    "masked_tokens": sum(r["masked"] for r in rows)}
         return [Result(kind="utility", name="precision", release=release.name,
                        value=0.0 if value is None else value,
@@ -127,7 +132,9 @@ class RecallMetric(_GoldMetric):
     name = "recall"
     description = ("Recall of the release against gold annotations (TAB's definitions): the headline is "
                    "entity-level recall, the share of annotated entities all of whose mentions were "
-                   "replaced; token-level recall (uniform and IC-weighted) is in the details.")
+                   "replaced; token-level recall (uniform and IC-weighted) and TAE's token-level Recall "
+                   "(tae_recall: \\w+ words, all annotators, punctuation and function words aside) are in the "
+                   "details.")
 
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         rows = self._tables(self._context(scenario), release)
@@ -138,6 +145,7 @@ class RecallMetric(_GoldMetric):
                          lambda r: f"{r['entities_masked']} of its {r['entities']} annotated entities are replaced "
                                    "in every mention" if r["entities"] else "No annotated entity")
         details = {"entity_recall": value, "token_recall": _ratio(rows, "tp", "gold"),
+                   "tae_recall": _ratio(rows, "tae_masked", "tae_to_mask"),
                    "token_recall_ic": _weighted_ratio(self, rows, "w_tp", "w_gold"),
                    "entities": sum(r["entities"] for r in rows), "gold_tokens": sum(r["gold"] for r in rows)}
         return [Result(kind="utility", name="recall", release=release.name, value=0.0 if value is None else value,

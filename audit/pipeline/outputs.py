@@ -38,7 +38,10 @@ KINDS = {
     "leaderboard_tex": "an anonaudit leaderboard table (LaTeX)",
     "codequality": "a GitLab Code Quality report (JSON)",
     "step_summary": "a job summary (Markdown, appended to)",
+    "tae_spec": "an audit spec converted from a TAE config",
 }
+#: The first line of an audit spec ``data convert`` writes from a TAE config.
+TAE_SPEC_HEADER = "# anonaudit audit spec converted from the TAE config"
 #: Kinds of output merged into what the file holds (results): never written over an input, even
 #: when forced (a forced write over a file of another kind starts a new one: :func:`replaces`).
 MERGED = frozenset({"results"})
@@ -84,6 +87,8 @@ def _is_kind(path: Path, kind: str) -> bool:
         return text.startswith("% anonaudit leaderboard")
     if kind == "codequality":
         return text.lstrip().startswith("[") and ('"fingerprint"' in text or not text.strip("[] \n"))
+    if kind == "tae_spec":
+        return text.startswith(TAE_SPEC_HEADER)
     if kind == "step_summary":
         return True  # appended to, never replaced: what it holds stays
     if kind == "jsonl":
