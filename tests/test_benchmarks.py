@@ -42,6 +42,8 @@ NOT_RUN_HERE = {
     "trir_fidelity.py": "trains TRIR attackers (minutes); tests/test_trir_fidelity.py runs its demo guard",
     "trir_tab.py": "trains a TRIR classifier",
     "utility_tab.py": "needs the LLM for information content and the sentence embedder",
+    "tae_tab.py": "parses 10 TAB judgments with spaCy (about a minute loaded); tests/test_tae_reproduction.py "
+                  "runs its evaluation on them",
     "delinker_tab.py": "needs the embedded LLM (--quick: one TAB document, the 0.5B)",
     "intact_tab.py": "needs the embedded LLM (--quick: one TAB document, the 0.5B)",
     "prompt_anonymizer_tab.py": "needs the embedded LLM (--quick: one TAB document, the 0.5B)",
