@@ -136,6 +136,18 @@ def report(out: dict, pub: dict) -> None:
                   f"max |diff| {max(abs(a - b) for a, b in pairs):.3f}, mean diff {gap:+.3f}")
 
 
+def markdown(out: dict, pub: dict) -> str:
+    """The reproduction table of benchmarks/README.md: ours against published, per sanitization."""
+    rows = ["| TAE column (span file) | Precision: ours / published | Recall: ours / published | our precision | "
+            "our token recall | our entity recall |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for m, row in out["table"].items():
+        cells = [f"{row['tae_precision']:.3f} / {pub['Precision'][m]:.3f}", f"{row['tae_recall']:.3f} / "
+                 f"{pub['Recall'][m]:.3f}"] + [f"{row[k]:.3f}" if row.get(k) is not None else "–"
+                                               for k in ("precision", "token_recall", "recall")]
+        rows.append(f"| {m} (`{FILES[m]}`) | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(TAB))
@@ -143,7 +155,13 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=0, help="the first N documents (0 = all 127)")
     ap.add_argument("--utility", action="store_true", help="also TPI, TPS, NMI (loads the IC model and MiniLM)")
     ap.add_argument("--out", default=None, help="write the figures (JSON) here")
+    ap.add_argument("--markdown", default=None, help="print the table of a JSON written by --out, and stop")
     args = ap.parse_args()
+    if args.markdown:
+        out = json.loads(Path(args.markdown).read_text())
+        report(out, published())
+        print(markdown(out, published()))
+        return
     metrics = ["tae_precision", "tae_recall", "precision", "recall"] + (["tpi", "tps", "nmi"] if args.utility else [])
     t0, load0 = time.time(), load_avg()
     out = evaluate(metrics, docs=10 if args.quick else args.docs, data=Path(args.data))
