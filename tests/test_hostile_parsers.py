@@ -176,6 +176,12 @@ def test_a_column_option_that_names_no_column_is_refused(demo, reg):
               originals=data, releases={"r": data}, subject_column="persn", registry=reg)
     api_error("missing column(s) marks (named for the spans", originals=str(demo / "demo/originals.jsonl"),
               releases={"r": data}, spans_column="marks", registry=reg)
+    # --spans-column, as spans_column= in Python: read when there, refused when not
+    (demo / "m.csv").write_text('id,text,marks\na,hello world,"[[0, 5, ""PERSON""]]"\n')
+    ok = run(reg, "data", "validate", "m.csv", "--spans-column", "marks")
+    assert ok.exit_code == 0 and "1 spans" in ok.output, ok.output
+    clear_error(attack(reg, *base, "--spans-column", "marks"), "missing column(s) marks (named for the spans by "
+                "--spans-column, spans_column= in Python)")
     # a record without the named column is named by the column and the option, not 'text'
     (demo / "b.jsonl").write_text('{"id": "a", "body": "hello there"}\n{"id": "b", "text": "x y"}\n')
     clear_error(run(reg, "data", "validate", "b.jsonl", "--text-column", "body"),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from audit.cli.options import COLUMN_FIELDS
 from audit.cli.outputs import Output, check_outputs, force_option
 from audit.core.data import Corpus
 from audit.core.errors import AnonauditError
@@ -27,16 +28,17 @@ _annotator = click.option("--annotator", default=None, metavar="NAME",
 
 
 def _columns(f):
-    """``--text-column``, ``--id-column``, ``--subject-column`` (CSV, Parquet, JSONL)."""
-    for field, what in (("subject", "subject"), ("id", "document id"), ("text", "text")):
+    """``--text-column``, ``--id-column``, ``--subject-column``, ``--spans-column`` (CSV, Parquet, JSONL)."""
+    for field, what in reversed(COLUMN_FIELDS):
         f = click.option(f"--{field}-column", f"{field}_column", default=field, show_default=True, metavar="NAME",
                          help=f"The column of a CSV, Parquet or JSONL file that holds the {what}.")(f)
     return f
 
 
-def _column_map(text_column: str, id_column: str, subject_column: str) -> dict[str, str] | None:
-    """The columns named for the fields; one column named for two is refused before any file is read."""
-    return check_columns({"text": text_column, "id": id_column, "subject": subject_column}) or None
+def _column_map(**named: str) -> dict[str, str] | None:
+    """The columns named for the fields (``text_column=``...); one column named for two is refused
+    before any file is read."""
+    return check_columns({key.removesuffix("_column"): column for key, column in named.items()}) or None
 
 
 def _spec(path: str) -> str:
@@ -59,14 +61,14 @@ def data() -> None:
 @_originals
 @_annotator
 @_columns
-def validate(file: str, fmt: str | None, originals: str | None, annotator: str | None, text_column: str,
-             id_column: str, subject_column: str) -> None:
+def validate(file: str, fmt: str | None, originals: str | None, annotator: str | None,
+             **named_columns: str) -> None:
     """Check FILE and list every problem found (exit code 2), or print a summary (exit code 0).
 
     A span file {doc_id: [[start, end, replacement?], ...]} needs --originals. With
     --originals, FILE is checked as a release of those originals.
     """
-    columns = _column_map(text_column, id_column, subject_column)
+    columns = _column_map(**named_columns)
     fmt = fmt or detect_format(file)
     if fmt == "tri":
         background, releases = load_tri(file)
@@ -91,8 +93,8 @@ def validate(file: str, fmt: str | None, originals: str | None, annotator: str |
 @_annotator
 @_columns
 @force_option
-def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotator: str | None,
-            text_column: str, id_column: str, subject_column: str, force: bool) -> None:
+def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotator: str | None, force: bool,
+            **named_columns: str) -> None:
     """Convert SRC to JSONL at DST (one document per line, spans included), or a TAE config.json
     to an audit spec (DST ending in .yaml).
 
@@ -109,7 +111,7 @@ def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotato
                              "give it a .jsonl name")
     inputs = [("SRC", src), ("--originals", originals)]
     check_outputs([Output(Path(dst), "jsonl", "DST")], inputs, force=force)
-    columns = _column_map(text_column, id_column, subject_column)
+    columns = _column_map(**named_columns)
     fmt = fmt or detect_format(src)
     if fmt == "tri":
         background, releases = load_tri(src)

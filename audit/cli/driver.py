@@ -28,6 +28,7 @@ from click.core import ParameterSource
 
 from audit.cli.common import LLM_HELP
 from audit.cli.options import (
+    COLUMN_KEYS,
     DATA,
     EMBEDDER_HELP,
     PARAMS,
@@ -84,7 +85,7 @@ class DataArgs:
 
     @classmethod
     def of(cls, kw: Mapping[str, Any]) -> DataArgs:
-        columns = {k: kw[k] for k in ("text_column", "id_column", "subject_column") if kw.get(k)}
+        columns = {k: kw[k] for k in COLUMN_KEYS if kw.get(k)}
         return cls(kw.get("originals"), kw.get("background"), kw.get("tri"), tuple(kw.get("releases") or ()),
                    kw.get("fmt"), kw["out"], kw.get("seed", 0), kw.get("llm"), kw.get("embedder"),
                    kw.get("sample_documents"), bool(kw.get("force")), columns=columns, budget=kw.get("budget"))
@@ -369,7 +370,7 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
         release = anonaudit.sanitize(key, kw["input_"], params=params, seed=kw.get("seed"), llm=kw.get("llm"),
                                      embedder=kw.get("embedder"), progress=True, format=kw["fmt"],
                                      release_name=Path(kw["out"]).stem, registry=reg,
-                                     **{k: kw[k] for k in ("text_column", "id_column", "subject_column")})
+                                     **{k: kw[k] for k in COLUMN_KEYS})
         write_release_jsonl(release, Path(kw["out"]))
         spans = sum(len(d.spans) for d in release.corpus)
         click.echo(f"{key}: sanitized {len(release)} documents ({spans} spans replaced) in "

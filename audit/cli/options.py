@@ -172,13 +172,21 @@ def common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sam
     return opts
 
 
+#: The fields of a document whose column a user may name, with what each holds (the API's
+#: ``text_column=``..., an audit spec's ``columns:``).
+COLUMN_FIELDS = (("text", "text"), ("id", "document id"), ("subject", "subject (the person a document is about)"),
+                 ("spans", "annotation spans (a list, or a JSON string)"))
+#: The keyword arguments the column options give a command, as the API takes them.
+COLUMN_KEYS = tuple(f"{field}_column" for field, _ in COLUMN_FIELDS)
+
+
 def column_options() -> list[click.Option]:
-    """``--text-column``, ``--id-column``, ``--subject-column``: the columns of CSV, Parquet or
-    JSONL inputs that hold each field (the API's ``text_column=``...)."""
+    """``--text-column``, ``--id-column``, ``--subject-column``, ``--spans-column``: the columns
+    of CSV, Parquet or JSONL inputs that hold each field (the API's ``text_column=``...). A
+    column named that a file lacks is an error naming the option, never ignored."""
     return [SectionOption([f"--{field}-column", f"{field}_column"], default=field, show_default=True, metavar="NAME",
                           section=DATA, help=f"The column of CSV, Parquet or JSONL inputs that holds the {what}.")
-            for field, what in (("text", "text"), ("id", "document id"),
-                                ("subject", "subject (the person a document is about)"))]
+            for field, what in COLUMN_FIELDS]
 
 
 def extra_param_option(comps: ComponentOptions) -> click.Option:
