@@ -28,7 +28,7 @@ _EXPORTS = {
     "Results": "anonaudit.results", "GateOutcome": "anonaudit.results", "load_results": "anonaudit.results",
     "Corpus": "audit.core.data", "Document": "audit.core.data", "Span": "audit.core.data",
     "Release": "audit.core.data", "Result": "audit.core.results", "Finding": "audit.core.results",
-    "AnonauditError": "audit.core.errors", "DataError": "audit.core.errors",
+    "AnonauditError": "audit.core.errors", "DataError": "audit.core.errors", "ArgumentError": "audit.core.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -16,7 +16,7 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from anonaudit.inputs import (
     Workspace,
@@ -30,9 +30,16 @@ from anonaudit.inputs import (
     release_entries,
 )
 from anonaudit.results import Results, read_copies
+from audit.core.arguments import PositiveInt, Seed, check_argument, checked
 from audit.core.config import caches_off
 from audit.core.data import Corpus
+from audit.core.paramtypes import AtLeast, AtMost
+from audit.demo.data import MAX_RELEASED
 from audit.core.errors import AnonauditError
+
+
+#: The people of a synthetic population (:func:`sample_data`, ``anonaudit demo-data --n``).
+DemoPeople = Annotated[int, AtLeast(1), AtMost(MAX_RELEASED)]
 
 
 def _registry(registry: Any):
@@ -41,13 +48,14 @@ def _registry(registry: Any):
     return registry or default_registry
 
 
+@checked
 def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, metrics: Any = None,
-          background: Any = None, corpora: Mapping[str, Any] | None = None, seed: int = 0,
-          llm: str | None = None, embedder: str | None = None, sample: int | None = None,
+          background: Any = None, corpora: Mapping[str, Any] | None = None, seed: Seed = 0,
+          llm: str | None = None, embedder: str | None = None, sample: PositiveInt | None = None,
           budget: str | None = None, text_column: str = "text", id_column: str = "id", subject_column: str = "subject",
           spans_column: str = "spans", title: str | None = None, executor: Any = None,
           out: str | os.PathLike | None = None, force: bool = False, progress: bool = True,
-          on_error: str = "raise", registry: Any = None, command: str = "api",
+          on_error: Literal["raise", "skip"] = "raise", registry: Any = None, command: str = "api",
           source: str = "anonaudit.audit()") -> Results:
     """Run attacks and utility metrics on releases and return their :class:`Results`.
 
@@ -140,9 +148,12 @@ def _execute(data: Mapping[str, Any] | Any, ws: Workspace, *, out: Any, registry
     copies = read_copies(outcome.path, rf, strict=False)
     if results_path is None:
         forget_workspace(rf.provenance, ws)
-    return Results(rf, copies=copies, computed=outcome.computed, reused=outcome.reused, skipped=outcome.skipped,
-                   errors=outcome.errors, keys=outcome.keys, path=outcome.path if results_path else None,
-                   seconds=outcome.seconds)
+    results = Results(rf, copies=copies, computed=outcome.computed, reused=outcome.reused, skipped=outcome.skipped,
+                      errors=outcome.errors, keys=outcome.keys, path=outcome.path if results_path else None,
+                      seconds=outcome.seconds)
+    if spec.gate.max or spec.gate.min:  # the spec's gate, judged as `anonaudit run` judges it
+        results.outcome = results.gate(max=spec.gate.max, min=spec.gate.min, on_point=spec.gate.on_point)
+    return results
 
 
 def _no_cache(components: Any) -> bool:
@@ -157,8 +168,9 @@ def _echo(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+@checked
 def attack(name: str, releases: Any = None, *, originals: Any = None, background: Any = None,
-           params: Mapping[str, Any] | None = None, sample: int | None = None, **kwargs: Any) -> Results:
+           params: Mapping[str, Any] | None = None, sample: PositiveInt | None = None, **kwargs: Any) -> Results:
     """Run one attack (``"phrase_search"``, ``"trir"``, ``"span_guess"``, ``"claim_linker"``, or a
     plugin's) on the releases. Its parameters go in ``params`` (or as further keywords that
     :func:`audit` does not take); ``sample`` is a per-release document budget. Every other
@@ -186,6 +198,7 @@ def _old_budget(name: str, kwargs: dict[str, Any], own: dict[str, Any], registry
     own["budget"] = kwargs.pop("budget")
 
 
+@checked
 def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None, **kwargs: Any) -> Results:
     """Utility metrics of the releases against the originals: ``metrics`` as in :func:`audit`.
     Default: every registered metric (``tpi`` and ``tps`` load the 0.5B scoring model), and, as
@@ -197,18 +210,25 @@ def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None,
     return audit(originals, releases, metrics=metrics, **kwargs)
 
 
+@checked
 def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None, progress: bool = True,
-        on_error: str = "raise", resume: bool = True, command: str = "run", force: bool = False,
+        on_error: Literal["raise", "skip"] = "raise", resume: bool = True, command: str = "run", force: bool = False,
         budget: str | None = None) -> Results:
     """Run an audit spec: a YAML/TOML file (its results go to the spec's ``out`` folder, or
     ``out``, and a re-run resumes), a mapping with the spec's keys (in memory unless it names
     ``out``), or a parsed :class:`~audit.pipeline.spec.AuditSpec`. ``OUT/results.json`` may not be
     an input of the spec (nor the spec file), nor an existing file of another kind unless
     ``force`` (as ``anonaudit run --force``). ``budget``: the spec's ``budget`` replaced (quick,
-    standard, full)."""
+    standard, full).
+
+    When the spec has a ``gate``, the returned results carry its verdict in ``results.outcome``
+    (a :class:`~anonaudit.results.GateOutcome`: ``status``, ``exit_code`` as ``anonaudit run``
+    exits, ``passed``, the checks); ``None`` without a gate. A failing gate does not raise: the
+    results are what the caller needs to see why."""
     from audit.pipeline.budget import check_budget
     from audit.pipeline.runner import AuditSpec, load_spec
 
+    check_argument("anonaudit.run()", "spec", spec, str | os.PathLike | Mapping[str, Any] | AuditSpec)
     reg = _registry(registry)
     spec_file = spec if is_file(spec) else None
     given = {} if budget is None else {"budget": check_budget(budget, "anonaudit.run(budget=...)")}
@@ -231,7 +251,8 @@ def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None
                         source="anonaudit.run()", resume=resume, force=force, spec_file=spec_file)
 
 
-def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, seed: int | None = 0,
+@checked
+def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, seed: Seed | None = 0,
              llm: str | None = None, embedder: str | None = None, text_column: str = "text", id_column: str = "id",
              subject_column: str = "subject", spans_column: str = "spans", format: str | None = None,  # noqa: A002
              release_name: str | None = None, progress: bool = False, registry: Any = None, **kwargs: Any) -> Any:
@@ -301,7 +322,8 @@ def _row(doc: Any, text: str, id_: str, subject: str, spans: str) -> dict[str, A
 _AUDIT_KEYWORDS = frozenset(inspect.signature(audit).parameters)
 
 
-def sample_data(n: int = 12, seed: int = 0) -> dict[str, Any]:
+@checked
+def sample_data(n: DemoPeople = 12, seed: Seed = 0) -> dict[str, Any]:
     """A small synthetic population as lists of dicts (``originals``, ``background`` and the two
     releases that come with ``anonaudit demo-data``), for examples and tests."""
     from audit.demo.data import generate

@@ -19,10 +19,18 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from audit.core.arguments import PositiveInt, Seconds, Seed, checked
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
+from audit.core.paramtypes import AtLeast, AtMost
+from audit.demo.data import MAX_RELEASED
+
+
+#: The people of the demo population a bench runs on when given no corpus (``--demo-people``):
+#: at least 3 (NMI clusters the documents).
+BenchPeople = Annotated[int, AtLeast(3), AtMost(MAX_RELEASED)]
 
 
 @dataclass
@@ -65,6 +73,7 @@ class BenchResults:
 
         return leaderboard_latex(self.leaderboard, label=label)
 
+    @checked
     def report(self, path: str | os.PathLike, *, notes: Sequence[str] = (), force: bool = False) -> Path:
         """Write the page to ``path``, with ``leaderboard.csv``, ``leaderboard.md`` and (with
         pandas installed) ``leaderboard.tex`` beside it (``NAME.csv``... for a page named
@@ -104,17 +113,18 @@ class BenchResults:
         return f"BenchResults({rows})"
 
 
+@checked
 def bench(sanitizer: str | None = None, *, command: str | None = None, release: Any = None, name: str | None = None,
           params: Mapping[str, Any] | None = None, originals: Any = None, background: Any = None, tri: Any = None,
-          tri_originals: str | None = None, demo_people: int = 20, comparisons: Iterable[str] | None = None,
-          with_: Iterable[str] = (), budget: str | int | None = None, sanitizer_sample: int = 10,
+          tri_originals: str | None = None, demo_people: BenchPeople = 20, comparisons: Iterable[str] | None = None,
+          with_: Iterable[str] = (), budget: str | int | None = None, sanitizer_sample: PositiveInt = 10,
           extra_releases: Mapping[str, Any] | None = None,
-          sanitizer_params: Mapping[str, Mapping[str, Any]] | None = None,
-          attacks: Any = None, metrics: Any = None, sample: int | None = None, documents: int | Sequence[str] | None = None,
-          reference: str | os.PathLike | None = None, seed: int = 0, llm: str | None = None,
+          sanitizer_params: Mapping[str, Mapping[str, Any]] | None = None, attacks: Any = None, metrics: Any = None,
+          sample: PositiveInt | None = None, documents: PositiveInt | Sequence[str] | None = None,
+          reference: str | os.PathLike | None = None, seed: Seed = 0, llm: str | None = None,
           out: str | os.PathLike | None = None, progress: bool = True, title: str | None = None,
           format: str | None = None, text_column: str = "text", id_column: str = "id",  # noqa: A002
-          subject_column: str = "subject", spans_column: str = "spans", command_timeout: float | None = None,
+          subject_column: str = "subject", spans_column: str = "spans", command_timeout: Seconds | None = None,
           registry: Any = None, echo: Any = None, force: bool = False) -> BenchResults:
     """Benchmark one sanitizer against the comparison points on one corpus (see the module doc).
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from audit.core.arguments import NonNegativeInt, checked
 from audit.core.errors import AnonauditError
 from audit.core.results import Result, ResultsFile
 from audit.core.summary import COLUMNS, summary_rows
@@ -68,6 +69,7 @@ class GateOutcome:
 
         return format_table(self.checks)
 
+    @checked
     def write_junit(self, path: str | os.PathLike, *, force: bool = False) -> Path:
         """Write the checks as JUnit XML to ``path``: not over an input of the results nor an
         existing file of another kind (the command line's guard) unless ``force=True``."""
@@ -97,7 +99,8 @@ class Results:
     n, baseline, beats_baseline, inconclusive, warning), the same as ``summary.csv``.
     ``results`` are the typed :class:`~audit.core.results.Result` objects with their
     per-document findings; ``provenance`` says how they were made. ``computed``, ``reused``,
-    ``skipped`` and ``errors`` say what the run did.
+    ``skipped`` and ``errors`` say what the run did; ``outcome`` is the verdict of the spec's
+    gate when :func:`anonaudit.run` ran a spec that has one.
     """
 
     file: ResultsFile
@@ -112,6 +115,8 @@ class Results:
     path: Path | None = None
     #: How long the run took (0 for results loaded from a file).
     seconds: float = 0.0
+    #: The verdict of the spec's gate (:func:`anonaudit.run` of a spec with a ``gate``), else None.
+    outcome: GateOutcome | None = None
 
     # -- reading
     @property
@@ -126,6 +131,7 @@ class Results:
     def releases(self) -> list[str]:
         return self.file.releases
 
+    @checked
     def get(self, name: str, release: str) -> Result | None:
         """The result ``name`` on ``release`` (None when there is none)."""
         return self.file.get(name, release)
@@ -179,6 +185,7 @@ class Results:
         return f"Results({len(self.file.results)} results: {', '.join(names)} on {', '.join(self.releases)})"
 
     # -- the gate
+    @checked
     def gate(self, max: Mapping[str, float] | None = None, min: Mapping[str, float] | None = None, *,  # noqa: A002
              releases: Sequence[str] = (), on_point: bool = False) -> GateOutcome:
         """Judge thresholds as ``anonaudit gate`` does (on the cautious end of each 95% CI unless
@@ -195,6 +202,7 @@ class Results:
         return GateOutcome(tuple(checks), status, code, tuple(self.inputs()))
 
     # -- writing
+    @checked
     def save(self, path: str | os.PathLike, *, force: bool = False) -> Path:
         """Write the results file (``results.json``), ``summary.csv`` beside it and the release
         copies the report reads (``releases/`` beside ``results.json``, ``X.releases/`` beside
@@ -226,8 +234,9 @@ class Results:
         rf.save(path)
         return path
 
+    @checked
     def report(self, path: str | os.PathLike, *, shareable: bool = False, gate: Any = None,
-               max_documents: int = 50, title: str | None = None, notes: Sequence[str] = (),
+               max_documents: NonNegativeInt = 50, title: str | None = None, notes: Sequence[str] = (),
                keep_ids: bool = False, force: bool = False) -> Path:
         """Write the HTML report to ``path`` and its per-document findings beside it
         (``findings.csv`` for ``report.html``, ``NAME.csv`` otherwise); ``shareable=True``
@@ -319,6 +328,7 @@ def read_copies(results_path: Path, rf: ResultsFile, *, strict: bool = True) -> 
     return copies
 
 
+@checked
 def load_results(path: str | os.PathLike) -> Results:
     """Read a results file (and the release copies beside it) into :class:`Results`."""
     path = Path(path)

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import click
 
+from anonaudit.benchmark import BenchPeople
+from audit.cli.params import Checked
+from audit.core.arguments import Seconds, Seed
 from audit.cli.common import BUDGET_HELP, no_cache_run
 from audit.cli.outputs import check_outputs, force_option
 from audit.cli.tracking import tracking_options
 from audit.pipeline.outputs import bench_outputs
 from audit.core.errors import AnonauditError
-from audit.demo.data import MAX_RELEASED
 
 
 def _names(value: str | None) -> list[str] | None:
@@ -81,7 +83,7 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
                    "column as a release on the board.")
 @click.option("--tri-originals", default=None, metavar="COLUMN",
               help="The column of --tri that holds the original texts (sanitizers run on it).")
-@click.option("--demo-people", type=click.IntRange(3, MAX_RELEASED), default=20, show_default=True,
+@click.option("--demo-people", type=Checked(BenchPeople), default=20, show_default=True,
               help="People in the demo population (when no corpus is given).")
 @click.option("--documents", type=click.IntRange(1, 10_000_000), default=None,
               help="Bench a seeded sample of this many original documents (the background stays whole).")
@@ -109,9 +111,9 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--reference", default=None, metavar="FILE|tab",
               help="Published figures to show beside ours: a CSV (method,metric,value,source[,ours,note]) or 'tab' "
                    "(the one that ships with anonaudit).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=Checked(Seed), default=0, show_default=True)
 @click.option("--llm", "llm_spec", default=None, metavar="SPEC", help="LLM for the sanitizers and attacks that use one.")
-@click.option("--timeout", type=float, default=None,
+@click.option("--timeout", type=Checked(Seconds, float), default=None,
               help="Seconds the --command may run, above 0 (default: no limit); past it the command and every "
                    "process it started are stopped.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out", show_default=True,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from audit.cli.params import Checked
+from audit.core.arguments import Seed
 from audit.cli.common import budget_option, no_cache_run
 from audit.cli.outputs import Output, check_outputs, force_option, report_outputs, results_outputs
 from audit.demo.data import FILES, MAX_RELEASED
@@ -16,7 +18,7 @@ from audit.demo.data import FILES, MAX_RELEASED
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Folder to write into.")
 @click.option("--n", type=click.IntRange(1, MAX_RELEASED), default=40, show_default=True,
               help=f"People in the release (1 to {MAX_RELEASED}; half as many again appear only in the background).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=Checked(Seed), default=0, show_default=True)
 @force_option
 def demo_data(out_dir: str, n: int, seed: int, force: bool) -> None:
     """Write a deterministic synthetic population: originals.jsonl (private records with gold
@@ -42,7 +44,7 @@ def data_outputs(folder: Path) -> list[Output]:
               help="Folder for the data, results.json (summary.csv beside it) and report.html.")
 @click.option("--n", type=click.IntRange(3, MAX_RELEASED), default=40, show_default=True,
               help=f"People in the release (3, the fewest the NMI metric can cluster, to {MAX_RELEASED}).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=Checked(Seed), default=0, show_default=True)
 @click.option("--llm", "llm_spec", default=None, metavar="SPEC",
               help="LLM for the attacks that use one (default: the best embedded model installed).")
 @click.option("--sample", type=click.IntRange(1, 100_000), default=None,

@@ -26,6 +26,8 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from audit.cli.params import Checked
+from audit.core.arguments import Seed
 from audit.cli.common import LLM_HELP
 from audit.cli.options import (
     COLUMN_KEYS,
@@ -343,7 +345,7 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
     ]
     draft = ComponentOptions({key: cls}, {key: parameters(cls)}, [], {}, {})
     if draft.takes("seed"):
-        common.append(SectionOption(["--seed", "seed"], type=int, default=0, show_default=True, section=DATA,
+        common.append(SectionOption(["--seed", "seed"], type=Checked(Seed), default=0, show_default=True, section=DATA,
                                     help="Seed for every random choice."))
     if draft.takes("llm"):
         common.append(SectionOption(["--llm", "llm"], default=None, metavar="SPEC", section=DATA, help=LLM_HELP))

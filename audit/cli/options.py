@@ -11,6 +11,8 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from audit.cli.params import Checked
+from audit.core.arguments import PositiveInt, Seed
 from audit.cli.common import BUDGET_HELP, LLM_HELP
 from audit.cli.params import Param, flag, param_option, parameters, simple, split_list
 from audit.core.errors import AnonauditError
@@ -154,10 +156,10 @@ def common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sam
                       help="Write --out even over an existing file that is not a results file (refused "
                            "otherwise); never over an input of this command."),
         SectionOption(["--sample-documents" if own_sample else "--sample", "sample_documents"],
-                      type=click.IntRange(1), default=None, metavar="N", section=DATA,
+                      type=Checked(PositiveInt), default=None, metavar="N", section=DATA,
                       help="Run on a seeded sample of N documents of each release (the same ids in every "
                            "release; default: all)."),
-        SectionOption(["--seed", "seed"], type=int, default=0, show_default=True, section=DATA,
+        SectionOption(["--seed", "seed"], type=Checked(Seed), default=0, show_default=True, section=DATA,
                       help="Seed for every random choice."),
         SectionOption(["--budget", "budget"], default=None, metavar="quick|standard|full", section=DATA,
                       help=BUDGET_HELP + (" (--budget paper|fast, this attack's own parameter before, is read "

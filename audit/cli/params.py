@@ -33,7 +33,7 @@ from audit.core.errors import AnonauditError
 from audit.core.params import EMPTY, Param, parameters, parse_doc, summary
 from audit.core.safejson import YAML_MAX_DEPTH, YAML_MAX_NODES, check_tree
 
-__all__ = ["COMMON", "RUNNER_FILLED", "EMPTY", "FINITE_FLOAT", "Param", "flag", "param_option",
+__all__ = ["COMMON", "RUNNER_FILLED", "EMPTY", "FINITE_FLOAT", "Checked", "Param", "flag", "param_option",
            "parameters", "parse_doc", "parse_param_values", "simple", "split_list", "summary"]
 
 #: Parameters filled by the driver's common options or by the runner, never their own option.
@@ -63,6 +63,26 @@ class FiniteFloat(click.ParamType):
 
 
 FINITE_FLOAT = FiniteFloat()
+
+
+class Checked(click.ParamType):
+    """A number option checked by the validator of the Python API (:mod:`audit.core.arguments`)
+    against the same type the API's argument has (``Checked(Seed)``, ``Checked(Seconds, float)``):
+    the command line and the API refuse the same values with the same words."""
+
+    def __init__(self, hint: Any, base: type = int):
+        self.hint = hint
+        self.base = click.INT if base is int else click.FLOAT
+        self.name = self.base.name
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from audit.core.arguments import argument_problem
+
+        number = self.base.convert(value, param, ctx)
+        wrong = argument_problem(number, self.hint)
+        if wrong:
+            self.fail(f"{value!r}: {wrong}", param, ctx)
+        return number
 
 _TYPES = {"int": click.INT, "float": FINITE_FLOAT, "str": click.STRING, "list": click.STRING,
           "corpus": click.STRING, "release": click.STRING}

@@ -16,6 +16,11 @@ class AnonauditError(Exception):
     """An error caused by the user's input or environment, with a message to show."""
 
 
+class ArgumentError(AnonauditError):
+    """An argument of a Python call (or an option of the command line) of the wrong type or out
+    of range; the message names the function and the argument (:mod:`audit.core.arguments`)."""
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with an input: where it is and what it is."""

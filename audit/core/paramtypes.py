@@ -9,7 +9,7 @@ component at a time.
 
 Only what the hint says is checked (``int``, ``float``, ``str``, ``bool``, ``Literal``,
 ``None``, unions, lists/tuples/sets and mappings of those, and the bounds of
-:data:`PositiveInt`/:data:`NonNegativeInt`: a count or size is validated by its type, so
+:data:`PositiveInt`/:data:`NonNegativeInt` (:class:`AtLeast`, :class:`AtMost`, :class:`Above`): a count or size is validated by its type, so
 ``batch_size=0`` is refused before anything runs); a parameter whose hint names
 another class (a model object, a corpus given as ``corpus:NAME``) or cannot be resolved is
 accepted as it is, and ranges stay the constructor's business.
@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import collections.abc
 import math
+import os
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from audit.core.params import EMPTY, Unknown, param_hints, parameters
 
-__all__ = ["AtLeast", "PositiveInt", "NonNegativeInt", "check_params", "describe", "matches", "param_hints"]
+__all__ = ["AtLeast", "AtMost", "Above", "PositiveInt", "NonNegativeInt", "check_params", "describe", "matches", "param_hints"]
 
 _SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Iterable,
               collections.abc.Collection, collections.abc.Set, collections.abc.MutableSequence)
@@ -34,9 +35,27 @@ _MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
 
 
 class AtLeast(typing.NamedTuple):
-    """``Annotated[int, AtLeast(1)]``: a whole number no smaller than ``minimum``."""
+    """``Annotated[int, AtLeast(1)]``: a number no smaller than ``minimum``."""
 
-    minimum: int
+    minimum: float
+
+
+class AtMost(typing.NamedTuple):
+    """``Annotated[int, AtMost(2**32 - 1)]``: a number no larger than ``maximum``."""
+
+    maximum: float
+
+
+class Above(typing.NamedTuple):
+    """``Annotated[float, Above(0)]``: a number larger than ``bound`` (a time limit of 0 means nothing)."""
+
+    bound: float
+
+
+def _in_range(value: Any, marks: Sequence[Any]) -> bool:
+    return all(value >= m.minimum for m in marks if isinstance(m, AtLeast)) and \
+        all(value <= m.maximum for m in marks if isinstance(m, AtMost)) and \
+        all(value > m.bound for m in marks if isinstance(m, Above))
 
 
 #: A count or size where 0 makes no sense (a batch of 0 documents, 0 rounds): at least 1.
@@ -49,8 +68,11 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def matches(value: Any, hint: Any) -> bool:
-    """Whether ``value`` (as read from YAML/JSON) fits ``hint``; unknown hints accept anything."""
+def matches(value: Any, hint: Any, *, strict: bool = False) -> bool:
+    """Whether ``value`` (as read from YAML/JSON) fits ``hint``; unknown hints accept anything.
+    ``strict``: a hint that names a class (``os.PathLike``, ``Corpus``) takes only its instances
+    (a Python call's arguments, :mod:`audit.core.arguments`); otherwise such a value is the
+    component's to judge (a corpus given as ``"corpus:NAME"`` in a spec)."""
     if hint is Unknown or hint is EMPTY or hint is Any or hint is object:
         return True
     if hint is None or hint is type(None):
@@ -58,11 +80,11 @@ def matches(value: Any, hint: Any) -> bool:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is typing.Union or origin is types.UnionType:
-        return any(matches(value, a) for a in args)
+        return any(matches(value, a, strict=strict) for a in args)
     if origin is typing.Literal:
         return any(value == a and type(value) is type(a) for a in args)
     if origin is typing.Annotated:
-        return matches(value, args[0]) and all(value >= m.minimum for m in args[1:] if isinstance(m, AtLeast))
+        return matches(value, args[0], strict=strict) and _in_range(value, args[1:])
     if hint is bool:
         return isinstance(value, bool)
     if hint is int:
@@ -75,47 +97,64 @@ def matches(value: Any, hint: Any) -> bool:
         if not isinstance(value, Mapping):
             return False
         if len(args) == 2:
-            return all(matches(k, args[0]) and matches(v, args[1]) for k, v in value.items())
+            return all(matches(k, args[0], strict=strict) and matches(v, args[1], strict=strict)
+                       for k, v in value.items())
         return True
     if origin in _SEQUENCES or hint in _SEQUENCES:
         if not isinstance(value, (list, tuple, set, frozenset)):
             return False
         items = [a for a in args if a is not Ellipsis]
         if origin is tuple and args and Ellipsis not in args:  # tuple[int, str]: fixed length
-            return len(value) == len(args) and all(matches(v, a) for v, a in zip(value, args))
-        return not items or all(matches(v, items[0]) for v in value)
+            return len(value) == len(args) and all(matches(v, a, strict=strict) for v, a in zip(value, args))
+        return not items or all(matches(v, items[0], strict=strict) for v in value)
+    if strict and isinstance(origin or hint, type):
+        return isinstance(value, origin or hint)
     return True  # another class (a model, a corpus given as "corpus:NAME", a path): not checked here
 
 
-def describe(hint: Any) -> str:
-    """A hint in plain words: ``int | None`` -> "a whole number or null"."""
+def describe(hint: Any, *, none: str = "null") -> str:
+    """A hint in plain words: ``int | None`` -> "a whole number or null" (``none``: how None is
+    called: "null" in a spec, "None" in Python)."""
     if hint is None or hint is type(None):
-        return "null"
+        return none
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is typing.Union or origin is types.UnionType:
-        parts = [describe(a) for a in args if a is not type(None)]
+        parts = [describe(a, none=none) for a in args if a is not type(None)]
         if type(None) in args:
-            parts.append("null")
+            parts.append(none)
         return " or ".join(dict.fromkeys(parts))
     if origin is typing.Literal:
         return "one of " + ", ".join(repr(a) for a in args)
     if origin is typing.Annotated:
         least = [m.minimum for m in args[1:] if isinstance(m, AtLeast)]
-        return describe(args[0]) + (f" of at least {max(least)}" if least else "")
+        most = [m.maximum for m in args[1:] if isinstance(m, AtMost)]
+        above = [m.bound for m in args[1:] if isinstance(m, Above)]
+        bounds = ([f"at least {_bound(max(least))}"] if least else []) + ([f"at most {_bound(min(most))}"] if most else [])
+        return describe(args[0], none=none) + (f" of {' and '.join(bounds)}" if bounds else "") + \
+            (f" above {_bound(max(above))}" if above else "")
+    if hint is os.PathLike or origin is os.PathLike:
+        return "a path"
     names = {bool: "true or false", int: "a whole number", float: "a finite number", str: "a string"}
     if hint in names:
         return names[hint]
     if origin in _MAPPINGS or hint in _MAPPINGS:
+        if len(args) == 2 and args[1] is not Any:
+            return f"a mapping of {_plural(describe(args[0], none=none))} to {_plural(describe(args[1], none=none))}"
         return "a mapping"
     if origin in _SEQUENCES or hint in _SEQUENCES:
         items = [a for a in args if a is not Ellipsis]
-        return f"a list of {_plural(describe(items[0]))}" if items else "a list"
+        return f"a list of {_plural(describe(items[0], none=none))}" if items else "a list"
     return getattr(hint, "__name__", str(hint))
 
 
+def _bound(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
 def _plural(words: str) -> str:
-    for one, many in (("a whole number", "whole numbers"), ("a number", "numbers"), ("a string", "strings"),
+    for one, many in (("a whole number", "whole numbers"), ("a finite number", "finite numbers"),
+                      ("a number", "numbers"), ("a string", "strings"),
                       ("true or false", "true/false values"), ("a mapping", "mappings")):
         words = words.replace(one, many)
     return words

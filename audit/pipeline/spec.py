@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from audit.core.arguments import Seed, argument_problem
 from audit.core.errors import AnonauditError, DataError, Problem, Problems, read_text
 from audit.core.paramtypes import check_params
 from audit.io.detect import FORMATS
@@ -214,8 +215,8 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
     corpora = _corpora(data.get("corpora") or {}, p, base)
 
     seed = data.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        p.at("seed", f"must be an integer, got {seed!r}")
+    if argument_problem(seed, Seed):  # the API's and the command line's own check
+        p.at("seed", f"{argument_problem(seed, Seed)}, got {seed!r}")
         seed = 0
     llm, embedder = _models(data.get("models") or {}, p)
     _check_model_specs(llm, embedder, p)
