@@ -1,5 +1,5 @@
 """The plugin contract check (issue 45, item 7): every built-in component passes
-``audit.core.check_component``, and a component that breaks a rule is told which.
+``anonaudit.testing.check_component``, and a component that breaks a rule is told which.
 
 Components that need a language model or an embedder get the scripted stand-ins their own
 tests use (``llm=ScriptedLLM(...)``, a hashed bag-of-words embedder); TRIR's classifier is
@@ -14,8 +14,8 @@ import re
 
 import pytest
 
-from audit.core import ContractError, check_component, contract_data
-from audit.core.contract import roles
+from anonaudit.testing import ContractError, check_component, roles
+from anonaudit.testing import scenario as invented_people
 from audit.core.interfaces import Attack, Detector, Sanitizer
 from audit.core.registry import registry
 from audit.core.results import Finding, Result
@@ -66,7 +66,7 @@ PARAMS = {
     ("sanitizer", "prompt"): lambda: dict(llm=ScriptedLLM(lambda r: '["Zorbulon Quettle", "Marrowby"]'),
                                           progress=False),
     ("sanitizer", "delinker"): lambda: dict(llm=ScriptedLLM(_rewrites), progress=False, max_rounds=1,
-                                            on_failure="keep", collection=contract_data.scenario().originals),
+                                            on_failure="keep", collection=invented_people().originals),
     ("metric", "tpi"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
     ("metric", "tps"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
     ("metric", "similarity"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
@@ -229,6 +229,23 @@ def test_every_role_is_run_twice_and_given_bad_input_the_same_way():
     Chatty.boom = True
     with pytest.raises(ContractError, match=r"bad input: no texts raised KeyError: 'nothing' \(return \[\] or"):
         check_component(Chatty)
+
+
+def test_the_old_path_still_works_with_a_deprecation_warning():
+    """``from audit.core import check_component`` (the path before anonaudit.testing) gives the
+    same function, saying where it lives now; anonaudit.testing gives the six invented people."""
+    import audit.core
+
+    for name, new in (("check_component", check_component), ("ContractError", ContractError)):
+        with pytest.warns(DeprecationWarning, match=f"from anonaudit.testing import {name}"):
+            assert getattr(audit.core, name) is new
+    with pytest.raises(AttributeError, match="no attribute 'check_components'"):
+        audit.core.check_components  # noqa: B018 - a misspelling is still an error
+    from anonaudit.testing import PEOPLE, secrets
+
+    people = invented_people()
+    assert [d.subject for d in people.originals] == [p[0] for p in PEOPLE]
+    assert "Marrowby" in secrets(people)
 
 
 def _readme_section(title: str) -> str:

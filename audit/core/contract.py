@@ -3,9 +3,9 @@
 As scikit-learn's ``check_estimator`` does for estimators, :func:`check_component` runs an
 attack, sanitizer, metric or detector class through the rules
 the rest of anonaudit relies on, and raises :class:`ContractError` listing every rule it
-breaks. A plugin author calls it in a test::
+breaks. A plugin author calls it in a test, from its public place :mod:`anonaudit.testing`::
 
-    from audit.core import check_component
+    from anonaudit.testing import check_component
 
     def test_my_attack_keeps_the_contract():
         check_component(MyAttack)

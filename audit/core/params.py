@@ -11,7 +11,7 @@ or ``other``). Everything that needs a component's parameters reads them here:
   (:func:`audit.core.paramtypes.check_params`);
 * the command line maps each :class:`Param` to a click option (:mod:`audit.cli.params`);
 * :meth:`audit.core.interfaces.Component.param_names` and the plugin contract check
-  (:func:`audit.core.contract.check_component`).
+  (:func:`anonaudit.testing.check_component`).
 
 A hint that cannot be resolved (a name imported only for type checking) becomes
 :class:`Unknown`, which accepts any value; in a union only the unresolvable member does.
