@@ -82,6 +82,11 @@ def test_a_json_key_given_twice_is_refused_by_every_reader(demo, reg):
     (demo / "spans.json").write_text('{"doc-0001": [[0, 4]],\n "doc-0001": [[5, 9]]}')
     clear_error(run(reg, "data", "validate", "spans.json", "--originals", "demo/originals.jsonl"),
                 "spans.json:2", "the key 'doc-0001' appears twice")
+    # a TAE config.json
+    (demo / "config.json").write_text('{"corpus": "c.json", "anonymizations": {"a": "x.json"},\n'
+                                      ' "metrics": {}, "metrics": {"TRIR": {}}}')
+    clear_error(run(reg, "data", "convert", "config.json", "spec.yaml"), "config.json:2",
+                "the key 'metrics' appears twice")
     # and a results file
     assert attack(reg, "--originals", "demo/originals.jsonl", "--release", "demo/releases/labels.jsonl").exit_code == 0
     text = (demo / "R.json").read_text()

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from audit.core import safejson
 from audit.core.errors import AnonauditError
 
 IC_NOTE = ("TAE scores information content with google-bert/bert-base-uncased, a masked language model not "
@@ -40,7 +41,7 @@ def read_tae_config(path: str | os.PathLike) -> tuple[dict[str, Any], list[str]]
     and why, and what is computed differently. Paths in the spec are absolute."""
     source = str(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = safejson.loads(Path(path).read_text(encoding="utf-8"), source)  # a key given twice is refused
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise AnonauditError(f"{source}: not a readable TAE config (JSON): {exc}") from None
     if not is_tae_config(data):
