@@ -10,7 +10,7 @@ The Python API (the command line is a thin layer over it)::
     results.gate(max={"phrase_search": 0.1})
 
 Functions: :func:`audit`, :func:`attack`, :func:`utility`, :func:`sanitize`, :func:`run`, :func:`bench`,
-:func:`load_results`, :func:`sample_data`. Importing this package loads no model and no
+:func:`harden`, :func:`load_results`, :func:`sample_data`. Importing this package loads no model and no
 plugin: each function imports what it needs when it is called.
 """
 
@@ -24,7 +24,7 @@ from audit import __version__
 _EXPORTS = {
     "audit": "anonaudit.api", "attack": "anonaudit.api", "utility": "anonaudit.api", "sanitize": "anonaudit.api",
     "run": "anonaudit.api", "sample_data": "anonaudit.api", "bench": "anonaudit.benchmark",
-    "BenchResults": "anonaudit.benchmark",
+    "BenchResults": "anonaudit.benchmark", "harden": "anonaudit.hardening", "Hardened": "anonaudit.hardening",
     "Results": "anonaudit.results", "GateOutcome": "anonaudit.results", "load_results": "anonaudit.results",
     "Corpus": "audit.core.data", "Document": "audit.core.data", "Span": "audit.core.data",
     "Release": "audit.core.data", "Result": "audit.core.results", "Finding": "audit.core.results",

@@ -183,7 +183,7 @@ def _junit(ws, **kw):
     return outcome.write_junit(**kw)
 
 
-FUNCTIONS = ("audit", "attack", "utility", "sanitize", "run", "bench", "load_results", "sample_data")
+FUNCTIONS = ("audit", "attack", "utility", "sanitize", "run", "bench", "harden", "load_results", "sample_data")
 CALLS = {name: (getattr(anonaudit, name), _function(name)) for name in FUNCTIONS}
 CALLS.update({f"Results.{m}": (getattr(anonaudit.Results, m), _method(m)) for m in ("gate", "report", "save", "get")})
 CALLS["GateOutcome.write_junit"] = (anonaudit.GateOutcome.write_junit, _junit)

@@ -590,6 +590,39 @@ def test_the_command_writes_the_hardened_release_and_exits_with_the_gate(tmp_pat
     assert ResultsFile.load(tmp_path / "out" / "results.json").provenance["models"]["llm"] == "qwen2.5-coder-0.5b"
 
 
+def test_the_api_function_hardens_writes_what_it_is_asked_and_says_how_it_ended(tmp_path):
+    """``anonaudit.harden``: the loop of the command, its outputs only when asked, one typed answer."""
+    import anonaudit
+
+    make_spec(tmp_path)
+    llm, reg = scripted(), toy_registry()
+    params = {"delinker": {"llm": llm, "cache": False}, "intact": {"llm": llm, "cache": False}}
+    out = tmp_path / "hardened.jsonl"
+    # every output is checked before any work: the spec's originals as out is refused, nothing runs
+    with pytest.raises(AnonauditError, match="this is also the command's input"):
+        anonaudit.harden(tmp_path / "audit.yaml", "ours", out=tmp_path / "data" / "originals.jsonl",
+                         repair_params=params, registry=reg, progress=False)
+    assert not (tmp_path / "out").exists() and not llm.calls
+    with pytest.raises(AnonauditError, match="out .*results.json: would overwrite the audit's results file"):
+        anonaudit.harden(tmp_path / "audit.yaml", "ours", out=tmp_path / "out" / "results.json", registry=reg)
+    done = anonaudit.harden(tmp_path / "audit.yaml", "ours", out=out, metrics=["toy_same"], repair_params=params,
+                            registry=reg, progress=False, report=True)
+    assert isinstance(done, anonaudit.Hardened) and done.passed
+    assert (done.stopped, done.status, done.exit_code) == ("passed", "pass", 0)
+    assert [r.release for r in done.rounds] == ["ours", "ours.harden1"] and done.final.name == "ours.harden1"
+    assert [json.loads(x)["text"] for x in out.read_text().splitlines()] == [d.text for d in done.final]
+    assert done.results_path == tmp_path / "out" / "results.json" and done.report == tmp_path / "out" / "report.html"
+    table = done.results.to_list()
+    assert {(r["release"], r["name"]) for r in table} >= {("ours.harden1", "toy_phrase"), ("ours", "toy_same")}
+    assert str(done).splitlines()[2].startswith("1      ours.harden1") and "ours.harden1" in done.report.read_text()
+    # without out= and report=True, only the spec's OUT is written (the rounds, reused)
+    (tmp_path / "out" / "report.html").unlink()
+    again = anonaudit.harden(str(tmp_path / "audit.yaml"), "ours", repair_params=params, registry=reg,
+                             progress=False)
+    assert again.out is None and again.report is None and not (tmp_path / "out" / "report.html").exists()
+    assert [r.release for r in again.rounds] == ["ours", "ours.harden1"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--release", "nope"], "no release named 'nope'"),
     (["--max-rounds", "0"], "--max-rounds must be between 1 and 20"),

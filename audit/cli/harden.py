@@ -1,15 +1,14 @@
-"""``anonaudit harden``: attack-guided sanitization that repairs only what the attacks used."""
+"""``anonaudit harden``: attack-guided sanitization that repairs only what the attacks used; options
+over :func:`anonaudit.harden` (the checks, the files and the outcome are the API's)."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
 from audit.cli.common import no_cache_run
 from audit.cli.outputs import force_option
-
 from audit.core.errors import AnonauditError
 
 
@@ -59,63 +58,28 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
     utility. Resumable: run the same command again. Exit status: 0 the gate passes on the
     hardened release (or the spec has none), 1 it still fails, 3 inconclusive, 2 invalid input.
     """
+    from anonaudit.hardening import harden
     from audit.cli.driver import registry_of
     from audit.cli.params import parse_param_values
-    from audit.cli.outputs import Output, check_outputs
-    from audit.cli.report import render
-    from audit.cli.run import spec_outputs
-    from audit.pipeline.harden import Harden
-    from audit.pipeline.outputs import replaces, spec_inputs
-    from audit.pipeline.releases import write_release_jsonl
-    from audit.pipeline.runner import parse_spec, read_spec_file
 
-    reg = registry_of(ctx)
-    out = Path(out_file)
     params: dict[str, dict] = {}
     for key, value in parse_param_values(repair_params, "--repair-param").items():
         owner, dot, name = key.partition(".")
         if not dot or not name:
             raise AnonauditError(f"--repair-param {key!r}: expected SANITIZER.KEY=VALUE (e.g. delinker.max_spans=4)")
         params.setdefault(owner, {})[name] = value
-    data = read_spec_file(spec_file)
-    if out_dir:
-        data["out"] = str(Path(out_dir).resolve())
-    if llm_spec:
-        models = data.get("models")
-        data["models"] = {**(models if isinstance(models, dict) else {}), "llm": llm_spec}
-    spec = parse_spec(data, base=Path(spec_file).resolve().parent, source=str(spec_file), registry=reg)
-    if spec.out.resolve() == out.resolve().parent and out.name == "results.json":
-        raise AnonauditError(f"--out {out_file}: would overwrite the audit's results file")
-    check_outputs([Output(out, "jsonl"), *spec_outputs(spec, report=report, shareable=False)],
-                  spec_inputs(spec, spec_file), force=force)
-    harden = Harden(spec, release, max_rounds=max_rounds, registry=reg,
-                    repairers={"text": text_repairer, "span": span_repairer}, repair_params=params,
-                    attacks=list(attacks) or None, metrics=list(metrics) or None, progress=True,
-                    detector=detector, replace=force and replaces(spec.out / "results.json", "results"))
-    outcome = harden.run()
-    write_release_jsonl(outcome.final, out)
+    done = harden(spec_file, release, out=out_file, max_rounds=max_rounds, text_repairer=text_repairer,
+                  span_repairer=span_repairer, attacks=attacks, metrics=metrics, repair_params=params,
+                  detector=detector, llm=llm_spec, results_dir=out_dir, report=report, force=force,
+                  registry=registry_of(ctx), command="harden")
     click.echo("")
-    click.echo(format_rounds(outcome.rounds))
-    click.echo(f"\nstopped: {outcome.stopped}; hardened release {outcome.final.name}: {out} "
-               f"({outcome.seconds:.1f}s); results: {outcome.path}")
-    if report:
-        path = render(outcome.path, spec.out / "report.html", shareable=False,
-                       notes=[f"Rounds of `anonaudit harden --release {release}`: "
-                              + ", ".join(r.release for r in outcome.rounds) + f" (stopped: {outcome.stopped})."])
-        click.echo(f"report: {path}")
-    if outcome.exit_code:
-        sys.exit(outcome.exit_code)
-
-
-def format_rounds(rounds) -> str:
-    """One line per round: gate, risks, utility, and what was repaired to make the next."""
-    lines = ["round  release                        gate          risks / utility / repaired"]
-    for r in rounds:
-        risks = ", ".join(f"{k}={v:.3f}" for k, v in r.risks.items())
-        util = ", ".join(f"{k}={v:.3f}" for k, v in r.utility.items())
-        fixed = ", ".join(f"{v} {k}" for k, v in r.targets.items()) if r.repair else "-"
-        lines.append(f"{r.number:<6} {r.release[:30]:<30} {r.gate:<13} {risks or '-'} / {util or '-'} / {fixed}")
-    return "\n".join(lines)
+    click.echo(str(done))
+    click.echo(f"\nstopped: {done.stopped}; hardened release {done.final.name}: {out_file} "
+               f"({done.seconds:.1f}s); results: {done.results_path}")
+    if done.report is not None:
+        click.echo(f"report: {done.report}")
+    if done.exit_code:
+        sys.exit(done.exit_code)
 
 
 COMMANDS = [harden_cmd]
