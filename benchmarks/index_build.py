@@ -16,7 +16,7 @@ Python process (the other's code is never imported beside it) that measures:
 * peak traced memory (``tracemalloc``: numpy's live allocations) of one build, the measure of
   the figures before 2026-11-25; memory a build has freed but the C heap keeps is not in it,
   nor, since the second session of 2026-11-25, the chunks' pairs, which live in memory maps
-  numpy does not allocate (:class:`~attackers.phrase_search.index.build._MappedRuns`): compare
+  numpy does not allocate (:class:`~audit.ngrams.build._MappedRuns`): compare
   builds on the resident figure;
 * the index's own size;
 * the phrase-search attack on the first ``--query-docs`` released documents (its per-document
@@ -55,7 +55,7 @@ import gc, hashlib, json, pickle, sys, time, tracemalloc
 import numpy as np
 import torch  # loaded, as in an audit that embeds or trains: a build that can use torch's sort does
 from attackers.phrase_search import PhraseSearchAttack
-from attackers.phrase_search.index import NgramIndex
+from audit.ngrams import NgramIndex
 from audit.core.data import Scenario
 
 data, builds, query_docs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

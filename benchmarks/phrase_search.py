@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attackers.phrase_search.index import NgramIndex, Tokenizer
+from audit.ngrams import NgramIndex, Tokenizer
 from attackers.phrase_search import PhraseSearchAttack
 from audit.core.data import Corpus, Release, Scenario
 from audit.io.loaders import load_corpus, load_release_file

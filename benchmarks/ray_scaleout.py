@@ -74,9 +74,9 @@ tune_numpy(os.environ)  # numpy started as the anonaudit command starts it (audi
 import numpy as np  # noqa: E402
 
 from attackers.phrase_search import PhraseSearchAttack  # noqa: E402
-from attackers.phrase_search.index import NgramIndex  # noqa: E402
-from attackers.phrase_search.index.shards import build_sharded  # noqa: E402
-from attackers.phrase_search.index.storage import ARRAYS  # noqa: E402
+from audit.ngrams import NgramIndex  # noqa: E402
+from audit.ngrams.shards import build_sharded  # noqa: E402
+from audit.ngrams.storage import ARRAYS  # noqa: E402
 from audit.core.data import Corpus, Document, Release, Scenario  # noqa: E402
 from audit.runtime.executor import Executor, LocalExecutor  # noqa: E402
 from audit.models.embed import Embedder  # noqa: E402

@@ -2,8 +2,9 @@
 
 Layers point down only: ``audit.cli`` -> ``audit.demo.run`` (the demo audit, a user of the API)
 -> ``anonaudit`` (the Python API) -> ``audit.pipeline`` / ``audit.demo.data`` -> plugins
-(``attackers``, ``defenders``, ``audit.metrics``, ``reports``) -> ``audit.models``, ``audit.io``
--> ``audit.runtime`` (how a run runs: executor, progress, CPU tuning, folder seals, caches)
+(``attackers``, ``defenders``, ``audit.metrics``, ``reports``) -> ``audit.models``, ``audit.io``,
+``audit.ngrams`` (the n-gram index phrase search and the delinker share) -> ``audit.runtime`` (how
+a run runs: executor, progress, CPU tuning, folder seals, caches)
 -> ``audit.core`` (the data model). Plugins receive data objects and shared resources, never files
 or options, so they never import ``audit.cli`` or ``audit.io``; ``reports`` reads results only.
 The API (``anonaudit``) is used by the command line and the demo only: nothing below it imports
@@ -21,8 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("anonaudit", "audit", "attackers", "defenders", "reports")
 #: Everything below the API.
-BELOW_API = ("audit.core", "audit.runtime", "audit.io", "audit.models", "audit.metrics", "audit.pipeline",
-             "audit.demo.data", "attackers", "defenders", "reports")
+BELOW_API = ("audit.core", "audit.runtime", "audit.io", "audit.models", "audit.ngrams", "audit.metrics",
+             "audit.pipeline", "audit.demo.data", "attackers", "defenders", "reports")
 
 
 def modules() -> dict[str, Path]:
@@ -58,17 +59,18 @@ def within(module: str, *prefixes: str) -> bool:
 
 #: (who, what it must not import)
 RULES = [
-    (("audit.core",), ("audit.runtime", "audit.io", "audit.models", "audit.metrics", "audit.pipeline", "audit.cli",
-                       "audit.demo", "attackers", "defenders", "reports")),
-    (("audit.runtime",), ("audit.io", "audit.models", "audit.metrics", "audit.pipeline", "audit.cli", "audit.demo",
-                          "attackers", "defenders", "reports")),
-    (("audit.io", "audit.models"), ("audit.metrics", "audit.pipeline", "audit.cli", "audit.demo",
-                                   "attackers", "defenders", "reports")),
+    (("audit.core",), ("audit.runtime", "audit.io", "audit.models", "audit.ngrams", "audit.metrics", "audit.pipeline",
+                       "audit.cli", "audit.demo", "attackers", "defenders", "reports")),
+    (("audit.runtime",), ("audit.io", "audit.models", "audit.ngrams", "audit.metrics", "audit.pipeline", "audit.cli",
+                          "audit.demo", "attackers", "defenders", "reports")),
+    (("audit.io", "audit.models", "audit.ngrams"), ("audit.metrics", "audit.pipeline", "audit.cli", "audit.demo",
+                                                    "attackers", "defenders", "reports")),
+    (("audit.ngrams",), ("audit.io", "audit.models")),  # the index reads texts, never files or models
     (("attackers", "defenders", "audit.metrics"), ("audit.cli", "audit.io", "audit.pipeline", "audit.demo",
                                                    "reports")),
     (("attackers", "audit.metrics"), ("defenders",)),
-    (("reports",), ("audit.runtime", "audit.io", "audit.models", "audit.metrics", "audit.pipeline", "audit.cli",
-                    "audit.demo", "attackers", "defenders")),
+    (("reports",), ("audit.runtime", "audit.io", "audit.models", "audit.ngrams", "audit.metrics", "audit.pipeline",
+                    "audit.cli", "audit.demo", "attackers", "defenders")),
     (("audit.pipeline", "audit.demo.data"), ("audit.cli", "audit.demo.run")),
     (("audit.demo",), ("audit.cli",)),
     (("audit",), ("attackers", "defenders")),  # the core finds plugins through the registry only

@@ -74,9 +74,9 @@ def test_the_command_line_starts_numpy_as_this_machine_needs():
 def test_index_builds_say_once_a_process_that_numpy_sorts_slowly_here(monkeypatch, caplog, tmp_path):
     import logging
 
-    from attackers.phrase_search.index import NgramIndex
-    from attackers.phrase_search.index import layout
-    from attackers.phrase_search.index.shards import build_sharded
+    from audit.ngrams import NgramIndex
+    from audit.ngrams import layout
+    from audit.ngrams.shards import build_sharded
 
     monkeypatch.setattr(layout, "slow_sort_hint", lambda: "numpy sorts slowly here: set X")
     layout._hint_slow_sort.cache_clear()

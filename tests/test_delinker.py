@@ -9,7 +9,7 @@ import re
 import pytest
 
 from attackers.phrase_search import DEFAULT_PLACEHOLDER_PATTERN, PhraseSearchAttack
-from attackers.phrase_search.index import NgramIndex
+from audit.ngrams import NgramIndex
 from audit.core.data import REPHRASED, Corpus, Document, Release, Scenario, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.registry import registry

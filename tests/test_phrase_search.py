@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attackers.phrase_search.index import NgramIndex, Tokenizer
-from attackers.phrase_search.index.build import FORMAT, MULTI
-from attackers.phrase_search.index.storage import ARRAYS
+from audit.ngrams import NgramIndex, Tokenizer
+from audit.ngrams.build import FORMAT, MULTI
+from audit.ngrams.storage import ARRAYS
 from attackers.phrase_search import PhraseSearchAttack
 from audit.core.data import Corpus, Document, Release, Scenario, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
@@ -229,8 +229,8 @@ def test_ngrams_do_not_cross_sentences_and_phrase_api():
 def reference_tokens(text: str, lowercase: bool = True, doc_starts: tuple[int, ...] = ()):
     """The tokeniser's rules (package docstring, "Tokenisation" and "Hashing") read plainly, one
     character at a time, in Python integers: ``(start, end, hash, starts_segment)`` per token."""
-    from attackers.phrase_search.index.hashing import CHAR_MULT, MIX1, MIX2
-    from attackers.phrase_search.index.tokenizer import ABBREVIATIONS, JOINERS, NEWLINES, TERMINALS, _tables
+    from audit.ngrams.hashing import CHAR_MULT, MIX1, MIX2
+    from audit.ngrams.tokenizer import ABBREVIATIONS, JOINERS, NEWLINES, TERMINALS, _tables
 
     value = _tables(lowercase)["value"]
     mask = (1 << 64) - 1
@@ -317,7 +317,7 @@ def brute_force_df(texts: list[str], max_n: int) -> dict[tuple[int, ...], set[in
 @pytest.mark.parametrize("n_docs,min_hash_bits,chunk_chars", [(40, 56, 3000), (700, 56, 3000), (700, 56, 10**6),
                                                               (700, 52, 3000), (700, 40, 3000)])
 def test_index_agrees_with_a_plain_dict_of_sets(n_docs, min_hash_bits, chunk_chars, route_bits, monkeypatch):
-    import attackers.phrase_search.index.build as build
+    import audit.ngrams.build as build
 
     monkeypatch.setattr(build, "ROUTE_BITS", route_bits)
     rng = np.random.default_rng(n_docs)
@@ -354,7 +354,7 @@ def test_a_document_whose_mark_comes_round_again_keeps_its_own_ngrams():
 
 
 def test_minimal_set_is_the_greedy_choice_shortest_then_leftmost():
-    from attackers.phrase_search.index import minimal_set
+    from audit.ngrams import minimal_set
 
     rng = np.random.default_rng(7)
     words = [f"w{i}" for i in range(12)]
@@ -379,7 +379,7 @@ def test_chunk_runs_are_given_back_bucket_by_bucket_and_only_those_laid_out():
     system), the buckets not yet laid out keep their keys."""
     import mmap
 
-    from attackers.phrase_search.index.build import _MappedRuns
+    from audit.ngrams.build import _MappedRuns
 
     store = _MappedRuns()
     counts = np.array([3000, 5, 4000, 2000])  # bucket 1 shares pages with its neighbours
@@ -399,7 +399,7 @@ def test_chunk_runs_are_given_back_bucket_by_bucket_and_only_those_laid_out():
 def test_a_run_written_into_a_map_of_its_own_is_kept_there_not_copied():
     import mmap
 
-    from attackers.phrase_search.index.build import _MappedRuns
+    from audit.ngrams.build import _MappedRuns
 
     store = _MappedRuns()
     keys = store.empty(5000)
@@ -416,8 +416,8 @@ def test_a_run_written_into_a_map_of_its_own_is_kept_there_not_copied():
 def test_index_is_the_same_on_one_thread_or_two_with_its_pairs_mapped_or_in_the_heap(monkeypatch):
     import mmap
 
-    import attackers.phrase_search.index.build as build
-    import attackers.phrase_search.index.layout as layout
+    import audit.ngrams.build as build
+    import audit.ngrams.layout as layout
 
     rng = np.random.default_rng(3)
     texts = [" ".join(rng.choice([f"w{i}" for i in range(80)], size=rng.integers(5, 60))) + "." for _ in range(2000)]
@@ -617,7 +617,7 @@ def test_windows_give_exactly_the_ngrams_of_the_whole_text():
 def test_sorting_in_buckets_builds_the_same_index(min_hash_bits, monkeypatch):
     """Issue 21: routing pairs to 2^r buckets by their top hash bits (merged and laid out apart,
     on several threads) is a speed-up only: the arrays are those of one sort of every pair."""
-    import attackers.phrase_search.index.build as build
+    import audit.ngrams.build as build
 
     texts = [_wordy(300, i) for i in range(700)] + [_wordy(4000, 7)]
     monkeypatch.setattr(build, "ROUTE_BITS", 0)
@@ -632,7 +632,7 @@ def test_sorting_in_buckets_builds_the_same_index(min_hash_bits, monkeypatch):
 
 
 def test_index_of_a_huge_document_built_in_windows_is_the_same(monkeypatch):
-    import attackers.phrase_search.index.windows as windows
+    import audit.ngrams.windows as windows
 
     texts = [_wordy(300, 1), _wordy(5000, 2), _wordy(200, 3), _wordy(4000, 4)]
     whole = NgramIndex.build(texts, max_n=5)
@@ -644,7 +644,7 @@ def test_index_of_a_huge_document_built_in_windows_is_the_same(monkeypatch):
 
 
 def test_a_huge_document_is_attacked_in_windows_with_the_same_outcome(monkeypatch):
-    import attackers.phrase_search.index.windows as windows
+    import audit.ngrams.windows as windows
 
     originals = corpus({f"d{i}": _wordy(3000, 10 + i) for i in range(4)})
     masked = {d.id: [span_of(d.text, "Maria", "[PERSON]")] if "Maria" in d.text else [] for d in originals}
@@ -661,3 +661,23 @@ def test_a_huge_document_is_attacked_in_windows_with_the_same_outcome(monkeypatc
         assert abs(a.facts["original_rare_still_present"] - b.facts["original_rare_still_present"]) <= \
             0.02 * a.facts["original_rare_still_present"] + 5
         assert len(b.facts["evidence"]) == len(a.facts["evidence"])
+
+
+def test_the_index_at_its_old_path_is_the_shared_layer_with_a_deprecation_warning():
+    """Issue 59: the n-gram index moved to ``audit.ngrams``; ``attackers.phrase_search.index`` and
+    its modules still import (in a fresh interpreter, so the warning is not hidden by an earlier
+    import), each the same object as in ``audit.ngrams``."""
+    import subprocess
+    import sys
+
+    code = ("import warnings\n"
+            "with warnings.catch_warnings(record=True) as seen:\n"
+            "    warnings.simplefilter('always')\n"
+            "    from attackers.phrase_search.index import NgramIndex, windows\n"
+            "    from attackers.phrase_search.index.shards import build_sharded\n"
+            "import audit.ngrams, audit.ngrams.shards\n"
+            "assert NgramIndex is audit.ngrams.NgramIndex and build_sharded is audit.ngrams.shards.build_sharded\n"
+            "assert windows is audit.ngrams.windows\n"
+            "print([str(w.message) for w in seen if w.category is DeprecationWarning])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "attackers.phrase_search.index is deprecated: import the n-gram index from audit.ngrams" in out

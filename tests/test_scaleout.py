@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from attackers.phrase_search import PhraseSearchAttack
-from attackers.phrase_search.index import NgramIndex
-from attackers.phrase_search.index.shards import ShardedNgramIndex, build_sharded
-from attackers.phrase_search.index.storage import ARRAYS
+from audit.ngrams import NgramIndex
+from audit.ngrams.shards import ShardedNgramIndex, build_sharded
+from audit.ngrams.storage import ARRAYS
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.runtime.executor import LocalExecutor
@@ -138,13 +138,13 @@ def test_index_built_by_workers_is_the_local_index(min_hash_bits, threads):
 def test_index_built_by_workers_with_huge_documents_is_the_local_index(monkeypatch, threads):
     """A document over the window size is a chunk of its own, read in windows, whose keys come
     bucket by bucket already: a worker puts them in their place in its group's array as they are."""
-    import attackers.phrase_search.index.windows as windows
+    import audit.ngrams.windows as windows
 
     monkeypatch.setattr(windows, "WINDOW_CHARS", 900)
     texts = _texts(400)
     texts[10], texts[11], texts[300] = " ".join(texts[:40]), " ".join(texts[40:60]), " ".join(texts[100:150])
     assert min(len(texts[i]) for i in (10, 11, 300)) > 900
-    from attackers.phrase_search.index.build import _chunks, _chunks_per_group
+    from audit.ngrams.build import _chunks, _chunks_per_group
 
     assert _chunks_per_group(len(_chunks(texts, 1_500))) == 2  # groups of two chunks, a huge one among them
     local = NgramIndex.build(texts, chunk_chars=1_500)
@@ -157,8 +157,8 @@ def test_driver_loads_its_layout_kernel_beside_the_workers_with_the_types_it_lay
     """On a cluster this process only lays the buckets out; its kernel loads while the workers
     extract (numba's start is about a second in a fresh process), and that load must be the
     very overload the layout then calls, not one for other argument types."""
-    from attackers.phrase_search.index import build
-    from attackers.phrase_search.index.kernels import kernels
+    from audit.ngrams import build
+    from audit.ngrams.kernels import kernels
 
     load, loads = build._load_layout_kernel, []
     monkeypatch.setattr(build, "_load_layout_kernel", lambda: loads.append(load()))
@@ -172,9 +172,9 @@ def test_a_fresh_process_loads_every_kernel_from_the_disk_cache(tmp_path):
     """Every Ray worker and every new run is a fresh process: the kernels it calls (build,
     tokeniser, lookups, minimal sets) must come from numba's disk cache, not be compiled again
     (about 2 s a process when a kernel's cache entry never matched)."""
-    code = ("import json, numpy as np; from attackers.phrase_search.index import NgramIndex;"
-            "from attackers.phrase_search.index.kernels import kernels;"
-            "from attackers.phrase_search.index.query import minimal_set;"
+    code = ("import json, numpy as np; from audit.ngrams import NgramIndex;"
+            "from audit.ngrams.kernels import kernels;"
+            "from audit.ngrams.query import minimal_set;"
             "idx = NgramIndex.build(['Dr. Smith sat on the mat. He left.', 'A dog ran. Mr. Jones came.']);"
             "tns = list(idx.iter_ngrams('Dr. Smith sat on the mat. A dog ran.'));"
             "[idx.lookup(t.hash) for t in tns]; [minimal_set(t, np.arange(min(3, len(t.hash)))) for t in tns];"
@@ -268,7 +268,7 @@ def test_phrase_search_workers_get_only_their_documents_originals(monkeypatch, a
     every worker) and each document with the originals of its truth; it finds what a local run
     finds, against the background too (a person's several public texts as one), and for
     documents read in windows."""
-    import attackers.phrase_search.index.windows as windows
+    import audit.ngrams.windows as windows
 
     monkeypatch.setattr(windows, "WINDOW_CHARS", 150)  # about half the documents are read in windows
     scenario, release = _scenario()

@@ -10,7 +10,7 @@ attack a data owner must expect.
 
 How it runs (:class:`PhraseSearchAttack`):
 
-1. ``fit`` builds (or loads from ``index_dir``) an :class:`~attackers.phrase_search.index.NgramIndex`
+1. ``fit`` builds (or loads from ``index_dir``) an :class:`~audit.ngrams.NgramIndex`
    of word n-grams (n <= ``max_n``, lower-cased, never crossing a sentence)
    over the originals plus the optional ``extra_corpus``.
 2. For each released document, the attacker sees only the text between
@@ -48,8 +48,8 @@ sanitized text, with a cluster-bootstrap interval over documents (n = documents)
 
 Modules: :mod:`~attackers.phrase_search.attack` (the attack),
 :mod:`~attackers.phrase_search.combinations` (phrase combinations),
-:mod:`~attackers.phrase_search.linking` (what links a text: shared with the delinker sanitizer) and the n-gram index,
-:mod:`attackers.phrase_search.index`.
+:mod:`~attackers.phrase_search.linking` (what links a text: shared with the delinker sanitizer); the n-gram
+index is the engine's shared layer :mod:`audit.ngrams`.
 """
 
 from attackers.phrase_search.attack import DEFAULT_PLACEHOLDER_PATTERN, PhraseSearchAttack

@@ -11,9 +11,9 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from attackers.phrase_search.index import NgramIndex, collection_fingerprint, minimal_set
+from audit.ngrams import NgramIndex, collection_fingerprint, minimal_set
 from attackers.phrase_search.document import DocumentLinking
-from attackers.phrase_search.index.shards import build_sharded, open_saved
+from audit.ngrams.shards import build_sharded, open_saved
 from attackers.phrase_search.linking import blocked_ranges, rare_indices
 from audit.core.paramtypes import NonNegativeInt, PositiveInt
 from audit.core.data import Corpus, Document, Release, Scenario

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from attackers.phrase_search.index import NgramIndex, TextNgrams
+    from audit.ngrams import NgramIndex, TextNgrams
 
 
 @dataclass

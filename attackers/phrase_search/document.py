@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from attackers.phrase_search.combinations import Combination, rare_combinations
-from attackers.phrase_search.index import NgramIndex, TextNgrams, minimal_set, windows
+from audit.ngrams import NgramIndex, TextNgrams, minimal_set, windows
 from attackers.phrase_search.linking import rare_indices
 from audit.core.data import Document
 from audit.core.results import Finding, Highlight
@@ -26,7 +26,7 @@ class DocumentLinking:
         """Everything found for one released document. Its facts ``truth``, ``guess`` and
         ``evidence`` are private: they name the source document and the collection's
         documents that hold each phrase (the phrases themselves are sanitized text).
-        A document longer than :data:`~attackers.phrase_search.index.windows.WINDOW_CHARS` is
+        A document longer than :data:`~audit.ngrams.windows.WINDOW_CHARS` is
         read in windows (:meth:`_attack_huge_document`), so its memory stays bounded."""
         if len(doc.text) > windows.WINDOW_CHARS:
             return self._attack_huge_document(doc, truth)

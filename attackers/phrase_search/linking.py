@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attackers.phrase_search.combinations import Combination, rare_combinations
-from attackers.phrase_search.index import NgramIndex, TextNgrams, minimal_set
+from audit.ngrams import NgramIndex, TextNgrams, minimal_set
 from audit.core.data import REPHRASED, Span
 
 

@@ -8,7 +8,7 @@ holds the original collection: a phrase, or a combination of phrases, found in f
 
 1. The collection the adversary can search (``collection``, plus optional ``extra_corpus``
    documents) is indexed once with the attack's n-gram index
-   (:class:`~attackers.phrase_search.index.NgramIndex`).
+   (:class:`~audit.ngrams.NgramIndex`).
 2. For each released document, :func:`attackers.phrase_search.linking.linking_ngrams` (the
    attack's own definition) finds what links: the minimal non-overlapping n-grams (n <=
    ``max_n``) with document frequency < ``k`` and, with ``arity`` 2 or 3, the combinations of

@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from attackers.phrase_search.index import NgramIndex
+from audit.ngrams import NgramIndex
 from attackers.phrase_search.linking import linking_ngrams
 from audit.core.data import Document
 from defenders.selfcheck import DocumentCheck, self_check

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from attackers.phrase_search.attack import DEFAULT_PLACEHOLDER_PATTERN
-from attackers.phrase_search.index import NgramIndex, collection_fingerprint
+from audit.ngrams import NgramIndex, collection_fingerprint
 from attackers.phrase_search.linking import Links, blocked_ranges, linking_ngrams
 from audit.core.data import REPHRASED, Corpus, Document, Release, sanitize_corpus
 from audit.core.errors import AnonauditError

@@ -1,4 +1,4 @@
-"""The index's compiled kernels themselves (see :mod:`attackers.phrase_search.index.kernels`,
+"""The index's compiled kernels themselves (see :mod:`audit.ngrams.kernels`,
 whose ``kernels()`` imports this module, and so numba, on first use).
 
 They are module-level functions, not closures: numba's disk cache keys a function by the pickled
@@ -15,8 +15,8 @@ from typing import Any
 import numba
 import numpy as np
 
-from attackers.phrase_search.index.hashing import CHAR_MULT, LEN_MIX, MIX1, MIX2, TOKEN_MULT
-from attackers.phrase_search.index.kernels import CLIP, JOIN, NL, TERM, WORD
+from audit.ngrams.hashing import CHAR_MULT, LEN_MIX, MIX1, MIX2, TOKEN_MULT
+from audit.ngrams.kernels import CLIP, JOIN, NL, TERM, WORD
 
 
 def jit(fn: Any) -> Any:

@@ -1,7 +1,7 @@
 """The memory side of the n-gram index's build: sorted key runs merged into the final layout
 (``_layout``) within a bounded memory, pieces held in anonymous maps the kernel can page out
 (:class:`_MappedRuns`), the sort each numpy build does fastest (:func:`_sort_kinds`) and the
-allocator trimmed between stages. :mod:`attackers.phrase_search.index.build` drives it."""
+allocator trimmed between stages. :mod:`audit.ngrams.build` drives it."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attackers.phrase_search.index.hashing import U64
-from attackers.phrase_search.index.kernels import kernels
+from audit.ngrams.hashing import U64
+from audit.ngrams.kernels import kernels
 from audit.runtime.cpu import slow_sort_hint
 from audit.core.errors import AnonauditError
 
 if TYPE_CHECKING:
-    from attackers.phrase_search.index.build import _Packing
+    from audit.ngrams.build import _Packing
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
 
     Bucket by bucket, in order (their key ranges follow each other): its chunks' keys are
     gathered and sorted on ``workers`` threads, and laid out (the kernel ``lay_out`` of
-    :mod:`~attackers.phrase_search.index.kernels`) straight into arrays that grow in place; every :data:`FREE_EVERY` buckets the memory of those laid out is given back:
+    :mod:`~audit.ngrams.kernels`) straight into arrays that grow in place; every :data:`FREE_EVERY` buckets the memory of those laid out is given back:
     ``release(j)`` when given (:meth:`_MappedRuns.release`: buckets up to ``j`` are done), else
     the heap is trimmed; so the pairs and the index never both live whole (the build's peak:
     the index is about 0.9x the pairs it is made from)."""

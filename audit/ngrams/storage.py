@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attackers.phrase_search.index.build import FORMAT, DocInfo
-from attackers.phrase_search.index.tokenizer import TOKENIZER_NAME, Tokenizer
+from audit.ngrams.build import FORMAT, DocInfo
+from audit.ngrams.tokenizer import TOKENIZER_NAME, Tokenizer
 from audit.core.errors import AnonauditError
 from audit.core.files import atomic_open, atomic_write_json
 from audit.runtime.integrity import seal, unseal
 
 if TYPE_CHECKING:
-    from attackers.phrase_search.index.query import NgramIndex
+    from audit.ngrams.query import NgramIndex
 
 
 #: The index's arrays, each saved as ``NAME.npy``.

@@ -31,8 +31,8 @@ CLIP = 0xFFFF
 def kernels() -> SimpleNamespace:
     """The compiled kernels, ``scan_tokens``, ``doc_pairs``, ``by_bucket``, ``lay_out``, ``find``
     and ``keep_free`` (compiled, or loaded from the cache, on the first call of each; defined in
-    :mod:`attackers.phrase_search.index._compiled`, imported here on first use)."""
-    from attackers.phrase_search.index import _compiled as c
+    :mod:`audit.ngrams._compiled`, imported here on first use)."""
+    from audit.ngrams import _compiled as c
 
     return SimpleNamespace(scan_tokens=c.scan_tokens, doc_pairs=c.doc_pairs, by_bucket=c.by_bucket,
                            lay_out=c.lay_out, find=c.find, keep_free=c.keep_free)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attackers.phrase_search.index.hashing import ngram_hashes
-from attackers.phrase_search.index.tokenizer import Tokenizer, Tokens
+from audit.ngrams.hashing import ngram_hashes
+from audit.ngrams.tokenizer import Tokenizer, Tokens
 
 #: Texts longer than this many characters are read in windows of this size.
 WINDOW_CHARS = 1_000_000

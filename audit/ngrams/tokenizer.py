@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from attackers.phrase_search.index.hashing import U64, splitmix
-from attackers.phrase_search.index.kernels import CLIP, JOIN, NL, TERM, WORD, kernels
+from audit.ngrams.hashing import U64, splitmix
+from audit.ngrams.kernels import CLIP, JOIN, NL, TERM, WORD, kernels
 
 TOKENIZER_NAME = "anonaudit-words/1"
 
@@ -132,7 +132,7 @@ def _scan(text: str, lowercase: bool, abbr: np.ndarray,
           doc_starts: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(starts, ends, hashes, boundary)`` of the tokens of ``text``: their character spans,
     their hashes, and whether each starts a segment (the kernel ``scan_tokens`` of
-    :mod:`~attackers.phrase_search.index.kernels`); views of arrays sized for the most tokens a
+    :mod:`~audit.ngrams.kernels`); views of arrays sized for the most tokens a
     text of its length can have."""
     tab = _tables(lowercase)
     cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)

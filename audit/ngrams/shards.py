@@ -1,6 +1,6 @@
 """The n-gram index in hash-partitioned shards, for collections larger than one machine's memory.
 
-The single index (:class:`~attackers.phrase_search.index.query.NgramIndex`) sorts every
+The single index (:class:`~audit.ngrams.query.NgramIndex`) sorts every
 ``(n-gram hash, document)`` pair of the collection in one process. The sharded index cuts
 the same sorted key space by the top ``log2(shards)`` bits of the n-gram hash: shard ``s``
 holds exactly the keys of the single index whose hash starts with ``s``, with their posting
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from attackers.phrase_search.index.build import (
+from audit.ngrams.build import (
     DocInfo,
     _chunks,
     _Packing,
@@ -48,11 +48,11 @@ from attackers.phrase_search.index.build import (
     collection_fingerprint,
     prepare,
 )
-from attackers.phrase_search.index.hashing import U64
-from attackers.phrase_search.index.layout import _Clock, _hint_slow_sort, _layout
-from attackers.phrase_search.index.query import NgramIndex, search
-from attackers.phrase_search.index.storage import load_arrays, save_arrays
-from attackers.phrase_search.index.tokenizer import TOKENIZER_NAME, Tokenizer
+from audit.ngrams.hashing import U64
+from audit.ngrams.layout import _Clock, _hint_slow_sort, _layout
+from audit.ngrams.query import NgramIndex, search
+from audit.ngrams.storage import load_arrays, save_arrays
+from audit.ngrams.tokenizer import TOKENIZER_NAME, Tokenizer
 from audit.core.errors import AnonauditError
 from audit.runtime.executor import LocalExecutor
 from audit.core.files import atomic_open, atomic_write_json
@@ -319,8 +319,8 @@ def open_saved(folder: str | os.PathLike, fp: str, *, max_n: int, lowercase: boo
     the collection ``fp`` with these settings and its checksums hold (:mod:`audit.runtime.integrity`);
     else ``None`` (build it again), with a ``note`` saying why when the folder is corrupt or was
     changed (a stale one, built from other documents or settings, is rebuilt quietly)."""
-    from attackers.phrase_search.index.build import FORMAT
-    from attackers.phrase_search.index.storage import saved_format
+    from audit.ngrams.build import FORMAT
+    from audit.ngrams.storage import saved_format
     from audit.runtime.integrity import rebuild_message, verify
 
     saved = saved_format(folder)

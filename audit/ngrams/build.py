@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from attackers.phrase_search.index.hashing import MASK64, U64, top_bits_mask
-from attackers.phrase_search.index.kernels import kernels
-from attackers.phrase_search.index.tokenizer import Tokenizer
-from attackers.phrase_search.index import windows
-from attackers.phrase_search.index.windows import iter_windows, window_ngrams
+from audit.ngrams.hashing import MASK64, U64, top_bits_mask
+from audit.ngrams.kernels import kernels
+from audit.ngrams.tokenizer import Tokenizer
+from audit.ngrams import windows
+from audit.ngrams.windows import iter_windows, window_ngrams
 from audit.core.errors import AnonauditError
-from attackers.phrase_search.index.layout import (
+from audit.ngrams.layout import (
     MULTI,
     _Clock,
     _MappedRuns,
@@ -177,8 +177,8 @@ def base_config(tok: Tokenizer, max_n: int, packing: _Packing, fp: str, n_docs: 
 def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: Sequence[str | None] | None,
                  sources: Sequence[str] | None, max_n: int, lowercase: bool, chunk_chars: int, min_hash_bits: int,
                  workers: int, fingerprint: str | None, progress: bool, executor: Any = None) -> dict[str, Any]:
-    """The fields of an :class:`~attackers.phrase_search.index.query.NgramIndex` over ``texts``
-    (the parameters are those of :meth:`NgramIndex.build <attackers.phrase_search.index.query.NgramIndex.build>`)."""
+    """The fields of an :class:`~audit.ngrams.query.NgramIndex` over ``texts``
+    (the parameters are those of :meth:`NgramIndex.build <audit.ngrams.query.NgramIndex.build>`)."""
     t0 = time.perf_counter()
     texts, docs = prepare(texts, ids, subjects, sources, max_n)
     D = len(texts)
@@ -391,7 +391,7 @@ def _pairs_of_documents(texts: Sequence[str], span: tuple[int, int], tok: Tokeni
 
 def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
     """Packed keys of one huge document, split by bucket, computed one window at a time
-    (:mod:`~attackers.phrase_search.index.windows`): the same keys as
+    (:mod:`~audit.ngrams.windows`): the same keys as
     :func:`_pairs_of_documents`, with one window's tokens and n-grams in memory instead of the
     whole text's; each window's keys are sorted and deduplicated before they are kept."""
     parts: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
@@ -421,7 +421,7 @@ def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Pa
 
 def _chunks(texts: Sequence[str], chunk_chars: int) -> list[tuple[int, int]]:
     """Runs of documents of about ``chunk_chars`` characters; a document longer than
-    :data:`~attackers.phrase_search.index.windows.WINDOW_CHARS` is a chunk of its own (it is read in windows)."""
+    :data:`~audit.ngrams.windows.WINDOW_CHARS` is a chunk of its own (it is read in windows)."""
     out, lo, size = [], 0, 0
     for i, t in enumerate(texts):
         if len(t) > windows.WINDOW_CHARS:

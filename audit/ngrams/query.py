@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from attackers.phrase_search.index.build import DocInfo, build_fields, collection_fingerprint
-from attackers.phrase_search.index.hashing import U64, ngram_hashes, top_bits_mask
-from attackers.phrase_search.index.kernels import kernels
-from attackers.phrase_search.index.layout import MULTI
-from attackers.phrase_search.index.storage import ARRAYS, load_fields, save_index
-from attackers.phrase_search.index.tokenizer import Tokenizer
-from attackers.phrase_search.index import windows
-from attackers.phrase_search.index.windows import iter_windows, window_ngrams
+from audit.ngrams.build import DocInfo, build_fields, collection_fingerprint
+from audit.ngrams.hashing import U64, ngram_hashes, top_bits_mask
+from audit.ngrams.kernels import kernels
+from audit.ngrams.layout import MULTI
+from audit.ngrams.storage import ARRAYS, load_fields, save_index
+from audit.ngrams.tokenizer import Tokenizer
+from audit.ngrams import windows
+from audit.ngrams.windows import iter_windows, window_ngrams
 
 
 @dataclass
@@ -182,11 +182,11 @@ class NgramIndex:
     def iter_ngrams(self, text: str, blocked: Sequence[tuple[int, int]] = (), *,
                     window_chars: int | None = None) -> Iterator[TextNgrams]:
         """The visible n-grams of ``text`` as :meth:`ngrams` gives them, one window of about
-        ``window_chars`` characters at a time (:mod:`~attackers.phrase_search.index.windows`), so
+        ``window_chars`` characters at a time (:mod:`~audit.ngrams.windows`), so
         a huge text never has all its n-grams in memory. Each n-gram appears in exactly one
         window; character offsets are the text's, token indices (``first``, ``last``) the
         window's. A text no longer than ``window_chars`` (default
-        :data:`~attackers.phrase_search.index.windows.WINDOW_CHARS`) is one window, equal to
+        :data:`~audit.ngrams.windows.WINDOW_CHARS`) is one window, equal to
         :meth:`ngrams`."""
         window_chars = window_chars or windows.WINDOW_CHARS
         if len(text) <= window_chars:

@@ -1,7 +1,7 @@
 """Hashing of tokens and n-grams (the "Hashing" section of the package docstring).
 
 A token's hash is the polynomial of its code points' values mod 2^64 (``CHAR_MULT``), finalised
-with splitmix64 (computed as the text is scanned, :mod:`~attackers.phrase_search.index.kernels`);
+with splitmix64 (computed as the text is scanned, :mod:`~audit.ngrams.kernels`);
 an n-gram's hash is the polynomial of its token hashes (``TOKEN_MULT``) plus n times
 ``LEN_MIX`` (:func:`iter_ngram_hashes`, vectorised with numpy, for a text's n-grams with their
 positions; the build's kernel computes the same hashes).
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from attackers.phrase_search.index.tokenizer import Tokens
+    from audit.ngrams.tokenizer import Tokens
 
 U64 = np.uint64
 MASK64 = (1 << 64) - 1
