@@ -8,7 +8,6 @@ wrong, so a user can fix them all in one pass.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 
@@ -116,24 +115,3 @@ def wide_encoding(head: bytes) -> str | None:
 def not_utf8_message(encoding: str) -> str:
     return (f"not UTF-8 text: it looks like {encoding}; save it as UTF-8 "
             "(e.g. iconv -f UTF-16 -t UTF-8, or 'Save as UTF-8' in the editor)")
-
-
-def read_text(path: str | os.PathLike, what: str = "file") -> str:
-    """The UTF-8 text of ``path``, or an :class:`AnonauditError` naming it and ``what`` it is."""
-    from audit.core.files import read_input  # (files imports this module)
-
-    src = str(path)
-    try:
-        raw = read_input(path)  # whole, once: a pipe can be read again by a later reader
-        wide = wide_encoding(raw[:4096])
-        if wide:
-            raise AnonauditError(f"{src}: {not_utf8_message(wide)}")
-        return raw.decode("utf-8-sig")
-    except FileNotFoundError:
-        raise AnonauditError(f"{src}: no such {what}") from None
-    except IsADirectoryError:
-        raise AnonauditError(f"{src}: is a folder, not a {what}") from None
-    except UnicodeDecodeError as exc:
-        raise AnonauditError(f"{src}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise AnonauditError(f"{src}: cannot read ({exc.strerror or exc})") from None

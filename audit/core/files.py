@@ -34,7 +34,7 @@ from typing import IO, Any
 
 import filelock
 
-from audit.core.errors import AnonauditError, DataError, Problem
+from audit.core.errors import AnonauditError, DataError, Problem, not_utf8_message, wide_encoding
 
 _BLOCK = 1 << 20
 
@@ -73,6 +73,25 @@ def read_input(path: str | os.PathLike[str]) -> bytes:
     kind = "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode) else \
         "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
     raise DataError(Problem(os.fspath(path), f"is {kind}, not a file: give a file (or a pipe) to read"))
+
+
+def read_text(path: str | os.PathLike, what: str = "file") -> str:
+    """The UTF-8 text of ``path``, or an :class:`AnonauditError` naming it and ``what`` it is."""
+    src = str(path)
+    try:
+        raw = read_input(path)  # whole, once: a pipe can be read again by a later reader
+        wide = wide_encoding(raw[:4096])
+        if wide:
+            raise AnonauditError(f"{src}: {not_utf8_message(wide)}")
+        return raw.decode("utf-8-sig")
+    except FileNotFoundError:
+        raise AnonauditError(f"{src}: no such {what}") from None
+    except IsADirectoryError:
+        raise AnonauditError(f"{src}: is a folder, not a {what}") from None
+    except UnicodeDecodeError as exc:
+        raise AnonauditError(f"{src}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise AnonauditError(f"{src}: cannot read ({exc.strerror or exc})") from None
 
 
 def _read_pipe(path: str | os.PathLike[str]) -> bytes:

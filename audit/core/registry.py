@@ -23,15 +23,11 @@ from typing import TypeVar
 
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack, Component, Detector, Metric, Sanitizer
+from audit.core.names import normalise
 
 KIND_BASES: dict[str, type[Component]] = {"attack": Attack, "sanitizer": Sanitizer, "metric": Metric,
                                           "detector": Detector}
 T = TypeVar("T", bound=type[Component])
-
-
-def normalise(name: str) -> str:
-    """CLI spelling ``span-guess`` and Python spelling ``span_guess`` are the same name."""
-    return name.strip().lower().replace("-", "_")
 
 
 @dataclass

@@ -42,8 +42,9 @@ from audit.core import safejson
 from audit.core.checks import Check, checks_of, recorded_problems
 from audit.core.consistency import beats, results_problems
 from audit.core.details import About, Details, about_problems, abouts, details_problems
-from audit.core.errors import DataError, Problem, read_text
-from audit.core.files import atomic_write_json, locked
+from audit.core.errors import DataError, Problem
+from audit.core.files import atomic_write_json, locked, read_text
+from audit.core.names import normalise
 from audit.core.resultshape import KINDS, SHARE_TOLERANCE, clamp_share, json_type, figure_problems, result_shape_problems
 from audit.core.stats import Risk
 
@@ -311,7 +312,6 @@ class ResultsFile:
         """What the run knew about component ``name`` (``kind``: attack or utility): its
         description and remedy, as recorded in the provenance when it ran (empty for a file
         written before remedies were recorded)."""
-        from audit.core.registry import normalise
 
         found = abouts(self.provenance.get("components"))
         return found.get((kind, name)) or next(

@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from audit.core.arguments import Seed, argument_problem
-from audit.core.errors import AnonauditError, DataError, Problem, Problems, read_text
+from audit.core.errors import AnonauditError, DataError, Problem, Problems
+from audit.core.files import read_text
 from audit.core.paramtypes import check_params
 from audit.io.detect import FORMATS
 from audit.core.safejson import YAML_MAX_DEPTH, YAML_MAX_NODES, check_tree
