@@ -302,9 +302,9 @@ def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, s
         return rows
     if callable(getattr(type(data), "from_list", None)) and not hasattr(data, "iloc"):  # datasets.Dataset
         return type(data).from_list(rows)
-    from anonaudit.results import _pandas
+    from anonaudit.results import import_pandas
 
-    frame = _pandas().DataFrame(rows)
+    frame = import_pandas().DataFrame(rows)
     given = getattr(data, "columns", None)
     given = list(given) if given is not None else list(getattr(data, "column_names", None) or [])
     first = [c for c in given if c in frame.columns]

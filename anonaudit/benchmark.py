@@ -56,10 +56,10 @@ class BenchResults:
 
     def to_pandas(self):
         """One row per release, ranked by risk, then the published figures (``role`` = published)."""
-        from anonaudit.results import _pandas
+        from anonaudit.results import import_pandas
         from reports.leaderboard import columns
 
-        return _pandas().DataFrame(self.to_list(), columns=columns(self.leaderboard))
+        return import_pandas().DataFrame(self.to_list(), columns=columns(self.leaderboard))
 
     def to_markdown(self) -> str:
         from reports.leaderboard import markdown

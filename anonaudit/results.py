@@ -23,7 +23,8 @@ from audit.core.summary import COLUMNS, summary_rows
 PANDAS_HINT = "pip install 'anonaudit[pandas]'"
 
 
-def _pandas():
+def import_pandas():
+    """pandas, or an :class:`AnonauditError` saying how to install it (an optional extra)."""
     try:
         import pandas as pd
     except ImportError:
@@ -61,8 +62,8 @@ class GateOutcome:
                  "reason": c.reason} for c in self.checks]
 
     def to_pandas(self):
-        return _pandas().DataFrame(self.to_list(), columns=["release", "name", "side", "threshold", "bound",
-                                                            "compared", "status", "reason"])
+        return import_pandas().DataFrame(self.to_list(), columns=["release", "name", "side", "threshold", "bound",
+                                                                  "compared", "status", "reason"])
 
     def table(self) -> str:
         from audit.pipeline.gate import format_table
@@ -141,7 +142,7 @@ class Results:
 
     def to_pandas(self):
         """One row per release x result: the table of ``summary.csv``."""
-        return _pandas().DataFrame(self.to_list(), columns=list(COLUMNS))
+        return import_pandas().DataFrame(self.to_list(), columns=list(COLUMNS))
 
     def findings(self):
         """One row per release x result x document (the report's findings CSV, as a DataFrame):
@@ -151,8 +152,8 @@ class Results:
                  "summary": d.summary, "marks": len(d.highlights),
                  "marks_in": d.highlights_in or (d.id if d.highlights else None)}
                 for r in self.file.results for d in r.documents]
-        return _pandas().DataFrame(rows, columns=["release", "result", "kind", "document", "success", "summary",
-                                                  "marks", "marks_in"])
+        return import_pandas().DataFrame(rows, columns=["release", "result", "kind", "document", "success",
+                                                        "summary", "marks", "marks_in"])
 
     def _repr_html_(self) -> str:
         """Inline in a notebook (:mod:`reports.notebook`): the verdict first, the risks with their

@@ -16,7 +16,7 @@ Python process (the other's code is never imported beside it) that measures:
 * peak traced memory (``tracemalloc``: numpy's live allocations) of one build, the measure of
   the figures before 2026-11-25; memory a build has freed but the C heap keeps is not in it,
   nor, since the second session of 2026-11-25, the chunks' pairs, which live in memory maps
-  numpy does not allocate (:class:`~audit.ngrams.build._MappedRuns`): compare
+  numpy does not allocate (:class:`~audit.ngrams.build.MappedRuns`): compare
   builds on the resident figure;
 * the index's own size;
 * the phrase-search attack on the first ``--query-docs`` released documents (its per-document

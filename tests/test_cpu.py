@@ -79,11 +79,11 @@ def test_index_builds_say_once_a_process_that_numpy_sorts_slowly_here(monkeypatc
     from audit.ngrams.shards import build_sharded
 
     monkeypatch.setattr(layout, "slow_sort_hint", lambda: "numpy sorts slowly here: set X")
-    layout._hint_slow_sort.cache_clear()
+    layout.hint_slow_sort.cache_clear()
     texts = ["The court heard the case of Anna Berg in Oslo.", "Anna Berg appealed in Bergen."] * 3
     with caplog.at_level(logging.WARNING, logger=layout.__name__):
         build_sharded(tmp_path / "idx", texts, shards=2)  # the sharded build says it too
         assert [r.getMessage() for r in caplog.records] == ["numpy sorts slowly here: set X"]
         NgramIndex.build(texts)
     assert len(caplog.records) == 1  # once a process
-    layout._hint_slow_sort.cache_clear()
+    layout.hint_slow_sort.cache_clear()

@@ -582,12 +582,12 @@ def test_a_gguf_file_is_dequantised_into_the_model_cache_once(tmp_path, monkeypa
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     make = lambda identity: backends.TransformersLLM(gguf, identity=identity)  # noqa: E731
-    left = tmp_path / "home" / "models" / "transformers" / f".{backends._key_of('transformers:m:sha256=1')}.99.tmp"
+    left = tmp_path / "home" / "models" / "transformers" / f".{backends.key_of('transformers:m:sha256=1')}.99.tmp"
     left.mkdir(parents=True)  # a copy half-written by a process that was killed
     assert make("transformers:m:sha256=1").tokenizer == "tok"
     assert not left.exists()
     assert reads == [(tmp_path.name, {"gguf_file": "m.gguf"}, False)]  # the file, once
-    copies, key = tmp_path / "home" / "models" / "transformers", backends._key_of("transformers:m:sha256=1")
+    copies, key = tmp_path / "home" / "models" / "transformers", backends.key_of("transformers:m:sha256=1")
     assert [p.name for p in copies.iterdir() if not p.name.startswith(".")] == [key]
     make("transformers:m:sha256=1").model
     assert reads[-1] == (key, {}, True)  # the copy

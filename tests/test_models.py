@@ -209,10 +209,10 @@ def test_models_prune_removes_the_conversions_no_longer_used(home, tmp_path, mon
         load_llm(f"transformers:{path}", cache=False).backend.model
     ggufs[2].unlink()
     copies = home / "models" / "transformers"
-    record = json.loads((copies / backends._key_of(load_llm(f"transformers:{ggufs[0]}", cache=False).identity)
+    record = json.loads((copies / backends.key_of(load_llm(f"transformers:{ggufs[0]}", cache=False).identity)
                          / backends.KEPT_RECORD).read_text())
     assert record == {"what": "kept.gguf dequantised", "source": f"transformers:{ggufs[0]}"}
-    legacy = copies / backends._key_of(models.spec_identity(parse_llm_spec("transformers:qwen2.5-coder-0.5b")))
+    legacy = copies / backends.key_of(models.spec_identity(parse_llm_spec("transformers:qwen2.5-coder-0.5b")))
     legacy.mkdir()  # the embedded scorer's copy made before records were kept: still in use
     (legacy / "model.safetensors").write_bytes(b"w" * 100)
     (copies / "0123456789abcdef01234567").mkdir()  # no record, no model of ours: never read again
@@ -224,9 +224,9 @@ def test_models_prune_removes_the_conversions_no_longer_used(home, tmp_path, mon
 
     stale = {c.path.name: c.stale for c in kept_conversions()}
     assert len(stale) == 7
-    kept = backends._key_of(load_llm(f"transformers:{ggufs[0]}", cache=False).identity)
+    kept = backends.key_of(load_llm(f"transformers:{ggufs[0]}", cache=False).identity)
     assert stale[kept] == "" and stale[legacy.name] == ""
-    why = stale[backends._key_of(upgraded.identity)]
+    why = stale[backends.key_of(upgraded.identity)]
     assert why.startswith("made for another version of its model") and "(now: transformers=99,torch=99)" in why
     assert "llama.cpp (now: xllamacpp=99)" in stale[old_tok.name]
     assert [why for why in stale.values() if why.startswith("its model")] == [

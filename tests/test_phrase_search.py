@@ -379,9 +379,9 @@ def test_chunk_runs_are_given_back_bucket_by_bucket_and_only_those_laid_out():
     system), the buckets not yet laid out keep their keys."""
     import mmap
 
-    from audit.ngrams.build import _MappedRuns
+    from audit.ngrams.build import MappedRuns
 
-    store = _MappedRuns()
+    store = MappedRuns()
     counts = np.array([3000, 5, 4000, 2000])  # bucket 1 shares pages with its neighbours
     keys = np.arange(1, counts.sum() + 1, dtype=np.uint64)
     pieces = store.add(keys, counts)
@@ -399,9 +399,9 @@ def test_chunk_runs_are_given_back_bucket_by_bucket_and_only_those_laid_out():
 def test_a_run_written_into_a_map_of_its_own_is_kept_there_not_copied():
     import mmap
 
-    from audit.ngrams.build import _MappedRuns
+    from audit.ngrams.build import MappedRuns
 
-    store = _MappedRuns()
+    store = MappedRuns()
     keys = store.empty(5000)
     keys[:] = np.arange(5000, dtype=np.uint64)
     pieces = store.add(keys, np.array([2000, 3000]))
@@ -424,7 +424,7 @@ def test_index_is_the_same_on_one_thread_or_two_with_its_pairs_mapped_or_in_the_
     # on two threads the layout sorts buckets ahead of the one it lays out, each in an array of its own
     single = NgramIndex.build(texts, chunk_chars=4000, workers=1)
     mapped = NgramIndex.build(texts, chunk_chars=4000, workers=2)
-    monkeypatch.setattr(build._MappedRuns, "MAX_MAPS", 0)  # more chunks than maps allowed: pieces in the heap
+    monkeypatch.setattr(build.MappedRuns, "MAX_MAPS", 0)  # more chunks than maps allowed: pieces in the heap
     heap = NgramIndex.build(texts, chunk_chars=4000, workers=2)
     # the index's own arrays without maps either (a system without them, or a reservation refused)
     monkeypatch.setattr(layout, "_MAP_FLAGS", -1)
@@ -622,7 +622,7 @@ def test_sorting_in_buckets_builds_the_same_index(min_hash_bits, monkeypatch):
     texts = [_wordy(300, i) for i in range(700)] + [_wordy(4000, 7)]
     monkeypatch.setattr(build, "ROUTE_BITS", 0)
     one = NgramIndex.build(texts, max_n=5, min_hash_bits=min_hash_bits, chunk_chars=20_000)
-    assert one.config["route_bits"] == build._Packing.for_collection(len(texts), min_hash_bits).t_bits
+    assert one.config["route_bits"] == build.Packing.for_collection(len(texts), min_hash_bits).t_bits
     for bits, workers in ((3, 1), (8, 2), (12, 2)):
         monkeypatch.setattr(build, "ROUTE_BITS", bits)
         routed = NgramIndex.build(texts, max_n=5, min_hash_bits=min_hash_bits, chunk_chars=20_000, workers=workers)

@@ -144,9 +144,9 @@ def test_index_built_by_workers_with_huge_documents_is_the_local_index(monkeypat
     texts = _texts(400)
     texts[10], texts[11], texts[300] = " ".join(texts[:40]), " ".join(texts[40:60]), " ".join(texts[100:150])
     assert min(len(texts[i]) for i in (10, 11, 300)) > 900
-    from audit.ngrams.build import _chunks, _chunks_per_group
+    from audit.ngrams.build import chunk_bounds, _chunks_per_group
 
-    assert _chunks_per_group(len(_chunks(texts, 1_500))) == 2  # groups of two chunks, a huge one among them
+    assert _chunks_per_group(len(chunk_bounds(texts, 1_500))) == 2  # groups of two chunks, a huge one among them
     local = NgramIndex.build(texts, chunk_chars=1_500)
     remote = NgramIndex.build(texts, chunk_chars=1_500, executor=PicklingExecutor(threads))
     for name in ARRAYS:
@@ -160,8 +160,8 @@ def test_driver_loads_its_layout_kernel_beside_the_workers_with_the_types_it_lay
     from audit.ngrams import build
     from audit.ngrams.kernels import kernels
 
-    load, loads = build._load_layout_kernel, []
-    monkeypatch.setattr(build, "_load_layout_kernel", lambda: loads.append(load()))
+    load, loads = build.load_layout_kernel, []
+    monkeypatch.setattr(build, "load_layout_kernel", lambda: loads.append(load()))
     load()
     NgramIndex.build(_texts(200), executor=PicklingExecutor())
     assert loads == [None]  # loaded on the cluster's path

@@ -15,7 +15,7 @@ import numpy as np
 from attackers.trir.cache import CONFIG_FILE, TrainedTRIR, cache_key, cache_root
 from attackers.trir.encoder import (PREDICT_PRECISIONS, TRAIN_PRECISIONS, has_mlm_head, resolve_base,
                                     resolve_precision, torch_settings)
-from attackers.trir.findings import TRIRFindings, _subject_of
+from attackers.trir.findings import TRIRFindings, subject_of
 from attackers.trir.parses import DISABLED_PIPES, Parse, ParseCache
 from attackers.trir.sampling import epoch_sampler
 from attackers.trir.texts import (LABEL_STYLE, SUPPRESS_STYLE, TOKEN_STYLE, curated_from_parse, mask_styles,
@@ -454,7 +454,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         for w, d in enumerate(windows.doc):
             of_doc[d].append(w)
         label_of = {s: i for i, s in enumerate(t.labels)}
-        documents = [self._finding(doc, _subject_of(doc, scenario.originals), label_of, scores[i], windows, logits,
+        documents = [self._finding(doc, subject_of(doc, scenario.originals), label_of, scores[i], windows, logits,
                                    of_doc[i]) for i, doc in enumerate(docs)]
         scored = [f for f in documents if f.success is not None]
         hits = sum(f.success for f in scored)

@@ -183,7 +183,9 @@ def _base_name(path: str | None) -> str | None:
     return Path(path).name
 
 
-def _subject_of(doc: Document, originals: Corpus | None) -> str | None:
+def subject_of(doc: Document, originals: Corpus | None) -> str | None:
+    """Who a released document is about: its own subject, else its original's (``None`` when
+    neither says)."""
     if doc.subject:
         return doc.subject
     if originals is not None:

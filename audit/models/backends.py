@@ -31,7 +31,7 @@ def _offline() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def _map_concurrently(fn, items: Sequence[Any], workers: int, progress: bool | str) -> list[Any]:
+def map_concurrently(fn, items: Sequence[Any], workers: int, progress: bool | str) -> list[Any]:
     """``[fn(x) for x in items]`` on a thread pool, in order, with an optional progress bar."""
     from audit.runtime.progress import bar as progress_bar
     from audit.models.llm import llm_desc
@@ -150,7 +150,9 @@ def _save_dequantised(model: Any, tokenizer: Any, folder: Path) -> None:
     os.chmod(weights, (folder / "config.json").stat().st_mode & 0o777)
 
 
-def _key_of(identity: str) -> str:
+def key_of(identity: str) -> str:
+    """The folder name a model's converted copy (or tokenizer) is kept under: a short hash of its
+    identity, shared by every backend and by the model specs' cache check."""
     import hashlib
 
     return hashlib.sha256(identity.encode()).hexdigest()[:24]
@@ -159,7 +161,7 @@ def _key_of(identity: str) -> str:
 # --------------------------------------------------------------------------- llama.cpp
 
 
-def _template_text(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> str | None:
+def template_text(tokenizer: Any, messages: Sequence[Mapping[str, str]]) -> str | None:
     """``messages`` through the tokenizer's chat template with the assistant's turn opened;
     ``None`` when it has no template (or refuses these messages)."""
     if not getattr(tokenizer, "chat_template", None):
@@ -212,7 +214,7 @@ class TransformersLLM(LLM):
         self.n_ctx = int(n_ctx)
         self.announce = announce
         self._source = source or f"transformers:{path.resolve()}"
-        self._converted_key = _key_of(identity) if identity else None
+        self._converted_key = key_of(identity) if identity else None
         self._device = device
         self._loaded: tuple[Any, Any, Any] | None = None  # (torch, model, tokenizer)
         self._load_lock = threading.Lock()
@@ -295,7 +297,7 @@ class TransformersLLM(LLM):
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def chat_text(self, messages) -> str | None:
-        return _template_text(self.tokenizer, messages)
+        return template_text(self.tokenizer, messages)
 
     def _complete(self, request: ChatRequest) -> str:
         torch = self._torch

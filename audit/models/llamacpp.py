@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.models.llm import LLM, ChatRequest, LLMError
-from audit.models.backends import _key_of, _map_concurrently, _template_text, gguf_tokenizer, tokenizers_root
+from audit.models.backends import key_of, map_concurrently, template_text, gguf_tokenizer, tokenizers_root
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class LlamaCppLLM(LLM):
         self._held: tuple[tuple[int, ...], ...] = ()
         self._slot_lock = threading.Lock()
         # decided now, not at first use: the tokenizer cache sits beside the assembled models
-        self._tok_dir = tokenizers_root() / _key_of(self.identity)
+        self._tok_dir = tokenizers_root() / key_of(self.identity)
         self._source = source or f"llamacpp:{Path(model_path).resolve()}"
 
     # chat ------------------------------------------------------------------------
@@ -223,7 +223,7 @@ class LlamaCppLLM(LLM):
         return ran if isinstance(ran, int) else len(ids)
 
     def _complete_batch(self, requests: list[ChatRequest], *, progress: bool | str = False) -> list[str]:
-        return _map_concurrently(self._complete, requests, self.n_parallel, progress)
+        return map_concurrently(self._complete, requests, self.n_parallel, progress)
 
     def _call(self, handler, body: dict[str, Any]) -> dict[str, Any]:
         if self._server is None:
@@ -247,7 +247,7 @@ class LlamaCppLLM(LLM):
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def chat_text(self, messages) -> str | None:
-        return _template_text(self.tokenizer, messages)
+        return template_text(self.tokenizer, messages)
 
     def logprobs(self, prefix: str, continuation: str) -> list[float]:
         if not continuation:

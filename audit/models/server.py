@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from audit.models.llm import LLM, ChatRequest, LLMError
-from audit.models.backends import _map_concurrently
+from audit.models.backends import map_concurrently
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class OpenAILLM(LLM):
             raise LLMError(f"{self.base_url} returned an unexpected answer: {str(data)[:300]}") from exc
 
     def _complete_batch(self, requests: list[ChatRequest], *, progress: bool | str = False) -> list[str]:
-        return _map_concurrently(self._complete, requests, self.max_workers, progress)
+        return map_concurrently(self._complete, requests, self.max_workers, progress)
 
     def logprobs(self, prefix: str, continuation: str) -> list[float]:
         full = prefix + continuation

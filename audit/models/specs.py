@@ -381,10 +381,10 @@ def kept_conversions() -> list[KeptConversion]:
     that read it), so one made for a model file that changed or is gone, or with other versions
     of transformers, torch or llama.cpp, is never read again. A copy half-written by a process
     that was killed is stale too (the next conversion of its model removes it anyway)."""
-    from audit.models.backends import _key_of, dequantised_root, tokenizers_root
+    from audit.models.backends import key_of, dequantised_root, tokenizers_root
 
     # what a folder made before records were kept is checked against (see _why_stale)
-    embedded = {_key_of(spec_identity(parse_llm_spec(f"{backend}:{name}")))
+    embedded = {key_of(spec_identity(parse_llm_spec(f"{backend}:{name}")))
                 for name in EMBEDDED_LLMS for backend in ("llamacpp", "transformers")}
     out = []
     for root in (dequantised_root(), tokenizers_root()):
@@ -411,7 +411,7 @@ def _why_stale(folder: Path, embedded: set[str]) -> str:
     the folder names this installation gives the embedded models' conversions."""
     import json
 
-    from audit.models.backends import KEPT_RECORD, _key_of
+    from audit.models.backends import KEPT_RECORD, key_of
 
     try:
         source = json.loads((folder / KEPT_RECORD).read_text())["source"]
@@ -425,7 +425,7 @@ def _why_stale(folder: Path, embedded: set[str]) -> str:
         now = spec_identity(spec)
     except (ModelError, OSError):
         return f"its model ({source}) is gone"
-    if _key_of(now) == folder.name:
+    if key_of(now) == folder.name:
         return ""
     return (f"made for another version of its model ({source}) or of "
             f"{'llama.cpp' if spec.backend == 'llamacpp' else 'transformers or torch'} (now: {now.rsplit(':', 1)[-1]})")

@@ -7,8 +7,8 @@ top bits (the "Hashing" section of the package docstring says how many bits are 
 what that costs in collisions). Each chunk of documents finds its distinct pairs (document by
 document, in a small hash table) and places them bucket after bucket, in no order within a
 bucket; each bucket gathers its chunks' pairs, sorts them once and is laid out at once into the index's
-arrays, which grow as the buckets are freed (:func:`_layout`; the chunks' pairs live in memory
-maps given back page by page, :class:`_MappedRuns`), so the build's peak is about its distinct
+arrays, which grow as the buckets are freed (:func:`layout_buckets`; the chunks' pairs live in memory
+maps given back page by page, :class:`MappedRuns`), so the build's peak is about its distinct
 pairs (8 bytes each) and not the pairs plus the index.
 """
 
@@ -32,25 +32,25 @@ from audit.ngrams.windows import iter_windows, window_ngrams
 from audit.core.errors import AnonauditError
 from audit.ngrams.layout import (
     MULTI,
-    _Clock,
-    _MappedRuns,
-    _compact_unique,
-    _distinct,
-    _hint_slow_sort,
-    _hold_to_the_end,
-    _keep_heap,
-    _layout,
-    _load_layout_kernel,
-    _sort_kinds,
-    _sorted_union,
-    _split_buckets,
+    Clock,
+    MappedRuns,
+    compact_unique,
+    distinct_values,
+    hint_slow_sort,
+    hold_to_the_end,
+    keep_heap,
+    layout_buckets,
+    load_layout_kernel,
+    sort_kinds,
+    sorted_union,
+    split_buckets,
 )
 
 FORMAT = "anonaudit.ngram_index/2"
-#: The build routes pairs to 2^ROUTE_BITS buckets by their top hash bits (see :class:`_Packing`):
+#: The build routes pairs to 2^ROUTE_BITS buckets by their top hash bits (see :class:`Packing`):
 #: each bucket sorts its chunks' pairs and is laid out on its own (in cache, and the buckets on
 #: several threads), and is freed as its part of the index is laid out, which keeps the build's
-#: peak near the size of its pairs (see :func:`_layout`). More buckets make each bucket's
+#: peak near the size of its pairs (see :func:`layout_buckets`). More buckets make each bucket's
 #: layout smaller (its scratch memory, and what is held until it is freed) but cost Python's
 #: overhead per bucket, and per chunk a piece each (benchmarks/README.md).
 ROUTE_BITS = 8
@@ -82,7 +82,7 @@ def collection_fingerprint(corpora: Sequence[tuple[str, Iterable[tuple[str, str]
 
 
 @dataclass(frozen=True)
-class _Packing:
+class Packing:
     """How a ``(hash, document)`` pair is packed into one ``uint64``: the hash keeps its top
     ``hash_bits`` bits; shifted up by ``t_bits`` (whose top bits go to a bucket), its lowest
     ``doc_bits`` bits are free for the document number.
@@ -102,7 +102,7 @@ class _Packing:
             object.__setattr__(self, "route_bits", self.t_bits)
 
     @classmethod
-    def for_collection(cls, n_docs: int, min_hash_bits: int, route_bits: int = 0) -> _Packing:
+    def for_collection(cls, n_docs: int, min_hash_bits: int, route_bits: int = 0) -> Packing:
         if not (isinstance(min_hash_bits, int) and MIN_HASH_BITS <= min_hash_bits <= MAX_HASH_BITS):
             raise AnonauditError(f"min_hash_bits must be between {MIN_HASH_BITS} and {MAX_HASH_BITS}, "
                                  f"got {min_hash_bits!r}")
@@ -160,7 +160,7 @@ def prepare(texts: Iterable[str], ids: Sequence[str] | None, subjects: Sequence[
     return texts, DocInfo(ids, subjects, sources)
 
 
-def base_config(tok: Tokenizer, max_n: int, packing: _Packing, fp: str, n_docs: int) -> dict[str, Any]:
+def base_config(tok: Tokenizer, max_n: int, packing: Packing, fp: str, n_docs: int) -> dict[str, Any]:
     """The config entries every index (single or sharded) of a collection has in common."""
     return {
         "format": FORMAT,
@@ -183,12 +183,12 @@ def build_fields(texts: Iterable[str], *, ids: Sequence[str] | None, subjects: S
     texts, docs = prepare(texts, ids, subjects, sources, max_n)
     D = len(texts)
     tok = Tokenizer(lowercase=lowercase)
-    packing = _Packing.for_collection(D, min_hash_bits, ROUTE_BITS)
-    _hint_slow_sort()
-    clock = _Clock()
+    packing = Packing.for_collection(D, min_hash_bits, ROUTE_BITS)
+    hint_slow_sort()
+    clock = Clock()
     n_tokens, buckets, release = _bucket_runs(texts, tok, max_n, packing, chunk_chars, workers, progress, clock,
                                               executor)
-    arrays = _layout(buckets, packing, clock, workers=workers, release=release)
+    arrays = layout_buckets(buckets, packing, clock, workers=workers, release=release)
     fp = fingerprint or collection_fingerprint([("collection", zip(docs.ids, texts))])
     config = {
         **base_config(tok, max_n, packing, fp, D),
@@ -208,7 +208,7 @@ class ChunkKeys:
     ``lo``; its output is ``(n_tokens, keys, counts)``: the chunks' runs (:func:`chunk_run`) one
     after the other in one array, each written into its place there as it is made (one array
     travels out of the worker with no copy, where several were copied into one;
-    :func:`_split_buckets` cuts it back), and how many keys each run has in each bucket (one row
+    :func:`split_buckets` cuts it back), and how many keys each run has in each bucket (one row
     a run). A worker with several CPUs (``threads``, set by the executor) extracts a group's
     chunks on as many threads (numpy and the kernels release the GIL), or cuts a lone chunk
     into that many runs of documents (the layout sorts each bucket's runs together anyway)."""
@@ -218,13 +218,13 @@ class ChunkKeys:
     #: setup() loads nothing and, run again in the same process, costs nothing
     light_setup = True
 
-    def __init__(self, lowercase: bool, max_n: int, packing: _Packing):
+    def __init__(self, lowercase: bool, max_n: int, packing: Packing):
         self.lowercase, self.max_n, self.packing = lowercase, max_n, packing
         self.threads: int | None = None
 
     def setup(self) -> None:
-        _keep_heap()  # this process only extracts chunks: reuse their memory, do not give it back
-        _sort_kinds()  # which of numpy's sorts is faster here, timed once per worker
+        keep_heap()  # this process only extracts chunks: reuse their memory, do not give it back
+        sort_kinds()  # which of numpy's sorts is faster here, timed once per worker
         # the code-point tables and the compiled kernels (from numba's cache), once per worker
         chunk_run(0, ["Warm up."], Tokenizer(lowercase=self.lowercase), self.max_n, self.packing)
 
@@ -238,7 +238,8 @@ class ChunkKeys:
                pool: ThreadPoolExecutor | None) -> tuple[int, np.ndarray, np.ndarray]:
         if len(chunks) == 1 and threads > 1:  # a lone chunk: in as many runs as threads
             lo, texts = chunks[0]
-            chunks = [(lo + a, texts[a:b]) for a, b in _chunks(texts, -(-sum(len(t) + 1 for t in texts) // threads))]
+            size = -(-sum(len(t) + 1 for t in texts) // threads)
+            chunks = [(lo + a, texts[a:b]) for a, b in chunk_bounds(texts, size)]
         each = pool.map if pool is not None and len(chunks) > 1 else map
         # each chunk's distinct pairs; then, their numbers known, each chunk's placed bucket after
         # bucket in its part of one array
@@ -254,14 +255,14 @@ class ChunkKeys:
 _Run = tuple[np.ndarray, np.ndarray]
 
 
-def chunk_run(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, _Run]:
+def chunk_run(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int, packing: Packing) -> tuple[int, _Run]:
     """``(n_tokens, run)`` of the documents ``texts`` numbered from ``lo``."""
     nt, keys, buckets, counts = _chunk_pairs(texts, lo, tok, max_n, packing)
     return nt, (_place(keys, buckets, counts), counts)
 
 
 def _chunk_pairs(texts: Sequence[str], lo: int, tok: Tokenizer, max_n: int,
-                 packing: _Packing) -> tuple[int, np.ndarray, np.ndarray | None, np.ndarray]:
+                 packing: Packing) -> tuple[int, np.ndarray, np.ndarray | None, np.ndarray]:
     """``(n_tokens, keys, buckets, counts)`` of the documents ``texts`` numbered from ``lo``: their
     distinct pairs in the order found, each one's bucket, and how many each bucket has, for
     :func:`_place` to put bucket after bucket (``buckets`` None: ``keys`` are so already, those of
@@ -285,22 +286,22 @@ def _place(keys: np.ndarray, buckets: np.ndarray | None, counts: np.ndarray,
 
 
 def chunk_keys(lo: int, texts: Sequence[str], tok: Tokenizer, max_n: int,
-               packing: _Packing) -> tuple[int, list[np.ndarray]]:
+               packing: Packing) -> tuple[int, list[np.ndarray]]:
     """``(n_tokens, keys per bucket)`` of the documents ``texts`` numbered from ``lo``, each
     bucket's keys distinct, in no order."""
     nt, (keys, counts) = chunk_run(lo, texts, tok, max_n, packing)
-    return nt, _split_buckets(keys, counts)
+    return nt, split_buckets(keys, counts)
 
 
-def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Packing, chunk_chars: int,
-                 workers: int, progress: bool, clock: _Clock,
+def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: Packing, chunk_chars: int,
+                 workers: int, progress: bool, clock: Clock,
                  executor: Any = None) -> tuple[int, list[list[np.ndarray]], Any]:
     """The number of tokens, per bucket its chunks' keys, each distinct (a pair
     belongs to one chunk, its document's, so the chunks' keys are also disjoint), and what gives
-    their memory back as the layout goes (:meth:`_MappedRuns.release`, :func:`_hold_to_the_end`,
+    their memory back as the layout goes (:meth:`MappedRuns.release`, :func:`hold_to_the_end`,
     or None: trim the heap). With a
     distributed ``executor`` the chunks' n-grams are extracted by its workers (:class:`ChunkKeys`)."""
-    chunks = _chunks(texts, chunk_chars)
+    chunks = chunk_bounds(texts, chunk_chars)
     buckets: list[list[np.ndarray]] = [[] for _ in range(packing.n_buckets)]
     n_tokens = 0
     if executor is not None and getattr(executor, "distributed", False):
@@ -309,20 +310,20 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
         # this process lays the buckets out: its kernel loads (numba's start, the first time in a
         # process: about a second) while the workers extract, instead of after them
         with ThreadPoolExecutor(1) as side:
-            loaded = side.submit(_load_layout_kernel)
+            loaded = side.submit(load_layout_kernel)
             outs = executor.map(ChunkKeys(tok.lowercase, max_n, packing), groups, group=1,
                                 label="phrase index: n-grams")
             loaded.result()
         for nt, keys, counts in outs:
             n_tokens += nt
             # views of what came back (read-only on a cluster), held until the layout is done
-            for i, part in enumerate(_split_buckets(keys, counts.ravel())):
+            for i, part in enumerate(split_buckets(keys, counts.ravel())):
                 buckets[i % packing.n_buckets].append(part)
         del outs
         clock.lap("keys")
-        return n_tokens, buckets, _hold_to_the_end
+        return n_tokens, buckets, hold_to_the_end
     bar = _progress(progress, total=len(chunks), desc="indexing")
-    mapped = _MappedRuns() if _MappedRuns.usable(len(chunks)) else None
+    mapped = MappedRuns() if MappedRuns.usable(len(chunks)) else None
 
     def keys_of(span: tuple[int, int]) -> tuple[int, list[list[np.ndarray]]]:
         """The chunk's tokens, and its runs' keys per bucket, each bucket's in an array of its own."""
@@ -336,7 +337,7 @@ def _bucket_runs(texts: Sequence[str], tok: Tokenizer, max_n: int, packing: _Pac
         keys = _place(keys, buckets, counts, out=None if mapped is None else mapped.empty(len(keys)))
         if mapped is not None:
             return nt, [mapped.add(keys, counts)]
-        return nt, [[p.copy() for p in _split_buckets(keys, counts)] if len(counts) > 1 else [keys]]
+        return nt, [[p.copy() for p in split_buckets(keys, counts)] if len(counts) > 1 else [keys]]
 
     # numpy releases the GIL in the heavy loops, so threads share the work of independent chunks
     with ThreadPoolExecutor(max(1, workers)) as pool:
@@ -365,7 +366,7 @@ def _chunks_per_group(n_chunks: int) -> int:
 
 
 def _pairs_of_documents(texts: Sequence[str], span: tuple[int, int], tok: Tokenizer, max_n: int,
-                        packing: _Packing, base: int = 0) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+                        packing: Packing, base: int = 0) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """``(n_tokens, keys, buckets, counts)``: the distinct packed ``(hash, document)`` keys of the
     n-grams of ``texts[lo:hi]`` (document ``i`` numbered ``base + i``) in the order found, each
     one's bucket, and how many each bucket has (:func:`_place` puts them bucket after bucket).
@@ -389,7 +390,7 @@ def _pairs_of_documents(texts: Sequence[str], span: tuple[int, int], tok: Tokeni
     return len(toks), keys[:n], buckets[:n], counts
 
 
-def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Packing) -> tuple[int, list[np.ndarray]]:
+def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: Packing) -> tuple[int, list[np.ndarray]]:
     """Packed keys of one huge document, split by bucket, computed one window at a time
     (:mod:`~audit.ngrams.windows`): the same keys as
     :func:`_pairs_of_documents`, with one window's tokens and n-grams in memory instead of the
@@ -414,12 +415,12 @@ def _huge_doc_keys(text: str, doc: int, tok: Tokenizer, max_n: int, packing: _Pa
         else:
             split = [h]
         for b, piece in enumerate(split):
-            parts[b].append(_compact_unique(piece))
+            parts[b].append(compact_unique(piece))
     # the windows' runs may share pairs (a phrase twice in the document): merged, then deduplicated
-    return n_tokens, [_distinct(_sorted_union(p, runs=True)) for p in parts]
+    return n_tokens, [distinct_values(sorted_union(p, runs=True)) for p in parts]
 
 
-def _chunks(texts: Sequence[str], chunk_chars: int) -> list[tuple[int, int]]:
+def chunk_bounds(texts: Sequence[str], chunk_chars: int) -> list[tuple[int, int]]:
     """Runs of documents of about ``chunk_chars`` characters; a document longer than
     :data:`~audit.ngrams.windows.WINDOW_CHARS` is a chunk of its own (it is read in windows)."""
     out, lo, size = [], 0, 0

@@ -1,6 +1,6 @@
 """The memory side of the n-gram index's build: sorted key runs merged into the final layout
-(``_layout``) within a bounded memory, pieces held in anonymous maps the kernel can page out
-(:class:`_MappedRuns`), the sort each numpy build does fastest (:func:`_sort_kinds`) and the
+(``layout_buckets``) within a bounded memory, pieces held in anonymous maps the kernel can page out
+(:class:`MappedRuns`), the sort each numpy build does fastest (:func:`sort_kinds`) and the
 allocator trimmed between stages. :mod:`audit.ngrams.build` drives it."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from audit.runtime.cpu import slow_sort_hint
 from audit.core.errors import AnonauditError
 
 if TYPE_CHECKING:
-    from audit.ngrams.build import _Packing
+    from audit.ngrams.build import Packing
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 
 #: Every FREE_EVERY buckets laid out, the memory their pieces held goes back to the system: the
-#: pages of the chunks' memory maps (:class:`_MappedRuns`), or the C heap's free memory
+#: pages of the chunks' memory maps (:class:`MappedRuns`), or the C heap's free memory
 #: (:func:`_trim`) when the pieces are in the heap. Less often holds more pairs; more often
 #: costs more system calls, each of which interrupts the other threads (8 buckets: 1.3 MB per
 #: million words held at most).
@@ -54,14 +54,14 @@ SORT_AHEAD = 4
 MULTI = 1 << 31
 
 
-def _load_layout_kernel() -> None:
-    """Load :func:`_layout`'s kernel (from numba's cache, or compile it) by laying out nothing,
+def load_layout_kernel() -> None:
+    """Load :func:`layout_buckets`'s kernel (from numba's cache, or compile it) by laying out nothing,
     with the argument types of its real calls."""
     none = np.zeros(0, dtype=np.uint32)
     kernels().lay_out(np.zeros(0, dtype=U64), *[U64(0)] * 7, none, none, none, none, np.zeros(0, dtype=np.int64))
 
 
-def _hold_to_the_end(j: int) -> None:
+def hold_to_the_end(j: int) -> None:
     """The release of pieces that cannot be given back before the layout ends: views of what a
     cluster sent, whose blocks each hold every bucket of their chunks (and are not in the heap,
     so trimming it would give back nothing of theirs)."""
@@ -120,7 +120,7 @@ _MAP_FLAGS = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 _MAP_ERRORS = (OSError, ValueError, AttributeError, SystemError)
 
 
-class _MappedRuns:
+class MappedRuns:
     """The chunks' runs, each in an anonymous memory map of its own, given back to the system
     page by page as the layout goes past their buckets (:meth:`release`, ``madvise``): the
     buckets' pieces are views of their run instead of copies in the C heap, whose freed memory
@@ -154,14 +154,14 @@ class _MappedRuns:
         with self.lock:
             mm = self.fresh.pop(keys.ctypes.data, None)
         if not len(keys):
-            return _split_buckets(keys, counts)
+            return split_buckets(keys, counts)
         if mm is None:
             mm, arr = _new_map(len(keys), keys.dtype)
             arr[:] = keys
             keys = arr
         with self.lock:
             self.runs.append([mm, np.cumsum(counts) * keys.itemsize, 0])
-        return _split_buckets(keys, counts)
+        return split_buckets(keys, counts)
 
     def release(self, j: int) -> None:
         """Buckets up to ``j`` are laid out: give back the whole pages of every run before the end
@@ -195,9 +195,9 @@ class _Merged:
         return self.arr[:n]
 
 
-def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
-            bucket_ids: Sequence[int] | None = None, dir_span: tuple[int, int] | None = None,
-            workers: int = 1, release: Any = None) -> dict[str, np.ndarray]:
+def layout_buckets(buckets: list[list[np.ndarray]], packing: Packing, clock: Clock,
+                   bucket_ids: Sequence[int] | None = None, dir_span: tuple[int, int] | None = None,
+                   workers: int = 1, release: Any = None) -> dict[str, np.ndarray]:
     """The index's arrays (the package docstring) from each bucket's chunks' distinct
     keys (of the buckets ``bucket_ids``, in increasing order, when not all of them: a shard,
     whose directory covers only its entries ``dir_span``, (first, how many)).
@@ -205,7 +205,7 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
     Bucket by bucket, in order (their key ranges follow each other): its chunks' keys are
     gathered and sorted on ``workers`` threads, and laid out (the kernel ``lay_out`` of
     :mod:`~audit.ngrams.kernels`) straight into arrays that grow in place; every :data:`FREE_EVERY` buckets the memory of those laid out is given back:
-    ``release(j)`` when given (:meth:`_MappedRuns.release`: buckets up to ``j`` are done), else
+    ``release(j)`` when given (:meth:`MappedRuns.release`: buckets up to ``j`` are done), else
     the heap is trimmed; so the pairs and the index never both live whole (the build's peak:
     the index is about 0.9x the pairs it is made from)."""
     ids = list(range(len(buckets))) if bucket_ids is None else [int(b) for b in bucket_ids]
@@ -225,7 +225,7 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
         pieces = buckets[j]
         buckets[j] = None  # type: ignore[call-overload]  # freed as merged
         n = sum(len(p) for p in pieces)
-        return _sorted_union(pieces, out=slots[j % len(slots)].get(n)) if n else None
+        return sorted_union(pieces, out=slots[j % len(slots)].get(n)) if n else None
 
     # a stored key: the 32 hash bits below the directory's (packed, they sit t_bits higher);
     # a directory entry: the bucket's t_bits that left the packed key, then the next d - t_bits
@@ -262,7 +262,7 @@ def _layout(buckets: list[list[np.ndarray]], packing: _Packing, clock: _Clock,
     return arrays
 
 
-def _dir_entries(packing: _Packing, bucket: int, dir_lo: int, dir_n: int) -> tuple[int, int]:
+def _dir_entries(packing: Packing, bucket: int, dir_lo: int, dir_n: int) -> tuple[int, int]:
     """The directory entries of ``bucket`` in the directory of entries ``dir_lo`` to
     ``dir_lo + dir_n``, (first, how many) (a bucket may cover more than a shard's)."""
     at, span = packing.dir_range(bucket)
@@ -303,14 +303,14 @@ def _in_order(pool: ThreadPoolExecutor, fn: Any, n: int, ahead: int) -> Iterator
 def _trim() -> None:
     """Give the memory freed inside the C heap back to the system (glibc's ``malloc_trim``):
     the chunks' temporary arrays, and the buckets' pieces when they are small arrays in the heap
-    (not in :class:`_MappedRuns`), which ``free`` keeps for later use, so the process would hold
+    (not in :class:`MappedRuns`), which ``free`` keeps for later use, so the process would hold
     the pairs and the index at once although only the index is live."""
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
 
 
-def _keep_heap() -> None:
+def keep_heap() -> None:
     """Let the C heap (glibc) keep what this process frees, up to 256 MB, and serve arrays up
     to 32 MB from it, instead of giving them back to the system as it goes: in a process that
     extracts chunk after chunk (a cluster's worker), each chunk's temporary arrays would
@@ -334,13 +334,13 @@ def _libc() -> Any:
         return None
 
 
-def _split_buckets(keys: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
+def split_buckets(keys: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
     """The buckets' keys as views of ``keys`` (see :meth:`ChunkKeys.__call__`)."""
     return np.split(keys, np.cumsum(counts)[:-1])
 
 
 @lru_cache(maxsize=1)
-def _hint_slow_sort() -> None:
+def hint_slow_sort() -> None:
     """Once a process: say so when numpy's sort is the slow one of this CPU (:mod:`audit.runtime.cpu`)."""
     hint = slow_sort_hint()
     if hint:
@@ -348,7 +348,7 @@ def _hint_slow_sort() -> None:
 
 
 @lru_cache(maxsize=1)
-def _sort_kinds() -> tuple[str, str]:
+def sort_kinds() -> tuple[str, str]:
     """The faster of numpy's sorts on this machine, ``(for values in no order, for values in
     sorted runs)``, timed once per process on arrays of those kinds (25-45 ms here): a bucket's
     pairs from many chunks, and one huge document's windows' sorted keys.
@@ -375,13 +375,13 @@ def _sort_kinds() -> tuple[str, str]:
                  for arr in (chunk, runs))
 
 
-def _compact_unique(arr: np.ndarray) -> np.ndarray:
+def compact_unique(arr: np.ndarray) -> np.ndarray:
     """``arr`` sorted in place, then its distinct values in a new array of their own."""
-    arr.sort(kind=_sort_kinds()[0])
-    return _distinct(arr)
+    arr.sort(kind=sort_kinds()[0])
+    return distinct_values(arr)
 
 
-def _distinct(arr: np.ndarray) -> np.ndarray:
+def distinct_values(arr: np.ndarray) -> np.ndarray:
     """The distinct values of the sorted ``arr``, in a new array of their own."""
     if len(arr) <= 1:
         return arr.copy()
@@ -391,7 +391,7 @@ def _distinct(arr: np.ndarray) -> np.ndarray:
     return arr[keep]
 
 
-def _sorted_union(pieces: list[np.ndarray], out: np.ndarray | None = None, runs: bool = False) -> np.ndarray:
+def sorted_union(pieces: list[np.ndarray], out: np.ndarray | None = None, runs: bool = False) -> np.ndarray:
     """One bucket's keys, sorted, from its pieces: each one chunk's distinct keys, in no order
     (with ``runs``: each sorted). Chunks share no pair, so the result is distinct too (one huge
     document's windows may: :func:`_huge_doc_keys` keeps the distinct values). Written
@@ -407,11 +407,11 @@ def _sorted_union(pieces: list[np.ndarray], out: np.ndarray | None = None, runs:
         out[pos:pos + len(piece)] = piece
         pos += len(piece)
         del piece
-    out.sort(kind=_sort_kinds()[1 if runs else 0])
+    out.sort(kind=sort_kinds()[1 if runs else 0])
     return out
 
 
-class _Clock:
+class Clock:
     """Accumulates wall time per build phase (reported in the index config)."""
 
     def __init__(self) -> None:

@@ -41,15 +41,15 @@ import numpy as np
 
 from audit.ngrams.build import (
     DocInfo,
-    _chunks,
-    _Packing,
+    chunk_bounds,
+    Packing,
     base_config,
     chunk_keys,
     collection_fingerprint,
     prepare,
 )
 from audit.ngrams.hashing import U64
-from audit.ngrams.layout import _Clock, _hint_slow_sort, _layout
+from audit.ngrams.layout import Clock, hint_slow_sort, layout_buckets
 from audit.ngrams.query import NgramIndex, search
 from audit.ngrams.storage import load_arrays, save_arrays
 from audit.ngrams.tokenizer import TOKENIZER_NAME, Tokenizer
@@ -82,7 +82,7 @@ class SpillShards:
     #: no setup (see :mod:`audit.runtime.executor`)
     light_setup = True
 
-    def __init__(self, spill: str, lowercase: bool, max_n: int, packing: _Packing, s_bits: int):
+    def __init__(self, spill: str, lowercase: bool, max_n: int, packing: Packing, s_bits: int):
         self.spill, self.lowercase, self.max_n, self.packing, self.s_bits = spill, lowercase, max_n, packing, s_bits
 
     def __call__(self, items: list[tuple[int, int, list[str]]]) -> list[int]:
@@ -125,7 +125,7 @@ def _shard_entries(hash_bits: int, s_bits: int) -> int:
     return 1 << (hash_bits - 32 - s_bits)
 
 
-def _shard_dir(packing: _Packing, s_bits: int, s: int) -> tuple[int, int]:
+def _shard_dir(packing: Packing, s_bits: int, s: int) -> tuple[int, int]:
     """The directory entries of shard ``s``: (first, how many)."""
     per = _shard_entries(packing.hash_bits, s_bits)
     return s * per, per
@@ -138,7 +138,7 @@ class BuildShard:
     #: no setup (see :mod:`audit.runtime.executor`)
     light_setup = True
 
-    def __init__(self, folder: str, packing: _Packing, s_bits: int):
+    def __init__(self, folder: str, packing: Packing, s_bits: int):
         self.folder, self.packing, self.s_bits = folder, packing, s_bits
 
     def __call__(self, shards: list[int]) -> list[tuple[int, int, int]]:
@@ -153,7 +153,7 @@ class BuildShard:
             for b, part in zip(buckets.tolist(), np.split(keys, np.cumsum(counts)[:-1])):
                 pieces.setdefault(int(b), []).append(part)
         ids = sorted(pieces)
-        arrays = _layout([pieces.pop(b) for b in ids], self.packing, _Clock(), bucket_ids=ids,
+        arrays = layout_buckets([pieces.pop(b) for b in ids], self.packing, Clock(), bucket_ids=ids,
                          dir_span=_shard_dir(self.packing, self.s_bits, s))
         save_arrays(Path(self.folder) / f"shard-{s:04d}", arrays)
         shutil.rmtree(spill, ignore_errors=True)
@@ -177,14 +177,14 @@ def build_sharded(folder: str | os.PathLike, texts: Iterable[str], *, shards: in
     (folder / "config.json").unlink(missing_ok=True)  # an interrupted build leaves no valid index
     shutil.rmtree(folder / "spill", ignore_errors=True)
     tok = Tokenizer(lowercase=lowercase)
-    packing = _Packing.for_collection(D, min_hash_bits)
-    _hint_slow_sort()
+    packing = Packing.for_collection(D, min_hash_bits)
+    hint_slow_sort()
     if s_bits > packing.dir_bits:
         raise AnonauditError(f"{shards} shards need at least {s_bits + 32} hash bits; this index keeps "
                              f"{packing.hash_bits} (min_hash_bits)")
     ex = executor or LocalExecutor()
-    clock = _Clock()
-    chunks = _chunks(texts, chunk_chars)
+    clock = Clock()
+    chunks = chunk_bounds(texts, chunk_chars)
     n_tokens = sum(ex.map(SpillShards(str(folder / "spill"), lowercase, max_n, packing, s_bits),
                           [(c, lo, texts[lo:hi]) for c, (lo, hi) in enumerate(chunks)], group=1,
                           label="sharded index: n-grams"))
