@@ -16,7 +16,7 @@ def test_the_api_reference_builds_with_warnings_as_errors(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     api = (tmp_path / "site" / "api" / "index.html").read_text()
-    for name in ("audit", "attack", "utility", "sanitize", "run", "bench"):  # every API function is documented
+    for name in ("audit", "attack", "utility", "sanitize", "run", "bench", "harden"):  # every API function is documented
         assert re.search(rf'id="anonaudit\.\w+\.{name}"', api + (tmp_path / "site" / "bench" / "index.html").read_text()), name
     assert "check_component" in (tmp_path / "site" / "plugins" / "index.html").read_text()
 
