@@ -130,6 +130,10 @@ def component_entries(value: Any, what: str) -> list[Any]:
     if isinstance(value, Mapping):
         if "name" in value:
             return [dict(value)]
+        wrong = [k for k, v in value.items() if v is not None and not isinstance(v, Mapping)]
+        if wrong:
+            raise AnonauditError(f"{what}={{{wrong[0]!r}: {value[wrong[0]]!r}}}"[:120]
+                                + ": the parameters of a component are a mapping {name: value}")
         return [{"name": str(k), "params": dict(v or {})} for k, v in value.items()]
     if isinstance(value, (list, tuple)):
         return list(value)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.core.arguments import NonNegativeInt, checked
+from audit.core.checks import Check
 from audit.core.errors import AnonauditError
 from audit.core.results import Result, ResultsFile
 from audit.core.summary import COLUMNS, summary_rows
@@ -236,8 +237,8 @@ class Results:
         return path
 
     @checked
-    def report(self, path: str | os.PathLike, *, shareable: bool = False, gate: Any = None,
-               max_documents: NonNegativeInt = 50, title: str | None = None, notes: Sequence[str] = (),
+    def report(self, path: str | os.PathLike, *, shareable: bool = False,
+               gate: GateOutcome | Sequence[Check] | None = None, max_documents: NonNegativeInt = 50, title: str | None = None, notes: Sequence[str] = (),
                keep_ids: bool = False, force: bool = False) -> Path:
         """Write the HTML report to ``path`` and its per-document findings beside it
         (``findings.csv`` for ``report.html``, ``NAME.csv`` otherwise); ``shareable=True``

@@ -2,11 +2,13 @@
 
 The functions are found in ``anonaudit.__all__`` (and the methods of what they return:
 ``Results.gate``, ``report``, ``save``, ``get``, ``GateOutcome.write_junit``), and each call's
-arguments are drawn from the function's own signature: each keyword left out or given, with a
-value drawn by the argument's type hint from values a Python user could pass, right or wrong
-(good values of the type, strings where a list of names is expected, lists where a string is,
-negative, zero, huge, NaN and infinite numbers, booleans for numbers, missing files, folders,
-the inputs as the output, tables with wrong columns, objects of no use at all).
+arguments are drawn from the function's own signature, by each argument's type hint: at most one
+argument gets any value a Python user could pass, right or wrong (strings where a list of names
+is expected, lists where a string is, negative, zero, huge, NaN and infinite numbers, booleans
+for numbers, missing files, folders, the inputs as the output, tables with wrong columns, objects
+of no use at all), and the others are left out or given a right value, so that a call often
+gets past its arguments to the work behind them (a real phrase-search audit of the 3-person demo
+population, a sanitizer, a report).
 
 The rule, for every call (the command line's rule, ``tests/test_cli_fuzz.py``, for the API):
 **a result or an** :class:`~audit.core.errors.AnonauditError` **that says what is wrong**:
@@ -64,17 +66,17 @@ BY_KIND = {
                 {"phrase_search": "x"}, {"nosuch": 0.1}, {1: 0.1}, "phrase_search=0.5", [("phrase_search", 0.5)]],
     "path": ["new.json", "new.html", "sub/new.json", "results.json", "originals.jsonl", "audit.yaml", "folder",
              "missing/dir/x.json", "", Path("new2.json"), 5, None, b"new.json"],
-    "data": ["originals.jsonl", "releases/labels.jsonl", "missing.jsonl", "garbage.bin", "empty.jsonl", "folder",
-             ROWS, ROWS[:1], [], [{"text": 1}], [{"id": "a"}], [1, 2], "a", {"path": "originals.jsonl"},
+    "data": ["originals.jsonl", "releases/labels.jsonl", ROWS, "missing.jsonl", "garbage.bin", "empty.jsonl", "folder",
+             ROWS[:1], [], [{"text": 1}], [{"id": "a"}], [1, 2], "a", {"path": "originals.jsonl"},
              {"nope": 1}, 5, None],
     "releases": [{"labels": "releases/labels.jsonl"}, {"mine": ROWS}, ["releases/labels.jsonl"],
                  "releases/labels.jsonl", {"labels": "missing.jsonl"}, {"ner": {"sanitizer": "suppression"}},
                  {"x": {"sanitizer": "nosuch"}}, ROWS, "labels", {"": ROWS}, {"a/b": ROWS}, [], {}, 7],
     "components": ["phrase_search", ["phrase_search"], {"phrase_search": {"k": 3}}, {"phrase_search": {"k": -1}},
                    [{"name": "phrase_search", "params": "x"}], ["nosuch"], [1], "p", {"rouge": None}, [], None],
-    "spec": ["audit.yaml", "missing.yaml", "originals.jsonl", "folder", {"originals": "originals.jsonl"},
-             {"originals": "originals.jsonl", "releases": [{"name": "x", "path": "releases/labels.jsonl"}],
-              "attacks": ["phrase_search"]}, {"seed": -1}, [], 3],
+    "spec": ["audit.yaml", {"originals": "originals.jsonl", "releases": [{"name": "x", "path": "releases/labels.jsonl"}],
+                            "attacks": ["phrase_search"], "gate": {"max": {"phrase_search": 0.5}}},
+             "missing.yaml", "originals.jsonl", "folder", {"originals": "originals.jsonl"}, {"seed": -1}, [], 3],
 }
 DATA = {"originals", "background", "data", "tri", "release"}
 COMPONENTS = {"attacks", "metrics"}
@@ -107,20 +109,38 @@ def _kind(name: str, hint: str) -> str:
     return first if first in ("bool", "str") else "any"
 
 
-def _pool(name: str, hint: str) -> list:
-    return BY_KIND.get(_kind(name, hint), []) + ANYTHING
+#: Arguments always given (a call without them does nothing worth fuzzing).
+ALWAYS = ("originals", "releases")
+#: How many values at the head of each pool are right for the argument (the rest are wrong).
+GOOD = {"int": 4, "float": 3, "bool": 2, "str": 3, "names": 3, "mapping": 2, "path": 3, "data": 3, "releases": 3,
+        "components": 3, "spec": 2}
 
 
-def draw_call(data, fn, *, skip=()) -> dict:
-    """Keyword arguments for ``fn``, each left out or drawn from its pool (required ones always)."""
+def _pool(p: inspect.Parameter, *, hostile: bool) -> list:
+    kind = _kind(p.name, str(p.annotation))
+    pool = BY_KIND.get(kind, [])
+    if hostile:
+        return pool + ANYTHING
+    if p.default is not p.empty and p.name not in ALWAYS and kind != "components" \
+            and (p.default is None or kind in ("str", "int", "float", "bool", "any")):
+        return [p.default]  # a column's name, a count, an optional model: right as it is
+    return pool[:GOOD.get(kind, 0)] or [None]
+
+
+def draw_call(data, fn) -> dict:
+    """Keyword arguments for ``fn``: at most one of them drawn from every value, right or wrong;
+    the others left out or given a right value (so a call gets past its arguments often enough
+    to reach the work behind them). Required arguments are always given."""
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.name not in ("self", "registry", "echo", "executor", "command", "source")
+              and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    hostile = data.draw(st.sets(st.sampled_from([p.name for p in params]), max_size=1), label="wrong")
     kwargs = {}
-    for p in inspect.signature(fn).parameters.values():
-        if p.name in ("self", "registry", "echo", "executor", "command") and p.default is not p.empty \
-                or p.name in skip or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
-            continue
-        required = p.default is p.empty
-        if required or data.draw(st.booleans(), label=f"give {p.name}"):
-            kwargs[p.name] = data.draw(st.sampled_from(_pool(p.name, str(p.annotation))), label=p.name)
+    for p in params:
+        if p.default is p.empty or p.name in hostile or p.name in ALWAYS \
+                or data.draw(st.booleans(), label=f"give {p.name}"):
+            pool = _pool(p, hostile=p.name in hostile)
+            kwargs[p.name] = data.draw(st.sampled_from(pool), label=p.name)
     if "progress" in inspect.signature(fn).parameters:
         kwargs.setdefault("progress", False)
     return kwargs
