@@ -96,6 +96,9 @@ def _sanitized(spec: AuditSpec, rs: Any, originals: Corpus, params: dict[str, An
     """Release ``rs`` made now by its sanitizer, and what the sanitizer said of it (counts,
     timings, its self-check)."""
     t0 = time.time()
+    # Said before the work: loading the sanitizer's models (spaCy's, Presidio's) can take 20 s
+    # before its own progress bar starts.
+    echo(f"  release {rs.name}: sanitizing {len(originals)} documents with {rs.sanitizer} (its models load first)")
     try:
         san = registry.create("sanitizer", rs.sanitizer, **params).use(resources)
     except (TypeError, ValueError) as exc:  # a template, labels or a size the sanitizer refuses
