@@ -23,7 +23,8 @@ Data (``--data``):
   default rotate there too.
 
     python benchmarks/trir_fidelity.py --data tab --people 50 --dev-people 15 --seeds 0 1 2
-    python benchmarks/trir_fidelity.py --data demo --people 12 --dev-people 12 --seeds 0 1 2 --batch-size 4
+    python benchmarks/trir_fidelity.py --data demo --people 12 --dev-people 12 --seeds 0 1 2 --batch-size 4 \
+        --window 64 --overlap 16    # what tests/test_trir_fidelity.py runs
     python benchmarks/trir_fidelity.py --quick    # a smoke run (about a minute)
 
 ``tests/test_trir_fidelity.py`` runs the demo guard (slow).
@@ -118,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=None, help="the attack's batch_size (default: its own, 16)")
+    ap.add_argument("--window", type=int, default=None, help="the attack's window in tokens (default: its own)")
+    ap.add_argument("--overlap", type=int, default=None, help="the attack's window overlap (default: its own)")
     ap.add_argument("--tolerance", type=float, default=3.0, help="points the default may differ from the reference")
     ap.add_argument("--out", type=Path, default=None, help="JSON of every run (written after each run)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: the demo, 6 people, one seed, 1 pass")
@@ -125,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.data, args.people, args.dev_people, args.seeds, args.batch_size = "demo", 6, 6, [0], 4
     sc = scenario(args.data, args.people, args.dev_people)
-    extra = {} if args.batch_size is None else {"batch_size": args.batch_size}
+    extra = {k: v for k, v in (("batch_size", args.batch_size), ("window", args.window), ("overlap", args.overlap))
+             if v is not None}
     if args.quick:
         extra.update(epochs=1, window=32, overlap=8)
     print(f"{args.data}: {len({d.subject for d in sc.background})} people in the background, dev release "

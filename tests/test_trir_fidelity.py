@@ -29,6 +29,7 @@ def test_the_default_attacker_keeps_the_rotation_off_attackers_trir_within_3_poi
     runs = [guard.one_run(sc, config, seed, 2, {"batch_size": 4, "window": 64, "overlap": 16})
             for seed in (0, 1, 2) for config in guard.CONFIGS]
     text, ok = guard.table(runs, releases, tolerance=3.0)
+    print(text)  # the per-release table (pytest -s), as benchmarks/trir_fidelity.py prints it
     default = [r for r in runs if r["config"] == "default"]
     assert all(r["rotation_period"] == 2 for r in default), text  # the rotation is what is tested
     assert all(r["rotation_period"] == 1 for r in runs if r["config"] == "reference"), text
