@@ -225,11 +225,15 @@ def test_rotated_epochs_count_in_passes_issue_55():
     assert run == list(range(1, 10)) and chosen == 8 and model.weight[0, 0].item() == 8.0
     assert [h["passes"] for h in history][:3] == [0.333, 0.667, 1.0] and sel["chosen_passes"] == 2.667
     assert sel["warnings"] == [] and "15 documents" in sel["cautions"][0]  # a small dev release: a caution
-    # a curve that peaks early is still trained two passes before it may stop
+    # a lucky early reading is neither kept nor a reason to stop: the epochs of the first two
+    # passes are not candidates, and the patience counts from the first one that is
     _, chosen, run, _, _, sel = _scripted_fine_tune([0.9, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5], y=(0, 0, 0, 1, 1, 1),
                                                     batch_size=1, window_rotation=3)
-    assert run == [1, 2, 3, 4, 5, 6] and chosen == 1 and sel["chosen_passes"] == 0.333
-    assert "fewer than 2" in sel["warnings"][0]  # the kept epoch saw a third of a pass: a doubt
+    assert run == list(range(1, 10)) and chosen == 9 and sel["chosen_passes"] == 3.0 and sel["warnings"] == []
+    # a training capped below two passes keeps what it has, and doubts it
+    _, chosen, run, _, _, sel = _scripted_fine_tune([0.9, 0.5, 0.5], y=(0, 0, 0, 1, 1, 1), batch_size=1,
+                                                    window_rotation=3, epochs=1)
+    assert run == [1, 2, 3] and chosen == 3 and "fewer than 2" in sel["warnings"][0]
 
 
 def test_a_dev_release_too_small_to_choose_trains_fixed_passes():

@@ -49,7 +49,7 @@ import numpy as np
 
 from attackers.trir.batches import freeze_lower, length_batches
 from attackers.trir.encoder import PREDICT_PRECISIONS, TRAIN_PRECISIONS, autocast, resolve_precision
-from attackers.trir.schedule import is_better, last_improvement, plan, selection_note, selection_record
+from attackers.trir.schedule import plan, selection_note, selection_record
 from attackers.trir.windows import Windows, pad_batch
 from audit.core.config import make_private
 
@@ -246,7 +246,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
     ddp = _prepare(model)
     loop = _Loop(attack, ddp, model, data, rank, world, (optimizer, scheduler),
                  precision=None if resume is None else resume.get("train_precision"))
-    stopped = the_plan.stop_reason(history[-1]["epoch"], best[0], last_improvement(history)) if history else None
+    stopped = the_plan.stop_reason(history[-1]["epoch"], best[0], the_plan.improved_at(history)) if history else None
     for epoch in range(start, epochs + 1):
         if stopped:
             break
@@ -254,7 +254,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
         entry["passes"] = the_plan.passes(epoch)
         if data["dev"] is not None:
             entry["dev_accuracy"] = round(loop.dev_accuracy(), 5)
-            if the_plan.select and is_better(entry["dev_accuracy"], best[0]):
+            if the_plan.keeps(epoch, entry["dev_accuracy"], best[0]):
                 best = (entry["dev_accuracy"], epoch, _copy(model.state_dict()))
         history.append(entry)
         state = {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
@@ -264,7 +264,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
         _report(rank, {"epoch": epoch, "loss": entry["loss"], **({"dev_accuracy": entry["dev_accuracy"]}
                                                                   if "dev_accuracy" in entry else {})}, state)
         _maybe_fail(data.get("fail_after"), epoch, rank)
-        stopped = the_plan.stop_reason(epoch, best[0], last_improvement(history))
+        stopped = the_plan.stop_reason(epoch, best[0], the_plan.improved_at(history))
     chosen = best[1] if the_plan.select and best[1] > 0 else len(history)
     final = best[2] if chosen != len(history) and best[2] is not None else model.state_dict()
     _report(rank, {"done": 1}, {"final_model": final, "history": history, "per_epoch": per_epoch,

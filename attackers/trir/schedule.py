@@ -11,9 +11,12 @@ pass), not how much the attacker has learned when it is read:
   epochs, and the training stops ``patience * P`` epochs (never fewer than 3 dev readings, the
   TRI paper's patience when nothing rotates) after the last strict improvement of the dev
   accuracy;
-- it never stops before :data:`MIN_PASSES` passes (every window seen twice), whatever a small
-  dev release says: a dev release of 15 documents moves by 7 points with one document, so its
-  early readings cannot tell an undertrained attacker from a trained one;
+- it never stops before :data:`MIN_PASSES` passes (every window seen twice), and never keeps an
+  epoch before them, whatever a small dev release says: a dev release of 15 documents moves by 7
+  points with one document, so its early readings cannot tell an undertrained attacker from a
+  trained one (on the development population, seed 0, a rotation-off attacker kept its first
+  pass on such a lucky reading, 0.67 then 0.50-0.58, and named the subject of 75% of the originals
+  against 92% for the rotated attacker kept after 4.5 passes: benchmarks/trir_fidelity.py);
 - a tie of dev accuracy goes to the **later** epoch, the better-trained one (its loss is lower
   on the training data, and the dev release cannot tell the two apart);
 - a dev release of fewer than :data:`MIN_DEV_DOCUMENTS` documents does not choose: the attacker
@@ -77,6 +80,16 @@ class Plan:
     def passes(self, epoch: int) -> float:
         """Passes over the training windows after ``epoch`` rotated epochs."""
         return round(epoch / self.period, 3)
+
+    def keeps(self, epoch: int, accuracy: float, best_accuracy: float) -> bool:
+        """Whether ``epoch``, with dev ``accuracy``, replaces the kept epoch: a dev release
+        chooses, the epoch completes the minimum passes, and it is as good or better."""
+        return self.select and epoch >= self.min_epochs and is_better(accuracy, best_accuracy)
+
+    def improved_at(self, history: list[dict]) -> int:
+        """The last epoch of ``history`` that may be kept whose dev accuracy was strictly better
+        than every earlier such epoch (0: none yet), from which the patience counts."""
+        return last_improvement([h for h in history if h["epoch"] >= self.min_epochs])
 
     def stop_reason(self, epoch: int, best_accuracy: float, improved_at: int) -> str | None:
         """Why the training stops after ``epoch`` (with a dev release), or ``None`` to go on.

@@ -26,7 +26,7 @@ from attackers.trir.batches import dedup_windows, freeze_lower, length_batches
 from attackers.trir.cache import TrainedTRIR, cache_root
 from attackers.trir.checkpoints import Checkpoint
 from attackers.trir.sampling import rotation_period
-from attackers.trir.schedule import is_better, last_improvement, plan, selection_note, selection_record
+from attackers.trir.schedule import plan, selection_note, selection_record
 from attackers.trir.encoder import autocast, has_mlm_head, quiet_transformers, torch_settings
 from attackers.trir.texts import LABEL_STYLE, curated_from_parse, masked_from_parses, style_words
 from attackers.trir.windows import Windows, make_windows, pad_batch, predict_logits, sum_window_logits
@@ -264,7 +264,7 @@ class TRIRTraining:
         y_t = torch.tensor(y, dtype=torch.long)
         lengths = [len(w) for w in windows.ids]
         history, best, start = self._restore(run, model, optimizer, scheduler, next_order)
-        stopped = the_plan.stop_reason(history[-1]["epoch"], best[0], last_improvement(history)) if history else None
+        stopped = the_plan.stop_reason(history[-1]["epoch"], best[0], the_plan.improved_at(history)) if history else None
         for epoch in range(start, epochs + 1):
             if stopped:
                 break
@@ -280,13 +280,13 @@ class TRIRTraining:
                 entry["frozen_layers"] = self.freeze_layers
             if dev_set is not None:
                 entry["dev_accuracy"] = round(self._accuracy(model, *dev_set, pad_id, device), 5)
-                if the_plan.select and is_better(entry["dev_accuracy"], best[0]):
+                if the_plan.keeps(epoch, entry["dev_accuracy"], best[0]):
                     best = (entry["dev_accuracy"], epoch, {k: v.detach().clone() for k, v in model.state_dict().items()})
             history.append(entry)
             self._say_epoch(entry, epochs, best if the_plan.select else None)
             if run.checkpoint is not None:
                 run.checkpoint.save(_state(epoch, model, optimizer, scheduler, history, best, run.pre))
-            stopped = the_plan.stop_reason(epoch, best[0], last_improvement(history))
+            stopped = the_plan.stop_reason(epoch, best[0], the_plan.improved_at(history))
         freeze_lower(model, self.freeze_layers, False)
         chosen = best[1] if the_plan.select and best[2] is not None else len(history)
         if chosen != len(history):
