@@ -65,3 +65,29 @@ def test_shared_prefix_answers_are_the_same_in_any_order(small_llm):
     again = {i: probe(reqs[i]) for i in (3, 0, 2, 1, 1)}
     assert [again[i][0] for i in range(4)] == [f[0] for f in first]
     assert "Lyon" in small_llm.complete_batch(reqs[:1])[0]
+
+
+def test_fixed_answers_in_one_pass_with_the_passage_evaluated_once(small_llm):
+    """Issue 57: the judge's Yes and No come from one forward pass, the instructions and the
+    passage evaluated once in one fixed way for every question about them: the values agree
+    with the forced continuation of each answer (other evaluation batches: last bits), and are
+    bit-identical in any order."""
+    from attackers.claim_linker.judge import yesno_cuts, yesno_prompt
+
+    backend = small_llm.backend
+    passage = " ".join(f"Hearing {i} was held in {city} on day {i + 3}." for i, city in enumerate(["Lyon", "Nice"] * 6))
+    questions = []
+    for fact in ("Hearing 4 was held in Lyon.", "Hearing 5 was held in Nice.", "The court sat in Berlin."):
+        prefix, yes, no = yesno_prompt(backend, passage, fact)
+        questions.append((prefix, [yes, no], yesno_cuts(prefix, passage, fact, passage=True)))
+    spent = backend.usage["prompt_evaluated"]
+    first = [backend.answer_logprobs(p, a, shared=c) for p, a, c in questions]
+    evaluated = backend.usage["prompt_evaluated"] - spent
+    whole = backend.count_tokens(questions[0][0])
+    assert evaluated < whole + 2 * (whole - backend.count_tokens(questions[0][0][:questions[0][2][1]])) + 10
+    for (prefix, answers, _), values in zip(questions, first):
+        forced = [sum(backend.logprobs(prefix, a)) for a in answers]
+        assert values == pytest.approx(forced, abs=0.1)
+    backend.logprobs("The capital city of France is", " Paris")  # the slot holds something else
+    assert [backend.answer_logprobs(p, a, shared=c) for p, a, c in reversed(questions)] == first[::-1]
+    assert first[2][0] < first[2][1]  # a fact the passage does not state: No

@@ -94,14 +94,32 @@ def yesno_prompt(llm: LLM, evidence: str, claim: str) -> tuple[str, str, str]:
 NULL_PASSAGE = "N/A"
 
 
+def yesno_cuts(prefix: str, evidence: str, claim: str, *, passage: bool = False) -> tuple[int, ...]:
+    """Where the parts of the yes/no prompt that other questions share end: the instructions
+    (every question), and with ``passage`` the passage too (every claim asked against it); the
+    claim comes last. Empty when the prompt does not hold the question as :func:`yesno_messages`
+    writes it. The judge declares the instructions only: its passages are each claim's own best
+    sentences, which seldom recur whole, and a declared part costs a token to cut the slot back to
+    (benchmarks/README.md, the judge's LLM cost)."""
+    head = f"Passage: {evidence}\n\n"
+    start = prefix.find(f"{head}Fact: {claim}\n\n")
+    if start <= 0:
+        return ()
+    return (start, start + len(head)) if passage else (start,)
+
+
 def yesno_margin(llm: LLM, evidence: str, claim: str) -> float:
     """``log P(Yes) - log P(No)`` for the claim against the evidence (each answer's tokens
-    summed): positive when the judge finds the fact stated. Uses :meth:`LLM.logprobs`;
-    an empty evidence is never support."""
+    summed): positive when the judge finds the fact stated. Both answers are scored by
+    :meth:`LLM.answer_logprobs` (one forward pass on llama.cpp), the instructions declared as
+    shared (:func:`yesno_cuts`), so the margin is the same whatever was asked before it (the two
+    forced calls before issue 57 reused whatever the slot held); an empty evidence is never
+    support."""
     if not evidence.strip():
         return float("-inf")
     prefix, yes, no = yesno_prompt(llm, evidence, claim)
-    return sum(llm.logprobs(prefix, yes)) - sum(llm.logprobs(prefix, no))
+    lp_yes, lp_no = llm.answer_logprobs(prefix, [yes, no], shared=yesno_cuts(prefix, evidence, claim))
+    return lp_yes - lp_no
 
 
 def margin_rating(margin: float) -> int:

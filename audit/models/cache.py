@@ -242,7 +242,26 @@ class CachedLLM(LLM):
                 bar.update(len(chunk))
         return [str(found[k]) for k in keys]
 
+    def scoring_key(self, prefix: str, answers, shared) -> dict[str, Any]:
+        return self.backend.scoring_key(prefix, answers, shared)
+
     # log-probabilities -------------------------------------------------------------
+    def answer_logprobs(self, prefix: str, answers, *, shared=()) -> list[float]:
+        """The backend's :meth:`~audit.models.llm.LLM.answer_logprobs`, cached under what
+        determines them (:meth:`~audit.models.llm.LLM.scoring_key`)."""
+        if self.store is None:
+            self._count(misses=1, backend_calls=1)
+            return self.backend.answer_logprobs(prefix, answers, shared=shared)
+        key = cache_key(self.identity, "answer_logprobs", self.backend.scoring_key(prefix, answers, shared))
+        found = self.store.get_many([key])
+        if key in found:
+            self._count(hits=1)
+            return [float(x) for x in found[key]]  # type: ignore[union-attr]
+        self._count(misses=1, backend_calls=1)
+        values = [float(x) for x in self.backend.answer_logprobs(prefix, answers, shared=shared)]
+        self.store.put_many({key: values})
+        return values
+
     def logprobs(self, prefix: str, continuation: str) -> list[float]:
         if self.store is None:
             self._count(misses=1, backend_calls=1)

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from audit.models.llm import LLM, ChatRequest, LLMError
+from audit.models.llm import LLM, ChatRequest, LLMError, check_cuts
 from audit.models.backends import key_of, map_concurrently, template_text, gguf_tokenizer, tokenizers_root
 
 log = logging.getLogger(__name__)
@@ -152,12 +152,21 @@ class LlamaCppLLM(LLM):
         except Exception as exc:  # noqa: BLE001 - no template, or one that refuses a partial chat
             log.info("llama.cpp: no shared-prefix reuse for this request (%s)", exc)
             return None
+        if not all(full.startswith(text) for text in texts):
+            log.info("llama.cpp: a shared prefix is not where the whole prompt starts; evaluated whole")
+            return None
+        return self._levels(full, texts)
+
+    def _levels(self, full: str, texts: list[str]) -> tuple[list[int], list[tuple[int, ...]], int] | None:
+        """``full`` as token ids, each of ``texts`` (its prefixes, shortest first) as the tokens
+        the ids begin with, and a token that none of them is followed by; ``None`` where a
+        prefix tokenizes otherwise alone than as the start of the whole."""
+        tok = self.tokenizer
         ids = tok(full, add_special_tokens=False)["input_ids"]
         levels: list[tuple[int, ...]] = []
         for text in texts:
             level = tuple(tok(text, add_special_tokens=False)["input_ids"])
-            if not full.startswith(text) or tuple(ids[:len(level)]) != level or len(level) >= len(ids) \
-                    or (levels and len(level) <= len(levels[-1])):
+            if tuple(ids[:len(level)]) != level or len(level) >= len(ids) or (levels and len(level) <= len(levels[-1])):
                 log.info("llama.cpp: a shared prefix is not where the whole prompt starts; evaluated whole")
                 return None
             levels.append(level)
@@ -192,6 +201,15 @@ class LlamaCppLLM(LLM):
                        **extra: Any) -> tuple[dict[str, Any], int]:
         """The server's raw answer (``extra`` goes into its body) and the prompt tokens the
         prefix calls evaluated. Called with :attr:`_slot_lock` held."""
+        body = {k: v for k, v in self._request_body(request).items() if k != "messages"}
+        body.update(n_predict=request.max_tokens, **extra)
+        return self._run_shared(body, ids, levels, filler)
+
+    def _run_shared(self, body: dict[str, Any], ids: list[int], levels: list[tuple[int, ...]],
+                    filler: int) -> tuple[dict[str, Any], int]:
+        """The answer to ``body`` with the prompt ``ids``, its shared ``levels`` evaluated
+        canonically (see :meth:`_complete_shared`), and the prompt tokens the prefix calls
+        evaluated. Called with :attr:`_slot_lock` held."""
         try:
             held = 0
             while held < min(len(self._held), len(levels)) and self._held[held] == levels[held]:
@@ -206,9 +224,7 @@ class LlamaCppLLM(LLM):
             for level in levels[held:]:
                 evaluated += self._prefix_call([*level, filler], reuse=True)
                 self._held = (*self._held, level)
-            body = {k: v for k, v in self._request_body(request).items() if k != "messages"}
-            body.update(prompt=ids, n_predict=request.max_tokens, cache_prompt=True, **extra)
-            return self._call(self._server.handle_completions, body), evaluated
+            return self._call(self._server.handle_completions, {**body, "prompt": ids, "cache_prompt": True}), evaluated
         except BaseException:
             self._held = ()  # whatever the slot holds now, it is not known to be canonical
             raise
@@ -271,10 +287,82 @@ class LlamaCppLLM(LLM):
             content = result["choices"][0]["logprobs"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
             raise LLMError(f"llama.cpp returned no log-probabilities: {str(result)[:300]}") from exc
+        timings = result.get("timings") if isinstance(result, dict) else None
+        ran = timings.get("prompt_n") if isinstance(timings, dict) else None
+        usage = result.get("usage") if isinstance(result, dict) else None
+        self._note_usage({**(usage if isinstance(usage, dict) else {}), "prompt_tokens": len(prompt_ids),
+                          "prompt_evaluated": ran if isinstance(ran, int) else len(prompt_ids)})
         got = [c["id"] for c in content]
         if got != cont_ids:
             raise LLMError(f"llama.cpp did not follow the forced continuation ({got} != {cont_ids})")
         return [float(c["logprob"]) for c in content]
+
+    # fixed answers, one forward pass ---------------------------------------------------
+    #: How many of the most likely next tokens a scoring call reports: the other fixed answers
+    #: are read from them (a second call scores any that is not among them).
+    SCORE_TOP = 20
+
+    def scoring_key(self, prefix: str, answers, shared) -> dict[str, Any]:
+        """Values scored with shared parts reused canonically differ in the last bits from a
+        whole-prompt evaluation: keyed with the parts where they are reused."""
+        key = super().scoring_key(prefix, answers, shared)
+        return {**key, "shared": [int(k) for k in shared]} if shared and self._canonical else key
+
+    @property
+    def _canonical(self) -> bool:
+        """Whether prompts are evaluated in one fixed way (one slot, shared parts reused so)."""
+        return self.deterministic and self.reuse_prefix
+
+    def answer_logprobs(self, prefix: str, answers, *, shared=()) -> list[float]:
+        """Every answer that is one token after ``prefix`` is scored from one forward pass (the
+        first answer forced by a grammar, the others read from the ``n_probs`` most likely tokens
+        of the same logits); the shared parts are evaluated canonically, so a passage is
+        evaluated once for all the questions about it, and a value is the same whatever ran
+        before. Answers of several tokens: :meth:`logprobs` each."""
+        cuts = check_cuts(prefix, shared)
+        tok = self.tokenizer
+        ids = tok(prefix, add_special_tokens=False)["input_ids"]
+        tokens = []
+        for answer in answers:
+            joint = tok(prefix + answer, add_special_tokens=False)["input_ids"]
+            if not ids or len(joint) != len(ids) + 1 or joint[:len(ids)] != ids:
+                return super().answer_logprobs(prefix, answers, shared=shared)
+            tokens.append(joint[-1])
+        plan = self._levels(prefix, [prefix[:k] for k in cuts]) if cuts and self._canonical else None
+        found: dict[int, float] = {}
+        for token in tokens:
+            if token not in found:
+                found.update(self._score_call(ids, plan, token))
+        return [found[t] for t in tokens]
+
+    def _score_call(self, ids: list[int], plan, token: int) -> dict[int, float]:
+        """Log-probabilities of ``token`` (forced) and of the most likely tokens after ``ids``,
+        from one forward pass: shared levels canonically when ``plan`` gives them, else the
+        whole prompt from position 0 (reusing the slot where answers need not be canonical)."""
+        body = {"n_predict": 1, "n_probs": self.SCORE_TOP, "grammar": f"root ::= <[{token}]>", "temperature": 0.0,
+                "post_sampling_probs": False}
+        with self._slot_lock:
+            if plan is not None:
+                result, evaluated = self._run_shared(body, ids, plan[1], plan[2])
+            else:
+                self._held = ()  # the slot is about to hold something else
+                result = self._call(self._server.handle_completions,
+                                    {**body, "prompt": ids, "cache_prompt": not self.deterministic})
+                evaluated = 0
+        timings = result.get("timings") if isinstance(result, dict) else None
+        ran = timings.get("prompt_n") if isinstance(timings, dict) else None
+        usage = result.get("usage") if isinstance(result, dict) else None
+        self._note_usage({**(usage if isinstance(usage, dict) else {}), "prompt_tokens": len(ids),
+                          "prompt_evaluated": evaluated + (ran if isinstance(ran, int) else len(ids))})
+        try:
+            (content,) = result["choices"][0]["logprobs"]["content"]
+            values = {int(c["id"]): float(c["logprob"]) for c in content.get("top_logprobs", ())}
+            values[int(content["id"])] = float(content["logprob"])
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise LLMError(f"llama.cpp returned no log-probabilities: {str(result)[:300]}") from exc
+        if int(content["id"]) != token:
+            raise LLMError(f"llama.cpp did not follow the forced answer ({content['id']} != {token})")
+        return values
 
     def close(self) -> None:
         self._server = None  # the C++ server shuts down when the object is collected

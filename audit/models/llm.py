@@ -8,7 +8,9 @@ Every attack and sanitizer that needs a language model talks to :class:`LLM`:
   backends send them concurrently; llama.cpp answers them one at a time unless told
   otherwise, since its batched answers depend on their neighbours);
 * :meth:`LLM.logprobs` — log-probabilities of the tokens of a continuation given
-  a prefix (information content of terms).
+  a prefix (information content of terms);
+* :meth:`LLM.answer_logprobs` — the log-probabilities of a few fixed answers to one prompt (a
+  yes/no judge), in one forward pass where the backend can, shared prompt parts reused.
 
 Backends: in-process llama.cpp (``xllamacpp``; the embedded default), any
 OpenAI-compatible server, local transformers (:mod:`audit.models.backends`); the
@@ -126,6 +128,14 @@ class LLMError(AnonauditError):
     """The model could not answer (server down, context too long, ...)."""
 
 
+def check_cuts(prefix: str, shared: Sequence[int]) -> tuple[int, ...]:
+    """``shared`` as a tuple, checked: increasing offsets strictly inside ``prefix``."""
+    cuts = tuple(int(k) for k in shared)
+    if any(not 0 < k < len(prefix) for k in cuts) or list(cuts) != sorted(set(cuts)):
+        raise ValueError(f"shared prefixes must be increasing offsets inside the prompt: {cuts!r}")
+    return cuts
+
+
 class LLM(ABC):
     """A chat model. Subclasses implement :meth:`_complete` (and optionally
     :meth:`_complete_batch` and :meth:`logprobs`)."""
@@ -182,6 +192,21 @@ class LLM(ABC):
     def logprobs(self, prefix: str, continuation: str) -> list[float]:
         """Natural-log probabilities of the tokens of ``continuation`` after ``prefix``."""
         raise LLMError(f"{self.identity or type(self).__name__} cannot compute log-probabilities")
+
+    def answer_logprobs(self, prefix: str, answers: Sequence[str], *, shared: Sequence[int] = ()) -> list[float]:
+        """The log-probability of each of the fixed ``answers`` after ``prefix`` (its tokens summed):
+        a closed question scored without generating text. ``shared``: offsets in ``prefix``
+        (increasing) where parts that other questions begin with end (the instructions, then a
+        passage), so that a backend may evaluate each once and reuse it (llama.cpp does, in one
+        fixed way: :class:`~audit.models.llamacpp.LlamaCppLLM`); put what questions share first.
+        This default asks :meth:`logprobs` for each answer."""
+        check_cuts(prefix, shared)
+        return [sum(self.logprobs(prefix, a)) for a in answers]
+
+    def scoring_key(self, prefix: str, answers: Sequence[str], shared: Sequence[int]) -> dict[str, Any]:
+        """What determines :meth:`answer_logprobs`' values, for the answer cache's key: the prompt
+        and the answers, and the shared parts only where their reuse changes the values."""
+        return {"prefix": prefix, "answers": list(answers)}
 
     def chat_text(self, messages: Sequence[Message]) -> str | None:
         """The text a chat becomes for this model (its own chat template, the assistant's turn

@@ -117,5 +117,11 @@ class RemoteLLM(LLM):
     def logprobs(self, prefix: str, continuation: str) -> list[float]:
         return self.local.logprobs(prefix, continuation)
 
+    def answer_logprobs(self, prefix: str, answers, *, shared=()) -> list[float]:
+        return self.local.answer_logprobs(prefix, answers, shared=shared)
+
+    def scoring_key(self, prefix: str, answers, shared) -> dict[str, Any]:
+        return self.local.scoring_key(prefix, answers, shared)
+
     def close(self) -> None:
         self.local.close()
