@@ -8,9 +8,9 @@ Paths, on the same aux claims (3 random claims, seed 0, of ``--docs`` seeded TAB
 the draw of ``claim_linker_tab.py --paraphrase-docs``), with no answer cache (cold), interleaved
 (A B then B A, half the documents each):
 
-* **whole**: each claim's request evaluated whole (the paraphraser before issue 57);
-* **shared**: the instructions declared shared (``ChatRequest.shared``), evaluated once by
-  llama.cpp in one fixed way and reused by every claim (the attack's paraphraser now).
+* **whole**: each claim's request evaluated whole (the attack's paraphraser);
+* **shared**: the instructions declared shared (``ChatRequest.shared=(1,)``), evaluated once by
+  llama.cpp in one fixed way and reused by every claim (the candidate speed-up).
 
 For each: seconds per claim, prompt tokens sent and evaluated, generated tokens, unusable answers
 (kept verbatim), answers identical to the other path; then the dense linker (the attack's) with
@@ -45,7 +45,7 @@ SPECS = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
 
 def requests(claims: list[str], path: str, seed: int):
     reqs = [paraphrase_request(c, seed) for c in claims]
-    return reqs if path == "shared" else [dataclasses.replace(r, shared=()) for r in reqs]
+    return [dataclasses.replace(r, shared=(1,) if path == "shared" else ()) for r in reqs]
 
 
 def run(llm, path: str, claims: list[str], seed: int) -> tuple[list[str], dict]:
