@@ -23,7 +23,7 @@ def test_paper_budget_is_the_default_and_options_override_it():
     paper = TRIRAttack().settings()
     assert TRIRAttack().budget == "paper"
     assert (paper["epochs"], paper["patience"], paper["augment_ner"], paper["curate"], paper["pretrain"]) == \
-        (15, 1, True, True, True)  # epochs and patience in passes (issue 55)
+        (15, 3, True, True, True)  # epochs and patience in passes (issue 55)
     assert (paper["fixed_passes"], TRIRAttack(budget="fast").settings()["fixed_passes"]) == (5, 5)
     fast = TRIRAttack(budget="fast").settings()
     assert (fast["epochs"], fast["augment_ner"], fast["curate"], fast["pretrain"]) == (5, True, False, False)
@@ -41,7 +41,7 @@ def test_cache_key_follows_the_settings_in_force_not_their_spelling(tmp_path):
     bg = Corpus([Document("a", "Ann lives in Oslo.", subject="ann")], name="bg")
     base = resolve_base(None)
     key = lambda a: a.cache_key(bg, base, None)  # noqa: E731
-    assert key(TRIRAttack(budget="fast")) == key(TRIRAttack(budget="paper", epochs=5, patience=1, curate=False,
+    assert key(TRIRAttack(budget="fast")) == key(TRIRAttack(budget="paper", epochs=5, patience=2, curate=False,
                                                             pretrain=False, pretrain_epochs=1))
     assert key(TRIRAttack(budget="fast")) != key(TRIRAttack(budget="paper"))
     a, b = TRIRAttack(), TRIRAttack()
@@ -198,12 +198,12 @@ def _scripted_fine_tune(dev_accuracies, dev_size=20, y=(0, 1, 0, 1), **params):
 
 def test_dev_epoch_selection_stops_early_and_keeps_the_best_epoch():
     history, chosen, run, model, notes, _ = _scripted_fine_tune([0.2, 0.5, 0.4, 0.45, 0.5, 0.9, 0.95])
-    # nothing rotates (one epoch a pass); patience 1 pass but at least 3 dev readings: epochs 3-5
+    # nothing rotates (one epoch a pass); patience 3 passes: epochs 3-5
     # bring nothing strictly better than epoch 2, and epoch 5 ties it, so the later one is kept
     assert run == [1, 2, 3, 4, 5] and chosen == 5 and len(history) == 5
     assert model.weight[0, 0].item() == 5.0  # the kept epoch's weights are back (here the last)
     assert "epoch 5 (5 passes over the windows) of at most 15" in notes[-1]
-    assert "no better dev accuracy for 1 pass(es)" in notes[-1]
+    assert "no better dev accuracy for 3 pass(es)" in notes[-1]
     _, chosen, run, model, _, _ = _scripted_fine_tune([0.2, 0.6, 0.5, 0.4, 0.3])
     assert run == [1, 2, 3, 4, 5] and chosen == 2 and model.weight[0, 0].item() == 2.0
     # a perfect dev accuracy stops only once every window was seen twice
@@ -216,20 +216,20 @@ def test_dev_epoch_selection_stops_early_and_keeps_the_best_epoch():
 def test_rotated_epochs_count_in_passes_issue_55():
     """Issue 55's curve: under a rotation of 3 epochs, counting patience in rotated epochs kept
     epoch 2 (two thirds of a pass, on a tie); counted in passes, with two passes at least and
-    ties to the later epoch, the attacker trains through epoch 6 and stops a pass later."""
+    ties to the later epoch, the attacker trains through epoch 6 and stops three passes later."""
     curve = [0.2, 0.6, 0.533, 0.467, 0.6, 0.8, 0.7, 0.8, 0.733, 0.6]
     history, chosen, run, model, notes, sel = _scripted_fine_tune(curve, dev_size=15, y=(0, 0, 0, 1, 1, 1),
                                                                   batch_size=1, window_rotation=3)
-    assert sel["rotation_period"] == 3 and sel["patience_epochs"] == 3 and sel["max_epochs"] == 45
+    assert sel["rotation_period"] == 3 and sel["patience_epochs"] == 9 and sel["max_epochs"] == 45
     # epoch 8 ties epoch 6 (kept: later), but the patience counts from epoch 6's improvement
-    assert run == list(range(1, 10)) and chosen == 8 and model.weight[0, 0].item() == 8.0
+    assert run == list(range(1, 16)) and chosen == 8 and model.weight[0, 0].item() == 8.0
     assert [h["passes"] for h in history][:3] == [0.333, 0.667, 1.0] and sel["chosen_passes"] == 2.667
     assert sel["warnings"] == [] and "15 documents" in sel["cautions"][0]  # a small dev release: a caution
     # a lucky early reading is neither kept nor a reason to stop: the epochs of the first two
     # passes are not candidates, and the patience counts from the first one that is
     _, chosen, run, _, _, sel = _scripted_fine_tune([0.9, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5], y=(0, 0, 0, 1, 1, 1),
                                                     batch_size=1, window_rotation=3)
-    assert run == list(range(1, 10)) and chosen == 9 and sel["chosen_passes"] == 3.0 and sel["warnings"] == []
+    assert run == list(range(1, 16)) and chosen == 15 and sel["chosen_passes"] == 5.0 and sel["warnings"] == []
     # a training capped below two passes keeps what it has, and doubts it
     _, chosen, run, _, _, sel = _scripted_fine_tune([0.9, 0.5, 0.5], y=(0, 0, 0, 1, 1, 1), batch_size=1,
                                                     window_rotation=3, epochs=1)
