@@ -154,22 +154,26 @@ def per_label_sources(res, held: dict[tuple, bool]) -> dict[str, dict]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["spans"]))
 
 
-def demo_check(seed: int, n: int, people: int) -> dict:
-    """The demo population (``anonaudit demo-data --n N``): every span of its labels and
+def demo_scenario(tmp: Path, seed: int, n: int) -> Scenario:
+    """The demo population (``anonaudit demo-data --n N``) written under ``tmp``: its labels and
     suppressed releases."""
     from audit.demo.data import write
-    from audit.io.loaders import load_release_file
 
+    write(tmp, n=n, seed=seed)
+    originals = load_corpus(tmp / "originals.jsonl")
+    background = load_corpus(tmp / "background.jsonl")
+    releases = [load_release_file(tmp / "releases" / f"{m}.jsonl", name=m, originals=originals)[0]
+                for m in ("labels", "suppressed")]
+    return Scenario(originals=originals, background=background, releases=tuple(releases))
+
+
+def demo_check(seed: int, n: int, people: int) -> dict:
+    """The demo population: every span of its labels and suppressed releases."""
     with tempfile.TemporaryDirectory(prefix="span-guess-demo-") as tmp:
-        write(Path(tmp), n=n, seed=seed)
-        originals = load_corpus(Path(tmp) / "originals.jsonl")
-        background = load_corpus(Path(tmp) / "background.jsonl")
-        releases = [load_release_file(Path(tmp) / "releases" / f"{m}.jsonl", name=m, originals=originals)[0]
-                    for m in ("labels", "suppressed")]
-        scenario = Scenario(originals=originals, background=background, releases=tuple(releases))
+        scenario = demo_scenario(Path(tmp), seed, n)
         attack = SpanGuessAttack(guesses=5, people=people, knowledge="background", progress=False).fit(scenario)
         return {"people": n, "seed": seed, "releases": {r.name: _drop(run_variants(attack, scenario, r, people))
-                                                        for r in releases}}
+                                                        for r in scenario.releases}}
 
 
 def _drop(row: dict) -> dict:
@@ -177,33 +181,39 @@ def _drop(row: dict) -> dict:
     return row
 
 
-def tri_check(seed: int, n: int, guesses: int, people: int) -> dict:
-    """A TRI-format file made from a demo population (people and distractors; each person's
-    background documents joined as ``public_knowledge``), attacked through the TRI loader."""
+def tri_scenario(tmp: Path, seed: int, n: int) -> tuple[Scenario, int]:
+    """A TRI-format file made under ``tmp`` from a demo population (people and distractors; each
+    person's background documents joined as ``public_knowledge``), read by the TRI loader; and
+    how many people its releases hold."""
     from audit.demo.data import write
     from audit.io.loaders import load_tri
 
+    data = write(tmp / "demo", n=n, seed=seed)
+    originals = load_corpus(tmp / "demo" / "originals.jsonl")
+    background = load_corpus(tmp / "demo" / "background.jsonl")
+    pk: dict[str, list[str]] = {}
+    for d in background:
+        pk.setdefault(d.subject or d.id, []).append(d.text)
+    methods = {m: {d.subject: d.text for d in load_corpus(tmp / "demo" / "releases" / f"{m}.jsonl")}
+               for m in ("labels", "suppressed")}
+    rows = [{"name": person, "public_knowledge": "\n\n".join(texts),
+             **{m: t[person] for m, t in methods.items() if person in t}} for person, texts in pk.items()]
+    path = tmp / "tri.json"
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    bg, releases = load_tri(path)
+    # the originals keyed as the TRI file keys its rows (by name)
+    orig = Corpus([Document(d.subject, d.text, subject=d.subject) for d in originals], name="originals")
+    return Scenario(originals=orig, background=bg, releases=tuple(releases)), len(data.originals)
+
+
+def tri_check(seed: int, n: int, guesses: int, people: int) -> dict:
+    """The TRI-format file, attacked through the TRI loader."""
     with tempfile.TemporaryDirectory(prefix="span-guess-tri-") as tmp:
-        data = write(Path(tmp) / "demo", n=n, seed=seed)
-        originals = load_corpus(Path(tmp) / "demo" / "originals.jsonl")
-        background = load_corpus(Path(tmp) / "demo" / "background.jsonl")
-        pk: dict[str, list[str]] = {}
-        for d in background:
-            pk.setdefault(d.subject or d.id, []).append(d.text)
-        methods = {m: {d.subject: d.text for d in load_corpus(Path(tmp) / "demo" / "releases" / f"{m}.jsonl")}
-                   for m in ("labels", "suppressed")}
-        rows = [{"name": person, "public_knowledge": "\n\n".join(texts),
-                 **{m: t[person] for m, t in methods.items() if person in t}} for person, texts in pk.items()]
-        path = Path(tmp) / "tri.json"
-        path.write_text(json.dumps(rows), encoding="utf-8")
-        bg, releases = load_tri(path)
-        # the originals keyed as the TRI file keys its rows (by name)
-        orig = Corpus([Document(d.subject, d.text, subject=d.subject) for d in originals], name="originals")
-        scenario = Scenario(originals=orig, background=bg, releases=tuple(releases))
+        scenario, in_release = tri_scenario(Path(tmp), seed, n)
         attack = SpanGuessAttack(guesses=guesses, people=people, knowledge="background", progress=False)
         attack.fit(scenario)
-        return {"people_in_background": len(bg), "people_in_release": len(data.originals),
-                "releases": {rel.name: _drop(run_variants(attack, scenario, rel, people)) for rel in releases}}
+        return {"people_in_background": len(scenario.background), "people_in_release": in_release,
+                "releases": {rel.name: _drop(run_variants(attack, scenario, rel, people)) for rel in scenario.releases}}
 
 
 def _row(res, seconds: float) -> dict:

@@ -95,3 +95,29 @@ def test_an_embedder_embeds_one_step_here_rather_than_start_a_cluster_stage(tmp_
     many = ["w%d is a word" % i for i in range(5)]
     assert np.array_equal(e.encode(many, batch_size=1), minilm.encode(many, batch_size=1))
     assert ex.calls == [many] and len(loads) == 2  # three steps: the workers (here, this process again)
+
+
+def test_an_interrupted_call_keeps_the_steps_it_finished(tmp_path, minilm, monkeypatch):
+    """Embedding a long background takes minutes: each step is kept as it is done, so a call that
+    is stopped midway embeds only the rest when run again, with the same vectors."""
+    import audit.models.embed as embed
+
+    monkeypatch.setattr(Embedder, "STEP", 2)
+    texts = ["w%d is a word" % i for i in range(5)]
+    real, steps = embed._encode, []
+
+    def stopped_after_two(model, chunk, batch_size):
+        if len(steps) == 2:
+            raise KeyboardInterrupt
+        steps.append(chunk)
+        return real(model, chunk, batch_size)
+
+    monkeypatch.setattr(embed, "_encode", stopped_after_two)
+    a = Embedder("minilm", cache=tmp_path / "emb.sqlite")
+    with pytest.raises(KeyboardInterrupt):
+        a.encode(texts, batch_size=1)
+    monkeypatch.setattr(embed, "_encode", real)
+    b = Embedder("minilm", cache=tmp_path / "emb.sqlite")
+    got = b.encode(texts, batch_size=1)
+    assert b.stats == {"hits": 4, "misses": 1}  # the two finished steps came from the cache
+    assert np.array_equal(got, minilm.encode(texts, batch_size=1))

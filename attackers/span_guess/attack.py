@@ -89,7 +89,8 @@ class SpanGuessAttack(UsesLLM, Attack):
         labels: only attack spans with these entity labels.
         frequent_lemmas: leave the N most frequent lemmas of the originals out of lemma matching.
         context_tokens: at most this many tokens of document context per prompt (default: what fits).
-        cache: read and write the LLM answer cache.
+        cache: read and write the caches on disk (LLM answers; the background's sentence vectors and
+            spaCy parses).
         ner: label spans that a release does not label with spaCy NER on their original text.
         knowledge: what the adversary knows besides the sanitized document: ``background`` (the public
             background documents: candidates from the best-matching person's background, ranked by
@@ -230,7 +231,7 @@ class SpanGuessAttack(UsesLLM, Attack):
         if self._background is None or self._background_key != key:
             self._background = Background(bg, resources_of(self).spacy(disable=("parser", "lemmatizer")),
                                           embedder=resources_of(self).embedder(None, cache=self.cache)
-                                          if self.dense else None, progress=self.progress)
+                                          if self.dense else None, progress=self.progress, cache=self.cache)
             self._background_key = key
         return self._background
 
@@ -248,6 +249,7 @@ class SpanGuessAttack(UsesLLM, Attack):
             found = background_guesses(self.background(scenario), targets, self.guesses, people=self.people,
                                        progress=self.progress)
             sources["background"], sources["background_person_only"], diag = found.fitted, found.plain, found.diag
+            timing.update(found.seconds)
             dists = found.dists
             if self.prior:
                 priors = [prior.distribution(t.span.label, t.span.original or "") for t in targets]

@@ -9,8 +9,9 @@ when an embedder is given) and turns the scores into a posterior over the best f
 (``people``; :meth:`Background.rank_people`). For each of those people:
 
 1. **candidates** — the entities of the span's type in that person's background (spaCy NER,
-   parsed once per person and cached; codes such as ``36110/97`` by pattern), then, for
-   name-like labels, names of other types and capitalised sequences NER left untyped;
+   parsed once per passage and kept on disk, :mod:`audit.models.parses`; codes such as
+   ``36110/97`` by pattern), then, for name-like labels, names of other types and capitalised
+   sequences NER left untyped (:mod:`attackers.span_guess.mentions`);
 2. **context fit** — each mention of a candidate is scored by how much of the span's
    immediate context it shares: the words right before and right after the span that
    repeat, in order, right before and after the mention (a sentence copied into the
@@ -25,6 +26,11 @@ when an embedder is given) and turns the scores into a posterior over the best f
    the sanitized sentence with the candidate in the span's place (fixed answers scored, no free
    text) is in :func:`llm_rerank` (on TAB the 0.5B did worse: benchmarks/README.md).
 
+Each person's candidates and the words around them are worked out once, as arrays
+(:mod:`attackers.span_guess.table`), and every span is scored on them by array arithmetic: the
+cost of a span does not grow with the length of the background (``scoring="mention"`` reads
+every mention for every span: the slower definition, kept for the side-by-side check).
+
 The "person only" ranking (:meth:`Background.person_only`) orders the same person's
 candidates by frequency alone, without the span's context: it shows what reading the
 context adds to knowing whose document it is.
@@ -32,14 +38,19 @@ context adds to knowing whose document it is.
 
 from __future__ import annotations
 
+import copy
 import math
+import os
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
+from attackers.span_guess.mentions import EDGE, WINDOW, Mention, allowed_types, key, mentions_of, passages, tier
 from attackers.span_guess.prior import Dist, candidate_key, top
+from attackers.span_guess.table import SHARE, CandidateTable
 from audit.core.text import word_tokens
 
 if TYPE_CHECKING:
@@ -47,52 +58,6 @@ if TYPE_CHECKING:
     from audit.models.llm import LLM
     from audit.models.nlp import Spacy
 
-#: Entity labels a release may use (TAB's, Presidio's, spaCy's own) -> the spaCy NER labels
-#: (and ``CODE`` for the pattern) whose entities are candidates for it.
-_DATES = frozenset({"DATE", "TIME"})
-_PLACES = frozenset({"GPE", "LOC", "FAC"})
-_NUMBERS = frozenset({"CARDINAL", "QUANTITY", "MONEY", "PERCENT", "ORDINAL", "DATE"})
-_OTHER = frozenset({"EVENT", "LAW", "PRODUCT", "WORK_OF_ART", "LANGUAGE", "NORP", "FAC"})
-TYPE_MAP: dict[str, frozenset[str]] = {
-    "PERSON": frozenset({"PERSON"}), "PER": frozenset({"PERSON"}),
-    "ORG": frozenset({"ORG"}), "ORGANIZATION": frozenset({"ORG"}),
-    "LOC": _PLACES, "LOCATION": _PLACES, "GPE": _PLACES, "FAC": _PLACES, "ADDRESS": _PLACES,
-    "DATETIME": _DATES, "DATE": _DATES, "DATE_TIME": _DATES, "TIME": _DATES,
-    "DEM": frozenset({"NORP", "GPE"}), "NRP": frozenset({"NORP", "GPE"}), "NORP": frozenset({"NORP", "GPE"}),
-    "QUANTITY": _NUMBERS, "CARDINAL": _NUMBERS, "MONEY": _NUMBERS, "PERCENT": _NUMBERS, "ORDINAL": _NUMBERS,
-    "CODE": frozenset({"CODE"}), "ID": frozenset({"CODE"}),
-    "MISC": _OTHER, "EVENT": _OTHER, "LAW": _OTHER, "PRODUCT": _OTHER, "WORK_OF_ART": _OTHER,
-}
-#: application numbers (36110/97), record numbers (MRN-7615008), case codes (A-12/2004)
-_CODE = re.compile(r"\b(?:[A-Z]{1,6}[-‐ ]?)?\d+(?:[-/.]\d+)+\b|\b[A-Z]{2,6}-?\d{4,}\b")
-#: capitalised word sequences (names NER missed, "TAMPERE —" datelines): second-tier candidates of
-#: the name-like labels, after the entities of the span's type
-_PROPN = re.compile(r"\b[A-Z][\w'’.-]*[A-Za-z](?:\s+(?:(?:of|and|de|la|van|von|der|the)\s+)?[A-Z][\w'’.-]*[A-Za-z])*")
-_NAME_LABELS = frozenset({"PERSON", "PER", "ORG", "ORGANIZATION", "LOC", "LOCATION", "GPE", "FAC", "ADDRESS",
-                          "DEM", "NRP", "NORP", "MISC", "EVENT", "PRODUCT", "WORK_OF_ART"})
-_NAME_MENTIONS = frozenset({"PERSON", "ORG", "GPE", "LOC", "FAC", "NORP", "PRODUCT", "EVENT", "WORK_OF_ART",
-                            "LAW", "LANGUAGE", "PROPN"})
-#: words of context read on each side of a span (fit) and a mention
-EDGE = 4
-WINDOW = 30
-_PASSAGE = re.compile(r"\n\s*\n")
-_MAX_PASSAGE = 2000
-SHARE = 1.0  # weight of the bag-of-words share: all surrounding words shared = one adjacent word
-
-
-def allowed_types(label: str) -> frozenset[str] | None:
-    """The candidate types for a span's label; ``None`` (any entity) for an unknown label."""
-    return TYPE_MAP.get((label or "").upper())
-
-
-@dataclass(frozen=True)
-class Mention:
-    """One entity in a person's background, with the words around it."""
-
-    text: str
-    label: str
-    left: tuple[str, ...]  # up to WINDOW words before, nearest last
-    right: tuple[str, ...]  # up to WINDOW words after, nearest first
 
 
 @dataclass
@@ -129,12 +94,21 @@ class Background:
     corpus: Corpus
     nlp: Spacy | None = None
     embedder: object = None  # an Embedder (MiniLM): dense retrieval fused with BM25 when given
-    progress: bool = False  # a progress bar while the background's sentences are embedded
+    progress: bool = False  # progress bars while the background's sentences are embedded and parsed
+    #: ``table``: each person's candidates worked out once and every span scored on them by array
+    #: arithmetic; ``mention``: every mention read for every span (the slower definition)
+    scoring: Literal["table", "mention"] = "table"
+    #: keep spaCy's parse of the background on disk (``table`` only): the parse cache (True), off
+    #: (False) or an sqlite file of its own
+    cache: bool | str | os.PathLike[str] = True
     _people: list[str] = field(default_factory=list, init=False)
     _texts: dict[str, list[str]] = field(default_factory=dict, init=False)
     _bm25: object = field(default=None, init=False)
     _mentions: dict[str, list[Mention]] = field(default_factory=dict, init=False)
     _idf: dict[str, float] = field(default_factory=dict, init=False)
+    _tables: dict[str, CandidateTable] = field(default_factory=dict, init=False)
+    _candidate_keys: dict[str, str] = field(default_factory=dict, init=False)
+    _parses: object = field(default=None, init=False)  # the parse cache (audit.models.parses.ParseCache)
 
     def __post_init__(self) -> None:
         for doc in self.corpus:
@@ -161,6 +135,11 @@ class Background:
             owner = np.array([i for i, _ in chunks])  # people in order, each with one sentence or more
             self._starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
             self._vectors = self.embedder.encode([c for _, c in chunks], progress=self.progress)
+
+    @property
+    def parse_stats(self) -> dict[str, int]:
+        """Passages of the background whose spaCy parse came from the parse cache, and parsed now."""
+        return dict(self._parses.stats) if self._parses is not None else {"cached": 0, "parsed": 0}
 
     @property
     def people(self) -> list[str]:
@@ -201,26 +180,60 @@ class Background:
 
     def mentions(self, person: str) -> list[Mention]:
         """Every entity (and code) in ``person``'s background, parsed once."""
-        found = self._mentions.get(person)
-        if found is None:
-            found = self._mentions[person] = self._parse(self._texts.get(person, []))
-        return found
+        if person not in self._mentions:
+            if self.scoring == "table":
+                self.prepare([person])
+            else:  # the per-mention path parses each person when first asked, in memory
+                self._mentions[person] = self._parse(self._texts.get(person, []))
+        return self._mentions[person]
 
     def _parse(self, texts: list[str]) -> list[Mention]:
-        passages = [p[i:i + _MAX_PASSAGE] for t in texts for p in _PASSAGE.split(t) if p.strip()
-                    for i in range(0, len(p), _MAX_PASSAGE)]
-        out: list[Mention] = []
-        docs = self.nlp.nlp.pipe(passages, batch_size=64) if self.nlp is not None else [None] * len(passages)
-        for text, doc in zip(passages, docs):
-            spans = [(e.start_char, e.end_char, e.label_) for e in doc.ents] if doc is not None else []
-            spans += [(m.start(), m.end(), "CODE") for m in _CODE.finditer(text)]
-            taken = [(s, e) for s, e, _ in spans]
-            spans += [(m.start(), m.end(), "PROPN") for m in _PROPN.finditer(text)
-                      if not any(s < m.end() and m.start() < e for s, e in taken) and not _initial(text, m)]
-            for s, e, label in spans:
-                out.append(Mention(text[s:e].strip(), label, tuple(word_tokens(text[max(0, s - 400):s])[-WINDOW:]),
-                                   tuple(word_tokens(text[e:e + 400])[:WINDOW])))
-        return [m for m in out if m.text]
+        pieces = passages(texts)
+        docs = self.nlp.nlp.pipe(pieces, batch_size=64) if self.nlp is not None else [None] * len(pieces)
+        return [m for text, doc in zip(pieces, docs)
+                for m in mentions_of(text, [(e.start_char, e.end_char, e.label_) for e in doc.ents]
+                                     if doc is not None else [])]
+
+    def prepare(self, people: Iterable[str]) -> None:
+        """Work out the candidates of ``people`` once (:mod:`attackers.span_guess.table`): spaCy
+        over their passages in one batch, through the parse cache (:mod:`audit.models.parses`:
+        on disk by content, so a second run parses nothing), then each person's table."""
+        todo = [p for p in dict.fromkeys(people) if p not in self._mentions]
+        if not todo:
+            return
+        pieces = {p: passages(self._texts.get(p, [])) for p in todo}
+        flat = [t for p in todo for t in pieces[p]]
+        ents: list = [()] * len(flat)
+        if self.nlp is not None and flat:
+            if self._parses is None:
+                from audit.models.parses import ParseCache
+
+                path = self.cache if not isinstance(self.cache, bool) else None if self.cache else False
+                self._parses = ParseCache(self.nlp, path, tokens=False,
+                                          who="span guessing", batch_size=64)
+            desc = f"span guess: spaCy over the background of {len(todo)} people" if self.progress else None
+            ents = [p.ents for p in self._parses.parse(flat, progress=desc)]
+        at = 0
+        for p in todo:
+            n = len(pieces[p])
+            self._mentions[p] = [m for text, e in zip(pieces[p], ents[at:at + n]) for m in mentions_of(text, e)]
+            at += n
+
+    def rescored(self, scoring: Literal["table", "mention"], cache: bool | str | os.PathLike[str] | None = None
+                 ) -> Background:
+        """The same people, index and vectors, scoring by ``scoring``, nothing parsed yet (and the
+        parse cache at ``cache`` when given): the benchmark's side-by-side of the two paths."""
+        other = copy.copy(self)
+        other.scoring, other.cache = scoring, self.cache if cache is None else cache
+        other._mentions, other._tables, other._candidate_keys, other._parses = {}, {}, {}, None
+        return other
+
+    def table(self, person: str) -> CandidateTable:
+        """``person``'s candidates as arrays, built once (:class:`CandidateTable`)."""
+        found = self._tables.get(person)
+        if found is None:
+            found = self._tables[person] = CandidateTable(self.mentions(person), self.idf, self.specificity)
+        return found
 
     # ------------------------------------------------------------------ ranking
 
@@ -228,13 +241,22 @@ class Background:
         """How well a mention sits in the span's context: ``(edge, share)``. ``edge``: the words next
         to the span that repeat, in order, next to the mention (0 to 2*EDGE; a copied sentence lines
         up word for word); ``share``: the IDF-weighted share (0 to 1) of the words around the span
-        that are also around the mention (a paraphrase shares words, not order)."""
+        that are also around the mention (a paraphrase shares words, not order). The IDFs are added
+        smallest first: a sum in a set's order would change in its last bit from one process to the
+        next (string hashes are salted), and so would the order of two candidates that tie."""
         edge = _run(ctx.left[::-1], m.left[::-1]) + _run(ctx.right, m.right)
         want = set(ctx.left) | set(ctx.right)
         have = set(m.left) | set(m.right)
-        total = sum(self._idf.get(w, self._idf_default) for w in want)
-        share = sum(self._idf.get(w, self._idf_default) for w in want & have) / total if total else 0.0
+        total = self._idf_sum(want)
+        share = self._idf_sum(want & have) / total if total else 0.0
         return edge, share
+
+    def idf(self, word: str) -> float:
+        """The word's IDF over the people of the background."""
+        return self._idf.get(word, self._idf_default)
+
+    def _idf_sum(self, words: Iterable[str]) -> float:
+        return sum(sorted(self._idf.get(w, self._idf_default) for w in words))
 
     def specificity(self, key: str) -> float:
         """How specific a name is to one person: the mean IDF of its words over the people of the
@@ -247,22 +269,33 @@ class Background:
     def candidates(self, person: str, label: str, ctx: Context,
                    exclude: Iterable[str] = ()) -> list[tuple[str, float, int]]:
         """``person``'s candidates for the span, best first: ``(text, score, tier)`` (tier 0: of the
-        span's type; 1: another name, see :func:`_tier`)."""
-        skip = {_key(x) for x in exclude}
+        span's type; 1: another name, see :func:`~attackers.span_guess.mentions.tier`). Scored on
+        the person's table (array arithmetic) or, with ``scoring="mention"``, mention by mention
+        (:meth:`candidates_by_mention`, the definition the table reproduces)."""
+        if self.scoring == "mention":
+            return self.candidates_by_mention(person, label, ctx, exclude)
+        want = set(ctx.left) | set(ctx.right)
+        return self.table(person).rank(label, ctx.left[::-1], ctx.right, want, self._idf_sum(want),
+                                       {key(x) for x in exclude})
+
+    def candidates_by_mention(self, person: str, label: str, ctx: Context,
+                              exclude: Iterable[str] = ()) -> list[tuple[str, float, int]]:
+        """:meth:`candidates`, read mention by mention."""
+        skip = {key(x) for x in exclude}
         best: dict[str, tuple[int, tuple[int, float], str]] = {}
         counts = Counter[str]()
         for m in self.mentions(person):
-            tier = _tier(label, m.label)
-            key = _key(m.text)
-            if tier is None or not key or key in skip:
+            t = tier(label, m.label)
+            k = key(m.text)
+            if t is None or not k or k in skip:
                 continue
-            counts[key] += 1
+            counts[k] += 1
             f = self.fit(ctx, m)
-            if key not in best:
-                best[key] = (tier, f, m.text)
+            if k not in best:
+                best[k] = (t, f, m.text)
             else:  # the name's most specific type and its best-fitting mention
-                old_tier, old_f, text = best[key]
-                best[key] = (min(tier, old_tier), max(f, old_f), m.text if f > old_f else text)
+                old_tier, old_f, text = best[k]
+                best[k] = (min(t, old_tier), max(f, old_f), m.text if f > old_f else text)
         # Evidence for a candidate: the context words its best mention repeats in order; the share
         # of the span's surrounding words around it (all of them count as one adjacent word: a
         # paraphrase shares words, not order); being of the span's type (one more word: the small
@@ -286,24 +319,29 @@ class Background:
         weights = [(text, math.exp(score - top_score)) for text, score, _ in ranked]
         total = sum(w for _, w in weights)
         out: Dist = {}
+        merged = self._candidate_keys
         for text, w in weights:  # best first: a merged name keeps its best spelling
-            key = candidate_key(text)
-            have, shown = out.get(key, (0.0, text))
-            out[key] = (have + w / total, shown)
+            k = merged.get(text)
+            if k is None:
+                k = merged[text] = candidate_key(text)
+            have, shown = out.get(k, (0.0, text))
+            out[k] = (have + w / total, shown)
         return out
 
     def person_only(self, person: str, label: str, exclude: Iterable[str] = ()) -> list[str]:
         """``person``'s candidates of the span's type, most frequent first (no span context)."""
-        skip = {_key(x) for x in exclude}
+        skip = {key(x) for x in exclude}
+        if self.scoring == "table":
+            return self.table(person).plain(label, skip)
         counts = Counter[str]()
         tiers: dict[str, int] = {}
         shown: dict[str, str] = {}
         for m in self.mentions(person):
-            key, tier = _key(m.text), _tier(label, m.label)
-            if tier is not None and key and key not in skip:
-                counts[key] += 1
-                tiers[key] = min(tier, tiers.get(key, tier))
-                shown.setdefault(key, m.text)
+            k, t = key(m.text), tier(label, m.label)
+            if t is not None and k and k not in skip:
+                counts[k] += 1
+                tiers[k] = min(t, tiers.get(k, t))
+                shown.setdefault(k, m.text)
         return [shown[k] for k in sorted(counts, key=lambda k: (tiers[k], -counts[k], k))]
 
 
@@ -311,23 +349,6 @@ def _standardise(scores):
     """``scores`` as z-scores over the people (all zeros when they do not vary)."""
     sd = scores.std()
     return (scores - scores.mean()) / sd if sd > 0 else scores * 0.0
-
-
-def _initial(text: str, m: re.Match) -> bool:
-    """A single capitalised word that starts a sentence ("Friends say ...", "Counsel: ..."): capital
-    because of where it stands, not because it is a name."""
-    before = text[:m.start()].rstrip()
-    return " " not in m.group() and m.group().istitle() and (not before or before[-1] in ".:!?;\n\"“(")
-
-
-def _tier(label: str, mention: str) -> int | None:
-    """0: a mention of the span's type; 1, for a name-like label: a name of another type (the
-    small NER model mistypes names: a city tagged as a person) or a capitalised sequence it left
-    untyped; None: not a candidate (dates, numbers and codes keep to their type)."""
-    types = allowed_types(label)
-    if types is None or mention in types:
-        return 0
-    return 1 if (label or "").upper() in _NAME_LABELS and mention in _NAME_MENTIONS else None
 
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=[A-Z0-9\[(\"“])|\n+|\s+—\s+")
@@ -339,10 +360,6 @@ def sentences(text: str, longest: int = 600) -> list[str]:
     out = [p[i:i + longest].strip() for s in _SENTENCE.split(text) if s.strip()
            for p in [s.strip()] for i in range(0, len(p), longest)]
     return [s for s in out if s] or [text[:longest]]
-
-
-def _key(text: str) -> str:
-    return " ".join(word_tokens(text))
 
 
 # =========================================================================== LLM re-ranking
@@ -371,12 +388,14 @@ class BackgroundGuesses:
     """What the background gives, per target: ``fitted`` (the ``p`` best of ``dists``, re-ranked
     by the LLM when asked), ``plain`` (the same people's most frequent candidates, no span
     context), ``dists`` (the candidate distribution: a mixture over the retrieved people,
-    weighted by their posterior) and ``diag`` (diagnostics; ``per_span`` is private)."""
+    weighted by their posterior), ``diag`` (diagnostics; ``per_span`` is private) and ``seconds``
+    (how long finding the people, working out their candidates and scoring the spans took)."""
 
     fitted: list[list[str]]
     plain: list[list[str]]
     dists: list[Dist]
     diag: dict
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def background_guesses(bg: Background, targets: Sequence, p: int, *, people: int = 1, llm: LLM | None = None,
@@ -389,32 +408,53 @@ def background_guesses(bg: Background, targets: Sequence, p: int, *, people: int
     it, the adversary does not)."""
     from audit.runtime.progress import bar as progress_bar
 
-    ranked: dict[str, list[tuple[str, float]]] = {}  # doc id -> people, retrieved once per document
+    started = time.perf_counter()
+    targets = list(targets)
+    docs = {t.doc_id: t.text for t in targets}
+    # the people of each document, retrieved once per document; then their candidates, once
+    ranked = {d: bg.rank_people(text, people) for d, text in
+              progress_bar(list(docs.items()), enabled=progress and len(docs) > 1, desc="span guess: finding the people",
+                           unit="doc")}
+    found = time.perf_counter()
+    bg.prepare(p for r in ranked.values() for p, _ in r)
+    prepared = time.perf_counter()
     out = BackgroundGuesses([], [], [], {})
     per_span: list[dict] = []
-    for t in progress_bar(list(targets), enabled=progress, desc="span guess (background)", unit="span"):
-        if t.doc_id not in ranked:
-            ranked[t.doc_id] = bg.rank_people(t.text, people)
+    for t in progress_bar(targets, enabled=progress, desc="span guess (background)", unit="span"):
         ctx = Context.of(t.text, t.span.start, t.span.end)
         shown = [t.text[t.span.start:t.span.end]]
         mix: Dist = {}
         for person, weight in ranked[t.doc_id]:
-            for key, (prob, text) in bg.distribution(person, t.span.label, ctx, exclude=shown).items():
-                have, first = mix.get(key, (0.0, text))
-                mix[key] = (have + weight * prob, first)
+            for k, (prob, text) in bg.distribution(person, t.span.label, ctx, exclude=shown).items():
+                have, first = mix.get(k, (0.0, text))
+                mix[k] = (have + weight * prob, first)
         cands = top(mix, max(2 * p, p))
         if llm is not None and cands:
             cands = [c for c, _ in llm_rerank(llm, t.text, t.span.start, t.span.end, cands)]
         out.fitted.append(cands[:p])
         out.dists.append(mix)
-        freq: list[str] = []
-        for person, _ in ranked[t.doc_id]:
-            freq += [c for c in bg.person_only(person, t.span.label, exclude=shown)
-                     if _key(c) not in {_key(x) for x in freq}]
-        out.plain.append(freq[:p])
+        out.plain.append(_most_frequent(bg, [person for person, _ in ranked[t.doc_id]], t.span.label, shown, p))
         who = ranked[t.doc_id][0] if ranked[t.doc_id] else (None, None)
         per_span.append({"background_person": who[0], "background_person_weight": who[1]})
     out.diag = _diagnostics(bg, targets, ranked, per_span, sum(not d for d in out.dists))
+    out.seconds = {"background_people": found - started, "background_candidates": prepared - found,
+                   "background_spans": time.perf_counter() - prepared}
+    return out
+
+
+def _most_frequent(bg: Background, people: list[str], label: str, shown: list[str], p: int) -> list[str]:
+    """The ``p`` first of the people's most frequent candidates (:meth:`Background.person_only`),
+    person after person, each name once."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for person in people:
+        for c in bg.person_only(person, label, exclude=shown):
+            k = key(c)
+            if k not in seen:
+                seen.add(k)
+                out.append(c)
+                if len(out) == p:
+                    return out
     return out
 
 

@@ -21,6 +21,7 @@ probable of the two.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Iterable
 
@@ -85,8 +86,9 @@ class LabelPrior:
 
 
 def top(dist: Dist, p: int) -> list[str]:
-    """The ``p`` most probable candidates (ties by text, so the order is deterministic)."""
-    return [text for _, text in sorted((-prob, text) for prob, text in dist.values())[:p]]
+    """The ``p`` most probable candidates (ties by text, so the order is deterministic): the first
+    ``p`` of the sorted list, without sorting all of it."""
+    return [text for _, text in heapq.nsmallest(p, ((-prob, text) for prob, text in dist.values()))]
 
 
 def combine(background: Dist, prior: Dist, seen: float = 1.0, weight: float = 0.5) -> Dist:

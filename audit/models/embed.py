@@ -150,26 +150,30 @@ class Embedder:
             if sends_to_workers(self.executor, len(todo), step):  # the same steps, each one a group on a worker
                 rows = self.executor.map(EmbedWorker(self.path, batch_size), [first[k] for k in todo],
                                          group=step, label="embedding")
-                vecs = np.stack(rows).astype(np.float32)
-            else:  # here (one step with an executor: see the class doc)
+                fresh = dict(zip(todo, np.stack(rows).astype(np.float32)))
+                known.update(fresh)
+                self._store(fresh)
+            else:  # here (one step with an executor: see the class doc), each step kept as it is done
                 model = self._load_here()
-                parts = [_encode(model, [first[k] for k in todo[i:i + step]], batch_size)
-                         for i in progress_bar(range(0, len(todo), step), desc="embedding", unit="batch",
-                                               enabled=progress)]
-                vecs = np.concatenate(parts)
-            fresh = dict(zip(todo, vecs))
-            known.update(fresh)
-            if self.cache_path is not None:
-                rows = [(self.identity, k, v.tobytes()) for k, v in fresh.items()]
-                with self._db() as db:
-                    db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)",
-                                   [(*row, row_checksum(*row)) for row in rows])
+                for i in progress_bar(range(0, len(todo), step), desc="embedding", unit="batch", enabled=progress):
+                    fresh = dict(zip(todo[i:i + step], _encode(model, [first[k] for k in todo[i:i + step]],
+                                                               batch_size)))
+                    known.update(fresh)
+                    self._store(fresh)  # an interrupted call keeps the steps it finished
         out = np.stack([known[k] for k in keys]).astype(np.float32, copy=False)
         self._dim = out.shape[1]  # known now without the model (with an executor, it is not here)
         # re-normalise: cached or not, every row is unit length (zero rows stay zero)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out
+
+    def _store(self, fresh: dict[str, np.ndarray]) -> None:
+        """Keep ``fresh`` vectors (text key -> vector) in the cache, each row with its checksum."""
+        if self.cache_path is None or not fresh:
+            return
+        rows = [(self.identity, k, v.tobytes()) for k, v in fresh.items()]
+        with self._db() as db:
+            db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)", [(*row, row_checksum(*row)) for row in rows])
 
     def _lookup(self, keys: set[str]) -> dict[str, np.ndarray]:
         """The cached vectors of ``keys`` whose row checksum holds; a row that fails it (changed,
