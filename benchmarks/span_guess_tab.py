@@ -218,7 +218,8 @@ def tri_check(seed: int, n: int, guesses: int, people: int) -> dict:
 
 def _row(res, seconds: float) -> dict:
     by = res.details.get("recovered_by_source", {})
-    return {"release": res.release, "recovered": res.value, "ci": res.ci, "n": res.n, "documents": res.details.get("units"),
+    spans = res.details.get("spans_attacked") or 0  # res.n counts documents (the cluster bootstrap's units)
+    return {"release": res.release, "recovered": res.value, "ci": res.ci, "n": spans, "documents": res.n,
             "baseline": res.baseline, "beats_baseline": res.beats_baseline,
             "by_source": {k: v["recovered"] for k, v in by.items()},
             "person_found_rate": res.details.get("person_found_rate"), "warning": res.details.get("warning"),
@@ -226,7 +227,7 @@ def _row(res, seconds: float) -> dict:
             "person_posterior": res.details.get("person_posterior"), "attacker": res.details.get("attacker"),
             "per_label": {k: (v["successes"], v["n"]) for k, v in res.details["per_label"].items()},
             "rules": res.details["rules"], "s": round(seconds, 1),
-            "s_per_span": round(seconds / res.n, 3) if res.n else None,
+            "s_per_span": round(seconds / spans, 3) if spans else None,
             "examples": [(s["original"], s["replacement"], s["guesses"][:3], s["rule"])
                          for d in res.documents for s in d.facts["spans"]][:6]}
 
