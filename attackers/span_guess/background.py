@@ -96,7 +96,8 @@ class Background:
     embedder: object = None  # an Embedder (MiniLM): dense retrieval fused with BM25 when given
     progress: bool = False  # progress bars while the background's sentences are embedded and parsed
     #: ``table``: each person's candidates worked out once and every span scored on them by array
-    #: arithmetic; ``mention``: every mention read for every span (the slower definition)
+    #: arithmetic; ``mention``: every mention read for every span (the slower definition; the
+    #: people :meth:`prepare` is given are parsed as for the tables, any other when first asked)
     scoring: Literal["table", "mention"] = "table"
     #: keep spaCy's parse of the background on disk (``table`` only): the parse cache (True), off
     #: (False) or an sqlite file of its own
