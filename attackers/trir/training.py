@@ -331,7 +331,8 @@ class TRIRTraining:
             line += f" ({entry['passes']:g} passes)"
         if "dev_accuracy" in entry:
             line += f", dev accuracy {entry['dev_accuracy']:.3f}"
-            line += f" (best {best[0]:.3f}, epoch {best[1]})" if best is not None else " (not choosing: too few dev documents)"
+            line += (" (not choosing: too few dev documents)" if best is None else
+                     " (no candidate before two passes)" if best[1] == 0 else f" (best {best[0]:.3f}, epoch {best[1]})")
         print(f"{line}, {entry['seconds']:.0f} s", file=sys.stderr, flush=True)
 
     def _optimizer(self, model, total_steps: int, fused: bool = False):
