@@ -24,10 +24,8 @@ Data (``--data``):
 
     python benchmarks/trir_fidelity.py --data tab --people 50 --dev-people 15 --seeds 0 1 2
     python benchmarks/trir_fidelity.py --data demo --people 12 --dev-people 12 --seeds 0 1 2 --batch-size 4 \
-        --window 64 --overlap 16    # what tests/test_trir_fidelity.py runs
+        --window 64 --overlap 16    # the demo guard at a test's size
     python benchmarks/trir_fidelity.py --quick    # a smoke run (about a minute)
-
-``tests/test_trir_fidelity.py`` runs the demo guard (slow).
 """
 
 from __future__ import annotations

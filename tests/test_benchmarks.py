@@ -39,7 +39,7 @@ NOT_RUN_HERE = {
     "llm_layer.py": "needs the embedded LLM",
     "llm_sanitizer_checks.py": "needs the embedded LLM",
     "span_guess_tab.py": "needs the embedded LLM",
-    "trir_fidelity.py": "trains TRIR attackers (minutes); tests/test_trir_fidelity.py runs its demo guard",
+    "trir_fidelity.py": "trains six TRIR attackers (tens of minutes on 2 cores)",
     "trir_tab.py": "trains a TRIR classifier",
     "utility_tab.py": "needs the LLM for information content and the sentence embedder",
     "tae_tab.py": "parses 10 TAB judgments with spaCy (about a minute loaded); tests/test_tae_reproduction.py "
