@@ -40,6 +40,9 @@ NOT_RUN_HERE = {
     "llm_sanitizer_checks.py": "needs the embedded LLM",
     "span_guess_tab.py": "needs the embedded LLM",
     "trir_fidelity.py": "trains six TRIR attackers (tens of minutes on 2 cores)",
+    "judge_speed.py": "needs the embedded LLM (its --count-only needs the 1.5B's tokenizer, MiniLM and spaCy)",
+    "paraphrase_speed.py": "needs the embedded LLM",
+    "span_guess_speed.py": "embeds TAB's backgrounds with MiniLM and parses them with spaCy (minutes cold)",
     "trir_tab.py": "trains a TRIR classifier",
     "utility_tab.py": "needs the LLM for information content and the sentence embedder",
     "tae_tab.py": "parses 10 TAB judgments with spaCy (about a minute loaded); tests/test_tae_reproduction.py "
