@@ -75,7 +75,10 @@ def main() -> None:
     ap.add_argument("--releases", default="Manual_Entity,Manual_Supression,spaCy_Entity")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="paraphrase_speed.json")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: the 0.5B, 2 documents of one release")
     args = ap.parse_args()
+    if args.quick:
+        args.model, args.docs, args.releases = "0.5b", 2, "Manual_Entity"
     from audit.models.specs import load_llm
 
     data = Path(args.data)

@@ -115,7 +115,10 @@ def main() -> None:
     ap.add_argument("--tri", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--quick", action="store_true", help="a smoke run: the demo population only")
     args = ap.parse_args()
+    if args.quick:
+        args.sample, args.long, args.demo, args.tri = 0, 0, True, False
     rows = []
     with tempfile.TemporaryDirectory(prefix="span-guess-speed-") as tmp:
         tmp = Path(tmp)
