@@ -152,10 +152,12 @@ def last_improvement(history: list[dict]) -> int:
 
 def selection_record(plan_: Plan, chosen_epoch: int, dev_documents: int | None, stopped: str | None) -> dict:
     """How the epoch was chosen, for the trained attacker's record and the result's details."""
-    return {"chosen_epoch": chosen_epoch, "rotation_period": plan_.period, "max_epochs": plan_.max_epochs, "max_passes": plan_.max_passes, "patience_passes": plan_.patience,
+    doubts, cautions = selection_warnings(plan_, chosen_epoch, dev_documents)
+    return {"chosen_epoch": chosen_epoch, "rotation_period": plan_.period, "max_epochs": plan_.max_epochs,
+            "max_passes": plan_.max_passes, "patience_passes": plan_.patience,
             "patience_epochs": plan_.patience_epochs, "min_passes": MIN_PASSES, "selected_on_dev": plan_.select,
             "dev_documents": dev_documents, "chosen_passes": plan_.passes(chosen_epoch), "stopped": stopped,
-            **dict(zip(("warnings", "cautions"), selection_warnings(plan_, chosen_epoch, dev_documents), strict=True))}
+            "warnings": doubts, "cautions": cautions}
 
 
 def selection_note(selection: dict, trained: int, dev_name: str | None, accuracy: float) -> str:
