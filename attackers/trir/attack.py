@@ -208,7 +208,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
             "train_seconds": t.info.get("train_seconds"),
             "timings": t.info.get("timings"),
             **{k: t.info.get(k) for k in ("chosen_epoch", "dev", "history", "notes", "resumed_from_epoch",
-                                          "ray_train")},
+                                          "ray_train", "selection")},
         }}
 
     # ------------------------------------------------------------------ configuration
