@@ -34,7 +34,7 @@ from audit.core.arguments import PositiveInt, Seed, check_argument, checked
 from audit.core.config import caches_off
 from audit.core.data import Corpus
 from audit.core.paramtypes import AtLeast, AtMost
-from audit.demo.data import MAX_RELEASED
+from anonaudit.demo.data import MAX_RELEASED
 from audit.core.errors import AnonauditError
 
 
@@ -326,7 +326,7 @@ _AUDIT_KEYWORDS = frozenset(inspect.signature(audit).parameters)
 def sample_data(n: DemoPeople = 12, seed: Seed = 0) -> dict[str, Any]:
     """A small synthetic population as lists of dicts (``originals``, ``background`` and the two
     releases that come with ``anonaudit demo-data``), for examples and tests."""
-    from audit.demo.data import generate
+    from anonaudit.demo.data import generate
 
     demo = generate(n=n, seed=seed)
     rows = lambda docs: [d.to_dict() for d in docs]  # noqa: E731

@@ -25,7 +25,7 @@ from audit.core.arguments import PositiveInt, Seconds, Seed, checked
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
 from audit.core.paramtypes import AtLeast, AtMost
-from audit.demo.data import MAX_RELEASED
+from anonaudit.demo.data import MAX_RELEASED
 
 
 #: The people of the demo population a bench runs on when given no corpus (``--demo-people``):
@@ -219,7 +219,7 @@ def _corpus(originals: Any, background: Any, tri: Any, tri_originals: str | None
         name = Path(os.fspath(originals)).stem if is_file(originals) else "originals"
         data = _Corpus(name, load(originals, "originals", fmt), load(background, "background"))
     else:
-        from audit.demo.data import generate
+        from anonaudit.demo.data import generate
 
         demo = generate(n=demo_people, seed=seed)
         data = _Corpus(f"demo population ({demo_people} people, seed {seed})", demo.originals,

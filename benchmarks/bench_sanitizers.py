@@ -123,7 +123,7 @@ def _one(name: str, *, command: str | None, compare: list[str], out: Path, peopl
     attacks = ["--attacks", "phrase_search"] if quick else \
         ["--attacks", "phrase_search,trir", "--component-param", "trir.budget=fast"]
     under = ["--command", command] if command else ["--sanitizer", name]
-    argv = [sys.executable, "-c", "from audit.cli import main; main()", "bench", *under, "--name", name,
+    argv = [sys.executable, "-c", "from anonaudit.cli import main; main()", "bench", *under, "--name", name,
             "--compare", ",".join(compare) or "none", "--demo-people", str(people), *attacks, "--metrics", "rouge",
             "--out", str(out), *([] if caches else ["--no-cache"])]
     env = {**os.environ, "ANONAUDIT_HOME": home, "ANONAUDIT_PROGRESS_SECONDS": "600"}

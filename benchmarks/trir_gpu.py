@@ -115,7 +115,7 @@ def tab_scenario(data: Path, people: int, releases: tuple[str, ...] | None) -> S
 
 def run_cli(work: Path, n: int, quick: bool, timeout: float | None) -> dict:
     """``anonaudit demo-data`` and ``anonaudit attack trir`` (defaults), twice, each cold."""
-    exe = [sys.executable, "-c", "from audit.cli import main; main()"] if os.environ.get("TRIR_GPU_NO_SCRIPT") \
+    exe = [sys.executable, "-c", "from anonaudit.cli import main; main()"] if os.environ.get("TRIR_GPU_NO_SCRIPT") \
         else ["anonaudit"]
     demo = work / "demo"
     subprocess.run([*exe, "demo-data", "--out", str(demo), "--n", str(n)], check=True, timeout=timeout,

@@ -64,7 +64,7 @@ PRECISIONS = ("fp32", "bf16", "int8")
 
 def background(kind: str, people: int) -> Corpus:
     if kind == "demo":
-        from audit.demo.data import generate
+        from anonaudit.demo.data import generate
 
         return generate(people, seed=0, background_per_person=3).background
     from audit.io.loaders import load_corpus

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from audit.core.files import atomic_write
 from audit.core.results import ResultsFile
-
-COLUMNS = ("release", "result", "kind", "document", "success", "summary", "marks", "marks_in")
+from audit.core.summary import FINDINGS_COLUMNS as COLUMNS
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 

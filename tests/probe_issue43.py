@@ -47,7 +47,7 @@ class Case:
 
 def _cli() -> list[str]:
     script = Path(sys.executable).with_name("anonaudit")
-    return [str(script)] if script.exists() else [sys.executable, "-c", "from audit.cli import main; main()"]
+    return [str(script)] if script.exists() else [sys.executable, "-c", "from anonaudit.cli import main; main()"]
 
 
 def anonaudit(folder: Path, *argv: str, timeout: int = 120) -> subprocess.CompletedProcess:
@@ -301,7 +301,7 @@ def run_case(case: Case, template: Path) -> tuple[str, str | None, bool]:
 
 
 def make_template(folder: Path) -> Path:
-    from audit.demo.data import write
+    from anonaudit.demo.data import write
 
     write(folder, n=3, seed=0)
     res = anonaudit(folder, "attack", "phrase-search", "--originals", "originals.jsonl", "--release",

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import anonaudit
-from audit.cli import main
+from anonaudit.cli import main
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError, DataError
 from audit.core.summary import COLUMNS

@@ -253,7 +253,7 @@ def test_wrong_arguments_are_named_before_any_work(template, call, words, monkey
 def test_the_command_line_refuses_what_the_api_refuses(template, monkeypatch):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     monkeypatch.chdir(template)
     for argv, words in ((["attack", "phrase-search", "--originals", "originals.jsonl", "--release",

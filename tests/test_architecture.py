@@ -1,15 +1,21 @@
 """The import rules of the README's architecture section, checked on the source.
 
-Layers point down only: ``audit.cli`` -> ``audit.demo.run`` (the demo audit, a user of the API)
--> ``anonaudit`` (the Python API) -> ``audit.pipeline`` / ``audit.demo.data`` -> plugins
-(``attackers``, ``defenders``, ``audit.metrics``, ``reports``) -> ``audit.models``, ``audit.io``,
+The code sits on floors (:data:`FLOORS`, top to bottom; the README's picture draws the same
+table). A module may import modules of its own floor and of the floors below, never of a floor
+above: the command line (``anonaudit.cli``) -> the demo audit (``anonaudit.demo.run``, a user of
+the API) -> the Python API (``anonaudit``) -> the pipeline (``audit.pipeline``, and the demo's
+population ``anonaudit.demo.data``) beside the reports (``reports``, which read results only) ->
+the plugins (``attackers``, ``defenders``, ``audit.metrics``) -> ``audit.models``, ``audit.io``,
 ``audit.ngrams`` (the n-gram index phrase search and the delinker share) -> ``audit.runtime`` (how
-a run runs: executor, progress, CPU tuning, folder seals, caches)
--> ``audit.core`` (the data model). Plugins receive data objects and shared resources, never files
-or options, so they never import ``audit.cli`` or ``audit.io``; ``reports`` reads results only.
-The API (``anonaudit``) is used by the command line and the demo only: nothing below it imports
-it, and it reaches attacks and sanitizers through the registry, never by name.
-Every import counts, including those inside functions and under TYPE_CHECKING.
+a run runs: executor, progress, CPU tuning, folder seals, caches) -> ``audit.core`` (the data model).
+
+Within a floor some arrows are forbidden too (:data:`SIDEWAYS`): the pipeline and the reports
+never import each other; plugins receive data objects and shared resources, never files or
+options, so they never import ``audit.io``; attacks and metrics never import a sanitizer; the
+reports import ``audit.core`` alone. The engine (``audit``) reaches plugins through the registry
+only and never imports the API (``anonaudit``) above it, but for the deprecated shims of the old
+paths, each named in :data:`UPWARD_SHIMS`. Every import counts, including those inside functions
+and under TYPE_CHECKING.
 """
 
 from __future__ import annotations
@@ -21,9 +27,40 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("anonaudit", "audit", "attackers", "defenders", "reports")
-#: Everything below the API.
-BELOW_API = ("audit.core", "audit.runtime", "audit.io", "audit.models", "audit.ngrams", "audit.metrics",
-             "audit.pipeline", "audit.demo.data", "attackers", "defenders", "reports")
+
+#: The floors, top to bottom: (name, package prefixes). A module is on the floor of the longest
+#: prefix it falls under (``anonaudit.cli.run`` on the command line's, ``anonaudit.results`` on
+#: the API's; ``audit`` itself, which holds the version, on the ground floor).
+FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    ("command line", ("anonaudit.cli",)),
+    ("demo audit", ("anonaudit.demo.run",)),
+    ("API", ("anonaudit",)),
+    ("pipeline and reports", ("audit.pipeline", "anonaudit.demo.data", "reports")),
+    ("plugins", ("attackers", "defenders", "audit.metrics")),
+    ("models, files and the n-gram index", ("audit.models", "audit.io", "audit.ngrams")),
+    ("runtime", ("audit.runtime",)),
+    ("core", ("audit.core", "audit")),
+]
+
+#: Arrows that no floor rule catches: (who, what it must not import, why).
+SIDEWAYS: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
+    (("audit.pipeline", "anonaudit.demo.data"), ("reports",), "the reports sit beside the pipeline, not below it"),
+    (("reports",), ("audit.pipeline", "anonaudit", "audit.runtime", "audit.io", "audit.models", "audit.ngrams",
+                    "audit.metrics", "attackers", "defenders"), "the reports read results only (audit.core)"),
+    (("attackers", "defenders", "audit.metrics"), ("audit.io",), "plugins get data objects, never files"),
+    (("attackers", "audit.metrics"), ("defenders",), "an attack or a metric never uses a sanitizer"),
+    (("audit.ngrams",), ("audit.io", "audit.models"), "the index reads texts, never files or models"),
+    (("audit",), ("attackers", "defenders"), "the engine finds plugins through the registry only"),
+    (("anonaudit",), ("attackers", "defenders"), "the API finds plugins through the registry only"),
+    (("audit",), ("anonaudit",), "the engine never imports the API above it"),
+]
+
+#: Deprecated shims of old import paths, each the one module allowed to import up a floor, and
+#: only the package it stands for: {shim: (what it may import, why)}.
+UPWARD_SHIMS: dict[str, tuple[str, str]] = {
+    "audit.cli": ("anonaudit.cli", "the command line's old path (before issue 59), kept with a DeprecationWarning"),
+    "audit.demo": ("anonaudit.demo", "the demo's old path (before issue 59), kept with a DeprecationWarning"),
+}
 
 
 def modules() -> dict[str, Path]:
@@ -57,39 +94,37 @@ def within(module: str, *prefixes: str) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
-#: (who, what it must not import)
-RULES = [
-    (("audit.core",), ("audit.runtime", "audit.io", "audit.models", "audit.ngrams", "audit.metrics", "audit.pipeline",
-                       "audit.cli", "audit.demo", "attackers", "defenders", "reports")),
-    (("audit.runtime",), ("audit.io", "audit.models", "audit.ngrams", "audit.metrics", "audit.pipeline", "audit.cli",
-                          "audit.demo", "attackers", "defenders", "reports")),
-    (("audit.io", "audit.models", "audit.ngrams"), ("audit.metrics", "audit.pipeline", "audit.cli", "audit.demo",
-                                                    "attackers", "defenders", "reports")),
-    (("audit.ngrams",), ("audit.io", "audit.models")),  # the index reads texts, never files or models
-    (("attackers", "defenders", "audit.metrics"), ("audit.cli", "audit.io", "audit.pipeline", "audit.demo",
-                                                   "reports")),
-    (("attackers", "audit.metrics"), ("defenders",)),
-    (("reports",), ("audit.runtime", "audit.io", "audit.models", "audit.ngrams", "audit.metrics", "audit.pipeline",
-                    "audit.cli", "audit.demo", "attackers", "defenders")),
-    (("audit.pipeline", "audit.demo.data"), ("audit.cli", "audit.demo.run")),
-    (("audit.demo",), ("audit.cli",)),
-    (("audit",), ("attackers", "defenders")),  # the core finds plugins through the registry only
-    (BELOW_API, ("anonaudit",)),  # the API sits just below the command line and the demo
-    (("anonaudit",), ("audit.cli", "audit.demo.run", "attackers", "defenders")),
-]
+def floor_of(module: str) -> int:
+    """The index in :data:`FLOORS` of the floor ``module`` is on (0 is the top)."""
+    best, floor = -1, None
+    for i, (_, prefixes) in enumerate(FLOORS):
+        for p in prefixes:
+            if within(module, p) and len(p) > best:
+                best, floor = len(p), i
+    if floor is None:
+        raise AssertionError(f"{module} is on no floor: add its package to FLOORS")
+    return floor
+
+
+def allowed_by_shim(name: str, target: str) -> bool:
+    shim = UPWARD_SHIMS.get(name)
+    return shim is not None and within(target, shim[0])
 
 
 def violations() -> list[str]:
     mods = modules()
     found = []
     for name, path in sorted(mods.items()):
-        imported = imports_of(path, name)
-        for who, banned in RULES:
-            if not within(name, *who):
+        where = f"{path.relative_to(ROOT)}: {name} imports"
+        for target in sorted(imports_of(path, name)):
+            if allowed_by_shim(name, target):
                 continue
-            for target in sorted(imported):
-                if within(target, *banned):
-                    found.append(f"{path.relative_to(ROOT)}: {name} imports {target}")
+            if floor_of(target) < floor_of(name):
+                found.append(f"{where} {target} (up from the {FLOORS[floor_of(name)][0]} to the "
+                             f"{FLOORS[floor_of(target)][0]})")
+            for who, banned, why in SIDEWAYS:
+                if within(name, *who) and within(target, *banned):
+                    found.append(f"{where} {target} ({why})")
     return sorted(set(found))
 
 
@@ -98,22 +133,65 @@ def test_imports_point_down_only():
 
 
 def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
-    """A plugin importing the command line is caught (the rule is not vacuous)."""
-    fake = tmp_path / "attackers"
-    fake.mkdir()
-    (fake / "bad.py").write_text("def f():\n    from audit.cli.common import out_option\n")
-    assert imports_of(fake / "bad.py", "attackers.bad") >= {"audit.cli.common"}
-    monkeypatch.setattr("tests.test_architecture.modules", lambda: {"attackers.bad": fake / "bad.py"})
+    """Upward and sideways arrows are caught (the rules are not vacuous): a plugin importing the
+    command line, the pipeline importing the reports, an engine module importing the API."""
+    bad = {"attackers.bad": "def f():\n    from anonaudit.cli.common import out_option\n",
+           "audit.pipeline.bad": "from reports.export import COLUMNS\n",
+           "audit.io.bad": "import anonaudit.api\n"}
+    mods = {}
+    for name, text in bad.items():
+        path = tmp_path.joinpath(*name.split(".")).with_suffix(".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        mods[name] = path
+    assert imports_of(mods["attackers.bad"], "attackers.bad") >= {"anonaudit.cli.common"}
+    monkeypatch.setattr("tests.test_architecture.modules", lambda: mods)
     monkeypatch.setattr("tests.test_architecture.ROOT", tmp_path)
-    assert violations() == ["attackers/bad.py: attackers.bad imports audit.cli.common",
-                            "attackers/bad.py: attackers.bad imports audit.cli.common.out_option"]
+    assert violations() == [
+        "attackers/bad.py: attackers.bad imports anonaudit.cli.common (up from the plugins to the command line)",
+        "attackers/bad.py: attackers.bad imports anonaudit.cli.common.out_option (up from the plugins to the "
+        "command line)",
+        "audit/io/bad.py: audit.io.bad imports anonaudit.api (the engine never imports the API above it)",
+        "audit/io/bad.py: audit.io.bad imports anonaudit.api (up from the models, files and the n-gram index to "
+        "the API)",
+        "audit/pipeline/bad.py: audit.pipeline.bad imports reports.export (the reports sit beside the pipeline, "
+        "not below it)",
+        "audit/pipeline/bad.py: audit.pipeline.bad imports reports.export.COLUMNS (the reports sit beside the "
+        "pipeline, not below it)"]
 
 
-@pytest.mark.parametrize("rule", RULES, ids=lambda r: ",".join(r[0]))
-def test_rules_name_real_packages(rule):
+def test_a_shim_may_import_only_what_it_stands_for():
+    assert allowed_by_shim("audit.cli", "anonaudit.cli.driver")
+    assert not allowed_by_shim("audit.cli", "anonaudit.api")
+    assert not allowed_by_shim("audit.cli.driver", "anonaudit.cli.driver")  # the package only, not a module in it
+
+
+def test_every_module_is_on_a_floor_and_every_rule_names_a_real_package():
     mods = modules()
-    for prefix in rule[0]:
+    for name in mods:
+        floor_of(name)
+    prefixes = [p for _, ps in FLOORS for p in ps] + [p for who, banned, _ in SIDEWAYS for p in (*who, *banned)]
+    prefixes += [p for shim, (target, _) in UPWARD_SHIMS.items() for p in (shim, target)]
+    for prefix in prefixes:
         assert any(within(m, prefix) for m in mods), prefix
+
+
+@pytest.mark.parametrize("shim", sorted(UPWARD_SHIMS))
+def test_an_old_path_still_imports_and_warns(shim, monkeypatch):
+    """The old paths of the command line and the demo (``from audit.cli import main``) keep
+    working, with a DeprecationWarning, and give the same objects as the new ones."""
+    import importlib
+    import sys
+
+    new = UPWARD_SHIMS[shim][0]
+    for name in [m for m in sys.modules if within(m, shim)]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.warns(DeprecationWarning, match=f"{shim} is deprecated: .*{new}"):
+        old = importlib.import_module(shim)
+    for module, target in old.MODULES.items():
+        assert importlib.import_module(f"{shim}.{module}") is importlib.import_module(f"{new}.{target}")
+    if shim == "audit.cli":
+        assert old.main is importlib.import_module("anonaudit.cli").main
 
 
 # --------------------------------------------------------------------------- seams by concept (issue 59)

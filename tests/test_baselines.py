@@ -4,7 +4,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from audit.cli import main
+from anonaudit.cli import main
 from audit.core.data import Corpus, Document, Span
 from audit.core.errors import AnonauditError
 from audit.core.registry import registry

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from audit.cli import main
+from anonaudit.cli import main
 from audit.core.errors import AnonauditError
 
 ROOT = Path(__file__).resolve().parents[1]

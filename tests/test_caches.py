@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from audit.cli import main
+from anonaudit.cli import main
 from audit.core import config
 from audit.runtime import caches
 from audit.core.data import Corpus, Document
@@ -172,7 +172,7 @@ def test_no_cache_on_the_run_commands():
 def test_run_no_cache_turns_every_cache_off_for_the_run(tmp_path, monkeypatch):
     """``anonaudit run --no-cache`` and an attack's ``--no-cache`` run the audit with every cache
     off (and only that run)."""
-    from audit.demo.data import write as write_demo
+    from anonaudit.demo.data import write as write_demo
     from audit.pipeline import runner
 
     seen = []

@@ -30,7 +30,7 @@ GITLAB_FIELDS = {"description", "check_name", "fingerprint", "severity", "locati
 
 def _cli() -> list[str]:
     script = Path(sys.executable).with_name("anonaudit")
-    return [str(script)] if script.exists() else [sys.executable, "-c", "from audit.cli import main; main()"]
+    return [str(script)] if script.exists() else [sys.executable, "-c", "from anonaudit.cli import main; main()"]
 
 
 def _check(release: str, status: str, *, warning: str = "", hits: int = 2) -> Check:

@@ -621,7 +621,7 @@ def test_construction_loads_nothing_and_is_registered():
 
 @pytest.mark.slow
 def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
-    from audit.demo.data import generate
+    from anonaudit.demo.data import generate
 
     demo = generate(n=6, seed=0)
     release = demo.releases["labels"]
@@ -655,7 +655,7 @@ def test_the_real_yesno_judge_passes_its_control_on_the_demo_population(quality_
     benchmarks/README.md): 16 identifying control claims, own document >= 0.8, another <= 0.2, by
     the log-probabilities of Yes and No against the threshold that the claims' reference records
     set; the checked figure counts in the verdict."""
-    from audit.demo.data import generate
+    from anonaudit.demo.data import generate
 
     demo = generate(n=8, seed=0)
     release = demo.releases["labels"]
@@ -673,7 +673,7 @@ def test_the_real_yesno_judge_passes_its_control_on_the_demo_population(quality_
 def test_cli_links_a_release_without_models(tmp_path):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
     from audit.io.loaders import save_jsonl
     from audit.core.results import ResultsFile
 

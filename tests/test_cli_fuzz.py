@@ -41,7 +41,7 @@ from click.testing import CliRunner  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from audit.cli import main  # noqa: E402
+from anonaudit.cli import main  # noqa: E402
 
 EXAMPLES = int(os.environ.get("ANONAUDIT_CLI_FUZZ_EXAMPLES", "12"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=not os.environ.get("ANONAUDIT_FUZZ_RANDOM"),
@@ -157,7 +157,7 @@ def draw_argv(data: st.DataObject, path: tuple[str, ...],
 def template(tmp_path_factory):
     """Inputs of every kind: the demo population (3 people), a results file, a spec, a span file
     with its originals, TAB JSON with two annotators, an empty file, bytes, a folder."""
-    from audit.demo.data import write as write_demo
+    from anonaudit.demo.data import write as write_demo
 
     root = tmp_path_factory.mktemp("cli-fuzz")
     write_demo(root, n=3, seed=0)

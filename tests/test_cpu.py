@@ -56,7 +56,7 @@ def test_the_command_line_starts_numpy_as_this_machine_needs():
     machine is a Zen 4 (numpy 2.4+), and numpy then runs without its AVX-512 sort; elsewhere
     the environment is left as it was."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NPY_")}
-    code = ("import os, json, audit.cli, numpy\n"
+    code = ("import os, json, anonaudit.cli, numpy\n"
             "try:\n    from numpy._core._multiarray_umath import __cpu_features__ as f\n"
             "except ImportError:  # numpy 1\n    from numpy.core._multiarray_umath import __cpu_features__ as f\n"
             "print(json.dumps([os.environ.get('NPY_DISABLE_CPU_FEATURES'), f.get('X86_V4')]))")

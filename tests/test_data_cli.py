@@ -4,7 +4,7 @@ import json
 
 from click.testing import CliRunner
 
-from audit.cli import main
+from anonaudit.cli import main
 from audit.io.loaders import load_corpus, load_releases, load_tri
 
 TEXT = "Mr Galip Yalman lives in Ankara."

@@ -14,14 +14,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from audit.cli import main
-from audit.cli.params import flag, parameters, parse_doc
+from anonaudit.cli import main
+from anonaudit.cli.params import flag, parameters, parse_doc
 from audit.core.data import Corpus
 from audit.core.interfaces import Attack, Metric
 from audit.core.registry import Registry
 from audit.core.results import Finding, Result, ResultsFile
 from audit.core.stats import mean_interval, risk
-from audit.demo.data import write as write_demo
+from anonaudit.demo.data import write as write_demo
 
 
 class WordsAttack(Attack):
@@ -219,7 +219,7 @@ def test_a_missing_input_file_is_named_by_its_option(tmp_path):
     """A user typed --release, not releases[0].path: the error names the option and the file."""
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     runner = CliRunner()
     orig = tmp_path / "orig.jsonl"

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from audit.core.results import ResultsFile
-from audit.demo.data import write as write_demo
+from anonaudit.demo.data import write as write_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASES = [f"r{i}" for i in range(10)]
@@ -88,7 +88,7 @@ class Asker(Attack):
 reg = Registry()
 reg._entry_points_loaded = True
 reg.register("attack")(Asker)
-from audit.cli import main
+from anonaudit.cli import main
 
 main(["run", sys.argv[1], "--no-report"], obj={"registry": reg})
 """

@@ -3,7 +3,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-from audit.cli import main
+from anonaudit.cli import main
 from audit.pipeline.gate import GateInputError, parse_threshold
 from audit.core.results import Result, ResultsFile
 from audit.core.stats import risk

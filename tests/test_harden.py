@@ -12,7 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from audit.cli import main
+from anonaudit.cli import main
 from audit.core.data import REPHRASED, Corpus, Document, Release, Span, sanitize_corpus
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack, Metric
@@ -657,7 +657,7 @@ def test_hardening_a_demo_release_with_the_embedded_models(tmp_path, small_llm):
     """Phrase search and span guessing (0.5B model) on 2 of 4 demo documents; one round repairs
     with the delinker and INTACT; each linked document gets its linking phrases reworded."""
     from audit.core.registry import registry
-    from audit.demo.data import write as write_demo
+    from anonaudit.demo.data import write as write_demo
 
     data = write_demo(tmp_path / "data", n=4, seed=0)
     assert len(data.originals) >= 4

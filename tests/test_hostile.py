@@ -22,12 +22,12 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from audit.cli import main
+from anonaudit.cli import main
 from audit.core.interfaces import Attack, Metric
 from audit.core.registry import Registry
 from audit.core.results import Finding, Result, ResultsFile
 from audit.core.stats import mean_interval, risk
-from audit.demo.data import write as write_demo
+from anonaudit.demo.data import write as write_demo
 
 
 class Survives(Attack):

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import anonaudit
-from audit.cli import main
+from anonaudit.cli import main
 from audit.core.errors import AnonauditError, DataError
 from audit.io.loaders import load_corpus, load_release_file
 from tests.test_hostile import clear_error, demo, reg, run  # noqa: F401  (fixtures)

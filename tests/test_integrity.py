@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from audit.cli import main
-from audit.demo.data import write as write_demo
+from anonaudit.cli import main
+from anonaudit.demo.data import write as write_demo
 
 
 @pytest.fixture

@@ -631,7 +631,7 @@ def test_llm_chat_cli(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     import audit.models.specs as models
-    from audit.cli import main
+    from anonaudit.cli import main
 
     seen = []
 

@@ -151,7 +151,7 @@ def test_models_list_cli_shows_status(home, tmp_path, monkeypatch):
     model = fake_model(tmp_path, monkeypatch)
     monkeypatch.setattr(models, "EMBEDDED_LLMS", {"fake": model})
     monkeypatch.setattr(models, "DEFAULT_LLM_ORDER", ("fake",))
-    from audit.cli import main
+    from anonaudit.cli import main
 
     out = CliRunner().invoke(main, ["models", "list"]).output
     assert "fake" in out and "not assembled yet" in out and "minilm" in out
@@ -190,7 +190,7 @@ def test_models_prune_removes_the_conversions_no_longer_used(home, tmp_path, mon
     import json
 
     import audit.models.backends as backends
-    from audit.cli import main
+    from anonaudit.cli import main
     from audit.models.specs import kept_conversions, load_llm
 
     def save(model, tokenizer, folder):

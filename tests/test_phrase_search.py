@@ -536,7 +536,7 @@ def test_registered_under_its_name():
 def test_cli_end_to_end(tmp_path):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     orig = visit_collection()
     orig_path = tmp_path / "originals.jsonl"

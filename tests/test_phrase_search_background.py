@@ -92,7 +92,7 @@ def _write(path, docs):
 
 
 def test_cli_phrase_search_with_background(tmp_path):
-    from audit.cli import main
+    from anonaudit.cli import main
 
     bg = _write(tmp_path / "bg.jsonl", background())
     rel = _write(tmp_path / "ner.jsonl", release().corpus)
@@ -111,7 +111,7 @@ def test_cli_phrase_search_with_background(tmp_path):
 
 
 def test_cli_phrase_search_with_a_tri_file_uses_its_releases_not_its_dev_column(tmp_path):
-    from audit.cli import main
+    from anonaudit.cli import main
 
     rows = [{"name": "ann", "public_knowledge": "Ann grew up on a sheep farm near Tromsø.",
              "spacy": "PERSON grew up on a sheep farm near GPE.", "dev_abstract": "PERSON grew up on a farm."},

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from audit.cli import main
+from anonaudit.cli import main
 from audit.core.errors import AnonauditError
 from audit.core.files import locked
-from audit.demo.data import write as write_demo
+from anonaudit.demo.data import write as write_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ["audit", "attackers", "defenders", "reports", "anonaudit"]

@@ -296,7 +296,7 @@ def test_a_sentence_longer_than_the_budget_is_cut_between_words(monkeypatch):
 def test_sanitize_prompt_from_the_generic_driver(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
     from audit.core.registry import Registry
     from audit.models import specs
     from audit.models.cache import CachedLLM
@@ -412,7 +412,7 @@ def test_self_check_warns_when_a_named_person_is_left_in_clear():
 def test_the_driver_prints_the_self_check_warning(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
     from audit.core.registry import Registry
     from audit.models import specs
     from audit.models.cache import CachedLLM

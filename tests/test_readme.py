@@ -285,7 +285,7 @@ def write_tae_inputs(folder: Path) -> None:
 
 def _cli() -> list[str]:
     script = Path(sys.executable).with_name("anonaudit")
-    return [str(script)] if script.exists() else [sys.executable, "-c", "from audit.cli import main; main()"]
+    return [str(script)] if script.exists() else [sys.executable, "-c", "from anonaudit.cli import main; main()"]
 
 
 def run_all(commands: list[Command], folder: Path, *, timeout: int) -> None:

@@ -154,7 +154,7 @@ def test_a_figure_that_says_nothing_is_never_written(tmp_path):
 
 
 def test_terminal_summary_repeats_a_components_warning_once(capsys):
-    from audit.cli.common import echo_summary
+    from anonaudit.cli.common import echo_summary
     from audit.core.results import Result
 
     weak = "the attacker is under-trained"

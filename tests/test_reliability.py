@@ -19,7 +19,7 @@ import pytest
 
 from audit.core.errors import AnonauditError, DataError
 from audit.core.results import Result, ResultsFile
-from audit.demo.data import write as write_demo
+from anonaudit.demo.data import write as write_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,7 +137,7 @@ def test_malformed_results_files_are_clear_errors(tmp_path, data, message):
 def test_report_command_on_a_malformed_results_file_says_what_is_wrong(tmp_path):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"schema": "anonaudit.results/1", "results": [{**GOOD, "ci": [1]}]}))
@@ -180,7 +180,7 @@ def test_release_names_that_differ_only_in_unsafe_characters_keep_their_own_copi
 def test_report_refuses_a_release_copy_that_changed_after_the_run(demo_dir):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     outcome = _run_toy(demo_dir, [{"name": "a", "path": "data/releases/suppressed.jsonl"},
                                   {"name": "b", "path": "data/releases/labels.jsonl"}])
@@ -317,7 +317,7 @@ def test_sampling_parameters_are_checked_against_the_components_that_take_them(d
 def test_run_command_refuses_a_bad_spec_with_exit_2_before_running(demo_dir):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
     from tests.test_runner import toy_registry
 
     spec = demo_dir / "audit.yaml"
@@ -379,7 +379,7 @@ def test_gate_thresholds_out_of_range_are_refused(threshold):
 def test_gate_command_bad_threshold_exits_2_before_reading_results(tmp_path):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     path = tmp_path / "results.json"
     ResultsFile(results=[_result("a")]).save(path)
@@ -523,7 +523,7 @@ def test_two_runs_are_byte_identical_outside_provenance(demo_dir):
 def test_sanitize_command_names_every_parameter_of_the_wrong_type(tmp_path):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     src = tmp_path / "o.jsonl"
     src.write_text('{"id": "a", "text": "Alice went home."}\n')

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from audit.cli import main
-from audit.demo.data import write as write_demo
+from anonaudit.cli import main
+from anonaudit.demo.data import write as write_demo
 from audit.core.results import Finding, Highlight, Result, ResultsFile
 from audit.pipeline.runner import Audit, load_spec
 from audit.core.stats import risk

@@ -140,7 +140,7 @@ def test_one_provenance_layout_for_runs_and_commands(tmp_path):
 def test_the_runner_records_each_component_share_of_the_shared_llm(loads, tmp_path):
     from audit.core.registry import Registry
     from audit.core.results import Result, ResultsFile
-    from audit.demo.data import write
+    from anonaudit.demo.data import write
     from audit.pipeline.runner import Audit, parse_spec
 
     class Asker(Attack):

@@ -11,7 +11,7 @@ import yaml
 
 from audit.core.errors import DataError
 from audit.core.results import SHARE_TOLERANCE, Result, ResultsFile
-from audit.demo.data import write as write_demo
+from anonaudit.demo.data import write as write_demo
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_an_identity_release_is_audited_by_the_command_line_and_the_api(demo_dir
     from click.testing import CliRunner
 
     import anonaudit
-    from audit.cli import main
+    from anonaudit.cli import main
 
     res = CliRunner().invoke(main, ["run", str(_identity_spec(demo_dir, gate={"min": {"similarity": 0.99}})),
                                     "--no-report"])
@@ -113,7 +113,7 @@ def _refused(path, *fields):
     from click.testing import CliRunner
 
     import anonaudit
-    from audit.cli import main
+    from anonaudit.cli import main
 
     with pytest.raises(anonaudit.AnonauditError) as info:
         anonaudit.load_results(str(path))

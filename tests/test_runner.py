@@ -129,7 +129,7 @@ def log_lines(path: Path) -> list[str]:
 import pytest
 import yaml
 
-from audit.demo.data import write as write_demo
+from anonaudit.demo.data import write as write_demo
 from audit.core.errors import AnonauditError, DataError
 from audit.core.results import ResultsFile
 from audit.pipeline.runner import Audit, load_spec, parse_spec
@@ -329,7 +329,7 @@ def test_spec_syntax_errors_and_toml(demo_dir):
 def test_cli_run_and_rerun(demo_dir):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     reg = {"registry": toy_registry()}  # the command line's registry, as its context object
     path = make_spec(demo_dir, gate={"max": {"toy_leak": 0.0}})
@@ -358,7 +358,7 @@ def test_params_that_are_not_a_mapping_are_reported_not_raised(tmp_path):
 def test_sanitize_bad_param_is_a_message_not_a_traceback(tmp_path):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     src = tmp_path / "o.jsonl"
     src.write_text('{"id": "a", "text": "x"}\n')
@@ -438,7 +438,7 @@ def test_demo_says_when_presidio_is_not_installed(tmp_path, monkeypatch, capsys)
     that it skipped it (on stderr and in the report), not silently run one release fewer."""
     import importlib.util
 
-    from audit.demo.run import run_demo
+    from anonaudit.demo.run import run_demo
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
@@ -454,7 +454,7 @@ def test_demo_says_when_presidio_is_not_installed(tmp_path, monkeypatch, capsys)
     # Re-running the demo's audit.yaml keeps the notes on what the demo left out or weakened.
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     report.unlink()
     res = CliRunner().invoke(main, ["run", str(tmp_path / "demo" / "audit.yaml")], obj={"registry": toy_registry()})
@@ -469,7 +469,7 @@ def test_run_shareable_writes_a_folder_of_its_own_without_originals(demo_dir):
 
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     reg = {"registry": toy_registry()}
     path = make_spec(demo_dir)
@@ -492,7 +492,7 @@ def test_run_shareable_writes_a_folder_of_its_own_without_originals(demo_dir):
 def test_spec_gate_judges_the_cautious_bound_unless_on_point(demo_dir):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     reg = {"registry": toy_registry()}
     first = CliRunner().invoke(main, ["run", str(make_spec(demo_dir)), "--no-report"], obj=reg)

@@ -27,7 +27,7 @@ from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.runtime.executor import LocalExecutor
 from audit.pipeline.executors import _pack, _unpack
-from audit.demo.data import write as write_demo
+from anonaudit.demo.data import write as write_demo
 from audit.models.embed import Embedder
 from audit.models.resources import Resources
 
@@ -365,7 +365,7 @@ def test_unreachable_ray_address_is_a_clear_error(demo):
     pytest.importorskip("ray", reason="the ray executor needs Ray (pip install 'anonaudit[ray]')")
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     (demo / "audit.yaml").write_text(json.dumps(_spec(demo)))
     res = CliRunner().invoke(main, ["run", str(demo / "audit.yaml"), "--ray-address", "127.0.0.1:9",
@@ -650,7 +650,7 @@ def test_trir_trains_data_parallel_on_ray_train_and_a_killed_training_resumes(ra
 
     from attackers.trir import TRIRAttack, resolve_base
     from attackers.trir.raytrain import FAIL_AFTER_EPOCH_ENV
-    from audit.demo.data import generate
+    from anonaudit.demo.data import generate
 
     base = tmp_path / "tiny-bert"
     tok = AutoTokenizer.from_pretrained(resolve_base(None))

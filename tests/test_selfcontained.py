@@ -13,13 +13,13 @@ import pytest
 from click.testing import CliRunner
 
 import audit.core.registry as registry_module
-from audit.cli import main
+from anonaudit.cli import main
 from audit.core.checks import Check, Threshold
 from audit.core.details import Details, Sampled
 from audit.core.errors import DataError
 from audit.core.registry import Registry
 from audit.core.results import ResultsFile
-from audit.demo.data import write as write_demo
+from anonaudit.demo.data import write as write_demo
 from audit.pipeline.runner import Audit, load_spec
 from tests.test_runner import KeepMetric, LeakAttack, make_spec
 

@@ -295,7 +295,7 @@ def test_attack_is_registered_and_has_params():
 def test_cli_writes_results(home, monkeypatch):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     scenario, release = _scenario()
     orig_path = home / "orig.jsonl"

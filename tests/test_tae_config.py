@@ -11,7 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from audit.cli import main
+from anonaudit.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 TAB = ROOT.parent / "shared" / "data" / "tab"

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from mlflow.tracking import MlflowClient  # the [test] extra installs mlflow-skinny
 
 import anonaudit
-from audit.cli import main
+from anonaudit.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -54,7 +54,7 @@ def test_the_cli_takes_the_budget_as_a_choice():
     old spelling --budget fast still reaches it with a deprecation note (the test below)."""
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     out = CliRunner().invoke(main, ["attack", "trir", "--help"])
     assert out.exit_code == 0
@@ -399,7 +399,7 @@ def test_the_verdict_of_a_release_leads_with_the_stronger_re_identification_atta
 def test_cli_trir_on_a_tri_file_chooses_the_epoch_on_its_dev_column(tmp_path):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
 
     facts = {"ann": "grew up on a sheep farm near Tromso and won the silver lantern award",
              "bob": "studied violin at a conservatory in Ghent and toured with an orchestra",

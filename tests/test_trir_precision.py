@@ -38,7 +38,7 @@ def test_auto_is_bf16_only_where_the_device_computes_it_natively(monkeypatch):
 def test_the_options_reach_the_command_line_and_only_training_arithmetic_reaches_the_cache_key(monkeypatch):
     from click.testing import CliRunner
 
-    from audit.cli import main
+    from anonaudit.cli import main
     from audit.core.params import parameters
 
     params = {p.name: p for p in parameters(TRIRAttack)}

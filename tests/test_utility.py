@@ -508,7 +508,7 @@ def test_cli_writes_utility_results(tmp_path, monkeypatch, nlp):
 
     import audit.models.embed
     import audit.models.specs
-    from audit.cli import main
+    from anonaudit.cli import main
 
     monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(audit.models.specs, "load_llm", lambda spec=None, cache=True, **kw: FakeLLM())
@@ -611,7 +611,7 @@ def test_tps_with_minilm_rewards_a_faithful_generalisation(minilm, nlp, tmp_path
 
 def test_metrics_built_separately_share_one_context_through_the_run_resources():
     from audit.core.data import Scenario
-    from audit.demo.data import generate
+    from anonaudit.demo.data import generate
     from audit.metrics.utility import RecallMetric, TPIMetric
     from audit.models.resources import Resources
 

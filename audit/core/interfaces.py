@@ -38,7 +38,7 @@ class Component(ABC):
     name: ClassVar[str] = ""
     #: What the component does, in plain words (shown in the report and the command's help).
     description: ClassVar[str] = ""
-    #: Extra command-line spellings of parameters, for the generic driver (``audit.cli``), which
+    #: Extra command-line spellings of parameters, for the generic driver (``anonaudit.cli``), which
     #: makes an option of each parameter from its type hint, default and docstring line
     #: ``name: help``: ``{"threads": "num_threads"}`` adds ``--threads`` for ``--num-threads``,
     #: ``{"no_scoring": "no_score"}`` adds ``--no-scoring`` for the off side of ``--score``.

@@ -25,6 +25,11 @@ from audit.core.files import atomic_write
 
 COLUMNS = ("release", "kind", "name", "value", "ci_low", "ci_high", "n", "baseline", "beats_baseline",
            "inconclusive", "warning")
+#: The columns of the findings CSV beside a report (one row per release x result x document,
+#: written by :mod:`reports.export`). They live here, in the ground layer, so that the output
+#: guard (:mod:`audit.pipeline.outputs`) recognises a findings CSV without importing the reports
+#: a floor above it.
+FINDINGS_COLUMNS = ("release", "result", "kind", "document", "success", "summary", "marks", "marks_in")
 
 
 def _num(x: Any) -> float | None:

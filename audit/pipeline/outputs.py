@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from audit.core.errors import AnonauditError
+from audit.core.summary import FINDINGS_COLUMNS
 
 #: What each kind of output is, in words, for the messages.
 KINDS = {
@@ -72,9 +73,7 @@ def _is_kind(path: Path, kind: str) -> bool:
     if kind == "report":
         return "<html" in text.lower() and "anonaudit report" in text
     if kind == "findings":
-        from reports.export import COLUMNS
-
-        return text.splitlines()[0].strip().split(",")[:3] == list(COLUMNS[:3])
+        return text.splitlines()[0].strip().split(",")[:3] == list(FINDINGS_COLUMNS[:3])
     if kind == "junit":
         return text.lstrip().startswith("<?xml") and "<testsuite" in text
     if kind == "leaderboard":

@@ -6,8 +6,8 @@ import logging
 
 import click
 
-from audit.cli.common import llm_option, no_cache_option
-from audit.cli.params import FINITE_FLOAT
+from anonaudit.cli.common import llm_option, no_cache_option
+from anonaudit.cli.params import FINITE_FLOAT
 
 
 @click.group("llm")

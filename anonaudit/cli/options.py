@@ -1,4 +1,4 @@
-"""The options of the generic driver's commands (:mod:`audit.cli.driver`): help listed under
+"""The options of the generic driver's commands (:mod:`anonaudit.cli.driver`): help listed under
 headings, the typed options of one or more components, and the common options that name the
 data, the output, the seed, the models and the document budget."""
 
@@ -11,10 +11,10 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from audit.cli.params import Checked
+from anonaudit.cli.params import Checked
 from audit.core.arguments import PositiveInt, Seed
-from audit.cli.common import BUDGET_HELP, LLM_HELP
-from audit.cli.params import Param, flag, param_option, parameters, simple, split_list
+from anonaudit.cli.common import BUDGET_HELP, LLM_HELP
+from anonaudit.cli.params import Param, flag, param_option, parameters, simple, split_list
 from audit.core.errors import AnonauditError
 from audit.core.registry import normalise
 

@@ -2,7 +2,7 @@
 
 Every command spells the model options the same way (``--llm SPEC``, ``--no-cache``) and prints
 results the same way (:func:`echo_summary`). The commands that run attacks and metrics write
-their results through the pipeline (:mod:`audit.cli.driver`), never here.
+their results through the pipeline (:mod:`anonaudit.cli.driver`), never here.
 """
 
 from __future__ import annotations

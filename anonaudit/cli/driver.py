@@ -2,7 +2,7 @@
 ``anonaudit utility`` for every registered component, built from its constructor.
 
 A component is one class plus one registration; this module gives it its command. Each
-simple constructor parameter becomes a typed option (see :mod:`audit.cli.params`), any
+simple constructor parameter becomes a typed option (see :mod:`anonaudit.cli.params`), any
 other one is set with ``--param KEY=VALUE``, and the common options name the data
 (``--originals``, ``--background``/``--tri``, ``--release NAME=FILE``, ``--format``), the
 results file (``--out``), the seed, the models (``--llm``, ``--embedder``) and a document
@@ -26,10 +26,10 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from audit.cli.params import Checked
+from anonaudit.cli.params import Checked
 from audit.core.arguments import Seed
-from audit.cli.common import LLM_HELP
-from audit.cli.options import (
+from anonaudit.cli.common import LLM_HELP
+from anonaudit.cli.options import (
     COLUMN_KEYS,
     DATA,
     EMBEDDER_HELP,
@@ -44,8 +44,8 @@ from audit.cli.options import (
     merge_params,
     spellings,
 )
-from audit.cli.outputs import Output, check_outputs, results_outputs
-from audit.cli.params import Param, parameters, parse_param_values, split_list, summary
+from anonaudit.cli.outputs import Output, check_outputs, results_outputs
+from anonaudit.cli.params import Param, parameters, parse_param_values, split_list, summary
 from audit.core.errors import AnonauditError
 from audit.core.registry import Registry, normalise
 
@@ -139,7 +139,7 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
     """Run ``entries`` (``{"name", "params", "sample"?}`` of ``kind``) on the releases of ``data``
     with :func:`anonaudit.audit` (the Python API: one code path), merging into ``data.out``."""
     import anonaudit
-    from audit.cli.common import echo_summary
+    from anonaudit.cli.common import echo_summary
     from audit.io.loaders import parse_release_spec
 
     reg = registry_of(ctx)

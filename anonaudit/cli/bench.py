@@ -12,11 +12,11 @@ from pathlib import Path
 import click
 
 from anonaudit.benchmark import BenchPeople
-from audit.cli.params import Checked
+from anonaudit.cli.params import Checked
 from audit.core.arguments import Seconds, Seed
-from audit.cli.common import BUDGET_HELP, no_cache_run
-from audit.cli.outputs import check_outputs, force_option
-from audit.cli.tracking import tracking_options
+from anonaudit.cli.common import BUDGET_HELP, no_cache_run
+from anonaudit.cli.outputs import check_outputs, force_option
+from anonaudit.cli.tracking import tracking_options
 from audit.pipeline.outputs import bench_outputs
 from audit.core.errors import AnonauditError
 
@@ -137,8 +137,8 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
     document; the comparison points already made are kept, and a re-run reuses them).
     """
     import anonaudit
-    from audit.cli import tracking
-    from audit.cli.driver import registry_of
+    from anonaudit.cli import tracking
+    from anonaudit.cli.driver import registry_of
     from audit.pipeline.external import check_timeout
 
     check_timeout(timeout, "--timeout")

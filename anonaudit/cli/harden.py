@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from audit.cli.common import no_cache_run
-from audit.cli.outputs import force_option
+from anonaudit.cli.common import no_cache_run
+from anonaudit.cli.outputs import force_option
 from audit.core.errors import AnonauditError
 
 
@@ -59,8 +59,8 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
     hardened release (or the spec has none), 1 it still fails, 3 inconclusive, 2 invalid input.
     """
     from anonaudit.hardening import harden
-    from audit.cli.driver import registry_of
-    from audit.cli.params import parse_param_values
+    from anonaudit.cli.driver import registry_of
+    from anonaudit.cli.params import parse_param_values
 
     params: dict[str, dict] = {}
     for key, value in parse_param_values(repair_params, "--repair-param").items():
