@@ -25,7 +25,7 @@ _EXPORTS = {
     "audit": "anonaudit.api", "attack": "anonaudit.api", "utility": "anonaudit.api", "sanitize": "anonaudit.api",
     "run": "anonaudit.api", "sample_data": "anonaudit.api", "bench": "anonaudit.benchmark",
     "BenchResults": "anonaudit.benchmark", "harden": "anonaudit.hardening", "Hardened": "anonaudit.hardening",
-    "Results": "anonaudit.results", "GateOutcome": "anonaudit.results", "load_results": "anonaudit.results",
+    "Results": "anonaudit.outcome", "GateOutcome": "anonaudit.outcome", "load_results": "anonaudit.outcome",
     "Corpus": "audit.core.data", "Document": "audit.core.data", "Span": "audit.core.data",
     "Release": "audit.core.data", "Result": "audit.core.results", "Finding": "audit.core.results",
     "AnonauditError": "audit.core.errors", "DataError": "audit.core.errors", "ArgumentError": "audit.core.errors",

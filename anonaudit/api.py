@@ -5,7 +5,7 @@ pipeline's :class:`~audit.pipeline.runner.Audit`: the same load, fit, evaluate a
 the same checks and provenance as ``anonaudit run``; the command line calls these functions.
 Nothing is written to disk unless asked (``out=``): the runner works in a private temporary
 folder, removed when the call returns, and the results come back in memory
-(:class:`~anonaudit.results.Results`). Model caches still go to ``ANONAUDIT_HOME``.
+(:class:`~anonaudit.outcome.Results`). Model caches still go to ``ANONAUDIT_HOME``.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from anonaudit.inputs import (
     named_error,
     release_entries,
 )
-from anonaudit.results import Results, read_copies
+from anonaudit.outcome import Results, read_copies
 from audit.core.arguments import PositiveInt, Seed, check_argument, checked
 from audit.core.config import caches_off
 from audit.core.data import Corpus
 from audit.core.paramtypes import AtLeast, AtMost
-from anonaudit.demo.data import MAX_RELEASED
+from anonaudit.demo.population import MAX_RELEASED
 from audit.core.errors import AnonauditError
 
 
@@ -222,7 +222,7 @@ def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None
     standard, full).
 
     When the spec has a ``gate``, the returned results carry its verdict in ``results.outcome``
-    (a :class:`~anonaudit.results.GateOutcome`: ``status``, ``exit_code`` as ``anonaudit run``
+    (a :class:`~anonaudit.outcome.GateOutcome`: ``status``, ``exit_code`` as ``anonaudit run``
     exits, ``passed``, the checks); ``None`` without a gate. A failing gate does not raise: the
     results are what the caller needs to see why."""
     from audit.pipeline.budget import check_budget
@@ -302,7 +302,7 @@ def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, s
         return rows
     if callable(getattr(type(data), "from_list", None)) and not hasattr(data, "iloc"):  # datasets.Dataset
         return type(data).from_list(rows)
-    from anonaudit.results import import_pandas
+    from anonaudit.outcome import import_pandas
 
     frame = import_pandas().DataFrame(rows)
     given = getattr(data, "columns", None)
@@ -326,7 +326,7 @@ _AUDIT_KEYWORDS = frozenset(inspect.signature(audit).parameters)
 def sample_data(n: DemoPeople = 12, seed: Seed = 0) -> dict[str, Any]:
     """A small synthetic population as lists of dicts (``originals``, ``background`` and the two
     releases that come with ``anonaudit demo-data``), for examples and tests."""
-    from anonaudit.demo.data import generate
+    from anonaudit.demo.population import generate
 
     demo = generate(n=n, seed=seed)
     rows = lambda docs: [d.to_dict() for d in docs]  # noqa: E731

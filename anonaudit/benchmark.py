@@ -25,7 +25,7 @@ from audit.core.arguments import PositiveInt, Seconds, Seed, checked
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
 from audit.core.paramtypes import AtLeast, AtMost
-from anonaudit.demo.data import MAX_RELEASED
+from anonaudit.demo.population import MAX_RELEASED
 
 
 #: The people of the demo population a bench runs on when given no corpus (``--demo-people``):
@@ -36,7 +36,7 @@ BenchPeople = Annotated[int, AtLeast(3), AtMost(MAX_RELEASED)]
 @dataclass
 class BenchResults:
     """A bench's leaderboard (``leaderboard``: ranked rows, paired tests, published rows),
-    the audit's :class:`~anonaudit.results.Results` (``results``) and what each contender cost."""
+    the audit's :class:`~anonaudit.outcome.Results` (``results``) and what each contender cost."""
 
     leaderboard: Any
     results: Any
@@ -50,19 +50,19 @@ class BenchResults:
     sources: tuple[tuple[str, Path], ...] = ()
 
     def to_list(self) -> list[dict[str, Any]]:
-        from reports.leaderboard import to_rows
+        from reports.leaderboard_page import to_rows
 
         return to_rows(self.leaderboard)
 
     def to_pandas(self):
         """One row per release, ranked by risk, then the published figures (``role`` = published)."""
-        from anonaudit.results import import_pandas
-        from reports.leaderboard import columns
+        from anonaudit.outcome import import_pandas
+        from reports.leaderboard_page import columns
 
         return import_pandas().DataFrame(self.to_list(), columns=columns(self.leaderboard))
 
     def to_markdown(self) -> str:
-        from reports.leaderboard import markdown
+        from reports.leaderboard_page import markdown
 
         return markdown(self.leaderboard)
 
@@ -85,7 +85,7 @@ class BenchResults:
 
         from audit.core.files import atomic_write
         from audit.pipeline.outputs import Output, check_outputs
-        from reports.leaderboard import write_csv, write_html
+        from reports.leaderboard_page import write_csv, write_html
 
         path = Path(path)
         stem = "leaderboard" if path.name == "leaderboard.html" else path.stem
@@ -219,7 +219,7 @@ def _corpus(originals: Any, background: Any, tri: Any, tri_originals: str | None
         name = Path(os.fspath(originals)).stem if is_file(originals) else "originals"
         data = _Corpus(name, load(originals, "originals", fmt), load(background, "background"))
     else:
-        from anonaudit.demo.data import generate
+        from anonaudit.demo.population import generate
 
         demo = generate(n=demo_people, seed=seed)
         data = _Corpus(f"demo population ({demo_people} people, seed {seed})", demo.originals,
@@ -400,7 +400,7 @@ def _run(spec: Any, out: Path, reg: Any, progress: bool, echo: Any, *, keep: boo
     import dataclasses
     import sys
 
-    from anonaudit.results import Results, read_copies
+    from anonaudit.outcome import Results, read_copies
     from audit.pipeline.bench import run_bench
 
     say = echo or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))

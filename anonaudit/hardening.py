@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from anonaudit.inputs import is_file
-from anonaudit.results import Results, load_results
+from anonaudit.outcome import Results, load_results
 from audit.core.arguments import check_argument, checked
 from audit.core.data import Release
 from audit.core.errors import AnonauditError
@@ -35,7 +35,7 @@ class Hardened:
     ``unchanged``); ``status``: the gate's verdict on the final release (``pass``, ``fail``,
     ``inconclusive``, or ``none`` when the spec has no gate); ``exit_code``: what ``anonaudit
     harden`` exits with (0 pass or no gate, 1 fail, 3 inconclusive); ``results``: every round's
-    :class:`~anonaudit.results.Results` (read from ``results_path``, the spec's
+    :class:`~anonaudit.outcome.Results` (read from ``results_path``, the spec's
     ``OUT/results.json``); ``out``: the hardened release file (``None`` unless asked);
     ``report``: the HTML report (``None`` unless asked); ``seconds``: the loop's wall time.
     ``str()`` is the table of rounds the command prints."""

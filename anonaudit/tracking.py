@@ -181,7 +181,7 @@ def _log(client: Any, target: str, results: Any, *, experiment: str, run_name: s
         now = int(time.time() * 1000)
         metrics = [Metric(k, v, now, 0) for k, v in metrics_of(rf.results).items()]
         params = [Param(k, v) for k, v in params_of(spec).items()]
-        client.log_batch(run_id, tags=[RunTag("anonaudit.results", str(len(results.file.results)))])
+        client.log_batch(run_id, tags=[RunTag("anonaudit.outcome", str(len(results.file.results)))])
         for i in range(0, len(params), 100):  # MLflow's limits per batch: 100 parameters, 1000 metrics
             client.log_batch(run_id, params=params[i:i + 100])
         for i in range(0, len(metrics), 1000):

@@ -167,7 +167,7 @@ def lexical(attack, originals: Corpus, doc_id: str, k: int, evidence: str) -> in
 
 
 def demo_originals(n: int, seed: int) -> Corpus:
-    from anonaudit.demo.data import write
+    from anonaudit.demo.population import write
 
     folder = Path(tempfile.mkdtemp(prefix="judge-demo-"))
     write(folder, n=n, seed=seed)

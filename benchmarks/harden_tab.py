@@ -45,7 +45,7 @@ from tab import (bench_llm, labelled_originals, linkage, machine, parser, publis
 def demo_data(args):
     """(collection, originals with gold spans, input release) of the demo population."""
     from audit.core.data import Corpus, Release
-    from anonaudit.demo.data import development_population
+    from anonaudit.demo.population import development_population
 
     data = development_population(n=args.demo_n, seed=args.seed)
     rel = data.releases[args.demo_release]

@@ -74,7 +74,7 @@ def order_check(args, full, llm) -> list[dict]:
     import tempfile
 
     from audit.runtime.progress import stage
-    from audit.models.cache import CachedLLM
+    from audit.models.answer_cache import CachedLLM
     from defenders.intact import IntactSanitizer
 
     docs = first_docs(full, args.order_docs)

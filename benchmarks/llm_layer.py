@@ -69,7 +69,7 @@ def main() -> None:
         args.prompts, args.max_tokens, args.rounds = 4, 24, 2
 
     from audit.models.llm import ChatRequest
-    from audit.models.cache import CachedLLM
+    from audit.models.answer_cache import CachedLLM
     from audit.models.specs import embedded_llm_path, load_llm, parse_llm_spec
 
     spec = parse_llm_spec(args.llm)

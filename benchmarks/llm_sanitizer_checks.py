@@ -152,7 +152,7 @@ def main() -> None:
     ap.add_argument("--intact-demo", type=int, default=3, help="demo documents INTACT sanitizes (0: none)")
     ap.add_argument("--labels", type=Path, default=None, help="hand labels of INTACT's candidates (JSON)")
     args = ap.parse_args()
-    from anonaudit.demo.data import generate
+    from anonaudit.demo.population import generate
 
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     llm = bench_llm(args, "checks-bench-")

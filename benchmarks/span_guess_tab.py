@@ -157,7 +157,7 @@ def per_label_sources(res, held: dict[tuple, bool]) -> dict[str, dict]:
 def demo_scenario(tmp: Path, seed: int, n: int) -> Scenario:
     """The demo population (``anonaudit demo-data --n N``) written under ``tmp``: its labels and
     suppressed releases."""
-    from anonaudit.demo.data import write
+    from anonaudit.demo.population import write
 
     write(tmp, n=n, seed=seed)
     originals = load_corpus(tmp / "originals.jsonl")
@@ -185,7 +185,7 @@ def tri_scenario(tmp: Path, seed: int, n: int) -> tuple[Scenario, int]:
     """A TRI-format file made under ``tmp`` from a demo population (people and distractors; each
     person's background documents joined as ``public_knowledge``), read by the TRI loader; and
     how many people its releases hold."""
-    from anonaudit.demo.data import write
+    from anonaudit.demo.population import write
     from audit.io.loaders import load_tri
 
     data = write(tmp / "demo", n=n, seed=seed)

@@ -1,7 +1,7 @@
 """TRIR ablation on the synthetic development population (issue 19): what each part of the TRI
 paper's attacker adds to the re-identification of masked releases, beside the unsanitized records.
 
-Population: :func:`anonaudit.demo.data.development_population` (``--people`` in the releases, half as
+Population: :func:`anonaudit.demo.population.development_population` (``--people`` in the releases, half as
 many more in the background only, 3 background documents each). Releases under test: the
 originals, spaCy NER masking (``spacy_ner``), gold labels, gold suppression, generalization.
 The dev release is a second, differently worded record of each person, label-masked.
@@ -82,7 +82,7 @@ PRECISIONS = ("fp32", "bf16", "int8")
 def run_seed(seed: int, people: int, configs: list[str], threads: int, small: dict) -> dict:
     """Every configuration on the population of ``seed`` (and phrase search over its background)."""
     from audit.core.registry import registry
-    from anonaudit.demo.data import development_population
+    from anonaudit.demo.population import development_population
 
     data = development_population(people, seed=seed)
     ner = registry.create("sanitizer", "spacy_ner").sanitize(data.originals, name="spacy_ner")

@@ -60,7 +60,7 @@ def scenario(data: str, people: int, dev_people: int) -> Scenario:
 
         sc = target_scenario(people)
     else:
-        from anonaudit.demo.data import development_population
+        from anonaudit.demo.population import development_population
 
         pop = development_population(people, seed=0)
         sc = Scenario(originals=pop.originals, background=pop.background, dev=pop.releases["dev"],

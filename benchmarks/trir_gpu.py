@@ -159,7 +159,7 @@ def run_cli(work: Path, n: int, quick: bool, timeout: float | None) -> dict:
 
 def _parse_chunk(texts: list[str]) -> list[tuple[str, str]]:
     """(key, parse as JSON) of each text: one spaCy pipeline per worker process."""
-    from attackers.trir.parses import DISABLED_PIPES, Parse, _key
+    from attackers.trir.parse_settings import DISABLED_PIPES, Parse, _key
     from audit.models.nlp import Spacy
 
     nlp = Spacy(disable=DISABLED_PIPES)
@@ -171,7 +171,7 @@ def _parse_all(cache, texts: list[str], workers: int) -> int:
     """Parse the ``texts`` that ``cache`` lacks with ``workers`` processes; store them there."""
     import multiprocessing as mp
 
-    from attackers.trir.parses import Parse, _key
+    from attackers.trir.parse_settings import Parse, _key
 
     keys = dict.fromkeys(_key(t) for t in texts)
     known = cache._lookup(list(keys))
@@ -191,7 +191,7 @@ def warm(scenarios: list[Scenario], workers: int) -> dict:
     """Every text the attack will parse for ``scenarios`` (paper budget), parsed in parallel into
     the parse cache: first the background, the dev release and the releases, then the masked
     copies (made from the background's parses, as the attack makes them)."""
-    from attackers.trir.parses import DISABLED_PIPES, ParseCache
+    from attackers.trir.parse_settings import DISABLED_PIPES, ParseCache
     from attackers.trir.texts import masked_from_parses
     from audit.models.nlp import Spacy
 

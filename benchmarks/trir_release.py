@@ -8,7 +8,7 @@ background of 3 public documents for each of the N people and N/2 more, the gold
 ``labels`` and ``suppressed`` releases), ``anonaudit run SPEC`` (local, and with ``--executor ray
 --ray-address local --ray-workers 2``), ``anonaudit attack phrase-search --background``.
 ``demo-data`` writes no dev release (the paper budget then runs all 15 epochs), so the script adds
-``dev.jsonl``, the dev release of :func:`anonaudit.demo.data.development_population` for the same N and
+``dev.jsonl``, the dev release of :func:`anonaudit.demo.population.development_population` for the same N and
 seed (a second, differently worded record of each person, label-masked; checked to share
 ``demo-data``'s background and records), as TRIR's ``dev`` (``--no-dev``: without it).
 
@@ -212,7 +212,7 @@ def population(work: Path, n: int, seed: int, dev: bool) -> dict[str, Any]:
 def write_dev(data: Path, n: int, seed: int) -> Path:
     """The dev release of the development population of the same N and seed, after checking that
     its background and records are the ones ``demo-data`` wrote."""
-    from anonaudit.demo.data import development_population
+    from anonaudit.demo.population import development_population
     from audit.io.loaders import load_corpus, save_jsonl
 
     dp = development_population(n, seed)

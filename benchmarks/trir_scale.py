@@ -140,7 +140,7 @@ def run_prep(people: int) -> dict:
 def demo_scenario(people: int) -> Scenario:
     """The development population: its records, gold-suppressed and gold-labelled releases, and
     its dev release (a second record of each person, label-masked)."""
-    from anonaudit.demo.data import development_population
+    from anonaudit.demo.population import development_population
 
     data = development_population(people, seed=0)
     releases = tuple(r for name, r in data.releases.items() if name in ("suppressed", "labels"))

@@ -64,7 +64,7 @@ PRECISIONS = ("fp32", "bf16", "int8")
 
 def background(kind: str, people: int) -> Corpus:
     if kind == "demo":
-        from anonaudit.demo.data import generate
+        from anonaudit.demo.population import generate
 
         return generate(people, seed=0, background_per_person=3).background
     from audit.io.loaders import load_corpus
@@ -87,7 +87,7 @@ def windows_only(bg: Corpus, styles: list[str]) -> dict:
     from transformers import AutoTokenizer
 
     from attackers.trir import make_windows, resolve_base
-    from attackers.trir.batches import dedup_windows, length_batches
+    from attackers.trir.training_batches import dedup_windows, length_batches
     from attackers.trir.texts import masked_copies
     from audit.models.nlp import Spacy
 
@@ -135,7 +135,7 @@ def padding_left(w, train_batch: int, predict_batch: int) -> dict:
 
 
 def length_batches_of(order, lengths, size):
-    from attackers.trir.batches import length_batches
+    from attackers.trir.training_batches import length_batches
 
     return length_batches(order, lengths, size, 0)
 

@@ -132,7 +132,7 @@ def leaderboard_latex(lb: Any, *, label: str = "tab:leaderboard") -> str:
 
 
 def _published(lb: Any) -> list[dict[str, Any]]:
-    from reports.leaderboard import published
+    from reports.leaderboard_page import published
 
     return published(lb)
 

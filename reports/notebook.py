@@ -4,7 +4,7 @@ their ``_repr_html_``, as pandas' DataFrame does.
 The verdict comes first, then the risk table with intervals and chance baselines, utility, the
 privacy-utility chart, and the per-document evidence collapsed (``<details>``); a bench shows its
 leaderboard with its Pareto chart; the gate its verdict and checks. The data is the report's and
-the leaderboard's own (:func:`reports.context.build_context`, :func:`reports.leaderboard.context`),
+the leaderboard's own (:func:`reports.context.build_context`, :func:`reports.leaderboard_page.context`),
 rendered by ``templates/notebook.html`` with autoescaping on: documents and names are untrusted.
 This is the internal edition (the notebook's user holds the data): evidence quotes the sanitized
 text, never the originals.
@@ -26,7 +26,7 @@ _ids = itertools.count(1)  # a chart's own id in the page (its arrow marker), di
 
 
 def _render(**ctx: Any) -> str:
-    from reports.leaderboard import environment
+    from reports.leaderboard_page import environment
 
     return environment().get_template("notebook.html").render(chart_id=f"c{next(_ids)}", **ctx)
 
@@ -48,7 +48,7 @@ def results_html(rf: ResultsFile, *, texts: Mapping[str, Mapping[str, str]] | No
 
 def leaderboard_html(lb: Any) -> str:
     """A bench's leaderboard as a notebook cell: the ranked table and its Pareto chart."""
-    from reports.leaderboard import context
+    from reports.leaderboard_page import context
 
     return _render(kind="leaderboard", **context(lb))
 

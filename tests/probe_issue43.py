@@ -301,7 +301,7 @@ def run_case(case: Case, template: Path) -> tuple[str, str | None, bool]:
 
 
 def make_template(folder: Path) -> Path:
-    from anonaudit.demo.data import write
+    from anonaudit.demo.population import write
 
     write(folder, n=3, seed=0)
     res = anonaudit(folder, "attack", "phrase-search", "--originals", "originals.jsonl", "--release",

@@ -2,12 +2,13 @@
 
 The code sits on floors (:data:`FLOORS`, top to bottom; the README's picture draws the same
 table). A module may import modules of its own floor and of the floors below, never of a floor
-above: the command line (``anonaudit.cli``) -> the demo audit (``anonaudit.demo.run``, a user of
-the API) -> the Python API (``anonaudit``) -> the pipeline (``audit.pipeline``, and the demo's
-population ``anonaudit.demo.data``) beside the reports (``reports``, which read results only) ->
-the plugins (``attackers``, ``defenders``, ``audit.metrics``) -> ``audit.models``, ``audit.io``,
-``audit.ngrams`` (the n-gram index phrase search and the delinker share) -> ``audit.runtime`` (how
-a run runs: executor, progress, CPU tuning, folder seals, caches) -> ``audit.core`` (the data model).
+above: the command line (``anonaudit.cli``) -> the demo audit (``anonaudit.demo.demo_audit``, a
+user of the API) -> the Python API (``anonaudit``) -> the pipeline (``audit.pipeline``, and the
+demo's population ``anonaudit.demo.population``) beside the reports (``reports``, which read
+results only) -> the plugins (``attackers``, ``defenders``, ``audit.metrics``) -> ``audit.models``,
+``audit.io``, ``audit.ngrams`` (the n-gram index phrase search and the delinker share) ->
+``audit.runtime`` (how a run runs: executor, progress, CPU tuning, folder seals, caches) ->
+``audit.core`` (the data model).
 
 Within a floor some arrows are forbidden too (:data:`SIDEWAYS`): the pipeline and the reports
 never import each other; plugins receive data objects and shared resources, never files or
@@ -29,13 +30,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("anonaudit", "audit", "attackers", "defenders", "reports")
 
 #: The floors, top to bottom: (name, package prefixes). A module is on the floor of the longest
-#: prefix it falls under (``anonaudit.cli.run`` on the command line's, ``anonaudit.results`` on
+#: prefix it falls under (``anonaudit.cli.run_command`` on the command line's, ``anonaudit.outcome`` on
 #: the API's; ``audit`` itself, which holds the version, on the ground floor).
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("command line", ("anonaudit.cli",)),
-    ("demo audit", ("anonaudit.demo.run",)),
+    ("demo audit", ("anonaudit.demo.demo_audit",)),
     ("API", ("anonaudit",)),
-    ("pipeline and reports", ("audit.pipeline", "anonaudit.demo.data", "reports")),
+    ("pipeline and reports", ("audit.pipeline", "anonaudit.demo.population", "reports")),
     ("plugins", ("attackers", "defenders", "audit.metrics")),
     ("models, files and the n-gram index", ("audit.models", "audit.io", "audit.ngrams")),
     ("runtime", ("audit.runtime",)),
@@ -44,7 +45,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
 
 #: Arrows that no floor rule catches: (who, what it must not import, why).
 SIDEWAYS: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
-    (("audit.pipeline", "anonaudit.demo.data"), ("reports",), "the reports sit beside the pipeline, not below it"),
+    (("audit.pipeline", "anonaudit.demo.population"), ("reports",),
+     "the reports sit beside the pipeline, not below it"),
     (("reports",), ("audit.pipeline", "anonaudit", "audit.runtime", "audit.io", "audit.models", "audit.ngrams",
                     "audit.metrics", "attackers", "defenders"), "the reports read results only (audit.core)"),
     (("attackers", "defenders", "audit.metrics"), ("audit.io",), "plugins get data objects, never files"),
@@ -307,3 +309,46 @@ def test_the_private_import_finder_sees_one(tmp_path, monkeypatch):
     (fake / "bad.py").write_text("def f():\n    from audit.core.files import _read_pipe, read_input\n")
     monkeypatch.setattr("tests.test_architecture.modules", lambda: {"attackers.bad": fake / "bad.py"})
     assert private_imports() == [("attackers.bad", "audit.core.files._read_pipe")]
+
+
+# --------------------------------------------------------------------------- names (issue 59, item 5)
+
+
+#: File names that several modules share on purpose, each with its reason: the same role in
+#: parallel plugin packages (siblings under one parent). Any other name two modules share is two
+#: roles under one name (a command and the pipeline step it drives were: cli/gate.py and
+#: pipeline/gate.py). The list only shrinks.
+SAME_ROLE_NAMES: dict[str, str] = {
+    "attack.py": "each attack package's Attack class (attackers/NAME/attack.py)",
+    "sanitizer.py": "each LLM sanitizer package's Sanitizer class (defenders/NAME/sanitizer.py)",
+    "prompts.py": "each LLM sanitizer package's prompts (defenders/NAME/prompts.py)",
+    "repair.py": "each sanitizer package's repairer for `anonaudit harden` (defenders/NAME/repair.py)",
+}
+
+
+def shared_file_names() -> dict[str, list[str]]:
+    """``{file name: [paths]}`` for every file name (``__init__.py`` aside) that two or more
+    modules of the packages have."""
+    by_name: dict[str, list[str]] = {}
+    for path in modules().values():
+        if path.name != "__init__.py":
+            by_name.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    return {name: sorted(paths) for name, paths in sorted(by_name.items()) if len(paths) > 1}
+
+
+def test_no_two_modules_share_a_name_in_different_roles():
+    shared = shared_file_names()
+    assert {n: p for n, p in shared.items() if n not in SAME_ROLE_NAMES} == {}
+    assert sorted(set(SAME_ROLE_NAMES) - set(shared)) == [], "no longer shared: take these off the list"
+    for name in SAME_ROLE_NAMES:  # parallel packages: siblings under one parent, never across floors
+        parents = {Path(p).parent.parent for p in shared[name]}
+        assert len(parents) == 1, (name, shared[name])
+
+
+def test_the_name_check_sees_a_shared_name(tmp_path, monkeypatch):
+    for rel in ("anonaudit/cli/gate.py", "audit/pipeline/gate.py", "audit/pipeline/__init__.py",
+                "audit/io/__init__.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    monkeypatch.setattr("tests.test_architecture.ROOT", tmp_path)
+    assert shared_file_names() == {"gate.py": ["anonaudit/cli/gate.py", "audit/pipeline/gate.py"]}

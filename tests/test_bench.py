@@ -296,7 +296,7 @@ def test_an_llm_comparison_point_reports_its_requests_per_document(tmp_path):
     import re
 
     import anonaudit
-    from audit.models.cache import CachedLLM
+    from audit.models.answer_cache import CachedLLM
     from audit.models.llm import ScriptedLLM
 
     def rewrite(req):
@@ -315,7 +315,7 @@ def test_an_llm_comparison_point_reports_its_requests_per_document(tmp_path):
 
 
 def test_a_figure_says_when_it_is_inconclusive_or_not_above_chance():
-    from reports.leaderboard import _cell
+    from reports.leaderboard_page import _cell
 
     fig = {"value": 0.1, "ci": [0.05, 0.2], "beats_baseline": True, "warning": ""}
     assert _cell(fig, percent=True) == "10.0% [5.0%, 20.0%]"

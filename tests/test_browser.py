@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from anonaudit.demo.run import run_demo
+from anonaudit.demo.demo_audit import run_demo
 from audit.core.results import Finding, Highlight, Result, ResultsFile
 from audit.core.stats import risk
 from tests.test_runner import toy_registry

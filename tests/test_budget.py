@@ -83,7 +83,7 @@ def test_the_api_reads_trirs_old_budget_keyword_with_a_deprecation_warning():
 
 def test_bench_reads_a_number_as_the_old_sanitizer_sample(capsys):
     from anonaudit.benchmark import _budget as api_budget
-    from anonaudit.cli.bench import _budget as cli_budget
+    from anonaudit.cli.bench_command import _budget as cli_budget
 
     assert cli_budget("25", 10) == (None, 25) and "--sanitizer-sample 25" in capsys.readouterr().err
     assert cli_budget("full", 10) == ("full", 10)

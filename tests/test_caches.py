@@ -19,7 +19,7 @@ from audit.runtime import caches
 from audit.core.data import Corpus, Document
 from audit.core.errors import AnonauditError
 from audit.core.files import atomic_write
-from audit.models.cache import AnswerStore, CachedLLM
+from audit.models.answer_cache import AnswerStore, CachedLLM
 from audit.models.llm import ChatRequest, ScriptedLLM
 
 
@@ -172,7 +172,7 @@ def test_no_cache_on_the_run_commands():
 def test_run_no_cache_turns_every_cache_off_for_the_run(tmp_path, monkeypatch):
     """``anonaudit run --no-cache`` and an attack's ``--no-cache`` run the audit with every cache
     off (and only that run)."""
-    from anonaudit.demo.data import write as write_demo
+    from anonaudit.demo.population import write as write_demo
     from audit.pipeline import runner
 
     seen = []

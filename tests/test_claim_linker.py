@@ -562,7 +562,7 @@ def test_leakage_is_the_same_cold_and_warm_on_llama_cpp(spacy_resource, tmp_path
     xlc = pytest.importorskip("xllamacpp")
     from audit.models.llm import ChatRequest
     from audit.models.llamacpp import LlamaCppLLM
-    from audit.models.cache import CachedLLM
+    from audit.models.answer_cache import CachedLLM
     from tests.test_llm import FakeLlamaServer
 
     class JudgeServer(FakeLlamaServer):
@@ -621,7 +621,7 @@ def test_construction_loads_nothing_and_is_registered():
 
 @pytest.mark.slow
 def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
-    from anonaudit.demo.data import generate
+    from anonaudit.demo.population import generate
 
     demo = generate(n=6, seed=0)
     release = demo.releases["labels"]
@@ -655,7 +655,7 @@ def test_the_real_yesno_judge_passes_its_control_on_the_demo_population(quality_
     benchmarks/README.md): 16 identifying control claims, own document >= 0.8, another <= 0.2, by
     the log-probabilities of Yes and No against the threshold that the claims' reference records
     set; the checked figure counts in the verdict."""
-    from anonaudit.demo.data import generate
+    from anonaudit.demo.population import generate
 
     demo = generate(n=8, seed=0)
     release = demo.releases["labels"]

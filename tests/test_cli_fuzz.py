@@ -157,7 +157,7 @@ def draw_argv(data: st.DataObject, path: tuple[str, ...],
 def template(tmp_path_factory):
     """Inputs of every kind: the demo population (3 people), a results file, a spec, a span file
     with its originals, TAB JSON with two annotators, an empty file, bytes, a folder."""
-    from anonaudit.demo.data import write as write_demo
+    from anonaudit.demo.population import write as write_demo
 
     root = tmp_path_factory.mktemp("cli-fuzz")
     write_demo(root, n=3, seed=0)

@@ -341,7 +341,7 @@ def test_unusable_rephrasings_are_refused_and_many_spans_are_split_over_requests
     ("on 5,000 euros", "on 5000 euros", []),
 ])
 def test_a_rewording_invents_no_number_or_name(original, new, found):
-    from defenders.delinker.checks import invented
+    from defenders.delinker.rewording_checks import invented
 
     assert invented(original, new) == found
 
@@ -359,7 +359,7 @@ def test_invented_facts_and_rewordings_that_link_by_themselves_are_rejected():
     assert "Norway" not in out.corpus["a"].text and " 7 " not in out.corpus["a"].text
     assert "[REDACTED]" in out.corpus["a"].text  # what no valid rewording replaced is redacted
     # "district" is a word of one document only: a rewording holding it links by itself
-    from defenders.delinker.checks import links_alone
+    from defenders.delinker.rewording_checks import links_alone
 
     assert links_alone(d.index(), "harbour district", 2) and not links_alone(d.index(), "the station", 2)
 

@@ -3,7 +3,7 @@ from collections import Counter
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from anonaudit.demo.data import generate
+from anonaudit.demo.population import generate
 
 
 def test_deterministic_given_seed():
@@ -74,7 +74,7 @@ def test_signal_exists_and_suppression_removes_much_but_not_all():
 
 
 def test_development_population_has_the_releases_where_masking_matters():
-    from anonaudit.demo.data import development_population
+    from anonaudit.demo.population import development_population
 
     data = development_population(6, seed=2)
     assert set(data.releases) == {"suppressed", "labels", "generalized", "dev"}

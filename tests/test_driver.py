@@ -15,13 +15,13 @@ import yaml
 from click.testing import CliRunner
 
 from anonaudit.cli import main
-from anonaudit.cli.params import flag, parameters, parse_doc
+from anonaudit.cli.param_options import flag, parameters, parse_doc
 from audit.core.data import Corpus
 from audit.core.interfaces import Attack, Metric
 from audit.core.registry import Registry
 from audit.core.results import Finding, Result, ResultsFile
 from audit.core.stats import mean_interval, risk
-from anonaudit.demo.data import write as write_demo
+from anonaudit.demo.population import write as write_demo
 
 
 class WordsAttack(Attack):

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from audit.core.results import ResultsFile
-from anonaudit.demo.data import write as write_demo
+from anonaudit.demo.population import write as write_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASES = [f"r{i}" for i in range(10)]
@@ -41,7 +41,7 @@ from audit.core import config
 from audit.core.interfaces import Attack
 from audit.core.registry import Registry
 from audit.core.results import Result
-from audit.models.cache import CachedLLM
+from audit.models.answer_cache import CachedLLM
 from audit.models.llm import ScriptedLLM
 from audit.models.resources import resources_of
 

@@ -17,7 +17,7 @@ from audit.core.data import REPHRASED, Corpus, Document, Release, Span, sanitize
 from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack, Metric
 from audit.core.registry import Registry
-from audit.core.repair import (SPAN, TEXT, RepairTarget, context_targets, sentence_around, set_replacements,
+from audit.core.evidence import (SPAN, TEXT, RepairTarget, context_targets, sentence_around, set_replacements,
                                shift_position, targets_from_results, targets_of, unchanged_spans)
 from audit.core.results import Finding, Highlight, Result, ResultsFile
 from audit.core.stats import mean_interval, risk
@@ -657,7 +657,7 @@ def test_hardening_a_demo_release_with_the_embedded_models(tmp_path, small_llm):
     """Phrase search and span guessing (0.5B model) on 2 of 4 demo documents; one round repairs
     with the delinker and INTACT; each linked document gets its linking phrases reworded."""
     from audit.core.registry import registry
-    from anonaudit.demo.data import write as write_demo
+    from anonaudit.demo.population import write as write_demo
 
     data = write_demo(tmp_path / "data", n=4, seed=0)
     assert len(data.originals) >= 4

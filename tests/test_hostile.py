@@ -27,7 +27,7 @@ from audit.core.interfaces import Attack, Metric
 from audit.core.registry import Registry
 from audit.core.results import Finding, Result, ResultsFile
 from audit.core.stats import mean_interval, risk
-from anonaudit.demo.data import write as write_demo
+from anonaudit.demo.population import write as write_demo
 
 
 class Survives(Attack):

@@ -279,7 +279,7 @@ def _made_by_anonaudit(home: Path) -> list[Path]:
     attacker's folder, an assembled model."""
     from audit.core import config
     from audit.core.files import atomic_write
-    from audit.models.cache import AnswerStore
+    from audit.models.answer_cache import AnswerStore
 
     store = AnswerStore(config.subdir("cache") / "llm.sqlite")
     store.put_many({"k": 1})

@@ -18,7 +18,7 @@ from tests.test_hostile import attack, clear_error, demo, reg, run  # noqa: F401
 
 
 def test_demo_data_sizes_are_the_ones_the_generator_can_make(tmp_path):
-    from anonaudit.demo.data import MAX_PEOPLE, MAX_RELEASED, generate
+    from anonaudit.demo.population import MAX_PEOPLE, MAX_RELEASED, generate
 
     assert MAX_RELEASED + MAX_RELEASED // 2 <= MAX_PEOPLE < (MAX_RELEASED + 1) + (MAX_RELEASED + 1) // 2
     res = CliRunner().invoke(main, ["demo-data", "--out", str(tmp_path / "d"), "--n", str(MAX_RELEASED + 1)])

@@ -9,7 +9,7 @@ import pytest
 
 from audit.core.data import Corpus, Document, Release, Span
 from audit.core.errors import AnonauditError
-from audit.models.cache import CachedLLM
+from audit.models.answer_cache import CachedLLM
 from audit.models.llm import ChatRequest, ScriptedLLM
 from defenders.intact import IntactSanitizer, date_generalisations
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from anonaudit.cli import main
-from anonaudit.demo.data import write as write_demo
+from anonaudit.demo.population import write as write_demo
 
 
 @pytest.fixture
@@ -183,7 +183,7 @@ def test_a_corrupt_embeddings_cache_is_set_aside_and_started_anew(tmp_path, fake
 
 
 def test_a_trained_attacker_is_sealed_when_stored(tmp_path):
-    from attackers.trir.cache import TrainedTRIR
+    from attackers.trir.attacker_cache import TrainedTRIR
     from audit.runtime.integrity import verify
 
     class Saves:

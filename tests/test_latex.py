@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import anonaudit
-from anonaudit.results import Results
+from anonaudit.outcome import Results
 from audit.core.results import Finding, Result, ResultsFile
 from audit.pipeline.leaderboard import Leaderboard, ReferenceRow, Row
 from reports.latex import escape

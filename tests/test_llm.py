@@ -16,7 +16,7 @@ import pytest
 from audit.metrics.terms import Term
 from audit.models.llm import ChatRequest, LLMError, ScriptedLLM
 from audit.models.server import OpenAILLM
-from audit.models.cache import AnswerStore, CachedLLM, cache_key
+from audit.models.answer_cache import AnswerStore, CachedLLM, cache_key
 
 MSG = [{"role": "user", "content": "hello"}]
 

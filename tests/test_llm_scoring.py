@@ -11,7 +11,7 @@ import re
 import pytest
 
 from attackers.claim_linker.judge import yesno_cuts, yesno_margin, yesno_prompt
-from audit.models.cache import CachedLLM
+from audit.models.answer_cache import CachedLLM
 from audit.models.llm import LLM, ScriptedLLM
 from tests.test_llm import CharTokenizer, FakeKVServer
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import anonaudit
-from anonaudit.results import Results
+from anonaudit.outcome import Results
 from audit.core.results import Finding, Highlight, Result, ResultsFile
 
 ROOT = Path(__file__).resolve().parents[1]

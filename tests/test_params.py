@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal
 
 import pytest
 
-import anonaudit.cli.params as cli_params
+import anonaudit.cli.param_options as cli_params
 from audit.core.interfaces import Attack
 from audit.core.params import Param, Unknown, parameters
 from audit.core.paramtypes import PositiveInt, check_params

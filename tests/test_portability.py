@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from anonaudit.cli import main
 from audit.core.errors import AnonauditError
 from audit.core.files import locked
-from anonaudit.demo.data import write as write_demo
+from anonaudit.demo.population import write as write_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ["audit", "attackers", "defenders", "reports", "anonaudit"]

@@ -84,7 +84,7 @@ def test_by_default_a_stage_longer_than_ten_seconds_says_how_far_it_has_come(mon
 
 def test_an_llm_bar_says_what_the_requests_are_for(monkeypatch, tmp_path):
     """A bare "LLM: 8/8" left a log reader guessing which stage ran (issue 46)."""
-    from audit.models.cache import CachedLLM
+    from audit.models.answer_cache import CachedLLM
     from audit.models.llm import ChatRequest, ScriptedLLM
 
     def slow(request):

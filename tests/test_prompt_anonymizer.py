@@ -250,7 +250,7 @@ def test_one_round_by_default():
 # --------------------------------------------------------------------------- cache
 
 def test_a_second_run_on_the_answer_cache_makes_no_backend_call(tmp_path):
-    from audit.models.cache import CachedLLM
+    from audit.models.answer_cache import CachedLLM
 
     texts = ("Ann lives in Oslo.", "Per works in Bergen.")
     first = ScriptedLLM(lambda r: '["Ann", "Oslo", "Per", "Bergen"]')
@@ -299,7 +299,7 @@ def test_sanitize_prompt_from_the_generic_driver(tmp_path, monkeypatch):
     from anonaudit.cli import main
     from audit.core.registry import Registry
     from audit.models import specs
-    from audit.models.cache import CachedLLM
+    from audit.models.answer_cache import CachedLLM
 
     reg = Registry()
     reg._entry_points_loaded = True  # this checkout's class, whatever the installed metadata says
@@ -415,7 +415,7 @@ def test_the_driver_prints_the_self_check_warning(tmp_path, monkeypatch):
     from anonaudit.cli import main
     from audit.core.registry import Registry
     from audit.models import specs
-    from audit.models.cache import CachedLLM
+    from audit.models.answer_cache import CachedLLM
 
     reg = Registry()
     reg._entry_points_loaded = True

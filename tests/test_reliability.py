@@ -19,7 +19,7 @@ import pytest
 
 from audit.core.errors import AnonauditError, DataError
 from audit.core.results import Result, ResultsFile
-from anonaudit.demo.data import write as write_demo
+from anonaudit.demo.population import write as write_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from anonaudit.cli import main
-from anonaudit.demo.data import write as write_demo
+from anonaudit.demo.population import write as write_demo
 from audit.core.results import Finding, Highlight, Result, ResultsFile
 from audit.pipeline.runner import Audit, load_spec
 from audit.core.stats import risk

@@ -10,7 +10,7 @@ import pytest
 
 from audit.core.files import atomic_open, atomic_write, atomic_write_json, sha256_file
 from audit.core.interfaces import Attack
-from audit.models.cache import CachedLLM
+from audit.models.answer_cache import CachedLLM
 from audit.models.llm import ScriptedLLM
 from audit.models.resources import Resources, resources_of
 
@@ -140,7 +140,7 @@ def test_one_provenance_layout_for_runs_and_commands(tmp_path):
 def test_the_runner_records_each_component_share_of_the_shared_llm(loads, tmp_path):
     from audit.core.registry import Registry
     from audit.core.results import Result, ResultsFile
-    from anonaudit.demo.data import write
+    from anonaudit.demo.population import write
     from audit.pipeline.runner import Audit, parse_spec
 
     class Asker(Attack):

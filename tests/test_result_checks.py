@@ -11,7 +11,7 @@ import yaml
 
 from audit.core.errors import DataError
 from audit.core.results import SHARE_TOLERANCE, Result, ResultsFile
-from anonaudit.demo.data import write as write_demo
+from anonaudit.demo.population import write as write_demo
 
 
 @pytest.fixture

@@ -129,7 +129,7 @@ def log_lines(path: Path) -> list[str]:
 import pytest
 import yaml
 
-from anonaudit.demo.data import write as write_demo
+from anonaudit.demo.population import write as write_demo
 from audit.core.errors import AnonauditError, DataError
 from audit.core.results import ResultsFile
 from audit.pipeline.runner import Audit, load_spec, parse_spec
@@ -438,7 +438,7 @@ def test_demo_says_when_presidio_is_not_installed(tmp_path, monkeypatch, capsys)
     that it skipped it (on stderr and in the report), not silently run one release fewer."""
     import importlib.util
 
-    from anonaudit.demo.run import run_demo
+    from anonaudit.demo.demo_audit import run_demo
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

@@ -27,7 +27,7 @@ from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
 from audit.runtime.executor import LocalExecutor
 from audit.pipeline.executors import _pack, _unpack
-from anonaudit.demo.data import write as write_demo
+from anonaudit.demo.population import write as write_demo
 from audit.models.embed import Embedder
 from audit.models.resources import Resources
 
@@ -650,7 +650,7 @@ def test_trir_trains_data_parallel_on_ray_train_and_a_killed_training_resumes(ra
 
     from attackers.trir import TRIRAttack, resolve_base
     from attackers.trir.raytrain import FAIL_AFTER_EPOCH_ENV
-    from anonaudit.demo.data import generate
+    from anonaudit.demo.population import generate
 
     base = tmp_path / "tiny-bert"
     tok = AutoTokenizer.from_pretrained(resolve_base(None))
@@ -736,7 +736,7 @@ def answer(request) -> str:
 
 
 def test_llm_requests_on_workers_keep_one_cache_in_the_run(tmp_path):
-    from audit.models.cache import CachedLLM
+    from audit.models.answer_cache import CachedLLM
     from audit.models.llm import ChatRequest, ScriptedLLM
     from audit.models.remote import ROUND, LLMWorker, RemoteLLM
 
@@ -778,7 +778,7 @@ def test_the_embedded_llm_on_workers_answers_what_the_run_answers(tmp_path, smal
 
 def test_resources_send_llm_requests_to_a_distributed_executor(tmp_path, monkeypatch):
     from audit.models import specs
-    from audit.models.cache import CachedLLM
+    from audit.models.answer_cache import CachedLLM
     from audit.models.llm import ScriptedLLM
     from audit.models.remote import RemoteLLM
 
@@ -798,7 +798,7 @@ def test_trir_window_logits_on_workers_are_the_local_ones():
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    from attackers.trir.windows import Windows, predict_logits
+    from attackers.trir.token_windows import Windows, predict_logits
 
     torch.manual_seed(0)
     model = BertForSequenceClassification(BertConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2,

@@ -19,7 +19,7 @@ from audit.core.details import Details, Sampled
 from audit.core.errors import DataError
 from audit.core.registry import Registry
 from audit.core.results import ResultsFile
-from anonaudit.demo.data import write as write_demo
+from anonaudit.demo.population import write as write_demo
 from audit.pipeline.runner import Audit, load_spec
 from tests.test_runner import KeepMetric, LeakAttack, make_spec
 

@@ -208,7 +208,7 @@ def test_background_adversary_on_the_demo_with_minilm(tmp_path, monkeypatch, min
     the labels release of 12 people; it must beat its context-free baseline."""
     monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
     import audit.models.resources as resources
-    from anonaudit.demo.data import write
+    from anonaudit.demo.population import write
     from audit.io.loaders import load_corpus, load_release_file
 
     write(tmp_path / "data", n=12, seed=0)

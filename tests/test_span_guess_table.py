@@ -9,7 +9,7 @@ import pytest
 from attackers.span_guess import SpanGuessAttack
 from attackers.span_guess.background import Background, Context
 from audit.core.data import Corpus, Document, Scenario
-from anonaudit.demo.data import generate
+from anonaudit.demo.population import generate
 from audit.models.nlp import Spacy
 
 

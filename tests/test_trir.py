@@ -2,7 +2,7 @@
 
 Fast tests check the pure parts (window splitting, logit summing, ranks) and the
 tokenizer windows. The slow tests fine-tune the embedded MiniLM on a tiny
-synthetic population (anonaudit.demo.data) for a few epochs on short windows.
+synthetic population (anonaudit.demo.population) for a few epochs on short windows.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ TINY = dict(budget="fast", window=40, overlap=8, epochs=3, batch_size=8, learnin
 
 @pytest.fixture(scope="module")
 def demo():
-    from anonaudit.demo.data import generate
+    from anonaudit.demo.population import generate
 
     data = generate(8, seed=1, background_per_person=3, extra_people=4)
     releases = (Release("originals", data.originals), data.releases["suppressed"])
@@ -263,7 +263,7 @@ def test_same_seed_same_result_and_people_outside_background(demo, trained, tmp_
 @pytest.mark.slow
 def test_cli_with_dev_release_selects_the_epoch_on_it(demo, tmp_path):
     from anonaudit.cli import main
-    from anonaudit.demo.data import generate
+    from anonaudit.demo.population import generate
     from audit.io.loaders import save_jsonl
 
     save_jsonl(demo.background, tmp_path / "bg.jsonl")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from attackers.trir import TRIRAttack, Windows
-from attackers.trir.batches import dedup_windows, freeze_lower, length_batches
+from attackers.trir.training_batches import dedup_windows, freeze_lower, length_batches
 from attackers.trir.texts import curated_with_offsets, mask_styles, masked_copies, masking_style, original_range
 from audit.core.data import Corpus, Document, Release, Scenario, Span
 from audit.core.errors import AnonauditError

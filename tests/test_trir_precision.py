@@ -14,7 +14,7 @@ import torch
 from attackers.trir import TRIRAttack, make_windows, predict_logits, resolve_base
 from attackers.trir import encoder
 from attackers.trir.encoder import PREDICT_PRECISIONS, TRAIN_PRECISIONS, inference_model, resolve_precision
-from attackers.trir.windows import WindowLogits
+from attackers.trir.token_windows import WindowLogits
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.core.errors import AnonauditError
 from tests.test_trir_scale import _params, _scenario, _weights, tiny_base  # noqa: F401  (the tiny BERT fixture)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attackers.trir import TRIRAttack
-from attackers.trir.parses import DISABLED_PIPES, ParseCache
+from attackers.trir.parse_settings import DISABLED_PIPES, ParseCache
 from attackers.trir.texts import curated_from_parse, curated_with_offsets, masked_copies, masked_from_parses
 from attackers.trir.training import TRIRTraining
 from audit.core.data import Corpus, Document, Release, Scenario

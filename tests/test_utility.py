@@ -611,7 +611,7 @@ def test_tps_with_minilm_rewards_a_faithful_generalisation(minilm, nlp, tmp_path
 
 def test_metrics_built_separately_share_one_context_through_the_run_resources():
     from audit.core.data import Scenario
-    from anonaudit.demo.data import generate
+    from anonaudit.demo.population import generate
     from audit.metrics.utility import RecallMetric, TPIMetric
     from audit.models.resources import Resources
 

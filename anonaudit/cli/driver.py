@@ -2,7 +2,7 @@
 ``anonaudit utility`` for every registered component, built from its constructor.
 
 A component is one class plus one registration; this module gives it its command. Each
-simple constructor parameter becomes a typed option (see :mod:`anonaudit.cli.params`), any
+simple constructor parameter becomes a typed option (see :mod:`anonaudit.cli.param_options`), any
 other one is set with ``--param KEY=VALUE``, and the common options name the data
 (``--originals``, ``--background``/``--tri``, ``--release NAME=FILE``, ``--format``), the
 results file (``--out``), the seed, the models (``--llm``, ``--embedder``) and a document
@@ -26,10 +26,10 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from anonaudit.cli.params import Checked
+from anonaudit.cli.param_options import Checked
 from audit.core.arguments import Seed
 from anonaudit.cli.common import LLM_HELP
-from anonaudit.cli.options import (
+from anonaudit.cli.driver_options import (
     COLUMN_KEYS,
     DATA,
     EMBEDDER_HELP,
@@ -44,8 +44,8 @@ from anonaudit.cli.options import (
     merge_params,
     spellings,
 )
-from anonaudit.cli.outputs import Output, check_outputs, results_outputs
-from anonaudit.cli.params import Param, parameters, parse_param_values, split_list, summary
+from anonaudit.cli.output_options import Output, check_outputs, results_outputs
+from anonaudit.cli.param_options import Param, parameters, parse_param_values, split_list, summary
 from audit.core.errors import AnonauditError
 from audit.core.registry import Registry, normalise
 

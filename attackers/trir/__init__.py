@@ -27,26 +27,26 @@ Modules: :mod:`~attackers.trir.attack` (the attack: parameters, fit, evaluate),
 :mod:`~attackers.trir.findings` (one finding per document, the result's details and curve),
 :mod:`~attackers.trir.training` (the training loop, fit check and masked-LM pre-training),
 :mod:`~attackers.trir.checkpoints` (a checkpoint per epoch; a killed training resumes),
-:mod:`~attackers.trir.parses` (spaCy's parse of each text once, cached by content),
+:mod:`~attackers.trir.parse_settings` (spaCy's parse of each text once, cached by content),
 :mod:`~attackers.trir.raytrain` (data-parallel training on Ray Train),
 :mod:`~attackers.trir.exchange` (its gradient exchange: buckets sent during the backward pass),
 :mod:`~attackers.trir.distributed` (the whole training on one worker of a cluster),
 :mod:`~attackers.trir.texts` (NER-masked copies in a release's masking style, curation),
 :mod:`~attackers.trir.sampling` (each epoch's windows: a per-person budget rotating through all of them),
-:mod:`~attackers.trir.batches` (length-bucketed batches, de-duplication, frozen layers),
-:mod:`~attackers.trir.windows` (token windows and prediction), :mod:`~attackers.trir.cache`
+:mod:`~attackers.trir.training_batches` (length-bucketed batches, de-duplication, frozen layers),
+:mod:`~attackers.trir.token_windows` (token windows and prediction), :mod:`~attackers.trir.attacker_cache`
 (the trained attacker on disk and its cache key), :mod:`~attackers.trir.encoder` (the base
 encoder and the torch/transformers settings).
 """
 
 from attackers.trir.attack import TRIRAttack
-from attackers.trir.cache import CONFIG_FILE, FORMAT_VERSION, TRAINING_PARAMS, TrainedTRIR, cache_key
+from attackers.trir.attacker_cache import CONFIG_FILE, FORMAT_VERSION, TRAINING_PARAMS, TrainedTRIR, cache_key
 from attackers.trir.encoder import folder_digest, has_mlm_head, quiet_transformers, resolve_base, torch_settings
-from attackers.trir.batches import dedup_windows, freeze_lower, length_batches
+from attackers.trir.training_batches import dedup_windows, freeze_lower, length_batches
 from attackers.trir.sampling import epoch_sampler, person_budget
 from attackers.trir.texts import curated, mask_styles, masked_copies, masking_style, ner_masked
 from attackers.trir.training import FIT_CHECK_MIN, FIT_CHECK_WINDOWS
-from attackers.trir.windows import (Windows, make_windows, pad_batch, predict_logits, rank_of, softmax,
+from attackers.trir.token_windows import (Windows, make_windows, pad_batch, predict_logits, rank_of, softmax,
                                     special_affixes, split_windows, sum_window_logits)
 
 __all__ = [

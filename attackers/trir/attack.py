@@ -12,16 +12,16 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from attackers.trir.cache import CONFIG_FILE, TrainedTRIR, cache_key, cache_root
+from attackers.trir.attacker_cache import CONFIG_FILE, TrainedTRIR, cache_key, cache_root
 from attackers.trir.encoder import (PREDICT_PRECISIONS, TRAIN_PRECISIONS, has_mlm_head, resolve_base,
                                     resolve_precision, torch_settings)
 from attackers.trir.findings import TRIRFindings, subject_of
-from attackers.trir.parses import DISABLED_PIPES, Parse, ParseCache
+from attackers.trir.parse_settings import DISABLED_PIPES, Parse, ParseCache
 from attackers.trir.sampling import epoch_sampler
 from attackers.trir.texts import (LABEL_STYLE, SUPPRESS_STYLE, TOKEN_STYLE, curated_from_parse, mask_styles,
                                   original_range)
 from attackers.trir.training import TRIRTraining
-from attackers.trir.windows import Windows, make_windows, predict_logits, sum_window_logits
+from attackers.trir.token_windows import Windows, make_windows, predict_logits, sum_window_logits
 from audit.core import config
 from audit.core.paramtypes import NonNegativeInt, PositiveInt
 from audit.core.data import Corpus, Release, Scenario
@@ -281,7 +281,8 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
                 raise AnonauditError(f"trir: {name} {folder}: {why}")
 
     def _parse(self, texts: Sequence[str], what: str) -> list[Parse]:
-        """spaCy's parse of each of ``texts``, from the parse cache when it has it (:mod:`attackers.trir.parses`)."""
+        """spaCy's parse of each of ``texts``, from the parse cache when it has it
+        (:mod:`attackers.trir.parse_settings`)."""
         if self._parses is None:
             self._parses = ParseCache(resources_of(self).spacy(self.spacy_model, disable=DISABLED_PIPES))
         return self._parses.parse(texts, progress=what if self.progress else None)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from attackers.trir.training import FIT_CHECK_MIN
-from attackers.trir.windows import Windows, rank_of, softmax
+from attackers.trir.token_windows import Windows, rank_of, softmax
 from audit.core.data import Corpus, Document, Release
 from audit.core.results import Finding, Highlight
 

@@ -47,14 +47,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attackers.trir.batches import freeze_lower, length_batches
+from attackers.trir.training_batches import freeze_lower, length_batches
 from attackers.trir.encoder import PREDICT_PRECISIONS, TRAIN_PRECISIONS, autocast, resolve_precision
 from attackers.trir.schedule import plan, selection_note, selection_record
-from attackers.trir.windows import Windows, pad_batch
+from attackers.trir.token_windows import Windows, pad_batch
 from audit.core.config import make_private
 
 if TYPE_CHECKING:
-    from attackers.trir.cache import TrainedTRIR
+    from attackers.trir.attacker_cache import TrainedTRIR
     from audit.core.data import Corpus, Release
 
 STATE_FILE = "state.pt"
@@ -163,7 +163,7 @@ def ray_storage(attack, background: Corpus, base_path: str, dev: Release | None)
     """Where Ray Train keeps this training's checkpoints: the user's ``checkpoint_dir``, else the
     attacker cache's ``checkpoints`` folder (a temporary folder with caches off); the run's name
     comes from the attacker's cache key."""
-    from attackers.trir.cache import cache_root
+    from attackers.trir.attacker_cache import cache_root
     from audit.core import config
 
     if attack.checkpoint_dir:
@@ -194,7 +194,7 @@ def _load_state(checkpoint) -> dict[str, Any]:
 def _trained(state: dict[str, Any], tokenizer, labels: list[str], base_path: str, device: str) -> TrainedTRIR:
     from transformers import AutoModelForSequenceClassification
 
-    from attackers.trir.cache import TrainedTRIR
+    from attackers.trir.attacker_cache import TrainedTRIR
     from attackers.trir.encoder import quiet_transformers
 
     with quiet_transformers():
@@ -447,7 +447,7 @@ class _Loop:
         import torch
         import torch.distributed as dist
 
-        from attackers.trir.windows import predict_logits, sum_window_logits
+        from attackers.trir.token_windows import predict_logits, sum_window_logits
 
         ids, doc, truth = self.data["dev"]
         mine = list(range(self.rank, len(ids), self.world))

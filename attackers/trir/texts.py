@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from attackers.trir.parses import Parse
+    from attackers.trir.parse_settings import Parse
     from audit.core.data import Release
 
 
@@ -57,7 +57,7 @@ def _pipe(spacy, texts: Sequence[str], desc: str | bool | None):
 def masked_copies(spacy, texts: Sequence[str], styles: Sequence[str], *, progress: str | bool | None = None) -> list[list[str]]:
     """One NER-masked copy of ``texts`` per masking style (spaCy runs once); ``progress``: the
     name of a progress bar to show."""
-    from attackers.trir.parses import Parse
+    from attackers.trir.parse_settings import Parse
 
     parses = [Parse(ents=tuple((e.start_char, e.end_char, e.label_) for e in doc.ents), tokens=())
               for doc in _pipe(spacy, texts, progress)]
@@ -146,7 +146,7 @@ def curated_with_offsets(spacy, texts: Sequence[str], *,
     """:func:`curated` texts, each with its pieces as ``(start, end, orig_start, orig_end)``:
     where each curated word lies and the characters of the original it came from, so a passage
     of the curated text can be shown in the original."""
-    from attackers.trir.parses import Parse
+    from attackers.trir.parse_settings import Parse
 
     stop = spacy.nlp.Defaults.stop_words
     return [curated_from_parse(Parse.of_doc(doc, stop)) for doc in _pipe(spacy, texts, progress)]

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attackers.trir.batches import dedup_windows, freeze_lower, length_batches
-from attackers.trir.cache import TrainedTRIR, cache_root
+from attackers.trir.training_batches import dedup_windows, freeze_lower, length_batches
+from attackers.trir.attacker_cache import TrainedTRIR, cache_root
 from attackers.trir.checkpoints import Checkpoint
 from attackers.trir.sampling import rotation_period
 from attackers.trir.schedule import plan, selection_note, selection_record
 from attackers.trir.encoder import autocast, has_mlm_head, quiet_transformers, torch_settings
 from attackers.trir.texts import LABEL_STYLE, curated_from_parse, masked_from_parses, style_words
-from attackers.trir.windows import Windows, make_windows, pad_batch, predict_logits, sum_window_logits
+from attackers.trir.token_windows import Windows, make_windows, pad_batch, predict_logits, sum_window_logits
 from audit.core.errors import AnonauditError
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ class TRIRTraining:
     def _training_texts(self, background: Corpus, notes: list[str]) -> tuple[list[str], list[str | None]]:
         """The training texts and their subjects: the background, plus an NER-masked copy per
         masking style with ``augment_ner``, curated with ``curate``. spaCy parses each text once
-        (a masked copy is a text of its own), through the parse cache (:mod:`attackers.trir.parses`):
+        (a masked copy is a text of its own), through the parse cache (:mod:`attackers.trir.parse_settings`):
         the background's parse gives every masked copy and its curated form."""
         texts = [d.text for d in background]
         subjects = [d.subject for d in background]

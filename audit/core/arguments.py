@@ -8,7 +8,7 @@ reads them and refuses, before the function runs, an argument that does not fit,
 a list of names is expected (never read one character at a time), a negative or NaN time
 limit, a population of 0, a path that is a number. The command line's options that feed the
 same arguments use the same types (:func:`argument_problem`, through
-:class:`anonaudit.cli.params.Checked`), so both refuse the same values with the same words.
+:class:`anonaudit.cli.param_options.Checked`), so both refuse the same values with the same words.
 
 A hint that names no type the model knows (``Any``, a model object) is not checked here: the
 function reads such an argument itself and raises an :class:`~audit.core.errors.AnonauditError`

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from audit.core.data import Corpus, Release, Scenario, Span
-    from audit.core.repair import RepairTarget
+    from audit.core.evidence import RepairTarget
     from audit.core.results import Result
 
 
@@ -138,7 +138,7 @@ class Sanitizer(Component):
 
     #: The kinds of evidence :meth:`repair` fixes in a released document (``"text"``: visible
     #: words an attack used, to reword; ``"span"``: a recorded replacement an attack saw
-    #: through, to make vaguer; see :mod:`audit.core.repair`). Empty: it only sanitizes corpora.
+    #: through, to make vaguer; see :mod:`audit.core.evidence`). Empty: it only sanitizes corpora.
     repairs: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod

@@ -9,7 +9,7 @@ or ``other``). Everything that needs a component's parameters reads them here:
 
 * the spec validator and the Python API check given values against the hints
   (:func:`audit.core.paramtypes.check_params`);
-* the command line maps each :class:`Param` to a click option (:mod:`anonaudit.cli.params`);
+* the command line maps each :class:`Param` to a click option (:mod:`anonaudit.cli.param_options`);
 * :meth:`audit.core.interfaces.Component.param_names` and the plugin contract check
   (:func:`anonaudit.testing.check_component`).
 

@@ -2,9 +2,10 @@
 ``audit/``, holds nothing that imports the API).
 
 ``from audit.demo.data import generate`` and ``from audit.demo.run import run_demo`` still work,
-with a :class:`DeprecationWarning`: each module is the same module object as in
-:mod:`anonaudit.demo`. This shim is one of the imports from ``audit`` up to ``anonaudit`` that
-tests/test_architecture.py allows, by name; it runs only when the old path is imported."""
+with a :class:`DeprecationWarning`: each is the same module object as
+:mod:`anonaudit.demo.population` and :mod:`anonaudit.demo.demo_audit`. This shim is one of the
+imports from ``audit`` up to ``anonaudit`` that tests/test_architecture.py allows, by name; it runs
+only when the old path is imported."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import importlib
 import sys
 import warnings
 
-warnings.warn("audit.demo is deprecated: the demo is anonaudit.demo (its population: anonaudit.demo.data)",
+warnings.warn("audit.demo is deprecated: the demo is anonaudit.demo (its population: anonaudit.demo.population)",
               DeprecationWarning, stacklevel=2)
 
 #: The old module names under ``audit.demo`` and the modules of :mod:`anonaudit.demo` they are now.
-MODULES = {"data": "data", "run": "run"}
+MODULES = {"data": "population", "run": "demo_audit"}
 for _old, _new in MODULES.items():
     sys.modules[f"{__name__}.{_old}"] = globals()[_old] = importlib.import_module(f"anonaudit.demo.{_new}")
 del _old, _new

@@ -14,7 +14,7 @@ from audit.core.errors import AnonauditError
 from audit.core.interfaces import Metric
 from audit.core.results import Finding, Result
 from audit.core.stats import mean_interval
-from audit.metrics.context import UtilityContext
+from audit.metrics.utility_context import UtilityContext
 from audit.models.resources import resources_of
 
 

@@ -13,7 +13,7 @@ from audit.core.errors import AnonauditError
 from audit.core.registry import register
 from audit.core.results import Result
 from audit.metrics.base import UtilityMetric, findings_of
-from audit.metrics.context import UtilityContext
+from audit.metrics.utility_context import UtilityContext
 
 #: Below this agreement between the originals' own k-means runs, NMI carries a warning.
 NMI_STABLE_MIN = 0.8

@@ -13,7 +13,7 @@ from audit.core.errors import AnonauditError
 from audit.core.registry import register
 from audit.core.results import Result
 from audit.metrics.base import UtilityMetric, bootstrap_ratio, findings_of
-from audit.metrics.context import UtilityContext
+from audit.metrics.utility_context import UtilityContext
 from audit.metrics.tae import parses, tae_row
 
 

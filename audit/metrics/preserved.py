@@ -9,7 +9,7 @@ from audit.core.data import Release, Scenario
 from audit.core.registry import register
 from audit.core.results import Result
 from audit.metrics.base import UtilityMetric, bootstrap_ratio, findings_of, mean_result, share_text
-from audit.metrics.context import DELETED, KEPT, REPLACED, UtilityContext
+from audit.metrics.utility_context import DELETED, KEPT, REPLACED, UtilityContext
 
 
 class _TermMetric(UtilityMetric):

@@ -41,7 +41,7 @@ from audit.core.errors import AnonauditError
 from audit.core.registry import register
 from audit.core.results import Result
 from audit.metrics.base import UtilityMetric, bootstrap_ratio, findings_of
-from audit.metrics.context import UtilityContext
+from audit.metrics.utility_context import UtilityContext
 
 WORD = re.compile(r"\w+")
 IGNORED_POS = frozenset({"ADP", "PART", "CCONJ", "DET"})

@@ -2,7 +2,7 @@
 
 Each is a :class:`~audit.core.interfaces.Metric` returning ``Result(kind="utility")``
 with per-document values in ``documents`` (higher = more utility). They share one
-:class:`~audit.metrics.context.UtilityContext` per set of originals: pass the same
+:class:`~audit.metrics.utility_context.UtilityContext` per set of originals: pass the same
 ``context`` to several metrics, or give them the same
 :class:`~audit.models.resources.Resources` with ``use()`` (the runner does), which keeps one
 context per originals and settings; a metric used alone builds its own (IC and embeddings are

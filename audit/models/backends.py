@@ -1,7 +1,7 @@
 """The LLM backends: in-process llama.cpp, OpenAI-compatible HTTP, local transformers.
 
 All implement :class:`audit.models.llm.LLM` without any caching; :func:`audit.models.specs.load_llm`
-wraps them in :class:`audit.models.cache.CachedLLM`. Nothing here downloads anything:
+wraps them in :class:`audit.models.answer_cache.CachedLLM`. Nothing here downloads anything:
 transformers runs with ``HF_HUB_OFFLINE=1``.
 """
 

@@ -21,7 +21,7 @@ import numpy as np
 from audit.core import config
 from audit.runtime.executor import sends_to_workers
 from audit.runtime.integrity import row_checksum
-from audit.models.cache import set_aside, transaction
+from audit.models.answer_cache import set_aside, transaction
 from audit.models.specs import embedder_path
 
 

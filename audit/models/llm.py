@@ -14,7 +14,7 @@ Every attack and sanitizer that needs a language model talks to :class:`LLM`:
 
 Backends: in-process llama.cpp (``xllamacpp``; the embedded default), any
 OpenAI-compatible server, local transformers (:mod:`audit.models.backends`); the
-sqlite answer cache :class:`CachedLLM` (:mod:`audit.models.cache`); build one from an
+sqlite answer cache :class:`CachedLLM` (:mod:`audit.models.answer_cache`); build one from an
 ``--llm`` spec with :func:`audit.models.specs.load_llm`. :class:`ScriptedLLM` is a
 deterministic stand-in for unit tests of parsing logic.
 """
@@ -297,8 +297,8 @@ class ScriptedLLM(LLM):
 
 
 _LAZY = {
-    "CachedLLM": "audit.models.cache",
-    "cache_key": "audit.models.cache",
+    "CachedLLM": "audit.models.answer_cache",
+    "cache_key": "audit.models.answer_cache",
     "LlamaCppLLM": "audit.models.llamacpp",
     "OpenAILLM": "audit.models.server",
     "TransformersLLM": "audit.models.backends",

@@ -96,7 +96,7 @@ class ParseCache:
         return self._identity
 
     def _db(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        from audit.models.cache import transaction
+        from audit.models.answer_cache import transaction
 
         assert self.cache_path is not None
         return transaction(self.cache_path)
@@ -111,7 +111,7 @@ class ParseCache:
         except sqlite3.DatabaseError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise
-            from audit.models.cache import set_aside
+            from audit.models.answer_cache import set_aside
 
             set_aside(self.cache_path, exc, who=self.who, what="the spaCy parse cache")
             config.private_file(self.cache_path)

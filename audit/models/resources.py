@@ -87,7 +87,7 @@ class Resources:
                 other = self._llms.get((key[0], not key[1]))
                 backend = getattr(other, "backend", None)
                 if backend is not None:  # same model, other cache setting: share the loaded backend
-                    from audit.models.cache import CachedLLM
+                    from audit.models.answer_cache import CachedLLM
                     from audit.models.remote import ROUND, RemoteLLM
 
                     found = CachedLLM(backend, self._cache_path(), enabled=bool(cache),
@@ -107,7 +107,7 @@ class Resources:
     def _remote(self, cached: LLM, spec: str | None) -> LLM:
         """``cached`` (a CachedLLM) with its chat requests answered on the executor's workers,
         each loading ``spec`` once; the answer cache stays here (:mod:`audit.models.remote`)."""
-        from audit.models.cache import CachedLLM
+        from audit.models.answer_cache import CachedLLM
         from audit.models.remote import ROUND, LLMWorker, RemoteLLM
 
         if not isinstance(cached, CachedLLM):
@@ -205,7 +205,7 @@ class Resources:
             self._spacy.clear()
         for obj in reversed(shared):
             _close_quietly(obj)
-        from audit.models.cache import CachedLLM
+        from audit.models.answer_cache import CachedLLM
 
         backends: list[Any] = []
         for llm in llms:

@@ -48,7 +48,7 @@ from audit.models.embedded import (  # noqa: F401  (re-exported: the model regis
 )
 
 if TYPE_CHECKING:
-    from audit.models.cache import CachedLLM
+    from audit.models.answer_cache import CachedLLM
 
 
 # --------------------------------------------------------------------------- registry
@@ -257,7 +257,7 @@ def load_llm(
     from audit.models.backends import TransformersLLM
     from audit.models.llamacpp import LlamaCppLLM
     from audit.models.server import OpenAILLM
-    from audit.models.cache import CachedLLM
+    from audit.models.answer_cache import CachedLLM
 
     parsed = parse_llm_spec(spec)
     backend: LLM

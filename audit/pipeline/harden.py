@@ -10,7 +10,7 @@ Each round:
    inconclusive: an attacker that failed its own check cannot be satisfied by repairs), when
    ``max_rounds`` repairs were made, when no attack found anything to repair, or when a repair
    changed nothing;
-3. the evidence of every finding that succeeded (:func:`audit.core.repair.targets_from_results`:
+3. the evidence of every finding that succeeded (:func:`audit.core.evidence.targets_from_results`:
    its highlights) becomes repair targets: a recorded replacement an attack saw through
    (``"span"``) goes to the span repairer (INTACT by default: one level more general, or the
    label), visible words an attack used (``"text"``: rare phrases, claims, a classifier's
@@ -18,7 +18,7 @@ Each round:
    touched). Both are sanitizers found through the registry that declare the kind in
    :attr:`~audit.core.interfaces.Sanitizer.repairs`. A span target the span repairer leaves as
    it was (already at its label) becomes a text target on the words of its sentence
-   (:func:`audit.core.repair.context_targets`): its context gave it away;
+   (:func:`audit.core.evidence.context_targets`): its context gave it away;
 4. the repaired release is written to ``OUT/harden/`` and becomes the next round's release.
 
 Every round and the reason the loop stopped are kept in ``OUT/harden/NAME.json``; a round whose
@@ -43,7 +43,7 @@ from audit.core.errors import AnonauditError
 from audit.core.files import atomic_write_json, sha256_file
 from audit.core.registry import Registry, normalise
 from audit.core.registry import registry as default_registry
-from audit.core.repair import (SPAN, TEXT, RepairTarget, context_targets, shift_position, targets_from_results,
+from audit.core.evidence import (SPAN, TEXT, RepairTarget, context_targets, shift_position, targets_from_results,
                                unchanged_spans)
 from audit.core.results import ResultsFile
 from audit.models.resources import LLM_STATS, Resources

@@ -22,7 +22,7 @@ holds the original collection: a phrase, or a combination of phrases, found in f
    per marked span (a JSON schema enforces it where the backend supports schemas). A
    rephrasing is refused when it copies the phrase's words, holds brackets (small models copy
    the marks), or is much longer (:func:`usable_rewrite`), or invents a number or a name, or
-   links by itself (:mod:`defenders.delinker.checks`); the others are spliced in. The
+   links by itself (:mod:`defenders.delinker.rewording_checks`); the others are spliced in. The
    requests of a round are sent as one batch.
 4. The new text's n-grams are checked against the index again, and what still links is sent
    again (later rounds sample at ``retry_temperature`` with another seed, so a refused

@@ -18,7 +18,7 @@ from audit.core.registry import register, registry
 from audit.models.llm import LLM, ChatRequest
 from audit.models.nlp import DEFAULT_SPACY_MODEL
 from audit.models.resources import UsesLLM, resources_of
-from defenders.delinker.checks import delinker_check, rewrite_problem
+from defenders.delinker.rewording_checks import delinker_check, rewrite_problem
 from defenders.delinker.draft import Draft, cuts as _cuts, whole_rephrasings  # noqa: F401 (re-exported)
 from defenders.delinker.prompts import (REDACTED_LABEL, REDACTION, EXAMPLES_MARKED, EXAMPLES_PLAIN, SYSTEM_MARKED,
                                         SYSTEM_PLAIN, merge_ranges, norm_words, parse_plain, parse_rewrites)
@@ -344,7 +344,7 @@ class Delinker(UsesLLM, DelinkerRepair, Sanitizer):
     def _valid(self, draft: Draft, spans: Sequence[tuple[int, int]], news: Sequence[str | None],
                counts: dict[str, int]) -> list[str | None]:
         """``news`` with each rewording that is unusable, invents a fact or links by itself
-        (:mod:`defenders.delinker.checks`) replaced by None, and counted."""
+        (:mod:`defenders.delinker.rewording_checks`) replaced by None, and counted."""
         index = self.index() if self.collection is not None else None
         out: list[str | None] = []
         for (s, e), new in zip(spans, news):

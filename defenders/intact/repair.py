@@ -12,7 +12,7 @@ from attackers.span_guess.guesser import parse_guesses
 from attackers.span_guess.matcher import DATE_LABELS, normalise
 from audit.core.data import REPHRASED, Corpus, Document, Release, Span
 from audit.runtime.progress import bar
-from audit.core.repair import set_replacements
+from audit.core.evidence import set_replacements
 from audit.models.llm import ChatRequest
 from audit.models.resources import resources_of
 from defenders.intact.dates import date_generalisations

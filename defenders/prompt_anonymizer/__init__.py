@@ -54,7 +54,7 @@ terms proposed, terms not found in the text, repaired and unparsable answers.
 
 from defenders.prompt_anonymizer.prompts import FAMILIES, PROMPTS, TERMS_SCHEMA, Family
 from defenders.prompt_anonymizer.sanitizer import DocumentResult, PromptAnonymizer
-from defenders.prompt_anonymizer.terms import find_terms, pack_chunks, parse_terms
+from defenders.prompt_anonymizer.parsing import find_terms, pack_chunks, parse_terms
 
 __all__ = ["FAMILIES", "PROMPTS", "TERMS_SCHEMA", "DocumentResult", "Family", "PromptAnonymizer",
            "find_terms", "pack_chunks", "parse_terms"]

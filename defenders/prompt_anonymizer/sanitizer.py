@@ -16,7 +16,7 @@ from audit.core.registry import register
 from audit.models.llm import LLM, ChatRequest
 from audit.models.resources import UsesLLM, resources_of
 from defenders.prompt_anonymizer.prompts import FAMILIES, Family, PROMPTS, TERMS_SCHEMA, inference_messages
-from defenders.prompt_anonymizer.terms import covered, split_long, find_terms, pack_chunks, parse_terms
+from defenders.prompt_anonymizer.parsing import covered, split_long, find_terms, pack_chunks, parse_terms
 from defenders.prompt_anonymizer.validate import common_words, name_parts, person_names, proper_words, validate_terms
 from defenders.selfcheck import check_document, names_a_person, self_check, stop_words
 

@@ -13,7 +13,7 @@ rejected, with its reason counted, when it is:
   uses it as a proper noun or inside a named entity (alone, a word found in most documents
   singles no one out; a multi-word term that holds it, such as a full name, is kept);
 * ``not_found``: it occurs nowhere in the document as whole words (matching is word-bounded and
-  case-insensitive, :func:`~defenders.prompt_anonymizer.terms.find_terms`).
+  case-insensitive, :func:`~defenders.prompt_anonymizer.parsing.find_terms`).
 
 A person's name the model proposes is masked in all its mentions (:func:`name_parts`): when a kept
 term overlaps a name spaCy's NER finds ("Edith Varga"), each word of that name (not an honorific
@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from defenders.prompt_anonymizer.terms import find_terms
+from defenders.prompt_anonymizer.parsing import find_terms
 
 #: Document frequency is only used on a corpus of at least this many documents.
 MIN_DOCUMENTS = 10

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from anonaudit.cli.gate import thresholds
-from anonaudit.cli.outputs import check_outputs, force_option, report_outputs
+from anonaudit.cli.gate_command import thresholds
+from anonaudit.cli.output_options import check_outputs, force_option, report_outputs
 
 
 def render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_documents: int = 50,

@@ -11,10 +11,10 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from anonaudit.cli.params import Checked
+from anonaudit.cli.param_options import Checked
 from audit.core.arguments import PositiveInt, Seed
 from anonaudit.cli.common import BUDGET_HELP, LLM_HELP
-from anonaudit.cli.params import Param, flag, param_option, parameters, simple, split_list
+from anonaudit.cli.param_options import Param, flag, param_option, parameters, simple, split_list
 from audit.core.errors import AnonauditError
 from audit.core.registry import normalise
 

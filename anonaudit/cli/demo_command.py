@@ -1,5 +1,5 @@
-"""``anonaudit demo``: the whole audit on a synthetic population (:mod:`anonaudit.demo.run`), and
-``anonaudit demo-data``: write that population to a folder (:mod:`anonaudit.demo.data`)."""
+"""``anonaudit demo``: the whole audit on a synthetic population (:mod:`anonaudit.demo.demo_audit`), and
+``anonaudit demo-data``: write that population to a folder (:mod:`anonaudit.demo.population`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from anonaudit.cli.params import Checked
+from anonaudit.cli.param_options import Checked
 from audit.core.arguments import Seed
 from anonaudit.cli.common import budget_option, no_cache_run
-from anonaudit.cli.outputs import Output, check_outputs, force_option, report_outputs, results_outputs
-from anonaudit.demo.data import FILES, MAX_RELEASED
+from anonaudit.cli.output_options import Output, check_outputs, force_option, report_outputs, results_outputs
+from anonaudit.demo.population import FILES, MAX_RELEASED
 
 
 @click.command("demo-data")
@@ -24,7 +24,7 @@ def demo_data(out_dir: str, n: int, seed: int, force: bool) -> None:
     """Write a deterministic synthetic population: originals.jsonl (private records with gold
     PII spans), background.jsonl (public documents, more people than the release) and
     releases/suppressed.jsonl, releases/labels.jsonl."""
-    from anonaudit.demo.data import write
+    from anonaudit.demo.population import write
 
     check_outputs(data_outputs(Path(out_dir)), [], force=force)
 
@@ -64,7 +64,7 @@ def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str 
     data/ (the population), audit.yaml, results.json, releases/, report.html and findings.csv."""
     from anonaudit.cli.common import echo_summary
     from anonaudit.cli.driver import registry_of
-    from anonaudit.demo.run import run_demo
+    from anonaudit.demo.demo_audit import run_demo
 
     out = Path(out_dir)
     check_outputs([*data_outputs(out / "data"), *results_outputs(out / "results.json", "OUT/results.json"),

@@ -7,7 +7,7 @@ import logging
 import click
 
 from anonaudit.cli.common import llm_option, no_cache_option
-from anonaudit.cli.params import FINITE_FLOAT
+from anonaudit.cli.param_options import FINITE_FLOAT
 
 
 @click.group("llm")

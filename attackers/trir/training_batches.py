@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from attackers.trir.windows import Windows
+from attackers.trir.token_windows import Windows
 
 
 #: Batches per pool when batches are bucketed by length: each pool of this many batches is

@@ -8,7 +8,7 @@ import sys
 import click
 
 from anonaudit.cli.common import no_cache_run
-from anonaudit.cli.outputs import force_option
+from anonaudit.cli.output_options import force_option
 from audit.core.errors import AnonauditError
 
 
@@ -60,7 +60,7 @@ def harden_cmd(ctx: click.Context, spec_file: str, release: str, out_file: str, 
     """
     from anonaudit.hardening import harden
     from anonaudit.cli.driver import registry_of
-    from anonaudit.cli.params import parse_param_values
+    from anonaudit.cli.param_options import parse_param_values
 
     params: dict[str, dict] = {}
     for key, value in parse_param_values(repair_params, "--repair-param").items():

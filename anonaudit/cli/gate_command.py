@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from anonaudit.cli.outputs import Output, check_outputs, force_option
+from anonaudit.cli.output_options import Output, check_outputs, force_option
 from audit.core.errors import AnonauditError
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import click
 
 from anonaudit.benchmark import BenchPeople
-from anonaudit.cli.params import Checked
+from anonaudit.cli.param_options import Checked
 from audit.core.arguments import Seconds, Seed
 from anonaudit.cli.common import BUDGET_HELP, no_cache_run
-from anonaudit.cli.outputs import check_outputs, force_option
-from anonaudit.cli.tracking import tracking_options
+from anonaudit.cli.output_options import check_outputs, force_option
+from anonaudit.cli.tracking_options import tracking_options
 from audit.pipeline.outputs import bench_outputs
 from audit.core.errors import AnonauditError
 
@@ -137,7 +137,7 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
     document; the comparison points already made are kept, and a re-run reuses them).
     """
     import anonaudit
-    from anonaudit.cli import tracking
+    from anonaudit.cli import tracking_options as tracking
     from anonaudit.cli.driver import registry_of
     from audit.pipeline.external import check_timeout
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from anonaudit.cli.common import budget_option, no_cache_run
-from anonaudit.cli.outputs import Output, check_outputs, force_option, report_outputs, results_outputs
-from anonaudit.cli.tracking import tracking_options
+from anonaudit.cli.output_options import Output, check_outputs, force_option, report_outputs, results_outputs
+from anonaudit.cli.tracking_options import tracking_options
 from audit.core.errors import AnonauditError
 from audit.core.summary import summary_path
 from audit.pipeline.outputs import spec_inputs
@@ -58,7 +58,7 @@ def run_cmd(ctx: click.Context, spec_file: str | None, tae_config: str | None, o
     inconclusive (an attacker failed its own check).
     """
     import anonaudit
-    from anonaudit.cli import tracking
+    from anonaudit.cli import tracking_options as tracking
     from anonaudit.cli.common import echo_summary
     from anonaudit.cli.driver import registry_of
     from audit.pipeline.runner import load_spec

@@ -1,5 +1,5 @@
 """``anonaudit models list`` and ``prune``: see and tidy the models (``anonaudit llm chat``, the
-smoke test of one, is :mod:`anonaudit.cli.llm`)."""
+smoke test of one, is :mod:`anonaudit.cli.llm_command`)."""
 
 from __future__ import annotations
 

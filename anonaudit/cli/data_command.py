@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
-from anonaudit.cli.options import COLUMN_FIELDS
-from anonaudit.cli.outputs import Output, check_outputs, force_option
+from anonaudit.cli.driver_options import COLUMN_FIELDS
+from anonaudit.cli.output_options import Output, check_outputs, force_option
 from audit.core.data import Corpus
 from audit.core.errors import AnonauditError
 from audit.io.frames import check_columns

@@ -1,8 +1,8 @@
-"""The demo audit of ``anonaudit demo``: the synthetic population (:mod:`anonaudit.demo.data`), the
+"""The demo audit of ``anonaudit demo``: the synthetic population (:mod:`anonaudit.demo.population`), the
 baseline sanitizers, every installed attack and utility metric, results.json and report.html.
 
 It is a user of the Python API (:func:`anonaudit.run`), as a script would be; the command line
-(:mod:`anonaudit.cli.demo`) only checks its outputs and prints what it says.
+(:mod:`anonaudit.cli.demo_command`) only checks its outputs and prints what it says.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     import yaml
 
     import anonaudit
-    from anonaudit.demo.data import write
+    from anonaudit.demo.population import write
     from audit.core.registry import registry as default_registry
     from audit.pipeline.runner import parse_spec
 
