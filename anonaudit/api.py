@@ -3,9 +3,10 @@
 Each function builds an audit spec (:mod:`audit.pipeline.spec`) and runs it with the
 pipeline's :class:`~audit.pipeline.runner.Audit`: the same load, fit, evaluate and save loop,
 the same checks and provenance as ``anonaudit run``; the command line calls these functions.
-Nothing is written to disk unless asked (``out=``): the runner works in a private temporary
-folder, removed when the call returns, and the results come back in memory
-(:class:`~anonaudit.outcome.Results`). Model caches still go to ``ANONAUDIT_HOME``.
+Nothing is written to disk unless asked (``out=``): data in memory goes to the runner as it is
+(:mod:`anonaudit.inputs`), and the results and the release texts come back in memory
+(:class:`~anonaudit.outcome.Results`), to be written by :meth:`~anonaudit.outcome.Results.save`
+or ``out=``. Model caches still go to ``ANONAUDIT_HOME``.
 """
 
 from __future__ import annotations
@@ -18,17 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from anonaudit.inputs import (
-    Workspace,
-    as_corpus,
-    columns_of,
-    component_entries,
-    forget_workspace,
-    input_entry,
-    is_file,
-    named_error,
-    release_entries,
-)
+from anonaudit.inputs import as_corpus, columns_of, component_entries, input_entry, is_file, release_entries
 from anonaudit.outcome import Results, read_copies
 from audit.core.arguments import PositiveInt, Seed, check_argument, checked
 from audit.core.config import caches_off
@@ -85,30 +76,29 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
     on_error: ``"raise"`` stops at the first failing component; ``"skip"`` records it and goes on.
     """
     columns = columns_of(text_column, id_column, subject_column, spans_column)
-    with Workspace() as ws:
-        data: dict[str, Any] = {"seed": seed, "models": {"llm": llm, "embedder": embedder},
-                                "releases": release_entries(releases, columns, ws),
-                                "attacks": component_entries(attacks, "attacks"),
-                                "metrics": component_entries(metrics, "metrics")}
-        for role, value in (("originals", originals), ("background", background)):
-            entry = input_entry(value, role, columns, ws)
-            if entry is not None:
-                data[role] = entry
-        if corpora:
-            data["corpora"] = {str(k): input_entry(v, f"corpora[{k!r}]", columns, ws) for k, v in corpora.items()}
-        if sample is not None:
-            data["sampling"] = {"documents": sample}
-        if budget is not None:
-            data["budget"] = budget
-        if title is not None:
-            data["title"] = title
-        if executor is not None:
-            data["executor"] = executor
-        return _execute(data, ws, out=out, registry=registry, progress=progress, on_error=on_error,
-                        command=command, source=source, resume=False, force=force)
+    data: dict[str, Any] = {"seed": seed, "models": {"llm": llm, "embedder": embedder},
+                            "releases": release_entries(releases, columns),
+                            "attacks": component_entries(attacks, "attacks"),
+                            "metrics": component_entries(metrics, "metrics")}
+    for role, value in (("originals", originals), ("background", background)):
+        entry = input_entry(value, role, columns)
+        if entry is not None:
+            data[role] = entry
+    if corpora:
+        data["corpora"] = {str(k): input_entry(v, f"corpora[{k!r}]", columns) for k, v in corpora.items()}
+    if sample is not None:
+        data["sampling"] = {"documents": sample}
+    if budget is not None:
+        data["budget"] = budget
+    if title is not None:
+        data["title"] = title
+    if executor is not None:
+        data["executor"] = executor
+    return _execute(data, out=out, registry=registry, progress=progress, on_error=on_error,
+                    command=command, source=source, resume=False, force=force)
 
 
-def _execute(data: Mapping[str, Any] | Any, ws: Workspace, *, out: Any, registry: Any, progress: bool,
+def _execute(data: Mapping[str, Any] | Any, *, out: Any, registry: Any, progress: bool,
              on_error: str, command: str, source: str, resume: bool, base: Path | None = None,
              force: bool = False, spec_file: Any = None) -> Results:
     """Parse (unless given parsed) and run a spec; results in memory, or in ``out`` when given
@@ -124,30 +114,21 @@ def _execute(data: Mapping[str, Any] | Any, ws: Workspace, *, out: Any, registry
     if isinstance(data, AuditSpec):
         spec = data
     else:
-        spec = parse_spec({**data, "out": str(ws.dir / "out")}, base=base or Path.cwd(), source=source,
-                          registry=reg)
-    if results_path is not None:
-        spec = dataclasses.replace(spec, out=results_path.parent)
-    elif isinstance(data, AuditSpec):
-        spec = dataclasses.replace(spec, out=ws.dir / "out")
+        spec = parse_spec(data, base=base or Path.cwd(), source=source, registry=reg, in_memory=True)
+    spec = dataclasses.replace(spec, out=None if results_path is None else results_path.parent)
     replace = False
     if results_path is not None:
         check_outputs(results_outputs(results_path, "out"), spec_inputs(spec, spec_file), force=force,
                       force_named="force=True")
         replace = force and replaces(results_path, "results")
-    try:
-        with caches_off(_no_cache(spec.components)):
-            outcome = Audit(spec, registry=reg, on_error=on_error, progress=progress,
-                            echo=_echo if progress else None, command=command, results_path=results_path,
-                            resume=resume, replace=replace).run()
-    except AnonauditError as exc:
-        if not ws.memory:
-            raise
-        raise named_error(exc, ws) from None
+    with caches_off(_no_cache(spec.components)):
+        outcome = Audit(spec, registry=reg, on_error=on_error, progress=progress,
+                        echo=_echo if progress else None, command=command, results_path=results_path,
+                        resume=resume, replace=replace).run()
     rf = outcome.results
-    copies = read_copies(outcome.path, rf, strict=False)
-    if results_path is None:
-        forget_workspace(rf.provenance, ws)
+    # this run's copies as it made them; an earlier run's in the same results file, from beside it
+    copies = {**(read_copies(outcome.path, rf, strict=False, skip=outcome.copies) if outcome.path else {}),
+              **outcome.copies}
     results = Results(rf, copies=copies, computed=outcome.computed, reused=outcome.reused, skipped=outcome.skipped,
                       errors=outcome.errors, keys=outcome.keys, path=outcome.path if results_path else None,
                       seconds=outcome.seconds)
@@ -244,11 +225,9 @@ def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None
         spec = {**spec, **given}
     elif isinstance(spec, AuditSpec) and given:
         spec = dataclasses.replace(spec, **given)
-    with Workspace() as ws:
-        written = isinstance(spec, AuditSpec)
-        path = spec.out / "results.json" if written else None
-        return _execute(spec, ws, out=path, registry=reg, progress=progress, on_error=on_error, command=command,
-                        source="anonaudit.run()", resume=resume, force=force, spec_file=spec_file)
+    path = spec.out / "results.json" if isinstance(spec, AuditSpec) and spec.out is not None else None
+    return _execute(spec, out=path, registry=reg, progress=progress, on_error=on_error, command=command,
+                    source="anonaudit.run()", resume=resume, force=force, spec_file=spec_file)
 
 
 @checked

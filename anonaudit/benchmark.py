@@ -407,7 +407,8 @@ def _run(spec: Any, out: Path, reg: Any, progress: bool, echo: Any, *, keep: boo
     outcome = run_bench(dataclasses.replace(spec, out=out), registry=reg, progress=progress, echo=say,
                         replace=replace)
     a = outcome.audit
-    results = Results(a.results, copies=read_copies(a.path, a.results, strict=False), computed=a.computed,
+    copies = {**read_copies(a.path, a.results, strict=False, skip=a.copies), **a.copies}
+    results = Results(a.results, copies=copies, computed=a.computed,
                       reused=a.reused, skipped=a.skipped, errors=a.errors, keys=a.keys,
                       path=a.path if keep else None, seconds=a.seconds)
     return BenchResults(leaderboard=outcome.leaderboard, results=results, costs=outcome.costs,

@@ -1,52 +1,24 @@
-"""The API's inputs as entries of an audit spec.
+"""The API's inputs as the sources of an audit spec.
 
 A file (a path, or ``{"path", "format", "columns"}``) is passed on as it is: the runner
 loads it as ``anonaudit run`` would. Data in memory (a :class:`~audit.core.data.Corpus`, a
 :class:`~audit.core.data.Release`, a list of dicts, a pandas DataFrame, a Hugging Face
-``Dataset``) is validated here, row by row, and written as JSONL into the run's private
-working folder (:class:`Workspace`, removed when the run ends), so both kinds of input take
-the one load, fit, evaluate and save loop of :mod:`audit.pipeline.runner`.
+``Dataset``) is validated here, row by row, into documents that the runner takes as they are
+(an :class:`~audit.pipeline.spec.InputSpec` or :class:`~audit.pipeline.entries.ReleaseSpec`
+holding them, and what they were for messages): nothing in memory is written to disk.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
 from audit.io.frames import check_columns, corpus_from_table
-
-IN_MEMORY = "<in memory>"
-
-
-class Workspace:
-    """A private temporary folder for one call (in-memory inputs as JSONL, and the runner's
-    output when the caller asked for no file); removed on exit, whatever happened."""
-
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="anonaudit-"))
-        self._n = 0
-        self.memory: dict[str, str] = {}  # the path of each input written here -> what it was
-
-    def __enter__(self) -> Workspace:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def write(self, corpus: Corpus, what: str) -> str:
-        from audit.io.loaders import save_jsonl
-
-        self._n += 1
-        path = self.dir / "inputs" / f"{self._n}.jsonl"
-        save_jsonl(corpus, path)
-        self.memory[str(path)] = what
-        return str(path)
+from audit.pipeline.entries import ReleaseSpec
+from audit.pipeline.spec import InputSpec
 
 
 def is_file(value: Any) -> bool:
@@ -62,9 +34,9 @@ def as_corpus(value: Any, *, name: str, columns: Mapping[str, str] | None = None
     return corpus_from_table(value, name=name, columns=columns)
 
 
-def input_entry(value: Any, role: str, columns: Mapping[str, str], ws: Workspace) -> Any:
+def input_entry(value: Any, role: str, columns: Mapping[str, str]) -> Any:
     """The spec entry of an input (``originals``, ``background``, a corpus): a file as given
-    (with the column names), or data in memory written into the workspace."""
+    (with the column names), or the documents of data in memory."""
     if value is None:
         return None
     if is_file(value):
@@ -75,10 +47,10 @@ def input_entry(value: Any, role: str, columns: Mapping[str, str], ws: Workspace
                                  "give a table as a list of dicts or a DataFrame")
         return {**({"columns": dict(columns)} if columns else {}), **value}
     corpus = as_corpus(value, name=role, columns=columns)
-    return {"path": ws.write(corpus, f"{role} ({type(value).__name__})")}
+    return InputSpec(None, corpus=corpus, label=f"{role} ({type(value).__name__})")
 
 
-def release_entries(releases: Any, columns: Mapping[str, str], ws: Workspace) -> list[dict[str, Any]]:
+def release_entries(releases: Any, columns: Mapping[str, str]) -> list[Any]:
     """The spec's ``releases``: from ``{name: data}``, or a list of files, Release objects and
     spec entries (``{"name", "path"}``, ``{"name", "sanitizer", "params"}``)."""
     if releases is None:
@@ -95,7 +67,7 @@ def release_entries(releases: Any, columns: Mapping[str, str], ws: Workspace) ->
     else:
         raise AnonauditError("releases: give {name: data or file} (data: a DataFrame, a list of dicts, a Hugging "
                              f"Face Dataset, a Corpus or a Release), got {type(releases).__name__}")
-    out: list[dict[str, Any]] = []
+    out: list[Any] = []
     for name, value in items:
         label = f"releases[{name!r}]" if name is not None else "releases"
         if isinstance(value, Mapping) and ("path" in value or "sanitizer" in value):
@@ -105,10 +77,13 @@ def release_entries(releases: Any, columns: Mapping[str, str], ws: Workspace) ->
         elif is_file(value):
             entry = {"path": os.fspath(value), **({"columns": dict(columns)} if columns else {})}
         elif isinstance(value, Release):
-            entry = {"path": ws.write(value.corpus, f"release {value.name} (Release)"), "name": value.name}
+            out.append(ReleaseSpec(name if name is not None else value.name, release=value,
+                                   label=f"release {value.name} (Release)"))
+            continue
         else:
-            entry = {"path": ws.write(as_corpus(value, name=name or "release", columns=columns),
-                                      f"{label} ({type(value).__name__})")}
+            release = Release(name or "release", as_corpus(value, name=name or "release", columns=columns))
+            out.append(ReleaseSpec(name, release=release, label=f"{label} ({type(value).__name__})"))
+            continue
         if name is not None:
             entry["name"] = name
         out.append(entry)
@@ -139,32 +114,3 @@ def component_entries(value: Any, what: str) -> list[Any]:
         return list(value)
     raise AnonauditError(f"{what}: give names, {{'name': ..., 'params': {{...}}}} or {{name: {{params}}}}, "
                          f"got {type(value).__name__}")
-
-
-def named_error(exc: AnonauditError, ws: Workspace) -> AnonauditError:
-    """``exc`` with the workspace's temporary paths replaced by what the data was (a problem
-    found across inputs, e.g. a release id that is not among the originals, names the data
-    the caller gave, not a file they never saw)."""
-    import dataclasses
-
-    from audit.core.errors import DataError
-
-    def name(text: str) -> str:
-        for path, what in ws.memory.items():
-            text = text.replace(path, what)
-        return text
-
-    if isinstance(exc, DataError):
-        return DataError([dataclasses.replace(p, source=name(p.source), message=name(p.message))
-                          for p in exc.problems])
-    return type(exc)(name(str(exc))) if type(exc) is AnonauditError else exc
-
-
-def forget_workspace(provenance: dict[str, Any], ws: Workspace) -> None:
-    """Replace the workspace's temporary paths in a provenance by what the data was."""
-    for record in (provenance.get("inputs") or {}).values():
-        if isinstance(record, dict) and record.get("path") in ws.memory:
-            record["path"] = f"{IN_MEMORY}: {ws.memory[record['path']]}"
-    for record in (provenance.get("releases") or {}).values():
-        if isinstance(record, dict) and record.get("source") in ws.memory:
-            record["source"] = f"{IN_MEMORY}: {ws.memory[record['source']]}"

@@ -206,12 +206,14 @@ class Results:
     # -- writing
     @checked
     def save(self, path: str | os.PathLike, *, force: bool = False) -> Path:
-        """Write the results file (``results.json``), ``summary.csv`` beside it and the release
-        copies the report reads (``releases/`` beside ``results.json``, ``X.releases/`` beside
-        ``X.json``), so that ``anonaudit report`` and :func:`load_results` work on it later.
+        """Write the results bundle: the results file (``results.json``), ``summary.csv`` beside it,
+        the release copies the report reads (``releases/`` beside ``results.json``, ``X.releases/``
+        beside ``X.json``) and the manifest listing each with its sha256 (:mod:`audit.core.bundle`),
+        so that ``anonaudit report``, ``gate`` and :func:`load_results` work on it later, anywhere.
         An existing file is replaced only with ``force=True``, and never one these results were
         made from (an input, a release copy: :meth:`inputs`), nor where no file can be written
         (the command line's guard, :func:`audit.pipeline.outputs.check_outputs`)."""
+        from audit.core.bundle import check_manifest_target
         from audit.core.files import atomic_write
         from audit.pipeline.outputs import check_outputs, results_outputs
         from audit.pipeline.releases import release_file_name
@@ -223,11 +225,14 @@ class Results:
                       force=force, force_named="force=True")
         if path.exists() and not force and path.resolve() != own:
             raise AnonauditError(f"{path}: exists; pass force=True to replace it")
+        check_manifest_target(path)  # before any copy is written
         folder = path.parent / ("releases" if path.name == "results.json" else f"{path.stem}.releases")
         prov = json.loads(json.dumps(self.file.provenance))  # a copy, with the copies' new places
         for name, info in (prov.get("releases") or {}).items():
             data = self.copies.get(str(info.get("path"))) if isinstance(info, dict) else None
-            if data is None:
+            if data is None:  # no copy in hand (an older run's, damaged): the bundle lists none
+                if isinstance(info, dict):
+                    info.pop("path", None)
                 continue
             target = folder / release_file_name(name)
             atomic_write(target, data)
@@ -291,7 +296,7 @@ class Results:
             if data is None:
                 continue
             texts: dict[str, str] = {}
-            for line in data.decode("utf-8", errors="replace").splitlines():
+            for line in data.decode("utf-8", errors="replace").split("\n"):
                 if line.strip():
                     d = json.loads(line)
                     texts[str(d["id"])] = str(d["text"])
@@ -307,32 +312,31 @@ def _threshold(name: str, side: str, value: Any, cls: Any) -> Any:
     return cls(str(name), side, float(value))
 
 
-def read_copies(results_path: Path, rf: ResultsFile, *, strict: bool = True) -> dict[str, bytes]:
-    """The release copies recorded in ``rf``'s provenance, read from beside ``results_path``,
-    checked as the report checks them (inside the folder, the recorded sha256). ``strict``: a
-    copy that fails is an error (loading results to report on them); otherwise it is left out
-    (after a run, whose own copies were just written: an older run's damaged copy in the same
-    results file is the report's to refuse, not a reason to fail the attack that just ran)."""
-    from audit.core.files import sha256_file
-    from reports.render import load_release_texts
+def read_copies(results_path: Path, rf: ResultsFile, *, strict: bool = True, skip: Any = ()) -> dict[str, bytes]:
+    """The release copies recorded in ``rf``'s provenance, read from beside ``results_path`` and
+    checked (:func:`audit.core.bundle.release_copies`). ``strict``: a copy missing or changed is
+    an error naming it (loading results to report on them); otherwise it is left out (after a
+    run into a results file, for an earlier run's copy: the report's to refuse, not a reason to
+    fail the attack that just ran). ``skip``: the copies already in hand (this run's)."""
+    from audit.core.bundle import release_copies
 
-    if strict:
-        load_release_texts(results_path, rf)  # refuses a copy outside the folder or changed since
-    base = results_path.resolve().parent
-    copies: dict[str, bytes] = {}
-    for info in (rf.provenance.get("releases") or {}).values():
-        if isinstance(info, Mapping) and isinstance(info.get("path"), str):
-            target = Path(os.path.normpath(base / info["path"]))
-            if not target.is_file() or not target.is_relative_to(base):
-                continue
-            if strict or info.get("sha256") in (None, sha256_file(target)):
-                copies[info["path"]] = target.read_bytes()
-    return copies
+    return release_copies(results_path, rf.provenance, strict=strict, skip=skip)
 
 
 @checked
 def load_results(path: str | os.PathLike) -> Results:
-    """Read a results file (and the release copies beside it) into :class:`Results`."""
+    """Read a results bundle into :class:`Results`: the results file (or the folder holding
+    ``results.json``) and the release copies beside it, every part checked against the bundle's
+    manifest (:mod:`audit.core.bundle`): a part missing or changed is an :class:`AnonauditError`
+    naming it. A results file written before manifests existed is read with its copies checked
+    against its provenance."""
+    from audit.core.bundle import check_bundle
+
     path = Path(path)
-    rf = ResultsFile.load(path)
+    if path.is_dir():
+        path = path / "results.json"
+        if not path.is_file():
+            raise AnonauditError(f"{path.parent}: no results.json in this folder; give the results file itself")
+    rf = ResultsFile.load(path)  # first: what is wrong inside it, named by result and release
+    check_bundle(path)
     return Results(rf, copies=read_copies(path, rf), path=path)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from audit.core.errors import AnonauditError
-from audit.core.files import sha256_file
 from audit.core.results import Finding, Highlight, ResultsFile
 from reports.formatting import title_of, visible
 
@@ -166,41 +165,32 @@ def _row(e: dict[str, Any], attacks: Sequence[str]) -> dict[str, Any]:
 
 
 def load_release_texts(results_path: str | os.PathLike, rf: ResultsFile) -> dict[str, dict[str, str]]:
-    """Sanitized texts of each release, from the files the runner wrote beside the results
-    (``provenance["releases"][NAME]["path"]``); releases whose file is gone are left out.
-    A file whose sha256 is not the one recorded (edited, truncated, another release's) is
-    refused with an :class:`AnonauditError`: its texts would not match the findings' offsets;
-    so is a recorded path outside the results folder (a crafted results file must not pull
-    other files of the machine into a report)."""
+    """Sanitized texts of each release, from the copies the runner wrote beside the results
+    (``provenance["releases"][NAME]["path"]``), read and checked by
+    :func:`audit.core.bundle.release_copies`: a copy that is missing, or whose sha256 is not the
+    one recorded (edited, truncated, another release's), is refused with an
+    :class:`AnonauditError` naming it (its texts would not match the findings' offsets); so is a
+    recorded path outside the results folder (a crafted results file must not pull other files
+    of the machine into a report)."""
+    from audit.core.bundle import release_copies
+
+    copies = release_copies(results_path, rf.provenance)
     base = Path(results_path).resolve().parent
-    releases = rf.provenance.get("releases")
     out: dict[str, dict[str, str]] = {}
-    if not isinstance(releases, Mapping):
-        return out
-    for name, info in releases.items():
-        if not isinstance(info, Mapping) or not isinstance(info.get("path"), str):
+    for name, info in (rf.provenance.get("releases") or {}).items():
+        data = copies.get(info.get("path")) if isinstance(info, Mapping) else None
+        if data is None:
             continue
-        path = Path(os.path.normpath(base / info["path"]))  # lexically: a link inside the folder is fine
-        if not path.is_relative_to(base):  # the runner writes copies beside the results, never elsewhere
-            raise AnonauditError(f"{results_path}: the copy of release {name!r} is recorded at {info['path']!r}, "
-                                 "outside the results folder; a results file never points there")
-        if not path.is_file():
-            continue
-        recorded = info.get("sha256")
-        if isinstance(recorded, str) and sha256_file(path) != recorded:
-            raise AnonauditError(f"{path}: the copy of release {name!r} was changed after the audit wrote it "
-                                 f"(its sha256 is not the one recorded in {results_path}); the report would "
-                                 "show the wrong text. Run the audit again to rewrite it.")
+        path = Path(os.path.normpath(base / info["path"]))
         texts: dict[str, str] = {}
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    d = json.loads(line)
-                    texts[str(d["id"])] = str(d["text"])
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise AnonauditError(f"{path}:{n}: damaged copy of release {name!r} "
-                                         f"({type(exc).__name__}: {exc}); run the audit again") from None
+        for n, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                texts[str(d["id"])] = str(d["text"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise AnonauditError(f"{path}:{n}: damaged copy of release {name!r} "
+                                     f"({type(exc).__name__}: {exc}); run the audit again") from None
         out[str(name)] = texts
     return out

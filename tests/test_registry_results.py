@@ -67,8 +67,9 @@ def test_results_roundtrip_and_replace(tmp_path):
     assert back.get("x", "rel").value == 1.0
     assert back.get("tpi", "rel", kind="utility").ci == (0.7, 0.9)
     assert back.provenance == {"seed": 1}
-    # no temporary files left; the flat table beside it (summary.csv)
-    assert sorted(tmp_path.joinpath("out").iterdir()) == [path, path.with_name("summary.csv")]
+    # no temporary files left; the flat table (summary.csv) and the bundle's manifest beside it
+    assert sorted(tmp_path.joinpath("out").iterdir()) == [path, path.with_name("results.manifest.json"),
+                                                          path.with_name("summary.csv")]
 
 
 def test_findings_round_trip_through_dict_and_file(tmp_path):

@@ -6,6 +6,7 @@ that breaks them is refused naming the field; older files still load."""
 from __future__ import annotations
 
 import json
+import shutil
 import re
 from pathlib import Path
 
@@ -132,9 +133,13 @@ def test_an_older_results_file_still_loads_and_renders(run_with_gate, tmp_path):
     del data["provenance"]["gate"]["checks"]
     old = tmp_path / "old" / "results.json"
     old.parent.mkdir()
-    old.write_text(json.dumps(data), encoding="utf-8")
+    old.write_text(json.dumps(data), encoding="utf-8")  # no manifest: written before bundles had one
     rf = ResultsFile.load(old)
     assert rf.checks() == [] and rf.about("attack", "toy_leak").remedy == ""
+    # its release copies are a part of it: without them, an error naming the first one missing
+    result = CliRunner().invoke(main, ["report", str(old), "--out", str(tmp_path / "old.html")])
+    assert result.exit_code == 2 and "the copy of release 'suppressed' is missing" in result.output, result.output
+    shutil.copytree(run_with_gate.parent / "releases", old.parent / "releases")
     result = CliRunner().invoke(main, ["report", str(old), "--out", str(tmp_path / "old.html")])
     assert result.exit_code == 0, result.output
     assert "Reword the rare words" not in (tmp_path / "old.html").read_text(encoding="utf-8")

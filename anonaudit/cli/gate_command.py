@@ -97,6 +97,7 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
     threshold).
     """
     from audit.pipeline.gate import FAIL, INCONCLUSIVE, evaluate, exit_code, format_table, write_junit
+    from audit.core.bundle import check_bundle
     from audit.core.results import ResultsFile
 
     try:
@@ -104,6 +105,7 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
         if outputs:
             check_outputs(outputs, [("RESULTS.json", results)], force=force)
         rf = ResultsFile.load(results)
+        check_bundle(results)  # a part of the bundle missing or changed: named, exit 2
         checks = evaluate(rf, thresholds(max_, min_), releases=releases, on_point=on_point)
     except AnonauditError as exc:
         click.secho(f"error: {exc}", fg="red", err=True)

@@ -339,19 +339,31 @@ class ResultsFile:
         could not be read back (NaN, a reversed interval, n = 0) is refused, never written."""
         from audit.core.summary import check_summary_target, write_summary
 
-        data = self.to_dict()
-        problems = [Problem(str(path), f"result {r['name']!r} on release {r['release']!r}: {w}")
-                    for r in data["results"] for w in [*figure_problems(r), *details_problems(r["details"])]]
-        problems += [Problem(str(path), w) for w in [*about_problems(self.provenance.get("components")),
-                                                    *recorded_problems(self.provenance, self.results)]]
-        if not problems:  # results that contradict themselves are never written
-            problems += [Problem(str(path), w) for w in results_problems(self.results)]
-        if problems:
-            raise DataError(problems)
+        from audit.core.bundle import check_manifest_target, write_manifest
+
+        data = self.check(str(path))
         check_summary_target(path)
+        check_manifest_target(path)
         written = atomic_write_json(path, data, fsync=True)
         write_summary(path, self.results)
+        write_manifest(path, self.provenance)  # last: it lists the others (audit.core.bundle)
         return written
+
+    def check(self, where: str) -> dict[str, Any]:
+        """The content as a file holds it (:meth:`to_dict`), refused with a :class:`DataError`
+        (``where``: how to name it) when a result's figures could not be read back (NaN, a
+        reversed interval, n = 0) or the results contradict themselves: what :meth:`save` writes,
+        and what an audit kept in memory must be too."""
+        data = self.to_dict()
+        problems = [Problem(where, f"result {r['name']!r} on release {r['release']!r}: {w}")
+                    for r in data["results"] for w in [*figure_problems(r), *details_problems(r["details"])]]
+        problems += [Problem(where, w) for w in [*about_problems(self.provenance.get("components")),
+                                                *recorded_problems(self.provenance, self.results)]]
+        if not problems:  # results that contradict themselves are never written
+            problems += [Problem(where, w) for w in results_problems(self.results)]
+        if problems:
+            raise DataError(problems)
+        return data
 
     @classmethod
     def update(cls, path: str | os.PathLike, merge: Callable[[ResultsFile | None], ResultsFile], *,

@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -194,13 +194,18 @@ def load_release_file(path: str | os.PathLike, *, name: str | None = None, origi
             "--format json-map if that is what you mean (a span file is {doc_id: [[start, end], ...]})")
     corpus = Corpus(_load_documents(path, fmt, data, columns=columns), name=name, source=path)
     if originals is not None:
-        problems = Problems(path)
-        for doc in corpus:
-            if doc.id not in originals:
-                problems.add(f"id not found in the originals ({originals.source or originals.name})",
-                             doc_id=doc.id)
-        problems.raise_if_any()
+        check_release_ids(corpus, originals, path)
     return [Release(name=name, corpus=corpus, aligned=True, source=path)]
+
+
+def check_release_ids(corpus: Corpus, originals: Corpus, source: str) -> None:
+    """Every document of a release (read from ``source``: a file, or what data in memory was)
+    must have the id of an original: a :class:`DataError` naming each one that has not."""
+    problems = Problems(source)
+    for doc in corpus:
+        if doc.id not in originals:
+            problems.add(f"id not found in the originals ({originals.source or originals.name})", doc_id=doc.id)
+    problems.raise_if_any()
 
 
 @read_once
@@ -220,11 +225,20 @@ def load_tri(path: str | os.PathLike) -> tuple[Corpus, list[Release]]:
     return read_tri(source, data)
 
 
+def jsonl_lines(corpus: Iterable[Document]) -> Iterator[bytes]:
+    """Documents as JSONL lines (one per document, spans included), UTF-8."""
+    for doc in corpus:
+        yield (json.dumps(doc.to_dict(), ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def jsonl_bytes(corpus: Iterable[Document]) -> bytes:
+    """Documents as JSONL, in memory: what :func:`save_jsonl` writes."""
+    return b"".join(jsonl_lines(corpus))
+
+
 def save_jsonl(corpus: Iterable[Document], path: str | os.PathLike) -> Path:
     """Write documents as JSONL (one per line, spans included), atomically."""
     path = Path(path)
-    with atomic_open(path, "w", encoding="utf-8", newline="\n") as fh:
-        for doc in corpus:
-            fh.write(json.dumps(doc.to_dict(), ensure_ascii=False))
-            fh.write("\n")
+    with atomic_open(path, "wb") as fh:
+        fh.writelines(jsonl_lines(corpus))
     return path

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from audit.core.data import release_name_problem
+from audit.core.data import Release, release_name_problem
 from audit.core.errors import AnonauditError, Problems
 from audit.core.paramtypes import check_params
 from audit.core.registry import Registry, normalise
@@ -22,7 +22,8 @@ RELEASE_KEYS = ("name", "path", "format", "columns", "sanitizer", "params", "ali
 @dataclass(frozen=True)
 class ReleaseSpec:
     """A release: a file (``path``, with ``name`` and ``format`` kept apart from it: loaded by
-    :func:`audit.io.loaders.load_release_file`), or a ``sanitizer`` run on the originals."""
+    :func:`audit.io.loaders.load_release_file`), a ``sanitizer`` run on the originals, or a
+    release given in memory (``release``, through the API: audited as it is, never written to disk)."""
 
     name: str | None
     path: Path | None = None
@@ -31,6 +32,10 @@ class ReleaseSpec:
     params: Mapping[str, Any] = field(default_factory=dict)
     #: The columns of a CSV, Parquet or JSONL file that hold the fields (``{"text": "body"}``).
     columns: Mapping[str, str] = field(default_factory=dict)
+    #: The release, when it was given in memory rather than as a file or a sanitizer.
+    release: Release | None = None
+    #: What the data in memory was, for messages and the provenance (``"releases['a'] (DataFrame)"``).
+    label: str | None = None
 
 
 def columns_problem(columns: Any) -> str:
@@ -154,6 +159,12 @@ def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool
         where = f"releases[{i}]"
         if isinstance(item, str):
             item = {"path": item}
+        if isinstance(item, ReleaseSpec):  # a source the API made (a release in memory): as it is
+            wrong = release_name_problem(item.name) if item.name is not None else ""
+            if wrong:
+                p.at(f"{where}.name", wrong)
+            out.append(item)
+            continue
         if not isinstance(item, Mapping):
             p.at(where, f"must be a file path or a mapping, got {item!r}")
             continue

@@ -74,6 +74,16 @@ def input_record(path: str | os.PathLike[str], corpus: Corpus | None = None) -> 
     return record
 
 
+def memory_record(source: str, corpus: Corpus) -> dict[str, Any]:
+    """One input given in memory (``source``: ``<in memory>: WHAT``): the sha256 of its documents
+    as JSONL (what the same documents saved as a JSONL file would have), their number and
+    content fingerprint."""
+    from audit.io.loaders import jsonl_bytes
+
+    return {"path": source, "sha256": hashlib.sha256(jsonl_bytes(corpus)).hexdigest(), "documents": len(corpus),
+            "fingerprint": corpus.fingerprint()}
+
+
 def component_info(obj: Any) -> dict[str, Any]:
     """What a component says about itself: ``provenance()`` (models, checksums) and ``stats``
     (e.g. how its attacker was trained), when it exposes them."""

@@ -29,27 +29,33 @@ from typing import Any
 
 from audit.core.data import Corpus, Document, Release, Span
 from audit.core.errors import AnonauditError, DataError, Problem
-from audit.core.files import sha256_file
+from audit.core.files import atomic_write, sha256_file
 from audit.core.safejson import check_tree
 from audit.core.registry import Registry, normalise
 from audit.pipeline.provenance import canonical, component_info, digest, release_conflicts
-from audit.pipeline.spec import NOT_IN_KEY, AuditSpec, component_params
+from audit.pipeline.spec import IN_MEMORY, NOT_IN_KEY, AuditSpec, component_params
 
 
 def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[str, Any], *,
                    registry: Registry, resources: Any, progress: bool,
                    echo: Callable[[str], None], folder: Path | None = None,
-                   results: Path | None = None) -> tuple[list[Release], dict[str, Any]]:
-    """Every release of ``spec`` and its provenance entry; ``previous`` is the ``releases``
+                   results: Path | None = None) -> tuple[list[Release], dict[str, Any], dict[str, bytes]]:
+    """Every release of ``spec``, its provenance entry and its copy (JSONL bytes, by the path
+    relative to the results file that the provenance records); ``previous`` is the ``releases``
     provenance of an earlier run into the same folder (sanitizer outputs are reused from it).
-    ``folder``: where the releases are written (default ``OUT/releases``); ``results``: the results
-    file they belong to (named in errors). A name ``previous`` gives to another file is an error."""
+    ``folder``: where the copies are written (``None``: nowhere, they stay in memory, recorded
+    as ``releases/NAME-HASH.jsonl``, where :meth:`anonaudit.Results.save` will put them);
+    ``results``: the results file they belong to (named in errors). A name ``previous`` gives to
+    another file is an error."""
     from audit.io.loaders import load_release_file
 
     prov: dict[str, Any] = {}
     releases: list[Release] = []
-    folder = folder or spec.out / "releases"
     for rs in spec.releases:
+        if rs.release is not None:  # given in memory: audited as it is
+            rel, prov[rel_name(rs)] = _given(rs, originals)
+            releases.append(rel)
+            continue
         if rs.path is not None:
             for rel in load_release_file(rs.path, name=rs.name, originals=originals, format=rs.format,
                                          columns=dict(rs.columns) or None):
@@ -66,9 +72,9 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
         params = component_params(spec, cls.param_names(), rs.params, progress=progress, sampling=False)
         keyed = {k: v for k, v in params.items() if k not in NOT_IN_KEY}
         key = digest({"sanitizer": normalise(rs.sanitizer), "params": keyed, "originals": originals.fingerprint()})
-        cached = folder / release_file_name(rs.name)
+        cached = None if folder is None else folder / release_file_name(rs.name)
         old = previous.get(rs.name, {})
-        if old.get("key") == key and cached.exists() and old.get("sha256") == sha256_file(cached):
+        if cached and old.get("key") == key and cached.exists() and old.get("sha256") == sha256_file(cached):
             rel = read_release_jsonl(cached, rs.name, sanitizer=normalise(rs.sanitizer))
             echo(f"  release {rs.name}: reused {cached.name} ({len(rel)} documents)")
             info = {k: old[k] for k in ("stats", "provenance", "self_check") if k in old}  # what the run that made it said
@@ -84,11 +90,32 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
     conflicts = release_conflicts(previous, {r.name: {**prov[r.name], "fingerprint": r.corpus.fingerprint()}
                                              for r in releases})
     if conflicts:
-        raise AnonauditError("\n".join(f"{results or folder.parent}: {c}" for c in conflicts))
-    # Every release is written beside the results, so the report can show sanitized texts.
+        where = results or (folder.parent if folder else spec.source)
+        raise AnonauditError("\n".join(f"{where}: {c}" for c in conflicts))
+    # Every release is kept beside the results, so the report can show sanitized texts.
+    copies = {}
     for rel in releases:
-        _write_beside(rel, prov[rel.name], originals, folder, echo)
-    return releases, prov
+        path, data = _copy_beside(rel, prov[rel.name], originals, folder, echo)
+        copies[path] = data
+    return releases, prov, copies
+
+
+def rel_name(rs: Any) -> str:
+    """The name of a release given in memory: its entry's, else its own."""
+    return str(rs.name or rs.release.name)
+
+
+def _given(rs: Any, originals: Corpus | None) -> tuple[Release, dict[str, Any]]:
+    """A release given in memory, named as its entry says, with its ids checked against the
+    originals, and its provenance entry (what it was; the sha256 of its documents as JSONL)."""
+    from audit.io.loaders import check_release_ids, jsonl_bytes
+
+    label, name = str(rs.label or rs.name), rel_name(rs)
+    corpus = Corpus(list(rs.release.corpus), name=name, source=label)
+    rel = dataclasses.replace(rs.release, name=name, corpus=corpus, source=label)
+    if originals is not None and rel.aligned:
+        check_release_ids(corpus, originals, label)
+    return rel, {"source": f"{IN_MEMORY}: {label}", "sha256": hashlib.sha256(jsonl_bytes(corpus)).hexdigest()}
 
 
 def _sanitized(spec: AuditSpec, rs: Any, originals: Corpus, params: dict[str, Any], *, registry: Registry,
@@ -119,10 +146,13 @@ def _sanitized(spec: AuditSpec, rs: Any, originals: Corpus, params: dict[str, An
     return rel, info
 
 
-def _write_beside(rel: Release, prov: dict[str, Any], originals: Corpus | None, folder: Path,
-                  echo: Callable[[str], None]) -> None:
-    """Write ``rel`` into ``folder`` (unless it is that file already), say its doubts and record
-    where it is, its size and hashes in ``prov``."""
+def _copy_beside(rel: Release, prov: dict[str, Any], originals: Corpus | None, folder: Path | None,
+                 echo: Callable[[str], None]) -> tuple[str, bytes]:
+    """The copy of ``rel`` kept beside the results (its JSONL bytes, written into ``folder``
+    unless ``folder`` is None or that file is the release's own input); say its doubts and record
+    in ``prov`` where the copy is (relative to the results file), its size and hashes."""
+    from audit.io.loaders import jsonl_bytes
+
     doubts = [f"release {rel.name!r}: {w}" for w in prov.get("self_check", [])]
     for doubt in doubts:
         echo(f"  warning: {doubt}")
@@ -132,14 +162,20 @@ def _write_beside(rel: Release, prov: dict[str, Any], originals: Corpus | None, 
         for doubt in against:
             echo(f"  warning: {doubt}")
         doubts += against
-    path = folder / release_file_name(rel.name)
-    if not (rel.source and path.exists() and os.path.exists(rel.source) and os.path.samefile(rel.source, path)):
-        write_release_jsonl(rel, path)  # (never over the input file itself, e.g. --out beside it)
-    prov.update({"path": os.path.relpath(path, folder.parent), "documents": len(rel),
-                 "aligned": rel.aligned, "fingerprint": rel.corpus.fingerprint(),
-                 "sha256": sha256_file(path)})
+    data = jsonl_bytes(rel.corpus)
+    relative = f"releases/{release_file_name(rel.name)}"
+    if folder is not None:
+        path = folder / release_file_name(rel.name)
+        relative = os.path.relpath(path, folder.parent)
+        if not (rel.source and path.exists() and os.path.exists(rel.source) and os.path.samefile(rel.source, path)):
+            atomic_write(path, data)  # (never over the input file itself, e.g. --out beside it)
+        else:
+            data = path.read_bytes()
+    prov.update({"path": relative, "documents": len(rel), "aligned": rel.aligned,
+                 "fingerprint": rel.corpus.fingerprint(), "sha256": hashlib.sha256(data).hexdigest()})
     if doubts:
         prov["warnings"] = doubts
+    return relative, data
 
 
 def sample_release(release: Release, k: int | None, seed: int) -> Release:

@@ -33,6 +33,7 @@ from audit.core.registry import Registry, normalise
 from audit.core.registry import registry as default_registry
 from audit.core.consistency import consistency_problems
 from audit.core.results import Result, ResultsFile, figure_problems
+from audit.core.bundle import check_manifest_target
 from audit.core.summary import check_summary_target
 from audit.models.resources import LLM_STATS, Resources
 from audit.pipeline.provenance import (
@@ -41,6 +42,7 @@ from audit.pipeline.provenance import (
     component_info,
     digest,
     input_record,
+    memory_record,
     merge_provenance,
 )
 from audit.pipeline.executors import make_executor
@@ -77,7 +79,8 @@ class AuditOutcome:
     """What :meth:`Audit.run` did: the results file, and how much was computed vs reused."""
 
     results: ResultsFile
-    path: Path
+    #: The results file written (``None``: the results stayed in memory).
+    path: Path | None
     computed: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
@@ -86,6 +89,8 @@ class AuditOutcome:
     seconds: float = 0.0
     #: ``(kind, name, release)`` of every result this run computed or reused, in order.
     keys: list[tuple[str, str, str]] = field(default_factory=list)
+    #: This run's release copies (JSONL bytes) by the path the provenance records for each.
+    copies: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass
@@ -94,7 +99,7 @@ class _RunState:
     and this run's own results, the pairs done, the provenance of inputs, releases and components."""
 
     rf: ResultsFile
-    path: Path
+    path: Path | None
     started: float
     pairs: dict[str, Any]
     components: dict[str, Any]
@@ -113,7 +118,8 @@ class Audit:
     and a component that cannot even be loaded is then skipped with a note.
     ``results_path``: the results file (default ``OUT/results.json``; the command-line driver
     names any file, whose folder is then the spec's ``out``); results and provenance merge
-    into it when it exists. ``resume=False`` recomputes pairs that an earlier run finished.
+    into it when it exists. A spec whose ``out`` is ``None`` (and no ``results_path``) writes
+    nothing: results, provenance and release copies stay in memory (the API without ``out=``). ``resume=False`` recomputes pairs that an earlier run finished.
     ``executor``: where per-document work runs; default the one the spec names
     (:mod:`audit.pipeline.executors`), started for the run and closed after it. One given here
     belongs to the caller. ``replace``: the results path holds a file of another kind that the
@@ -139,14 +145,20 @@ class Audit:
         self.resume = resume
 
     @property
-    def results_path(self) -> Path:
+    def results_path(self) -> Path | None:
+        """The results file, or ``None`` when the results stay in memory."""
+        if self._results_path is None and self.spec.out is None:
+            return None
         return self._results_path or self.spec.out / "results.json"
 
     @property
-    def releases_dir(self) -> Path:
+    def releases_dir(self) -> Path | None:
         """Where the releases are written beside the results: ``releases/`` for ``results.json``,
-        ``NAME.releases/`` for any other results file, so two results files never share copies."""
+        ``NAME.releases/`` for any other results file, so two results files never share copies;
+        ``None`` in memory."""
         path = self.results_path
+        if path is None:
+            return None
         return path.parent / ("releases" if path.name == "results.json" else f"{path.stem}.releases")
 
     # -- data
@@ -155,11 +167,14 @@ class Audit:
         from audit.io.loaders import load_dev
 
         inp = self.spec.background
-        return None if inp is None else load_dev(str(inp.path), format=inp.format)
+        return None if inp is None or inp.path is None else load_dev(str(inp.path), format=inp.format)
 
     def _load_corpus(self, inp: InputSpec, name: str) -> Corpus:
+        """The corpus of an input: read from its file, or the documents given in memory as they are."""
         from audit.io.loaders import load_corpus
 
+        if inp.corpus is not None:
+            return Corpus(list(inp.corpus), name=name, source=inp.label)
         return load_corpus(str(inp.path), format=inp.format, name=name, columns=dict(inp.columns) or None)
 
     # -- the run
@@ -190,10 +205,12 @@ class Audit:
         (:meth:`_run_component`). What is done is saved after every (component, release) pair, on
         failure and on interruption (:meth:`_save`), so a re-run resumes."""
         spec = self.spec
-        spec.out.mkdir(parents=True, exist_ok=True)
         path = self.results_path
-        check_summary_target(path)  # before any work: the summary beside the results must be writable
-        rf = ResultsFile.load(path) if path.exists() and not self.replace else ResultsFile()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            check_summary_target(path)  # before any work: the summary beside the results must be writable
+            check_manifest_target(path)  # and so must the bundle's manifest
+        rf = ResultsFile.load(path) if path is not None and path.exists() and not self.replace else ResultsFile()
         old_prov = rf.provenance if rf.provenance.get("command") else {}
         st = _RunState(rf=rf, path=path, started=time.time(), pairs=dict(old_prov.get("pairs", {})),
                        components=dict(old_prov.get("components", {})))
@@ -202,14 +219,14 @@ class Audit:
         originals, background, corpora, st.inputs = self._load_inputs(old_prov)
         self.echo(f"[2/3] preparing {len(spec.releases)} release spec(s)")
         previous = rf.provenance.get("releases")
-        releases, releases_prov = build_releases(spec, originals, previous if isinstance(previous, dict) else {},
+        releases, releases_prov, copies = build_releases(spec, originals, previous if isinstance(previous, dict) else {},
                                                  registry=self.registry, resources=resources,
                                                  progress=self.progress, echo=self.echo, folder=self.releases_dir,
                                                  results=path)
         st.releases = {**(previous if isinstance(previous, dict) and old_prov else {}), **releases_prov}
         dev = self._load_dev()
         scenario = Scenario(originals=originals, background=background, releases=tuple(releases), dev=dev)
-        st.outcome = AuditOutcome(results=rf, path=path, releases={r.name: r for r in releases})
+        st.outcome = AuditOutcome(results=rf, path=path, releases={r.name: r for r in releases}, copies=copies)
         base_fp = {"originals": None if originals is None else originals.fingerprint(),
                    "background": None if background is None else background.fingerprint()}
         if dev is not None:  # keys of runs without a dev release stay what they were
@@ -243,7 +260,11 @@ class Audit:
                     merged, {"max": spec.gate.max, "min": spec.gate.min}, on_point=spec.gate.on_point)}
             return merged
 
-        written = ResultsFile.update(st.path, merge, replace=self.replace)
+        if st.path is None:  # in memory: checked as a file's content is, written nowhere
+            written = merge(None)
+            written.check("results")
+        else:
+            written = ResultsFile.update(st.path, merge, replace=self.replace)
         self.replace = False  # replaced once: from now on it is this run's results file
         st.rf.results, st.rf.provenance = written.results, written.provenance
 
@@ -345,7 +366,7 @@ class Audit:
         for role, inp, corpus in [("originals", spec.originals, originals), ("background", spec.background, background),
                                   *[(f"corpora.{k}", spec.corpora[k], c) for k, c in corpora.items()]]:
             if inp is not None and corpus is not None:
-                inputs[role] = input_record(inp.path, corpus)
+                inputs[role] = input_record(inp.path, corpus) if inp.corpus is None else memory_record(inp.source, corpus)
         return originals, background, corpora, inputs
 
     def _pending(self, comp: ComponentSpec, params: Any, releases: list[Release], pairs: Mapping[str, Any],

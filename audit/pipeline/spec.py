@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.core.arguments import Seed, argument_problem
+from audit.core.data import Corpus
 from audit.core.errors import AnonauditError, DataError, Problem, Problems
 from audit.core.files import read_text
 from audit.core.paramtypes import check_params
@@ -72,6 +73,8 @@ NOT_IN_KEY = frozenset({"progress", "num_threads", "cache", "use_cache", "cache_
 TOP_KEYS = ("title", "seed", "out", "originals", "background", "corpora", "releases", "attacks", "metrics",
             "models", "sampling", "budget", "gate", "report", "executor")
 CORPUS_REF = "corpus:"
+#: How the provenance names data given in memory (no file): ``<in memory>: originals (DataFrame)``.
+IN_MEMORY = "<in memory>"
 
 
 # --------------------------------------------------------------------------- spec
@@ -79,12 +82,20 @@ CORPUS_REF = "corpus:"
 
 @dataclass(frozen=True)
 class InputSpec:
-    """A corpus file and its format (``None`` = detected)."""
+    """A corpus file and its format (``None`` = detected), or data in memory (``corpus``, from
+    the API: used as it is, never written to disk; no ``path``)."""
 
-    path: Path
+    path: Path | None
     format: str | None = None
     #: The columns of a CSV, Parquet or JSONL file that hold the fields (``{"text": "body"}``).
     columns: Mapping[str, str] = field(default_factory=dict)
+    corpus: Corpus | None = None
+    label: str | None = None  # what the data in memory was, for messages: "originals (DataFrame)"
+
+    @property
+    def source(self) -> str:
+        """The file, or ``<in memory>: LABEL``: how the provenance names the input."""
+        return str(self.path) if self.corpus is None else f"{IN_MEMORY}: {self.label}"
 
 
 @dataclass(frozen=True)
@@ -112,7 +123,8 @@ class AuditSpec:
     #: How much work the stages do: quick, standard, full (:mod:`audit.pipeline.budget`).
     budget: str = "standard"
     seed: int = 0
-    out: Path = Path("audit-out")
+    #: Where the results are written; ``None``: nowhere, the results stay in memory (the API).
+    out: Path | None = Path("audit-out")
     title: str = "Audit"
     gate: GateSpec = field(default_factory=GateSpec)
     report: Mapping[str, Any] = field(default_factory=dict)
@@ -202,8 +214,10 @@ def load_spec(path: str | os.PathLike, *, registry: Registry | None = None,
 
 
 def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str = "<spec>",
-               registry: Registry | None = None, check_components: bool = True) -> AuditSpec:
-    """Validate a spec mapping. Every problem is reported at once, each with its key path."""
+               registry: Registry | None = None, check_components: bool = True,
+               in_memory: bool = False) -> AuditSpec:
+    """Validate a spec mapping. Every problem is reported at once, each with its key path.
+    ``in_memory``: without ``out``, the results stay in memory (``out=None``), not in ``audit-out``."""
     reg = registry or default_registry
     base = base or Path.cwd()
     p = Problems(source)
@@ -244,8 +258,8 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
             _check_model_specs(value, None, p, where=f"{comp.kind}s.{comp.name}.params.llm")
 
     report = _report(data.get("report") or {}, p)
-    out = data.get("out", "audit-out")
-    if not isinstance(out, str) or not out:
+    out = data.get("out", None if in_memory else "audit-out")
+    if out is not None and (not isinstance(out, str) or not out):
         p.at("out", f"must be a folder path, got {out!r}")
         out = "audit-out"
     title = data.get("title", "Audit")
@@ -259,7 +273,7 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
     return AuditSpec(originals=originals, background=background, corpora=corpora, releases=tuple(releases),
                      attacks=tuple(attacks), metrics=tuple(metrics), llm=llm, embedder=embedder,
                      sample_documents=sample_documents, sampling_params=sampling_params, budget=budget, seed=seed,
-                     out=(base / out).expanduser(), title=str(title), gate=gate, report=dict(report),
+                     out=None if out is None else (base / out).expanduser(), title=str(title), gate=gate, report=dict(report),
                      source=source, executor=executor)
 
 
@@ -299,6 +313,8 @@ def _input(value: Any, where: str, p: Problems, base: Path, required: bool = Fal
         if required:
             p.at(where, "is required (a file path)")
         return None
+    if isinstance(value, InputSpec):  # a source the API made (data in memory, or a file): as it is
+        return value
     fmt, columns = None, {}
     if isinstance(value, Mapping):
         extra = set(value) - {"path", "format", "columns"}
