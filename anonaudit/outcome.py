@@ -330,13 +330,9 @@ def load_results(path: str | os.PathLike) -> Results:
     manifest (:mod:`audit.core.bundle`): a part missing or changed is an :class:`AnonauditError`
     naming it. A results file written before manifests existed is read with its copies checked
     against its provenance."""
-    from audit.core.bundle import check_bundle
+    from audit.core.bundle import check_bundle, results_file
 
-    path = Path(path)
-    if path.is_dir():
-        path = path / "results.json"
-        if not path.is_file():
-            raise AnonauditError(f"{path.parent}: no results.json in this folder; give the results file itself")
+    path = results_file(path)
     rf = ResultsFile.load(path)  # first: what is wrong inside it, named by result and release
     check_bundle(path)
     return Results(rf, copies=read_copies(path, rf), path=path)

@@ -58,6 +58,16 @@ def test_report_gate_and_load_results_work_from_the_moved_bundle_alone(bundle, s
     assert some_text.split()[0] in (tmp_path / "r.html").read_text(encoding="utf-8")  # the drill-down's texts
     gate = CliRunner().invoke(main, ["gate", str(bundle / "results.json"), "--max", "phrase_search=1.0"])
     assert gate.exit_code == 0, gate.output
+    # the folder names the bundle as well as its results.json does
+    gate = CliRunner().invoke(main, ["gate", str(bundle), "--max", "phrase_search=0.0"])
+    assert gate.exit_code == 1 and "phrase_search" in gate.output, gate.output
+    out = CliRunner().invoke(main, ["report", str(bundle)])
+    assert out.exit_code == 0 and (bundle / "report.html").is_file(), out.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for argv in (["report", str(empty)], ["gate", str(empty), "--max", "phrase_search=1.0"]):
+        res = CliRunner().invoke(main, argv)
+        assert res.exit_code == 2 and "results.json" in res.output and "Traceback" not in res.output, res.output
 
 
 @pytest.mark.parametrize("part, what", [("releases", "the copy of release 'labels'"),

@@ -61,7 +61,7 @@ def write_ci(fmt: str, outputs: list[Output], checks, rf, results: str, keep_ids
 
 
 @click.command("gate")
-@click.argument("results", type=click.Path(dir_okay=False), metavar="RESULTS.json")
+@click.argument("results", type=click.Path(), metavar="RESULTS.json")
 @click.option("--max", "max_", multiple=True, metavar="NAME=VALUE",
               help="Fail when result NAME's 95% CI upper bound is above VALUE (e.g. trir=0.1 or trir=10%). "
                    "Repeatable.")
@@ -97,9 +97,10 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
     threshold).
     """
     from audit.pipeline.gate import FAIL, INCONCLUSIVE, evaluate, exit_code, format_table, write_junit
-    from audit.core.bundle import check_bundle
+    from audit.core.bundle import check_bundle, results_file
     from audit.core.results import ResultsFile
 
+    results = str(results_file(results))  # a results file, or the bundle's folder holding results.json
     try:
         outputs = ([Output(Path(junit), "junit", "--junit")] if junit else []) + ci_outputs(fmt, codequality, results)
         if outputs:

@@ -34,7 +34,7 @@ def warn_originals_beside(report: Path, results_path: Path) -> None:
 
 
 @click.command("report")
-@click.argument("results", type=click.Path(dir_okay=False), metavar="RESULTS.json")
+@click.argument("results", type=click.Path(), metavar="RESULTS.json")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="HTML file to write (default: report.html beside the results).")
 @click.option("--shareable", is_flag=True,
@@ -59,10 +59,11 @@ def report_cmd(results: str, out: str | None, shareable: bool, keep_ids: bool, m
     Beside the report goes its CSV of per-document findings: findings.csv beside report.html,
     findings.shareable.csv beside report.shareable.html, NAME.csv beside any other NAME.html.
     """
+    from audit.core.bundle import results_file
     from audit.pipeline.gate import evaluate
     from audit.core.results import ResultsFile
 
-    path = Path(results)
+    path = results_file(results)  # a results file, or the bundle's folder holding results.json
     target = Path(out) if out else path.with_name("report.shareable.html" if shareable else "report.html")
     check_outputs(report_outputs(target), [("RESULTS.json", path)], force=force)
     checks = None

@@ -33,6 +33,12 @@ from audit.core.files import atomic_write_json, sha256_file
 SCHEMA = "anonaudit.bundle/1"
 
 
+def results_file(path: str | os.PathLike[str]) -> Path:
+    """The results file a path names: the path itself, or ``results.json`` in a bundle's folder."""
+    path = Path(path)
+    return path / "results.json" if path.is_dir() else path
+
+
 def manifest_path(results_path: str | os.PathLike[str]) -> Path:
     """``R.manifest.json`` beside the results file ``R.json``."""
     path = Path(results_path)
