@@ -12,7 +12,9 @@ Paths (each asks every question of a data set once, with no answer cache: cold):
 * **one-pass**: :meth:`LLM.answer_logprobs`: both answers from one forward pass, the
   instructions evaluated in one fixed way and reused by every question, so a margin does not
   depend on what was asked before it (the attack's judge now); ``--evidence K``: K sentences of
-  evidence per claim (the attack's ``evidence_sentences``, 3 by default).
+  evidence per claim (the attack's ``evidence_sentences``, 1 by default, 3 before);
+* **short**: one-pass with the compact question: the passage and the fact, without the closing
+  "Does the passage state this fact? Answer Yes or No." (the instructions say it).
 
 Data: the contrastive judge's control (``--control`` identifying claims of the ``--pool``
 shortest TAB test documents, and of the demo's ``--demo-n`` people), each claim against its own
@@ -57,7 +59,13 @@ def margin_before(llm, evidence: str, claim: str) -> float:
     return sum(llm.logprobs(prefix, yes)) - sum(llm.logprobs(prefix, no))
 
 
-PATHS = {"before": margin_before, "one-pass": yesno_margin}
+def margin_short(llm, evidence: str, claim: str) -> float:
+    """The one-pass margin with the compact question (``yesno_messages(..., compact=True)``): the
+    passage and the fact only, the instructions (shared) already saying "Answer Yes or No"."""
+    return yesno_margin(llm, evidence, claim, compact=True)
+
+
+PATHS = {"before": margin_before, "one-pass": yesno_margin, "short": margin_short}
 
 
 def ask(llm, path: str, questions: list[tuple[str, str]]) -> dict:
@@ -78,7 +86,8 @@ def ask(llm, path: str, questions: list[tuple[str, str]]) -> dict:
     seconds = time.perf_counter() - t
     used = {key: llm.usage[key] - used0.get(key, 0) for key in llm.usage}
     n = len(memo)
-    return {"margins": [memo[q] for q in questions], "questions": n, "seconds": round(seconds, 2),
+    return {"margins": [memo[q] for q in questions], "questions": n, "passages": len({ev for ev, _ in memo}),
+            "seconds": round(seconds, 2),
             "s_per_claim": round(seconds / max(1, n), 3), "calls": _calls(llm) - calls0,
             "prompt_tokens_per_claim": round(used.get("prompt_tokens", 0) / max(1, n), 1),
             "evaluated_per_claim": round(used.get("prompt_evaluated", 0) / max(1, n), 1)}
@@ -171,6 +180,7 @@ def main() -> None:
     ap.add_argument("--data", default=str(TAB))
     ap.add_argument("--model", default="1.5b", choices=sorted(SPECS))
     ap.add_argument("--paths", default="before,one-pass")
+    ap.add_argument("--skip", default="", help="evidence/path pairs not to run, comma-separated (3/short)")
     ap.add_argument("--evidence", default="3",
                     help="sentences of evidence per claim, comma-separated")
     ap.add_argument("--sets", default="tab,demo,releases")
@@ -205,16 +215,17 @@ def main() -> None:
     for k in args.evidence.split(","):
         for name in args.sets.split(","):
             questions, info = build_set(name, k, args, corpora, everyone, data, embedder)
-            order = paths[::-1] if flip else paths
+            kept = [p for p in paths if f"{k}/{p}" not in args.skip.split(",")]
+            order = kept[::-1] if flip else kept
             flip = not flip
             runs = {}
             for p in order:
                 runs[p] = ask(llm, p, questions)
                 print(name, k, p, {x: v for x, v in runs[p].items() if x != "margins"}, file=sys.stderr, flush=True)
-            for p in paths:
+            for p in kept:
                 row = {"set": name, "evidence": k, "path": p, **{x: v for x, v in runs[p].items() if x != "margins"}}
                 row.update(score(name, runs[p]["margins"], info, report.setdefault("thresholds", {}), f"{k}/{p}"))
-                base = runs[paths[0]]["margins"]
+                base = runs[kept[0]]["margins"]
                 row["decisions_differ"] = sum((a > 0) != (b > 0) for a, b in zip(base, runs[p]["margins"]))
                 row["max_margin_change"] = round(max((abs(a - b) for a, b in zip(base, runs[p]["margins"])
                                                       if abs(a) != float("inf")), default=0.0), 4)
@@ -272,12 +283,13 @@ def score(name: str, margins: list[float], info: dict, thresholds: dict, variant
 
 
 def markdown(report: dict) -> str:
-    lines = ["| set | evidence | path | questions | s/claim | calls | prompt tokens / claim | evaluated / claim | "
-             "own / other or leakage | decisions differ |", "|---|---:|---|---:|---:|---:|---:|---:|---|---:|"]
+    lines = ["| set | evidence | path | questions | distinct passages | s/claim | calls | prompt tokens / claim | evaluated / claim | "
+             "own / other or leakage | decisions differ |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for r in report["runs"]:
         figs = (f"{r['own']} / {r['other']} (threshold {r['threshold']})" if "own" in r else
                 ", ".join(f"{k[8:]} {v}" for k, v in r.items() if k.startswith("leakage ")))
-        lines.append(f"| {r['set']} | {r['evidence']} | {r['path']} | {r['questions']} | {r['s_per_claim']} | "
+        lines.append(f"| {r['set']} | {r['evidence']} | {r['path']} | {r['questions']} | {r.get('passages', '-')} | "
+                     f"{r['s_per_claim']} | "
                      f"{r['calls']} | {r['prompt_tokens_per_claim']} | {r['evaluated_per_claim']} | {figs} | "
                      f"{r['decisions_differ']} |")
     return "\n".join(lines)

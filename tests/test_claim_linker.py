@@ -408,9 +408,12 @@ def test_the_yesno_judge_scores_fixed_answers_and_passes_its_control(spacy_resou
     assert d["malformed_answers"] == 0
     assert d["warning"] == ("the judge's control found only 8 claims beyond the attacker's (asked for 16), so it "
                             "is weak evidence that the judge is reliable")
-    # two continuations per question, never a generated answer; 8 scored claims + 2 x 8 control claims
-    # (only 8 claims of the 4 originals are not the attacker's: the control takes what there is)
-    assert {c for _, c in llm.scored} == {"Yes", "No"} and len(llm.scored) == 2 * (4 * 2 + 8 * 2)
+    # two continuations per distinct question, never a generated answer; at most 8 scored claims + 2 x 8
+    # control claims (only 8 claims of the 4 originals are not the attacker's: the control takes what there
+    # is), fewer where a claim's one sentence of evidence makes the same question twice (asked once)
+    asked = {p for p, _ in llm.scored}
+    assert {c for _, c in llm.scored} == {"Yes", "No"} and len(llm.scored) == 2 * len(asked)
+    assert len(asked) == len(attack._margins_) and 16 <= len(asked) <= 4 * 2 + 8 * 2
     check = d["judge_check"]
     assert check["judge"] == "yesno" and check["self"] == 1.0 and check["unrelated"] == 0.0 and check["passed"]
     # masked names: the claims naming a person are not stated, the others are

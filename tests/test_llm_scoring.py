@@ -160,3 +160,10 @@ def test_the_judge_declares_its_instructions_shared_and_asks_once():
     assert prefix[both[1]:].startswith("Fact: The court sat in Lyon.\n\n")
     assert yesno_cuts("no question here", "x", "y") == ()
     assert yesno_margin(llm, "  ", "anything") == float("-inf") and len(llm.asked) == 1
+    # the compact question: the passage and the fact only, the same instructions declared shared
+    short, _, _ = yesno_prompt(llm, "The court sat in Lyon.", "It sat in Lyon.", compact=True)
+    assert "Does the passage state" not in short and "Does the passage state" in prefix
+    assert short.index("Fact: It sat in Lyon.") > short.index("Passage: ") and short.endswith("<assistant>")
+    assert yesno_cuts(short, "The court sat in Lyon.", "It sat in Lyon.") == cuts
+    yesno_margin(llm, "The court sat in Lyon.", "It sat in Lyon.", compact=True)
+    assert llm.asked[-1] == (short, ("Yes", "No"), cuts)

@@ -55,7 +55,7 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
                  aux_claims: int = 3, aux_select: AuxSelect = "random", paraphrase: bool = True, score: bool = True,
                  score_sample: int | None = None, score_target: float | None = DEFAULT_HALF_WIDTH,
                  claim_sample: int | None = None, repeats: int = 3, llm: Any = None,
-                 embedder: Any = None, tolerance: float = 0.02, top_k: int = 10, evidence_sentences: int = 3,
+                 embedder: Any = None, tolerance: float = 0.02, top_k: int = 10, evidence_sentences: int = 1,
                  judge: Literal["contrast", "yesno", "yesno-calibrated", "rating"] = "contrast",
                  judge_llm: Any = None, judge_check: int = 16, identifying: bool = True,
                  approx_threshold: int = 200_000, seed: int = 0, progress: bool = False):
@@ -79,7 +79,8 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
         embedder: sentence embedder of the dense linker (default: MiniLM).
         tolerance: matches within this score of a claim's best match also vote.
         top_k: claims each known claim retrieves.
-        evidence_sentences: sentences of the linked record shown to the judge with each claim.
+        evidence_sentences: sentences of the linked record shown to the judge with each claim (1: the
+            judge's control passes as it did with 3, at ~40% fewer tokens per claim; benchmarks/README.md).
         judge: contrast = stated when log P(Yes) - log P(No) exceeds what the control's claims get on the
             records of other people most like them; yesno = P(Yes) > P(No); yesno-calibrated = against
             a content-free passage; rating = a generated word of {same, similar, no}.

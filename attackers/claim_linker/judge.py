@@ -1,6 +1,6 @@
 """The judge: how much of an original's claims a linked record still states.
 
-Each claim is judged against the few sentences of the linked record most related to it
+Each claim is judged against the sentence(s) of the linked record most related to it
 (:func:`rank_evidence`, :func:`evidence_text`). The yes/no judges generate no
 text: they ask "Does the passage state this fact?" and compare the log-probabilities of the
 fixed answers Yes and No (:func:`yesno_prompt`, :func:`yesno_margin`, :func:`margin_rating`:
@@ -70,19 +70,24 @@ _YESNO_SYSTEM = (
 )
 
 
-def yesno_messages(evidence: str, claim: str) -> list[dict[str, str]]:
+#: The question that closes the yes/no prompt (left out by the compact form, whose instructions,
+#: shared by every question, already say "Answer Yes or No").
+_YESNO_QUESTION = "\n\nDoes the passage state this fact? Answer Yes or No."
+
+
+def yesno_messages(evidence: str, claim: str, *, compact: bool = False) -> list[dict[str, str]]:
     """The yes/no question: the instructions first (a prefix every claim shares, so a backend
-    that keeps its evaluated prompt evaluates them once), then the passage and the fact."""
-    return [{"role": "system", "content": _YESNO_SYSTEM},
-            {"role": "user", "content": f"Passage: {evidence}\n\nFact: {claim}\n\n"
-                                        "Does the passage state this fact? Answer Yes or No."}]
+    that keeps its evaluated prompt evaluates them once), then the passage and the fact, then
+    the question (not when ``compact``: ~13 tokens fewer to evaluate per claim)."""
+    user = f"Passage: {evidence}\n\nFact: {claim}" + ("" if compact else _YESNO_QUESTION)
+    return [{"role": "system", "content": _YESNO_SYSTEM}, {"role": "user", "content": user}]
 
 
-def yesno_prompt(llm: LLM, evidence: str, claim: str) -> tuple[str, str, str]:
+def yesno_prompt(llm: LLM, evidence: str, claim: str, *, compact: bool = False) -> tuple[str, str, str]:
     """``(prefix, yes, no)``: the prompt as the model reads it and the two fixed answers to
     score after it. Where the backend does not know its chat template (a server) the
     question becomes plain text ending in ``Answer:``, with the answers after a space."""
-    msgs = yesno_messages(evidence, claim)
+    msgs = yesno_messages(evidence, claim, compact=compact)
     text = llm.chat_text(msgs)
     if text is None:
         return "\n\n".join(m["content"] for m in msgs) + "\nAnswer:", " Yes", " No"
@@ -102,22 +107,23 @@ def yesno_cuts(prefix: str, evidence: str, claim: str, *, passage: bool = False)
     sentences, which seldom recur whole, and a declared part costs a token to cut the slot back to
     (benchmarks/README.md, the judge's LLM cost)."""
     head = f"Passage: {evidence}\n\n"
-    start = prefix.find(f"{head}Fact: {claim}\n\n")
+    start = prefix.find(f"{head}Fact: {claim}")
     if start <= 0:
         return ()
     return (start, start + len(head)) if passage else (start,)
 
 
-def yesno_margin(llm: LLM, evidence: str, claim: str) -> float:
+def yesno_margin(llm: LLM, evidence: str, claim: str, *, compact: bool = False) -> float:
     """``log P(Yes) - log P(No)`` for the claim against the evidence (each answer's tokens
     summed): positive when the judge finds the fact stated. Both answers are scored by
     :meth:`LLM.answer_logprobs` (one forward pass on llama.cpp), the instructions declared as
     shared (:func:`yesno_cuts`), so the margin is the same whatever was asked before it (the two
     forced calls before issue 57 reused whatever the slot held); an empty evidence is never
-    support."""
+    support. ``compact``: the question without its closing sentence (:func:`yesno_messages`;
+    measured in benchmarks/judge_speed.py, not the attack's)."""
     if not evidence.strip():
         return float("-inf")
-    prefix, yes, no = yesno_prompt(llm, evidence, claim)
+    prefix, yes, no = yesno_prompt(llm, evidence, claim, compact=compact)
     lp_yes, lp_no = llm.answer_logprobs(prefix, [yes, no], shared=yesno_cuts(prefix, evidence, claim))
     return lp_yes - lp_no
 
