@@ -59,7 +59,7 @@ SIZES: list[tuple[str, list[str], list[str], str]] = [
     ("anonaudit attack claim-linker", ["--score-sample", "10"], ["--score-sample", "1"], "1 record judged"),
     ("anonaudit harden", ["--max-rounds", "3"], ["--max-rounds", "1"], "one repair round"),
     # INTACT asks the LLM for candidates, truth checks and guesses per entity of every document:
-    # 12-25 minutes on the 3 documents on 2 cores, most of the slow test's time
+    # 12.5 minutes on the 3 documents on 2 cores at load 2, most of the slow test's time
     ("anonaudit sanitize intact", ["--input", "demo/originals.jsonl"], ["--input", "demo/first.jsonl"],
      "1 document of the 3 (the first line of demo/originals.jsonl, written when the command runs)"),
     # the LLM sanitizers rewrite document by document: 1 of the 3 shows each works (2.5 and 1.5 min on 3)
