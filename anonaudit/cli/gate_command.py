@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from anonaudit.cli.output_options import Output, check_outputs, force_option
+from anonaudit.cli.output_options import Output, check_outputs, force_option, keep_ids_option
 from audit.core.errors import AnonauditError
 
 
@@ -80,10 +80,9 @@ def write_ci(fmt: str, outputs: list[Output], checks, rf, results: str, keep_ids
                    "or document ids (see --keep-ids).")
 @click.option("--codequality", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help=f"Write GitLab's Code Quality report (JSON) here (with --format gitlab: default {CODEQUALITY}).")
-@click.option("--keep-ids", is_flag=True,
-              help="Name documents by their ids, and releases named after their files by those names, in the "
-                   "annotations, job summary and Code Quality report (default: pseudonyms D01... and R1..., as "
-                   "in the shareable report: an id or a file name can name a person or a case).")
+@keep_ids_option(help="Name documents by their ids, and releases named after their files by those names, in the "
+                      "annotations, job summary and Code Quality report (default: pseudonyms D01... and R1..., as "
+                      "in the shareable report: an id or a file name can name a person or a case).")
 @force_option
 def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], releases: tuple[str, ...],
              on_point: bool, on_upper_ci: bool, junit: str | None, fmt: str, codequality: str | None,

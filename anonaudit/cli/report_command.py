@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from anonaudit.cli.gate_command import thresholds
-from anonaudit.cli.output_options import check_outputs, force_option, report_outputs
+from anonaudit.cli.output_options import check_outputs, force_option, keep_ids_option, report_outputs
 
 
 def render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_documents: int = 50,
@@ -40,9 +40,7 @@ def warn_originals_beside(report: Path, results_path: Path) -> None:
 @click.option("--shareable", is_flag=True,
               help="Leave out every original text, original span, guess, predicted identity and file path; "
                    "documents by pseudonym.")
-@click.option("--keep-ids", is_flag=True,
-              help="In the shareable edition, keep the documents' ids (by default each is a stable pseudonym, "
-                   "D01, D02...: an id can be a person's name or a case number).")
+@keep_ids_option()
 @click.option("--max", "max_", multiple=True, metavar="NAME=VALUE", help="Gate threshold to show (see `gate`).")
 @click.option("--min", "min_", multiple=True, metavar="NAME=VALUE", help="Gate threshold to show (see `gate`).")
 @click.option("--on-point", is_flag=True, help="Judge thresholds on point estimates (default: the cautious CI bound).")

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from anonaudit.cli.common import budget_option, no_cache_run
-from anonaudit.cli.output_options import Output, check_outputs, force_option, report_outputs, results_outputs
+from anonaudit.cli.output_options import (Output, check_outputs, force_option, keep_ids_option, report_outputs,
+                                          results_outputs)
 from anonaudit.cli.tracking_options import tracking_options
 from audit.core.errors import AnonauditError
 from audit.core.summary import summary_path
@@ -27,9 +28,7 @@ from audit.pipeline.outputs import spec_inputs
 @click.option("--shareable", is_flag=True,
               help="Also write the shareable edition (no original text, no file path, documents by "
                    "pseudonym) to OUT/shareable/, a folder safe to send.")
-@click.option("--keep-ids", is_flag=True,
-              help="In the shareable edition, keep the documents' ids (by default each is a stable pseudonym, "
-                   "D01, D02...: an id can be a person's name or a case number).")
+@keep_ids_option()
 @click.option("--executor", "executor", type=click.Choice(["local", "ray"]), default=None,
               help="Where per-document work runs (overrides the spec's `executor`; default local). "
                    "ray needs pip install 'anonaudit[ray]'.")
