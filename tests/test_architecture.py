@@ -196,6 +196,22 @@ def test_an_old_path_still_imports_and_warns(shim, monkeypatch):
         assert old.main is importlib.import_module("anonaudit.cli").main
 
 
+def test_a_users_script_sees_the_old_paths_warning_and_the_suite_fails_on_an_unexpected_one():
+    """Python shows a DeprecationWarning that points at a script's own line; this suite ignores
+    other packages' deprecations but fails on anonaudit's own unless a test expects it
+    (pyproject.toml's filterwarnings)."""
+    import subprocess
+    import sys
+    import warnings
+
+    run = subprocess.run([sys.executable, "-c", "import audit.demo"], capture_output=True, text=True, cwd=ROOT,
+                         env={k: v for k, v in __import__("os").environ.items() if k != "PYTHONWARNINGS"})
+    assert run.returncode == 0 and "DeprecationWarning: audit.demo is deprecated" in run.stderr
+    with pytest.raises(DeprecationWarning):
+        warnings.warn("audit.cli is deprecated: the command line is anonaudit.cli", DeprecationWarning)
+    warnings.warn("some_library.thing is deprecated", DeprecationWarning)  # not ours: ignored
+
+
 # --------------------------------------------------------------------------- seams by concept (issue 59)
 
 
