@@ -15,12 +15,13 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from audit.core import config
 from audit.runtime.executor import sends_to_workers
-from audit.runtime.integrity import row_checksum
+from audit.models.checked_rows import read_rows, write_rows
 from audit.models.answer_cache import set_aside, transaction
 from audit.models.specs import embedder_path
 
@@ -171,30 +172,15 @@ class Embedder:
         """Keep ``fresh`` vectors (text key -> vector) in the cache, each row with its checksum."""
         if self.cache_path is None or not fresh:
             return
-        rows = [(self.identity, k, v.tobytes()) for k, v in fresh.items()]
         with self._db() as db:
-            db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)", [(*row, row_checksum(*row)) for row in rows])
+            write_rows(db, "vectors", self.identity, {k: v.tobytes() for k, v in fresh.items()})
 
     def _lookup(self, keys: set[str]) -> dict[str, np.ndarray]:
         """The cached vectors of ``keys`` whose row checksum holds; a row that fails it (changed,
         truncated, or written without one) is deleted and its text embedded again."""
-        found: dict[str, np.ndarray] = {}
-        bad: list[str] = []
-        klist = list(keys)
         try:
             with self._db() as db:
-                for i in range(0, len(klist), 500):
-                    chunk = klist[i:i + 500]
-                    rows = db.execute(f"SELECT key, vec, sum FROM vectors WHERE model = ? AND key IN "
-                                      f"({','.join('?' * len(chunk))})", [self.identity, *chunk]).fetchall()
-                    for k, v, checksum in rows:
-                        if (isinstance(v, bytes) and len(v) % 4 == 0 and len(v)
-                                and checksum == row_checksum(self.identity, k, v)):
-                            found[k] = np.frombuffer(v, dtype=np.float32)
-                        else:
-                            bad.append(k)
-                if bad:
-                    db.executemany("DELETE FROM vectors WHERE model = ? AND key = ?", [(self.identity, k) for k in bad])
+                found, bad = read_rows(db, "vectors", "vec", self.identity, keys, _vector)
         except sqlite3.DatabaseError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise
@@ -254,3 +240,10 @@ class EmbedWorker:
     def __call__(self, texts: list[str]) -> list[np.ndarray]:
         self.setup()
         return list(_encode(self._model, list(texts), self.batch_size))
+
+
+def _vector(value: Any) -> np.ndarray:
+    """A cached vector's row read back (float32 bytes); ValueError when it is not one."""
+    if not isinstance(value, bytes) or not value or len(value) % 4:
+        raise ValueError("not a vector")
+    return np.frombuffer(value, dtype=np.float32)

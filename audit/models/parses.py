@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from audit.core import config
-from audit.runtime.integrity import row_checksum
+from audit.models.checked_rows import read_rows, write_rows
 
 #: Parses stored per write: an interrupted preparation keeps what it finished.
 STORE_EVERY = 64
@@ -120,32 +120,16 @@ class ParseCache:
 
     def _lookup(self, keys: list[str]) -> dict[str, Parse]:
         """The cached parses of ``keys`` whose checksum holds; the others are deleted (parsed again)."""
-        found: dict[str, Parse] = {}
-        bad: list[str] = []
         with self._db() as db:
-            for i in range(0, len(keys), 500):
-                chunk = keys[i:i + 500]
-                rows = db.execute(f"SELECT key, parse, sum FROM parses WHERE model = ? AND key IN "
-                                  f"({','.join('?' * len(chunk))})", [self.identity, *chunk]).fetchall()
-                for k, data, checksum in rows:
-                    try:
-                        if checksum != row_checksum(self.identity, k, data):
-                            raise ValueError("checksum")
-                        found[k] = Parse.from_json(data)
-                    except (ValueError, TypeError):
-                        bad.append(k)
-            if bad:
-                db.executemany("DELETE FROM parses WHERE model = ? AND key = ?", [(self.identity, k) for k in bad])
+            found, bad = read_rows(db, "parses", "parse", self.identity, keys, Parse.from_json)
         if bad:
             print(f"    {self.who}: {len(bad)} cached spaCy parse(s) in {self.cache_path} failed their checksum: parsing "
                   "them again", file=sys.stderr, flush=True)
         return found
 
     def _store(self, parses: dict[str, Parse]) -> None:
-        rows = [(self.identity, k, p.to_json()) for k, p in parses.items()]
         with self._db() as db:
-            db.executemany("INSERT OR REPLACE INTO parses VALUES (?, ?, ?, ?)",
-                           [(*row, row_checksum(*row)) for row in rows])
+            write_rows(db, "parses", self.identity, {k: p.to_json() for k, p in parses.items()})
 
     def parse(self, texts: Sequence[str], progress: str | None = None) -> list[Parse]:
         """The parse of each of ``texts`` (order kept): from the cache, else spaCy (each distinct
