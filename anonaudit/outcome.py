@@ -330,9 +330,11 @@ def load_results(path: str | os.PathLike) -> Results:
     manifest (:mod:`audit.core.bundle`): a part missing or changed is an :class:`AnonauditError`
     naming it. A results file written before manifests existed is read with its copies checked
     against its provenance."""
-    from audit.core.bundle import check_bundle, results_file
+    from audit.core.bundle import check_bundle, reading, results_file
 
     path = results_file(path)
-    rf = ResultsFile.load(path)  # first: what is wrong inside it, named by result and release
-    check_bundle(path)
-    return Results(rf, copies=read_copies(path, rf), path=path)
+    with reading(path):  # one write's parts: a writer holds the lock from results.json to the manifest
+        rf = ResultsFile.load(path)  # first: what is wrong inside it, named by result and release
+        check_bundle(path)
+        copies = read_copies(path, rf)
+    return Results(rf, copies=copies, path=path)

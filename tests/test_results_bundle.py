@@ -110,3 +110,21 @@ def test_a_file_of_the_user_where_the_manifest_goes_is_never_written_over(saved,
     with pytest.raises(anonaudit.AnonauditError, match="not one anonaudit wrote"):
         saved[1].save(tmp_path / "results.json")
     assert theirs.read_text(encoding="utf-8") == '{"name": "my web app"}'
+
+
+def test_a_reader_waits_for_a_writer_between_the_results_file_and_its_manifest(bundle):
+    """A writer holds the results file's lock from results.json to its manifest
+    (ResultsFile.update); load_results and the gate read both under the same lock, so a reader
+    never meets one write's results with another's manifest."""
+    import threading
+
+    from audit.core.files import locked
+
+    done: list[object] = []
+    with locked(bundle / "results.json"):  # a writer between results.json and the manifest
+        reader = threading.Thread(target=lambda: done.append(anonaudit.load_results(bundle)))
+        reader.start()
+        reader.join(0.5)
+        assert reader.is_alive() and not done  # it waits ...
+    reader.join(30)
+    assert len(done) == 1 and done[0].texts()  # ... and reads the whole bundle once the writer is done

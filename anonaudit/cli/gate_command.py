@@ -96,7 +96,7 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
     threshold).
     """
     from audit.pipeline.gate import FAIL, INCONCLUSIVE, evaluate, exit_code, format_table, write_junit
-    from audit.core.bundle import check_bundle, results_file
+    from audit.core.bundle import check_bundle, reading, results_file
     from audit.core.results import ResultsFile
 
     results = str(results_file(results))  # a results file, or the bundle's folder holding results.json
@@ -104,8 +104,9 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
         outputs = ([Output(Path(junit), "junit", "--junit")] if junit else []) + ci_outputs(fmt, codequality, results)
         if outputs:
             check_outputs(outputs, [("RESULTS.json", results)], force=force)
-        rf = ResultsFile.load(results)
-        check_bundle(results)  # a part of the bundle missing or changed: named, exit 2
+        with reading(results):  # one write's results and manifest (a writer holds the lock between them)
+            rf = ResultsFile.load(results)
+            check_bundle(results)  # a part of the bundle missing or changed: named, exit 2
         checks = evaluate(rf, thresholds(max_, min_), releases=releases, on_point=on_point)
     except AnonauditError as exc:
         click.secho(f"error: {exc}", fg="red", err=True)

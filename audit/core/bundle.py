@@ -13,22 +13,25 @@ A results file ``R.json`` is written with its parts (paths relative to its folde
 The folder holding them is self-contained: moved or copied anywhere, :func:`anonaudit.load_results`,
 ``anonaudit report`` and ``anonaudit gate`` work on it with nothing else present. A part that is
 missing or altered (its sha256 is not the manifest's) is an :class:`AnonauditError` naming it,
-never left out without a word. A results file written before the manifest existed has none: its
+never left out without a word. Its readers hold the results file's lock while they read the
+parts (:func:`reading`), as its writer does while it writes them. A results file written before
+the manifest existed has none: its
 release copies are still checked against the sha256 its provenance records, and a missing one is
 an error that says what to do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from audit.core.errors import AnonauditError
-from audit.core.files import atomic_write_json, sha256_file
+from audit.core.files import atomic_write_json, locked, sha256_file
 
 SCHEMA = "anonaudit.bundle/1"
 
@@ -37,6 +40,20 @@ def results_file(path: str | os.PathLike[str]) -> Path:
     """The results file a path names: the path itself, or ``results.json`` in a bundle's folder."""
     path = Path(path)
     return path / "results.json" if path.is_dir() else path
+
+
+@contextlib.contextmanager
+def reading(results_path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the results file's lock (:func:`audit.core.files.locked`, which a writer holds from
+    the results file to its manifest: :meth:`audit.core.results.ResultsFile.update`) while the
+    ``with`` block reads the bundle's parts, so that a reader never sees the results of one write
+    with the manifest of another. A results file that is not a plain file (read from a pipe), or
+    whose folder cannot hold the lock file (read-only: no writer there), is read without it."""
+    with contextlib.ExitStack() as stack:
+        if Path(results_path).is_file():
+            with contextlib.suppress(AnonauditError):
+                stack.enter_context(locked(results_path))
+        yield
 
 
 def manifest_path(results_path: str | os.PathLike[str]) -> Path:
