@@ -92,7 +92,9 @@ def test_no_rotation_is_every_window_every_epoch():
     assert epochs[0] != epochs[1]  # a new order each epoch
 
 
-def test_the_default_rotation_is_one_epoch_per_version_of_the_text_and_is_in_the_cache_key():
+def test_the_default_rotation_is_none_and_the_rotation_is_in_the_cache_key():
+    """Every window every epoch by default (the paper's attacker): the rotated attacker stopped
+    early at a dev plateau (issue 55), so it is an option, never the default."""
     from attackers.trir import resolve_base
     from audit.core.data import Corpus, Document
 
@@ -100,11 +102,9 @@ def test_the_default_rotation_is_one_epoch_per_version_of_the_text_and_is_in_the
         attack._mask_styles = tuple(styles)
         return attack.settings()["window_rotation"]
 
-    # the background and its masked copies: paper up to 3 copies, fast 1
-    assert rotation(TRIRAttack(), ("label", "suppress", "token:SENSITIVE")) == 4
-    assert rotation(TRIRAttack(), ("label", "suppress")) == 3
-    assert rotation(TRIRAttack(budget="fast"), ("label",)) == 2
-    assert rotation(TRIRAttack(augment_ner=False)) == 1  # no copies: every window every epoch
+    assert rotation(TRIRAttack(), ("label", "suppress", "token:SENSITIVE")) == 1
+    assert rotation(TRIRAttack(budget="fast"), ("label",)) == 1
+    assert rotation(TRIRAttack(augment_ner=False)) == 1
     assert rotation(TRIRAttack(window_rotation=5), ("label",)) == 5
     bg = Corpus([Document("a", "Ann lives in Oslo.", subject="ann")], name="bg")
     base = resolve_base(None)
@@ -113,8 +113,8 @@ def test_the_default_rotation_is_one_epoch_per_version_of_the_text_and_is_in_the
         attack._mask_styles = styles
         return attack.cache_key(bg, base, None)
 
-    assert key(TRIRAttack()) == key(TRIRAttack(window_rotation=2))
-    assert key(TRIRAttack()) != key(TRIRAttack(window_rotation=1))
+    assert key(TRIRAttack()) == key(TRIRAttack(window_rotation=1))
+    assert key(TRIRAttack()) != key(TRIRAttack(window_rotation=2))
 
 
 def test_the_attacker_line_says_rotating_only_when_an_epoch_takes_a_share():

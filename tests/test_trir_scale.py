@@ -165,7 +165,7 @@ def test_the_masked_copies_rotate_within_an_epoch_instead_of_multiplying_it(tiny
     the windows (about what the background alone has), and each two epochs (a pass) on all of them."""
     scenario = _scenario()
     attack = TRIRAttack(cache_dir=str(tmp_path), **_params(tiny_base, augment_ner=True, mask_style="label",
-                                                           epochs=2, batch_size=2)).fit(scenario)
+                                                           epochs=2, batch_size=2, window_rotation=2)).fit(scenario)
     info = attack.trained_.info
     assert info["settings"]["window_rotation"] == 2 and info["mask_styles"] == ["label"]
     seen = [h["windows"] for h in info["history"]]

@@ -106,12 +106,13 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         layers, CPU only; it moved the dev-chosen epoch in the ablation, so it is never the default).
     window_rotation: spread each person's training windows (their background's and its masked
         copies') over this many epochs: each epoch trains on a different 1/N of them, and every
-        window once in every N epochs (default: the number of versions of the text, the
-        background and its masked copies, so an epoch costs what the background alone would
-        and the copies are drawn within it; 1: every window every epoch). A share holds at
-        least a batch: a person with few windows rotates over fewer epochs, or not at all.
-        The rotation changes how often the dev release is read, not how long the attacker
-        trains: epochs and patience count passes (N rotated epochs each).
+        window once in every N epochs (default 1: every window every epoch, the paper's
+        attacker). A share holds at least a batch: a person with few windows rotates over fewer
+        epochs, or not at all. The rotation changes how often the dev release is read, not how
+        long the attacker trains: epochs and patience count passes (N rotated epochs each). Not
+        the default: with a dev release, the rotated attacker stopped at a dev plateau the
+        unrotated one climbs past, and named 6-17 points fewer people (benchmarks/README.md,
+        "TRIR early stopping in passes").
     max_windows_per_class: train on at most this many windows per person per epoch (the
         rotation then takes more epochs to go round them all), to bound training time on
         long backgrounds.
@@ -245,8 +246,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
                 out[k] = getattr(self, k)
         if out["patience"] is not None and out["patience"] <= 0:
             out["patience"] = None
-        versions = 1 + len(self._mask_styles) if out["augment_ner"] else 1  # the text and its masked copies
-        out["window_rotation"] = self.window_rotation or versions
+        out["window_rotation"] = self.window_rotation or 1
         out.update(dedup=bool(self.dedup), bucket=bool(self.bucket),
                    train_precision=resolve_precision(self.train_precision, self._device(), TRAIN_PRECISIONS,
                                                      "train_precision"))
