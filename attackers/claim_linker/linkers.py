@@ -7,7 +7,6 @@ sanitized claims by embedding and votes for their documents, :func:`majority_vot
 
 from __future__ import annotations
 
-import os
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 import numpy as np
 
+from audit.core import config
 from audit.runtime.executor import sends_to_workers
 from audit.core.text import RougeTokenizer, bitmasks, rouge_l, word_tokens
 
@@ -168,7 +168,7 @@ class DenseLinker(Linker):
             rows = self.executor.map(FaissSearch(self._index, k), list(qvec), group=SEARCH_GROUP,
                                      label="claim linker: faiss search")
             return np.stack([s for s, _ in rows]), np.stack([i for _, i in rows])
-        return search_groups(self._index, qvec, k, threads=os.cpu_count() or 1)
+        return search_groups(self._index, qvec, k, threads=config.threads())
 
 
 #: Query vectors searched in one faiss call, here and on a cluster's workers: the groups are the

@@ -23,9 +23,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from audit.core.errors import AnonauditError
+
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 NO_CACHE_ENV = "ANONAUDIT_NO_CACHE"
+THREADS_ENV = "ANONAUDIT_THREADS"
 
 #: What ``anonaudit cache`` reports and clears: kind -> (folder under :func:`home`, what it holds).
 KINDS: dict[str, tuple[str, str]] = {
@@ -146,6 +149,19 @@ def private_file(path: str | os.PathLike[str]) -> Path:
             make_private(p)
     record(path)
     return path
+
+
+def threads() -> int:
+    """CPU threads a stage computes with when it is not told (the llama.cpp runtime, faiss):
+    ``ANONAUDIT_THREADS``, or every core. torch follows ``OMP_NUM_THREADS`` as usual. Two jobs
+    sharing a machine each set it to their share: threads that outnumber the cores wait on
+    each other (llama.cpp's spin on a barrier), which costs far more than the cores lent."""
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw:
+        return max(1, os.cpu_count() or 1)
+    if not raw.isdigit() or int(raw) < 1:
+        raise AnonauditError(f"{THREADS_ENV}={raw!r}: give a whole number of threads, 1 or more")
+    return int(raw)
 
 
 def cache_enabled() -> bool:

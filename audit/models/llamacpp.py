@@ -4,11 +4,11 @@ shared prompt prefixes reused, and log-probabilities of fixed answers."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
+from audit.core import config
 from audit.models.llm import LLM, ChatRequest, LLMError, check_cuts
 from audit.models.backends import key_of, map_concurrently, template_text, gguf_tokenizer, tokenizers_root
 
@@ -63,7 +63,7 @@ class LlamaCppLLM(LLM):
         self.reuse_prefix = bool(reuse_prefix)
         # one slot: no request is ever decoded beside another (see the class doc)
         self.n_parallel = 1 if self.deterministic else max(1, int(n_parallel))
-        threads = n_threads or max(1, os.cpu_count() or 1)
+        threads = n_threads or config.threads()
         params = xlc.CommonParams()
         params.model.path = self.model_path
         params.n_parallel = self.n_parallel
