@@ -106,7 +106,8 @@ def _execute(data: Mapping[str, Any] | Any, *, out: Any, registry: Any, progress
     the command line's guard, :func:`audit.pipeline.outputs.check_outputs`)."""
     import dataclasses
 
-    from audit.pipeline.outputs import check_outputs, replaces, results_outputs, spec_inputs
+    from audit.pipeline.bundle_writer import BundleWriter
+    from audit.pipeline.outputs import spec_inputs
     from audit.pipeline.runner import Audit, AuditSpec, parse_spec
 
     reg = _registry(registry)
@@ -116,15 +117,12 @@ def _execute(data: Mapping[str, Any] | Any, *, out: Any, registry: Any, progress
     else:
         spec = parse_spec(data, base=base or Path.cwd(), source=source, registry=reg, in_memory=True)
     spec = dataclasses.replace(spec, out=None if results_path is None else results_path.parent)
-    replace = False
-    if results_path is not None:
-        check_outputs(results_outputs(results_path, "out"), spec_inputs(spec, spec_file), force=force,
-                      force_named="force=True")
-        replace = force and replaces(results_path, "results")
+    # the one writer of out=, made before any work: it holds the output guard
+    writer = None if results_path is None else BundleWriter(results_path, inputs=spec_inputs(spec, spec_file),
+                                                            force=force, force_named="force=True")
     with caches_off(_no_cache(spec.components)):
         outcome = Audit(spec, registry=reg, on_error=on_error, progress=progress,
-                        echo=_echo if progress else None, command=command, results_path=results_path,
-                        resume=resume, replace=replace).run()
+                        echo=_echo if progress else None, command=command, writer=writer, resume=resume).run()
     rf = outcome.results
     # this run's copies as it made them; an earlier run's in the same results file, from beside it
     copies = {**(read_copies(outcome.path, rf, strict=False, skip=outcome.copies) if outcome.path else {}),

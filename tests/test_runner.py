@@ -190,6 +190,32 @@ def test_run_writes_results_provenance_and_releases(demo_dir):
     assert len(outcome.computed) == 4 and not outcome.reused
 
 
+def test_the_runner_computes_in_memory_and_its_writer_alone_writes(demo_dir):
+    """Issue 59: the runner writes no file of its output; it hands its results and release
+    texts to its writer (the one writing step, which holds the output guard) once the releases
+    are made, after every pair and at the end."""
+    from audit.pipeline.bundle_writer import BundleWriter
+
+    saves = []
+
+    class Recording(BundleWriter):
+        def save(self, merge, copies):
+            saves.append((merge(None), dict(copies)))
+            return saves[-1][0]
+
+    reg = toy_registry()
+    out = demo_dir / "out"
+    outcome = Audit(load_spec(make_spec(demo_dir), registry=reg), registry=reg, progress=False, echo=None,
+                    writer=Recording(out / "results.json")).run()
+    assert [p for p in out.rglob("*") if p.is_file()] == []  # nothing written but by the writer
+    # once the releases are made, then after each pair and each component, and at the end
+    assert [len(rf.results) for rf, _ in saves] == [0, 1, 2, 2, 3, 4, 4, 4]
+    assert len(outcome.copies) == 2 and all(k.startswith("releases/") for k in outcome.copies)
+    assert all(copies == outcome.copies for _, copies in saves)  # the release texts, in memory
+    with pytest.raises(AnonauditError, match="is also the command.s input"):  # the guard, before any work
+        BundleWriter(demo_dir / "data" / "originals.jsonl", inputs=[("originals", demo_dir / "data" / "originals.jsonl")])
+
+
 def test_interrupted_run_resumes_with_zero_recomputation(demo_dir):
     reg = toy_registry()
     log, flag = demo_dir / "calls.log", demo_dir / "interrupt"

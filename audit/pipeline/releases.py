@@ -29,7 +29,7 @@ from typing import Any
 
 from audit.core.data import Corpus, Document, Release, Span
 from audit.core.errors import AnonauditError, DataError, Problem
-from audit.core.files import atomic_write, sha256_file
+from audit.core.files import sha256_file
 from audit.core.safejson import check_tree
 from audit.core.registry import Registry, normalise
 from audit.pipeline.provenance import canonical, component_info, digest, release_conflicts
@@ -38,15 +38,15 @@ from audit.pipeline.spec import IN_MEMORY, NOT_IN_KEY, AuditSpec, component_para
 
 def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[str, Any], *,
                    registry: Registry, resources: Any, progress: bool,
-                   echo: Callable[[str], None], folder: Path | None = None,
+                   echo: Callable[[str], None], copies_name: str = "releases", reuse_from: Path | None = None,
                    results: Path | None = None) -> tuple[list[Release], dict[str, Any], dict[str, bytes]]:
     """Every release of ``spec``, its provenance entry and its copy (JSONL bytes, by the path
-    relative to the results file that the provenance records); ``previous`` is the ``releases``
-    provenance of an earlier run into the same folder (sanitizer outputs are reused from it).
-    ``folder``: where the copies are written (``None``: nowhere, they stay in memory, recorded
-    as ``releases/NAME-HASH.jsonl``, where :meth:`anonaudit.Results.save` will put them);
-    ``results``: the results file they belong to (named in errors). A name ``previous`` gives to
-    another file is an error."""
+    relative to the results file that the provenance records: ``COPIES_NAME/NAME-HASH.jsonl``,
+    where the run's writer puts them, :mod:`audit.pipeline.bundle_writer`). Nothing is written
+    here. ``previous`` is the ``releases`` provenance of an earlier run into the same results file,
+    whose copies are in ``reuse_from`` (a sanitizer's output is reused from there when its key is
+    unchanged); ``results``: the results file they belong to (named in errors). A name
+    ``previous`` gives to another file is an error."""
     from audit.io.loaders import load_release_file
 
     prov: dict[str, Any] = {}
@@ -72,7 +72,7 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
         params = component_params(spec, cls.param_names(), rs.params, progress=progress, sampling=False)
         keyed = {k: v for k, v in params.items() if k not in NOT_IN_KEY}
         key = digest({"sanitizer": normalise(rs.sanitizer), "params": keyed, "originals": originals.fingerprint()})
-        cached = None if folder is None else folder / release_file_name(rs.name)
+        cached = None if reuse_from is None else reuse_from / release_file_name(rs.name)
         old = previous.get(rs.name, {})
         if cached and old.get("key") == key and cached.exists() and old.get("sha256") == sha256_file(cached):
             rel = read_release_jsonl(cached, rs.name, sanitizer=normalise(rs.sanitizer))
@@ -90,12 +90,12 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
     conflicts = release_conflicts(previous, {r.name: {**prov[r.name], "fingerprint": r.corpus.fingerprint()}
                                              for r in releases})
     if conflicts:
-        where = results or (folder.parent if folder else spec.source)
+        where = results or spec.source
         raise AnonauditError("\n".join(f"{where}: {c}" for c in conflicts))
     # Every release is kept beside the results, so the report can show sanitized texts.
     copies = {}
     for rel in releases:
-        path, data = _copy_beside(rel, prov[rel.name], originals, folder, echo)
+        path, data = _copy_beside(rel, prov[rel.name], originals, copies_name, reuse_from, echo)
         copies[path] = data
     return releases, prov, copies
 
@@ -146,11 +146,12 @@ def _sanitized(spec: AuditSpec, rs: Any, originals: Corpus, params: dict[str, An
     return rel, info
 
 
-def _copy_beside(rel: Release, prov: dict[str, Any], originals: Corpus | None, folder: Path | None,
-                 echo: Callable[[str], None]) -> tuple[str, bytes]:
-    """The copy of ``rel`` kept beside the results (its JSONL bytes, written into ``folder``
-    unless ``folder`` is None or that file is the release's own input); say its doubts and record
-    in ``prov`` where the copy is (relative to the results file), its size and hashes."""
+def _copy_beside(rel: Release, prov: dict[str, Any], originals: Corpus | None, copies_name: str,
+                 folder: Path | None, echo: Callable[[str], None]) -> tuple[str, bytes]:
+    """The copy of ``rel`` to keep beside the results (its JSONL bytes, or the bytes of its own
+    input file when that file is where the copy goes, in ``folder``: it is never written over);
+    say its doubts and record in ``prov`` where the copy is (relative to the results file), its
+    size and hashes."""
     from audit.io.loaders import jsonl_bytes
 
     doubts = [f"release {rel.name!r}: {w}" for w in prov.get("self_check", [])]
@@ -163,14 +164,11 @@ def _copy_beside(rel: Release, prov: dict[str, Any], originals: Corpus | None, f
             echo(f"  warning: {doubt}")
         doubts += against
     data = jsonl_bytes(rel.corpus)
-    relative = f"releases/{release_file_name(rel.name)}"
-    if folder is not None:
-        path = folder / release_file_name(rel.name)
-        relative = os.path.relpath(path, folder.parent)
-        if not (rel.source and path.exists() and os.path.exists(rel.source) and os.path.samefile(rel.source, path)):
-            atomic_write(path, data)  # (never over the input file itself, e.g. --out beside it)
-        else:
-            data = path.read_bytes()
+    relative = f"{copies_name}/{release_file_name(rel.name)}"
+    path = None if folder is None else folder / release_file_name(rel.name)
+    if path is not None and rel.source and path.exists() and os.path.exists(rel.source) \
+            and os.path.samefile(rel.source, path):
+        data = path.read_bytes()  # the input itself (e.g. --out beside it): kept as it is
     prov.update({"path": relative, "documents": len(rel), "aligned": rel.aligned,
                  "fingerprint": rel.corpus.fingerprint(), "sha256": hashlib.sha256(data).hexdigest()})
     if doubts:

@@ -6,9 +6,11 @@ with its parameters completed from the spec, hands it the run's shared models (o
 :class:`~audit.models.resources.Resources` per run, closed at the end) and runs it on every
 release. Provenance comes from :func:`audit.pipeline.provenance.build_provenance`.
 
-Resuming: ``OUT/results.json`` is rewritten atomically after every (component, release)
-pair (under its lock, merged into what other commands wrote meanwhile:
-:meth:`~audit.core.results.ResultsFile.update`), with a key per pair (component, parameters,
+The runner computes in memory and writes nothing itself: with an output, its writer
+(:class:`~audit.pipeline.bundle_writer.BundleWriter`, which holds the output guard) writes the
+bundle at each checkpoint, in one step. Resuming: ``OUT/results.json`` is rewritten atomically
+once the releases are made and after every (component, release) pair (under its lock, merged
+into what other commands wrote meanwhile: :meth:`~audit.core.results.ResultsFile.update`), with a key per pair (component, parameters,
 release and the fingerprints of every input) under ``provenance["pairs"]``. A re-run skips
 every pair whose key is there and whose results are present, so an interrupted audit
 recomputes nothing it finished (and ``fit`` runs only when some pair is missing).
@@ -33,9 +35,8 @@ from audit.core.registry import Registry, normalise
 from audit.core.registry import registry as default_registry
 from audit.core.consistency import consistency_problems
 from audit.core.results import Result, ResultsFile, figure_problems
-from audit.core.bundle import check_manifest_target
-from audit.core.summary import check_summary_target
 from audit.models.resources import LLM_STATS, Resources
+from audit.pipeline.bundle_writer import BundleWriter
 from audit.pipeline.provenance import (
     build_provenance,
     canonical,
@@ -118,8 +119,11 @@ class Audit:
     and a component that cannot even be loaded is then skipped with a note.
     ``results_path``: the results file (default ``OUT/results.json``; the command-line driver
     names any file, whose folder is then the spec's ``out``); results and provenance merge
-    into it when it exists. A spec whose ``out`` is ``None`` (and no ``results_path``) writes
-    nothing: results, provenance and release copies stay in memory (the API without ``out=``). ``resume=False`` recomputes pairs that an earlier run finished.
+    into it when it exists. ``writer``: the :class:`BundleWriter` of that file, made (with the
+    output guard) by the caller; by default one is made for ``results_path``. A spec whose ``out``
+    is ``None`` (and no ``results_path`` or ``writer``) writes nothing: results, provenance and
+    release copies stay in memory (the API without ``out=``). ``resume=False`` recomputes pairs
+    that an earlier run finished.
     ``executor``: where per-document work runs; default the one the spec names
     (:mod:`audit.pipeline.executors`), started for the run and closed after it. One given here
     belongs to the caller. ``replace``: the results path holds a file of another kind that the
@@ -130,8 +134,9 @@ class Audit:
     def __init__(self, spec: AuditSpec, *, registry: Registry | None = None, on_error: str = "raise",
                  progress: bool = True, echo: Callable[[str], None] | None = _echo,
                  command: str = "run", results_path: str | Path | None = None, resume: bool = True,
-                 executor: Any = None, replace: bool = False):
+                 executor: Any = None, replace: bool = False, writer: BundleWriter | None = None):
         self.executor = executor
+        self.writer = writer
         self.replace = replace
         if on_error not in ("raise", "skip"):
             raise ValueError("on_error must be 'raise' or 'skip'")
@@ -147,19 +152,18 @@ class Audit:
     @property
     def results_path(self) -> Path | None:
         """The results file, or ``None`` when the results stay in memory."""
+        if self.writer is not None:
+            return self.writer.path
         if self._results_path is None and self.spec.out is None:
             return None
         return self._results_path or self.spec.out / "results.json"
 
-    @property
-    def releases_dir(self) -> Path | None:
-        """Where the releases are written beside the results: ``releases/`` for ``results.json``,
-        ``NAME.releases/`` for any other results file, so two results files never share copies;
+    def _writer(self) -> BundleWriter | None:
+        """The run's writer (made for :attr:`results_path` before any work when none was given);
         ``None`` in memory."""
-        path = self.results_path
-        if path is None:
-            return None
-        return path.parent / ("releases" if path.name == "results.json" else f"{path.stem}.releases")
+        if self.writer is None and self.results_path is not None:
+            self.writer = BundleWriter(self.results_path, replace=self.replace)
+        return self.writer
 
     # -- data
     def _load_dev(self) -> Release | None:
@@ -205,12 +209,9 @@ class Audit:
         (:meth:`_run_component`). What is done is saved after every (component, release) pair, on
         failure and on interruption (:meth:`_save`), so a re-run resumes."""
         spec = self.spec
-        path = self.results_path
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            check_summary_target(path)  # before any work: the summary beside the results must be writable
-            check_manifest_target(path)  # and so must the bundle's manifest
-        rf = ResultsFile.load(path) if path is not None and path.exists() and not self.replace else ResultsFile()
+        writer = self._writer()
+        path = None if writer is None else writer.path
+        rf = ResultsFile() if writer is None else writer.previous()
         old_prov = rf.provenance if rf.provenance.get("command") else {}
         st = _RunState(rf=rf, path=path, started=time.time(), pairs=dict(old_prov.get("pairs", {})),
                        components=dict(old_prov.get("components", {})))
@@ -221,7 +222,9 @@ class Audit:
         previous = rf.provenance.get("releases")
         releases, releases_prov, copies = build_releases(spec, originals, previous if isinstance(previous, dict) else {},
                                                  registry=self.registry, resources=resources,
-                                                 progress=self.progress, echo=self.echo, folder=self.releases_dir,
+                                                 progress=self.progress, echo=self.echo,
+                                                 copies_name="releases" if writer is None else writer.copies_name,
+                                                 reuse_from=None if writer is None else writer.copies_folder,
                                                  results=path)
         st.releases = {**(previous if isinstance(previous, dict) and old_prov else {}), **releases_prov}
         dev = self._load_dev()
@@ -232,6 +235,8 @@ class Audit:
         if dev is not None:  # keys of runs without a dev release stay what they were
             base_fp["dev"] = dev.corpus.fingerprint()
         st.executor_info = resources.executor.info()
+        if writer is not None:  # the releases made (a sanitizer's output) are kept at once
+            self._save(st, resources)
 
         self.echo(f"[3/3] running {len(spec.components)} component(s) on {len(releases)} release(s)")
         for ci, comp in enumerate(spec.components, 1):
@@ -260,12 +265,11 @@ class Audit:
                     merged, {"max": spec.gate.max, "min": spec.gate.min}, on_point=spec.gate.on_point)}
             return merged
 
-        if st.path is None:  # in memory: checked as a file's content is, written nowhere
+        if self.writer is None:  # in memory: checked as a file's content is, written nowhere
             written = merge(None)
             written.check("results")
-        else:
-            written = ResultsFile.update(st.path, merge, replace=self.replace)
-        self.replace = False  # replaced once: from now on it is this run's results file
+        else:  # the one writing step: new release copies, then results, summary and manifest
+            written = self.writer.save(merge, outcome.copies)
         st.rf.results, st.rf.provenance = written.results, written.provenance
 
     def _run_component(self, comp: ComponentSpec, label: str, st: _RunState, scenario: Scenario,
