@@ -4,7 +4,10 @@
   per-mention loop; spaCy over each person's background in memory when first asked);
 * ``table`` — each person's candidates worked out once, as arrays, and every span scored on them
   (spaCy through the parse cache on disk); run ``cold`` (an empty parse cache) and ``warm`` (the
-  cache the cold run filled; the tables built again).
+  cache the cold run filled; the tables built again);
+* ``table warm (rank_bm25)`` — the warm table path with the people found as before: BM25 scored by
+  ``rank_bm25``'s ``get_scores`` (every person's term counts read for every word of the document)
+  rather than each term's weights over the people worked out once (``attackers/span_guess/bm25.py``).
 
 Sources (the default adversary: the 5 best-matching people, the label prior mixed in):
 
@@ -39,11 +42,13 @@ from span_guess_tab import RELEASES, demo_scenario, labelled_originals, tri_scen
 
 from tab import TAB  # noqa: E402  (the benchmarks' one helper module)
 
-PATHS = (("mention", "mention", False), ("table cold", "table", True), ("table warm", "table", False))
+#: (label, scoring, an empty parse cache, the people found with rank_bm25's own get_scores)
+PATHS = (("mention", "mention", False, False), ("table cold", "table", True, False),
+         ("table warm (rank_bm25)", "table", False, True), ("table warm", "table", False, False))
 
 
 def side_by_side(name: str, scenario: Scenario, release: Release, *, sample: int | None, tmp: Path,
-                 seed: int = 0, ner: bool = True, dense: bool = True) -> dict:
+                 seed: int = 0, ner: bool = True, dense: bool = True, paths: tuple[str, ...] | None = None) -> dict:
     """The three runs on ``release`` (see the module doc), with the same attack and index; ``ner``:
     label the spans a release does not label with spaCy (as span_guess_tab.py does for the demo
     and the TRI file; TAB's spans carry their labels)."""
@@ -62,10 +67,14 @@ def side_by_side(name: str, scenario: Scenario, release: Release, *, sample: int
     out = {"source": name, "setup_s": round(setup, 1), "vectors_s": round(time.perf_counter() - t, 1), "paths": {}}
     parses = tmp / f"{name}-parses.sqlite"
     guesses = {}
-    for label, scoring, fresh in PATHS:
+    for label, scoring, fresh, okapi in PATHS:
+        if paths is not None and label not in paths:
+            continue
         if fresh:
             parses.unlink(missing_ok=True)
         attack._background = base.rescored(scoring, cache=parses)
+        if okapi:
+            attack._background._bm25 = base._bm25.okapi
         attack._background_key = scenario.background.fingerprint()
         attack.__dict__.pop("timings_by_release_", None)
         t = time.perf_counter()
@@ -76,6 +85,7 @@ def side_by_side(name: str, scenario: Scenario, release: Release, *, sample: int
         out["paths"][label] = {
             "s": round(seconds, 1), "s_per_span": round(seconds / spans, 4),
             "people_s": round(parts["background_people"], 1), "candidates_s": round(parts["background_candidates"], 1),
+            "people_s_per_doc": round(parts["background_people"] / res.n, 4),
             "spans_s": round(parts["background_spans"], 2),
             "spans_s_per_span": round(parts["background_spans"] / spans, 4),
             "recovered": res.value, "ci": res.ci, "spans": spans, "documents": res.n,
@@ -87,10 +97,12 @@ def side_by_side(name: str, scenario: Scenario, release: Release, *, sample: int
               f"{row['candidates_s']} s, spans {row['spans_s']} s) recovered {res.value:.3f} "
               f"[{res.ci[0]:.2f}-{res.ci[1]:.2f}] {spans} spans ({res.n} documents) by source {row['by_source']}",
               flush=True)
-    first = guesses["mention"]
+    reference = next(iter(guesses))  # the per-mention loop when it ran
+    first = guesses[reference]
+    out["same_guesses_as"] = reference
     out["same_guesses"] = {label: sum(a == b for a, b in zip(first, g)) for label, g in guesses.items()}
     out["spans"] = len(first)
-    print(f"   same guesses as the per-mention loop: {out['same_guesses']} of {len(first)} spans", flush=True)
+    print(f"   same guesses as {reference!r}: {out['same_guesses']} of {len(first)} spans", flush=True)
     return out
 
 
@@ -114,11 +126,17 @@ def main() -> None:
     ap.add_argument("--demo", action="store_true")
     ap.add_argument("--tri", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--paths", default=",".join(p[0] for p in PATHS),
+                    help="the paths to run, comma-separated, in the order of PATHS (default: all)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--quick", action="store_true", help="a smoke run: the demo population only")
     args = ap.parse_args()
     if args.quick:
         args.sample, args.long, args.demo, args.tri = 0, 0, True, False
+    paths = tuple(p.strip() for p in args.paths.split(","))
+    unknown = set(paths) - {p[0] for p in PATHS}
+    if unknown:
+        ap.error(f"--paths: unknown {sorted(unknown)}; the paths are {[p[0] for p in PATHS]}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="span-guess-speed-") as tmp:
         tmp = Path(tmp)
@@ -130,17 +148,17 @@ def main() -> None:
             scenario = Scenario(originals=originals, background=background, releases=(release,))
             if args.sample:
                 rows.append(side_by_side("TAB Manual_Entity", scenario, release, sample=args.sample, tmp=tmp,
-                                         seed=args.seed, ner=False))
+                                         seed=args.seed, ner=False, paths=paths))
             if args.long:
                 rows.append(side_by_side(f"TAB {args.long} longest", scenario,
                                          longest(release, background, originals, args.long),
-                                         sample=args.long_sample, tmp=tmp, seed=args.seed, ner=False))
+                                         sample=args.long_sample, tmp=tmp, seed=args.seed, ner=False, paths=paths))
         if args.demo:
             scenario = demo_scenario(tmp / "demo", seed=args.seed, n=40)
-            rows.append(side_by_side("demo (40 people)", scenario, scenario.releases[0], sample=None, tmp=tmp))
+            rows.append(side_by_side("demo (40 people)", scenario, scenario.releases[0], sample=None, tmp=tmp, paths=paths))
         if args.tri:
             scenario, _ = tri_scenario(tmp / "tri", seed=args.seed + 7, n=60)
-            rows.append(side_by_side("TRI file (60 + 30)", scenario, scenario.releases[0], sample=None, tmp=tmp))
+            rows.append(side_by_side("TRI file (60 + 30)", scenario, scenario.releases[0], sample=None, tmp=tmp, paths=paths))
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
 

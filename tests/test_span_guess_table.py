@@ -133,3 +133,24 @@ def test_same_guesses_cold_and_warm(demo, home):
                      attack.background(scenario).parse_stats))
     assert runs[0][:2] == runs[1][:2]
     assert runs[0][2]["parsed"] > 0 and runs[1][2] == {"cached": runs[0][2]["parsed"], "parsed": 0}
+
+
+def test_bm25_by_term_scores_as_rank_bm25_does_bit_for_bit(demo):
+    """Finding the people: each distinct term's weights over the people worked out once per query
+    give ``BM25Okapi.get_scores``'s scores to the last bit (repeated words, words no person's
+    background holds, and words most backgrounds hold, whose IDF rank_bm25 floors)."""
+    import numpy as np
+    from rank_bm25 import BM25Okapi
+
+    from attackers.span_guess.bm25 import TermBM25
+    from audit.core.text import word_tokens
+
+    people = [word_tokens(d.text) for d in demo.background]
+    fast, slow = TermBM25(people), BM25Okapi(people)
+    queries = [word_tokens(d.text) for d in demo.releases["labels"]] + [["the", "the", "zzz-unknown", "of"], []]
+    assert any(slow.idf[w] == slow.epsilon * slow.average_idf for w in slow.idf)  # a floored IDF is queried
+    for query in queries:
+        got, want = fast.get_scores(query), slow.get_scores(query)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    assert Background(demo.background)._bm25.get_scores(queries[0]).any()  # the attack's people use it
+    assert np.count_nonzero(fast.get_scores(["zzz-unknown"])) == 0

@@ -48,6 +48,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from attackers.span_guess.bm25 import TermBM25
 from attackers.span_guess.mentions import EDGE, WINDOW, Mention, allowed_types, key, mentions_of, passages, tier
 from attackers.span_guess.prior import Dist, candidate_key, top
 from attackers.span_guess.table import SHARE, CandidateTable
@@ -119,10 +120,8 @@ class Background:
                 self._texts[person] = []
             self._texts[person].append(doc.text)
         tokens = [word_tokens("\n".join(self._texts[p])) for p in self._people]
-        if any(tokens):
-            from rank_bm25 import BM25Okapi
-
-            self._bm25 = BM25Okapi(tokens)
+        if any(tokens):  # rank_bm25's Okapi BM25, scored a term's weights at a time (bm25.py)
+            self._bm25 = TermBM25(tokens)
         df = Counter(w for toks in tokens for w in set(toks))
         n = max(1, len(tokens))
         self._idf = {w: math.log(1 + (n - c + 0.5) / (c + 0.5)) for w, c in df.items()}
