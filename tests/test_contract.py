@@ -73,6 +73,8 @@ PARAMS = {
     ("metric", "precision"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
     ("metric", "recall"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
     ("metric", "nmi"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder(), runs=2, n_init=2),
+    ("metric", "tae_tps"): lambda: dict(llm=FakeLLM(), embedder=FakeEmbedder()),
+    ("metric", "tae_nmi"): lambda: dict(embedder=FakeEmbedder(), n_clusterings=2, n_tries_per_clustering=2),
 }
 BUILTINS = [(kind, name) for kind in roles() for name in registry.names(kind)]
 

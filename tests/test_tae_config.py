@@ -60,13 +60,13 @@ def test_data_convert_maps_every_key_and_says_what_is_not_run(tmp_path):
     assert spec["out"] == str(tmp_path / "outputs")
     assert spec["metrics"] == [{"name": "tae_precision", "params": {"token_level": True}},
                                {"name": "tae_recall", "params": {"token_level": True, "include_quasi": True}},
-                               {"name": "tps", "params": {"mask_every": 4}},
-                               {"name": "nmi", "params": {"runs": 3}}]
+                               {"name": "tae_tps", "params": {"mask_every": 4}},
+                               {"name": "tae_nmi", "params": {"n_clusterings": 3}}]
     assert spec["attacks"] == [{"name": "trir", "params": {"curate": True, "augment_ner": True, "epochs": 15,
                                                            "window": 100, "overlap": 25}}]
     notes = "\n".join(spec["report"]["notes"])
     for said in ("_Recall: not run, switched off", "PrecisionWeighted: not run (Precision_IC)",
-                 "NMI_mpnet: not run, NMI already runs nmi", "Readability: not run, not a TAE metric",
+                 "NMI_mpnet: not run, NMI already runs tae_nmi", "Readability: not run, not a TAE metric",
                  "TPS_TA=4: TAE scores information content with google-bert/bert-base-uncased",
                  "'Word2Vec_t=0.5' is named 'Word2Vec_t-0.5'", "TRIR: our TRIR attacker"):
         assert said in notes, said
@@ -122,3 +122,20 @@ def test_run_tae_config_on_the_shared_tab_files(tmp_path):
     assert manual["value"] == 1.0 and set(manual["details"]["per_entity_type"]) == {
         "CODE", "DATETIME", "DEM", "LOC", "MISC", "ORG", "PERSON", "QUANTITY"}
     assert 0.3 < got[("St.NER3", "tae_recall")]["value"] < got[("Word2Vec_t-0.5", "tae_recall")]["value"] < 1
+
+
+def test_a_metric_that_cannot_run_offline_is_reported_not_run_never_a_zero(tmp_path):
+    """Cheap (one two-sentence document): PrecisionWeighted needs bert-base-uncased, not packaged."""
+    text = "Mr John Smith lives in Oslo. He works there."
+    (tmp_path / "corpus.json").write_text(json.dumps([{"doc_id": "d1", "text": text, "annotations": {"a1": {
+        "entity_mentions": [{"entity_type": "PERSON", "start_offset": 3, "end_offset": 13, "identifier_type": "DIRECT",
+                             "entity_id": "e1"}]}}}]))
+    (tmp_path / "spans.json").write_text(json.dumps({"d1": [[3, 13, "PERSON"]]}))
+    (tmp_path / "config.json").write_text(json.dumps({
+        "corpus": "corpus.json", "anonymizations": {"names": "spans.json"}, "results_file_path": "out/results.csv",
+        "metrics": {"Precision": {}, "PrecisionWeighted": {}}}))
+    res = CliRunner().invoke(main, ["run", "--tae-config", str(tmp_path / "config.json"), "--no-report"])
+    assert res.exit_code == 0, res.output
+    assert "PrecisionWeighted: not run (Precision_IC): TAE scores information content with google-bert" in res.output
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [(r["name"], r["value"]) for r in results["results"]] == [("tae_precision", 1.0)]

@@ -133,3 +133,27 @@ def test_a_tri_dataframe_of_the_shared_files_loads_unchanged(tmp_path):
     assert [d.text for d in background] == [public[k] for k in ids]
     assert [r.name for r in releases] == ["Original"]
     assert [d.text for d in releases[0].corpus] == [original[k] for k in ids]
+
+
+def _mention(**over):
+    return {"entity_type": "PERSON", "start_offset": 3, "end_offset": 15, "identifier_type": "DIRECT",
+            "entity_id": "e1", **over}
+
+
+@pytest.mark.parametrize("mention, field", [
+    (_mention(start_offset="3"), "'start_offset' must be an integer, got '3'"),
+    (_mention(identifier_type="MAYBE"), "'identifier_type' must be one of DIRECT, QUASI, NO_MASK, got 'MAYBE'"),
+    (_mention(entity_type=7), "'entity_type' must be a string, got 7"),
+    ({"entity_type": "PERSON", "end_offset": 15}, "needs 'start_offset' and 'end_offset'")])
+def test_an_unreadable_tae_corpus_names_the_file_the_document_and_the_field(tmp_path, mention, field):
+    path = tmp_path / "TAB_test_Corpus.json"
+    path.write_text(json.dumps([{"doc_id": "d1", "text": TEXT},
+                                {"doc_id": "d2", "text": TEXT, "annotations": {"a1": {"entity_mentions": [mention]}}}]))
+    with pytest.raises(AnonauditError) as err:
+        load_corpus(path)
+    assert f"{path} (document 'd2'): item 1: annotator 'a1' mention 0: {field}" in str(err.value)
+
+
+def test_an_unreadable_span_file_names_the_file_the_document_and_the_span(tmp_path):
+    with pytest.raises(AnonauditError, match=r"spans\.json \(document 'd1'\): span 1: the replacement must be a string"):
+        _release(tmp_path, [[3, 15, "PERSON"], [28, 36, 5]])

@@ -363,6 +363,24 @@ def test_tps_is_at_least_tpi_for_label_replacements_and_both_below_one(make_ctx,
         _run(TPIMetric, ctx, close).documents[0].facts["value"]
 
 
+def test_tae_tps_compares_a_term_with_the_replacement_alone(make_ctx):
+    """TAE's TPS (issue 58): a term a suppression touched keeps nothing (its published TPS of a
+    suppression equals its TPI); ours compares what is left of the term ("Galip" for "Galip Yalman")."""
+    from audit.metrics.preserved import TAETPSMetric
+
+    originals = _corpus(COURT)
+    ctx = make_ctx(originals)
+    i = COURT.index("Yalman,")
+    part = sanitize_corpus(originals, {"d0": [Span(i, i + 6, replacement="")]}, name="part")
+    tpi, tps, tae = (_run(m, ctx, part) for m in (TPIMetric, TPSMetric, TAETPSMetric))
+    assert tae.name == "tae_tps" and tae.value == pytest.approx(tpi.value) and tpi.value < tps.value
+    fates = [f for f in ctx.fates(part, "d0") if f.status == "replaced"]
+    assert [(f.counterpart, f.replacement) for f in fates] == [("Galip", "")]
+    named = sanitize_corpus(originals, {"d0": [Span(i, i + 6, replacement="PERSON")]}, name="named")
+    assert [f.replacement for f in ctx.fates(named, "d0") if f.status == "replaced"] == ["PERSON"]
+    assert tpi.value < _run(TAETPSMetric, ctx, named).value
+
+
 def test_unaligned_release_is_refused_with_a_clear_message(make_ctx):
     from audit.core.data import Release
     from audit.core.errors import AnonauditError

@@ -85,8 +85,9 @@ def load_tab(source: str, data: Any, annotator: str | None) -> list[Document]:
                 fields = {"start": m.get("start_offset"), "end": m.get("end_offset"),
                           "label": m.get("entity_type") or "", "entity_id": m.get("entity_id"),
                           "identifier_type": m.get("identifier_type")}
-                if fields["start"] is None or fields["end"] is None:
-                    problems.add(f"{tag}: needs 'start_offset' and 'end_offset'", doc_id=doc.id)
+                bad = _tae_mention_problem(m)
+                if bad:
+                    problems.add(f"{tag}: {bad}", doc_id=doc.id)
                     continue
                 span = make_span(fields, len(doc.text), problems, tag=tag, line=None, doc_id=doc.id, text=doc.text,
                                  span_text=m.get("span_text"))
@@ -105,3 +106,24 @@ def load_tab(source: str, data: Any, annotator: str | None) -> list[Document]:
         problems.add("no documents in the file")
     problems.raise_if_any()
     return docs
+
+
+#: The identifier types of TAE's (and TAB's) annotations.
+TAE_IDENTIFIER_TYPES = ("DIRECT", "QUASI", "NO_MASK")
+
+
+def _tae_mention_problem(m: dict[str, Any]) -> str | None:
+    """What is wrong with a TAE mention's fields, named as the file names them (None: nothing)."""
+    if m.get("start_offset") is None or m.get("end_offset") is None:
+        return "needs 'start_offset' and 'end_offset'"
+    for key in ("start_offset", "end_offset"):
+        if not isinstance(m[key], int) or isinstance(m[key], bool):
+            return f"{key!r} must be an integer, got {m[key]!r}"
+    for key in ("entity_type", "entity_id", "identifier_type"):
+        v = m.get(key)
+        if v is not None and not isinstance(v, str) and not (key == "entity_id" and isinstance(v, int)):
+            return f"{key!r} must be a string, got {v!r}"
+    kind = m.get("identifier_type")
+    if kind is not None and kind not in TAE_IDENTIFIER_TYPES:
+        return f"'identifier_type' must be one of {', '.join(TAE_IDENTIFIER_TYPES)}, got {kind!r}"
+    return None

@@ -6,8 +6,8 @@ CSV. A metric name is its class name up to the first underscore, case aside ("TP
 a name that starts with an underscore is switched off, as TAE skips it. Relative paths are read
 from the config's folder (where TAE users run ``python -m tae config.json``).
 
-Each TAE metric becomes the component that computes it here (TAE's definitions for Precision and
-Recall; our models for TPI, TPS, NMI and TRIR, whose model names TAE gives from the Hugging Face
+Each TAE metric becomes the component that computes it here (TAE's definitions for Precision,
+Recall and NMI; our models for TPI, TPS, NMI's embedder and TRIR, whose model names TAE gives from the Hugging Face
 hub), and every metric that cannot be computed offline, is switched off or duplicates another is
 reported as not run with its reason (the spec's ``report.notes``), never as a zero.
 """
@@ -121,14 +121,16 @@ def _metric(key: str, tae_name: str, params: dict, base: Path, notes: list[str],
         notes.append(f"{tae_name}: {IC_NOTE}" + ("; replacements compared with all-MiniLM-L6-v2, not TAE's "
                                                  "paraphrase-albert-base-v2" if key == "tps" else ""))
         alt = params.get("term_alterning")
-        return "metrics", {"name": key, "params": {"mask_every": alt} if isinstance(alt, int) else {}}
+        return "metrics", {"name": {"tps": "tae_tps"}.get(key, key),
+                           "params": {"mask_every": alt} if isinstance(alt, int) else {}}
     if key == "nmi":
         model = str(params.get("embedding_model_name", "all-MiniLM-L6-v2")).lower()
         if model not in MINILM:
             notes.append(f"{tae_name}: documents embedded with all-MiniLM-L6-v2 (TAE's default), not {model}, "
                          "which is not packaged offline")
-        mapping = {"max_k": "max_k", "n_clusterings": "runs", "n_tries_per_clustering": "n_init"}
-        return "metrics", {"name": "nmi", "params": {ours: params[k] for k, ours in mapping.items() if k in params}}
+        same = ("min_k", "max_k", "k_multiplier", "n_clusterings", "n_tries_per_clustering", "remove_mask_marks",
+                "mask_marks")
+        return "metrics", {"name": "tae_nmi", "params": {k: params[k] for k in same if k in params}}
     if key == "trir":
         return _trir(tae_name, params, base, notes, out)
     notes.append(f"{tae_name}: not run, not a TAE metric anonaudit knows (Precision, PrecisionWeighted, Recall, "

@@ -13,6 +13,11 @@ from audit.metrics.utility_context import DELETED, KEPT, REPLACED, UtilityContex
 
 
 class _TermMetric(UtilityMetric):
+    #: What a replaced term is compared with (TPS): the term with the touching spans swapped for
+    #: their replacements ("counterpart": "Mr Galip Yalman" -> "Mr PERSON"), or, as TAE does, the
+    #: replacements alone ("replacement": "PERSON"; nothing for a suppression, so TPS = TPI there).
+    compare = "counterpart"
+
     def _per_document(self, ctx: UtilityContext, release: Release, tps: bool) -> list[dict]:
         ids = self._aligned_ids(ctx, release)
         table = ctx.terms_ic(ids)
@@ -21,7 +26,7 @@ class _TermMetric(UtilityMetric):
         for i in ids:
             terms, _ = table[i]
             fates = ctx.fates(release, i)
-            pairs_by_doc[i] = [(t.text, f.counterpart) for t, f in zip(terms, fates) if f.status == REPLACED]
+            pairs_by_doc[i] = [(t.text, getattr(f, self.compare)) for t, f in zip(terms, fates) if f.status == REPLACED]
         if tps:
             ctx.similarity([p for ps in pairs_by_doc.values() for p in ps])
         for i in ids:
@@ -52,6 +57,8 @@ class _TermMetric(UtilityMetric):
         details = {"pooled": pooled, "pooled_ci": list(bootstrap_ratio(num, den, seed=self.seed)),
                    "estimator": ctx.estimator.identity,
                    "terms": {s: sum(r[s] for r in rows) for s in (KEPT, REPLACED, DELETED)}}
+        if tps:
+            details["compared_with"] = self.compare
         what = "Information kept (TPS, replacements by similarity)" if tps else "Information kept (TPI)"
         return [mean_result(self.name, release.name, values, findings_of(rows, lambda r: share_text(r["value"], what)),
                              details)]
@@ -78,3 +85,12 @@ class TPSMetric(_TermMetric):
 
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
         return self._result(self._context(scenario), release, tps=True)
+
+
+@register("metric")
+class TAETPSMetric(TPSMetric):
+    name = "tae_tps"
+    description = ("TAE's TPS: TPS with each replaced term compared with the replacement of the masking that "
+                   "touched it, not with the term so changed (\"PERSON\", not \"Mr PERSON\"): a term a suppression "
+                   "touched keeps nothing, so a suppression's TPS is its TPI.")
+    compare = "replacement"

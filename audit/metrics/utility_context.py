@@ -27,10 +27,13 @@ KEPT, REPLACED, DELETED = "kept", "replaced", "deleted"
 
 @dataclass
 class TermFate:
-    """What a release did to one original term: kept, replaced (by ``counterpart``) or deleted."""
+    """What a release did to one original term: kept, replaced (by ``counterpart``) or deleted.
+    ``replacement``: what the spans touching it put in (their replacements, space-joined; empty
+    for suppression), the counterpart TAE's TPS compares the term with."""
 
     status: str
     counterpart: str
+    replacement: str = ""
 
 
 def _overlapping(term: Term, spans: Sequence[Span]) -> list[Span]:
@@ -67,10 +70,11 @@ def term_fates(text: str, terms: Sequence[Term], spans: Sequence[Span]) -> list[
         if cursor < term.end:
             pieces.append(text[cursor:term.end])
         counterpart = " ".join("".join(pieces).split())
+        put = " ".join(" ".join((s.replacement or "") for s in hits).split())
         if counterpart == term.text:
             fates.append(TermFate(KEPT, counterpart))
         else:
-            fates.append(TermFate(REPLACED if counterpart else DELETED, counterpart))
+            fates.append(TermFate(REPLACED if counterpart else DELETED, counterpart, put))
     return fates
 
 
