@@ -76,7 +76,7 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
     on_error: ``"raise"`` stops at the first failing component; ``"skip"`` records it and goes on.
     """
     columns = columns_of(text_column, id_column, subject_column, spans_column)
-    data: dict[str, Any] = {"seed": seed, "models": {"llm": llm, "embedder": embedder},
+    data: dict[str, Any] = {"models": {"llm": llm, "embedder": embedder},
                             "releases": release_entries(releases, columns),
                             "attacks": component_entries(attacks, "attacks"),
                             "metrics": component_entries(metrics, "metrics")}
@@ -95,15 +95,16 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
     if executor is not None:
         data["executor"] = executor
     return _execute(data, out=out, registry=registry, progress=progress, on_error=on_error,
-                    command=command, source=source, resume=False, force=force)
+                    command=command, source=source, resume=False, force=force, seed=seed)
 
 
 def _execute(data: Mapping[str, Any] | Any, *, out: Any, registry: Any, progress: bool,
              on_error: str, command: str, source: str, resume: bool, base: Path | None = None,
-             force: bool = False, spec_file: Any = None) -> Results:
+             force: bool = False, spec_file: Any = None, seed: int | None = None) -> Results:
     """Parse (unless given parsed) and run a spec; results in memory, or in ``out`` when given
     (refused before any work when it is an input, or a file of another kind unless ``force``:
-    the command line's guard, :func:`audit.pipeline.outputs.check_outputs`)."""
+    the command line's guard, :func:`audit.pipeline.outputs.check_outputs`). ``seed``: the
+    caller's, checked by it, straight into the spec (not through the spec's mapping)."""
     import dataclasses
 
     from audit.pipeline.bundle_writer import BundleWriter
@@ -116,7 +117,8 @@ def _execute(data: Mapping[str, Any] | Any, *, out: Any, registry: Any, progress
         spec = data
     else:
         spec = parse_spec(data, base=base or Path.cwd(), source=source, registry=reg, in_memory=True)
-    spec = dataclasses.replace(spec, out=None if results_path is None else results_path.parent)
+    spec = dataclasses.replace(spec, out=None if results_path is None else results_path.parent,
+                               **({} if seed is None else {"seed": seed}))
     # the one writer of out=, made before any work: it holds the output guard
     writer = None if results_path is None else BundleWriter(results_path, inputs=spec_inputs(spec, spec_file),
                                                             force=force, force_named="force=True")

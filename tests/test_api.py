@@ -72,6 +72,15 @@ def test_the_promised_spelling_gives_a_tidy_table(promised, frames):
     assert len(hits) == 12 and hits["success"].mean() == pytest.approx(head["value"])
 
 
+def test_the_seed_goes_straight_into_the_spec(frames):
+    """Issue 59: the API's seed (checked as an argument) is the spec's, not passed on through the
+    spec's mapping: the run records it, and a bad one is refused as an argument."""
+    df, df2 = frames
+    assert anonaudit.audit(df, {"labels": df2}, metrics=["rouge"], seed=7, progress=False).provenance["seed"] == 7
+    with pytest.raises(AnonauditError, match="seed"):
+        anonaudit.audit(df, {"labels": df2}, metrics=["rouge"], seed=-1, progress=False)
+
+
 def test_gate_is_typed_and_judges_like_the_cli(promised):
     results = promised[0]
     outcome = results.gate(max={"phrase_search": 0.05}, min={"rouge": 0.01})

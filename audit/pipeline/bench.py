@@ -18,6 +18,7 @@ Steps, each resumable (a re-run recomputes nothing that finished):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -116,11 +117,12 @@ def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bo
     data = _write_corpus(spec)
     with Resources(seed=spec.seed, progress=progress) as resources:
         made, costs, reused = _make_releases(spec, reg, resources, echo)
-        audit_data = {"title": spec.title, "seed": spec.seed, "out": str(spec.out), **data,
+        audit_data = {"title": spec.title, "out": str(spec.out), **data,
                       "releases": [{"name": n, "path": str(p)} for n, p in made],
                       "attacks": list(spec.attacks), "metrics": list(spec.metrics),
                       "models": {"llm": spec.llm}, "budget": spec.budget}
-        aspec = parse_spec(audit_data, base=spec.out, source="anonaudit bench", registry=reg)
+        aspec = dataclasses.replace(parse_spec(audit_data, base=spec.out, source="anonaudit bench", registry=reg),
+                                    seed=spec.seed)  # the bench's own, checked: straight into the spec
         echo(f"bench: every attack and metric on {len(made)} release(s); each attack is prepared once")
         outcome = Audit(aspec, registry=reg, on_error="skip", progress=progress, echo=echo,
                         command="bench", replace=replace).run(resources)
@@ -286,8 +288,6 @@ def _sanitize(c: Contender, docs: Corpus, reg: Registry, resources: Any, spec: B
     finally:
         san.close()
     if own:
-        import dataclasses
-
         rel = dataclasses.replace(rel, warnings=tuple(own))
     return rel
 
