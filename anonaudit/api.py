@@ -47,7 +47,7 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
           spans_column: str = "spans", title: str | None = None, executor: Any = None,
           out: str | os.PathLike | None = None, force: bool = False, progress: bool = True,
           on_error: Literal["raise", "skip"] = "raise", registry: Any = None, command: str = "api",
-          source: str = "anonaudit.audit()") -> Results:
+          source: str = "anonaudit.audit()", time_limit: float | None = None) -> Results:
     """Run attacks and utility metrics on releases and return their :class:`Results`.
 
     originals: the private documents (a file path, a DataFrame, a list of dicts, a Hugging Face
@@ -74,6 +74,8 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
         replaces it), as ``--force`` does; never over an input.
     progress: show what each stage does, with progress bars on a terminal.
     on_error: ``"raise"`` stops at the first failing component; ``"skip"`` records it and goes on.
+    time_limit: minutes the audit may take: a short calibration of each stage before the work, and
+        an :class:`AnonauditError` with the estimate when it exceeds the limit (README, "Budget").
     """
     columns = columns_of(text_column, id_column, subject_column, spans_column)
     data: dict[str, Any] = {"models": {"llm": llm, "embedder": embedder},
@@ -95,12 +97,13 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
     if executor is not None:
         data["executor"] = executor
     return _execute(data, out=out, registry=registry, progress=progress, on_error=on_error,
-                    command=command, source=source, resume=False, force=force, seed=seed)
+                    command=command, source=source, resume=False, force=force, seed=seed, time_limit=time_limit)
 
 
 def _execute(data: Mapping[str, Any] | Any, *, out: Any, registry: Any, progress: bool,
              on_error: str, command: str, source: str, resume: bool, base: Path | None = None,
-             force: bool = False, spec_file: Any = None, seed: int | None = None) -> Results:
+             force: bool = False, spec_file: Any = None, seed: int | None = None,
+             time_limit: float | None = None) -> Results:
     """Parse (unless given parsed) and run a spec; results in memory, or in ``out`` when given
     (refused before any work when it is an input, or a file of another kind unless ``force``:
     the command line's guard, :func:`audit.pipeline.outputs.check_outputs`). ``seed``: the
@@ -124,7 +127,8 @@ def _execute(data: Mapping[str, Any] | Any, *, out: Any, registry: Any, progress
                                                             force=force, force_named="force=True")
     with caches_off(_no_cache(spec.components)):
         outcome = Audit(spec, registry=reg, on_error=on_error, progress=progress,
-                        echo=_echo if progress else None, command=command, writer=writer, resume=resume).run()
+                        echo=_echo if progress else None, command=command, writer=writer, resume=resume,
+                        time_limit=time_limit).run()
     rf = outcome.results
     # this run's copies as it made them; an earlier run's in the same results file, from beside it
     copies = {**(read_copies(outcome.path, rf, strict=False, skip=outcome.copies) if outcome.path else {}),
@@ -194,13 +198,13 @@ def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None,
 @checked
 def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None, progress: bool = True,
         on_error: Literal["raise", "skip"] = "raise", resume: bool = True, command: str = "run", force: bool = False,
-        budget: str | None = None) -> Results:
+        budget: str | None = None, time_limit: float | None = None) -> Results:
     """Run an audit spec: a YAML/TOML file (its results go to the spec's ``out`` folder, or
     ``out``, and a re-run resumes), a mapping with the spec's keys (in memory unless it names
     ``out``), or a parsed :class:`~audit.pipeline.spec.AuditSpec`. ``OUT/results.json`` may not be
     an input of the spec (nor the spec file), nor an existing file of another kind unless
     ``force`` (as ``anonaudit run --force``). ``budget``: the spec's ``budget`` replaced (quick,
-    standard, full).
+    standard, full). ``time_limit``: minutes the run may take (as :func:`audit`'s).
 
     When the spec has a ``gate``, the returned results carry its verdict in ``results.outcome``
     (a :class:`~anonaudit.outcome.GateOutcome`: ``status``, ``exit_code`` as ``anonaudit run``
@@ -227,7 +231,7 @@ def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None
         spec = dataclasses.replace(spec, **given)
     path = spec.out / "results.json" if isinstance(spec, AuditSpec) and spec.out is not None else None
     return _execute(spec, out=path, registry=reg, progress=progress, on_error=on_error, command=command,
-                    source="anonaudit.run()", resume=resume, force=force, spec_file=spec_file)
+                    source="anonaudit.run()", resume=resume, force=force, spec_file=spec_file, time_limit=time_limit)
 
 
 @checked

@@ -65,3 +65,14 @@ def budget_option(fn):
     from audit.pipeline.budget import BUDGETS
 
     return click.option("--budget", "budget", type=click.Choice(BUDGETS), default=None, help=BUDGET_HELP)(fn)
+
+
+TIME_LIMIT_HELP = ("Minutes the audit may take: before any attack or metric runs, each stage is calibrated on a "
+                   "few documents and the run stops (exit 2) when the estimate exceeds the limit; otherwise the "
+                   "estimate is said and the work goes on (README, 'Budget').")
+
+
+def time_limit_option(fn):
+    """``--time-limit MINUTES`` (:mod:`audit.pipeline.estimate`)."""
+    return click.option("--time-limit", "time_limit", type=click.FloatRange(min=0, min_open=True), default=None,
+                        metavar="MINUTES", help=TIME_LIMIT_HELP)(fn)

@@ -82,6 +82,7 @@ class DataArgs:
     sample: int | None
     force: bool = False
     budget: str | None = None
+    time_limit: float | None = None
     #: text_column, id_column, subject_column, as the API takes them
     columns: Mapping[str, str] = field(default_factory=dict)
 
@@ -90,7 +91,8 @@ class DataArgs:
         columns = {k: kw[k] for k in COLUMN_KEYS if kw.get(k)}
         return cls(kw.get("originals"), kw.get("background"), kw.get("tri"), tuple(kw.get("releases") or ()),
                    kw.get("fmt"), kw["out"], kw.get("seed", 0), kw.get("llm"), kw.get("embedder"),
-                   kw.get("sample_documents"), bool(kw.get("force")), columns=columns, budget=kw.get("budget"))
+                   kw.get("sample_documents"), bool(kw.get("force")), columns=columns, budget=kw.get("budget"),
+                   time_limit=kw.get("time_limit"))
 
 
 def _file_params(params: dict[str, Any], plist: Sequence[Param], corpora: dict[str, Any]) -> dict[str, Any]:
@@ -169,7 +171,7 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
     # A component's --no-cache (its `cache`/`use_cache` off) turns every cache off for the run: the API does it.
     results = anonaudit.audit(originals, releases, background=background, corpora=dict(corpora) or None,
                               **{f"{kind}s": list(entries)}, seed=data.seed, llm=data.llm, embedder=data.embedder,
-                              budget=data.budget,
+                              budget=data.budget, time_limit=data.time_limit,
                               **data.columns, out=out, force=data.force, on_error=on_error, registry=reg,
                               command=command, source="command line")
     keys = set(results.keys)

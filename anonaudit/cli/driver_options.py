@@ -13,7 +13,7 @@ from click.core import ParameterSource
 
 from anonaudit.cli.param_options import Checked
 from audit.core.arguments import PositiveInt, Seed
-from anonaudit.cli.common import BUDGET_HELP, LLM_HELP
+from anonaudit.cli.common import BUDGET_HELP, LLM_HELP, TIME_LIMIT_HELP
 from anonaudit.cli.param_options import Param, flag, param_option, parameters, simple, split_list
 from audit.core.errors import AnonauditError
 from audit.core.registry import normalise
@@ -165,6 +165,8 @@ def common_options(*, requires: frozenset[str], comps: ComponentOptions, own_sam
                       help=BUDGET_HELP + (" (--budget paper|fast, this attack's own parameter before, is read "
                                           "as --param budget=VALUE, with a deprecation note)"
                                           if "budget" in comps.params_names() else "")),
+        SectionOption(["--time-limit", "time_limit"], type=click.FloatRange(min=0, min_open=True), default=None,
+                      metavar="MINUTES", section=DATA, help=TIME_LIMIT_HELP),
     ]
     if comps.takes("llm"):
         opts.append(SectionOption(["--llm", "llm"], default=None, metavar="SPEC", section=DATA, help=LLM_HELP))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from anonaudit.cli.common import budget_option, no_cache_run
+from anonaudit.cli.common import budget_option, no_cache_run, time_limit_option
 from anonaudit.cli.output_options import (Output, check_outputs, force_option, keep_ids_option, report_outputs,
                                           results_outputs)
 from anonaudit.cli.tracking_options import tracking_options
@@ -38,14 +38,15 @@ from audit.pipeline.outputs import spec_inputs
 @click.option("--ray-workers", type=click.IntRange(1, 100_000), default=None,
               help="Workers (actors) per stage on Ray (default: the cluster's CPUs).")
 @budget_option
+@time_limit_option
 @tracking_options
 @force_option
 @no_cache_run
 @click.pass_context
 def run_cmd(ctx: click.Context, spec_file: str | None, tae_config: str | None, out_dir: str | None, report: bool,
             shareable: bool, keep_ids: bool, executor: str | None, ray_address: str | None, ray_workers: int | None,
-            budget: str | None, mlflow_uri: str | None, mlflow_experiment: str, mlflow_private: bool,
-            force: bool) -> None:
+            budget: str | None, time_limit: float | None, mlflow_uri: str | None, mlflow_experiment: str,
+            mlflow_private: bool, force: bool) -> None:
     """Run every attack and utility metric of an audit spec (YAML or TOML) on every release.
 
     Results go to OUT/results.json, saved after each (component, release) pair, with OUT/summary.csv
@@ -73,7 +74,7 @@ def run_cmd(ctx: click.Context, spec_file: str | None, tae_config: str | None, o
     spec = _with_executor(spec, executor, ray_address, ray_workers)
     check_outputs(spec_outputs(spec, report=report, shareable=shareable), spec_inputs(spec, spec_file), force=force)
     tracking.check(mlflow_uri)  # a tracker that cannot be used fails now, not after the audit
-    results = anonaudit.run(spec, registry=reg, progress=True, force=force)
+    results = anonaudit.run(spec, registry=reg, progress=True, force=force, time_limit=time_limit)
     click.echo("")
     echo_summary(results.results)
     click.echo(f"\n{len(results.computed)} pair(s) computed, {len(results.reused)} reused from an earlier run, "

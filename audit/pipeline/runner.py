@@ -128,13 +128,19 @@ class Audit:
     (:mod:`audit.pipeline.executors`), started for the run and closed after it. One given here
     belongs to the caller. ``replace``: the results path holds a file of another kind that the
     user chose to write over (``--force``, checked by :func:`audit.pipeline.outputs.check_outputs`):
-    it is replaced by a new results file at the first save, not read.
+    it is replaced by a new results file at the first save, not read. ``time_limit``: minutes the
+    run may take; before any component runs, a short calibration estimates the stages' time and a
+    limit the estimate exceeds stops the run with an AnonauditError (:mod:`audit.pipeline.estimate`).
     """
 
     def __init__(self, spec: AuditSpec, *, registry: Registry | None = None, on_error: str = "raise",
                  progress: bool = True, echo: Callable[[str], None] | None = _echo,
                  command: str = "run", results_path: str | Path | None = None, resume: bool = True,
-                 executor: Any = None, replace: bool = False, writer: BundleWriter | None = None):
+                 executor: Any = None, replace: bool = False, writer: BundleWriter | None = None,
+                 time_limit: float | None = None):
+        from audit.pipeline.estimate import check_limit
+
+        self.time_limit = check_limit(time_limit, "time limit")
         self.executor = executor
         self.writer = writer
         self.replace = replace
@@ -238,6 +244,8 @@ class Audit:
         if writer is not None:  # the releases made (a sanitizer's output) are kept at once
             self._save(st, resources)
 
+        if self.time_limit is not None:
+            self._calibrate(st, scenario, corpora, base_fp, resources)
         self.echo(f"[3/3] running {len(spec.components)} component(s) on {len(releases)} release(s)")
         for ci, comp in enumerate(spec.components, 1):
             label = f"({ci}/{len(spec.components)}) {comp.kind} {comp.name}"
@@ -245,6 +253,26 @@ class Audit:
         self._save(st, resources)
         st.outcome.seconds = time.time() - st.started
         return st.outcome
+
+    def _calibrate(self, st: _RunState, scenario: Scenario, corpora: Mapping[str, Corpus], base_fp: dict[str, Any],
+                   resources: Resources) -> None:
+        """The time limit said before the work: each component with pending releases calibrated on
+        two small slices, and the run stopped when the estimate exceeds the limit (:mod:`audit.pipeline.estimate`)."""
+        from types import SimpleNamespace
+
+        from audit.pipeline.estimate import calibrate, check
+
+        self.echo(f"  calibrating the stages against the time limit of {self.time_limit:g} min")
+        done = SimpleNamespace(results=st.rf, reused=[], keys=[])  # _pending's record of reused pairs, unused here
+        makers, evaluated = [], {}
+        for comp in self.spec.components:
+            _, params = self._create(comp, corpora, resources, progress=False)
+            todo = self._pending(comp, params, list(scenario.releases), st.pairs, base_fp, done)
+            if todo:
+                makers.append((comp.label, lambda c=comp: self._create(c, corpora, resources, progress=False)[0]))
+                evaluated[comp.label] = [sampled for _, sampled, _ in todo]
+        estimate = calibrate(makers, scenario, evaluated, self.spec.seed)
+        self.echo("  " + check(estimate, self.time_limit, time.time() - st.started))
 
     def _save(self, st: _RunState, resources: Resources) -> None:
         """Write what this run computed into the results file, under the file's lock, on top of
@@ -394,9 +422,11 @@ class Audit:
             todo.append((rel, sampled, key))
         return todo
 
-    def _create(self, comp: ComponentSpec, corpora: Mapping[str, Corpus], resources: Resources):
+    def _create(self, comp: ComponentSpec, corpora: Mapping[str, Corpus], resources: Resources,
+                progress: bool | None = None):
         cls = self.registry.get(comp.kind, comp.name)
-        params = component_params(self.spec, cls.param_names(), comp.params, progress=self.progress, cls=cls)
+        params = component_params(self.spec, cls.param_names(), comp.params,
+                                  progress=self.progress if progress is None else progress, cls=cls)
         resolved = {k: corpora[v[len(CORPUS_REF):]] if isinstance(v, str) and v.startswith(CORPUS_REF) else v
                     for k, v in params.items()}
         try:

@@ -1,0 +1,101 @@
+"""A time limit said before the work (issue 57, "Bad input and limits"): each stage calibrated on two
+small slices, the estimate said, and a limit it exceeds refused before any attack runs (exit 2 on
+the command line, an AnonauditError in the API), with the estimate per stage. Cheap: phrase search
+and ROUGE on the demo population (no model)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import anonaudit
+from anonaudit.cli import main
+from anonaudit.demo.population import write
+from audit.core.data import Corpus, Document, Release, Scenario
+from audit.core.errors import AnonauditError
+from audit.pipeline.estimate import WARM, TIMED, Estimate, StageEstimate, calibrate, check, check_limit, slices
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("demo")
+    write(folder, n=12, seed=0)
+    return folder
+
+
+def _args(demo, out, *extra):
+    return ["attack", "phrase-search", "--originals", str(demo / "originals.jsonl"),
+            "--release", str(demo / "releases" / "labels.jsonl"), "--out", str(out), *extra]
+
+
+def test_a_limit_the_estimate_exceeds_stops_the_run_before_any_attack(demo, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
+    out = tmp_path / "results.json"
+    res = CliRunner().invoke(main, _args(demo, out, "--time-limit", "0.000001"))
+    assert res.exit_code == 2, res.output
+    assert "time limit 1e-06 min cannot be met: estimated" in res.output
+    assert "phrase_search ~" in res.output and f"calibration on {WARM + TIMED} of 12 documents" in res.output
+    assert "Nothing was attacked" in res.output
+    assert not out.exists() or not json.loads(out.read_text()).get("results")  # no result was computed
+    res = CliRunner().invoke(main, _args(demo, out, "--time-limit", "0"))
+    assert res.exit_code == 2 and "--time-limit" in res.output  # a limit must be a positive number
+
+
+def test_a_limit_the_estimate_meets_is_said_and_the_audit_runs(demo, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
+    results = anonaudit.audit(str(demo / "originals.jsonl"), [str(demo / "releases" / "labels.jsonl")],
+                              attacks=["phrase_search"], metrics=["rouge"], time_limit=60)
+    assert {r.name for r in results.results} >= {"phrase_search"}
+    said = capsys.readouterr().err
+    assert "time limit 60 min: estimated" in said and "phrase_search ~" in said and "rouge ~" in said
+    with pytest.raises(AnonauditError, match="time limit: must be a positive number of minutes"):
+        anonaudit.audit(str(demo / "originals.jsonl"), [str(demo / "releases" / "labels.jsonl")],
+                        attacks=["phrase_search"], time_limit=-1)
+
+
+def _doc(i: int, n: int) -> Document:
+    return Document(f"d{i}", "word " * n, subject=f"p{i}")
+
+
+class _Linear:
+    """A stage whose work is its characters: fit counts the originals, evaluate the release."""
+
+    def fit(self, scenario):
+        self.n = sum(len(d.text) for d in scenario.originals)
+        return self
+
+    def evaluate(self, scenario, release):
+        return [sum(len(d.text) for d in release.corpus)]
+
+
+def test_the_estimate_extrapolates_by_characters_and_names_what_it_could_not_calibrate(monkeypatch):
+    clock = iter(range(0, 10_000)).__next__
+    docs = [_doc(i, 10 * (i + 1)) for i in range(8)]
+    release = Release("r", Corpus(docs), aligned=True)
+    scenario = Scenario(originals=Corpus(docs), releases=(release,))
+    warm, timed = slices(scenario, seed=0)
+    assert len(warm.originals) == WARM and len(timed.releases[0]) == TIMED
+    assert not {d.id for d in warm.originals} & {d.id for d in timed.originals}  # disjoint slices
+    assert slices(scenario, 0)[1].originals.ids == timed.originals.ids  # fixed by the seed
+
+    def broken():
+        raise ValueError("needs two people")
+
+    monkeypatch.setattr("audit.pipeline.estimate.time.perf_counter", lambda: float(clock()))
+    est = calibrate([("linear", _Linear), ("broken", broken)], scenario, {"linear": [release], "broken": [release]}, 0)
+    linear, bad = est.stages
+    assert linear.seconds is not None and linear.seconds > 0 and bad.seconds is None and "two people" in bad.problem
+    line = check(est, limit_minutes=10_000, spent=0)
+    assert "not counted: broken" in line
+    small = Estimate((StageEstimate("s", 120.0, 1.0),), 5, 100, 1.0)
+    with pytest.raises(AnonauditError, match="time limit 1 min cannot be met: estimated 2.0 min"):
+        check(small, limit_minutes=1, spent=0)
+    assert "2.0 min" in check(small, limit_minutes=3, spent=10)
+    with pytest.raises(AnonauditError):
+        check(small, limit_minutes=3, spent=70)  # what is already spent counts
+    assert check_limit(None) is None and check_limit(2) == 2.0
+    for bad_value in (0, -1, True, "5", float("nan")):
+        with pytest.raises(AnonauditError):
+            check_limit(bad_value)
