@@ -99,3 +99,53 @@ def test_an_llm_bar_says_what_the_requests_are_for(monkeypatch, tmp_path):
     requests = [ChatRequest.make([{"role": "user", "content": f"q{i}"}]) for i in range(5)]
     assert llm.complete_batch(requests, progress="claim linker, judging leakage") == ["yes"] * 5
     assert err.getvalue().splitlines()[-1].startswith("LLM: claim linker, judging leakage: 5/5 [")
+
+
+def test_a_bar_says_how_far_it_has_come_while_no_item_finishes(monkeypatch):
+    """Issue 57: spaCy's first batch of long judgments, or one slow step, finished no item for tens of
+    seconds and the log said nothing; a line comes every interval all the same, then the last one."""
+    monkeypatch.setenv("ANONAUDIT_PROGRESS_SECONDS", "0.5")
+    monkeypatch.setattr(progress, "QUIET_SECONDS", 0.5)
+    err = io.StringIO()
+    monkeypatch.setattr(progress.sys, "stderr", err)
+
+    def slow():
+        time.sleep(1.3)  # the first item only after more than two intervals
+        yield from (1, 2)
+
+    seen = []
+    for item in progress.bar(slow(), total=2, desc="span guess: spaCy over the background", unit="doc"):
+        seen.append(err.getvalue())
+    assert "span guess: spaCy over the background: 0/2 [" in seen[0]  # said before any item came
+    assert err.getvalue().splitlines()[-1].startswith("span guess: spaCy over the background: 2/2 [")
+    time.sleep(0.7)
+    closed = err.getvalue()
+    time.sleep(0.6)
+    assert err.getvalue() == closed  # a closed bar is silent
+
+
+def test_the_parse_cache_says_it_loads_spacy_before_its_first_batch(monkeypatch, capsys):
+    """Loading spaCy (10-40 s cold) came before the parse's progress bar, in silence."""
+    from types import SimpleNamespace
+
+    from audit.models.parses import ParseCache
+
+    class ColdSpacy:
+        model, loaded = "en_core_web_sm", False
+
+        @property
+        def nlp(self):
+            return SimpleNamespace(Defaults=SimpleNamespace(stop_words=set()))
+
+        def pipe(self, texts, batch_size=64):
+            raise RuntimeError("parsing starts")  # only what comes before the parse is looked at
+
+    import pytest
+
+    cache = ParseCache(ColdSpacy(), False, tokens=False, who="test")
+    with pytest.raises(RuntimeError, match="parsing starts"):
+        cache.parse(["a text"], progress="TRIR background: spaCy")
+    assert "loading spaCy (en_core_web_sm) ..." in capsys.readouterr().err
+    with pytest.raises(RuntimeError, match="parsing starts"):
+        cache.parse(["another text"])  # no progress asked: nothing said
+    assert capsys.readouterr().err == ""

@@ -56,6 +56,11 @@ class Spacy:
             self._nlp.max_length = max(self._nlp.max_length, 5_000_000)
         return self._nlp
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the pipeline is loaded (:attr:`nlp` loads it on first use)."""
+        return self._nlp is not None
+
     def __call__(self, text: str) -> Doc:
         return self.nlp(text)
 

@@ -143,7 +143,10 @@ class ParseCache:
         self.stats["cached"] += len(keys) - len(todo)
         self.stats["parsed"] += len(todo)
         if todo:
-            stop = self.spacy.nlp.Defaults.stop_words
+            from audit.runtime.progress import stage
+
+            with stage(f"loading spaCy ({self.spacy.model})", enabled=bool(progress) and not self.spacy.loaded):
+                stop = self.spacy.nlp.Defaults.stop_words
             desc = progress and (f"{progress} ({len(keys) - len(todo)} of {len(keys)} cached)"
                                  if self.cache_path is not None else progress)
             fresh: dict[str, Parse] = {}

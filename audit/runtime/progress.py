@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -38,7 +39,9 @@ def _interval() -> float:
 
 class LineProgress(tqdm):
     """tqdm that prints whole lines instead of redrawing one (for non-terminal output): nothing
-    for work that ends within :data:`QUIET_SECONDS`, then a line every interval and one at the end."""
+    for work that ends within :data:`QUIET_SECONDS`, then a line every interval and one at the end.
+    A line is printed every interval even while no item finishes (a heartbeat thread: spaCy's
+    first batch of long texts, one slow step), so a stage never goes silent for longer."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         interval = _interval()
@@ -49,6 +52,16 @@ class LineProgress(tqdm):
         kwargs["file"] = kwargs.get("file") or sys.stderr
         kwargs["dynamic_ncols"] = False
         super().__init__(*args, **kwargs)
+        self._stopped = threading.Event()
+        if not self.disable:
+            threading.Thread(target=self._heartbeat, args=(interval,), daemon=True,
+                             name="anonaudit-progress").start()
+
+    def _heartbeat(self, interval: float) -> None:
+        """A line every ``interval`` while the bar is open, whether or not an item finished."""
+        while not self._stopped.wait(interval):
+            with contextlib.suppress(Exception):  # a bar closing meanwhile: nothing to say
+                self.refresh()
 
     def display(self, msg: str | None = None, pos: int | None = None) -> bool:  # noqa: ARG002
         line = (msg if msg is not None else self.__str__()).strip()
@@ -58,6 +71,9 @@ class LineProgress(tqdm):
         return True
 
     def close(self) -> None:
+        stopped = getattr(self, "_stopped", None)
+        if stopped is not None:
+            stopped.set()
         if self.disable:
             return
         elapsed = self._time() - self.start_t
