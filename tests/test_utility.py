@@ -575,42 +575,57 @@ def test_a_rare_name_carries_more_information_than_the_court(small_llm, nlp):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_the_default_scorer_is_dequantised_once_and_scores_the_same_from_its_copy(nlp, tmp_path, monkeypatch):
-    """The default information-content scorer (the embedded 0.5B model's GGUF file through
-    transformers, scoring each window in one pass): the first load reads the GGUF file (over a
-    minute) and keeps its dequantised weights; the next load reads those (seconds) and gives the
-    same weights and the same information content, bit for bit."""
+def test_a_gguf_scorer_is_dequantised_once_and_scores_the_same_from_its_copy(nlp, tmp_path, monkeypatch):
+    """A GGUF scorer through transformers (as the default scorer, the embedded 0.5B, is read): the
+    first load reads the GGUF file and keeps its dequantised weights; the next load reads those
+    and gives the same weights and the same information content, bit for bit. A tiny Qwen2 GGUF
+    file (tests/tiny_gguf.py) stands in for the 0.5B, whose first read takes over a minute; the
+    real scorer's figures are the next test's."""
     import torch
 
     from audit.models.backends import KEPT_RECORD
     from audit.models.specs import kept_conversions, load_llm, parse_llm_spec, spec_string
+    from tests.tiny_gguf import write_tiny_qwen2
 
-    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path))  # an empty model cache
+    gguf_file = write_tiny_qwen2(tmp_path / "src" / "tiny-qwen2.gguf")
+    spec = f"transformers:{gguf_file}"
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))  # an empty model cache
     text = "The applicant, Mr Bahattin Sarısoy, appealed to the court."
     terms = TermExtractor(nlp)(text)
-    first = load_llm("scorer", cache=False)
+    first = load_llm(spec, cache=False)
     est = CausalIC(first, context_tokens=64)
     assert est.uses_one_pass and not first.backend.loaded
     ic = est.estimate(text, terms)
-    values = dict(zip([t.text for t in terms], ic))
-    assert values["Bahattin Sarısoy"] > values["the court"] + 2.0  # nats
-    assert all(math.isfinite(v) and v >= 0 for v in ic)
-    copies = list((tmp_path / "models" / "transformers").glob("*/model.safetensors"))
+    assert len(ic) == len(terms) and all(math.isfinite(v) and v >= 0 for v in ic)
+    copies = list((tmp_path / "home" / "models" / "transformers").glob("*/model.safetensors"))
     assert len(copies) == 1
     assert copies[0].stat().st_mode == (copies[0].parent / "config.json").stat().st_mode  # as readable
     # it says which model it is a copy of, so `models prune` keeps it (in use) until an upgrade
     record = json.loads((copies[0].parent / KEPT_RECORD).read_text())
-    assert record["source"] == spec_string(parse_llm_spec("scorer"))
+    assert record["source"] == spec_string(parse_llm_spec(spec))
     assert [(c.path, c.stale) for c in kept_conversions()] == [(copies[0].parent, "")]
 
-    second = load_llm("scorer", cache=False)
+    second = load_llm(spec, cache=False)
     again = CausalIC(second, context_tokens=64).estimate(text, terms)
     assert second.backend.model.config._name_or_path == str(copies[0].parent)  # read from the copy
     assert np.array_equal(again, ic)
     assert second.logprobs("The applicant,", " Mr Bahattin") == first.logprobs("The applicant,", " Mr Bahattin")
     a, b = first.backend.model.state_dict(), second.backend.model.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow
+def test_the_default_scorer_gives_a_name_more_information_than_a_common_phrase(nlp):
+    """The default scorer, the embedded 0.5B through transformers, from the models folder every
+    test shares (dequantised there once per machine: the test above checks how)."""
+    from audit.models.specs import load_llm
+
+    text = "The applicant, Mr Bahattin Sarısoy, appealed to the court."
+    terms = TermExtractor(nlp)(text)
+    ic = CausalIC(load_llm("scorer", cache=False), context_tokens=64).estimate(text, terms)
+    values = dict(zip([t.text for t in terms], ic))
+    assert values["Bahattin Sarısoy"] > values["the court"] + 2.0  # nats
+    assert all(math.isfinite(v) and v >= 0 for v in ic)
 
 
 @pytest.mark.slow
