@@ -149,3 +149,40 @@ def test_the_parse_cache_says_it_loads_spacy_before_its_first_batch(monkeypatch,
     with pytest.raises(RuntimeError, match="parsing starts"):
         cache.parse(["another text"])  # no progress asked: nothing said
     assert capsys.readouterr().err == ""
+
+
+def test_the_utility_metrics_parse_of_the_originals_shows_progress(monkeypatch):
+    """spaCy over every original for precision and recall (127 TAB judgments: a minute or more) had no bar."""
+    from types import SimpleNamespace
+
+    from audit.metrics.tae import parses
+
+    def pipe(texts):
+        for t in texts:
+            time.sleep(0.3)
+            yield t.upper()
+
+    monkeypatch.setenv("ANONAUDIT_PROGRESS_SECONDS", "0.5")
+    monkeypatch.setattr(progress, "QUIET_SECONDS", 0.5)
+    err = io.StringIO()
+    monkeypatch.setattr(progress.sys, "stderr", err)
+    ctx = SimpleNamespace(memo={}, spacy=SimpleNamespace(pipe=pipe), progress=True,
+                          originals={f"d{i}": SimpleNamespace(text=f"text {i}") for i in range(4)})
+    assert parses(ctx, ["d0", "d1", "d2", "d3"]) == ["TEXT 0", "TEXT 1", "TEXT 2", "TEXT 3"]
+    assert err.getvalue().splitlines()[-1].startswith("utility: spaCy over the originals: 4/4 [")
+
+
+def test_a_bar_nobody_holds_stops_its_heartbeat(monkeypatch):
+    import gc
+
+    monkeypatch.setenv("ANONAUDIT_PROGRESS_SECONDS", "0.5")
+    err = io.StringIO()
+    monkeypatch.setattr(progress.sys, "stderr", err)
+    b = progress.bar(total=3, desc="left open", unit="doc")
+    time.sleep(0.7)
+    assert "left open: 0/3" in err.getvalue()  # the heartbeat spoke
+    del b
+    gc.collect()
+    said = err.getvalue()
+    time.sleep(1.2)
+    assert err.getvalue() == said  # collected: no more lines

@@ -207,9 +207,15 @@ class _TAEMetric(UtilityMetric):
 def parses(ctx: UtilityContext, ids: Sequence[str]) -> list[Any]:
     """spaCy's parse of each original, made once per context (every release and both our gold
     metrics and TAE's read the same parses)."""
+    from audit.runtime.progress import bar
+
     todo = [i for i in ids if ("tae-parse", i) not in ctx.memo]
-    for i, parsed in zip(todo, ctx.spacy.pipe([ctx.originals[i].text for i in todo])):
-        ctx.memo[("tae-parse", i)] = parsed
+    docs = ctx.spacy.pipe([ctx.originals[i].text for i in todo])
+    with bar(total=len(todo), desc="utility: spaCy over the originals", unit="doc",
+             enabled=ctx.progress and len(todo) > 1) as shown:
+        for i, parsed in zip(todo, docs):
+            ctx.memo[("tae-parse", i)] = parsed
+            shown.update(1)
     return [ctx.memo[("tae-parse", i)] for i in ids]
 
 

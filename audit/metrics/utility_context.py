@@ -201,12 +201,24 @@ class UtilityContext:
             self._encoder = self.resources.embedder(self.embedder, cache=self.cache)
         return self._encoder
 
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        """The encoder's vectors of ``texts``, with its progress bar when its ``encode`` takes
+        ``progress`` (ours does; any other object is asked ``encode(texts)`` only)."""
+        import inspect
+
+        encode = self.encoder.encode
+        try:
+            shows = "progress" in inspect.signature(encode).parameters
+        except (TypeError, ValueError):  # a builtin or C encoder without a signature
+            shows = False
+        return encode(texts, progress=self.progress) if shows else encode(texts)
+
     def similarity(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         """SIM = max(0, cosine) of each (original, replacement) pair; memoised."""
         todo = sorted({p for p in pairs if p not in self._sim and p[0] != p[1] and p[1].strip()})
         if todo:
             texts = sorted({t for p in todo for t in p})
-            vecs = self.encoder.encode(texts)
+            vecs = self._encode(texts)
             index = {t: i for i, t in enumerate(texts)}
             for a, b in todo:
                 self._sim[(a, b)] = max(0.0, float(np.dot(vecs[index[a]], vecs[index[b]])))
@@ -220,7 +232,7 @@ class UtilityContext:
         if need:
             chunks = [_chunks(d.text, self.chunk_words) for d in need]
             flat = [c for cs in chunks for c in cs]
-            vecs = self.encoder.encode(flat)
+            vecs = self._encode(flat)
             pos = 0
             for d, cs in zip(need, chunks):
                 v = vecs[pos:pos + len(cs)].mean(axis=0)

@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -53,15 +54,9 @@ class LineProgress(tqdm):
         kwargs["dynamic_ncols"] = False
         super().__init__(*args, **kwargs)
         self._stopped = threading.Event()
-        if not self.disable:
-            threading.Thread(target=self._heartbeat, args=(interval,), daemon=True,
+        if not self.disable:  # the thread holds the bar weakly: a bar nobody holds is collected and stops it
+            threading.Thread(target=_heartbeat, args=(weakref.ref(self), self._stopped, interval), daemon=True,
                              name="anonaudit-progress").start()
-
-    def _heartbeat(self, interval: float) -> None:
-        """A line every ``interval`` while the bar is open, whether or not an item finished."""
-        while not self._stopped.wait(interval):
-            with contextlib.suppress(Exception):  # a bar closing meanwhile: nothing to say
-                self.refresh()
 
     def display(self, msg: str | None = None, pos: int | None = None) -> bool:  # noqa: ARG002
         line = (msg if msg is not None else self.__str__()).strip()
@@ -82,6 +77,17 @@ class LineProgress(tqdm):
         super().close()
         if elapsed >= QUIET_SECONDS:
             self.display(final)
+
+
+def _heartbeat(ref: weakref.ref, stopped: threading.Event, interval: float) -> None:
+    """A line every ``interval`` while the bar is open, whether or not an item finished."""
+    while not stopped.wait(interval):
+        bar = ref()
+        if bar is None:
+            return
+        with contextlib.suppress(Exception):  # a bar closing meanwhile: nothing to say
+            bar.refresh()
+        del bar
 
 
 def is_terminal(stream: Any = None) -> bool:
