@@ -232,7 +232,7 @@ def train_and_predict(scenario: Scenario, small: dict, seed: int = 0, **params) 
     fit_s = time.perf_counter() - t0
     info = attack.trained_.info
     row: dict = {"seed": seed, "params": {k: v for k, v in params.items()}, "device": info.get("device"),
-                 "precision": [info["settings"]["train_precision"], attack._predict_precision(attack._device())],
+                 "precision": [info["settings"]["train_precision"], attack.prediction_precision(attack.torch_device())],
                  "window_rotation": info["settings"]["window_rotation"], "training_windows": info["training_windows"],
                  "windows_per_epoch": info["windows_per_epoch"], "epochs_run": len(info["history"]),
                  "chosen_epoch": info["chosen_epoch"], "max_epochs": info["max_epochs"],

@@ -172,28 +172,38 @@ def test_freeze_lower_layers_and_release_them():
 
 
 def _scripted_fine_tune(dev_accuracies, dev_size=20, y=(0, 1, 0, 1), **params):
-    """Run ``_fine_tune`` with a linear model, ``dev_size`` dev documents and scripted dev
-    accuracies per epoch (the last one repeated)."""
+    """Run TRIR's training routine (:class:`FineTuning`, the one a local and a Ray Train training
+    share) with scripted epochs: a linear model whose weights say which epoch they are from,
+    ``dev_size`` dev documents and scripted dev accuracies per epoch (the last one repeated)."""
     import torch
+
+    from attackers.trir.fine_tuning import FineTuning
 
     attack = TRIRAttack(progress=False, **params)
     model = torch.nn.Linear(2, 2)
     epochs_run = []
 
-    def run_epoch(model, windows, batches, y_t, steppers, pad_id, device, epoch, epochs):
-        epochs_run.append(epoch)
-        with torch.no_grad():
-            model.weight.fill_(float(epoch))  # the weights say which epoch they are from
-        return {"epoch": epoch, "loss": 1.0 / epoch}
+    class Scripted:
+        def epoch(self, epoch, order):
+            epochs_run.append(epoch)
+            with torch.no_grad():
+                model.weight.fill_(float(epoch))
+            return {"epoch": epoch, "loss": 1.0 / epoch}
 
-    attack._run_epoch = run_epoch
-    attack._accuracy = lambda model, *a: dev_accuracies[min(len(dev_accuracies), int(model.weight[0, 0].item())) - 1]
-    windows = Windows(ids=[[1]] * len(y), doc=list(range(len(y))), chars=[None] * len(y))
+        def dev_accuracy(self):
+            return dev_accuracies[min(len(dev_accuracies), int(model.weight[0, 0].item())) - 1]
+
+        def snapshot(self):
+            return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+        def checkpoint(self, epoch, history, best):
+            pass
+
+    tuned = FineTuning(attack, list(y), dev_size).run(Scripted())
+    if tuned.chosen != len(tuned.history):
+        model.load_state_dict(tuned.best[2])
     dev = Release("dev", Corpus([Document("a", "x", subject="p")], name="dev"))
-    notes: list[str] = []
-    history, chosen, _, selection = attack._fine_tune(model, windows, list(y), 0, "cpu", dev,
-                                                      (windows, np.zeros(dev_size)), notes)
-    return history, chosen, epochs_run, model, notes, selection
+    return tuned.history, tuned.chosen, epochs_run, model, [tuned.note(dev)], tuned.selection
 
 
 def test_dev_epoch_selection_stops_early_and_keeps_the_best_epoch():

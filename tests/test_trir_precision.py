@@ -129,11 +129,11 @@ def test_device_auto_takes_a_gpu_that_torch_sees_and_its_bf16(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     attack = TRIRAttack()
-    assert attack._device() == "cuda"
-    assert attack.settings()["train_precision"] == "bf16" and attack._predict_precision("cuda") == "bf16"
-    assert TRIRAttack(device="cpu")._device() == "cpu"
+    assert attack.torch_device() == "cuda"
+    assert attack.settings()["train_precision"] == "bf16" and attack.prediction_precision("cuda") == "bf16"
+    assert TRIRAttack(device="cpu").torch_device() == "cpu"
     with pytest.raises(AnonauditError, match="device must be auto, cpu, cuda or cuda:N"):
-        TRIRAttack(device="gpu")._device()
+        TRIRAttack(device="gpu").torch_device()
 
 
 def test_each_prediction_precision_is_close_to_fp32_and_the_same_on_an_executors_workers(tiny_base):  # noqa: F811

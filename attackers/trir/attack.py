@@ -17,7 +17,6 @@ from attackers.trir.encoder import (PREDICT_PRECISIONS, TRAIN_PRECISIONS, has_ml
                                     resolve_precision, torch_settings)
 from attackers.trir.findings import TRIRFindings, subject_of
 from attackers.trir.parse_settings import DISABLED_PIPES, Parse, ParseCache
-from attackers.trir.sampling import epoch_sampler
 from attackers.trir.texts import (LABEL_STYLE, SUPPRESS_STYLE, TOKEN_STYLE, curated_from_parse, mask_styles,
                                   original_range)
 from attackers.trir.training import TRIRTraining
@@ -220,7 +219,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
             params["dev"] = self.dev.name  # the trained attacker's record is saved as JSON
         return params
 
-    def _device(self) -> str:
+    def torch_device(self) -> str:
         """The torch device: ``auto`` (or none) is a GPU when torch sees one, else the CPU."""
         import torch
 
@@ -248,18 +247,18 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
             out["patience"] = None
         out["window_rotation"] = self.window_rotation or 1
         out.update(dedup=bool(self.dedup), bucket=bool(self.bucket),
-                   train_precision=resolve_precision(self.train_precision, self._device(), TRAIN_PRECISIONS,
+                   train_precision=resolve_precision(self.train_precision, self.torch_device(), TRAIN_PRECISIONS,
                                                      "train_precision"))
         return out
 
-    def _predict_precision(self, device: str) -> str:
+    def prediction_precision(self, device: str) -> str:
         """The arithmetic of prediction on ``device`` (fp32, bf16 or int8)."""
         return resolve_precision(self.predict_precision, device, PREDICT_PRECISIONS, "predict_precision")
 
-    def _epoch_sampler(self, y: Sequence[int]):
-        """Each epoch's training windows (:mod:`attackers.trir.sampling`) and the most an epoch holds."""
-        return epoch_sampler(y, self.seed, rotation=self.settings()["window_rotation"],
-                             max_per_class=self.max_windows_per_class, min_share=self.batch_size)
+    def use_mask_styles(self, styles: Sequence[str]) -> None:
+        """Imitate these masking styles in the NER-masked copies, as the run that chose them from
+        its releases does (a copy of the attack that trains on a worker)."""
+        self._mask_styles = tuple(styles)
 
     def _check_params(self) -> None:
         epochs = self.settings()["epochs"]
@@ -364,7 +363,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         base_path = resolve_base(self.base)
         dev = self._dev_release(scenario)
         self._mask_styles = self._choose_mask_styles(scenario, dev)
-        device = self._device()
+        device = self.torch_device()
         key = self._training_key = self.cache_key(background, base_path, dev)
         folder = self._cache_root() / key[:24]
         use_cache = self.use_cache and config.cache_enabled()
@@ -401,7 +400,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         back to this process."""
         executor = resources_of(self).executor
         if not getattr(executor, "distributed", False):
-            return self._train(background, base_path, dev, device)
+            return self.train_attacker(background, base_path, dev, device)
         if self._trainer(base_path) is not None:
             from attackers.trir.raytrain import train_on_ray  # data-parallel on Ray Train
 
@@ -409,7 +408,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         gpus = int(executor.info().get("gpus") or 0)
         from attackers.trir.distributed import TrainOnWorker
 
-        worker = TrainOnWorker(self.get_params(), self._mask_styles, background, dev)
+        worker = TrainOnWorker(type(self), self.get_params(), self._mask_styles, background, dev)
         (files,) = executor.map(worker, [self.base], group=1, label="TRIR: training", num_gpus=1.0 if gpus else 0.0)
         trained = TrainedTRIR.from_files(files, device)
         trained.info["base"] = base_path  # as this process names it (the worker resolved its own copy)
@@ -422,7 +421,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         if self.trained_ is None:
             raise AnonauditError("TRIR attack is not trained: call fit(scenario) first")
         t = self.trained_
-        device = self._device()
+        device = self.torch_device()
         if self.settings()["curate"]:
             prepared = [curated_from_parse(p) for p in self._parse(texts, "TRIR release: curating (spaCy lemmas)")]
             windows = make_windows(t.tokenizer, [c for c, _ in prepared], self.window, self.overlap)
@@ -435,7 +434,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
             logits = predict_logits(t.model.to(device), windows, pad_id=t.tokenizer.pad_token_id or 0,
                                     device=device, batch_size=self.predict_batch_size, progress=self.progress,
                                     executor=resources_of(self).executor,
-                                    precision=self._predict_precision(device))
+                                    precision=self.prediction_precision(device))
         return sum_window_logits(logits, windows.doc, len(texts)), windows, logits
 
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:

@@ -14,7 +14,7 @@ class TrainOnWorker:
     one item is the base encoder as the attack names it (resolved on the worker: the embedded
     MiniLM of the worker's own install, or a folder every node sees); the one output is the
     trained attacker's saved files by name (:meth:`TrainedTRIR.to_files`), which the run loads
-    and caches. Pickled, it carries the attack's parameters, the masking styles chosen from the
+    and caches. Pickled, it carries the attack's class and parameters, the masking styles chosen from the
     releases, the background and the dev release.
 
     It trains on the worker's GPU when it has one (the run asks the cluster for one when the
@@ -23,21 +23,20 @@ class TrainOnWorker:
     worker is given a node's CPUs, as a local run has this machine's), so that a CPU worker
     trains the same attacker as a local run with as many threads."""
 
-    def __init__(self, params: dict[str, Any], mask_styles: tuple[str, ...], background: Corpus,
-                 dev: Release | None):
+    def __init__(self, attack_class: type, params: dict[str, Any], mask_styles: tuple[str, ...],
+                 background: Corpus, dev: Release | None):
+        self.attack_class = attack_class  # TRIRAttack (passed in: this module is imported by it)
         self.params, self.mask_styles, self.background, self.dev = dict(params), tuple(mask_styles), background, dev
         self.threads: int | None = None
 
     def __call__(self, bases: list[str | None]) -> list[dict[str, bytes]]:
         out = []
         for base in bases:
-            from attackers.trir.attack import TRIRAttack
-
-            attack = TRIRAttack(**{**self.params, "base": base, "use_cache": False,
-                                   "num_threads": self.params.get("num_threads") or self.threads})
-            attack._mask_styles = self.mask_styles
+            attack = self.attack_class(**{**self.params, "base": base, "use_cache": False,
+                                      "num_threads": self.params.get("num_threads") or self.threads})
+            attack.use_mask_styles(self.mask_styles)
             try:
-                trained = attack._train(self.background, resolve_base(base), self.dev, attack._device())
+                trained = attack.train_attacker(self.background, resolve_base(base), self.dev, attack.torch_device())
             finally:
                 attack.close()
             trained.info["params"] = dict(self.params)  # the run's, not the worker's copy of them

@@ -94,9 +94,9 @@ class TRIRFindings:
             "prediction_windows": prediction_windows,
             # the arithmetic of the training steps (as trained; fp32 before it was an option) and of this prediction
             "precision": {"training": (t.info.get("settings") or {}).get("train_precision", "fp32"),
-                          "prediction": self._predict_precision(self._device())},
+                          "prediction": self.prediction_precision(self.torch_device())},
             # where it trained (as trained; a cached attacker may predict elsewhere) and predicts
-            "device": {"training": t.info.get("device"), "prediction": self._device()},
+            "device": {"training": t.info.get("device"), "prediction": self.torch_device()},
             "notes": list(t.info.get("notes", [])),
         }
         details["attacker"] = _attacker_sentence(details)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -49,7 +48,7 @@ import numpy as np
 
 from attackers.trir.training_batches import freeze_lower, length_batches
 from attackers.trir.encoder import PREDICT_PRECISIONS, TRAIN_PRECISIONS, autocast, resolve_precision
-from attackers.trir.schedule import plan, selection_note, selection_record
+from attackers.trir.fine_tuning import FineTuned, FineTuning
 from attackers.trir.token_windows import Windows, pad_batch
 from audit.core.config import make_private
 
@@ -84,25 +83,15 @@ def train_on_ray(attack, background: Corpus, base_path: str, dev: Release | None
     import ray
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
-    from transformers import AutoTokenizer
 
-    from attackers.trir.encoder import quiet_transformers
-
-    started = time.time()
-    attack._timings = {}
-    labels = sorted({d.subject for d in background if d.subject})
-    label_of = {s: i for i, s in enumerate(labels)}
-    notes: list[str] = []
-    with quiet_transformers():
-        tokenizer = AutoTokenizer.from_pretrained(base_path)
-    texts, subjects = attack._training_texts(background, notes)
-    windows, y, all_windows = attack._training_windows(tokenizer, texts, subjects, label_of, notes)
-    dev_set = None if dev is None else attack._dev_set(dev, tokenizer, label_of)
+    data = attack.training_data(background, base_path, dev)
+    notes = data.text_notes + data.window_notes
+    dev_set = data.dev_set
     workers, threads, gpu = workers_and_threads(executor.start(), attack.num_threads)
     # device auto: a worker trains on the device Ray Train gives it, whatever this process has
-    payload = {"params": {**attack.get_params(), "progress": False, "device": "auto",
-                          "window_rotation": attack.settings()["window_rotation"]}, "labels": labels,
-               "ids": windows.ids, "y": list(y), "pad_id": tokenizer.pad_token_id or 0, "threads": threads,
+    payload = {"attack": type(attack), "params": {**attack.get_params(), "progress": False, "device": "auto",
+                          "window_rotation": attack.settings()["window_rotation"]}, "labels": data.labels,
+               "ids": data.windows.ids, "y": list(data.y), "pad_id": data.pad_id, "threads": threads,
                "dev": None if dev_set is None else (dev_set[0].ids, dev_set[0].doc, dev_set[1].tolist()),
                "fail_after": os.environ.get(FAIL_AFTER_EPOCH_ENV), "overlap": OVERLAP, "fused": FUSED_ADAMW}
     root, name = ray_storage(attack, background, base_path, dev)
@@ -120,15 +109,12 @@ def train_on_ray(attack, background: Corpus, base_path: str, dev: Release | None
         shutil.rmtree(root / name, ignore_errors=True)
         with contextlib.suppress(OSError):
             root.rmdir()
-    trained = _trained(state, tokenizer, labels, base_path, device)
-    check = attack._fit_check(trained.model, windows, y, tokenizer.pad_token_id or 0, device, len(labels))
+    trained = _trained(state, data.tokenizer, data.labels, base_path, device)
     history = json.loads(state["history"])
-    _notes(state, dev, notes, workers)
-    notes.append(f"fit check: the attacker names the right person for {check['accuracy']:.1%} of "
-                 f"{check['windows']} of its own training windows (chance {check['chance']:.2%})")
-    trained.info = attack._record(background, base_path, labels, windows, all_windows, state["per_epoch"], dev,
-                                  history, state["chosen_epoch"], check, notes, started)
-    trained.info.update(selection=state["selection"], max_epochs=state["selection"]["max_epochs"])
+    tuned = FineTuned(history, state["chosen_epoch"], state["per_epoch"], state["selection"],
+                      (state["best_accuracy"], state.get("best_epoch", 0), None), state.get("stopped"))
+    notes += [tuned.note(dev), f"trained data-parallel on Ray Train: {workers} worker(s)"]
+    trained.info = attack.training_record(background, base_path, dev, data, trained.model, device, tuned, notes)
     trained.info.update(device=device, threads=None, pretrained=False, pretrain_loss=[],
                         resumed_from_epoch=state.get("resumed_from_epoch"),
                         ray_train={"workers": workers, "threads_per_worker": threads, "gpus": gpu})
@@ -174,7 +160,7 @@ def ray_storage(attack, background: Corpus, base_path: str, dev: Release | None)
         root = Path(tempfile.mkdtemp(prefix="trir-ray-"))
     root.mkdir(parents=True, exist_ok=True)
     make_private(root)
-    key = getattr(attack, "_training_key", None) or attack.cache_key(background, base_path, dev)
+    key = attack.training_key(background, base_path, dev)
     return root.resolve(), f"ray-{key[:24]}"
 
 
@@ -206,88 +192,39 @@ def _trained(state: dict[str, Any], tokenizer, labels: list[str], base_path: str
     return TrainedTRIR(model=model, tokenizer=tokenizer, labels=labels, info={})
 
 
-def _notes(state: dict[str, Any], dev: Release | None, notes: list[str], workers: int) -> None:
-    """The notes of the epoch choice, as a local training writes them."""
-    notes.append(selection_note(state["selection"], len(json.loads(state["history"])),
-                                None if dev is None else dev.name, state["best_accuracy"]))
-    notes.append(f"trained data-parallel on Ray Train: {workers} worker(s)")
-
-
 # --------------------------------------------------------------------------- on each worker
 
 
 def _worker_loop(config: dict[str, Any]) -> None:
-    """One Ray Train worker: the fine-tuning loop of :meth:`TRIRTraining._fine_tune`, its share
-    of each batch, a checkpoint each epoch from worker 0, the best weights reported at the end."""
+    """One Ray Train worker: TRIR's fine-tuning routine (:class:`~attackers.trir.fine_tuning.FineTuning`)
+    with this worker's steps (:class:`WorkerSteps`: its share of each batch, a checkpoint each epoch
+    from worker 0), the kept weights reported at the end."""
     import ray
     import ray.train
     import torch
-
-    from attackers.trir.attack import TRIRAttack
 
     data = ray.get(config["data"])
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     torch.set_num_threads(data["threads"])
     torch.use_deterministic_algorithms(True, warn_only=True)
-    attack = TRIRAttack(**data["params"])
-    y = data["y"]
-    next_order, per_epoch = attack._epoch_sampler(y)
-    dev_documents = None if data["dev"] is None else len(data["dev"][2])
-    the_plan = plan(attack._rotation_period(y), attack.settings(), dev_documents)
-    epochs = the_plan.max_epochs
+    attack = data["attack"](**data["params"])  # TRIRAttack, as the run made it
+    tuning = FineTuning(attack, data["y"], None if data["dev"] is None else len(data["dev"][2]))
     model, resume = _worker_model(data, attack)
     if resume is not None and "final_model" in resume:  # a finished training, run again: report it as it is
         _report(rank, {"done": 1}, {**resume, "history": json.loads(resume["history"])})
         return
-    optimizer, scheduler = attack._optimizer(model, math.ceil(per_epoch / attack.batch_size) * epochs,
-                                             fused=data.get("fused", True))
-    history, best, start = _restore(resume, model, optimizer, scheduler, next_order)
-    ddp = _prepare(model)
-    loop = _Loop(attack, ddp, model, data, rank, world, (optimizer, scheduler),
-                 precision=None if resume is None else resume.get("train_precision"))
-    stopped = the_plan.stop_reason(history[-1]["epoch"], best[0], the_plan.improved_at(history)) if history else None
-    for epoch in range(start, epochs + 1):
-        if stopped:
-            break
-        entry = loop.epoch(epoch, next_order())
-        entry["passes"] = the_plan.passes(epoch)
-        if data["dev"] is not None:
-            entry["dev_accuracy"] = round(loop.dev_accuracy(), 5)
-            if the_plan.keeps(epoch, entry["dev_accuracy"], best[0]):
-                best = (entry["dev_accuracy"], epoch, _copy(model.state_dict()))
-        history.append(entry)
-        state = {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "scheduler": scheduler.state_dict(), "history": history, "best_accuracy": best[0],
-                 "best_epoch": best[1], "best_model": best[2] if best[1] != epoch else None,
-                 "train_precision": loop.precision}
-        _report(rank, {"epoch": epoch, "loss": entry["loss"], **({"dev_accuracy": entry["dev_accuracy"]}
-                                                                  if "dev_accuracy" in entry else {})}, state)
-        _maybe_fail(data.get("fail_after"), epoch, rank)
-        stopped = the_plan.stop_reason(epoch, best[0], the_plan.improved_at(history))
-    chosen = best[1] if the_plan.select and best[1] > 0 else len(history)
-    final = best[2] if chosen != len(history) and best[2] is not None else model.state_dict()
-    _report(rank, {"done": 1}, {"final_model": final, "history": history, "per_epoch": per_epoch,
-                                "chosen_epoch": chosen, "best_accuracy": best[0], "stopped": stopped,
-                                "selection": selection_record(the_plan, chosen, dev_documents, stopped),
+    optimizer, scheduler = tuning.optimizer(model, fused=data.get("fused", True))
+    start = tuning.start(resume, optimizer, scheduler, lambda: _copy(model.state_dict()))
+    steps = WorkerSteps(attack, _prepare(model), model, data, rank, world, (optimizer, scheduler),
+                        precision=None if resume is None else resume.get("train_precision"))
+    tuned = tuning.run(steps, start)
+    kept = tuned.best[2] if tuned.chosen != len(tuned.history) else model.state_dict()
+    _report(rank, {"done": 1}, {"final_model": kept, "history": tuned.history, "per_epoch": tuned.per_epoch,
+                                "chosen_epoch": tuned.chosen, "best_accuracy": tuned.best[0],
+                                "best_epoch": tuned.best[1], "stopped": tuned.stopped, "selection": tuned.selection,
                                 "resumed_from_epoch": None if resume is None else resume["epoch"],
-                                "train_precision": loop.precision})
-
-
-def _restore(resume: dict[str, Any] | None, model, optimizer, scheduler, next_order):
-    """History, best epoch and first epoch to train, the optimizer and schedule restored and the
-    epoch sampler moved past the finished epochs when resuming; a fresh start otherwise."""
-    if resume is None:
-        return [], (-1.0, 0, None), 1
-    optimizer.load_state_dict(resume["optimizer"])
-    scheduler.load_state_dict(resume["scheduler"])
-    for _ in range(resume["epoch"]):
-        next_order()
-    best_model = resume.get("best_model")
-    if best_model is None and resume["best_epoch"] == resume["epoch"]:  # the best epoch is the last one
-        best_model = _copy(model.state_dict())
-    best = (float(resume["best_accuracy"]), int(resume["best_epoch"]), best_model)
-    return json.loads(resume["history"]), best, resume["epoch"] + 1
+                                "train_precision": steps.precision})
 
 
 def _worker_model(data: dict[str, Any], attack):
@@ -365,10 +302,11 @@ def _maybe_fail(spec: str | None, epoch: int, rank: int) -> None:
         raise RuntimeError(f"killed after epoch {epoch} (test hook)")
 
 
-class _Loop:
-    """One worker's epochs: its slice of every batch, and its share of the dev windows, in the
-    arithmetic every worker agreed on (:func:`cluster_precision`; a resumed training keeps its
-    checkpoint's, ``precision``)."""
+class WorkerSteps:
+    """One worker's epochs (an :class:`~attackers.trir.fine_tuning.EpochSteps`): its slice of every
+    batch, its share of the dev windows, in the arithmetic every worker agreed on
+    (:func:`cluster_precision`; a resumed training keeps its checkpoint's, ``precision``), and
+    worker 0's checkpoint after each epoch."""
 
     def __init__(self, attack, ddp, model, data: dict[str, Any], rank: int, world: int, steppers,
                  precision: str | None = None):
@@ -462,3 +400,17 @@ class _Loop:
         if self.world > 1:
             dist.all_reduce(scores)
         return float(np.mean(scores.argmax(dim=1).numpy() == np.asarray(truth)))
+
+    def snapshot(self) -> dict[str, Any]:
+        return _copy(self.model.state_dict())
+
+    def checkpoint(self, epoch: int, history: list[dict[str, Any]], best: tuple[float, int, Any]) -> None:
+        """Report the epoch from every worker, its checkpoint from worker 0 (Ray Train keeps it)."""
+        entry = history[-1]
+        state = {"epoch": epoch, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict(), "history": history, "best_accuracy": best[0],
+                 "best_epoch": best[1], "best_model": best[2] if best[1] != epoch else None,
+                 "train_precision": self.precision}
+        _report(self.rank, {"epoch": epoch, "loss": entry["loss"], **({"dev_accuracy": entry["dev_accuracy"]}
+                                                                       if "dev_accuracy" in entry else {})}, state)
+        _maybe_fail(self.data.get("fail_after"), epoch, self.rank)

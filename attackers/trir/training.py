@@ -4,19 +4,21 @@
 the attack fine-tunes the base encoder as a classifier with one class per person of the
 background, on overlapping token windows, optionally after further masked-LM pre-training
 on the background, and keeps the epoch that does best on a dev release when it has one.
+The routine is :mod:`attackers.trir.fine_tuning`'s, shared with the Ray Train workers
+(:mod:`attackers.trir.raytrain`); here are what it reads (:meth:`TRIRTraining.training_data`),
+the epochs on this process's device (:class:`LocalSteps`) and the record
+(:meth:`TRIRTraining.training_record`).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import random
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,16 +27,13 @@ import numpy as np
 from attackers.trir.training_batches import dedup_windows, freeze_lower, length_batches
 from attackers.trir.attacker_cache import TrainedTRIR, cache_root
 from attackers.trir.checkpoints import Checkpoint
-from attackers.trir.sampling import rotation_period
-from attackers.trir.schedule import plan, selection_note, selection_record
+from attackers.trir.fine_tuning import FineTuned, FineTuning, TrainingData
 from attackers.trir.encoder import autocast, has_mlm_head, quiet_transformers, torch_settings
 from attackers.trir.texts import LABEL_STYLE, curated_from_parse, masked_from_parses, style_words
 from attackers.trir.token_windows import Windows, make_windows, pad_batch, predict_logits, sum_window_logits
 from audit.core.errors import AnonauditError
 
 if TYPE_CHECKING:
-    import torch
-
     from audit.core.data import Corpus, Release
 
 log = logging.getLogger(__name__)
@@ -55,74 +54,98 @@ class TRIRTraining:
     its spaCy parses (``_parse``) and its text preparation (``_prepare``) from ``self``.
     """
 
-    def _train(self, background: Corpus, base_path: str, dev: Release | None, device: str) -> TrainedTRIR:
-        """Fine-tune the base encoder as a one-class-per-person classifier, resuming from the
+    def train_attacker(self, background: Corpus, base_path: str, dev: Release | None, device: str) -> TrainedTRIR:
+        """Fine-tune the base encoder here as a one-class-per-person classifier, resuming from the
         training's checkpoint when a killed run left one (:mod:`attackers.trir.checkpoints`)."""
         import torch
+
+        data = self.training_data(background, base_path, dev)
+        checkpoint = self._checkpoint(background, base_path, dev)
+        resume = checkpoint.load() if checkpoint is not None else None
+        notes = list(data.text_notes)
+        with torch_settings(self.seed, device, self.num_threads):
+            threads_used = torch.get_num_threads() if device == "cpu" else None
+            if resume is None:
+                model, pretrained, mlm_losses = self._classifier(base_path, data.tokenizer, data.texts, data.label_of,
+                                                                 device, notes)
+            else:
+                model, pretrained, mlm_losses = self._resumed_classifier(base_path, data.label_of, device, resume, notes)
+            pre = {"pretrained": pretrained, "mlm_losses": mlm_losses, "notes": list(notes)}
+            notes += data.window_notes
+            tuning = FineTuning(self, data.y, data.dev_documents)
+            steppers = tuning.optimizer(model)
+            steps = LocalSteps(self, model, data, device, steppers, tuning.epochs, checkpoint, pre)
+            start = tuning.start(resume, *steppers, steps.snapshot)
+            if resume is not None:
+                torch.set_rng_state(resume["rng"])
+                _restore_cuda_rng(resume.get("cuda_rng"))
+            tuned = tuning.run(steps, start)
+            if tuned.chosen != len(tuned.history):
+                model.load_state_dict(tuned.best[2])
+            notes.append(tuned.note(dev))
+            info = self.training_record(background, base_path, dev, data, model, device, tuned, notes)
+        model.eval()
+        info.update(device=device, threads=threads_used, pretrained=pretrained, pretrain_loss=mlm_losses,
+                    resumed_from_epoch=None if resume is None else resume["epoch"])
+        return TrainedTRIR(model=model, tokenizer=data.tokenizer, labels=data.labels, info=info)
+
+    def training_data(self, background: Corpus, base_path: str, dev: Release | None) -> TrainingData:
+        """What the training reads (:class:`~attackers.trir.fine_tuning.TrainingData`): the base's
+        tokenizer, the training texts through spaCy's parse cache, their windows, the dev windows."""
         from transformers import AutoTokenizer
 
         started = time.time()
         self._timings: dict[str, float] = {}  # for the provenance (stats), never the results
         labels = sorted({d.subject for d in background if d.subject})
         label_of = {s: i for i, s in enumerate(labels)}
-        notes: list[str] = []
         with quiet_transformers():
             tokenizer = AutoTokenizer.from_pretrained(base_path)
-        texts, subjects = self._training_texts(background, notes)
-        checkpoint = self._checkpoint(background, base_path, dev)
-        resume = checkpoint.load() if checkpoint is not None else None
+        text_notes: list[str] = []
+        window_notes: list[str] = []
+        texts, subjects = self._training_texts(background, text_notes)
+        windows, y, all_windows = self._training_windows(tokenizer, texts, subjects, label_of, window_notes)
+        dev_set = None if dev is None else self._dev_set(dev, tokenizer, label_of)
+        return TrainingData(tokenizer=tokenizer, labels=labels, texts=texts, windows=windows, y=y,
+                            all_windows=all_windows, dev_set=dev_set, text_notes=text_notes,
+                            window_notes=window_notes, started=started)
 
-        with torch_settings(self.seed, device, self.num_threads):
-            threads_used = torch.get_num_threads() if device == "cpu" else None
-            if resume is None:
-                model, pretrained, mlm_losses = self._classifier(base_path, tokenizer, texts, label_of, device, notes)
-            else:
-                model, pretrained, mlm_losses = self._resumed_classifier(base_path, label_of, device, resume, notes)
-            windows, y, all_windows = self._training_windows(tokenizer, texts, subjects, label_of, notes)
-            dev_set = None if dev is None else self._dev_set(dev, tokenizer, label_of)
-            pad_id = tokenizer.pad_token_id or 0
-            run = _Run(checkpoint=checkpoint, resume=resume, pre={"pretrained": pretrained, "mlm_losses": mlm_losses,
-                                                                  "notes": list(notes)})
-            history, chosen_epoch, per_epoch, selection = self._fine_tune(model, windows, y, pad_id, device, dev,
-                                                                          dev_set, notes, run)
-            fit_check = self._fit_check(model, windows, y, pad_id, device, len(labels))
-            notes.append(f"fit check: the attacker names the right person for {fit_check['accuracy']:.1%} of "
-                         f"{fit_check['windows']} of its own training windows (chance {fit_check['chance']:.2%})")
-        model.eval()
-        info = self._record(background, base_path, labels, windows, all_windows, per_epoch, dev, history,
-                            chosen_epoch, fit_check, notes, started)
-        info.update(selection=selection, max_epochs=selection["max_epochs"])
-        info.update(device=device, threads=threads_used, pretrained=pretrained, pretrain_loss=mlm_losses,
-                    resumed_from_epoch=None if resume is None else resume["epoch"])
-        return TrainedTRIR(model=model, tokenizer=tokenizer, labels=labels, info=info)
-
-    def _record(self, background: Corpus, base_path: str, labels: list[str], windows: Windows, all_windows: int,
-                per_epoch: int, dev: Release | None, history: list[dict[str, Any]], chosen_epoch: int,
-                fit_check: dict[str, Any], notes: list[str], started: float) -> dict[str, Any]:
-        """The trained attacker's record: how it was made (saved with it as ``trir.json``)."""
-        return {
+    def training_record(self, background: Corpus, base_path: str, dev: Release | None, data: TrainingData, model,
+                        device: str, tuned: FineTuned, notes: list[str]) -> dict[str, Any]:
+        """The trained attacker's record (saved with it as ``trir.json``): how it was made, with
+        the fit check of ``model`` on ``device`` (its sentence appended to ``notes``)."""
+        fit_check = self._fit_check(model, data, device)
+        notes.append(f"fit check: the attacker names the right person for {fit_check['accuracy']:.1%} of "
+                     f"{fit_check['windows']} of its own training windows (chance {fit_check['chance']:.2%})")
+        info = {
             "attack": self.name,
             "params": self.get_params(),
             "base": base_path,
-            "population": len(labels),
+            "population": len(data.labels),
             "background_documents": len(background),
             "background_fingerprint": background.fingerprint(),
-            "training_windows": len(windows),
-            "windows_before_dedup": all_windows,
-            "windows_per_epoch": per_epoch,
+            "training_windows": len(data.windows),
+            "windows_before_dedup": data.all_windows,
+            "windows_per_epoch": tuned.per_epoch,
             "budget": self.budget,
             "settings": self.settings(),
             "mask_styles": list(self._mask_styles),
-            "epochs_trained": len(history),
+            "epochs_trained": len(tuned.history),
             "max_epochs": self.settings()["epochs"],
-            "chosen_epoch": chosen_epoch,
+            "chosen_epoch": tuned.chosen,
             "dev": None if dev is None else dev.name,
-            "history": history,
+            "history": tuned.history,
             "fit_check": fit_check,
-            "train_seconds": round(time.time() - started, 2),
+            "train_seconds": round(time.time() - data.started, 2),
             "timings": dict(self._timings),
             "notes": notes,
         }
+        info.update(selection=tuned.selection, max_epochs=tuned.selection["max_epochs"])
+        return info
+
+    def training_key(self, background: Corpus, base_path: str, dev: Release | None) -> str:
+        """The trained attacker's cache key, which names its checkpoints too: the one this run's
+        ``fit`` computed, else computed now."""
+        return getattr(self, "_training_key", None) or self.cache_key(background, base_path, dev)
 
     def _checkpoint(self, background: Corpus, base_path: str, dev: Release | None) -> Checkpoint | None:
         """Where this training keeps its checkpoint: the user's ``checkpoint_dir``, else the
@@ -135,7 +158,7 @@ class TRIRTraining:
             root = cache_root(self.cache_dir) / "checkpoints"
         else:
             return None
-        key = getattr(self, "_training_key", None) or self.cache_key(background, base_path, dev)
+        key = self.training_key(background, base_path, dev)
         return Checkpoint(root, key)
 
     def _resumed_classifier(self, base_path: str, label_of: dict[str, int], device: str, resume: dict[str, Any],
@@ -244,156 +267,18 @@ class TRIRTraining:
         dev_windows = make_windows(tokenizer, self._prepare([d.text for d in dev_docs], "dev release"), self.window, self.overlap)
         return dev_windows, np.array([label_of[d.subject] for d in dev_docs])
 
-    def _fine_tune(self, model, windows: Windows, y: Sequence[int], pad_id: int, device: str, dev: Release | None,
-                   dev_set: tuple[Windows, np.ndarray] | None, notes: list[str],
-                   run: _Run | None = None) -> tuple[list[dict[str, Any]], int, int, dict[str, Any]]:
-        """Train for the plan's passes (:mod:`attackers.trir.schedule`); with a dev release that
-        chooses, stop ``patience`` passes after the last better dev accuracy (never before two
-        passes) and go back to the best epoch (a tie: the later one). Each epoch is checkpointed
-        (``run``), and a resumed run starts after the checkpoint's epoch. Returns the history (one
-        entry per epoch), the epoch kept, the windows per epoch and how the epoch was chosen."""
-        import torch
-
-        run = run or _Run()
-        cfg = self.settings()
-        next_order, per_epoch = self._epoch_sampler(y)
-        dev_documents = None if dev_set is None else len(dev_set[1])
-        the_plan = plan(self._rotation_period(y), cfg, dev_documents)
-        epochs = the_plan.max_epochs
-        optimizer, scheduler = self._optimizer(model, math.ceil(per_epoch / self.batch_size) * epochs)
-        y_t = torch.tensor(y, dtype=torch.long)
-        lengths = [len(w) for w in windows.ids]
-        history, best, start = self._restore(run, model, optimizer, scheduler, next_order)
-        stopped = the_plan.stop_reason(history[-1]["epoch"], best[0], the_plan.improved_at(history)) if history else None
-        for epoch in range(start, epochs + 1):
-            if stopped:
-                break
-            frozen = epoch <= self.freeze_epochs and self.freeze_layers > 0
-            freeze_lower(model, self.freeze_layers, frozen)
-            order = next_order()
-            size = self.batch_size
-            batches = (length_batches(order, lengths, size, self.seed * 1000 + epoch) if cfg["bucket"]
-                       else [order[b : b + size] for b in range(0, len(order), size)])
-            entry = self._run_epoch(model, windows, batches, y_t, (optimizer, scheduler), pad_id, device, epoch, epochs)
-            entry["passes"] = the_plan.passes(epoch)
-            if frozen:
-                entry["frozen_layers"] = self.freeze_layers
-            if dev_set is not None:
-                entry["dev_accuracy"] = round(self._accuracy(model, *dev_set, pad_id, device), 5)
-                if the_plan.keeps(epoch, entry["dev_accuracy"], best[0]):
-                    best = (entry["dev_accuracy"], epoch, {k: v.detach().clone() for k, v in model.state_dict().items()})
-            history.append(entry)
-            self._say_epoch(entry, epochs, best if the_plan.select else None)
-            if run.checkpoint is not None:
-                run.checkpoint.save(_state(epoch, model, optimizer, scheduler, history, best, run.pre))
-            stopped = the_plan.stop_reason(epoch, best[0], the_plan.improved_at(history))
-        freeze_lower(model, self.freeze_layers, False)
-        chosen = best[1] if the_plan.select and best[2] is not None else len(history)
-        if chosen != len(history):
-            model.load_state_dict(best[2])
-        selection = selection_record(the_plan, chosen, dev_documents, stopped)
-        notes.append(selection_note(selection, len(history), None if dev is None else dev.name, best[0]))
-        return history, chosen, per_epoch, selection
-
-    def _rotation_period(self, y: Sequence[int]) -> int:
-        """Rotated epochs in one pass over the training windows."""
-        return rotation_period(y, self.settings()["window_rotation"], self.max_windows_per_class, self.batch_size)
-
-    def _restore(self, run: _Run, model, optimizer, scheduler,
-                 next_order) -> tuple[list[dict[str, Any]], tuple[float, int, Any], int]:
-        """The history, best epoch and first epoch to train: from the checkpoint when resuming
-        (the optimizer, schedule and random state restored, the epoch orders drawn again so the
-        sampler is where it was), else empty."""
-        import torch
-
-        state = run.resume
-        if state is None:
-            return [], (-1.0, 0, None), 1
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        for _ in range(state["epoch"]):
-            next_order()
-        torch.set_rng_state(state["rng"])
-        _restore_cuda_rng(state.get("cuda_rng"))
-        best_model = state.get("best_model")
-        if best_model is None and state["best_epoch"] == state["epoch"]:
-            best_model = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        return list(state["history"]), (float(state["best_accuracy"]), int(state["best_epoch"]), best_model), \
-            state["epoch"] + 1
-
-    def _say_epoch(self, entry: dict[str, Any], epochs: int, best: tuple[float, int, Any] | None) -> None:
-        """One line per epoch (stderr, with progress on): its loss, dev accuracy and time."""
-        log.info("TRIR epoch %s: %s", entry["epoch"], entry)
-        if not self.progress:
-            return
-        line = f"    TRIR epoch {entry['epoch']}/{epochs}: loss {entry['loss']:.4f}"
-        if "passes" in entry and entry["passes"] != entry["epoch"]:
-            line += f" ({entry['passes']:g} passes)"
-        if "dev_accuracy" in entry:
-            line += f", dev accuracy {entry['dev_accuracy']:.3f}"
-            line += (" (not choosing: too few dev documents)" if best is None else
-                     " (no candidate before two passes)" if best[1] == 0 else f" (best {best[0]:.3f}, epoch {best[1]})")
-        print(f"{line}, {entry['seconds']:.0f} s", file=sys.stderr, flush=True)
-
-    def _optimizer(self, model, total_steps: int, fused: bool = False):
-        """AdamW with a linear warm-up over 6% of the steps, then linear decay to zero;
-        ``fused``: torch's one-kernel AdamW (the same update up to rounding, ~7x faster on a CPU)."""
-        import torch
-
-        optimizer = torch.optim.AdamW(model.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay,
-                                      **({"fused": True} if fused else {}))
-        warmup = max(1, int(0.06 * total_steps))
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup))))
-        return optimizer, scheduler
-
-    def _run_epoch(self, model, windows: Windows, batches: Sequence[Sequence[int]], y_t: torch.Tensor,
-                   steppers: tuple[Any, Any], pad_id: int, device: str, epoch: int, epochs: int) -> dict[str, Any]:
-        """One epoch over ``batches`` (lists of window indices); its history entry."""
-        from audit.runtime.progress import bar as progress_bar
-
-        optimizer, scheduler = steppers
-        precision = self.settings()["train_precision"]
-        model.train()
-        t0 = time.time()
-        total_loss, seen, tokens = 0.0, 0, 0
-        bar = progress_bar(batches, desc=f"TRIR training, epoch {epoch}/{epochs}", unit="batch",
-                           enabled=self.progress)
-        for idx in bar:
-            idx = list(idx)
-            ids, mask = pad_batch([windows.ids[i] for i in idx], pad_id)
-            with autocast(precision, device):
-                out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=y_t[idx].to(device))
-            out.loss.backward()
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            total_loss += out.loss.item() * len(idx)
-            seen += len(idx)
-            tokens += ids.numel()
-        bar.close()
-        return {"epoch": epoch, "loss": round(total_loss / max(1, seen), 5),
-                "seconds": round(time.time() - t0, 2), "windows": seen, "padded_tokens": tokens}
-
-    def _accuracy(self, model, windows: Windows, truth: np.ndarray, pad_id: int, device: str) -> float:
-        """Share of the dev documents whose subject the model names (summed window logits)."""
-        logits = predict_logits(model, windows, pad_id=pad_id, device=device, batch_size=self.predict_batch_size,
-                                progress=self.progress, desc="TRIR dev", precision=self._predict_precision(device))
-        scores = sum_window_logits(logits, windows.doc, len(truth))
-        return float(np.mean(scores.argmax(axis=1) == truth))
-
-    def _fit_check(self, model, windows: Windows, y: Sequence[int], pad_id: int, device: str,
-                   population: int) -> dict[str, Any]:
+    def _fit_check(self, model, data: TrainingData, device: str) -> dict[str, Any]:
         """Accuracy on a seeded sample of the training windows, read back after training. An
         attacker that cannot name the subject of its own training text has not learned enough
         for its TRIR to mean much: a low TRIR from it says nothing about the release."""
+        windows, y = data.windows, data.y
         picked = sorted(random.Random(self.seed).sample(range(len(windows)), min(FIT_CHECK_WINDOWS, len(windows))))
         sub = Windows(ids=[windows.ids[i] for i in picked], doc=list(range(len(picked))),
                       chars=[windows.chars[i] for i in picked])
-        logits = predict_logits(model, sub, pad_id=pad_id, device=device, batch_size=self.predict_batch_size,
-                                progress=False, precision=self._predict_precision(device))
+        logits = predict_logits(model, sub, pad_id=data.pad_id, device=device, batch_size=self.predict_batch_size,
+                                progress=False, precision=self.prediction_precision(device))
         acc = float(np.mean(logits.argmax(axis=1) == np.array([y[i] for i in picked])))
-        return {"windows": len(picked), "accuracy": round(acc, 4), "chance": 1.0 / population}
+        return {"windows": len(picked), "accuracy": round(acc, 4), "chance": 1.0 / len(data.labels)}
 
     def _pretrain_mlm(self, base_path: str, tokenizer, texts: Sequence[str], device: str,
                       new_head: bool = False) -> tuple[Path, list[float]]:
@@ -446,14 +331,71 @@ class TRIRTraining:
         return out, losses
 
 
-@dataclass
-class _Run:
-    """A training's checkpoint (``None``: none kept), the state it resumes from (``None``: a
-    fresh start), and what happened before fine-tuning (pre-training, notes), kept with each epoch."""
+class LocalSteps:
+    """The epochs of a training on this process's device (an
+    :class:`~attackers.trir.fine_tuning.EpochSteps`): every batch of each epoch, the dev
+    accuracy, a checkpoint after each epoch (``checkpoint``: none kept when ``None``) with what
+    happened before fine-tuning (``pre``: pre-training, notes)."""
 
-    checkpoint: Checkpoint | None = None
-    resume: dict[str, Any] | None = None
-    pre: dict[str, Any] = field(default_factory=lambda: {"pretrained": False, "mlm_losses": [], "notes": []})
+    def __init__(self, attack, model, data: TrainingData, device: str, steppers: tuple[Any, Any], epochs: int,
+                 checkpoint: Checkpoint | None = None, pre: dict[str, Any] | None = None):
+        import torch
+
+        self.attack, self.model, self.data, self.device, self.epochs = attack, model, data, device, epochs
+        self.optimizer, self.scheduler = steppers
+        self.checkpoint_to, self.pre = checkpoint, pre or {"pretrained": False, "mlm_losses": [], "notes": []}
+        self.y = torch.tensor(data.y, dtype=torch.long)
+        self.lengths = [len(w) for w in data.windows.ids]
+
+    def epoch(self, epoch: int, order: list[int]) -> dict[str, Any]:
+        """One epoch over ``order`` in batches (of similar lengths with ``bucket``), the lower
+        layers frozen in the first ``freeze_epochs``; its history entry."""
+        from audit.runtime.progress import bar as progress_bar
+
+        a, model, device = self.attack, self.model, self.device
+        size = a.batch_size
+        freeze_lower(model, a.freeze_layers, epoch <= a.freeze_epochs and a.freeze_layers > 0)
+        batches = (length_batches(order, self.lengths, size, a.seed * 1000 + epoch) if a.settings()["bucket"]
+                   else [order[b : b + size] for b in range(0, len(order), size)])
+        precision = a.settings()["train_precision"]
+        model.train()
+        t0 = time.time()
+        total_loss, seen, tokens = 0.0, 0, 0
+        bar = progress_bar(batches, desc=f"TRIR training, epoch {epoch}/{self.epochs}", unit="batch",
+                           enabled=a.progress)
+        for idx in bar:
+            idx = list(idx)
+            ids, mask = pad_batch([self.data.windows.ids[i] for i in idx], self.data.pad_id)
+            with autocast(precision, device):
+                out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=self.y[idx].to(device))
+            out.loss.backward()
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            total_loss += out.loss.item() * len(idx)
+            seen += len(idx)
+            tokens += ids.numel()
+        bar.close()
+        freeze_lower(model, a.freeze_layers, False)
+        return {"epoch": epoch, "loss": round(total_loss / max(1, seen), 5),
+                "seconds": round(time.time() - t0, 2), "windows": seen, "padded_tokens": tokens}
+
+    def dev_accuracy(self) -> float:
+        """Share of the dev documents whose subject the model names (summed window logits)."""
+        a = self.attack
+        windows, truth = self.data.dev_set
+        logits = predict_logits(self.model, windows, pad_id=self.data.pad_id, device=self.device,
+                                batch_size=a.predict_batch_size, progress=a.progress, desc="TRIR dev",
+                                precision=a.prediction_precision(self.device))
+        scores = sum_window_logits(logits, windows.doc, len(truth))
+        return float(np.mean(scores.argmax(axis=1) == truth))
+
+    def snapshot(self) -> dict[str, Any]:
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+    def checkpoint(self, epoch: int, history: list[dict[str, Any]], best: tuple[float, int, Any]) -> None:
+        if self.checkpoint_to is not None:
+            self.checkpoint_to.save(_state(epoch, self.model, self.optimizer, self.scheduler, history, best, self.pre))
 
 
 def _state(epoch: int, model, optimizer, scheduler, history: list[dict[str, Any]], best: tuple[float, int, Any],

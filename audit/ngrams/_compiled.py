@@ -16,7 +16,7 @@ import numba
 import numpy as np
 
 from audit.ngrams.hashing import CHAR_MULT, LEN_MIX, MIX1, MIX2, TOKEN_MULT
-from audit.ngrams.kernels import CLIP, JOIN, NL, TERM, WORD
+from audit.ngrams.char_classes import CLIP, JOIN, NL, TERM, WORD
 
 
 def jit(fn: Any) -> Any:

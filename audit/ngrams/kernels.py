@@ -21,11 +21,6 @@ from __future__ import annotations
 from functools import lru_cache
 from types import SimpleNamespace
 
-#: Character classes: one byte a code point in the tokenizer's table, these its bits.
-WORD, JOIN, TERM, NL = 1, 2, 4, 8
-#: Code points beyond the Basic Multilingual Plane read the table's last entry (in no class).
-CLIP = 0xFFFF
-
 
 @lru_cache(maxsize=1)
 def kernels() -> SimpleNamespace:

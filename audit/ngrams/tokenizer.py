@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from audit.ngrams.hashing import U64, splitmix
-from audit.ngrams.kernels import CLIP, JOIN, NL, TERM, WORD, kernels
+from audit.ngrams.char_classes import CLIP, JOIN, NL, TERM, WORD
+from audit.ngrams.kernels import kernels
 
 TOKENIZER_NAME = "anonaudit-words/1"
 
