@@ -59,6 +59,8 @@ NOT_RUN_HERE = {
     "trir_gpu.py": "trains TRIR classifiers and runs spaCy over TAB (--quick: 3 TAB people, 2 epochs of 32-token "
                    "windows, 2 configurations; 12 demo people through the command line)",
     "trir_step.py": "loads MiniLM in three processes and times its training steps (--quick: 2 repetitions)",
+    "release_audit.py": "audits a TAB release with every attack and metric (hours cold; --quick: 6 judgments, "
+                        "every model); its table is tested below",
     "trir_release.py": "trains TRIR classifiers, on Ray too (--quick: 12 demo people, 1 epoch, 32-token windows); "
                        "its helpers are tested below",
 }
@@ -127,6 +129,31 @@ def test_trir_release_reads_a_run_and_projects_it():
     assert tr.spread([0.4, 0.5, 0.6]) == {"mean": 0.5, "sd": 0.1, "min": 0.4, "max": 0.6, "seeds": 3}
     assert tr.spread([0.3])["sd"] == 0.0
     assert tr.fmt_risk({"value": 0.25, "ci": [0.1, 0.5]}) == "0.250 [0.10–0.50]"
+
+
+def test_release_audit_tabulates_its_ledger_and_each_stage_s_provenance(tmp_path):
+    """The stage table: seconds summed over slots, the parts from the provenance, LLM requests and
+    tokens, peak memory; a stage still running said as not finished."""
+    import importlib
+    import json
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        ra = importlib.import_module("release_audit")
+    finally:
+        sys.path.remove(str(BENCH))
+    (tmp_path / "claim_linker").mkdir()
+    (tmp_path / "claim_linker" / "results.json").write_text(json.dumps({"provenance": {
+        "components": {"attack:claim_linker": {"fit_seconds": 40.0, "stats": {"timings": {"r": {"score": 30.0}}}}},
+        "pairs": {"k": {"seconds": 50.0}}}}))
+    ledger = {"claim_linker": {"seconds": 95.0, "slots": 2, "done": True, "peak_rss_mb": 3000.0,
+                               "cost": {"llm": {"misses": 12, "backend_calls": 12},
+                                        "tokens": {"prompt_tokens": 900, "prompt_evaluated": 700,
+                                                   "completion_tokens": 80}}},
+              "trir": {"seconds": 600.0, "slots": 1, "done": False}}
+    text = ra.table(tmp_path, ledger)
+    assert "| claim_linker | 95 (2) | claim_linker: fit 40, score 30; evaluate 50 | 12 / 12 | 900 / 700 / 80 | 3000 |" in text
+    assert "| trir (not finished) | 600 (1) |" in text and "**695** (11.6 min)" in text
 
 
 def test_trir_release_measures_the_memory_of_a_process_tree(tmp_path):
