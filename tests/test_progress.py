@@ -186,3 +186,24 @@ def test_a_bar_nobody_holds_stops_its_heartbeat(monkeypatch):
     said = err.getvalue()
     time.sleep(1.2)
     assert err.getvalue() == said  # collected: no more lines
+
+
+def test_span_guessing_says_how_far_the_lemmas_of_its_guesses_have_come(monkeypatch):
+    """Issue 57: on a whole TAB release the guesses' lemmas (tens of thousands of strings) were 20-35 s
+    without a line, between the looks and at the end."""
+    from attackers.span_guess.matcher import Matcher
+
+    class SlowSpacy:
+        def pipe(self, texts, batch_size=256):
+            for _ in texts:
+                time.sleep(0.2)
+                yield []  # a document without tokens
+
+    monkeypatch.setenv("ANONAUDIT_PROGRESS_SECONDS", "0.5")
+    monkeypatch.setattr(progress, "QUIET_SECONDS", 0.5)
+    err = io.StringIO()
+    monkeypatch.setattr(progress.sys, "stderr", err)
+    matcher = Matcher(nlp=SlowSpacy())
+    matcher.analyse_many(["Warsaw", "Paris", "Rome", "Oslo", "Paris"], progress="span guess: the guesses' lemmas")
+    assert err.getvalue().splitlines()[-1].startswith("span guess: the guesses' lemmas: 4/4 [")
+    assert matcher.analyse_many(["Bern"]) is None and "Bern" in matcher._memo  # no bar asked: none

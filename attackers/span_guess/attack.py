@@ -294,7 +294,8 @@ class SpanGuessAttack(UsesLLM, Attack):
               head: str) -> list[bool]:
         """Which spans of ``batch`` the guesses that count recovered (between the looks)."""
         gl = self._scored(knowledge, sources, head)
-        matcher.analyse_many([t.span.original or "" for t in batch] + [g for gs in gl for g in gs])
+        matcher.analyse_many([t.span.original or "" for t in batch] + [g for gs in gl for g in gs],
+                             progress="span guess: the guesses' lemmas" if self.progress else None)
         return [matcher.first_match(t.span.original or "", gs, t.span.label) is not None for t, gs in zip(batch, gl)]
 
     def evaluate(self, scenario: Scenario, release: Release) -> list[Result]:
@@ -306,7 +307,8 @@ class SpanGuessAttack(UsesLLM, Attack):
         guesses = self._scored(knowledge, sources, head)
 
         matcher.analyse_many([t.span.original or "" for t in all_targets]
-                             + [g for gl in sources.values() for gs in gl for g in gs])
+                             + [g for gl in sources.values() for gs in gl for g in gs],
+                             progress="span guess: the guesses' lemmas" if self.progress else None)
         findings = []
         for t, gs in zip(targets, guesses):
             hit = matcher.first_match(t.span.original or "", gs, t.span.label)

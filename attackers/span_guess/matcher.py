@@ -123,11 +123,15 @@ class Matcher:
 
     # ------------------------------------------------------------------ analysis
 
-    def analyse_many(self, texts: Iterable[str]) -> None:
-        """Analyse (and memoise) many strings in one spaCy pass."""
+    def analyse_many(self, texts: Iterable[str], progress: str | None = None) -> None:
+        """Analyse (and memoise) many strings in one spaCy pass; ``progress`` names its progress bar."""
+        from audit.runtime.progress import bar
+
         todo = list(dict.fromkeys(t for t in texts if t not in self._memo))
-        for text, doc in zip(todo, self._spacy.pipe(todo, batch_size=256)):
-            self._memo[text] = _analysis_of(text, doc)
+        with bar(total=len(todo), desc=progress or "", unit="text", enabled=bool(progress) and len(todo) > 1) as shown:
+            for text, doc in zip(todo, self._spacy.pipe(todo, batch_size=256)):
+                self._memo[text] = _analysis_of(text, doc)
+                shown.update(1)
 
     def _analyse(self, text: str) -> _Analysis:
         found = self._memo.get(text)
