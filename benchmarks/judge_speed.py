@@ -70,8 +70,11 @@ PATHS = {"before": margin_before, "one-pass": yesno_margin, "short": margin_shor
 
 def ask(llm, path: str, questions: list[tuple[str, str]]) -> dict:
     """Every distinct question once, in order, as the attack's judge asks them; the margins in
-    the questions' order, seconds, calls and tokens."""
-    fn = PATHS[path]
+    the questions' order, seconds, calls and tokens. ``path`` may end in ``@pollN`` (``--polls``):
+    ``llm`` is then a dict of backends by that suffix."""
+    fn = PATHS[path.split("@")[0]]
+    if isinstance(llm, dict):
+        llm = llm[path.split("@")[1]]
     used0, calls0 = dict(llm.usage), _calls(llm)
     memo: dict[tuple[str, str], float] = {}
     print(f"  {path}: asking {len(set(questions))} questions", file=sys.stderr, flush=True)
@@ -156,6 +159,15 @@ def dry_llm(spec: str):
     return llm
 
 
+def polled_llm(spec: str, poll: int, threads: int | None):
+    """The llama.cpp backend of ``spec`` with its idle threads waiting at ``poll``."""
+    from audit.models.llamacpp import LlamaCppLLM
+    from audit.models.specs import embedded_llm_path, parse_llm_spec, spec_identity
+
+    parsed = parse_llm_spec(spec)
+    return LlamaCppLLM(embedded_llm_path(parsed.name), identity=spec_identity(parsed), n_threads=threads, poll=poll)
+
+
 def control_set(attack, corpus) -> tuple[list[tuple[str, str]], int]:
     """The control's questions, own then other then reference, and its claim count."""
     own, other, refs, _ = attack._control_pairs(corpus, dense=True)
@@ -193,6 +205,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--count-only", action="store_true",
                     help="no model: count the calls and tokens each path evaluates (llama.cpp's prompt reuse, simulated)")
+    ap.add_argument("--polls", default="",
+                    help="llama.cpp poll levels to compare, comma-separated (50: llama.cpp's default, "
+                         "0: the backend's): each path runs on one backend per level, interleaved")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="judge_speed.json")
     args = ap.parse_args()
@@ -200,17 +215,23 @@ def main() -> None:
         args.model, args.control, args.docs, args.claims, args.releases = "0.5b", 6, 2, 2, "Manual_Entity"
     from audit.models.specs import load_llm
 
-    llm = (dry_llm(SPECS[args.model]) if args.count_only else
-           load_llm(SPECS[args.model], cache=False, n_threads=args.threads).backend)  # every question asked
-    count_calls(llm)
+    if args.polls:
+        llm = {f"poll{v}": polled_llm(SPECS[args.model], int(v), args.threads) for v in args.polls.split(",")}
+        for one in llm.values():
+            count_calls(one)
+    else:
+        llm = (dry_llm(SPECS[args.model]) if args.count_only else
+               load_llm(SPECS[args.model], cache=False, n_threads=args.threads).backend)  # every question asked
+        count_calls(llm)
     embedder = Embedder()
     data = Path(args.data)
     everyone = load_corpus(data / "bks" / "TAB_test_BK=Original.json", name="originals")
     keep = {d.id for d in sorted(everyone, key=lambda d: len(d.text))[: args.pool]}
     tab = Corpus([d for d in everyone if d.id in keep], name="originals")
     corpora = {"tab": tab, "demo": demo_originals(args.demo_n, args.seed)}
-    report: dict = {"args": vars(args), "model": llm.identity, "runs": []}
-    paths = args.paths.split(",")
+    report: dict = {"args": vars(args), "model": next(iter(llm.values())).identity if args.polls else llm.identity,
+                    "runs": []}
+    paths = [f"{p}@poll{v}" if args.polls else p for p in args.paths.split(",") for v in (args.polls.split(",") or [""])]
     flip = False
     for k in args.evidence.split(","):
         for name in args.sets.split(","):

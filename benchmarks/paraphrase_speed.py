@@ -45,10 +45,14 @@ SPECS = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
 
 def requests(claims: list[str], path: str, seed: int):
     reqs = [paraphrase_request(c, seed) for c in claims]
-    return [dataclasses.replace(r, shared=(1,) if path == "shared" else ()) for r in reqs]
+    return [dataclasses.replace(r, shared=(1,) if path.split("@")[0] == "shared" else ()) for r in reqs]
 
 
 def run(llm, path: str, claims: list[str], seed: int) -> tuple[list[str], dict]:
+    """The paraphrases of ``claims`` on ``path`` (``whole@poll0``: ``llm`` is a dict of backends by
+    poll level, ``--polls``) and their cost."""
+    if isinstance(llm, dict):
+        llm = llm[path.split("@")[1]]
     used0 = dict(llm.usage)
     t = time.perf_counter()
     answers = llm.complete_batch(requests(claims, path, seed))
@@ -76,6 +80,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="paraphrase_speed.json")
     ap.add_argument("--quick", action="store_true", help="a smoke run: the 0.5B, 2 documents of one release")
+    ap.add_argument("--polls", default="", help="compare llama.cpp poll levels (50,0) on the whole path instead")
     args = ap.parse_args()
     if args.quick:
         args.model, args.docs, args.releases = "0.5b", 2, "Manual_Entity"
@@ -89,11 +94,17 @@ def main() -> None:
     aux = {t: [claims_of[t][i].text for i in select_aux(claims_of[t], 3, "random",
                                                          random.Random(f"{args.seed}:aux:{originals[t].id}"))]
            for t in trials}
-    llm = load_llm(SPECS[args.model], cache=False).backend
+    if args.polls:
+        from judge_speed import polled_llm
+
+        llm = {f"poll{v}": polled_llm(SPECS[args.model], int(v), None) for v in args.polls.split(",")}
+        names = tuple(f"whole@{k}" for k in llm)
+    else:
+        llm, names = load_llm(SPECS[args.model], cache=False).backend, ("whole", "shared")
     half = len(trials) // 2
-    out: dict = {"args": vars(args), "model": llm.identity, "paths": {}}
-    paras: dict[str, dict[int, list[str]]] = {"whole": {}, "shared": {}}
-    for part, order in ((trials[:half], ("whole", "shared")), (trials[half:], ("shared", "whole"))):
+    out: dict = {"args": vars(args), "model": SPECS[args.model], "paths": {}}
+    paras: dict[str, dict[int, list[str]]] = {name: {} for name in names}
+    for part, order in ((trials[:half], names), (trials[half:], names[::-1])):
         flat = [c for t in part for c in aux[t]]
         for path in order:
             got, stats = run(llm, path, flat, args.seed)
@@ -107,8 +118,9 @@ def main() -> None:
         for k in [k for k in acc if k.endswith("_per_claim")]:
             acc[k] = round(acc[k] / max(1, acc["claims"]), 1)
         acc["s_per_claim"] = round(acc["seconds"] / max(1, acc["claims"]), 2)
-    out["identical_answers"] = sum(a == b for t in trials for a, b in zip(paras["whole"][t], paras["shared"][t]))
-    out["examples"] = [[aux[t][0], paras["whole"][t][0], paras["shared"][t][0]] for t in trials[:3]]
+    first, second = names
+    out["identical_answers"] = sum(a == b for t in trials for a, b in zip(paras[first][t], paras[second][t]))
+    out["examples"] = [[aux[t][0], paras[first][t][0], paras[second][t][0]] for t in trials[:3]]
     out["linkage"] = linkage(args, data, originals, trials, aux, paras, splitter)
     Path(args.out).write_text(json.dumps(out, indent=1, ensure_ascii=False))
     print(markdown(out))
@@ -124,12 +136,12 @@ def linkage(args, data: Path, originals, trials: list[int], aux: dict, paras: di
         linker = DenseLinker(embedder)
         linker.index(docs, splitter.split(docs))
         rows[name] = {}
-        for qname, qs in (("verbatim", aux), ("whole", paras["whole"]), ("shared", paras["shared"])):
+        for qname, qs in (("verbatim", aux), *paras.items()):
             links = linker.link([qs[t] for t in trials])
             ok = sum(lk.doc >= 0 and docs[lk.doc].id == originals[t].id for lk, t in zip(links, trials))
             rows[name][qname] = round(ok / len(trials), 3)
         print(name, rows[name], file=sys.stderr, flush=True)
-    rows["mean"] = {q: round(sum(r[q] for r in rows.values()) / len(rows), 3) for q in ("verbatim", "whole", "shared")}
+    rows["mean"] = {q: round(sum(r[q] for r in rows.values()) / len(rows), 3) for q in ("verbatim", *paras)}
     return rows
 
 
@@ -140,9 +152,9 @@ def markdown(out: dict) -> str:
         lines.append(f"| {path} | {a['claims']} | {a['s_per_claim']} | {a['prompt_tokens_per_claim']} | "
                      f"{a['prompt_evaluated_per_claim']} | {a['completion_tokens_per_claim']} | {a['failed']} |")
     lines += ["", f"identical answers: {out['identical_answers']}", "",
-              "| release | verbatim | whole | shared |", "|---|---:|---:|---:|"]
+              "| release | " + " | ".join(out["linkage"]["mean"]) + " |", "|---|---:|---:|---:|"]
     for name, r in out["linkage"].items():
-        lines.append(f"| {name} | {r['verbatim']} | {r['whole']} | {r['shared']} |")
+        lines.append(f"| {name} | " + " | ".join(str(v) for v in r.values()) + " |")
     return "\n".join(lines)
 
 

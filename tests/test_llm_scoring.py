@@ -167,3 +167,23 @@ def test_the_judge_declares_its_instructions_shared_and_asks_once():
     assert yesno_cuts(short, "The court sat in Lyon.", "It sat in Lyon.") == cuts
     yesno_margin(llm, "The court sat in Lyon.", "It sat in Lyon.", compact=True)
     assert llm.asked[-1] == (short, ("Yes", "No"), cuts)
+
+
+def test_idle_llama_threads_sleep_by_default(monkeypatch):
+    """llama.cpp's default poll level (50) has idle worker threads spin for work, which on a few
+    shared cores takes the core the next step needs (benchmarks/README.md, the judge's LLM cost):
+    the backend asks for 0 in both thread pools, and passes another level through."""
+    xlc = pytest.importorskip("xllamacpp")
+    seen = []
+
+    class Capture(FakeScoringServer):
+        def __init__(self, params):
+            super().__init__(params)
+            seen.append((params.cpuparams.poll, params.cpuparams_batch.poll))
+
+    monkeypatch.setattr(xlc, "Server", Capture)
+    from audit.models.llamacpp import LlamaCppLLM
+
+    LlamaCppLLM("/nonexistent/model.gguf", identity="llamacpp:fake")
+    LlamaCppLLM("/nonexistent/model.gguf", identity="llamacpp:fake", poll=50)
+    assert seen == [(0, 0), (50, 50)]
