@@ -130,7 +130,7 @@ def linkage(args, data: Path, originals, trials: list[int], aux: dict, paras: di
     """Correct-linkage rate of the dense linker per release with each set of queries."""
     embedder = Embedder()
     rows: dict = {}
-    for name in args.releases.split(","):
+    for name in filter(None, args.releases.split(",")):
         rel = load_release_file(data / "anonymizations" / f"TAB_test_{name}.json", name=name, originals=originals)[0]
         docs = list(rel.corpus)
         linker = DenseLinker(embedder)
@@ -141,7 +141,8 @@ def linkage(args, data: Path, originals, trials: list[int], aux: dict, paras: di
             ok = sum(lk.doc >= 0 and docs[lk.doc].id == originals[t].id for lk, t in zip(links, trials))
             rows[name][qname] = round(ok / len(trials), 3)
         print(name, rows[name], file=sys.stderr, flush=True)
-    rows["mean"] = {q: round(sum(r[q] for r in rows.values()) / len(rows), 3) for q in ("verbatim", *paras)}
+    if rows:
+        rows["mean"] = {q: round(sum(r[q] for r in rows.values()) / len(rows), 3) for q in ("verbatim", *paras)}
     return rows
 
 
@@ -152,7 +153,7 @@ def markdown(out: dict) -> str:
         lines.append(f"| {path} | {a['claims']} | {a['s_per_claim']} | {a['prompt_tokens_per_claim']} | "
                      f"{a['prompt_evaluated_per_claim']} | {a['completion_tokens_per_claim']} | {a['failed']} |")
     lines += ["", f"identical answers: {out['identical_answers']}", "",
-              "| release | " + " | ".join(out["linkage"]["mean"]) + " |", "|---|---:|---:|---:|"]
+              "| release | " + " | ".join(out["linkage"].get("mean", ())) + " |", "|---|---:|---:|---:|"]
     for name, r in out["linkage"].items():
         lines.append(f"| {name} | " + " | ".join(str(v) for v in r.values()) + " |")
     return "\n".join(lines)
