@@ -217,7 +217,7 @@ def test_trir_separates_unsanitized_from_suppressed_and_reuses_cache(demo, train
     def no_training(*args, **kwargs):
         raise AssertionError("retrained although a cached attacker exists")
 
-    monkeypatch.setattr(TRIRAttack, "_train", no_training)
+    monkeypatch.setattr(TRIRAttack, "train_attacker", no_training)
     again = TRIRAttack(seed=0, cache_dir=str(cache), **TINY).fit(demo)
     assert again.trained_.info["loaded_from_cache"] is True
     plain_again, _ = again.evaluate(demo, demo.release("originals"))
