@@ -35,6 +35,17 @@ from audit.core import config as audit_config
 _USER_HOME = str(audit_config.home())
 
 
+#: The test files that hold the longest tests (the README's commands, the judge's control, Ray):
+#: collected first, so that under xdist (``--dist loadfile --no-loadscope-reorder``, pyproject)
+#: they start at once instead of last, when one worker would be left alone with them.
+LONG_FIRST = ("tests/test_readme.py", "tests/test_claim_linker.py", "tests/test_scaleout.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FIRST)))  # stable otherwise
+
+
 @pytest.fixture(scope="session", autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory):
     """Point ANONAUDIT_HOME at a fresh folder for the whole session, so no test reads
