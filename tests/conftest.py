@@ -19,7 +19,7 @@ from pathlib import Path
 
 # Under pytest-xdist (the README's test command runs ``-n 2``), each worker computes on its
 # share of the cores: two workers of two threads on two cores would wait on each other's
-# barriers (llama.cpp and OpenMP spin there) and run several times slower than one at a time.
+# barriers (OpenMP spins there) and run several times slower than one at a time.
 # Set before anything imports torch, which reads OMP_NUM_THREADS once; subprocesses inherit it.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     _share = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
