@@ -155,7 +155,7 @@ def threads() -> int:
     """CPU threads a stage computes with when it is not told (the llama.cpp runtime, faiss):
     ``ANONAUDIT_THREADS``, or every core. torch follows ``OMP_NUM_THREADS`` as usual. Two jobs
     sharing a machine each set it to their share: threads that outnumber the cores wait on
-    each other (llama.cpp's spin on a barrier), which costs far more than the cores lent."""
+    each other at every barrier (OpenMP spins there), which costs far more than the cores lent."""
     raw = os.environ.get(THREADS_ENV, "").strip()
     if not raw:
         return max(1, os.cpu_count() or 1)

@@ -62,8 +62,6 @@ class Spacy:
     @property
     def nlp(self) -> Language:
         if self._nlp is None:
-            import spacy
-
             if self.model == DEFAULT_SPACY_MODEL:  # the embedded pipeline: its pinned files only
                 from audit.models.embedded import verify_package_model
 
