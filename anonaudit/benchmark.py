@@ -9,13 +9,16 @@ program in any language, ``{input}``/``{output}`` in its command line) or ``rele
 release already made: a file in any README format, or data in memory). The corpus is the
 synthetic demo population unless ``originals=`` (any README format or table) or ``tri=`` (a TRI
 file: its background and one release per method) is given; ``background=`` is what TRIR's
-adversary knows. Work goes to ``out`` (resumable) or, without it, a temporary folder.
+adversary knows. Work goes to ``out`` (resumable) when given; without it nothing is written to
+disk: the corpus, the releases and the results stay in memory and come back in the
+:class:`BenchResults` (one exception: an external ``command=`` is a program that reads and writes
+files, so its input and output are written to a temporary folder of their own, deleted as soon
+as it has run).
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,8 +145,11 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
     documents: bench a seeded sample of this many originals, or the originals with these ids (the
         background stays whole; release files made for the whole corpus are cut to them).
     reference: a reference table of published figures (a CSV file, or ``"tab"``).
-    out: the folder to write (``results.json``, the leaderboard, ``data/``); none of its files may
-        be an input, nor an existing file of another kind unless ``force`` (as ``--force``).
+    out: the folder to write (``results.json``, the leaderboard, ``data/``, ``sanitized/``); none of
+        its files may be an input, nor an existing file of another kind unless ``force`` (as
+        ``--force``). Without it nothing is written to disk (but ``command=``'s two files, in a
+        temporary folder deleted once it has run); shared caches (``ANONAUDIT_HOME``) are kept
+        as in every run.
     """
     from audit.core.registry import registry as default_registry
 
@@ -169,15 +175,12 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
              ("reference", reference), *((f"extra release {k}", v) for k, v in (extra_releases or {}).items())]
     sources = tuple((k, Path(os.fspath(v)).expanduser().resolve()) for k, v in given
                     if isinstance(v, (str, os.PathLike)) and (k != "reference" or os.fspath(v) != "tab"))
-    if out is not None:
-        from audit.pipeline.outputs import bench_outputs, check_outputs, replaces
+    writer = None
+    if out is not None:  # the one writer of out=, made before any work: it holds the output guard
+        from audit.pipeline.bench_writer import BenchWriter
 
-        out = Path(out).resolve()
-        check_outputs(bench_outputs(out), sources, force=force, force_named="force=True")
-        return _run(spec, out, reg, progress, echo, sources=sources,
-                    replace=force and replaces(out / "results.json", "results"))
-    with tempfile.TemporaryDirectory(prefix="anonaudit-bench-") as tmp:
-        return _run(spec, Path(tmp), reg, progress, echo, keep=False, sources=sources)
+        writer = BenchWriter(Path(out).resolve(), inputs=sources, force=force, force_named="force=True")
+    return _run(spec, writer, reg, progress, echo, sources=sources)
 
 
 @dataclass(frozen=True)
@@ -314,7 +317,7 @@ def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, param
     _check_names(named)
     for c, _ in named:
         _check_params(reg, c)
-    return BenchSpec(out=Path("."), originals=corpus.originals, background=corpus.background,
+    return BenchSpec(originals=corpus.originals, background=corpus.background,
                      contenders=tuple(c for c, _ in named), attacks=tuple(_attacks(attacks, reg, sample, corpus)),
                      metrics=tuple(component_entries(metrics, "metrics") if metrics is not None else
                                    reg.names("metric")),
@@ -395,22 +398,20 @@ def _attacks(attacks: Any, reg: Any, sample: int | None, corpus: _Corpus) -> lis
     return out
 
 
-def _run(spec: Any, out: Path, reg: Any, progress: bool, echo: Any, *, keep: bool = True,
-         replace: bool = False, sources: tuple[tuple[str, Path], ...] = ()) -> BenchResults:
-    import dataclasses
+def _run(spec: Any, writer: Any, reg: Any, progress: bool, echo: Any, *,
+         sources: tuple[tuple[str, Path], ...] = ()) -> BenchResults:
     import sys
 
     from anonaudit.outcome import Results, read_copies
     from audit.pipeline.bench import run_bench
 
     say = echo or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
-    outcome = run_bench(dataclasses.replace(spec, out=out), registry=reg, progress=progress, echo=say,
-                        replace=replace)
+    outcome = run_bench(spec, registry=reg, progress=progress, echo=say, writer=writer)
     a = outcome.audit
-    copies = {**read_copies(a.path, a.results, strict=False, skip=a.copies), **a.copies}
+    copies = {**(read_copies(a.path, a.results, strict=False, skip=a.copies) if a.path else {}), **a.copies}
     results = Results(a.results, copies=copies, computed=a.computed,
                       reused=a.reused, skipped=a.skipped, errors=a.errors, keys=a.keys,
-                      path=a.path if keep else None, seconds=a.seconds)
+                      path=a.path, seconds=a.seconds)
     return BenchResults(leaderboard=outcome.leaderboard, results=results, costs=outcome.costs,
-                        reused=outcome.reused, seconds=outcome.seconds, out=out if keep else None,
+                        reused=outcome.reused, seconds=outcome.seconds, out=None if writer is None else writer.out,
                         sources=sources)

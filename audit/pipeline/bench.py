@@ -1,25 +1,31 @@
 """``anonaudit bench``: a sanitizer under test beside the comparison points, on one corpus,
 through every attack and utility metric, with a leaderboard and paired tests.
 
-Steps, each resumable (a re-run recomputes nothing that finished):
+The bench computes in memory; with an output folder, its writer
+(:class:`~audit.pipeline.bench_writer.BenchWriter`, which holds the output guard) writes each
+part as soon as it is made, so a re-run recomputes nothing that finished:
 
-1. the corpus is written to ``OUT/data/`` (originals and background as JSONL);
-2. every contender becomes a release in ``OUT/sanitized/NAME.jsonl``, written as soon as it is
-   made, with ``NAME.json`` beside it (what made it, its key, its cost); a registered sanitizer
-   whose key is unchanged is reused, an external command always runs again (the researcher is
+1. the corpus (with a writer: ``OUT/data/``, originals and background as JSONL);
+2. every contender becomes a release (with a writer: ``OUT/sanitized/NAME.jsonl`` with
+   ``NAME.json`` beside it, what made it, its key, its cost; a registered sanitizer whose key is
+   unchanged is reused from there); an external command always runs again (the researcher is
    changing it) and is validated (:mod:`audit.pipeline.external`); the comparison points come
    first, so a sanitizer under test that fails loses none of them;
 3. ONE audit (:class:`~audit.pipeline.runner.Audit`) runs every attack and metric on all the
    releases: each attack is fitted once per corpus (TRIR's attacker trained, the phrase index
-   built) and evaluates every release; its results are saved after each release;
+   built) and evaluates every release; with a writer, its results are saved after each release;
 4. the leaderboard (:mod:`audit.pipeline.leaderboard`): ranked by risk, costs, paired tests
    against the sanitizer under test, published reference rows.
+
+Without a writer nothing is written but an external command's input and output, in a temporary
+folder of their own that is deleted once the command has run: it is a program that reads and
+writes files.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,9 +34,9 @@ from typing import Any
 
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
-from audit.core.files import atomic_write_json, sha256_file
 from audit.core.registry import Registry, normalise
 from audit.core.registry import registry as default_registry
+from audit.pipeline.bench_writer import BenchWriter
 from audit.pipeline.provenance import canonical, digest
 
 #: The comparison points run by default: cheap, no language model.
@@ -66,7 +72,6 @@ class BenchSpec:
     ``attacks``/``metrics``: audit-spec entries. ``reference``: published rows
     (:func:`audit.pipeline.leaderboard.read_reference`)."""
 
-    out: Path
     originals: Corpus | None
     background: Corpus | None
     contenders: tuple[Contender, ...]
@@ -97,9 +102,11 @@ class BenchOutcome:
 
 
 def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bool = True,
-              echo: Callable[[str], None] = lambda m: None, replace: bool = False) -> BenchOutcome:
-    """Run a bench (see the module doc); results in ``spec.out`` (``replace``: its results.json is
-    a file of another kind the user chose to write over, see :class:`~audit.pipeline.runner.Audit`)."""
+              echo: Callable[[str], None] = lambda m: None, writer: BenchWriter | None = None) -> BenchOutcome:
+    """Run a bench (see the module doc). It computes in memory; ``writer`` (made by the caller,
+    holding the output guard) writes its folder, each part as it is made. Without one nothing
+    is written, except the two files an external command needs, in a temporary folder of its
+    own, deleted when it has run (:func:`_command_release`)."""
     from audit.models.resources import Resources
     from audit.pipeline.leaderboard import build_leaderboard
     from audit.pipeline.runner import Audit, parse_spec
@@ -113,29 +120,30 @@ def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bo
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise AnonauditError(f"two releases on the board are named {dup[0]!r}: give each its own name")
-    spec.out.mkdir(parents=True, exist_ok=True)
-    data = _write_corpus(spec)
+    data = _corpus_entries(spec, writer)
     with Resources(seed=spec.seed, progress=progress) as resources:
-        made, costs, reused = _make_releases(spec, reg, resources, echo)
-        audit_data = {"title": spec.title, "out": str(spec.out), **data,
-                      "releases": [{"name": n, "path": str(p)} for n, p in made],
+        made, costs, reused = _make_releases(spec, reg, resources, echo, writer)
+        audit_data = {"title": spec.title, **({} if writer is None else {"out": str(writer.out)}), **data,
+                      "releases": [entry for _, entry in made],
                       "attacks": list(spec.attacks), "metrics": list(spec.metrics),
                       "models": {"llm": spec.llm}, "budget": spec.budget}
-        aspec = dataclasses.replace(parse_spec(audit_data, base=spec.out, source="anonaudit bench", registry=reg),
+        aspec = dataclasses.replace(parse_spec(audit_data, base=None if writer is None else writer.out,
+                                               source="anonaudit bench", registry=reg, in_memory=True),
                                     seed=spec.seed)  # the bench's own, checked: straight into the spec
         echo(f"bench: every attack and metric on {len(made)} release(s); each attack is prepared once")
-        outcome = Audit(aspec, registry=reg, on_error="skip", progress=progress, echo=echo,
-                        command="bench", replace=replace).run(resources)
-    _record_names_from_files(outcome, [c.name for c in spec.contenders if c.name_from_file])
-    reuse = _remember_reuse(spec.out / "bench.json", reuse_of(outcome.results, [n for n, _ in made]))
+        outcome = Audit(aspec, registry=reg, on_error="skip", progress=progress, echo=echo, command="bench",
+                        writer=None if writer is None else writer.results).run(resources)
+    _record_names_from_files(outcome, [c.name for c in spec.contenders if c.name_from_file], writer)
+    reuse = reuse_of(outcome.results, [n for n, _ in made])
+    if writer is not None:
+        reuse = writer.reuse(reuse)
     board = build_leaderboard(outcome.results, spec, costs, reuse=reuse)
     return BenchOutcome(audit=outcome, leaderboard=board, costs=costs, reused=reused, seconds=time.time() - t0)
 
 
-def _record_names_from_files(outcome: Any, names: list[str]) -> None:
+def _record_names_from_files(outcome: Any, names: list[str], writer: BenchWriter | None) -> None:
     """Mark the releases named after their file in the results (``name_from: file``, as a spec's
-    unnamed release is): the audit saw only the bench's copies, named by the bench."""
-    from audit.core.results import ResultsFile
+    unnamed release is): the audit saw only the bench's releases, named by the bench."""
 
     def mark(rf: Any) -> Any:
         for name in names:
@@ -147,66 +155,49 @@ def _record_names_from_files(outcome: Any, names: list[str]) -> None:
     if not names:
         return
     mark(outcome.results)
-    if getattr(outcome, "path", None) is not None and Path(outcome.path).is_file():
-        ResultsFile.update(outcome.path, lambda current: mark(current if current is not None else outcome.results))
+    if writer is not None:
+        writer.amend_results(mark, outcome.results)
 
 
-def _remember_reuse(path: Path, reuse: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """This run's attack preparations, completed by those an earlier run measured (a run that
-    reused every result prepared nothing); kept in ``OUT/bench.json``."""
-    try:
-        old = json.loads(path.read_text(encoding="utf-8")).get("reuse", {}) if path.exists() else {}
-    except (OSError, ValueError, AttributeError):
-        old = {}
-    merged = {**{k: v for k, v in old.items() if isinstance(v, dict)}, **reuse}
-    atomic_write_json(path, {"reuse": merged})
-    return merged
+def _corpus_entries(spec: BenchSpec, writer: BenchWriter | None) -> dict[str, Any]:
+    """The audit spec's originals and background: the documents in memory, or (with a writer)
+    the files it keeps them in, ``OUT/data/ROLE.jsonl``."""
+    from audit.pipeline.spec import InputSpec
 
-
-def _write_corpus(spec: BenchSpec) -> dict[str, str]:
-    """The originals and background as JSONL in ``OUT/data`` (rewritten only when they changed,
-    so a re-run's input fingerprints and file dates stay)."""
-    from audit.io.loaders import save_jsonl
-
-    out: dict[str, str] = {}
+    out: dict[str, Any] = {}
     for role, corpus in (("originals", spec.originals), ("background", spec.background)):
-        if corpus is None:
-            continue
-        path = spec.out / "data" / f"{role}.jsonl"
-        meta = path.with_suffix(".fingerprint")
-        if not (path.exists() and meta.exists() and meta.read_text().strip() == corpus.fingerprint()):
-            save_jsonl(corpus, path)
-            meta.write_text(corpus.fingerprint() + "\n")
-        out[role] = str(path)
+        if corpus is not None:
+            out[role] = (InputSpec(None, corpus=corpus, label=f"{role} (bench)") if writer is None
+                         else str(writer.corpus(role, corpus)))
     return out
 
 
-def _make_releases(spec: BenchSpec, reg: Registry, resources: Any, echo: Callable[[str], None]
-                   ) -> tuple[list[tuple[str, Path]], dict[str, dict[str, Any]], list[str]]:
-    """Each contender's release file, comparison points first, the sanitizer under test last;
-    a comparison point that cannot run on this corpus (labels without annotations) is skipped
-    with its reason, the sanitizer under test never is."""
-    folder = spec.out / "sanitized"
-    folder.mkdir(parents=True, exist_ok=True)
-    made: dict[str, Path] = {}
+def _make_releases(spec: BenchSpec, reg: Registry, resources: Any, echo: Callable[[str], None],
+                   writer: BenchWriter | None) -> tuple[list[tuple[str, Any]], dict[str, dict[str, Any]], list[str]]:
+    """Each contender's release as an entry of the audit spec (its file with a writer, else the
+    release in memory), comparison points first, the sanitizer under test last; a comparison
+    point that cannot run on this corpus (labels without annotations) is skipped with its
+    reason, the sanitizer under test never is."""
+    made: dict[str, Any] = {}
     costs: dict[str, dict[str, Any]] = {}
     reused: list[str] = []
     order = [*spec.contenders[1:], spec.contenders[0]]
     for i, c in enumerate(order, 1):
         label = f"[{i}/{len(order)}] {'under test' if c.under_test else 'comparison'} {c.name}"
         try:
-            path, cost, was_reused = _release_of(c, spec, reg, resources, folder)
+            entry, cost, was_reused = _release_of(c, spec, reg, resources, writer)
         except AnonauditError as exc:
             if c.under_test or c.kind != "sanitizer":  # a file the user named must be right: exit 2
                 raise
             echo(f"  {label}: SKIPPED ({exc})")
             costs[c.name] = {"skipped": str(exc)}
             continue
-        made[c.name] = path
+        made[c.name] = entry
         costs[c.name] = cost
         if was_reused:
             reused.append(c.name)
-        echo(f"  {label}: " + ("reused " if was_reused else "made ") + f"{path.name} ({cost.get('documents')} "
+        shown = Path(entry["path"]).name if isinstance(entry, dict) else "it in memory"
+        echo(f"  {label}: " + ("reused " if was_reused else "made ") + f"{shown} ({cost.get('documents')} "
              f"documents" + (f", {cost['seconds_per_document']:.2f} s/document)" if cost.get("seconds_per_document")
                              is not None else ")"))
     ordered = [(c.name, made[c.name]) for c in spec.contenders if c.name in made]
@@ -214,58 +205,77 @@ def _make_releases(spec: BenchSpec, reg: Registry, resources: Any, echo: Callabl
 
 
 def _release_of(c: Contender, spec: BenchSpec, reg: Registry, resources: Any,
-                folder: Path) -> tuple[Path, dict[str, Any], bool]:
-    """``(release file, cost, reused)`` of one contender; the file and its record are written
-    as soon as the release is made."""
-    from audit.io.loaders import load_release_file, save_jsonl
-    from audit.pipeline.external import run_command, validate_release
-    from audit.pipeline.releases import release_file_name, sample_release
+                writer: BenchWriter | None) -> tuple[Any, dict[str, Any], bool]:
+    """``(audit spec entry, cost, reused)`` of one contender; with a writer, the release and its
+    record are written as soon as it is made."""
+    from audit.pipeline.external import validate_release
+    from audit.pipeline.releases import sample_release
 
-    path = folder / release_file_name(c.name)
-    record = path.with_suffix(".json")
     originals = spec.originals
     if c.kind in ("file", "release"):
-        if c.kind == "file":
-            (rel,) = load_release_file(c.path, name=c.name, originals=spec.population or originals)
-        else:
-            rel = c.release
-        if spec.population is not None and originals is not None:  # made for the whole corpus: cut to the sample
-            rel = Release(rel.name, Corpus([d for d in rel.corpus if d.id in originals], name=rel.name,
-                                           source=rel.source), aligned=rel.aligned, source=rel.source)
+        rel = _given_release(c, spec)
         if originals is not None and c.under_test:
             validate_release(rel, originals, source=c.path or c.name)
-        save_jsonl(rel.corpus, path)
-        return path, {"kind": c.kind, "documents": len(rel), "source": c.path or "in memory"}, False
+        cost = {"kind": c.kind, "documents": len(rel), "source": c.path or "in memory"}
+        return _entry(c, rel, writer), cost, False
     if originals is None:
         raise AnonauditError(f"{c.name}: a sanitizer needs the original documents, and this corpus has none")
     docs = sample_release(Release("originals", originals), c.budget, spec.seed).corpus if c.budget else originals
     key = digest({"kind": c.kind, "sanitizer": c.sanitizer and normalise(c.sanitizer), "params": canonical(dict(c.params)),
                   "command": c.command, "originals": docs.fingerprint(), "llm": spec.llm, "seed": spec.seed})
-    if c.kind == "sanitizer" and _reusable(path, record, key):
-        return path, json.loads(record.read_text(encoding="utf-8"))["cost"], True
+    if c.kind == "sanitizer" and writer is not None:
+        cost = writer.reusable(c.name, key)
+        if cost is not None:
+            return {"name": c.name, "path": str(writer.release_path(c.name))}, cost, True
     before = _llm_use(resources, c.params)
     t0 = time.perf_counter()
     if c.kind == "command":
-        rel = run_command(c.command, docs, c.name, folder, timeout=spec.command_timeout).release
+        rel = _command_release(c, docs, spec, writer)
     else:
         rel = _sanitize(c, docs, reg, resources, spec)
     seconds = time.perf_counter() - t0
     cost = _cost(c, len(docs), seconds, before, _llm_use(resources, c.params))
-    save_jsonl(rel.corpus, path)
-    atomic_write_json(record, {"name": c.name, "kind": c.kind, "sanitizer": c.sanitizer, "command": c.command,
-                               "params": canonical(dict(c.params)), "key": key, "sha256": sha256_file(path),
-                               "cost": cost, "warnings": list(rel.warnings)})
-    return path, cost, False
+    record = {"name": c.name, "kind": c.kind, "sanitizer": c.sanitizer, "command": c.command,
+              "params": canonical(dict(c.params)), "key": key, "sha256": None,
+              "cost": cost, "warnings": list(rel.warnings)}
+    return _entry(c, rel, writer, record), cost, False
 
 
-def _reusable(path: Path, record: Path, key: str) -> bool:
-    if not (path.exists() and record.exists()):
-        return False
-    try:
-        info = json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(info, dict) and info.get("key") == key and info.get("sha256") == sha256_file(path)
+def _given_release(c: Contender, spec: BenchSpec) -> Release:
+    """A release already made (a file, or data in memory), cut to the sample when the corpus is one."""
+    from audit.io.loaders import load_release_file
+
+    originals = spec.originals
+    if c.kind == "file":
+        (rel,) = load_release_file(c.path, name=c.name, originals=spec.population or originals)
+    else:
+        rel = c.release
+    if spec.population is not None and originals is not None:  # made for the whole corpus: cut to the sample
+        rel = Release(rel.name, Corpus([d for d in rel.corpus if d.id in originals], name=rel.name,
+                                       source=rel.source), aligned=rel.aligned, source=rel.source)
+    return rel
+
+
+def _entry(c: Contender, rel: Release, writer: BenchWriter | None, record: dict[str, Any] | None = None) -> Any:
+    """The audit spec's entry of a contender's release: the release in memory, or the file the
+    writer kept it in (with its ``record`` beside it when given)."""
+    from audit.pipeline.entries import ReleaseSpec
+
+    if writer is None:
+        return ReleaseSpec(c.name, release=rel, label=f"the bench's release ({c.kind})")
+    return {"name": c.name, "path": str(writer.release(c.name, rel.corpus, record))}
+
+
+def _command_release(c: Contender, docs: Corpus, spec: BenchSpec, writer: BenchWriter | None) -> Release:
+    """The release an external command makes. The command is a program that reads a file and
+    writes one: with a writer both are in ``OUT/sanitized``; without, in a temporary folder of
+    their own, deleted when the command has run (the one thing a bench in memory writes)."""
+    from audit.pipeline.external import run_command
+
+    if writer is not None:
+        return run_command(c.command, docs, c.name, writer.sanitized, timeout=spec.command_timeout).release
+    with tempfile.TemporaryDirectory(prefix="anonaudit-command-") as tmp:
+        return run_command(c.command, docs, c.name, Path(tmp), timeout=spec.command_timeout).release
 
 
 def _sanitize(c: Contender, docs: Corpus, reg: Registry, resources: Any, spec: BenchSpec) -> Release:
