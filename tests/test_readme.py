@@ -23,7 +23,7 @@ What the test changes, and only that (each listed below with its reason):
 Every command must exit 0 (``EXIT_CODES`` lists the commands whose README line states other
 exit codes), with no traceback. ``test_readme_commands_without_models`` runs the model-free
 commands on every test run; ``test_every_readme_command_runs`` (slow: it loads the real
-models) runs all of them.
+models) runs all of them, in three independent parts (:data:`PARTS`) that test workers share.
 """
 
 from __future__ import annotations
@@ -94,6 +94,17 @@ STEPS = [("anonaudit demo-data", 0), ("anonaudit data", 1), ("anonaudit demo", 1
          ("anonaudit report", 6), ("anonaudit gate", 7), ("anonaudit models", 8), ("anonaudit llm", 8)]
 #: Commands that remove cached files: run on a home of their own (see run_all).
 OWN_HOME = ("anonaudit models prune", "anonaudit cache")
+#: The slow test's three parts, each on a folder of its own so that two test workers share them:
+#: part -> the commands it runs (prefixes). The data producers (``demo-data``, ``data``) run in
+#: every part, before its own commands; every other command is in exactly one part (checked by
+#: ``test_every_command_is_in_one_part``). ``bench`` runs in the model-free test only (below).
+PRODUCERS = ("anonaudit demo-data", "anonaudit data")
+PARTS: dict[str, tuple[str, ...]] = {
+    "demo": ("anonaudit demo",),
+    "sanitizers": ("anonaudit sanitize", "anonaudit llm"),
+    "attacks": ("anonaudit attack", "anonaudit utility", "anonaudit run", "anonaudit harden", "anonaudit report",
+                "anonaudit gate", "anonaudit models", "anonaudit cache"),
+}
 #: Commands that load no model (run on every test run, not only the slow one).
 MODEL_FREE = ("anonaudit demo-data", "anonaudit data", "anonaudit attack phrase-search", "anonaudit report",
               "anonaudit models", "anonaudit cache",
@@ -376,14 +387,31 @@ def test_readme_commands_without_models(tmp_path):
     run_all(free, tmp_path, timeout=300)
 
 
+def _part(c: Command) -> str | None:
+    """The slow test's part that runs ``c`` (None: a producer, or ``bench``)."""
+    if _is(c, PRODUCERS) or _is(c, ("anonaudit bench",)):
+        return None
+    (part,) = [name for name, prefixes in PARTS.items() if _is(c, prefixes)]  # exactly one
+    return part
+
+
+def test_every_command_is_in_one_part():
+    run, _ = readme_commands()
+    parts = {c.shown: _part(c) for c in run}
+    assert set(parts.values()) == {None, *PARTS}, parts  # no part is empty
+    assert parts["anonaudit demo --n 3 --sample 1"] == "demo" and parts["anonaudit demo-data --out demo --n 3"] is None
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(1500)
-def test_every_readme_command_runs(tmp_path):
-    """Every README command (but the EXCLUDED ones), real models, on the demo data. The ``bench``
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("part", list(PARTS))
+def test_every_readme_command_runs(tmp_path, part):
+    """Every README command (but the EXCLUDED ones), real models, on the demo data, in three
+    parts that need nothing of each other (each runs the data producers first). The ``bench``
     commands load no model and write nothing another command reads: the model-free test above
     runs them, so they are not run twice."""
     run, _ = readme_commands()
-    run_all([c for c in run if not _is(c, ("anonaudit bench",))], tmp_path, timeout=900)
+    run_all([c for c in run if _is(c, PRODUCERS) or _part(c) == part], tmp_path, timeout=900)
 
 
 def test_every_test_the_readme_names_exists():
