@@ -128,7 +128,8 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
           out: str | os.PathLike | None = None, progress: bool = True, title: str | None = None,
           format: str | None = None, text_column: str = "text", id_column: str = "id",  # noqa: A002
           subject_column: str = "subject", spans_column: str = "spans", command_timeout: Seconds | None = None,
-          registry: Any = None, echo: Any = None, force: bool = False) -> BenchResults:
+          registry: Any = None, echo: Any = None, force: bool = False,
+          time_limit: float | None = None) -> BenchResults:
     """Benchmark one sanitizer against the comparison points on one corpus (see the module doc).
 
     comparisons: registered sanitizers to compare with (default: suppression, labels, spacy_ner,
@@ -150,12 +151,19 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
         ``--force``). Without it nothing is written to disk (but ``command=``'s two files, in a
         temporary folder deleted once it has run); shared caches (``ANONAUDIT_HOME``) are kept
         as in every run.
+    time_limit: minutes the whole bench may take: before any work, every sanitizer it must run,
+        attack and metric is calibrated on 5 documents and extrapolated; an :class:`AnonauditError`
+        with the estimate per stage when it exceeds the limit, nothing sanitized, attacked or
+        written (README, "Budget").
     """
     from audit.core.registry import registry as default_registry
 
     from audit.pipeline.external import check_timeout
 
+    from audit.pipeline.estimate import check_limit
+
     check_timeout(command_timeout, "command_timeout=")
+    time_limit = check_limit(time_limit)
     reg = registry or default_registry
     budget, sanitizer_sample = _budget(budget, sanitizer_sample)
     chosen = [k for k, v in (("sanitizer", sanitizer), ("command", command), ("release", release)) if v is not None]
@@ -180,7 +188,7 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
         from audit.pipeline.bench_writer import BenchWriter
 
         writer = BenchWriter(Path(out).resolve(), inputs=sources, force=force, force_named="force=True")
-    return _run(spec, writer, reg, progress, echo, sources=sources)
+    return _run(spec, writer, reg, progress, echo, sources=sources, time_limit=time_limit)
 
 
 @dataclass(frozen=True)
@@ -399,14 +407,14 @@ def _attacks(attacks: Any, reg: Any, sample: int | None, corpus: _Corpus) -> lis
 
 
 def _run(spec: Any, writer: Any, reg: Any, progress: bool, echo: Any, *,
-         sources: tuple[tuple[str, Path], ...] = ()) -> BenchResults:
+         sources: tuple[tuple[str, Path], ...] = (), time_limit: float | None = None) -> BenchResults:
     import sys
 
     from anonaudit.outcome import Results, read_copies
     from audit.pipeline.bench import run_bench
 
     say = echo or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
-    outcome = run_bench(spec, registry=reg, progress=progress, echo=say, writer=writer)
+    outcome = run_bench(spec, registry=reg, progress=progress, echo=say, writer=writer, time_limit=time_limit)
     a = outcome.audit
     copies = {**(read_copies(a.path, a.results, strict=False, skip=a.copies) if a.path else {}), **a.copies}
     results = Results(a.results, copies=copies, computed=a.computed,

@@ -99,3 +99,88 @@ def test_the_estimate_extrapolates_by_characters_and_names_what_it_could_not_cal
     for bad_value in (0, -1, True, "5", float("nan")):
         with pytest.raises(AnonauditError):
             check_limit(bad_value)
+
+
+# -- the bench and the demo (issue 57 item 5: one budget option for run, demo, attack and bench)
+
+BENCH = {"comparisons": ["suppression"], "attacks": ["phrase_search"], "metrics": ["rouge"], "progress": False,
+         "demo_people": 8}
+
+
+def test_a_bench_whose_estimate_exceeds_the_limit_stops_before_any_work(tmp_path, monkeypatch):
+    """The whole bench is estimated first: each sanitizer it must run, then each attack and metric
+    on those sanitizers' releases of the 5 calibration documents; nothing is sanitized, attacked
+    or written (the output folder stays empty)."""
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
+    made = []
+    from audit.pipeline import bench_releases as bench_module
+
+    real = bench_module.sanitize_with
+    monkeypatch.setattr(bench_module, "sanitize_with", lambda c, docs, *a: made.append(len(docs)) or real(c, docs, *a))
+    out = tmp_path / "b"
+    with pytest.raises(AnonauditError) as err:
+        anonaudit.bench("labels", time_limit=1e-6, out=out, **BENCH)
+    said = str(err.value)
+    assert "time limit 1e-06 min cannot be met: estimated" in said
+    for stage in ("sanitize labels ~", "sanitize suppression ~", "attack:phrase_search ~", "metric:rouge ~"):
+        assert stage in said
+    assert f"calibration on {WARM + TIMED} of 8 documents" in said and "--documents N" in said
+    assert made and max(made) <= TIMED  # only the calibration's slices were sanitized
+    assert not out.exists() or not any(out.rglob("*"))  # nothing written, not even the corpus
+
+
+def test_a_bench_within_its_limit_says_the_estimate_and_gives_the_same_board(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
+    said: list[str] = []
+    limited = anonaudit.bench("labels", time_limit=60, echo=said.append, **BENCH)
+    plain = anonaudit.bench("labels", **BENCH)
+    line = next(m for m in said if "time limit 60 min: estimated" in m)
+    assert "sanitize labels ~" in line and "attack:phrase_search ~" in line and "not counted: the leaderboard" in line
+    assert limited.to_markdown() == plain.to_markdown()
+    assert [(r.name, r.release, r.value) for r in limited.results.results] == \
+        [(r.name, r.release, r.value) for r in plain.results.results]
+    with pytest.raises(AnonauditError, match="time_limit: must be a positive number"):
+        anonaudit.bench("labels", time_limit=0, **BENCH)
+
+
+def test_bench_and_demo_take_time_limit_on_the_command_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
+    out = tmp_path / "bench"
+    args = ["bench", "--sanitizer", "labels", "--compare", "suppression", "--attacks", "phrase_search",
+            "--metrics", "rouge", "--demo-people", "6", "--out", str(out)]
+    res = CliRunner().invoke(main, [*args, "--time-limit", "0.000001"])
+    assert res.exit_code == 2, res.output
+    assert "cannot be met: estimated" in res.output and "sanitize labels ~" in res.output
+    assert not (out / "results.json").exists() and not (out / "leaderboard.html").exists()
+    res = CliRunner().invoke(main, [*args, "--time-limit", "30"])
+    assert res.exit_code == 0, res.output
+    assert "time limit 30 min: estimated" in res.output and (out / "leaderboard.html").is_file()
+
+    reg = _cheap_registry()
+    demo_out = tmp_path / "demo"
+    demo_args = ["demo", "--n", "6", "--no-presidio", "--out", str(demo_out)]
+    res = CliRunner().invoke(main, [*demo_args, "--time-limit", "0.000001"], obj={"registry": reg})
+    assert res.exit_code == 2, res.output
+    assert "time limit 1e-06 min cannot be met: estimated" in res.output and "phrase_search ~" in res.output
+    assert not (demo_out / "report.html").exists()
+    results = demo_out / "results.json"
+    assert not results.exists() or not json.loads(results.read_text()).get("results")  # no result computed
+    res = CliRunner().invoke(main, [*demo_args, "--time-limit", "30", "--force"], obj={"registry": reg})
+    assert res.exit_code == 0, res.output
+    assert "time limit 30 min: estimated" in res.output and (demo_out / "report.html").is_file()
+
+
+def _cheap_registry():
+    """The demo's components without a model but spaCy's small pipeline: phrase search, ROUGE, and
+    the spaCy sanitizer the demo runs (Presidio left out)."""
+    from attackers.phrase_search import PhraseSearchAttack
+    from audit.core.registry import Registry
+    from audit.metrics.overlap import RougeMetric
+    from defenders.baselines import SpacyNER
+
+    reg = Registry()
+    reg._entry_points_loaded = True
+    reg.register("attack")(PhraseSearchAttack)
+    reg.register("metric")(RougeMetric)
+    reg.register("sanitizer")(SpacyNER)
+    return reg

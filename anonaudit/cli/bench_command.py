@@ -14,7 +14,7 @@ import click
 from anonaudit.benchmark import BenchPeople
 from anonaudit.cli.param_options import Checked
 from audit.core.arguments import Seconds, Seed
-from anonaudit.cli.common import BUDGET_HELP, no_cache_run
+from anonaudit.cli.common import BENCH_TIME_LIMIT_HELP, BUDGET_HELP, no_cache_run, time_limit_option
 from anonaudit.cli.output_options import check_outputs, force_option
 from anonaudit.cli.tracking_options import tracking_options
 from audit.pipeline.outputs import bench_outputs
@@ -119,13 +119,14 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out", show_default=True,
               help="Folder: data/, sanitized/ (each release as it is made), results.json, leaderboard.html, "
                    "leaderboard.csv, leaderboard.md and leaderboard.tex (with pandas). Running again resumes.")
+@time_limit_option(help_text=BENCH_TIME_LIMIT_HELP)
 @tracking_options
 @force_option
 @no_cache_run
 @click.pass_context
 def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, originals, fmt, background, tri,
               tri_originals, demo_people, documents, compare, with_, sanitizer_sample, budget, also, attacks, metrics, cparams, sample,
-              reference, seed, llm_spec, timeout, out_dir, mlflow_uri, mlflow_experiment, mlflow_private,
+              reference, seed, llm_spec, timeout, out_dir, time_limit, mlflow_uri, mlflow_experiment, mlflow_private,
               force) -> None:
     """Benchmark a sanitizer against the comparison points on one corpus: every attack and utility
     metric, each attack prepared once for all releases, a leaderboard ranked by risk with 95%
@@ -161,7 +162,7 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
         sanitizer_params=san_params,
         attacks=_with_params(_names(attacks), by_component), metrics=_with_params(_names(metrics), by_component),
         sample=sample, documents=documents, reference=reference, seed=seed, llm=llm_spec, out=out,
-        format=fmt, command_timeout=timeout, registry=registry_of(ctx), force=force)
+        format=fmt, command_timeout=timeout, registry=registry_of(ctx), force=force, time_limit=time_limit)
     page = result.report(out / "leaderboard.html", force=force)
     click.echo("")
     click.echo(result.to_markdown())

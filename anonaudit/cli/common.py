@@ -72,7 +72,21 @@ TIME_LIMIT_HELP = ("Minutes the audit may take: before any attack or metric runs
                    "estimate is said and the work goes on (README, 'Budget').")
 
 
-def time_limit_option(fn):
-    """``--time-limit MINUTES`` (:mod:`audit.pipeline.estimate`)."""
-    return click.option("--time-limit", "time_limit", type=click.FloatRange(min=0, min_open=True), default=None,
-                        metavar="MINUTES", help=TIME_LIMIT_HELP)(fn)
+BENCH_TIME_LIMIT_HELP = ("Minutes the whole bench may take: before any work, every sanitizer it must run, attack "
+                         "and metric is calibrated on 5 documents and the bench stops (exit 2, nothing sanitized, "
+                         "attacked or written) when the estimate exceeds the limit (README, 'Budget').")
+DEMO_TIME_LIMIT_HELP = ("Minutes the demo may take: after its population and its sanitizers' releases are made "
+                        "(counted as spent), each attack and metric is calibrated on 5 documents and the demo "
+                        "stops (exit 2, nothing attacked, no report) when the estimate exceeds the limit "
+                        "(README, 'Budget').")
+
+
+def time_limit_option(fn=None, *, help_text: str = TIME_LIMIT_HELP):
+    """``--time-limit MINUTES`` (:mod:`audit.pipeline.estimate`); ``help_text`` for a command
+    whose limit covers other work (the bench's, the demo's)."""
+
+    def add(f):
+        return click.option("--time-limit", "time_limit", type=click.FloatRange(min=0, min_open=True), default=None,
+                            metavar="MINUTES", help=help_text)(f)
+
+    return add if fn is None else add(fn)

@@ -9,7 +9,7 @@ import click
 
 from anonaudit.cli.param_options import Checked
 from audit.core.arguments import Seed
-from anonaudit.cli.common import budget_option, no_cache_run
+from anonaudit.cli.common import DEMO_TIME_LIMIT_HELP, budget_option, no_cache_run, time_limit_option
 from anonaudit.cli.output_options import Output, check_outputs, force_option, report_outputs, results_outputs
 from anonaudit.demo.population import FILES, MAX_RELEASED
 
@@ -54,11 +54,12 @@ def data_outputs(folder: Path) -> list[Output]:
 @budget_option
 @click.option("--presidio/--no-presidio", default=None,
               help="Include the Presidio release (default: when Presidio is installed).")
+@time_limit_option(help_text=DEMO_TIME_LIMIT_HELP)
 @force_option
 @no_cache_run
 @click.pass_context
 def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str | None, sample: int | None,
-             budget: str | None, presidio: bool | None, force: bool) -> None:
+             budget: str | None, presidio: bool | None, time_limit: float | None, force: bool) -> None:
     """The whole audit on a synthetic population: data, baseline sanitizers, every installed attack
     and utility metric, results.json and report.html (prints the report's path). OUT receives
     data/ (the population), audit.yaml, results.json, releases/, report.html and findings.csv."""
@@ -71,7 +72,7 @@ def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str 
                    *report_outputs(out / "report.html")], [], force=force)
 
     path = run_demo(out_dir, n=n, seed=seed, llm=llm_spec, sample=sample, budget=budget, presidio=presidio,
-                    registry=registry_of(ctx), on_results=echo_summary, force=force)
+                    registry=registry_of(ctx), on_results=echo_summary, force=force, time_limit=time_limit)
     click.echo(str(path))
     from audit.core.results import ResultsFile
 

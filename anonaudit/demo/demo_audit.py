@@ -43,7 +43,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
              sample: int | None = None, budget: str | None = None, presidio: bool | None = None, registry=None, attacks: list[str] | None = None,
              metrics: list[str] | None = None, sanitizers: list[str] | None = None,
              progress: bool | None = None, force: bool = False,
-             on_results: Callable[[list[Result]], None] | None = None) -> Path:
+             on_results: Callable[[list[Result]], None] | None = None, time_limit: float | None = None) -> Path:
     """Build and run the demo audit; returns the report's path. ``attacks``/``metrics``
     default to every registered one, ``sanitizers`` (run on the originals besides the two
     releases that come with the data) to spacy_ner and presidio when installed; the
@@ -52,7 +52,9 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     and the report may replace an existing file of another kind (the command line checked it
     with ``--force``). ``budget``: quick, standard (default) or full; ``sample``: a fixed seeded
     sample of that many documents per release for the stages that call a language model per
-    document (default: none; they sample to the budget's interval target)."""
+    document (default: none; they sample to the budget's interval target). ``time_limit``: minutes
+    the demo may take: its attacks and metrics calibrated before they run, an AnonauditError (no
+    report) when the estimate, with the time already spent, exceeds it (README, "Budget")."""
     import yaml
 
     import anonaudit
@@ -60,6 +62,9 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     from audit.core.registry import registry as default_registry
     from audit.pipeline.runner import parse_spec
 
+    from audit.pipeline.estimate import check_limit
+
+    check_limit(time_limit)  # a wrong limit is said before anything is written
     reg = registry or default_registry
     out = Path(out_dir).resolve()
     t0 = time.time()
@@ -90,7 +95,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
                          + yaml.safe_dump(spec_data, sort_keys=False), encoding="utf-8")
     spec = parse_spec(spec_data, base=out, source=str(spec_path), registry=reg, check_components=False)
     outcome = anonaudit.run(spec, registry=reg, on_error="skip", command="demo", force=force,
-                            progress=True if progress is None else progress)
+                            progress=True if progress is None else progress, time_limit=time_limit)
     notes += settings
     notes.append(f"The whole demo took {time.time() - t0:.0f} s.")
     if on_results is not None:

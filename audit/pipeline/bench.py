@@ -25,7 +25,6 @@ writes files.
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,10 +33,10 @@ from typing import Any
 
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
-from audit.core.registry import Registry, normalise
+from audit.core.registry import Registry
 from audit.core.registry import registry as default_registry
 from audit.pipeline.bench_writer import BenchWriter
-from audit.pipeline.provenance import canonical, digest
+from audit.pipeline.provenance import canonical
 
 #: The comparison points run by default: cheap, no language model.
 CHEAP = ("suppression", "labels", "spacy_ner", "presidio")
@@ -102,12 +101,16 @@ class BenchOutcome:
 
 
 def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bool = True,
-              echo: Callable[[str], None] = lambda m: None, writer: BenchWriter | None = None) -> BenchOutcome:
+              echo: Callable[[str], None] = lambda m: None, writer: BenchWriter | None = None,
+              time_limit: float | None = None) -> BenchOutcome:
     """Run a bench (see the module doc). It computes in memory; ``writer`` (made by the caller,
     holding the output guard) writes its folder, each part as it is made. Without one nothing
     is written, except the two files an external command needs, in a temporary folder of its
-    own, deleted when it has run (:func:`_command_release`)."""
+    own, deleted when it has run (:func:`audit.pipeline.bench_releases.command_release`).
+    ``time_limit``: minutes the bench may take, estimated before any of its work
+    (:mod:`audit.pipeline.bench_estimate`): an AnonauditError when the estimate exceeds it."""
     from audit.models.resources import Resources
+    from audit.pipeline.estimate import check_limit
     from audit.pipeline.leaderboard import build_leaderboard
     from audit.pipeline.runner import Audit, parse_spec
 
@@ -120,8 +123,13 @@ def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bo
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise AnonauditError(f"two releases on the board are named {dup[0]!r}: give each its own name")
-    data = _corpus_entries(spec, writer)
+    limit = check_limit(time_limit, "time limit")
     with Resources(seed=spec.seed, progress=progress) as resources:
+        if limit is not None:  # before any work: nothing sanitized, attacked or written yet
+            from audit.pipeline.bench_estimate import check_bench
+
+            echo("  " + check_bench(spec, reg, resources, writer, limit, t0, echo))
+        data = _corpus_entries(spec, writer)
         made, costs, reused = _make_releases(spec, reg, resources, echo, writer)
         audit_data = {"title": spec.title, **({} if writer is None else {"out": str(writer.out)}), **data,
                       "releases": [entry for _, entry in made],
@@ -208,12 +216,13 @@ def _release_of(c: Contender, spec: BenchSpec, reg: Registry, resources: Any,
                 writer: BenchWriter | None) -> tuple[Any, dict[str, Any], bool]:
     """``(audit spec entry, cost, reused)`` of one contender; with a writer, the release and its
     record are written as soon as it is made."""
+    from audit.pipeline.bench_releases import command_release, given_release, release_key, sanitize_with
     from audit.pipeline.external import validate_release
     from audit.pipeline.releases import sample_release
 
     originals = spec.originals
     if c.kind in ("file", "release"):
-        rel = _given_release(c, spec)
+        rel = given_release(c, spec)
         if originals is not None and c.under_test:
             validate_release(rel, originals, source=c.path or c.name)
         cost = {"kind": c.kind, "documents": len(rel), "source": c.path or "in memory"}
@@ -221,8 +230,7 @@ def _release_of(c: Contender, spec: BenchSpec, reg: Registry, resources: Any,
     if originals is None:
         raise AnonauditError(f"{c.name}: a sanitizer needs the original documents, and this corpus has none")
     docs = sample_release(Release("originals", originals), c.budget, spec.seed).corpus if c.budget else originals
-    key = digest({"kind": c.kind, "sanitizer": c.sanitizer and normalise(c.sanitizer), "params": canonical(dict(c.params)),
-                  "command": c.command, "originals": docs.fingerprint(), "llm": spec.llm, "seed": spec.seed})
+    key = release_key(c, docs, spec)
     if c.kind == "sanitizer" and writer is not None:
         cost = writer.reusable(c.name, key)
         if cost is not None:
@@ -230,30 +238,15 @@ def _release_of(c: Contender, spec: BenchSpec, reg: Registry, resources: Any,
     before = _llm_use(resources, c.params)
     t0 = time.perf_counter()
     if c.kind == "command":
-        rel = _command_release(c, docs, spec, writer)
+        rel = command_release(c, docs, spec, writer)
     else:
-        rel = _sanitize(c, docs, reg, resources, spec)
+        rel = sanitize_with(c, docs, reg, resources, spec)
     seconds = time.perf_counter() - t0
     cost = _cost(c, len(docs), seconds, before, _llm_use(resources, c.params))
     record = {"name": c.name, "kind": c.kind, "sanitizer": c.sanitizer, "command": c.command,
               "params": canonical(dict(c.params)), "key": key, "sha256": None,
               "cost": cost, "warnings": list(rel.warnings)}
     return _entry(c, rel, writer, record), cost, False
-
-
-def _given_release(c: Contender, spec: BenchSpec) -> Release:
-    """A release already made (a file, or data in memory), cut to the sample when the corpus is one."""
-    from audit.io.loaders import load_release_file
-
-    originals = spec.originals
-    if c.kind == "file":
-        (rel,) = load_release_file(c.path, name=c.name, originals=spec.population or originals)
-    else:
-        rel = c.release
-    if spec.population is not None and originals is not None:  # made for the whole corpus: cut to the sample
-        rel = Release(rel.name, Corpus([d for d in rel.corpus if d.id in originals], name=rel.name,
-                                       source=rel.source), aligned=rel.aligned, source=rel.source)
-    return rel
 
 
 def _entry(c: Contender, rel: Release, writer: BenchWriter | None, record: dict[str, Any] | None = None) -> Any:
@@ -264,42 +257,6 @@ def _entry(c: Contender, rel: Release, writer: BenchWriter | None, record: dict[
     if writer is None:
         return ReleaseSpec(c.name, release=rel, label=f"the bench's release ({c.kind})")
     return {"name": c.name, "path": str(writer.release(c.name, rel.corpus, record))}
-
-
-def _command_release(c: Contender, docs: Corpus, spec: BenchSpec, writer: BenchWriter | None) -> Release:
-    """The release an external command makes. The command is a program that reads a file and
-    writes one: with a writer both are in ``OUT/sanitized``; without, in a temporary folder of
-    their own, deleted when the command has run (the one thing a bench in memory writes)."""
-    from audit.pipeline.external import run_command
-
-    if writer is not None:
-        return run_command(c.command, docs, c.name, writer.sanitized, timeout=spec.command_timeout).release
-    with tempfile.TemporaryDirectory(prefix="anonaudit-command-") as tmp:
-        return run_command(c.command, docs, c.name, Path(tmp), timeout=spec.command_timeout).release
-
-
-def _sanitize(c: Contender, docs: Corpus, reg: Registry, resources: Any, spec: BenchSpec) -> Release:
-    """A registered sanitizer on the originals, with the run's seed and LLM where it takes them."""
-    cls = reg.get("sanitizer", c.sanitizer)
-    params = dict(c.params)
-    accepted = cls.param_names()
-    # the run's seed and LLM; the collection an adversary searches (the delinker's) is the corpus
-    for key, value in (("seed", spec.seed), ("llm", spec.llm), ("progress", resources.progress),
-                       ("collection", spec.population or spec.originals)):
-        if key in accepted and key not in params and value is not None:
-            params[key] = value
-    try:
-        san = reg.create("sanitizer", c.sanitizer, **params).use(resources)
-    except (TypeError, ValueError) as exc:
-        raise AnonauditError(f"sanitizer {c.sanitizer!r}: {exc}") from None
-    try:
-        rel = san.sanitize(docs, name=c.name)
-        own = getattr(san, "warnings", lambda _n: [])(c.name)
-    finally:
-        san.close()
-    if own:
-        rel = dataclasses.replace(rel, warnings=tuple(own))
-    return rel
 
 
 def _llm_use(resources: Any, params: Mapping[str, Any]) -> tuple[int, int, int]:

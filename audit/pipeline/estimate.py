@@ -15,13 +15,18 @@ runs (:func:`check`): an :class:`~audit.core.errors.AnonauditError` (exit 2 on t
 gives the estimate per stage, what the calibration measured, and what would cut the work. The
 calibration's LLM answers, spaCy parses and vectors stay in the caches, so a run that goes on
 reuses them. Releases that sanitizers make are built before the calibration and are not counted.
+
+A bench (``anonaudit bench --time-limit``, :mod:`audit.pipeline.bench_estimate`) estimates all of
+its work before any: each sanitizer it must run is timed on the same two slices of the originals,
+and the attacks and metrics are calibrated on the releases the sanitizers made of those slices,
+then extrapolated to the whole work it describes (:class:`Whole`).
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +35,16 @@ from audit.core.errors import AnonauditError
 
 #: Documents in the warm slice and in the timed slice.
 WARM, TIMED = 2, 3
+
+
+@dataclass(frozen=True)
+class Whole:
+    """The work a calibration slice stands for: the characters the stages would fit on (the
+    whole originals and background), and each release's characters by name (a release not named
+    counts as it is)."""
+
+    fit_chars: int
+    release_chars: Mapping[str, int]
 
 
 @dataclass(frozen=True)
@@ -70,7 +85,7 @@ def _minutes(seconds: float | None) -> str:
     return f"{seconds:.1f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
 
 
-def _chars(corpus: Corpus | Release | None) -> int:
+def chars(corpus: Corpus | Release | None) -> int:
     return 0 if corpus is None else sum(len(d.text) for d in corpus)
 
 
@@ -112,13 +127,15 @@ def _timed(obj: Any, scenario: Scenario) -> tuple[float, float]:
 
 
 def calibrate(components: Sequence[tuple[str, Callable[[], Any]]], scenario: Scenario, evaluated: dict[str, list],
-              seed: int) -> Estimate:
+              seed: int, whole: Whole | None = None) -> Estimate:
     """The estimate of each component (``(label, make)``: ``make()`` builds it, without progress
     bars) on ``scenario``, evaluated on the releases ``evaluated[label]`` (its pending ones, each as
-    it will be evaluated: sampled or whole). See the module doc."""
+    it will be evaluated: sampled or whole). ``whole``: ``scenario`` is a slice of that work, to
+    which the estimate extrapolates. See the module doc."""
     t0 = time.perf_counter()
     warm, timed = (slices(scenario, seed) or [None, None])
-    full_fit = _chars(scenario.originals) + _chars(scenario.background)
+    full_fit = chars(scenario.originals) + chars(scenario.background) if whole is None else whole.fit_chars
+    rel_chars = (chars if whole is None else lambda r: whole.release_chars.get(r.name, chars(r)))
     stages = []
     for label, make in components:
         started = time.perf_counter()
@@ -130,26 +147,29 @@ def calibrate(components: Sequence[tuple[str, Callable[[], Any]]], scenario: Sce
         except Exception as exc:  # noqa: BLE001 - a stage that cannot run on a slice is not estimated, and said so
             stages.append(StageEstimate(label, None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}"))
             continue
-        fit_rate = t_fit / max(1, _chars(timed.originals) + _chars(timed.background))
-        eval_rate = t_eval / max(1, _chars(timed.releases[0]))
-        once = max(0.0, w_fit + w_eval - fit_rate * (_chars(warm.originals) + _chars(warm.background))
-                   - eval_rate * _chars(warm.releases[0]))
-        seconds = once + fit_rate * full_fit + eval_rate * sum(_chars(r) for r in evaluated[label])
+        fit_rate = t_fit / max(1, chars(timed.originals) + chars(timed.background))
+        eval_rate = t_eval / max(1, chars(timed.releases[0]))
+        once = max(0.0, w_fit + w_eval - fit_rate * (chars(warm.originals) + chars(warm.background))
+                   - eval_rate * chars(warm.releases[0]))
+        seconds = once + fit_rate * full_fit + eval_rate * sum(rel_chars(r) for r in evaluated[label])
         stages.append(StageEstimate(label, seconds, time.perf_counter() - started))
     return Estimate(tuple(stages), 0 if warm is None else WARM + TIMED, len(scenario.releases[0]),
                     time.perf_counter() - t0)
 
 
-def check(estimate: Estimate, limit_minutes: float, spent: float) -> str:
+#: What would cut an audit's work, said when its limit cannot be met.
+CUT = "--budget quick, fewer releases, attacks or metrics, --sample N documents"
+
+
+def check(estimate: Estimate, limit_minutes: float, spent: float, cut: str = CUT) -> str:
     """The line to say when the estimate fits in ``limit_minutes`` (``spent`` seconds already gone);
-    an AnonauditError that says why when it does not."""
+    an AnonauditError that says why (and ``cut``: what would cut the work) when it does not."""
     left = limit_minutes * 60 - spent
     head = f"time limit {limit_minutes:g} min"
     if estimate.total > left:
         raise AnonauditError(
             f"{head} cannot be met: {estimate.describe()}; {_minutes(spent)} already spent. Nothing was "
-            "attacked or measured. Cut the work (--budget quick, fewer releases, attacks or metrics, "
-            "--sample N documents) or give a longer --time-limit")
+            f"attacked or measured. Cut the work ({cut}) or give a longer --time-limit")
     unknown = [s.component for s in estimate.stages if s.seconds is None]
     return (f"{head}: {estimate.describe()}; {_minutes(spent)} spent, {_minutes(left)} left"
             + (f" (not counted: {', '.join(unknown)})" if unknown else ""))

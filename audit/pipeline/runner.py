@@ -92,6 +92,8 @@ class AuditOutcome:
     keys: list[tuple[str, str, str]] = field(default_factory=list)
     #: This run's release copies (JSONL bytes) by the path the provenance records for each.
     copies: dict[str, bytes] = field(default_factory=dict)
+    #: The estimate of a calibration-only run (``whole=``), nothing else computed.
+    estimate: Any = None
 
 
 @dataclass
@@ -131,16 +133,19 @@ class Audit:
     it is replaced by a new results file at the first save, not read. ``time_limit``: minutes the
     run may take; before any component runs, a short calibration estimates the stages' time and a
     limit the estimate exceeds stops the run with an AnonauditError (:mod:`audit.pipeline.estimate`).
+    ``whole``: the inputs are a calibration slice of larger work (the bench's); the run only
+    calibrates, extrapolates to ``whole`` and returns the estimate in ``outcome.estimate``.
     """
 
     def __init__(self, spec: AuditSpec, *, registry: Registry | None = None, on_error: str = "raise",
                  progress: bool = True, echo: Callable[[str], None] | None = _echo,
                  command: str = "run", results_path: str | Path | None = None, resume: bool = True,
                  executor: Any = None, replace: bool = False, writer: BundleWriter | None = None,
-                 time_limit: float | None = None):
+                 time_limit: float | None = None, whole: Any = None):
         from audit.pipeline.estimate import check_limit
 
         self.time_limit = check_limit(time_limit, "time limit")
+        self.whole = whole
         self.executor = executor
         self.writer = writer
         self.replace = replace
@@ -244,6 +249,9 @@ class Audit:
         if writer is not None:  # the releases made (a sanitizer's output) are kept at once
             self._save(st, resources)
 
+        if self.whole is not None:  # a calibration only (the bench's): the estimate, nothing run
+            st.outcome.estimate = self._calibrate(st, scenario, corpora, base_fp, resources)
+            return st.outcome
         if self.time_limit is not None:
             self._calibrate(st, scenario, corpora, base_fp, resources)
         self.echo(f"[3/3] running {len(spec.components)} component(s) on {len(releases)} release(s)")
@@ -255,14 +263,16 @@ class Audit:
         return st.outcome
 
     def _calibrate(self, st: _RunState, scenario: Scenario, corpora: Mapping[str, Corpus], base_fp: dict[str, Any],
-                   resources: Resources) -> None:
+                   resources: Resources) -> Any:
         """The time limit said before the work: each component with pending releases calibrated on
-        two small slices, and the run stopped when the estimate exceeds the limit (:mod:`audit.pipeline.estimate`)."""
+        two small slices, and the run stopped when the estimate exceeds the limit (:mod:`audit.pipeline.estimate`);
+        with :attr:`whole`, the estimate returned unchecked."""
         from types import SimpleNamespace
 
         from audit.pipeline.estimate import calibrate, check
 
-        self.echo(f"  calibrating the stages against the time limit of {self.time_limit:g} min")
+        if self.whole is None:
+            self.echo(f"  calibrating the stages against the time limit of {self.time_limit:g} min")
         done = SimpleNamespace(results=st.rf, reused=[], keys=[])  # _pending's record of reused pairs, unused here
         makers, evaluated = [], {}
         for comp in self.spec.components:
@@ -271,8 +281,10 @@ class Audit:
             if todo:
                 makers.append((comp.label, lambda c=comp: self._create(c, corpora, resources, progress=False)[0]))
                 evaluated[comp.label] = [sampled for _, sampled, _ in todo]
-        estimate = calibrate(makers, scenario, evaluated, self.spec.seed)
-        self.echo("  " + check(estimate, self.time_limit, time.time() - st.started))
+        estimate = calibrate(makers, scenario, evaluated, self.spec.seed, whole=self.whole)
+        if self.whole is None:
+            self.echo("  " + check(estimate, self.time_limit, time.time() - st.started))
+        return estimate
 
     def _save(self, st: _RunState, resources: Resources) -> None:
         """Write what this run computed into the results file, under the file's lock, on top of
