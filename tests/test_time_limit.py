@@ -136,7 +136,7 @@ def test_a_bench_within_its_limit_says_the_estimate_and_gives_the_same_board(tmp
     plain = anonaudit.bench("labels", **BENCH)
     line = next(m for m in said if "time limit 60 min: estimated" in m)
     assert "sanitize labels ~" in line and "attack:phrase_search ~" in line and "not counted: the leaderboard" in line
-    assert limited.to_markdown() == plain.to_markdown()
+    assert [(r.rank, r.name) for r in limited.leaderboard.rows] == [(r.rank, r.name) for r in plain.leaderboard.rows]
     assert [(r.name, r.release, r.value) for r in limited.results.results] == \
         [(r.name, r.release, r.value) for r in plain.results.results]
     with pytest.raises(AnonauditError, match="time_limit: must be a positive number"):
@@ -184,3 +184,20 @@ def _cheap_registry():
     reg.register("metric")(RougeMetric)
     reg.register("sanitizer")(SpacyNER)
     return reg
+
+
+def test_a_bench_counts_a_reused_release_as_nothing_and_times_an_external_command(tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
+    out = tmp_path / "b"
+    anonaudit.bench("labels", out=out, **BENCH)
+    said: list[str] = []
+    anonaudit.bench("labels", out=out, time_limit=60, echo=said.append, **BENCH)
+    line = next(m for m in said if "time limit 60 min: estimated" in m)
+    assert "sanitize labels (reused) ~0.0 s" in line and "sanitize suppression (reused) ~0.0 s" in line
+    example = Path(__file__).resolve().parents[1] / "examples" / "regex_masker.py"
+    with pytest.raises(AnonauditError, match=r"sanitize regex ~.*attack:phrase_search ~"):
+        anonaudit.bench(command=f"{sys.executable} {example} {{input}} {{output}}", name="regex", time_limit=1e-6,
+                        **BENCH)

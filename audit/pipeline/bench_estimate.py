@@ -31,6 +31,8 @@ from typing import Any
 from audit.core.data import Corpus, Release, Scenario
 from audit.pipeline.estimate import TIMED, WARM, Estimate, StageEstimate, Whole, chars, check, slices
 
+#: What a bench stopped by its limit has not done.
+NOTHING = ("Nothing was sanitized (but the calibration's documents), attacked, measured or written")
 #: What would cut a bench's work, said when its limit cannot be met.
 CUT = ("--budget quick, --documents N, fewer comparison points (--compare, --with) or a smaller "
        "--sanitizer-sample, fewer attacks or metrics, --sample N documents")
@@ -49,7 +51,7 @@ def check_bench(spec: Any, reg: Any, resources: Any, writer: Any, limit: float, 
     if not cut:
         est = Estimate((StageEstimate("bench", None, 0.0, f"fewer than {WARM + TIMED} documents to calibrate on"),),
                        0, len(base), time.perf_counter() - t0)
-        return check(est, limit, time.time() - started, CUT)
+        return check(est, limit, time.time() - started, CUT, NOTHING)
     warm, timed = cut
     ids = [*warm.releases[0].corpus.ids, *timed.releases[0].corpus.ids]
     stages, releases, sizes = [], [], {}
@@ -63,7 +65,7 @@ def check_bench(spec: Any, reg: Any, resources: Any, writer: Any, limit: float, 
     audit = _attacks_estimate(spec, reg, resources, warm, timed, releases, sizes)
     stages.extend(audit.stages)
     est = Estimate(tuple(stages), WARM + TIMED, len(base), time.perf_counter() - t0)
-    return check(est, limit, time.time() - started, CUT) + "; not counted: the leaderboard and its page"
+    return check(est, limit, time.time() - started, CUT, NOTHING) + "; not counted: the leaderboard and its page"
 
 
 def _first_release(spec: Any) -> Release:

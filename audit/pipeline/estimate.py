@@ -161,15 +161,17 @@ def calibrate(components: Sequence[tuple[str, Callable[[], Any]]], scenario: Sce
 CUT = "--budget quick, fewer releases, attacks or metrics, --sample N documents"
 
 
-def check(estimate: Estimate, limit_minutes: float, spent: float, cut: str = CUT) -> str:
+def check(estimate: Estimate, limit_minutes: float, spent: float, cut: str = CUT,
+          nothing: str = "Nothing was attacked or measured") -> str:
     """The line to say when the estimate fits in ``limit_minutes`` (``spent`` seconds already gone);
-    an AnonauditError that says why (and ``cut``: what would cut the work) when it does not."""
+    an AnonauditError that says why (``nothing``: what was not done; ``cut``: what would cut the
+    work) when it does not."""
     left = limit_minutes * 60 - spent
     head = f"time limit {limit_minutes:g} min"
     if estimate.total > left:
         raise AnonauditError(
-            f"{head} cannot be met: {estimate.describe()}; {_minutes(spent)} already spent. Nothing was "
-            f"attacked or measured. Cut the work ({cut}) or give a longer --time-limit")
+            f"{head} cannot be met: {estimate.describe()}; {_minutes(spent)} already spent. {nothing}. "
+            f"Cut the work ({cut}) or give a longer --time-limit")
     unknown = [s.component for s in estimate.stages if s.seconds is None]
     return (f"{head}: {estimate.describe()}; {_minutes(spent)} spent, {_minutes(left)} left"
             + (f" (not counted: {', '.join(unknown)})" if unknown else ""))
