@@ -34,3 +34,12 @@ def test_the_readme_links_the_glossary_first_and_contributing():
     contributing = (ROOT / "CONTRIBUTING.md").read_text()
     for role in ("anonaudit.attacks", "anonaudit.sanitizers", "anonaudit.metrics", "anonaudit.detectors"):
         assert role in contributing and role in (ROOT / "pyproject.toml").read_text()
+
+
+def test_the_benchmarks_readme_stays_a_page_of_latest_figures():
+    """benchmarks/README.md holds the latest figure per question, ordered by capability, with a
+    headline table first; history lives in git. Issue 59 set its size at 1,200 lines at most."""
+    text = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    lines = text.count("\n")
+    assert lines <= 1200, f"benchmarks/README.md has {lines} lines (at most 1,200): condense, history is in git"
+    assert "## Headline figures" in text[:3000], "the headline table comes first"
