@@ -216,9 +216,9 @@ def _release_of(c: Contender, spec: BenchSpec, reg: Registry, resources: Any,
                 writer: BenchWriter | None) -> tuple[Any, dict[str, Any], bool]:
     """``(audit spec entry, cost, reused)`` of one contender; with a writer, the release and its
     record are written as soon as it is made."""
-    from audit.pipeline.bench_releases import command_release, given_release, release_key, sanitize_with
+    from audit.pipeline.bench_releases import (command_release, contender_documents, given_release, release_key,
+                                               sanitize_with)
     from audit.pipeline.external import validate_release
-    from audit.pipeline.releases import sample_release
 
     originals = spec.originals
     if c.kind in ("file", "release"):
@@ -229,7 +229,7 @@ def _release_of(c: Contender, spec: BenchSpec, reg: Registry, resources: Any,
         return _entry(c, rel, writer), cost, False
     if originals is None:
         raise AnonauditError(f"{c.name}: a sanitizer needs the original documents, and this corpus has none")
-    docs = sample_release(Release("originals", originals), c.budget, spec.seed).corpus if c.budget else originals
+    docs = contender_documents(c, spec)
     key = release_key(c, docs, spec)
     if c.kind == "sanitizer" and writer is not None:
         cost = writer.reusable(c.name, key)

@@ -78,8 +78,8 @@ def _contender(c: Any, spec: Any, reg: Any, resources: Any, writer: Any, warm: S
                ids: list[str]) -> tuple[StageEstimate | None, Release | None, int]:
     """``(its making's estimate or None, its release of the calibration documents, the characters
     its whole release is estimated to have)`` of one contender."""
-    from audit.pipeline.bench_releases import command_release, given_release, release_key, sanitize_with
-    from audit.pipeline.releases import sample_release
+    from audit.pipeline.bench_releases import (command_release, contender_documents, given_release, release_key,
+                                               sanitize_with)
 
     keep = set(ids)
     label = f"sanitize {c.name}"
@@ -88,7 +88,7 @@ def _contender(c: Any, spec: Any, reg: Any, resources: Any, writer: Any, warm: S
             return StageEstimate(label, None, 0.0, "no originals to sanitize"), None, 0
         rel = given_release(c, spec)
         return None, _cut(rel, keep), chars(rel)
-    docs = sample_release(Release("originals", spec.originals), c.budget, spec.seed).corpus if c.budget else spec.originals
+    docs = contender_documents(c, spec)
     if c.kind == "sanitizer" and writer is not None and writer.reusable(c.name, release_key(c, docs, spec)) is not None:
         rel = given_release(dataclasses.replace(c, kind="file", path=str(writer.release_path(c.name))), spec)
         return StageEstimate(label + " (reused)", 0.0, 0.0), _cut(rel, keep), chars(rel)

@@ -23,6 +23,15 @@ def release_key(c: Any, docs: Corpus, spec: Any) -> str:
                    "command": c.command, "originals": docs.fingerprint(), "llm": spec.llm, "seed": spec.seed})
 
 
+def contender_documents(c: Any, spec: Any) -> Corpus:
+    """The originals contender ``c`` sanitizes: all of them, or its seeded sample (``c.budget``)."""
+    from audit.pipeline.releases import sample_release
+
+    if not c.budget:
+        return spec.originals
+    return sample_release(Release("originals", spec.originals), c.budget, spec.seed).corpus
+
+
 def given_release(c: Any, spec: Any) -> Release:
     """A release already made (a file, or data in memory), cut to the sample when the corpus is one."""
     from audit.io.loaders import load_release_file

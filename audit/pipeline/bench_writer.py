@@ -68,9 +68,7 @@ class BenchWriter:
     def reusable(self, name: str, key: str) -> dict[str, Any] | None:
         """The cost recorded for release ``name`` when its file and record are there and hold
         ``key`` (the release is reused: it is :meth:`release_path`); ``None`` otherwise."""
-        from audit.pipeline.releases import release_file_name
-
-        path = self.sanitized / release_file_name(name)
+        path = self.release_path(name)
         record = path.with_suffix(".json")
         if not (path.exists() and record.exists()):
             return None
