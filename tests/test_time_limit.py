@@ -101,6 +101,43 @@ def test_the_estimate_extrapolates_by_characters_and_names_what_it_could_not_cal
             check_limit(bad_value)
 
 
+def test_a_load_the_run_keeps_is_not_counted_again_but_a_load_each_build_makes_is(monkeypatch):
+    """The calibration runs on the run's resources: what the warm slice loaded there (a model) the
+    run reuses, so the estimate is the timed slice's rate times the work, not that plus the load
+    (a bench's estimate was 1.46x what it took). A load each build of the component makes for
+    itself is in the timed slice's rate, so it is still counted."""
+    now = [0.0]
+    monkeypatch.setattr("audit.pipeline.estimate.time.perf_counter", lambda: now[0])
+    docs = [_doc(i, 10 * (i + 1)) for i in range(8)]
+    release = Release("r", Corpus(docs), aligned=True)
+    scenario = Scenario(originals=Corpus(docs), releases=(release,))
+    kept: set[str] = set()
+
+    class Stage:
+        def __init__(self, name, own_load):
+            self.name, self.own_load = name, own_load
+
+        def fit(self, sc):
+            if self.own_load:
+                now[0] += 50.0  # loaded again by every build, on its first fit
+            if self.name not in kept:  # loaded once into the shared resources
+                kept.add(self.name)
+                now[0] += 100.0
+            now[0] += sum(len(d.text) for d in sc.originals)
+            return self
+
+        def evaluate(self, sc, rel):
+            now[0] += sum(len(d.text) for d in rel.corpus)
+            return []
+
+    est = calibrate([("shared", lambda: Stage("shared", False)), ("own", lambda: Stage("own", True))],
+                    scenario, {"shared": [release], "own": [release]}, 0)
+    shared, own = est.stages
+    work = 2 * sum(len(d.text) for d in docs)  # the originals fitted, the release evaluated
+    assert shared.seconds == pytest.approx(work)
+    assert own.seconds > work + 50  # its own load is in the rate, extrapolated (an upper bound)
+
+
 # -- the bench and the demo (issue 57 item 5: one budget option for run, demo, attack and bench)
 
 BENCH = {"comparisons": ["suppression"], "attacks": ["phrase_search"], "metrics": ["rouge"], "progress": False,

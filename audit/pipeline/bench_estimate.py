@@ -101,15 +101,14 @@ def _contender(c: Any, spec: Any, reg: Any, resources: Any, writer: Any, warm: S
 
     started = time.perf_counter()
     try:
-        (w_rel, w_s), (t_rel, t_s) = make(warm), make(timed)
+        (w_rel, _), (t_rel, t_s) = make(warm), make(timed)
     except Exception as exc:  # noqa: BLE001 - a contender that fails on the slices is not estimated, and said so
         return StageEstimate(label, None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}"), None, 0
-    rate = t_s / max(1, chars(timed.originals))
-    once = max(0.0, w_s - rate * chars(warm.originals))
+    rate = t_s / max(1, chars(timed.originals))  # the warm slice's loads stay in the shared resources
     rel = Release(c.name, Corpus([*w_rel.corpus, *t_rel.corpus], name=c.name), aligned=w_rel.aligned)
     made = chars(warm.originals) + chars(timed.originals)
     full = round(chars(rel) * chars(docs) / max(1, made))
-    return StageEstimate(label, once + rate * chars(docs), time.perf_counter() - started), rel, full
+    return StageEstimate(label, rate * chars(docs), time.perf_counter() - started), rel, full
 
 
 def _cut(rel: Release, keep: set[str]) -> Release:
