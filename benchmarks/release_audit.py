@@ -19,6 +19,11 @@ document (said as an extrapolation in the table).
 
     python benchmarks/release_audit.py --work /tmp/release --slot-minutes 11 [--stages phrase_search,trir]
     python benchmarks/release_audit.py --work /tmp/release --table       # the table so far
+    python benchmarks/release_audit.py --work /tmp/estimate --stages estimate  # --time-limit's estimate
+
+Stage ``estimate`` calibrates every stage on 5 documents as ``--time-limit`` does and writes the
+estimate per stage (``estimate.json`` in ``--work``), nothing else run: to set beside the measured
+stages (run it in a ``--work`` of its own, so that its calibration warms no measured stage's caches).
 """
 
 from __future__ import annotations
@@ -57,11 +62,14 @@ def _scenario_data(data: Path, release: str, quick: bool) -> dict:
     return {"originals": originals, "background": background, "release": rel}
 
 
-def run_stage(stage: str, out: Path, data: Path, release: str, judge_sample: int | None, quick: bool) -> dict:
-    """One stage, in this process, through the runner (resumes from ``out``); what it cost."""
+def run_stage(stage: str, out: Path, data: Path, release: str, judge_sample: int | None, quick: bool,
+              budget: str = "full") -> dict:
+    """One stage, in this process, through the runner (resumes from ``out``); what it cost. Stage
+    ``estimate``: every stage at once, only calibrated (``--time-limit``'s estimate, nothing run)."""
     from anonaudit.inputs import component_entries, input_entry, release_entries
     from audit.core.registry import registry
     from audit.models.resources import Resources
+    from audit.pipeline.estimate import Whole, chars
     from audit.pipeline.executors import make_executor
     from audit.pipeline.runner import Audit, parse_spec
 
@@ -69,20 +77,31 @@ def run_stage(stage: str, out: Path, data: Path, release: str, judge_sample: int
     columns = {}
     spec_data: dict = {"originals": input_entry(d["originals"], "originals", columns),
                        "background": input_entry(d["background"], "background", columns),
-                       "releases": release_entries([d["release"]], columns), "budget": "full",
+                       "releases": release_entries([d["release"]], columns), "budget": budget,
                        "out": str(out), "title": f"TAB {release}, {stage}"}
-    if stage == "utility":
+    attacks = [s for s in STAGES if s != "utility"] if stage == "estimate" else [stage]
+    if stage in ("utility", "estimate"):
         spec_data["metrics"] = component_entries(registry.names("metric"), "metrics")
-    else:
+    if stage != "utility":
         params = {"score_sample": judge_sample, "score_target": None} if stage == "claim_linker" and judge_sample else {}
-        spec_data["attacks"] = component_entries([{"name": stage, "params": params}], "attacks")
+        spec_data["attacks"] = component_entries([{"name": a, "params": params if a == stage else {}}
+                                                  for a in attacks], "attacks")
     spec = parse_spec(spec_data, base=Path.cwd(), source="release_audit.py", registry=registry, in_memory=True)
     spec = __import__("dataclasses").replace(spec, out=out)
+    whole = (Whole(chars(d["originals"]) + chars(d["background"]), {release: chars(d["release"])})
+             if stage == "estimate" else None)
     executor = make_executor(spec.executor)
     executor.start()
     t = time.perf_counter()
     with Resources(seed=spec.seed, progress=True, executor=executor) as res:
-        Audit(spec, progress=True).run(resources=res)
+        outcome = Audit(spec, progress=True, whole=whole).run(resources=res)
+        if whole is not None:
+            est = outcome.estimate
+            print(est.describe(), flush=True)
+            (out.parent / "estimate.json").write_text(json.dumps(
+                {"stages": {s.component: s.seconds for s in est.stages},
+                 "problems": {s.component: s.problem for s in est.stages if s.problem},
+                 "calibration_seconds": est.seconds, "documents": est.documents, "of": est.of}, indent=1))
         usage: dict[str, int] = {}
         for llm in list(getattr(res, "_llms", {}).values()):  # tokens the backends spent (cache hits: none)
             for k, v in (getattr(llm, "usage", None) or {}).items():
@@ -127,7 +146,7 @@ def drive(args: argparse.Namespace) -> None:
         report.unlink(missing_ok=True)
         cmd = [sys.executable, __file__, "--worker", stage, "--work", str(work), "--release", args.release,
                *(["--judge-sample", str(args.judge_sample)] if args.judge_sample else []),
-               *(["--quick"] if args.quick else [])]
+               *(["--quick"] if args.quick else []), "--budget", args.budget]
         env = {**os.environ, "ANONAUDIT_HOME": str(home), "PYTHONPATH": str(Path(__file__).parent)}
         t = time.time()
         print(f"== {stage}: slot {entry['slots'] + 1}" + (f", {left / 60:.1f} min left" if left else ""), flush=True)
@@ -195,15 +214,18 @@ def main() -> None:
     ap.add_argument("--stages", default=",".join(STAGES))
     ap.add_argument("--slot-minutes", type=float, default=None, help="stop after this many minutes (resume later)")
     ap.add_argument("--judge-sample", type=int, default=None, help="leakage judged on N linked documents only")
+    ap.add_argument("--budget", default="full", choices=("quick", "standard", "full"),
+                    help="the audit's budget (full: every document, the stage table's)")
     ap.add_argument("--table", action="store_true", help="print the table so far and stop")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 6 judgments, their people")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.stages = [s.strip() for s in args.stages.split(",") if s.strip()]
-    if unknown := set(args.stages) - set(STAGES):
+    if unknown := set(args.stages) - {*STAGES, "estimate"}:
         ap.error(f"unknown stage(s) {sorted(unknown)}; the stages: {', '.join(STAGES)}")
     if args.worker:
-        cost = run_stage(args.worker, args.work / args.worker, args.data, args.release, args.judge_sample, args.quick)
+        cost = run_stage(args.worker, args.work / args.worker, args.data, args.release, args.judge_sample, args.quick,
+                         args.budget)
         (args.work / f"{args.worker}.cost.json").write_text(json.dumps(cost))
     elif args.table:
         print(table(args.work, _ledger(args.work)))

@@ -18,14 +18,14 @@ from audit.pipeline.spec import component_params, parse_spec
 
 
 def test_each_level_sets_the_interval_target_and_the_cheaper_settings():
-    assert budget_params(ClaimLinkerAttack, "quick") == {"score_target": 0.10, "paraphrase": False}
+    assert budget_params(ClaimLinkerAttack, "quick") == {"score_target": 0.20, "paraphrase": False}  # its own
     assert budget_params(ClaimLinkerAttack, "standard") == {"score_target": 0.05}
     assert budget_params(ClaimLinkerAttack, "full") == {"score_target": None}
     assert budget_params(SpanGuessAttack, "quick") == {"target": 0.10}
     assert budget_params(SpanGuessAttack, "full") == {"target": None}
     assert budget_params(TRIRAttack, "quick") == {"budget": "fast"} and budget_params(TRIRAttack, "full") == {}
     rows = {(c, p): v for c, p, v in table(registry)}
-    assert rows[("claim_linker", "score_target")] == "quick: 0.1, standard: 0.05, full: None"
+    assert rows[("claim_linker", "score_target")] == "quick: 0.2, standard: 0.05, full: None"
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_the_users_own_parameters_win_over_the_budget(files):
     spec = _spec(files, budget="quick")
     got = component_params(spec, ClaimLinkerAttack.param_names(), {"paraphrase": True}, progress=False,
                            cls=ClaimLinkerAttack)
-    assert got["paraphrase"] is True and got["score_target"] == 0.10
+    assert got["paraphrase"] is True and got["score_target"] == 0.20
     assert "score_target" not in component_params(spec, ClaimLinkerAttack.param_names(), {}, progress=False)
 
 

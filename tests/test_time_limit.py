@@ -128,14 +128,19 @@ def test_a_load_the_run_keeps_is_not_counted_again_but_a_load_each_build_makes_i
 
         def evaluate(self, sc, rel):
             now[0] += sum(len(d.text) for d in rel.corpus)
+            if self.name == "control":  # a control asked once per fit, whatever the data, and said
+                now[0] += 30.0
+                self.once_seconds_ = 30.0
             return []
 
-    est = calibrate([("shared", lambda: Stage("shared", False)), ("own", lambda: Stage("own", True))],
-                    scenario, {"shared": [release], "own": [release]}, 0)
-    shared, own = est.stages
+    makers = [(name, lambda name=name: Stage(name, name == "own")) for name in ("shared", "own", "control")]
+    est = calibrate(makers, scenario, {"shared": [release], "own": [release], "control": [release, release]}, 0)
+    shared, own, control = est.stages
     work = 2 * sum(len(d.text) for d in docs)  # the originals fitted, the release evaluated
     assert shared.seconds == pytest.approx(work)
     assert own.seconds > work + 50  # its own load is in the rate, extrapolated (an upper bound)
+    # the control counted once for the two releases, not extrapolated by characters and releases
+    assert control.seconds == pytest.approx(work + sum(len(d.text) for d in docs) + 30.0)
 
 
 # -- the bench and the demo (issue 57 item 5: one budget option for run, demo, attack and bench)

@@ -47,7 +47,9 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
     #: The parameter that sets the leakage's interval target, and what the quick budget turns off
     #: (:mod:`audit.pipeline.budget`).
     precision_param: ClassVar[str] = "score_target"
-    budget_params: ClassVar[dict[str, dict[str, Any]]] = {"quick": {"paraphrase": False}}
+    #: quick stops the judge at ±0.20: at ±0.10 a document's leakage (0, 0.5 or 1) needed every one of
+    #: the demo's 40 documents a release, so quick took longer than standard (568 against 491 s)
+    budget_params: ClassVar[dict[str, dict[str, Any]]] = {"quick": {"paraphrase": False, "score_target": 0.20}}
     #: Older command-line spellings (``--no-scoring``).
     cli_aliases: ClassVar[dict[str, str]] = {"no_scoring": "no_score"}
 
@@ -180,6 +182,7 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
         if originals is None:
             raise AnonauditError("the claim linker needs the original documents (--originals)")
         self.fit_timings_: dict[str, float] = {}
+        self.once_seconds_ = 0.0  # work done once per fit whatever the data (the judge's control)
         t = time.perf_counter()
         self.orig_claims_ = self._get_splitter().split(list(originals), progress=self.progress)
         self.fit_timings_["atomise_originals"] = time.perf_counter() - t

@@ -4,7 +4,7 @@ stage does, for ``anonaudit run``, ``demo``, ``attack`` and ``bench`` (``--budge
 
 * ``quick``: a CI gate in minutes. Stages that sample stop at a 95% interval of ±0.10, and
   attacks take their cheaper settings (``budget_params["quick"]`` of each class: TRIR's fast
-  training, the claim linker without paraphrasing).
+  training, the claim linker without paraphrasing and its judge stopped at ±0.20).
 * ``standard`` (the default): stages that sample stop at ±0.05 (:data:`DEFAULT_HALF_WIDTH`).
 * ``full``: every document of every release.
 

@@ -10,7 +10,11 @@ characters of the originals and the background, its evaluation by those of each 
 evaluate. What the warm slice took beyond that rate (loading the models into the run's shared
 resources, which the run then reuses) is not counted again: the calibration runs on the run's own
 resources (counting it made a bench's estimate 1.46x what it took). A load a component makes for
-itself each time it is built is in the timed slice's rate, so it is still counted. A stage that
+itself each time it is built is in the timed slice's rate, so it is still counted. Work a
+component does once per fit whatever the data's size, and says so (its ``once_seconds_`` after an
+evaluation: the claim linker's judge control), is counted once, not extrapolated by characters
+and releases; it is measured on the slice, so a
+control that grows with the documents up to its cap is counted at the slice's size. A stage that
 samples to a precision is counted for every document: the estimate is an upper bound there.
 
 When the estimate and the time already spent exceed the limit, the run stops before any component
@@ -115,14 +119,17 @@ def slices(scenario: Scenario, seed: int) -> list[Scenario]:
     return out
 
 
-def _timed(obj: Any, scenario: Scenario) -> tuple[float, float]:
-    """Seconds to fit ``obj`` on ``scenario`` and to evaluate it on its one release (then closed)."""
+def _timed(obj: Any, scenario: Scenario) -> tuple[float, float, float]:
+    """Seconds to fit ``obj`` on ``scenario`` and to evaluate it on its one release (then closed),
+    and the part of the evaluation it says it does once per fit whatever the data (``once_seconds_``)."""
     try:
         t = time.perf_counter()
         obj.fit(scenario)
         fitted = time.perf_counter()
         obj.evaluate(scenario, scenario.releases[0])
-        return fitted - t, time.perf_counter() - fitted
+        evaluated = time.perf_counter() - fitted
+        once = min(evaluated, max(0.0, float(getattr(obj, "once_seconds_", 0.0) or 0.0)))
+        return fitted - t, evaluated - once, once
     finally:
         close = getattr(obj, "close", None)
         if callable(close):
@@ -146,14 +153,14 @@ def calibrate(components: Sequence[tuple[str, Callable[[], Any]]], scenario: Sce
             stages.append(StageEstimate(label, None, 0.0, f"fewer than {WARM + TIMED} documents to calibrate on"))
             continue
         try:
-            _, (t_fit, t_eval) = _timed(make(), warm), _timed(make(), timed)
+            _, (t_fit, t_eval, once) = _timed(make(), warm), _timed(make(), timed)
         except Exception as exc:  # noqa: BLE001 - a stage that cannot run on a slice is not estimated, and said so
             stages.append(StageEstimate(label, None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}"))
             continue
         fit_rate = t_fit / max(1, chars(timed.originals) + chars(timed.background))
         eval_rate = t_eval / max(1, chars(timed.releases[0]))
         # the warm slice's time (w_fit, w_eval) loaded what the run keeps: not counted again
-        seconds = fit_rate * full_fit + eval_rate * sum(rel_chars(r) for r in evaluated[label])
+        seconds = once + fit_rate * full_fit + eval_rate * sum(rel_chars(r) for r in evaluated[label])
         stages.append(StageEstimate(label, seconds, time.perf_counter() - started))
     return Estimate(tuple(stages), 0 if warm is None else WARM + TIMED, len(scenario.releases[0]),
                     time.perf_counter() - t0)
