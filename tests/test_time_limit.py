@@ -50,6 +50,7 @@ def test_a_limit_the_estimate_meets_is_said_and_the_audit_runs(demo, tmp_path, m
     assert {r.name for r in results.results} >= {"phrase_search"}
     said = capsys.readouterr().err
     assert "time limit 60 min: estimated" in said and "phrase_search ~" in said and "rouge ~" in said
+    assert "attack:phrase_search: ~" in said and "(calibrated in " in said  # each stage said as it is made
     with pytest.raises(AnonauditError, match="time limit: must be a positive number of minutes"):
         anonaudit.audit(str(demo / "originals.jsonl"), [str(demo / "releases" / "labels.jsonl")],
                         attacks=["phrase_search"], time_limit=-1)

@@ -137,11 +137,12 @@ def _timed(obj: Any, scenario: Scenario) -> tuple[float, float, float]:
 
 
 def calibrate(components: Sequence[tuple[str, Callable[[], Any]]], scenario: Scenario, evaluated: dict[str, list],
-              seed: int, whole: Whole | None = None) -> Estimate:
+              seed: int, whole: Whole | None = None, say: Callable[[str], None] | None = None) -> Estimate:
     """The estimate of each component (``(label, make)``: ``make()`` builds it, without progress
     bars) on ``scenario``, evaluated on the releases ``evaluated[label]`` (its pending ones, each as
     it will be evaluated: sampled or whole). ``whole``: ``scenario`` is a slice of that work, to
-    which the estimate extrapolates. See the module doc."""
+    which the estimate extrapolates. ``say``: told each stage's estimate as it is made (a
+    calibration of LLM stages takes minutes). See the module doc."""
     t0 = time.perf_counter()
     warm, timed = (slices(scenario, seed) or [None, None])
     full_fit = chars(scenario.originals) + chars(scenario.background) if whole is None else whole.fit_chars
@@ -156,12 +157,17 @@ def calibrate(components: Sequence[tuple[str, Callable[[], Any]]], scenario: Sce
             _, (t_fit, t_eval, once) = _timed(make(), warm), _timed(make(), timed)
         except Exception as exc:  # noqa: BLE001 - a stage that cannot run on a slice is not estimated, and said so
             stages.append(StageEstimate(label, None, time.perf_counter() - started, f"{type(exc).__name__}: {exc}"))
+            if say is not None:
+                say(f"    {label}: not calibrated ({stages[-1].problem})")
             continue
         fit_rate = t_fit / max(1, chars(timed.originals) + chars(timed.background))
         eval_rate = t_eval / max(1, chars(timed.releases[0]))
         # the warm slice's time (w_fit, w_eval) loaded what the run keeps: not counted again
         seconds = once + fit_rate * full_fit + eval_rate * sum(rel_chars(r) for r in evaluated[label])
         stages.append(StageEstimate(label, seconds, time.perf_counter() - started))
+        if say is not None:
+            say(f"    {label}: ~{_minutes(seconds)} (calibrated in {_minutes(stages[-1].calibration_seconds)}, "
+                f"{len(stages)} of {len(components)})")
     return Estimate(tuple(stages), 0 if warm is None else WARM + TIMED, len(scenario.releases[0]),
                     time.perf_counter() - t0)
 

@@ -281,7 +281,7 @@ class Audit:
             if todo:
                 makers.append((comp.label, lambda c=comp: self._create(c, corpora, resources, progress=False)[0]))
                 evaluated[comp.label] = [sampled for _, sampled, _ in todo]
-        estimate = calibrate(makers, scenario, evaluated, self.spec.seed, whole=self.whole)
+        estimate = calibrate(makers, scenario, evaluated, self.spec.seed, whole=self.whole, say=self.echo)
         if self.whole is None:
             self.echo("  " + check(estimate, self.time_limit, time.time() - st.started))
         return estimate
