@@ -62,8 +62,8 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
     seed, llm, embedder: given to every component that takes them.
     sample: a seeded sample of this many documents per release (the same ids for each).
     budget: how much work the stages do: ``"quick"`` (a CI gate: intervals of ±0.10, the claim
-        linker's judge ±0.20, cheaper attack settings), ``"standard"`` (the default: ±0.05) or ``"full"`` (every document); see
-        README "Budget".
+        linker's judge ±0.20, cheaper attack settings), ``"standard"`` (the default: ±0.05) or
+        ``"full"`` (every document); see README "Budget".
     text_column, id_column, subject_column, spans_column: the columns of tables and of CSV,
         Parquet or JSONL files that hold each field.
     out: a results file to write (``summary.csv`` and the release copies beside it); results

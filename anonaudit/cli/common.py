@@ -56,8 +56,8 @@ def echo_summary(results: Iterable[Result]) -> None:
 
 
 BUDGET_HELP = ("How much work each stage does: quick (a CI gate in minutes: stages that sample stop at a 95% "
-               "interval of ±0.10, the claim linker's judge ±0.20, attacks take cheaper settings), standard (±0.05; the default) or full (every "
-               "document). README, 'Budget', gives the table.")
+               "interval of ±0.10, the claim linker's judge ±0.20, attacks take cheaper settings), standard "
+               "(±0.05; the default) or full (every document). README, 'Budget', gives the table.")
 
 
 def budget_option(fn):

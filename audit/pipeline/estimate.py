@@ -8,14 +8,14 @@ slice loads the models and fills the caches; the *timed* slice, other documents,
 Each stage's time is then extrapolated by the characters it reads: its preparation (``fit``) by the
 characters of the originals and the background, its evaluation by those of each release it will
 evaluate. What the warm slice took beyond that rate (loading the models into the run's shared
-resources, which the run then reuses) is not counted again: the calibration runs on the run's own
-resources (counting it made a bench's estimate 1.46x what it took). A load a component makes for
-itself each time it is built is in the timed slice's rate, so it is still counted. Work a
-component does once per fit whatever the data's size, and says so (its ``once_seconds_`` after an
-evaluation: the claim linker's judge control), is counted once, not extrapolated by characters
-and releases; it is measured on the slice, so a
-control that grows with the documents up to its cap is counted at the slice's size. A stage that
-samples to a precision is counted for every document: the estimate is an upper bound there.
+resources) is not counted again: the calibration runs on the run's own resources, which keep them.
+A load a component makes for itself each time it is built is in the timed slice's rate, so it is
+still counted (extrapolated: an upper bound). Work a component does once per fit whatever the
+data's size, and says so (its ``once_seconds_`` after an evaluation: the claim linker's judge
+control), is counted once, not extrapolated by characters and releases (it made the demo's
+estimate 86 minutes for a 14-minute run); it is measured on the slice, so a control that grows
+with the documents up to its cap is counted at the slice's size. A stage that samples to a
+precision is counted for every document: the estimate is an upper bound there.
 
 When the estimate and the time already spent exceed the limit, the run stops before any component
 runs (:func:`check`): an :class:`~audit.core.errors.AnonauditError` (exit 2 on the command line)
