@@ -111,8 +111,7 @@ class LeakageScoring:
                 started = time.perf_counter()
                 judged.check, judged.checked = self._check_judge(llm, originals, dense), True
                 timings["judge_check"] = time.perf_counter() - started
-                # the control is asked once per fit, whatever the release's size (a time limit's calibration)
-                self.once_seconds_ = getattr(self, "once_seconds_", 0.0) + timings["judge_check"]
+                self.once_seconds_ = getattr(self, "once_seconds_", 0.0) + timings["judge_check"]  # per fit, any size
             ratings, malformed = self._judge(llm, items, repeats=self.repeats)
             judged.add(plan, ratings, malformed, len(items))
 
