@@ -104,9 +104,9 @@ def test_the_estimate_extrapolates_by_characters_and_names_what_it_could_not_cal
 
 def test_a_load_the_run_keeps_is_not_counted_again_but_a_load_each_build_makes_is(monkeypatch):
     """The calibration runs on the run's resources: what the warm slice loaded there (a model) the
-    run reuses, so the estimate is the timed slice's rate times the work, not that plus the load
-    (a bench's estimate was 1.46x what it took). A load each build of the component makes for
-    itself is in the timed slice's rate, so it is still counted."""
+    run reuses, so the estimate is the timed slice's rate times the work, not that plus the load.
+    A load each build of the component makes for itself is in the timed slice's rate, so it is
+    still counted; work done once per fit and said (``once_seconds_``) is counted once."""
     now = [0.0]
     monkeypatch.setattr("audit.pipeline.estimate.time.perf_counter", lambda: now[0])
     docs = [_doc(i, 10 * (i + 1)) for i in range(8)]
