@@ -15,7 +15,8 @@ Measures, in one run:
 
     python benchmarks/phrase_search.py [--quick] [--words 10000000] [--data DIR]
 
-``--quick`` (under a minute) skips the scale-up and uses a 1 M-word baseline sample.
+``--quick`` (seconds: a smoke test, no figure) skips the scale-up, builds once on the originals and the
+first 300 public documents and queries 10 documents.
 """
 
 from __future__ import annotations
@@ -139,11 +140,13 @@ def main() -> None:
 
     originals = load_corpus(args.data / "bks" / "TAB_test_BK=Original.json")
     background = load_corpus(args.data / "bks" / "TAB_all_BK=Public10%.json")
+    if args.quick:  # a smoke test: the first 300 public documents, one build
+        background = Corpus(list(background)[:300], name=background.name)
     tab = [d.text for d in originals] + [d.text for d in background]
     NgramIndex.build(["Warm up the tables. Done."])  # one-off code-point tables (~0.2 s)
 
     # --- build: TAB collection, numpy index vs dict of sets
-    index, secs = build(tab, repeat=3)
+    index, secs = build(tab, repeat=1 if args.quick else 3)
     w = n_words(index)
     base, base_ngrams, base_post = dict_of_sets(tab)
     assert (base_ngrams, base_post) == (index.config["n_ngrams"], index.config["n_postings"]), \
@@ -162,7 +165,7 @@ def main() -> None:
           f"{base.wall / secs.wall:.1f}x wall", flush=True)
     out["tab"]["peak_build_bytes_per_M_words"] = peak_build_bytes(tab) / w * 1e6
     tracemalloc.start()
-    sub = tab[:150] if args.quick else tab[:400]
+    sub = tab[:40] if args.quick else tab[:400]
     dict_of_sets(sub)
     sub_words = n_words(NgramIndex.build(sub, fingerprint="x"))
     out["tab"]["baseline_peak_bytes_per_M_words"] = tracemalloc.get_traced_memory()[1] / sub_words * 1e6
@@ -180,8 +183,8 @@ def main() -> None:
     # --- queries on Manual_Entity against originals + background
     spans = args.data / "anonymizations" / "TAB_test_Manual_Entity.json"
     release = load_release_file(spans, name="Manual_Entity", originals=originals)[0]
-    if args.quick:  # the first 40 documents
-        release = Release(release.name, Corpus(list(release.corpus)[:40], name=release.name))
+    if args.quick:  # the first 10 documents
+        release = Release(release.name, Corpus(list(release.corpus)[:10], name=release.name))
     scenario = Scenario(originals=originals, releases=(release,))
     q = {}
     for arity, exhaustive in ((1, False), (3, True)):

@@ -663,14 +663,14 @@ def test_hardening_a_demo_release_with_the_embedded_models(tmp_path, small_llm):
     assert len(data.originals) >= 4
     spec = {"title": "harden e2e", "seed": 0, "out": "out", "originals": "data/originals.jsonl",
             "releases": [{"name": "labels", "path": "data/releases/labels.jsonl"}],
-            "attacks": ["phrase_search", {"name": "span_guess", "params": {"sample": 3, "guesses": 2,
+            "attacks": ["phrase_search", {"name": "span_guess", "params": {"sample": 2, "guesses": 2,
                                                                            "context_tokens": 128}}],
             "sampling": {"documents": 2},  # the attacks see 2 documents: only they have evidence
             "gate": {"max": {"phrase_search": 0.0}, "on_point": True}}
     (tmp_path / "audit.yaml").write_text(yaml.safe_dump(spec))
     h = Harden(load_spec(tmp_path / "audit.yaml"), "labels", max_rounds=1, registry=registry,
-               repair_params={"delinker": {"llm": small_llm, "max_spans": 12},
-                              "intact": {"llm": small_llm, "candidates": 3}},
+               repair_params={"delinker": {"llm": small_llm, "max_spans": 6},
+                              "intact": {"llm": small_llm, "candidates": 2}},
                progress=False, echo=None)
     # span_guess asks the run's resources for the spec's LLM: give it the session's small model too
     import audit.models.resources as resources

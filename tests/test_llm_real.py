@@ -48,11 +48,11 @@ def test_shared_prefix_answers_are_the_same_in_any_order(small_llm):
     numbers depend on how a prompt was cut into evaluation batches; the reuse keeps that cut
     fixed, so the log-probabilities of every answer are bit-identical whatever ran before it."""
     backend = small_llm.backend
-    docs = [" ".join(f"Hearing {i} was held in {city} on day {i + 3}." for i in range(25)) for city in ("Lyon", "Nice")]
+    docs = [" ".join(f"Hearing {i} was held in {city} on day {i + 3}." for i in range(12)) for city in ("Lyon", "Nice")]
     reqs = [ChatRequest.make([{"role": "system", "content": "Answer with one word."},
                               {"role": "user", "content": f"Document:\n{doc}"},
                               {"role": "user", "content": f"Where was hearing {q} held?"}],
-                             max_tokens=3, shared=(1, 2)) for doc in docs for q in (4, 17)]
+                             max_tokens=3, shared=(1, 2)) for doc in docs for q in (4, 9)]
 
     def probe(req):
         with backend._slot_lock:
@@ -60,7 +60,7 @@ def test_shared_prefix_answers_are_the_same_in_any_order(small_llm):
         return json.dumps(result["choices"][0]["logprobs"]), result["timings"]["cache_n"]
 
     first = [probe(r) for r in reqs]
-    assert first[1][1] > 300 and first[3][1] > 300  # the second question reused its document
+    assert first[1][1] > 150 and first[3][1] > 150  # the second question reused its document
     backend.complete_batch([ChatRequest.make([{"role": "user", "content": "Say hi."}], max_tokens=2)])
     again = {i: probe(reqs[i]) for i in (3, 0, 2, 1, 1)}
     assert [again[i][0] for i in range(4)] == [f[0] for f in first]

@@ -758,21 +758,25 @@ def test_llm_requests_on_workers_keep_one_cache_in_the_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_embedded_llm_on_workers_answers_what_the_run_answers(tmp_path, small_llm):
+def test_the_embedded_llm_on_workers_answers_what_the_run_answers(tmp_path, small_llm, monkeypatch):
     """LLM requests on a cluster, on the real model: the worker loads the embedded model from the
     run's spec (a llama.cpp of its own, with its own threads) and answers a batch there; the
-    answers are the ones the run's own model gives."""
+    answers are the ones the run's own model gives. (A batch of 4 is made worth a stage: the
+    default's 32 requests, answered twice on one thread, took a minute of CI.)"""
+    from audit.models import remote
     from audit.models.llm import ChatRequest
-    from audit.models.remote import MIN_REMOTE, RemoteLLM
+    from audit.models.remote import RemoteLLM
 
+    few = 4
+    monkeypatch.setattr(remote, "MIN_REMOTE", few)
     requests = [ChatRequest.make([{"role": "user", "content": f"Say a colour. Number {i}."}], max_tokens=4)
-                for i in range(MIN_REMOTE)]
+                for i in range(few)]
     ex = PicklingExecutor(threads=1)
     with Resources(executor=ex, llm_cache_path=tmp_path / "run.sqlite") as res:
         llm = res.llm("qwen2.5-coder-0.5b")
         assert isinstance(llm.backend, RemoteLLM)
         got = llm.complete_batch(requests)
-    assert ex.timings["LLM requests"]["items"] == MIN_REMOTE  # one stage, every request on the worker
+    assert ex.timings["LLM requests"]["items"] == few  # one stage, every request on the worker
     assert got == small_llm.complete_batch(requests) and any(a.strip() for a in got)
 
 
