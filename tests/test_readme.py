@@ -94,7 +94,8 @@ ADDED: list[tuple[str, list[str], str]] = [
                                                            "almost every phrase is rare)"),
     # the judge's control asks 3 questions per claim (its own record, another, a reference): with
     # the 16 claims of the default, 48 of the 0.5B's answers and most of the command's 100 s
-    ("anonaudit attack claim-linker", ["--judge-check", "4"], "4 claims in the judge's control, not 16"),
+    ("anonaudit attack claim-linker", ["--judge-check", "4", "--claim-sample", "3"],
+     "4 claims in the judge's control, not 16; 3 claims of the scored record judged, not all"),
 ]
 #: Exit codes a README line states (anything else must exit 0).
 EXIT_CODES: dict[str, set[int]] = {
