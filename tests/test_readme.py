@@ -94,6 +94,9 @@ ADDED: list[tuple[str, list[str], str]] = [
                                                            "almost every phrase is rare)"),
     # the judge's control asks 3 questions per claim (its own record, another, a reference): with
     # the 16 claims of the default, 48 of the 0.5B's answers and most of the command's 100 s
+    # the bench's demo corpus: 20 people by default, spaCy and Presidio releases of each (~28 s)
+    ("anonaudit bench --command", ["--demo-people", "8"], "a demo corpus of 8 people, not 20"),
+    ("anonaudit bench --sanitizer", ["--demo-people", "8"], "a demo corpus of 8 people, not 20"),
     ("anonaudit attack claim-linker", ["--judge-check", "4", "--claim-sample", "3"],
      "4 claims in the judge's control, not 16; 3 claims of the scored record judged, not all"),
 ]
