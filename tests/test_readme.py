@@ -84,6 +84,8 @@ def first_sentence(line: str) -> str:
         doc["text"] = doc["text"][:cut + 1] + "\n"
         doc["spans"] = [sp for sp in doc.get("spans", []) if sp["end"] <= cut + 1]
     return json.dumps(doc) + "\n"
+
+
 #: Size options added to a command that would otherwise run at full size: (command prefix,
 #: options, why). Sizes only, as above.
 ADDED: list[tuple[str, list[str], str]] = [
@@ -92,11 +94,11 @@ ADDED: list[tuple[str, list[str], str]] = [
     ("anonaudit sanitize intact", ["--candidates", "2", "--guesses", "2"], "2 generalisations, 2 guesses each"),
     ("anonaudit sanitize delinker", ["--max-rounds", "1"], "one rewrite per phrase (in a 3-document collection "
                                                            "almost every phrase is rare)"),
-    # the judge's control asks 3 questions per claim (its own record, another, a reference): with
-    # the 16 claims of the default, 48 of the 0.5B's answers and most of the command's 100 s
     # the bench's demo corpus: 20 people by default, spaCy and Presidio releases of each (~28 s)
     ("anonaudit bench --command", ["--demo-people", "8"], "a demo corpus of 8 people, not 20"),
     ("anonaudit bench --sanitizer", ["--demo-people", "8"], "a demo corpus of 8 people, not 20"),
+    # the judge's control asks 3 questions per claim (its own record, another, a reference): with
+    # the 16 claims of the default, 48 of the 0.5B's answers and most of the command's 100 s
     ("anonaudit attack claim-linker", ["--judge-check", "4", "--claim-sample", "3"],
      "4 claims in the judge's control, not 16; 3 claims of the scored record judged, not all"),
 ]
