@@ -504,7 +504,9 @@ def test_score_sample_is_seeded_and_reported(spacy_resource):
         samp = semantic.details["sampled"]
         assert semantic.n == 2 and {k: samp[k] for k in ("documents", "of", "seed", "target")} == \
             {"documents": 2, "of": 4, "seed": seed, "target": None}
-        assert "a seeded sample of 2 of 4 documents" in semantic.details["note"]
+        assert "plain sample, 2 judged, 4 scored, too few judged for an interval, about this release" in \
+            semantic.details["note"]
+        assert semantic.details["predictor_fallback"] == "only 2 documents judged (a fit needs 6)"
         return [d.id for d in semantic.documents]
 
     first = scored(0)
@@ -513,18 +515,25 @@ def test_score_sample_is_seeded_and_reported(spacy_resource):
 
 
 def test_leakage_is_scored_to_the_interval_target_and_says_so(spacy_resource):
-    """The default samples sequentially: four documents never reach +-0.05, so every one is
-    scored and the note says the target was not reached; a loose target stops at the first look."""
+    """The default samples sequentially: four documents never reach +-0.05 before the last one,
+    so every one is judged, which is exact about this release (no document left unasked); about
+    documents like these the interval stays wide and the note says the target was not reached."""
     originals = _originals()
     release = _masked()
     scenario = Scenario(originals=originals, releases=(release,))
     _, semantic, _ = _attack(spacy_resource).fit(scenario).evaluate(scenario, release)
     samp = semantic.details["sampled"]
-    assert samp["target"] == 0.05 and samp["documents"] == samp["of"] == 4 and samp["reached"] is False
-    assert "wider than the ±0.05 asked for" in semantic.details["note"]
-    assert Details.of(semantic.details).sampled.reached is False
+    assert samp["target"] == 0.05 and samp["documents"] == samp["of"] == 4 and samp["reached"] is True
+    assert semantic.ci == (semantic.value, semantic.value) and semantic.details["estimate"]["half_width"] == 0
+    assert "every document judged (4), exact, about this release" in semantic.details["note"]
+    _, pop, _ = _attack(spacy_resource, score_estimand="population").fit(scenario).evaluate(scenario, release)
+    assert pop.value == semantic.value and pop.details["sampled"]["reached"] is False
+    assert "about documents like these" in pop.details["note"] and pop.ci[1] - pop.ci[0] > 0.1
+    assert Details.of(pop.details).sampled.reached is False
     with pytest.raises(AnonauditError, match="score_target"):
         _attack(spacy_resource, score_target=0.7)
+    with pytest.raises(AnonauditError, match="score_estimand"):
+        _attack(spacy_resource, score_estimand="everyone")
 
 
 def test_unaligned_release_is_linked_by_subject_and_scored_against_the_true_original(spacy_resource):

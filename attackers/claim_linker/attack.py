@@ -16,6 +16,7 @@ from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
+from audit.core.ppi import ESTIMANDS
 from audit.core.sequential import DEFAULT_HALF_WIDTH, check_target
 from audit.core.stats import risk
 from audit.models.resources import UsesLLM, resources_of
@@ -56,6 +57,8 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
     def __init__(self, claims: Literal["sentences", "llm"] = "sentences", linker: LinkerName = "dense",
                  aux_claims: int = 3, aux_select: AuxSelect = "random", paraphrase: bool = True, score: bool = True,
                  score_sample: int | None = None, score_target: float | None = DEFAULT_HALF_WIDTH,
+                 score_estimand: Literal["release", "population"] = "release",
+                 score_predictor: Literal["features", "none"] = "features",
                  claim_sample: int | None = None, repeats: int = 3, llm: Any = None,
                  embedder: Any = None, tolerance: float = 0.02, top_k: int = 10, evidence_sentences: int = 1,
                  judge: Literal["contrast", "yesno", "yesno-calibrated", "rating"] = "contrast",
@@ -74,6 +77,13 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
         score_target: score linked documents in a seeded order, in batches of 10, 20, 40, ...,
             until the 95% interval of the leakage is at most this wide on each side (none: every
             linked document, up to score_sample).
+        score_estimand: the question the leakage's interval answers: release = about this release (the
+            documents not judged are the only uncertainty; exact when every one is judged); population =
+            about documents like these (to compare sanitizers).
+        score_predictor: the cheap score on every linked document that the judge's sample corrects
+            (prediction-powered, audit.core.ppi): features = a logistic regression on each claim's
+            similarity, word and detail overlap with its evidence, cross-fitted by document; none = the
+            plain sample of judged documents.
         claim_sample: judge at most N seeded claims of each scored document (all when None).
         repeats: times each rating is asked, the mode kept (the rating judge; the yes/no judge is
             deterministic and asks once).
@@ -100,6 +110,8 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
         self.score = score
         self.score_sample = score_sample
         self.score_target = score_target
+        self.score_estimand = score_estimand
+        self.score_predictor = score_predictor
         self.claim_sample = claim_sample
         self.repeats = repeats
         self.llm = llm
@@ -132,6 +144,10 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
         if self.score_sample is not None and self.score_sample < 1:
             raise AnonauditError("score_sample must be a positive number of documents")
         check_target(self.score_target, "claim_linker score_target")
+        if self.score_estimand not in ESTIMANDS:
+            raise AnonauditError(f"score_estimand must be one of {', '.join(ESTIMANDS)}, got {self.score_estimand!r}")
+        if self.score_predictor not in ("features", "none"):
+            raise AnonauditError(f"score_predictor must be 'features' or 'none', got {self.score_predictor!r}")
         if self.claim_sample is not None and self.claim_sample < 1:
             raise AnonauditError("claim_sample must be a positive number of claims")
         if self.evidence_sentences < 1:

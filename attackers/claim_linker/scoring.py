@@ -19,7 +19,9 @@ import numpy as np
 from attackers.claim_linker.judge import JUDGE_OTHER_MAX, JUDGE_SELF_MIN, leakage_of, rating_counts
 from attackers.claim_linker.linkers import DenseLinker, Link, Linker
 from audit.core.results import Finding, Highlight, Result
-from audit.core.sequential import SequentialSample, sample_sequentially
+from attackers.claim_linker import powered
+from audit.core.ppi import PPIRun, PredictorUnavailable, describe_fallback, sequential_ppi
+from audit.core.sequential import seeded_order
 from audit.core.stats import cluster_bootstrap, clustered_details
 from audit.core.text import RougeTokenizer, rouge_l
 from audit.runtime.progress import say
@@ -95,49 +97,31 @@ class LeakageScoring:
         lexical = self._lexical_leakage(originals, trials, links, docs)
         timings["lexical"] = time.perf_counter() - t
 
-        # Semantic scoring of linked trials, in a seeded order until the interval is narrow enough:
-        # every claim except the aux ones, each against the sentences of the linked document most
-        # related to it.
+        # Semantic scoring: every claim except the aux ones, each against the sentences of the linked
+        # document most related to it; a cheap score on every document, the judge on documents taken
+        # in a seeded order until the prediction-powered interval is narrow enough.
         llm = self._get_judge_llm()
         dense = isinstance(linker, DenseLinker) and linker.vectors is not None
+        plan, items = self._plan(originals, [(p, trials[p], links[p].doc) for p in range(len(trials))], docs,
+                                 rel_claims, linker.vectors if dense else None)
         judged = _Judged()
-
-        def run(batch: list[str]) -> None:
-            wanted = set(batch)
-            chosen = [p for p, i in enumerate(trials) if originals[i].id in wanted]
-            plan, items = self._plan(originals, [(p, trials[p], links[p].doc) for p in chosen], docs, rel_claims,
-                                     linker.vectors if dense else None)
-            if plan and not judged.checked:
-                started = time.perf_counter()
-                judged.check, judged.checked = self._check_judge(llm, originals, dense), True
-                timings["judge_check"] = time.perf_counter() - started
-                self.once_seconds_ = getattr(self, "once_seconds_", 0.0) + timings["judge_check"]  # per fit, any size
-            ratings, malformed = self._judge(llm, items, repeats=self.repeats)
-            judged.add(plan, ratings, malformed, len(items))
-
-        def interval() -> tuple[float, float] | None:
-            plan, ratings = judged.in_order()
-            values = self._tally(originals, trials, links, docs, rel_claims, plan, ratings, lexical,
-                                 correct_flags).values
-            return cluster_bootstrap([(v, 1) for v in values], seed=self.seed).ci if values else None
-
-        seq = sample_sequentially([originals[i].id for i in trials], seed=self.seed, salt="score-sample",
-                                  target=self.score_target, run=run, interval=interval, limit=self.score_sample,
-                                  say=lambda m: say(f"claim_linker leakage on {release_name}: {m}",
-                                                    enabled=self.progress))
+        run = self._powered(llm, originals, trials, plan, items, judged, dense, release_name, timings)
         timings.setdefault("judge_check", 0.0)
-        plan, all_ratings = judged.in_order()
-        tally = self._tally(originals, trials, links, docs, rel_claims, plan, all_ratings, lexical, correct_flags)
-        # One score per document: the claims of a document are not independent trials.
-        sem = cluster_bootstrap([(v, 1) for v in tally.values], seed=self.seed)
-        mean, ci = sem.value, sem.ci
+        chosen = {e[0] for e, _ in judged.entries}
+        plan_judged, all_ratings = judged.in_order()
+        rest = [e for e in plan if e[0] not in chosen and not e[1]]  # documents without identifying claims
+        tally = self._tally(originals, trials, links, docs, rel_claims, sorted(plan_judged + rest, key=lambda e: e[0]),
+                            all_ratings, lexical, correct_flags)
+        est = run.estimate
+        mean, ci = est.value, est.ci
         llm_id = getattr(llm, "identity", "") or type(llm).__name__
-        details = self._semantic_details(tally, judged.check, llm_id, dense, seq, judged.malformed,
+        details = self._semantic_details(tally, judged.check, llm_id, dense, run, len(trials), judged.malformed,
                                          judged.items * self.repeats)
-        details.update(clustered_details(sem, "claims"), trials=sum(tally.ratings.values()))
+        details.update(unit="documents", trials=sum(tally.ratings.values()), trial_unit="claims",
+                       interval=est.to_dict()["interval"], tiny_sample=est.judged < 10 and not est.exact)
         baseline, beats, details["in_verdict"] = _checked_baseline(judged.check, ci, bool(tally.values))
         semantic = Result(kind="attack", name=f"{self.name}.leakage", release=release_name, value=mean, ci=ci,
-                          n=len(tally.values), baseline=baseline, beats_baseline=beats, details=details,
+                          n=est.judged, baseline=baseline, beats_baseline=beats, details=details,
                           documents=tally.documents)
         lexc = cluster_bootstrap([(v, 1) for v in lexical], seed=self.seed)
         lex = Result(kind="attack", name=f"{self.name}.lexical_leakage", release=release_name, value=lexc.value,
@@ -148,6 +132,72 @@ class LeakageScoring:
                      documents=[_lexical_finding(originals[i].id, docs, link, v, ok)
                                 for i, link, v, ok in zip(trials, links, lexical, correct_flags)])
         return [semantic, lex]
+
+    def _powered(self, llm, originals, trials: list[int], plan: list, items: list[tuple[str, str]], judged: _Judged,
+                 dense: bool, release_name: str, timings: dict[str, float]) -> PPIRun:
+        """The judge on documents of ``plan`` (every linked trial's claims and their evidence) in a
+        seeded order, the cheap predictor on all of them (:mod:`.powered`), until the
+        prediction-powered interval reaches ``score_target`` (:func:`audit.core.ppi.sequential_ppi`)."""
+        spans, pos = {}, 0
+        for entry in plan:
+            spans[originals[trials[entry[0]]].id] = (entry, pos, pos + len(entry[1]))
+            pos += len(entry[1])
+        ids = [d for d, (e, _, _) in spans.items() if e[1]]
+        claim_values: dict[str, list[float]] = {}
+
+        def label(batch: list[str]) -> dict[str, float]:
+            chosen = [spans[d] for d in batch]
+            if chosen and not judged.checked:
+                started = time.perf_counter()
+                judged.check, judged.checked = self._check_judge(llm, originals, dense), True
+                timings["judge_check"] = time.perf_counter() - started
+                self.once_seconds_ = getattr(self, "once_seconds_", 0.0) + timings["judge_check"]  # per fit, any size
+            asked = [it for _, a, b in chosen for it in items[a:b]]
+            ratings, malformed = self._judge(llm, asked, repeats=self.repeats)
+            judged.add([e for e, _, _ in chosen], ratings, malformed, len(asked))
+            out, at = {}, 0
+            for d, (e, _, _) in zip(batch, chosen):
+                rs, at = ratings[at:at + len(e[1])], at + len(e[1])
+                valid = [r for r in rs if r is not None]
+                if valid:
+                    out[d] = leakage_of(valid)
+                    claim_values[d] = [out[d] if r is None else 1 - (r - 1) / 2 for r in rs]
+            return out
+
+        predict = self._leakage_predictor(originals, trials, spans, ids, items, dense)
+        return sequential_ppi(ids, seed=self.seed, salt="score-sample", target=self.score_target, label=label,
+                              predict=lambda _labels: predict(claim_values), predictor=powered.NAME,
+                              estimand=self.score_estimand, limit=self.score_sample,
+                              say=lambda m: say(f"claim_linker leakage on {release_name}: {m}", enabled=self.progress))
+
+    def _leakage_predictor(self, originals, trials: list[int], spans: dict, ids: list[str],
+                           items: list[tuple[str, str]], dense: bool):
+        """The cheap predictor of each document's leakage (:class:`.powered.LeakagePredictor`),
+        or a stand-in that says why there is none (``score_predictor="none"``, no claims)."""
+        def unavailable(why: str):
+            def fail(_values):
+                raise PredictorUnavailable(why)
+            return fail
+
+        if self.score_predictor == "none":
+            return unavailable("none asked for (score_predictor=none)")
+        if not items:
+            return unavailable("no claim to score")
+        rows, details = [], []
+        for d in ids:
+            entry, a, b = spans[d]
+            i = trials[entry[0]]
+            where = {id(c): k for k, c in enumerate(self.orig_claims_[i])}
+            details += [self._details(i)[where[id(c)]] for c in entry[1]]
+            rows += list(range(a, b))
+        pairs = [items[r] for r in rows]
+        emb = self._get_embedder()
+        cv = np.asarray(emb.encode([c for _, c in pairs]))
+        ev = np.asarray(emb.encode([e or " " for e, _ in pairs]))
+        cos = (cv * ev).sum(axis=1) / np.maximum(np.linalg.norm(cv, axis=1) * np.linalg.norm(ev, axis=1), 1e-12)
+        docs_of = tuple(d for d in ids for _ in range(spans[d][2] - spans[d][1]))
+        return powered.LeakagePredictor(powered.claim_features(pairs, details, cos), docs_of,
+                                        tuple(seeded_order(ids, self.seed, "score-sample")))
 
     def _tally(self, originals, trials: list[int], links: list[Link], docs: list[Document],
                rel_claims: list[list[Claim]], plan: list, all_ratings: list[int | None], lexical: list[float],
@@ -244,11 +294,14 @@ class LeakageScoring:
             private={"leaked"})  # claims of the original, with what supports them
 
     def _semantic_details(self, tally: _Tally, check: dict[str, Any] | None, llm_id: str, dense: bool,
-                          seq: SequentialSample, malformed: int, requests: int) -> dict[str, Any]:
-        """The semantic result's details, with a warning when the judge failed its control."""
-        n_chosen, n_trials = seq.documents, seq.of
-        sampled = seq.target is not None or n_chosen < n_trials
-        note = f"semantic leakage scored on the linked documents: {seq.sentence()}"
+                          run: PPIRun, linked: int, malformed: int, requests: int) -> dict[str, Any]:
+        """The semantic result's details, with a warning when the judge failed its control.
+        ``run``: how the figure was made (:func:`audit.core.ppi.sequential_ppi`); ``linked``: the
+        linked trials, of which those with claims to judge are the figure's documents."""
+        est = run.estimate
+        n_chosen, n_trials = est.judged, linked
+        sampled = run.target is not None or not est.exact
+        note = f"semantic leakage of the linked documents: {describe_fallback(est)}"
         if self.claim_sample is not None:
             note += f", at most {self.claim_sample} seeded claims of each"
         if self.identifying:
@@ -266,8 +319,8 @@ class LeakageScoring:
             kind = "identifying claims" if self.identifying else "claims beyond the attacker's"
             warning = (f"the judge's control found only {check['claims']} {kind} (asked for {self.judge_check}), "
                        "so it is weak evidence that the judge is reliable")
-        elif n_chosen and len(tally.without_claims) * 2 > n_chosen:
-            warning = (f"{len(tally.without_claims)} of {n_chosen} scored documents have no claim that singles "
+        elif n_trials and len(tally.without_claims) * 2 > n_trials:
+            warning = (f"{len(tally.without_claims)} of {n_trials} linked documents have no claim that singles "
                        "the person out, so the leakage figure rests on few documents")
         elif check is None and tally.values:
             warning = ("the judge's self-consistency control could not run (judge_check=0 or fewer than two "
@@ -287,7 +340,10 @@ class LeakageScoring:
             "scored_documents": len(tally.values), "linked_documents": n_trials,
             # the typed sample note the report reads (audit.core.details.Sampled); the runner
             # widens "of" to the release when it sampled the release first
-            **({"sampled": seq.to_dict()} if sampled else {}),
+            **({"sampled": run.sampled()} if sampled else {}),
+            "estimate": est.to_dict(), "made": est.sentence(), "estimand": est.estimand,
+            "predictor": est.predictor, "predictor_fallback": est.fallback, "predictor_agreement": est.agreement,
+            "judged_documents": est.judged, "scored_documents_cheaply": est.scored,
             "score_sample": self.score_sample, "score_target": self.score_target, "claim_sample": self.claim_sample, "sample_seed": self.seed,
             "repeats": self.repeats if judge == "rating" else 1,
             "evidence_sentences": self.evidence_sentences, "evidence_ranking": "dense" if dense else "word overlap",

@@ -64,10 +64,15 @@ class Sampled:
     target: float | None = None
     half_width: float | None = None
     reached: bool | None = None
+    #: How the figure was made, when a component said so ("prediction-powered, 12 judged, 40
+    #: scored, ±0.043, about this release": :meth:`audit.core.ppi.PPIEstimate.sentence`).
+    made: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         extra = {} if self.target is None else {"target": self.target, "half_width": self.half_width,
                                                 "reached": self.reached}
+        if self.made is not None:
+            extra["made"] = self.made
         return {"documents": self.documents, "of": self.of, "seed": self.seed, **extra}
 
     @property
@@ -78,6 +83,8 @@ class Sampled:
         """One line on the sample, for the report."""
         from audit.core.sequential import describe
 
+        if self.made:
+            return self.made
         if self.target is None:
             return f"measured on a sample of {self.documents} of {self.of} documents"
         return describe(self.documents, self.of, self.target, self.half_width, self.reached)
@@ -132,7 +139,8 @@ def _sampled(samp: Mapping[str, Any]) -> Sampled:
         return None if samp.get(key) is None else float(samp[key])
 
     return Sampled(int(samp["documents"]), int(samp["of"]), None if samp.get("seed") is None else int(samp["seed"]),
-                   num("target"), num("half_width"), None if samp.get("reached") is None else bool(samp["reached"]))
+                   num("target"), num("half_width"), None if samp.get("reached") is None else bool(samp["reached"]),
+                   samp.get("made"))
 
 
 def _boolean(value: Any) -> bool:
@@ -193,6 +201,8 @@ def _sampled_problems(value: Any) -> list[str]:
             for k in ("target", "half_width") if value.get(k) is not None and not _number(value.get(k))]
     if value.get("reached") is not None and not _boolean(value.get("reached")):
         out.append(f"\"details.sampled.reached\" must be true, false or null, not {_shown(value.get('reached'))}")
+    if value.get("made") is not None and not isinstance(value.get("made"), str):
+        out.append(f"\"details.sampled.made\" must be a string or null, not {_shown(value.get('made'))}")
     return out
 
 
