@@ -36,6 +36,7 @@ NOT_RUN_HERE = {
     "bench_sanitizers.py": "its --quick takes about 30 s (tests/test_bench.py covers the command it drives)",
     "claim_linker_judge.py": "needs the embedded LLM",
     "claim_linker_tab.py": "needs the embedded LLM and the sentence embedder",
+    "claim_linker_ppi.py": "needs the embedded LLM and the sentence embedder (--quick: 12 demo people, one release)",
     "llm_layer.py": "needs the embedded LLM",
     "llm_sanitizer_checks.py": "needs the embedded LLM",
     "span_guess_tab.py": "needs the embedded LLM",
