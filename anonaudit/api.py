@@ -63,7 +63,7 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
     sample: a seeded sample of this many documents per release (the same ids for each).
     budget: how much work the stages do: ``"quick"`` (a CI gate: intervals of ±0.10, the claim
         linker's judge ±0.20, cheaper attack settings), ``"standard"`` (the default: ±0.05) or
-        ``"full"`` (every document); see README "Budget".
+        ``"full"`` (every document); see docs/how-to/budgets.md.
     text_column, id_column, subject_column, spans_column: the columns of tables and of CSV,
         Parquet or JSONL files that hold each field.
     out: a results file to write (``summary.csv`` and the release copies beside it); results
@@ -75,7 +75,7 @@ def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, m
     progress: show what each stage does, with progress bars on a terminal.
     on_error: ``"raise"`` stops at the first failing component; ``"skip"`` records it and goes on.
     time_limit: minutes the audit may take: a short calibration of each stage before the work, and
-        an :class:`AnonauditError` with the estimate when it exceeds the limit (README, "Budget").
+        an :class:`AnonauditError` with the estimate when it exceeds the limit (docs/how-to/budgets.md).
     """
     columns = columns_of(text_column, id_column, subject_column, spans_column)
     data: dict[str, Any] = {"models": {"llm": llm, "embedder": embedder},

@@ -6,8 +6,8 @@
 
 The sanitizer under test is one of ``sanitizer=`` (a registered name), ``command=`` (an external
 program in any language, ``{input}``/``{output}`` in its command line) or ``release=`` (a
-release already made: a file in any README format, or data in memory). The corpus is the
-synthetic demo population unless ``originals=`` (any README format or table) or ``tri=`` (a TRI
+release already made: a file in any input format (docs/how-to/input-formats.md), or data in memory). The corpus is the
+synthetic demo population unless ``originals=`` (any input format (docs/how-to/input-formats.md) or table) or ``tri=`` (a TRI
 file: its background and one release per method) is given; ``background=`` is what TRIR's
 adversary knows. Work goes to ``out`` (resumable) when given; without it nothing is written to
 disk: the corpus, the releases and the results stay in memory and come back in the
@@ -137,7 +137,7 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
         run on a seeded sample of ``sanitizer_sample`` documents (they call a language model per
         document).
     budget: how much work the attacks do: ``"quick"``, ``"standard"`` (default) or ``"full"``
-        (README "Budget"). A number here is the old spelling of ``sanitizer_sample`` (deprecated).
+        (docs/how-to/budgets.md). A number here is the old spelling of ``sanitizer_sample`` (deprecated).
     extra_releases: ``{name: file or data}``, releases already made to place on the board too.
     sanitizer_params: ``{name: {param: value}}`` for comparison points (e.g. ``{"intact": {"candidates": 3}}``).
     attacks, metrics: as in :func:`anonaudit.audit` (default: every registered one; attacks that
@@ -154,7 +154,7 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
     time_limit: minutes the whole bench may take: before any work, every sanitizer it must run,
         attack and metric is calibrated on 5 documents and extrapolated; an :class:`AnonauditError`
         with the estimate per stage when it exceeds the limit, nothing sanitized, attacked or
-        written (README, "Budget").
+        written (docs/how-to/budgets.md).
     """
     from audit.core.registry import registry as default_registry
 

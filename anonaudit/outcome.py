@@ -244,13 +244,16 @@ class Results:
     @checked
     def report(self, path: str | os.PathLike, *, shareable: bool = False,
                gate: GateOutcome | Sequence[Check] | None = None, max_documents: NonNegativeInt = 50, title: str | None = None, notes: Sequence[str] = (),
-               keep_ids: bool = False, force: bool = False) -> Path:
+               keep_ids: bool = False, force: bool = False, guide: str = "docs/") -> Path:
         """Write the HTML report to ``path`` and its per-document findings beside it
         (``findings.csv`` for ``report.html``, ``NAME.csv`` otherwise); ``shareable=True``
         leaves out every original text, span, guess and predicted identity. ``gate``: a
         :class:`GateOutcome` (or its checks) shown beside the verdict (default: the checks the run
         recorded in the results, when its spec had a gate). In the shareable edition
-        document ids are stable pseudonyms unless ``keep_ids``. Returns the path.
+        document ids are stable pseudonyms unless ``keep_ids``. Each part of the page links to
+        its explanation in the user guide: ``guide`` is the folder or URL of the built guide
+        (default ``docs/``, a relative link that works offline with the site built beside the
+        report). Returns the path.
 
         Either file may not be an input of these results (:meth:`inputs`) nor an existing file
         of another kind (the command line's guard, :func:`audit.pipeline.outputs.check_outputs`):
@@ -267,7 +270,7 @@ class Results:
         checks = None if gate is None else list(gate.checks if isinstance(gate, GateOutcome) else gate)
         return write_report(out, self.file, shareable=shareable, checks=checks, texts=self.texts(),
                             max_documents=max_documents, title=title, notes=list(notes), csv_name=csv.path.name,
-                            keep_ids=keep_ids)
+                            keep_ids=keep_ids, guide=guide)
 
     def inputs(self) -> list[tuple[str, Path]]:
         """The files these results were made from or read from, by what they are: the results

@@ -143,14 +143,25 @@ def _attack_groups(attacks: list[Result]) -> list[str]:
     return list(seen)
 
 
+#: Where the report's "explained" links point by default: the guide's site built beside it.
+GUIDE = "docs/"
+
+
+def guide_page(guide: str) -> str:
+    """The guide's page that explains the report (``GUIDE`` + ``report.html``), for ``guide`` a
+    folder or URL of the built site (with or without its final ``/``)."""
+    return f"{guide.rstrip('/')}/report.html" if guide else "report.html"
+
+
 def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[Check] | None = None,
                   texts: Mapping[str, Mapping[str, str]] | None = None, max_documents: int = 50,
                   title: str | None = None, notes: Sequence[str] = (), csv_name: str | None = None,
-                  keep_ids: bool = False) -> dict[str, Any]:
+                  keep_ids: bool = False, guide: str = GUIDE) -> dict[str, Any]:
     """Everything the template shows, as plain data (strings still unescaped), from ``rf``
     alone: descriptions, remedies and the gate's checks are those the run recorded in it
     (``checks`` given here replace the recorded ones). ``shareable``: from
-    :func:`reports.shareable.shareable`'s copy, document ids pseudonymised unless ``keep_ids``."""
+    :func:`reports.shareable.shareable`'s copy, document ids pseudonymised unless ``keep_ids``.
+    ``guide``: the built user guide each part's "explained" link points into (:func:`guide_page`)."""
     if checks is None:
         checks = rf.checks() or None
     raw = rf  # what the run recorded about its components is the components' text, never the data's
@@ -200,7 +211,7 @@ def build_context(rf: ResultsFile, *, shareable: bool = False, checks: Sequence[
         "drill": drill, "max_documents": max_documents,
         "drill_attacks": [{"i": i, "name": title_of(n), "bg": MARKS[i % len(MARKS)][0], "line": MARKS[i % len(MARKS)][1]}
                           for i, n in enumerate(names)],
-        "csv_name": csv_name,
+        "csv_name": csv_name, "guide": guide_page(guide),
         "skipped": [{"component": visible(str(s.get("component", ""))), "category": str(s.get("category", "")),
                      "count": s.get("count", 1)} for s in skipped if isinstance(s, Mapping)],
         "reasons": reasons,

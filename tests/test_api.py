@@ -374,13 +374,11 @@ def test_a_hugging_face_dataset_in_and_out(data, frames):
 
 
 def readme_python_blocks() -> list[str]:
-    """The ```python blocks of the README's "Python API" section, in order."""
+    """The ```python blocks of the guide's page docs/how-to/python-api.md, in order."""
     import re
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    start = text.index("\n## Python API\n")
-    end = text.index("\n## ", start + 1)
-    return re.findall(r"```python\n(.*?)```", text[start:end], flags=re.S)
+    text = (Path(__file__).resolve().parents[1] / "docs/how-to/python-api.md").read_text(encoding="utf-8")
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
 def test_the_readme_python_examples_run(tmp_path, monkeypatch, capsys):
@@ -389,7 +387,7 @@ def test_the_readme_python_examples_run(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     for i, block in enumerate(blocks):
-        exec(compile(block, f"README.md Python API block {i + 1}", "exec"), namespace)  # noqa: S102
+        exec(compile(block, f"docs/how-to/python-api.md block {i + 1}", "exec"), namespace)  # noqa: S102
     printed = capsys.readouterr().out
     assert "phrase_search" in printed and "ci_low" in printed
     assert {p.name for p in tmp_path.iterdir()} >= {"report.html", "findings.csv", "results.json", "summary.csv",

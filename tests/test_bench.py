@@ -276,15 +276,14 @@ def test_the_readme_python_example_runs(tmp_path, monkeypatch, capsys):
     import re
     import shutil
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("\n## Benchmarking a sanitizer")
-    (block,) = re.findall(r"```python\n(.*?)```", text[start:text.index("\n## ", start + 1)], flags=re.S)
+    text = (ROOT / "docs/how-to/bench.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     (tmp_path / "examples").mkdir()
     shutil.copy(EXAMPLE, tmp_path / "examples" / EXAMPLE.name)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     namespace: dict = {}
-    exec(compile(block, "README.md bench block", "exec"), namespace)  # noqa: S102
+    exec(compile(block, "docs/how-to/bench.md block", "exec"), namespace)  # noqa: S102
     assert "regex" in capsys.readouterr().out
     assert {p.name for p in (tmp_path / "bench-py").iterdir()} >= {"leaderboard.html", "leaderboard.csv",
                                                                   "leaderboard.md", "results.json"}

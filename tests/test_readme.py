@@ -1,12 +1,15 @@
-"""Every ``anonaudit`` command the README shows runs here, parsed from the README itself.
+"""Every ``anonaudit`` command and every Python block of the guide runs here, parsed from the pages.
 
-The commands are read from the README's ``bash`` blocks at test time (lines joined across
-backslash continuations, comments dropped, ``a && b`` split, an optional ``[--flag]`` run both
-without and with it), so the README and the CLI cannot drift apart: a command that a README
-edit adds is run by the next test run, and one whose options the CLI no longer takes fails
-here. Sections may move: the commands run in the order of what they need (data first, then
-sanitizers and attacks, then the report, the gate and the model commands), the README's order
-within each step.
+The pages are README.md and every ``docs/**/*.md`` (:func:`guide_pages`): a page added to the
+guide is covered with no list to keep. The commands are read from the pages' ``bash`` blocks at
+test time (lines joined across backslash continuations, comments dropped, ``a && b`` split, an
+optional ``[--flag]`` run both without and with it; a command shown on several pages runs once),
+so the guide and the CLI cannot drift apart: a command that a page adds is run by the next test
+run, and one whose options the CLI no longer takes fails here. Pages may move: the commands run
+in the order of what they need (data first, then sanitizers and attacks, then the report, the
+gate and the model commands), the pages' order within each step. The Python blocks of each page
+run in order, in one namespace (:func:`test_every_python_block_runs`), except on the pages whose
+blocks a test of their own runs with its assertions (:data:`PYTHON_TESTED_ELSEWHERE`).
 
 What the test changes, and only that (each listed below with its reason):
 
@@ -14,16 +17,20 @@ What the test changes, and only that (each listed below with its reason):
   never changes what a command does.
 - ``ANONAUDIT_LLM=qwen2.5-coder-0.5b`` (a documented variable: the default LLM): commands
   that load an LLM use the small embedded model, the one the test extras install.
-- ``INPUTS``: the README's placeholder inputs that no earlier README command writes
-  (``spans.json``, ``originals.json``, ``audit.yaml``; for ``bench``, three TAB-format judgments,
+- ``INPUTS``: the pages' placeholder inputs that no earlier command writes (``spans.json``,
+  ``originals.json``, ``audit.yaml``, ``release.csv``; for ``bench``, three TAB-format judgments,
   their background, a release, a TRI file and ``examples/regex_masker.py``) are written first.
+- ``../shared/data/tab``: the researcher's tutorial reads a few TAB judgments from the development
+  data beside the checkout (never committed); the commands run in ``work/`` of the test's folder,
+  beside a link ``shared`` to it. Without that data those commands are not run, and the test says
+  so as a skip with the reason, after running the others.
 - ``EXCLUDED``: the few commands that cannot run in a test, with the reason; the test checks
-  that each still appears in the README, so the list cannot go stale.
+  that each still appears in the guide, so the list cannot go stale.
 
-Every command must exit 0 (``EXIT_CODES`` lists the commands whose README line states other
-exit codes), with no traceback. ``test_readme_commands_without_models`` runs the model-free
-commands on every test run; ``test_every_readme_command_runs`` (slow: it loads the real
-models) runs all of them, in three independent parts (:data:`PARTS`) that test workers share.
+Every command must exit 0 (``EXIT_CODES`` lists the commands whose line states other exit
+codes), with no traceback. ``test_readme_commands_without_models`` runs the model-free commands
+on every test run; ``test_every_readme_command_runs`` (slow: it loads the real models) runs all
+of them, in three independent parts (:data:`PARTS`) that test workers share.
 """
 
 from __future__ import annotations
@@ -42,8 +49,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+#: The development data beside the checkout that the researcher's tutorial reads (``../shared``).
+SHARED = ROOT.parent / "shared"
 
-#: Commands that cannot run in a test: (the command's words, as in the README, up to the
+
+def guide_pages() -> list[Path]:
+    """The pages whose blocks run: README.md, then every page of the guide (``docs/**/*.md``)."""
+    return [README, *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def page_name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix() if page.is_relative_to(ROOT) else page.name
+
+#: Commands that cannot run in a test: (the command's words, as in the guide, up to the
 #: first option that decides it) -> why.
 EXCLUDED: dict[str, str] = {
     "anonaudit run audit.yaml --executor ray --ray-address auto":
@@ -74,6 +92,24 @@ SIZES: list[tuple[str, list[str], list[str], str]] = [
 #: refers to, not for a release, whose spans point into its originals).
 FIRST_LINES: dict[str, tuple[str, int, bool]] = {"demo/first.jsonl": ("demo/originals.jsonl", 1, True),
                                                  "spacy-first.jsonl": ("spacy.jsonl", 1, False)}
+#: Placeholder inputs made from the demo data, written just before the first command that reads
+#: them: path -> (the demo file, the format it is rewritten in). ``release.csv`` is the officer's
+#: release in CSV (the tutorial's "your release"): the demo's gold-masked release, as a CSV.
+DERIVED: dict[str, tuple[str, str]] = {"release.csv": ("demo/releases/labels.jsonl", "csv")}
+
+
+def as_csv(jsonl: str) -> str:
+    """A JSONL release as CSV with the columns ``id``, ``text``, ``subject`` and ``spans`` (JSON)."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["id", "text", "subject", "spans"])
+    for line in jsonl.splitlines():
+        doc = json.loads(line)
+        writer.writerow([doc["id"], doc["text"], doc.get("subject", ""), json.dumps(doc.get("spans", []))])
+    return out.getvalue()
 
 
 def first_sentence(line: str) -> str:
@@ -129,6 +165,8 @@ PARTS: dict[str, tuple[str, ...]] = {
 #: Commands that load no model (run on every test run, not only the slow one).
 MODEL_FREE = ("anonaudit demo-data", "anonaudit data", "anonaudit attack phrase-search", "anonaudit report",
               "anonaudit models", "anonaudit cache",
+              # spaCy's small pipeline (seconds): the officer's second release, which phrase search compares
+              "anonaudit sanitize spacy_ner",
               # bench as the README runs it: phrase search and ROUGE-L; its default comparison points
               # spaCy NER and Presidio load spaCy's small pipeline (seconds), no LLM or encoder
               "anonaudit bench")
@@ -136,9 +174,10 @@ MODEL_FREE = ("anonaudit demo-data", "anonaudit data", "anonaudit attack phrase-
 
 @dataclass(frozen=True)
 class Command:
-    line: int  # README line where it starts
-    text: str  # as the README writes it (continuations joined)
+    line: int  # line of its page where it starts
+    text: str  # as the page writes it (continuations joined)
     argv: tuple[str, ...]  # what runs (after SIZES/ADDED, optional part in or out)
+    page: str = "README.md"  # the page that shows it (the first, when several do)
 
     @property
     def shown(self) -> str:
@@ -226,20 +265,26 @@ def _sized(words: list[str]) -> list[str]:
     return words
 
 
-def readme_commands(readme: Path = README) -> tuple[list[Command], list[Command]]:
-    """``(to run, excluded)``: every ``anonaudit`` command of the README's bash blocks."""
-    run, excluded = [], []
-    for start, lines in bash_blocks(readme.read_text(encoding="utf-8")):
-        for no, line in logical_lines(start, lines):
-            for words in split_commands(line):
-                if words[0] != "anonaudit":
-                    continue
-                text = " ".join(words)
-                if any(text.startswith(e) for e in EXCLUDED):
-                    excluded.append(Command(no, text, tuple(words)))
-                    continue
-                for v in variants(words):
-                    run.append(Command(no, text, tuple(_sized(v))))
+def readme_commands(*pages: Path) -> tuple[list[Command], list[Command]]:
+    """``(to run, excluded)``: every ``anonaudit`` command of the bash blocks of ``pages`` (by
+    default every page of the guide, :func:`guide_pages`); a command that several pages show (the
+    same words once sized) is run once, where it first appears."""
+    run, excluded, seen = [], [], set()
+    for page in pages or guide_pages():
+        for start, lines in bash_blocks(page.read_text(encoding="utf-8")):
+            for no, line in logical_lines(start, lines):
+                for words in split_commands(line):
+                    if words[0] != "anonaudit":
+                        continue
+                    text = " ".join(words)
+                    if any(text.startswith(e) for e in EXCLUDED):
+                        excluded.append(Command(no, text, tuple(words), page_name(page)))
+                        continue
+                    for v in variants(words):
+                        argv = tuple(_sized(v))
+                        if argv not in seen:
+                            seen.add(argv)
+                            run.append(Command(no, text, argv, page_name(page)))
     order = {c: i for i, c in enumerate(run)}
 
     def step(c: Command) -> tuple[int, int]:
@@ -333,22 +378,51 @@ def _cli() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-c", "from anonaudit.cli import main; main()"]
 
 
+def work_folder(folder: Path) -> tuple[Path, bool]:
+    """``(folder/work, whether ../shared/data/tab is there)``: the guide's commands run in
+    ``work/``, beside a link ``shared`` to the development data when the machine has it."""
+    work = folder / "work"
+    work.mkdir(exist_ok=True)
+    if (SHARED / "data" / "tab").is_dir() and not (folder / "shared").exists():
+        (folder / "shared").symlink_to(SHARED, target_is_directory=True)
+    return work, (folder / "shared" / "data" / "tab").is_dir()
+
+
+def needs_shared(c: Command) -> bool:
+    return any("../shared/" in w for w in c.argv)
+
+
+def _write_derived(c: Command, folder: Path) -> None:
+    """The inputs of :data:`FIRST_LINES` and :data:`DERIVED` that ``c`` reads, made before it runs."""
+    for path, (source, lines, cut) in FIRST_LINES.items():
+        if path in c.argv and not (folder / path).exists():
+            head = (folder / source).read_text(encoding="utf-8").splitlines(keepends=True)[:lines]
+            (folder / path).write_text("".join(map(first_sentence, head) if cut else head), encoding="utf-8")
+    for path, (source, _fmt) in DERIVED.items():
+        if any(w == path or w.endswith("=" + path) for w in c.argv) and not (folder / path).exists():
+            (folder / path).write_text(as_csv((folder / source).read_text(encoding="utf-8")), encoding="utf-8")
+
+
 def run_all(commands: list[Command], folder: Path, *, timeout: int) -> None:
+    """Run ``commands`` in ``folder/work`` (see :func:`work_folder`); fail naming the page and
+    line of each that fails; skip, after running the others, naming those that need the TAB
+    data when the machine has none."""
+    folder, has_shared = work_folder(folder)
     write_inputs(folder)
     env = {**os.environ, "ANONAUDIT_LLM": "qwen2.5-coder-0.5b", "ANONAUDIT_PROGRESS_SECONDS": "600",
            "PYTHONUNBUFFERED": "1"}
-    failures = []
+    failures, not_run = [], []
     started = time.perf_counter()
     for c in commands:
+        if needs_shared(c) and not has_shared:
+            not_run.append(f"{c.page} line {c.line}: {c.shown}")
+            continue
         run_env = env
         if _is(c, OWN_HOME):
             # these remove cached or converted files; the test home's models/ is the machine's
             # shared folder, so they run on an empty home of their own (the command runs the same).
             run_env = {**env, "ANONAUDIT_HOME": str(folder / "own-home")}
-        for path, (source, lines, cut) in FIRST_LINES.items():
-            if path in c.argv and not (folder / path).exists():
-                head = (folder / source).read_text(encoding="utf-8").splitlines(keepends=True)[:lines]
-                (folder / path).write_text("".join(map(first_sentence, head) if cut else head), encoding="utf-8")
+        _write_derived(c, folder)
         t0 = time.perf_counter()
         res = subprocess.run([*_cli(), *c.argv[1:]], cwd=folder, env=run_env, capture_output=True, text=True,
                              timeout=timeout)
@@ -356,10 +430,12 @@ def run_all(commands: list[Command], folder: Path, *, timeout: int) -> None:
         allowed = next((codes for p, codes in EXIT_CODES.items() if _is(c, [p])), {0})
         output = res.stdout + res.stderr
         if res.returncode not in allowed or "Traceback (most recent call last)" in output:
-            failures.append(f"README line {c.line}: {c.shown}\n  exit {res.returncode}\n"
+            failures.append(f"{c.page} line {c.line}: {c.shown}\n  exit {res.returncode}\n"
                             + "\n".join("  | " + x for x in output.strip().splitlines()[-15:]))
-    print(f"{time.perf_counter() - started:6.1f}s in all, {len(commands)} commands")
-    assert not failures, "README commands that fail:\n" + "\n".join(failures)
+    print(f"{time.perf_counter() - started:6.1f}s in all, {len(commands) - len(not_run)} commands")
+    assert not failures, "guide commands that fail:\n" + "\n".join(failures)
+    if not_run:
+        pytest.skip(f"the TAB data is not at {SHARED / 'data' / 'tab'}: not run: " + "; ".join(not_run))
 
 
 # --------------------------------------------------------------------------- the tests
@@ -368,17 +444,17 @@ def run_all(commands: list[Command], folder: Path, *, timeout: int) -> None:
 def test_the_readme_parser_finds_every_command():
     run, excluded = readme_commands()
     texts = {c.text for c in run}
-    # The commands the README has always shown; a restructured README keeps them somewhere.
+    # The commands the guide has always shown; a restructured guide keeps them somewhere.
     for needed in ("anonaudit demo", "anonaudit models list"):
         assert needed in texts
     assert any(c.argv[:3] == ("anonaudit", "sanitize", "delinker") for c in run)
     assert any("--shareable" in c.argv for c in run) and any(
         c.argv[:2] == ("anonaudit", "report") and "--shareable" not in c.argv for c in run)
     assert len(run) >= 20
-    # Every exclusion still names a README command, and the exclusions stay few.
+    # Every exclusion still names a command of the guide, and the exclusions stay few.
     assert len(EXCLUDED) <= 3
     for e in EXCLUDED:
-        assert any(c.text.startswith(e) for c in excluded), f"EXCLUDED names a command the README lost: {e}"
+        assert any(c.text.startswith(e) for c in excluded), f"EXCLUDED names a command the guide lost: {e}"
     # No optional part is left in brackets.
     for c in run:
         assert not any(w.startswith("[--") or (w.startswith("--") and w.endswith("]")) for w in c.argv), c.shown
@@ -391,7 +467,7 @@ def test_the_parser_joins_continuations_splits_and_expands_optional_parts(tmp_pa
                       "anonaudit report r.json --out x.html [--shareable]   # and findings.csv\n```\n"
                       "```yaml\nanonaudit: not a command\n```\n"
                       "```python\nanonaudit.audit()\n```\n", encoding="utf-8")
-    run, _ = readme_commands(readme)
+    run, _ = readme_commands(readme, readme)  # a page given twice: each command still runs once
     shown = [" ".join(c.argv) for c in run]
     assert "anonaudit attack trir --release a.jsonl --out r.json --epochs 2" in shown
     assert "anonaudit report r.json --out x.html" in shown
@@ -427,7 +503,7 @@ def test_every_command_is_in_one_part():
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("part", list(PARTS))
 def test_every_readme_command_runs(tmp_path, part):
-    """Every README command (but the EXCLUDED ones), real models, on the demo data, in three
+    """Every command of the guide (but the EXCLUDED ones), real models, on the demo data, in three
     parts that need nothing of each other (each runs the data producers first). The ``bench``
     commands load no model and write nothing another command reads: the model-free test above
     runs them, so they are not run twice."""
@@ -436,15 +512,80 @@ def test_every_readme_command_runs(tmp_path, part):
 
 
 def test_every_test_the_readme_names_exists():
-    """The Reliability section names the test that holds each class: each must exist."""
-    text = README.read_text(encoding="utf-8")
+    """The guide names the test that holds each promise (the reliability page, class by class):
+    each test and test file it names must exist."""
+    text = "\n".join(page.read_text(encoding="utf-8") for page in guide_pages())
     named = set(re.findall(r"`(test_\w+)`", text))
     files = set(re.findall(r"`tests/(test_\w+\.py)`", text))
     assert len(named) >= 20 and len(files) >= 5
     source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").glob("test_*.py"))
     missing = sorted(n for n in named if not re.search(rf"^def {n}\(", source, re.MULTILINE))
-    assert not missing, f"the README names tests that do not exist: {missing}"
+    assert not missing, f"the guide names tests that do not exist: {missing}"
     assert not [f for f in files if not (ROOT / "tests" / f).is_file()]
+
+
+# --------------------------------------------------------------------------- the Python blocks
+
+#: Pages whose Python blocks a test of their own runs, in order, with assertions on what the
+#: blocks promise: page -> that test's file (checked to read the page, so the list cannot go stale).
+PYTHON_TESTED_ELSEWHERE = {
+    "docs/how-to/python-api.md": "test_api.py",
+    "docs/how-to/bench.md": "test_bench.py",
+    "docs/how-to/notebook-paper-tracker.md": "test_use_it_from.py",
+    "docs/how-to/plugin.md": "test_contract.py",
+}
+
+
+def python_blocks(page: Path) -> list[str]:
+    """The ```python blocks of a page, in order."""
+    return re.findall(r"^```python\n(.*?)^```", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+
+
+def _pages_with_python() -> list[str]:
+    return [page_name(p) for p in guide_pages() if python_blocks(p)]
+
+
+def test_the_pages_whose_python_runs_elsewhere_are_read_by_their_test():
+    for page, test in PYTHON_TESTED_ELSEWHERE.items():
+        assert python_blocks(ROOT / page), f"{page} has no Python block: drop it from PYTHON_TESTED_ELSEWHERE"
+        assert page in (ROOT / "tests" / test).read_text(encoding="utf-8"), f"tests/{test} does not read {page}"
+
+
+@pytest.mark.parametrize("page", [p for p in _pages_with_python() if p not in PYTHON_TESTED_ELSEWHERE])
+def test_every_python_block_runs(page, tmp_path, monkeypatch, capsys):
+    """A page's Python blocks, in order, in one namespace, in a fresh folder with the pages'
+    placeholder inputs (and the TAB data beside it, as for the commands)."""
+    work, has_shared = work_folder(tmp_path)
+    write_inputs(work)
+    blocks = python_blocks(ROOT / page)
+    if any("../shared/" in b for b in blocks) and not has_shared:
+        pytest.skip(f"{page} reads the TAB data, which is not at {SHARED / 'data' / 'tab'}")
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("ANONAUDIT_LLM", "qwen2.5-coder-0.5b")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    namespace: dict = {}
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"{page} Python block {i + 1}", "exec"), namespace)  # noqa: S102
+    assert capsys.readouterr().out.strip(), f"{page}: its blocks print nothing to show"
+
+
+def test_every_data_block_parses():
+    """The YAML, TOML and JSON blocks of the guide (audit specs, CI files, entry points, result
+    shapes) are valid in their language: the ones with ``...`` stand for more and are skipped."""
+    import tomllib
+
+    import yaml
+
+    for page in guide_pages():
+        text = page.read_text(encoding="utf-8")
+        for lang, block in re.findall(r"^```(yaml|toml|json)\n(.*?)^```", text, flags=re.S | re.M):
+            where = f"{page_name(page)}: a {lang} block starting {block[:40]!r}"
+            if lang == "yaml":
+                assert yaml.safe_load(block) is not None, where
+            elif lang == "toml":
+                assert tomllib.loads(block), where
+            elif "..." not in block:
+                json.loads(block)
 
 
 def test_the_default_llm_can_be_named_by_the_environment(monkeypatch):

@@ -1,5 +1,5 @@
-"""The README's "Use it from a notebook, a paper, a tracker or CI" section: its Python blocks run
-here, in order, in one namespace (its bash blocks run in tests/test_readme.py, its YAML files in
+"""The guide's page docs/how-to/notebook-paper-tracker.md: its Python blocks run here, in order, in
+one namespace (its bash blocks run in tests/test_readme.py; the CI files of docs/tutorials/ci.md in
 tests/test_ci.py)."""
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def section_blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("\n## Use it from a notebook, a paper, a tracker or CI\n")
-    return re.findall(r"```python\n(.*?)```", text[start:text.index("\n## ", start + 1)], flags=re.S)
+    text = (ROOT / "docs/how-to/notebook-paper-tracker.md").read_text(encoding="utf-8")
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
 def test_the_sections_python_blocks_run(tmp_path, monkeypatch, capsys):
@@ -22,7 +21,7 @@ def test_the_sections_python_blocks_run(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     for i, block in enumerate(blocks):
-        exec(compile(block, f"README.md Use-it-from block {i + 1}", "exec"), namespace)  # noqa: S102
+        exec(compile(block, f"docs/how-to/notebook-paper-tracker.md block {i + 1}", "exec"), namespace)  # noqa: S102
     printed = capsys.readouterr().out
     # the notebook: what the cell shows
     html = namespace["results"]._repr_html_()

@@ -101,9 +101,11 @@ def main(verbose: bool) -> None:
 
 def _add_commands() -> None:
     from anonaudit.cli import commands
+    from anonaudit.cli.guide import add_epilogs
 
     for cmd in commands.all_commands():
         main.add_command(cmd)
+    add_epilogs(main, [])  # each command's --help ends with the guide page to read
 
 
 _add_commands()

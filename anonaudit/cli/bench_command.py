@@ -62,18 +62,18 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
 @click.command("bench")
 @click.option("--command", "command", default=None, metavar="CMD",
               help="The sanitizer under test as a program, in any language: CMD holds {input} (the documents, JSONL: "
-                   "id, text, subject, spans) and {output} (where it writes its release, in any format of the README's "
-                   "'Input formats'), e.g. \"python my_sanitizer.py {input} {output}\".")
+                   "id, text, subject, spans) and {output} (where it writes its release, in any input format: "
+                   "docs/how-to/input-formats.md), e.g. \"python my_sanitizer.py {input} {output}\".")
 @click.option("--sanitizer", "sanitizer", default=None, metavar="NAME",
               help="The sanitizer under test as a registered sanitizer (an entry point, e.g. a plugin's).")
 @click.option("--release", "release", default=None, metavar="FILE",
-              help="The sanitizer under test as a release already made (any README format; a span file is applied "
+              help="The sanitizer under test as a release already made (any input format; a span file is applied "
                    "to the originals).")
 @click.option("--name", default=None, help="The name of the sanitizer under test on the leaderboard.")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
               help="A parameter of --sanitizer (VALUE read as YAML); repeatable.")
 @click.option("--originals", default=None, type=click.Path(dir_okay=False),
-              help="The corpus: original documents in any README format (TAB JSON included). Default: the synthetic "
+              help="The corpus: original documents in any input format (TAB JSON included). Default: the synthetic "
                    "demo population.")
 @click.option("--format", "fmt", default=None, help="The format of --originals (default: told by name and content).")
 @click.option("--background", default=None, type=click.Path(dir_okay=False),

@@ -57,7 +57,7 @@ def echo_summary(results: Iterable[Result]) -> None:
 
 BUDGET_HELP = ("How much work each stage does: quick (a CI gate in minutes: stages that sample stop at a 95% "
                "interval of ±0.10, the claim linker's judge ±0.20, attacks take cheaper settings), standard "
-               "(±0.05; the default) or full (every document). README, 'Budget', gives the table.")
+               "(±0.05; the default) or full (every document). docs/how-to/budgets.md gives the table.")
 
 
 def budget_option(fn):
@@ -69,16 +69,16 @@ def budget_option(fn):
 
 TIME_LIMIT_HELP = ("Minutes the audit may take: before any attack or metric runs, each stage is calibrated on a "
                    "few documents and the run stops (exit 2) when the estimate exceeds the limit; otherwise the "
-                   "estimate is said and the work goes on (README, 'Budget').")
+                   "estimate is said and the work goes on (docs/how-to/budgets.md).")
 
 
 BENCH_TIME_LIMIT_HELP = ("Minutes the whole bench may take: before any work, every sanitizer it must run, attack "
                          "and metric is calibrated on 5 documents and the bench stops (exit 2, nothing sanitized, "
-                         "attacked or written) when the estimate exceeds the limit (README, 'Budget').")
+                         "attacked or written) when the estimate exceeds the limit (docs/how-to/budgets.md).")
 DEMO_TIME_LIMIT_HELP = ("Minutes the demo may take: after its population and its sanitizers' releases are made "
                         "(counted as spent), each attack and metric is calibrated on 5 documents and the demo "
                         "stops (exit 2, nothing attacked, no report) when the estimate exceeds the limit "
-                        "(README, 'Budget').")
+                        "(docs/how-to/budgets.md).")
 
 
 def time_limit_option(fn=None, *, help_text: str = TIME_LIMIT_HELP):

@@ -29,6 +29,7 @@ from click.core import ParameterSource
 from anonaudit.cli.param_options import Checked
 from audit.core.arguments import Seed
 from anonaudit.cli.common import LLM_HELP
+from anonaudit.cli.guide import epilog
 from anonaudit.cli.driver_options import (
     COLUMN_KEYS,
     DATA,
@@ -416,7 +417,9 @@ class ComponentGroup(click.Group):
         reg = registry_of(ctx)
         if normalise(cmd_name) not in reg.names(self.kind):
             return None
-        return self.make(reg, cmd_name)
+        cmd = self.make(reg, cmd_name)
+        cmd.epilog = cmd.epilog or epilog([self.name or "", cmd_name])  # the guide page, as for every command
+        return cmd
 
 
 def groups() -> list[click.Command]:

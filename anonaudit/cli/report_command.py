@@ -12,14 +12,15 @@ from anonaudit.cli.output_options import check_outputs, force_option, keep_ids_o
 
 
 def render(results_path: Path, out: Path, *, shareable: bool, checks=None, max_documents: int = 50,
-            title: str | None = None, notes=(), keep_ids: bool = False, force: bool = False) -> Path:
+            title: str | None = None, notes=(), keep_ids: bool = False, force: bool = False,
+            guide: str = "docs/") -> Path:
     """Write the report and, beside it, its CSV of per-document findings (``findings.csv``,
     or ``NAME.csv`` for a report named otherwise than report.html), through the API's
     :meth:`anonaudit.Results.report`."""
     from anonaudit import load_results
 
     return load_results(results_path).report(out, shareable=shareable, gate=checks, max_documents=max_documents,
-                                             title=title, notes=notes, keep_ids=keep_ids, force=force)
+                                             title=title, notes=notes, keep_ids=keep_ids, force=force, guide=guide)
 
 
 def warn_originals_beside(report: Path, results_path: Path) -> None:
@@ -48,10 +49,13 @@ def warn_originals_beside(report: Path, results_path: Path) -> None:
 @click.option("--max-documents", type=click.IntRange(0, 100_000), default=50, show_default=True,
               help="Documents shown per release in the drill-down (the JSON has all).")
 @click.option("--title", default=None, help="Report title.")
+@click.option("--guide", default="docs/", show_default=True, metavar="URL",
+              help="Where each part's 'explained' link points: the folder or URL of the built user guide "
+                   "(`mkdocs build`), relative to the report.")
 @force_option
 def report_cmd(results: str, out: str | None, shareable: bool, keep_ids: bool, max_: tuple[str, ...],
-               min_: tuple[str, ...],
-               on_point: bool, on_upper_ci: bool, max_documents: int, title: str | None, force: bool) -> None:
+               min_: tuple[str, ...], on_point: bool, on_upper_ci: bool, max_documents: int, title: str | None,
+               guide: str, force: bool) -> None:
     """Render any results file as one self-contained HTML report.
 
     Beside the report goes its CSV of per-document findings: findings.csv beside report.html,
@@ -68,7 +72,7 @@ def report_cmd(results: str, out: str | None, shareable: bool, keep_ids: bool, m
     if max_ or min_:
         checks = evaluate(ResultsFile.load(path), thresholds(max_, min_), on_point=on_point)
     written = render(path, target, shareable=shareable, checks=checks, max_documents=max_documents, title=title,
-                     keep_ids=keep_ids, force=force)
+                     keep_ids=keep_ids, force=force, guide=guide)
     click.echo(str(written))
     if shareable:
         warn_originals_beside(written, path)

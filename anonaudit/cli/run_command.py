@@ -52,8 +52,8 @@ def run_cmd(ctx: click.Context, spec_file: str | None, tae_config: str | None, o
     Results go to OUT/results.json, saved after each (component, release) pair, with OUT/summary.csv
     beside it (one row per release x result: value, 95% CI, n, baseline); running the same command
     again resumes and recomputes nothing that finished. The whole spec is checked
-    before anything runs. --tae-config CONFIG.json runs a TAE evaluation instead (README, "Coming from
-    TAE"). Exit status: 0 done (and the spec's `gate` passed), 1 when a `gate`
+    before anything runs. --tae-config CONFIG.json runs a TAE evaluation instead (docs/how-to/tae.md,
+    "Coming from TAE"). Exit status: 0 done (and the spec's `gate` passed), 1 when a `gate`
     threshold fails, 2 when the spec or an input is invalid, 3 when no threshold fails but one is
     inconclusive (an attacker failed its own check).
     """

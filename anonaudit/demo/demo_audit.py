@@ -54,7 +54,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     sample of that many documents per release for the stages that call a language model per
     document (default: none; they sample to the budget's interval target). ``time_limit``: minutes
     the demo may take: its attacks and metrics calibrated before they run, an AnonauditError (no
-    report) when the estimate, with the time already spent, exceeds it (README, "Budget")."""
+    report) when the estimate, with the time already spent, exceeds it (docs/how-to/budgets.md)."""
     import yaml
 
     import anonaudit

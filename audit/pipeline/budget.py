@@ -11,7 +11,7 @@ stage does, for ``anonaudit run``, ``demo``, ``attack`` and ``bench`` (``--budge
 A stage that samples names its target parameter in the class attribute ``precision_param``
 (:mod:`audit.core.sequential`); the budget sets it, and the class's ``budget_params`` add what
 else the level changes. Parameters the user gives always win. The table of what each level sets
-is in README ("Budget") and docs/methods.md; :func:`table` prints it from these definitions.
+is in docs/how-to/budgets.md and docs/methods.md; :func:`table` prints it from these definitions.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 release under test passes before it is attacked.
 
 ``anonaudit bench --command "python my_sanitizer.py {input} {output}"``: the originals are
-written to ``{input}`` as JSONL (``id``, ``text``, ``subject``, ``spans``: the README's format),
+written to ``{input}`` as JSONL (``id``, ``text``, ``subject``, ``spans``: the guide's JSONL format),
 the command runs (no shell: the line is split as a shell would, then run directly), and
-``{output}`` is read in any format of the README's "Input formats" (JSONL with the sanitized
+``{output}`` is read in any of the guide's input formats (docs/how-to/input-formats.md) (JSONL with the sanitized
 texts, a span file applied to the originals, CSV, Parquet...).
 
 What comes back is validated against the originals (:func:`validate_release`): missing, extra
