@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 #: attacker counts as under-trained (it cannot name the person in half of its own training text).
 FIT_CHECK_WINDOWS = 256
 FIT_CHECK_MIN = 0.5
+#: Whether a training here steps torch's fused AdamW (as each Ray Train worker does) instead of
+#: its loop over parameters: a candidate speed-up of issue 70, measured by benchmarks/trir_fidelity.py.
+FUSED_ADAMW = False
 
 
 # --------------------------------------------------------------------------- training
@@ -73,7 +76,7 @@ class TRIRTraining:
             pre = {"pretrained": pretrained, "mlm_losses": mlm_losses, "notes": list(notes)}
             notes += data.window_notes
             tuning = FineTuning(self, data.y, data.dev_documents)
-            steppers = tuning.optimizer(model)
+            steppers = tuning.optimizer(model, fused=FUSED_ADAMW)
             steps = LocalSteps(self, model, data, device, steppers, tuning.epochs, checkpoint, pre)
             start = tuning.start(resume, *steppers, steps.snapshot)
             if resume is not None:
@@ -103,8 +106,12 @@ class TRIRTraining:
         text_notes: list[str] = []
         window_notes: list[str] = []
         texts, subjects = self._training_texts(background, text_notes)
+        t0 = time.time()
         windows, y, all_windows = self._training_windows(tokenizer, texts, subjects, label_of, window_notes)
+        self._timings["tokenising_seconds"] = round(time.time() - t0, 1)
+        t0 = time.time()
         dev_set = None if dev is None else self._dev_set(dev, tokenizer, label_of)
+        self._timings["dev_preparation_seconds"] = round(time.time() - t0, 1)
         return TrainingData(tokenizer=tokenizer, labels=labels, texts=texts, windows=windows, y=y,
                             all_windows=all_windows, dev_set=dev_set, text_notes=text_notes,
                             window_notes=window_notes, started=started)
@@ -204,6 +211,7 @@ class TRIRTraining:
             return texts, subjects
         t0 = time.time()
         parses = self._parse(texts, "TRIR background: spaCy (entities, lemmas)")
+        spacy_s = time.time() - t0
         copies: list[list[str]] = []
         if cfg["augment_ner"]:
             styles = list(self._mask_styles) or [LABEL_STYLE]
@@ -212,13 +220,16 @@ class TRIRTraining:
                          f"(spaCy entities masked as: {', '.join(style_words(s) for s in styles)})")
         if cfg["curate"]:
             for k, copy in enumerate(copies):
+                t1 = time.time()
                 parses = parses + self._parse(copy, f"TRIR masked copy {k + 1}/{len(copies)}: spaCy (lemmas)")
+                spacy_s += time.time() - t1
             texts = [curated_from_parse(p)[0] for p in parses]
             notes.append("texts curated as in the TRI paper: stop words and special characters removed, "
                          "words lemmatized (background and releases)")
         else:
             texts = texts + [t for copy in copies for t in copy]
-        self._timings["text_preparation_seconds"] = round(time.time() - t0, 1)
+        self._timings["text_preparation_seconds"] = round(time.time() - t0, 1)  # spaCy's share below
+        self._timings["spacy_seconds"] = round(spacy_s, 1)
         return texts, subjects * (1 + len(copies))
 
     def _classifier(self, base_path: str, tokenizer, texts: Sequence[str], label_of: dict[str, int], device: str,
