@@ -5,7 +5,8 @@ A speed-up of the attacker must not weaken it: an attacker that stops undertrain
 lower TRIR, telling the officer the release is safer than it is. Both attackers are the paper
 budget with every default; the **reference** trains every window every epoch
 (``window_rotation=1``) for the budget's whole schedule (15 passes: its patience is the schedule,
-so a dev plateau never ends it) and keeps the best dev epoch; the **default** is whatever the
+so a dev plateau never ends it), stepping AdamW's loop over parameters, and keeps the best dev
+epoch; the **default** is whatever the
 attack's defaults are today (early stopping, and any speed-up made the default). Each seed is one
 attacker seed (same data).
 
@@ -58,7 +59,8 @@ LONG = BUDGETS["paper"]["epochs"]
 #: Attackers by name: the default, the reference, known-bad settings the guard must catch, candidates.
 CONFIGS: dict[str, dict] = {
     "default": {},
-    "reference": {"window_rotation": 1, "patience": LONG},
+    # pinned to the slower methods a speed-up replaces: no rotation, no plateau stop, AdamW's loop
+    "reference": {"window_rotation": 1, "patience": LONG, "_fused_adamw": False},
     "rotation": {"window_rotation": 3},  # known bad (issue 55): stops at a plateau the reference climbs past
     "one-pass": {"epochs": 1},  # known bad: undertrained
     # candidates (issue 70): a shorter plateau, torch's fused AdamW here (as on Ray Train), both

@@ -40,7 +40,8 @@ NOT_RUN_HERE = {
     "llm_layer.py": "needs the embedded LLM",
     "llm_sanitizer_checks.py": "needs the embedded LLM",
     "span_guess_tab.py": "needs the embedded LLM",
-    "trir_fidelity.py": "trains six TRIR attackers (tens of minutes on 2 cores)",
+    "trir_fidelity.py": "trains TRIR attackers (--quick: 6 demo people, 2 attackers, 1 epoch; the guard itself is "
+                        "tests/test_trir_fidelity.py, slow)",
     "judge_speed.py": "needs the embedded LLM (its --count-only needs the 1.5B's tokenizer, MiniLM and spaCy)",
     "paraphrase_speed.py": "needs the embedded LLM",
     "span_guess_speed.py": "embeds TAB's backgrounds with MiniLM and parses them with spaCy (minutes cold)",
