@@ -64,26 +64,45 @@ class BenchResults:
 
         return import_pandas().DataFrame(self.to_list(), columns=columns(self.leaderboard))
 
-    def to_markdown(self) -> str:
+    def published(self, keep_ids: bool = False) -> Any:
+        """The leaderboard as every published table names it (the Markdown and LaTeX tables, the
+        CSV and the page): a release or a corpus named after its file by a pseudonym (``R1``...,
+        "the corpus"), as in the shareable report, unless ``keep_ids``
+        (:func:`reports.shareable.published_names`, the one rule)."""
+        from reports.shareable import published_names, release_pseudonyms
+
+        if keep_ids:
+            return self.leaderboard
+        names = release_pseudonyms(self.results.file)
+        files = [Path(p).stem for role, p in self.sources if role in ("originals", "tri")]
+        names.update({self.leaderboard.corpus: "the corpus"} if self.leaderboard.corpus in files else {})
+        return published_names(self.leaderboard, names)
+
+    def to_markdown(self, *, keep_ids: bool = False) -> str:
+        """The leaderboard as a Markdown table; a release or corpus named after its file by a
+        pseudonym unless ``keep_ids`` (:meth:`published`)."""
         from reports.leaderboard_page import markdown
 
-        return markdown(self.leaderboard)
+        return markdown(self.published(keep_ids))
 
-    def to_latex(self, *, label: str = "tab:leaderboard") -> str:
+    def to_latex(self, *, label: str = "tab:leaderboard", keep_ids: bool = False) -> str:
         """The leaderboard as a LaTeX table for a paper (pandas' Styler; booktabs; 95% intervals;
-        paired tests against the sanitizer under test as significance marks, named in the note)."""
+        paired tests against the sanitizer under test as significance marks, named in the note);
+        a release or corpus named after its file by a pseudonym unless ``keep_ids``."""
         from reports.latex import leaderboard_latex
 
-        return leaderboard_latex(self.leaderboard, label=label)
+        return leaderboard_latex(self.published(keep_ids), label=label)
 
     @checked
-    def report(self, path: str | os.PathLike, *, notes: Sequence[str] = (), force: bool = False) -> Path:
+    def report(self, path: str | os.PathLike, *, notes: Sequence[str] = (), force: bool = False,
+               keep_ids: bool = False) -> Path:
         """Write the page to ``path``, with ``leaderboard.csv``, ``leaderboard.md`` and (with
         pandas installed) ``leaderboard.tex`` beside it (``NAME.csv``... for a page named
         otherwise). Returns the page's path. None of them may be an input of the bench (its
         originals, background, TRI file, releases, reference table, the copies it made of them),
         whatever ``force`` says, nor an existing file of another kind unless ``force=True`` (the
-        command line's guard, :class:`AnonauditError`)."""
+        command line's guard, :class:`AnonauditError`). Releases and the corpus named after their
+        files are named by pseudonym in all four unless ``keep_ids`` (:meth:`published`)."""
         import importlib.util
 
         from audit.core.files import atomic_write
@@ -99,11 +118,12 @@ class BenchResults:
                        Output(md, "leaderboard_md", f"the Markdown table beside {path.name}"),
                        *([Output(tex, "leaderboard_tex", f"the LaTeX table beside {path.name}")] if latex else [])],
                       [*self.results.inputs(), *self.sources], force=force, force_named="force=True")
-        write_csv(self.leaderboard, csv)
-        atomic_write(md, self.to_markdown())
+        board = self.published(keep_ids)
+        write_csv(board, csv)
+        atomic_write(md, self.to_markdown(keep_ids=keep_ids))
         if latex:
-            atomic_write(tex, self.to_latex())
-        return write_html(self.leaderboard, path, notes=list(notes))
+            atomic_write(tex, self.to_latex(keep_ids=keep_ids))
+        return write_html(board, path, notes=list(notes))
 
     def _repr_html_(self) -> str:
         """The leaderboard with its Pareto chart, inline in a notebook (:mod:`reports.notebook`)."""
@@ -188,7 +208,11 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
         from audit.pipeline.bench_writer import BenchWriter
 
         writer = BenchWriter(Path(out).resolve(), inputs=sources, force=force, force_named="force=True")
-    return _run(spec, writer, reg, progress, echo, sources=sources, time_limit=time_limit)
+    try:
+        return _run(spec, writer, reg, progress, echo, sources=sources, time_limit=time_limit)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 @dataclass(frozen=True)

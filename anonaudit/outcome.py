@@ -171,13 +171,16 @@ class Results:
 
         return log_mlflow(self, uri, **options)
 
-    def to_latex(self, *, title: str = "Audit results", label: str = "tab:audit") -> str:
+    def to_latex(self, *, title: str = "Audit results", label: str = "tab:audit", keep_ids: bool = False) -> str:
         """A LaTeX table for a paper (pandas' Styler; booktabs): one row per release, each attack's
         risk and each utility with its 95% interval, risks above chance marked (the interval named
-        in the note): :func:`reports.latex.results_latex`."""
+        in the note): :func:`reports.latex.results_latex`. A release named after its file is
+        named by its pseudonym (``R1``...) unless ``keep_ids``, as in the shareable report."""
         from reports.latex import results_latex
+        from reports.shareable import published_names, release_pseudonyms
 
-        return results_latex(self.file.results, title=title, label=label)
+        names = {} if keep_ids else release_pseudonyms(self.file)
+        return results_latex(published_names(list(self.file.results), names), title=title, label=label)
 
     def __len__(self) -> int:
         return len(self.file.results)
@@ -333,11 +336,11 @@ def load_results(path: str | os.PathLike) -> Results:
     manifest (:mod:`audit.core.bundle`): a part missing or changed is an :class:`AnonauditError`
     naming it. A results file written before manifests existed is read with its copies checked
     against its provenance."""
-    from audit.core.bundle import check_bundle, reading, results_file
+    from audit.core.bundle import reading, results_file
+    from audit.core.results import load_verified
 
     path = results_file(path)
     with reading(path):  # one write's parts: a writer holds the lock from results.json to the manifest
-        rf = ResultsFile.load(path)  # first: what is wrong inside it, named by result and release
-        check_bundle(path)
+        rf = load_verified(path)  # the manifest and its parts verified first, then the results file read
         copies = read_copies(path, rf)
     return Results(rf, copies=copies, path=path)

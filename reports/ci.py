@@ -47,13 +47,15 @@ def renamed(checks: Sequence[Check], names: Mapping[str, str]) -> list[Check]:
 
 def _interval(c: Check) -> str:
     r = c.result
+    if r is None:
+        return "no result on this release"
     ci = "" if r.ci is None else f", 95% CI [{r.ci[0]:.3g}, {r.ci[1]:.3g}]"
     return f"value {r.value:.3g}{ci}, n = {r.n}"
 
 
 def _exposed(c: Check) -> list[str]:
     """The ids of the documents the check's attack succeeded on (none for a utility)."""
-    if c.result.kind != "attack":
+    if c.result is None or c.result.kind != "attack":
         return []
     return [d.id for d in c.result.documents if d.success]
 
@@ -88,7 +90,7 @@ def github_annotations(checks: Sequence[Check]) -> list[str]:
             continue
         level = "error" if c.status == FAIL else "warning"
         hits = _exposed(c)
-        extra = f"; {len(hits)} of {len(c.result.documents)} documents exposed" if hits else ""
+        extra = f"; {len(hits)} of {len(c.result.documents)} documents exposed" if hits and c.result else ""
         title = f"anonaudit gate: {c.title} on {c.release}"
         lines.append(f"::{level} title={_prop(visible(title))}::{_data(describe(c) + extra)}")
     return lines
@@ -118,12 +120,13 @@ def markdown_summary(checks: Sequence[Check], *, names: Mapping[str, str] | None
              "|---|---|---|---|---|---|"]
     for c in checks:
         r = c.result
-        ci = "" if r.ci is None else f" [{r.ci[0]:.3g}, {r.ci[1]:.3g}]"
         hits = _exposed(c)
-        exposed = f"{len(hits)} of {len(r.documents)}" if r.kind == "attack" and r.documents else "–"
+        exposed = f"{len(hits)} of {len(r.documents)}" if r and r.kind == "attack" and r.documents else "–"
+        figure = "no result" if r is None else f"{r.value:.3g}" + \
+            ("" if r.ci is None else f" [{r.ci[0]:.3g}, {r.ci[1]:.3g}]") + f", n = {r.n}"
+        compared = c.bound if r is None else f"{c.compared:.3g} ({c.bound})"
         lines.append(f"| {c.status.upper()} | {_md(title_of(c.threshold.name))} {_md(c.threshold.symbol)} "
-                     f"{c.threshold.value:g} | {_md(c.release)} | {c.compared:.3g} ({c.bound}) | "
-                     f"{r.value:.3g}{ci}, n = {r.n} | {exposed} |")
+                     f"{c.threshold.value:g} | {_md(c.release)} | {compared} | {figure} | {exposed} |")
     for c in unsure:
         lines += ["", f"**Inconclusive**, {_md(c.threshold.name)} on {_md(c.release)}: {_md(c.reason)}"]
     for c in failed:
@@ -149,9 +152,10 @@ def gitlab_codequality(checks: Sequence[Check], *, path: str) -> list[dict[str, 
         if c.status == PASS:
             continue
         check_name = f"anonaudit-gate/{c.threshold.name}"
-        key = json.dumps([c.threshold.name, c.threshold.side, c.release, c.result.kind], ensure_ascii=True)
+        kind = "" if c.result is None else c.result.kind
+        key = json.dumps([c.threshold.name, c.threshold.side, c.release, kind], ensure_ascii=True)
         hits = _exposed(c)
-        extra = f"; {len(hits)} of {len(c.result.documents)} documents exposed" if hits else ""
+        extra = f"; {len(hits)} of {len(c.result.documents)} documents exposed" if hits and c.result else ""
         issues.append({"type": "issue", "check_name": check_name, "description": describe(c) + extra,
                        "categories": ["Security"], "severity": SEVERITY[c.status],
                        "fingerprint": hashlib.sha256(key.encode()).hexdigest(),

@@ -297,17 +297,20 @@ def _verdicts(releases: list[str], heads: list[Result], checks: Sequence[Check] 
             word = {"fail": "FAIL", "inconclusive": "INCONCLUSIVE", "pass": "PASS"}[status]
             deciding_checks = [c for c in rel_checks if c.status == status] if status != "pass" else []
             deciding = [visible(c.message) for c in deciding_checks]
-            decisive = [c.result for c in deciding_checks if c.result.kind == "attack"]
+            decisive = [c.result for c in deciding_checks if c.result and c.result.kind == "attack"]
         else:
             level = max((_risk_level(r)[0] for r in risky), key=LEVEL_ORDER.__getitem__, default="none")
             status = level
             word = {"high": "HIGH RISK", "elevated": "ELEVATED RISK", "low": "LOW RISK",
                     "none": "NO RISK SHOWN"}[level]
-            if level == "none" and weak:
-                # nothing shown, but by an attacker that failed its own check: that proves nothing
-                status, word = "inconclusive", "INCONCLUSIVE"
             decisive = risky[:3]
             deciding = [_short_finding(r) for r in decisive]
+            not_run = _not_run(rel, rf)
+            if level == "none" and (weak or not_run):
+                # nothing shown, but by an attacker that failed its own check, or by attacks that
+                # did not run on this release at all: that proves nothing
+                status, word = "inconclusive", "INCONCLUSIVE"
+                deciding += [visible(f"not run on this release: {', '.join(not_run)}")] if not_run else []
         headline_of = {r.name: r for r in rs}
         fix = ""
         for r in decisive or risky:
@@ -326,6 +329,14 @@ def _verdicts(releases: list[str], heads: list[Result], checks: Sequence[Check] 
             "gated": bool(rel_checks),
         })
     return out
+
+
+def _not_run(release: str, rf: ResultsFile) -> list[str]:
+    """The attacks of the results file with no result on ``release`` (all of them, or "any
+    attack", when none ran on it): a release they never reached is not shown safe by them."""
+    attacks = {_base(r.name): None for r in rf.results if r.kind == "attack"}
+    here = {_base(r.name) for r in rf.results if r.kind == "attack" and r.release == release}
+    return [title_of(a) for a in attacks if a not in here] if here or attacks else ["any attack"]
 
 
 def _code_spans(text: str) -> list[tuple[str, bool]]:

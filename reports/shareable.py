@@ -21,7 +21,9 @@ copy of the results that keeps only what can be shown outside the data owner:
   spec's ``name:``, bench's ``--name``) or a sanitizer's is kept, and ``keep_ids`` keeps all;
 * provenance keeps no free text and no file path: the command line is dropped, the reasons a
   component was skipped or failed become a category and a count (:func:`not_run_categories`),
-  and every value or key that reads like a path goes (:func:`_no_paths`);
+  a release's warnings from the checks against the originals (which quote them, and list the
+  ids of missing documents) become a count (:func:`_withheld`), and every value or key that
+  reads like a path goes (:func:`_no_paths`);
 * keys named like originals (:data:`DENY`) are dropped even when their value is a number, and
   so are such facts of a finding that its attack forgot to name private (a safety net: a new
   attack's ``guess`` or ``original`` never reaches a shared report by an oversight).
@@ -29,7 +31,9 @@ copy of the results that keeps only what can be shown outside the data owner:
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from audit.core.results import Finding, Highlight, Result, ResultsFile
@@ -92,6 +96,26 @@ def _renamed(value: Any, names: dict[str, str]) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(_renamed(v, names) for v in value)
     return value
+
+
+def published_names(value: Any, names: dict[str, str]) -> Any:
+    """``value`` (results, a leaderboard, checks: dataclasses, mappings, sequences, strings at any
+    depth) with every hidden release name replaced by its pseudonym (``names``:
+    :func:`release_pseudonyms`, plus any other name to hide), where a string is one and where a
+    text quotes one: what every table CI or a paper publishes goes through (the gate's table and
+    JUnit, ``to_latex()``, the bench's leaderboard files)."""
+    if not names:
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: published_names(getattr(value, f.name), names) for f in dataclasses.fields(value) if f.init}
+        return dataclasses.replace(value, **fields)
+    if isinstance(value, Mapping) and not isinstance(value, dict):
+        value = dict(value)
+    if isinstance(value, dict):
+        return {names.get(k, k) if isinstance(k, str) else k: published_names(v, names) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(published_names(v, names) for v in value)
+    return _renamed(value, names)
 
 
 def pseudonyms(rf: ResultsFile) -> dict[str, str]:
@@ -178,10 +202,28 @@ def _provenance(prov: dict[str, Any]) -> dict[str, Any]:
     was skipped or failed (exception texts, model answers, document ids) become a category
     and a count per component (:func:`not_run_categories`)."""
     out = {k: _no_paths(v) for k, v in prov.items() if k not in ("argv", "skipped", "errors")}
+    if isinstance(out.get("releases"), dict):
+        out["releases"] = {k: _withheld(v) for k, v in out["releases"].items()}
     for key in ("skipped", "errors"):
         if prov.get(key):
             out[key] = not_run_categories(prov.get(key), "skipped" if key == "skipped" else "error")
     return out
+
+
+#: Keys of a release's provenance that hold what the checks against the originals found: text
+#: that quotes an original ("recorded 'X' at [108, 122), the original has 'Mr ...'") and the ids of
+#: the documents a release leaves out. A shared edition keeps only how many there were.
+WITHHELD = ("warnings", "missing", "missing_ids")
+
+
+def _withheld(info: Any) -> Any:
+    """A release's provenance without :data:`WITHHELD` (their count kept as ``warnings_withheld``)."""
+    if not isinstance(info, dict) or not any(k in info for k in WITHHELD):
+        return info
+    kept = {k: v for k, v in info.items() if k not in WITHHELD}
+    found = info.get("warnings")
+    kept["warnings_withheld"] = len(found) if isinstance(found, list) else 1
+    return kept
 
 
 #: Keys whose value is a file or folder, dropped from a shared provenance.

@@ -101,9 +101,15 @@ def audited(demo_dir):
 
 
 def _edited(path, data, edit):
+    """The results file edited, and its bundle's manifest sealed again over the edit (as a
+    forger would: the manifest alone refuses an unsealed edit first, tests/test_hostile_bundle.py),
+    so that what is judged here is the edit itself."""
+    from audit.core.bundle import write_manifest
+
     head = next(r for r in data["results"] if r["name"] == "phrase_search")
     edit(head)
     path.write_text(json.dumps(data))
+    write_manifest(path, data["provenance"])
     return head
 
 

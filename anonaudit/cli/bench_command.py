@@ -15,7 +15,8 @@ from anonaudit.benchmark import BenchPeople
 from anonaudit.cli.param_options import Checked
 from audit.core.arguments import Seconds, Seed
 from anonaudit.cli.common import BENCH_TIME_LIMIT_HELP, BUDGET_HELP, no_cache_run, time_limit_option
-from anonaudit.cli.output_options import check_outputs, force_option
+from anonaudit.cli.output_options import check_outputs, force_option, keep_ids_option
+from audit.pipeline.bench_writer import holding
 from anonaudit.cli.tracking_options import tracking_options
 from audit.pipeline.outputs import bench_outputs
 from audit.core.errors import AnonauditError
@@ -121,13 +122,16 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
                    "leaderboard.csv, leaderboard.md and leaderboard.tex (with pandas). Running again resumes.")
 @time_limit_option(help_text=BENCH_TIME_LIMIT_HELP)
 @tracking_options
+@keep_ids_option(help="Name releases and the corpus named after their files by those names in the leaderboard's "
+                      "page, CSV, Markdown and LaTeX tables and on stdout (default: pseudonyms R1... and \"the "
+                      "corpus\", as in the shareable report: a file name can name a person or a case).")
 @force_option
 @no_cache_run
 @click.pass_context
 def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, originals, fmt, background, tri,
               tri_originals, demo_people, documents, compare, with_, sanitizer_sample, budget, also, attacks, metrics, cparams, sample,
               reference, seed, llm_spec, timeout, out_dir, time_limit, mlflow_uri, mlflow_experiment, mlflow_private,
-              force) -> None:
+              keep_ids, force) -> None:
     """Benchmark a sanitizer against the comparison points on one corpus: every attack and utility
     metric, each attack prepared once for all releases, a leaderboard ranked by risk with 95%
     intervals, the cost per document, and paired tests against the sanitizer under test (exact
@@ -154,18 +158,19 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
     sanitizers = set(registry_of(ctx).names("sanitizer"))
     san_params = {k: v for k, v in by_component.items() if k in sanitizers}
     by_component = {k: v for k, v in by_component.items() if k not in sanitizers}
-    result = anonaudit.bench(
-        sanitizer, command=command, release=release, name=name, params=_params(params, "--param").get("", {}),
-        originals=originals, background=background, tri=tri, tri_originals=tri_originals, demo_people=demo_people,
-        comparisons=_names(compare), with_=_names(with_) or (), budget=budget, sanitizer_sample=sanitizer_sample,
-        extra_releases=extra,
-        sanitizer_params=san_params,
-        attacks=_with_params(_names(attacks), by_component), metrics=_with_params(_names(metrics), by_component),
-        sample=sample, documents=documents, reference=reference, seed=seed, llm=llm_spec, out=out,
-        format=fmt, command_timeout=timeout, registry=registry_of(ctx), force=force, time_limit=time_limit)
-    page = result.report(out / "leaderboard.html", force=force)
+    with holding(out, create=False):  # from the bench to its leaderboard: no other bench into OUT meanwhile
+        result = anonaudit.bench(
+            sanitizer, command=command, release=release, name=name, params=_params(params, "--param").get("", {}),
+            originals=originals, background=background, tri=tri, tri_originals=tri_originals, demo_people=demo_people,
+            comparisons=_names(compare), with_=_names(with_) or (), budget=budget, sanitizer_sample=sanitizer_sample,
+            extra_releases=extra,
+            sanitizer_params=san_params,
+            attacks=_with_params(_names(attacks), by_component), metrics=_with_params(_names(metrics), by_component),
+            sample=sample, documents=documents, reference=reference, seed=seed, llm=llm_spec, out=out,
+            format=fmt, command_timeout=timeout, registry=registry_of(ctx), force=force, time_limit=time_limit)
+        page = result.report(out / "leaderboard.html", force=force, keep_ids=keep_ids)
     click.echo("")
-    click.echo(result.to_markdown())
+    click.echo(result.to_markdown(keep_ids=keep_ids))
     tex = out / "leaderboard.tex"
     latex = str(tex) if tex.is_file() else "no LaTeX: pip install 'anonaudit[pandas]'"
     click.echo(f"leaderboard: {page} (table: {out / 'leaderboard.csv'}, {out / 'leaderboard.md'}, {latex}); "

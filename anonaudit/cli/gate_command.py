@@ -42,12 +42,12 @@ def _repo_path(path: str) -> str:
 
 def write_ci(fmt: str, outputs: list[Output], checks, rf, results: str, keep_ids: bool) -> None:
     """Print GitHub's annotations, append its job summary, write GitLab's report (see
-    :mod:`reports.ci`: the shareable edition's rules; documents by pseudonym unless ``keep_ids``)."""
+    :mod:`reports.ci`: the shareable edition's rules; documents by pseudonym unless ``keep_ids``;
+    ``checks`` already :func:`published`)."""
     from audit.core.files import atomic_write
-    from reports.ci import github_annotations, gitlab_json, markdown_summary, renamed
-    from reports.shareable import pseudonyms, release_pseudonyms
+    from reports.ci import github_annotations, gitlab_json, markdown_summary
+    from reports.shareable import pseudonyms
 
-    checks = renamed(checks, {} if keep_ids else release_pseudonyms(rf))
     if fmt == "github":
         for line in github_annotations(checks):
             click.echo(line)
@@ -58,6 +58,17 @@ def write_ci(fmt: str, outputs: list[Output], checks, rf, results: str, keep_ids
             with open(out.path, "a", encoding="utf-8") as fh:
                 fh.write(markdown_summary(checks, names=None if keep_ids else pseudonyms(rf)) + "\n")
 
+
+
+def published(checks, rf, keep_ids: bool):
+    """The checks as everything the gate publishes names them (the table on stdout, the JUnit
+    XML, the annotations, the job summary, the Code Quality report): a release named after its
+    file by its shareable pseudonym unless ``keep_ids`` (:func:`reports.shareable.release_pseudonyms`,
+    the one rule)."""
+    from reports.ci import renamed
+    from reports.shareable import release_pseudonyms
+
+    return renamed(checks, {} if keep_ids else release_pseudonyms(rf))
 
 
 @click.command("gate")
@@ -81,8 +92,9 @@ def write_ci(fmt: str, outputs: list[Output], checks, rf, results: str, keep_ids
 @click.option("--codequality", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help=f"Write GitLab's Code Quality report (JSON) here (with --format gitlab: default {CODEQUALITY}).")
 @keep_ids_option(help="Name documents by their ids, and releases named after their files by those names, in the "
-                      "annotations, job summary and Code Quality report (default: pseudonyms D01... and R1..., as "
-                      "in the shareable report: an id or a file name can name a person or a case).")
+                      "table, JUnit XML, annotations, job summary and Code Quality report (default: pseudonyms "
+                      "D01... and R1..., as in the shareable report: an id or a file name can name a person or a "
+                      "case).")
 @force_option
 def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], releases: tuple[str, ...],
              on_point: bool, on_upper_ci: bool, junit: str | None, fmt: str, codequality: str | None,
@@ -96,8 +108,8 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
     threshold).
     """
     from audit.pipeline.gate import FAIL, INCONCLUSIVE, evaluate, exit_code, format_table, write_junit
-    from audit.core.bundle import check_bundle, reading, results_file
-    from audit.core.results import ResultsFile
+    from audit.core.bundle import reading, results_file
+    from audit.core.results import load_verified
 
     results = str(results_file(results))  # a results file, or the bundle's folder holding results.json
     try:
@@ -105,12 +117,12 @@ def gate_cmd(results: str, max_: tuple[str, ...], min_: tuple[str, ...], release
         if outputs:
             check_outputs(outputs, [("RESULTS.json", results)], force=force)
         with reading(results):  # one write's results and manifest (a writer holds the lock between them)
-            rf = ResultsFile.load(results)
-            check_bundle(results)  # a part of the bundle missing or changed: named, exit 2
+            rf = load_verified(results)  # the bundle verified before it is read: a forged part is named, exit 2
         checks = evaluate(rf, thresholds(max_, min_), releases=releases, on_point=on_point)
     except AnonauditError as exc:
         click.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)
+    checks = published(checks, rf, keep_ids)  # one rule for stdout, JUnit and the CI formats
     click.echo(format_table(checks))
     write_ci(fmt, outputs, checks, rf, results, keep_ids)
     failed = sum(c.status == FAIL for c in checks)

@@ -62,15 +62,15 @@ def report_cmd(results: str, out: str | None, shareable: bool, keep_ids: bool, m
     findings.shareable.csv beside report.shareable.html, NAME.csv beside any other NAME.html.
     """
     from audit.core.bundle import results_file
+    from anonaudit import load_results
     from audit.pipeline.gate import evaluate
-    from audit.core.results import ResultsFile
 
     path = results_file(results)  # a results file, or the bundle's folder holding results.json
     target = Path(out) if out else path.with_name("report.shareable.html" if shareable else "report.html")
     check_outputs(report_outputs(target), [("RESULTS.json", path)], force=force)
     checks = None
     if max_ or min_:
-        checks = evaluate(ResultsFile.load(path), thresholds(max_, min_), on_point=on_point)
+        checks = evaluate(load_results(path).file, thresholds(max_, min_), on_point=on_point)
     written = render(path, target, shareable=shareable, checks=checks, max_documents=max_documents, title=title,
                      keep_ids=keep_ids, force=force, guide=guide)
     click.echo(str(written))

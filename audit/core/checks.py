@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 STATUSES = (PASS, FAIL, INCONCLUSIVE)
-BOUNDS = ("value", "upper CI", "lower CI")
+BOUNDS = ("value", "upper CI", "lower CI", "no result")
+#: The ``bound`` of a check whose threshold has no result on its release: never a pass.
+NO_RESULT = "no result"
+#: Why such a check is inconclusive.
+NOT_RUN = ("no result on this release: its component did not run on it (or failed), so nothing shows the "
+           "release is safe")
 
 
 @dataclass(frozen=True)
@@ -44,9 +49,9 @@ class Check:
 
     threshold: Threshold
     release: str
-    result: Result
+    result: Result | None  # None: the threshold has no result on this release (bound "no result")
     compared: float
-    bound: str  # "value" | "upper CI" | "lower CI"
+    bound: str  # "value" | "upper CI" | "lower CI" | "no result"
     status: str
     reason: str = ""
 
@@ -61,6 +66,9 @@ class Check:
     @property
     def message(self) -> str:
         verdict = {PASS: "passes", FAIL: "FAILS", INCONCLUSIVE: "is INCONCLUSIVE for"}[self.status]
+        if self.result is None:
+            return f"{self.threshold.name} on {self.release} {verdict} {self.threshold.symbol} " \
+                   f"{self.threshold.value:g}: {self.reason or NOT_RUN}"
         text = (f"{self.threshold.name} on {self.release}: {self.bound} {self.compared:.4g} "
                 f"{verdict} {self.threshold.symbol} {self.threshold.value:g}")
         return f"{text} (the attacker failed its own check: {self.reason})" if self.reason else text
@@ -69,7 +77,8 @@ class Check:
         """As recorded in ``provenance.gate.checks``: the threshold, the result it judged (by
         kind, name and release) and the judgement."""
         return {"name": self.threshold.name, "side": self.threshold.side, "threshold": self.threshold.value,
-                "kind": self.result.kind, "result": self.result.name, "release": self.release,
+                "kind": "" if self.result is None else self.result.kind,
+                "result": self.threshold.name if self.result is None else self.result.name, "release": self.release,
                 "compared": self.compared if math.isfinite(self.compared) else None, "bound": self.bound,
                 "status": self.status, "reason": self.reason}
 
@@ -96,7 +105,10 @@ def check_problems(data: Any, results: Sequence[Result], where: str) -> list[str
     for key, allowed in (("side", ("max", "min")), ("status", STATUSES), ("bound", BOUNDS)):
         if isinstance(data.get(key), str) and data[key] not in allowed:
             out.append(f"\"{where}.{key}\" must be one of {', '.join(allowed)}, not {data[key]!r}")
-    if not out and _find(results, data) is None:
+    if not out and data["bound"] == NO_RESULT:
+        if data["status"] != INCONCLUSIVE or data.get("compared") is not None:
+            out.append(f"\"{where}\" has no result, so it must be inconclusive with no \"compared\" figure")
+    elif not out and _find(results, data) is None:
         out.append(f"\"{where}\" judges result {data['result']!r} ({data['kind']}) on release "
                    f"{data['release']!r}, which is not in the file")
     return out
@@ -115,7 +127,7 @@ def checks_of(provenance: Mapping[str, Any], results: Sequence[Result]) -> list[
     out = []
     for data in recorded or ():
         r = _find(results, data)
-        if r is None:
+        if r is None and data["bound"] != NO_RESULT:
             continue
         compared = math.nan if data.get("compared") is None else float(data["compared"])
         out.append(Check(Threshold(data["name"], data["side"], float(data["threshold"])), data["release"], r,

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from audit.core.details import VALUE_FROM
+from audit.core.names import normalise
 from audit.core.resultshape import SHARE_TOLERANCE, clamp_share
 
 if TYPE_CHECKING:
@@ -76,8 +77,28 @@ def consistency_problems(r: Result) -> list[str]:
 
 
 def results_problems(results: Iterable[Result]) -> list[str]:
-    """:func:`consistency_problems` of each result, each message naming the result and its release."""
-    return [f"result {r.name!r} on release {r.release!r}: {w}" for r in results for w in consistency_problems(r)]
+    """:func:`consistency_problems` of each result, each message naming the result and its
+    release; and results that contradict each other: two values for one metric (or attack) and
+    release, naming both (a reader would otherwise keep one without a word)."""
+    results = list(results)
+    out = [f"result {r.name!r} on release {r.release!r}: {w}" for r in results for w in consistency_problems(r)]
+    return out + duplicate_problems(results)
+
+
+def duplicate_problems(results: Iterable[Result]) -> list[str]:
+    """Two results of one kind, name (as the gate matches names) and release: each pair named
+    with both values."""
+    first: dict[tuple[str, str, str], Result] = {}
+    out = []
+    for r in results:
+        key = (r.kind, normalise(r.name), r.release)
+        if key in first:
+            a = first[key]
+            out.append(f"result {r.name!r} on release {r.release!r} is given twice, with two values: "
+                       f"{a.value:.6g} and {r.value:.6g}; a results file holds one value per result and release")
+        else:
+            first[key] = r
+    return out
 
 
 def _beats_problem(r: Result) -> str:

@@ -421,3 +421,15 @@ class ResultsFile:
         return cls(results=results, provenance=dict(provenance or {}))
 
 
+def load_verified(results_path: str | os.PathLike) -> ResultsFile:
+    """The :class:`ResultsFile` at ``results_path``, read only after its bundle is verified
+    (:func:`audit.core.bundle.check_bundle`: the manifest and every part it lists), then checked
+    to list every release copy it records (:func:`audit.core.bundle.check_coverage`): what
+    ``report``, ``gate`` and :func:`anonaudit.load_results` read. Call it under
+    :func:`audit.core.bundle.reading`."""
+    from audit.core.bundle import check_bundle, check_coverage
+
+    check_bundle(results_path)
+    rf = ResultsFile.load(results_path)
+    check_coverage(results_path, rf.provenance)
+    return rf

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import unicodedata
 from typing import Any
 
 from audit.core.details import details_problems
@@ -58,6 +59,13 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def control_characters(text: str) -> list[str]:
+    """The control, format and line-separator characters in ``text`` (newline, carriage return,
+    ESC, a bidirectional override...), each once: what a name printed in a log, a table or an
+    annotation may never hold."""
+    return sorted({c for c in text if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
+
+
 def result_shape_problems(item: Any) -> list[str]:
     """What is wrong with the shape of one serialized result (empty when it can be read)."""
     if not isinstance(item, dict):
@@ -66,6 +74,11 @@ def result_shape_problems(item: Any) -> list[str]:
     for key in ("kind", "name", "release"):
         if not isinstance(item.get(key), str):
             out.append(f"\"{key}\" must be a string, not {json_type(item.get(key))}")
+    for key in ("name", "release"):
+        if isinstance(item.get(key), str) and control_characters(item[key]):
+            out.append(f"\"{key}\" {item[key]!r} holds control characters "
+                       f"({', '.join(repr(c) for c in control_characters(item[key]))}): names never do (a CI log "
+                       "would print them raw)"[:300])
     if isinstance(item.get("kind"), str) and item["kind"] not in KINDS:
         out.append(f"\"kind\" must be one of {', '.join(KINDS)}, not {item['kind']!r}")
     out += figure_problems(item)

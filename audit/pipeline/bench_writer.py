@@ -15,20 +15,68 @@ part as soon as it is made, so that a re-run resumes:
 - ``results.json`` with its summary, manifest and release copies, through the
   :class:`~audit.pipeline.bundle_writer.BundleWriter` it hands to the audit (:attr:`results`);
 - ``bench.json``: what preparing each attack cost, kept from run to run.
+
+A bench holds its folder while it runs (:func:`holding`: a lock on ``OUT/.anonaudit-bench.lock``,
+through ``filelock``): a second bench into the same folder at the same time is refused before any
+work, naming the folder, so two benches never mix their releases in one leaderboard.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from audit.core.data import Corpus
+from audit.core.errors import AnonauditError
 from audit.core.files import atomic_write_json, sha256_file
 from audit.core.results import ResultsFile
 from audit.pipeline.bundle_writer import BundleWriter
 from audit.pipeline.outputs import bench_outputs, check_outputs, replaces
+
+
+#: The lock a bench holds on its folder while it runs.
+LOCK_NAME = ".anonaudit-bench.lock"
+_HELD: dict[str, list[Any]] = {}  # folder -> [its lock, how many holders in this process]
+
+
+@contextlib.contextmanager
+def holding(out: str | Path, *, create: bool = True) -> Iterator[None]:
+    """Hold the bench folder ``out`` for the ``with`` block; refused (:class:`AnonauditError`
+    naming the folder) when another process holds it. Within one process the hold nests: the
+    command line holds the folder from the bench to its leaderboard, and the bench's writer inside
+    it. ``create=False``: a folder not there yet is not made here, and is locked by the first
+    hold inside this one that makes it (the writer, once the bench's input is checked)."""
+    key = str(Path(out).resolve())
+    entry = _HELD.setdefault(key, [None, 0])
+    entry[1] += 1
+    try:
+        if entry[0] is None and (create or Path(key).is_dir()):
+            entry[0] = _lock(Path(key), out)
+        yield
+    finally:
+        entry[1] -= 1
+        if not entry[1]:
+            _HELD.pop(key)
+            if entry[0] is not None:
+                entry[0].release()
+
+
+def _lock(folder: Path, out: str | Path) -> Any:
+    import filelock
+
+    lock = filelock.FileLock(str(folder / LOCK_NAME), timeout=0)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except filelock.Timeout:
+        raise AnonauditError(f"{out}: another bench is writing into this folder now (it holds {LOCK_NAME} "
+                             "there); wait for it to finish, or give another --out") from None
+    except OSError as exc:
+        raise AnonauditError(f"{out}: cannot lock the bench folder ({exc.strerror or exc})") from None
+    return lock
 
 
 class BenchWriter:
@@ -45,9 +93,16 @@ class BenchWriter:
             check_outputs(bench_outputs(self.out), list(inputs), force=force, force_named=force_named)
         if replace is None:
             replace = bool(force and replaces(self.out / "results.json", "results"))
-        self.out.mkdir(parents=True, exist_ok=True)
+        self._hold: contextlib.ExitStack | None = contextlib.ExitStack()
+        self._hold.enter_context(holding(self.out))  # before any work: one bench per folder at a time
         #: The writer of ``OUT/results.json``, handed to the bench's audit.
         self.results = BundleWriter(self.out / "results.json", replace=replace)
+
+    def close(self) -> None:
+        """Let go of the folder (:func:`holding`): another bench may write into it now."""
+        if self._hold is not None:
+            self._hold.close()
+            self._hold = None
 
     @property
     def sanitized(self) -> Path:

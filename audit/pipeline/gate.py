@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from audit.core.checks import FAIL, INCONCLUSIVE, PASS, Check, Threshold
+from audit.core.checks import FAIL, INCONCLUSIVE, NO_RESULT, NOT_RUN, PASS, Check, Threshold
 from audit.core.consistency import results_problems
 from audit.core.errors import AnonauditError
 from audit.core.files import atomic_write
@@ -37,7 +37,7 @@ from audit.core.results import Result, ResultsFile
 
 __all__ = ["EXIT_FAIL", "EXIT_INVALID", "EXIT_INCONCLUSIVE", "PASS", "FAIL", "INCONCLUSIVE", "Check", "Threshold",
            "GateInputError", "exit_code", "parse_threshold", "evaluate", "judge", "recorded", "format_table",
-           "junit_xml", "write_junit"]
+           "junit_xml", "write_junit", "missing"]
 
 
 EXIT_FAIL = 1
@@ -80,8 +80,9 @@ def evaluate(rf: ResultsFile, thresholds: Sequence[Threshold], *, releases: Sequ
     """Judge every threshold on every selected release (all releases by default), on the
     cautious CI bound unless ``on_point``.
 
-    A threshold whose result is missing on every selected release is an input error;
-    one missing on some releases only is judged where it exists.
+    A threshold whose result is missing on every selected release is an input error; one
+    missing on some releases is inconclusive there (:func:`missing`), never a pass: a release
+    that was never attacked is not shown safe.
     """
     if not thresholds:
         raise GateInputError("no thresholds: give at least one --max NAME=VALUE or --min NAME=VALUE")
@@ -101,9 +102,15 @@ def evaluate(rf: ResultsFile, thresholds: Sequence[Threshold], *, releases: Sequ
         if not matching:
             where = f" on release(s) {', '.join(selected)}" if releases else ""
             raise GateInputError(f"no result named {th.name!r}{where} (results: {', '.join(names) or 'none'})")
-        for r in sorted(matching, key=lambda r: selected.index(r.release)):
-            checks.append(judge(th, r, on_point=on_point))
+        found = {r.release: r for r in matching}
+        checks += [judge(th, found[rel], on_point=on_point) if rel in found else missing(th, rel) for rel in selected]
     return checks
+
+
+def missing(th: Threshold, release: str) -> Check:
+    """The check of a threshold with no result on ``release``: inconclusive (exit 3 unless
+    another check fails), never a pass."""
+    return Check(th, release, None, math.nan, NO_RESULT, INCONCLUSIVE, NOT_RUN)
 
 
 def judge(th: Threshold, r: Result, *, on_point: bool = False) -> Check:
@@ -124,16 +131,18 @@ def judge(th: Threshold, r: Result, *, on_point: bool = False) -> Check:
 
 def recorded(rf: ResultsFile, limits: Mapping[str, Mapping[str, float]], *, on_point: bool = False) -> list[dict]:
     """The checks of a spec's ``gate`` (``{"max": {name: value}, "min": {...}}``) on the results
-    in ``rf`` that exist, as a run records them in its results file (``provenance.gate.checks``):
-    a report rendered later from the file shows the verdict the run reached. A threshold with no
-    result yet (a component still to run, or skipped) is left out here; ``anonaudit gate`` and
-    ``anonaudit run`` refuse it."""
+    in ``rf``, as a run records them in its results file (``provenance.gate.checks``): a report
+    rendered later from the file shows the verdict the run reached. A threshold with no result
+    yet on any release (a component still to run, or skipped) is left out here (``anonaudit
+    gate`` and ``anonaudit run`` refuse it); one with results on some releases only is
+    inconclusive on the others (:func:`missing`)."""
     out = []
     for side in ("max", "min"):
         for name, value in (limits.get(side) or {}).items():
             th = Threshold(str(name), side, float(value))
-            out += [judge(th, r, on_point=on_point).to_dict() for r in rf.results
-                    if normalise(r.name) == normalise(th.name)]
+            found = {r.release: r for r in rf.results if normalise(r.name) == normalise(th.name)}
+            out += [(judge(th, found[rel], on_point=on_point) if rel in found else missing(th, rel)).to_dict()
+                    for rel in rf.releases if found]
     return out
 
 
@@ -141,7 +150,8 @@ def format_table(checks: Iterable[Check]) -> str:
     """A plain-text pass/fail/inconclusive table for the terminal (reasons below it)."""
     checks = list(checks)
     rows = [("check", "release", "compared", "result"), *[
-        (c.title, c.release, f"{c.compared:.4g} ({c.bound})", c.status.upper()) for c in checks]]
+        (c.title, c.release, c.bound if c.result is None else f"{c.compared:.4g} ({c.bound})", c.status.upper())
+        for c in checks]]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -164,10 +174,10 @@ def junit_xml(checks: Sequence[Check], *, suite: str = "anonaudit gate") -> str:
         if c.status == PASS:
             continue
         r = c.result
-        ci = "" if r.ci is None else f", 95% CI [{r.ci[0]:.4g}, {r.ci[1]:.4g}]"
+        ci = "" if r is None or r.ci is None else f", 95% CI [{r.ci[0]:.4g}, {r.ci[1]:.4g}]"
         tag, kind = ("failure", "threshold") if c.status == FAIL else ("error", "inconclusive")
         el = ET.SubElement(tc, tag, message=c.message, type=kind)
-        el.text = f"{c.message}\nvalue {r.value:.4g}{ci}, n = {r.n}"
+        el.text = c.message + ("" if r is None else f"\nvalue {r.value:.4g}{ci}, n = {r.n}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

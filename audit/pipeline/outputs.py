@@ -23,8 +23,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from audit.core.bundle import manifest_path
 from audit.core.errors import AnonauditError
-from audit.core.summary import FINDINGS_COLUMNS
+from audit.core.summary import COLUMNS as SUMMARY_COLUMNS
+from audit.core.summary import FINDINGS_COLUMNS, summary_path
 
 #: What each kind of output is, in words, for the messages.
 KINDS = {
@@ -40,12 +42,17 @@ KINDS = {
     "codequality": "a GitLab Code Quality report (JSON)",
     "step_summary": "a job summary (Markdown, appended to)",
     "tae_spec": "an audit spec converted from a TAE config",
+    "summary": "an anonaudit summary table (CSV)",
+    "manifest": "an anonaudit results bundle's manifest",
 }
 #: The first line of an audit spec ``data convert`` writes from a TAE config.
 TAE_SPEC_HEADER = "# anonaudit audit spec converted from the TAE config"
 #: Kinds of output merged into what the file holds (results): never written over an input, even
 #: when forced (a forced write over a file of another kind starts a new one: :func:`replaces`).
 MERGED = frozenset({"results"})
+#: Kinds of output that are never written over a file of another kind, even when forced: the parts
+#: beside a results file (a user's ``summary.csv`` or ``R.manifest.json`` there stays).
+KEPT = frozenset({"summary", "manifest"})
 _HEAD = 1 << 16
 
 @dataclass(frozen=True)
@@ -88,6 +95,10 @@ def _is_kind(path: Path, kind: str) -> bool:
         return text.lstrip().startswith("[") and ('"fingerprint"' in text or not text.strip("[] \n"))
     if kind == "tae_spec":
         return text.startswith(TAE_SPEC_HEADER)
+    if kind == "summary":
+        return text.splitlines()[0].strip() == ",".join(SUMMARY_COLUMNS)
+    if kind == "manifest":
+        return '"anonaudit.bundle/' in text
     if kind == "step_summary":
         return True  # appended to, never replaced: what it holds stays
     if kind == "jsonl":
@@ -141,8 +152,9 @@ def _where_problem(path: Path) -> str:
 def check_outputs(outputs: Iterable[Output], inputs: Sequence[tuple[str, str | os.PathLike | None]], *,
                   force: bool = False, force_named: str = "--force") -> None:
     """Refuse (:class:`AnonauditError`, every problem at once) outputs that are inputs of the
-    command (``inputs``: how each was named, and its path) and outputs that cannot be written at
-    all, whatever ``force`` says; and existing files of another kind, unless ``force``.
+    command (``inputs``: how each was named, and its path; an input that is a results file brings
+    every part of its bundle: :func:`bundle_parts`), two outputs at one path, and outputs that
+    cannot be written at all, whatever ``force`` says; and existing files of another kind, unless ``force``.
     ``force_named``: how the caller's user says force (the API's ``force=True``)."""
     hard: list[str] = []
     soft: list[str] = []
@@ -151,6 +163,9 @@ def check_outputs(outputs: Iterable[Output], inputs: Sequence[tuple[str, str | o
         if _not_unicode(path):
             hard.append(f"{label} {path!s:.200}: the file name is not valid UTF-8; rename it (file names are "
                         "recorded in the results and the report)")
+    given += [part for label, path in given if not _not_unicode(path) for part in bundle_parts(path, label)]
+    outputs = list(outputs)
+    hard += _collisions(outputs)
     for out in outputs:
         path = Path(out.path).expanduser()
         wrong = "the file name is not valid UTF-8; choose another (it is written into the results and the report)" \
@@ -165,12 +180,54 @@ def check_outputs(outputs: Iterable[Output], inputs: Sequence[tuple[str, str | o
         elif clash is not None:  # no output ever destroys an input: the user's --force included
             hard.append(f"{out.named} {path}: this is also the command's input ({clash}); writing it would "
                         f"destroy that input ({force_named} does not change that): give another output path")
+        elif path.exists() and not _is_kind(path, out.kind) and out.kind in KEPT:
+            hard.append(f"{out.named} {path}: exists and is not one anonaudit wrote (not {KINDS[out.kind]}); it is "
+                        f"never written over ({force_named} does not change that): move it away or choose another "
+                        "results file name")
         elif path.exists() and not _is_kind(path, out.kind):
             soft.append(f"{out.named} {path}: exists and is not {KINDS[out.kind]}; writing it would replace "
                         "that file")
     if hard or (soft and not force):
         hint = [f"give another output path, or {force_named} to replace it anyway"] if soft and not force else []
         raise AnonauditError("\n".join(hard + (soft if not force else []) + hint))
+
+
+def _collisions(outputs: Sequence[Output]) -> list[str]:
+    """Two outputs of one command at one path: the second write would lose the first."""
+    out, seen = [], []
+    for o in outputs:
+        path = Path(o.path).expanduser()
+        first = next((s for s in seen if _same(path, Path(s.path).expanduser())), None)
+        if first is not None:
+            out.append(f"{o.named} {path} and {first.named} {Path(first.path).expanduser()} are one file: one would be "
+                       "lost without a word; give each its own path")
+        else:
+            seen.append(o)
+    return out
+
+
+def bundle_parts(path: Path, label: str) -> list[tuple[str, Path]]:
+    """The parts of the results bundle whose results file is the input ``path`` (``label``: how
+    the command names it), each as an input of its own: its summary table, its manifest and
+    every release copy (the ``releases/`` folder's files, and any other part its manifest
+    lists). Empty when ``path`` is not an anonaudit results file."""
+    if not path.is_file() or not path.stat().st_size or not _is_kind(path, "results"):
+        return []
+    copies = path.parent / ("releases" if path.name == "results.json" else f"{path.stem}.releases")
+    parts = [("summary table", summary_path(path)), ("manifest", manifest_path(path)),
+             *(("release copy", p) for p in sorted(copies.rglob("*")) if p.is_file())]
+    parts += [("part", path.parent / rel) for rel in _listed(manifest_path(path))]
+    return [(f"{label}'s {what} {part}", part) for what, part in parts]
+
+
+def _listed(manifest: Path) -> list[str]:
+    """The paths a manifest lists, read leniently (the guard only looks for more inputs: the
+    readers refuse a damaged manifest, :func:`audit.core.bundle.check_bundle`)."""
+    try:
+        parts = json.loads(manifest.read_text(encoding="utf-8")).get("parts")
+        return [p["path"] for p in parts if isinstance(p, dict) and isinstance(p.get("path"), str)]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return []
 
 
 def replaces(path: str | os.PathLike, kind: str) -> bool:
@@ -192,9 +249,12 @@ def spec_inputs(spec, spec_file: str | os.PathLike | None = None) -> list[tuple[
 
 
 def results_outputs(results: Path, named: str = "--out") -> list[Output]:
-    """The files a results writer makes: the results file (the summary table beside it is
-    guarded by its writer, :mod:`audit.core.summary`, which refuses a CSV it did not write)."""
-    return [Output(results, "results", named)]
+    """The files a results writer makes: the results file, its summary table and its manifest
+    (each writer refuses, whatever ``--force`` says, a file there it did not write:
+    :mod:`audit.core.summary`, :mod:`audit.core.bundle`)."""
+    return [Output(results, "results", named),
+            Output(summary_path(results), "summary", f"the summary table beside {named}"),
+            Output(manifest_path(results), "manifest", f"the manifest beside {named}")]
 
 
 def bench_outputs(out: Path) -> list[Output]:
