@@ -100,9 +100,10 @@ class PPIEstimate:
                 "estimand": self.estimand, "lambda": round(self.lam, 4),
                 "agreement": None if self.agreement is None else round(self.agreement, 4),
                 "predictor": self.predictor, "fallback": self.fallback, "made": self.sentence(),
-                "interval": "prediction-powered difference estimator over documents (PPI++ power tuning, "
-                            "lambda in [0, 1]); Student t, n - 2 df; finite-population correction for "
-                            "this release"}
+                "interval": "difference estimator over documents (PPI++ power tuning, lambda in [0, 1]); "
+                            "Student t on the residuals (n - 2 df; 96% at sequential looks); "
+                            + ("finite-population correction: about this release" if self.estimand == "release"
+                               else "plus var(y)/N: about documents like these")}
 
 
 def _t(df: np.ndarray, confidence: float = CONFIDENCE) -> np.ndarray:
@@ -128,19 +129,19 @@ def ppi_batch(y: np.ndarray, f_judged: np.ndarray, f_all: np.ndarray, *, estiman
         cov = ((y - ym[:, None]) * (fj - fm[:, None])).sum(axis=1)
         var = ((fj - fm[:, None]) ** 2).sum(axis=1)
         lam_v = np.clip(np.where(var > 1e-12, cov / np.where(var > 1e-12, var, 1.0), 0.0), 0.0, 1.0)
-        ddof = 2
+        ddof = np.where(var > 1e-12, 2, 1)  # a slope fitted costs a degree of freedom; a constant score none
     else:
         lam_v = np.full(len(y), 0.0 if lam is None else float(lam))
-        ddof = 1
+        ddof = np.ones(len(y), dtype=int)
     value = ym if n == big_n else lam_v * fa.mean(axis=1) + ym - lam_v * fm  # all judged: the plain mean, exactly
     floor = n / (n + 1) ** 2  # one more document, off by the whole scale
     r = y - lam_v[:, None] * fj
-    s2 = np.maximum(((r - r.mean(axis=1)[:, None]) ** 2).sum(axis=1) / max(n - ddof, 1), floor)
+    s2 = np.maximum(((r - r.mean(axis=1)[:, None]) ** 2).sum(axis=1) / np.maximum(n - ddof, 1), floor)
     var = (1 - n / big_n) * s2 / n
     if estimand == "population":
         s2y = np.maximum(((y - ym[:, None]) ** 2).sum(axis=1) / max(n - 1, 1), floor)
         var = var + s2y / big_n
-    half = _t(np.full(len(y), n - ddof), confidence) * np.sqrt(var)
+    half = _t(n - ddof, confidence) * np.sqrt(var)
     if n < 3 and not (estimand == "release" and n == big_n):
         half = np.full(len(y), 1.0)  # too few documents to say anything about the others
     value = np.clip(value, 0.0, 1.0)

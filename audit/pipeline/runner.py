@@ -475,6 +475,8 @@ class Audit:
                 # the whole release. Results are frozen: a new one with a new details dict.
                 mark = ({**own, "of": len(rel)} if isinstance(own, Mapping)
                         else {"documents": len(sampled), "of": len(rel), "seed": self.spec.seed})
+                if isinstance(own, Mapping) and isinstance(own.get("made"), str):  # its release was the sample
+                    mark["made"] = f"{own['made']} (the runner's seeded sample of {len(sampled)} of {len(rel)} documents)"
                 r = dataclasses.replace(r, details={**r.details, "sampled": mark})
             out.append(r)
         return out
