@@ -99,3 +99,24 @@ def test_no_judged_document_is_scored_by_a_model_that_saw_it():
     assert base["d0"] == flipped["d0"] and base["d1"] != flipped["d1"]
     with pytest.raises(PredictorUnavailable, match="only 2 documents judged"):
         pred({"d0": [1.0, 0.0], "d1": [1.0, 0.0]})
+
+
+@pytest.mark.slow
+def test_the_real_judge_gives_a_prediction_powered_figure_with_its_counts(quality_llm, minilm):
+    """The embedded 1.5B judge (the 0.5B says No to nearly everything: no predictor can be fitted
+    on one class) and MiniLM on 12 people of the demo: the first look judges 10 documents (at most
+    2 claims each), the predictor scores all 12, and the figure says so (~40 LLM questions, ~1 min)."""
+    from anonaudit.demo.population import generate
+
+    demo = generate(n=12, seed=0)
+    release = demo.releases["labels"]
+    scenario = Scenario(originals=demo.originals, releases=(release,))
+    attack = ClaimLinkerAttack(llm=quality_llm, embedder=minilm, paraphrase=False, judge_check=4, claim_sample=2,
+                               score_target=0.2, seed=0)
+    _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
+    e, d = semantic.details["estimate"], semantic.details
+    assert e["fallback"] is None and e["predictor"].startswith("logistic regression")
+    assert e["judged"] == semantic.n == 10 and e["scored"] == 12
+    assert d["made"] == f"prediction-powered, 10 judged, 12 scored, ±{e['half_width']:.3f}, about this release"
+    assert semantic.ci[0] <= semantic.value <= semantic.ci[1] and e["half_width"] <= 0.2
+    assert 0.0 <= e["lambda"] <= 1.0 and d["sampled"]["made"] == d["made"]
