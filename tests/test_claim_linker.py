@@ -320,10 +320,11 @@ def test_attack_links_and_scores_without_ever_scoring_aux_claims(spacy_resource)
     for d in link.documents:
         for a in d.facts["aux"]:
             assert a["claim"] not in judged  # neither scored nor used in the judge's control
-    # 4 documents x 2 scored claims x 3 repeats, plus the control: 8 claims x (own, other document).
-    assert len(judged) == 4 * 2 * 3 + 8 * 2
-    assert {r.seed for r in llm.calls} == {0, 1, 2}
+    # 4 documents x 2 scored claims x 3 repeats, plus the control: 8 claims x (own, other document) and
+    # the masked twins of those whose evidence has a detail to mask
     check = semantic.details["judge_check"]
+    assert len(judged) == 4 * 2 * 3 + 8 * 2 + check["masked_claims"] and 0 < check["masked_claims"] <= 8
+    assert {r.seed for r in llm.calls} == {0, 1, 2}
     assert check["claims"] == 8 and check["self"] == 1.0 and check["unrelated"] <= 0.4 and check["passed"]
     assert "WARNING" not in semantic.details["note"]
     assert 0.0 < lexical.value < 1.0 and lexical.n == 4
@@ -339,7 +340,7 @@ def test_a_judge_that_cannot_tell_documents_apart_is_flagged(spacy_resource):
     _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
     check = semantic.details["judge_check"]
     assert check["self"] == 1.0 and check["unrelated"] == 1.0 and not check["passed"]
-    assert "WARNING: the judge (scripted, rating) failed its self-consistency control" in semantic.details["note"]
+    assert "WARNING: the judge (scripted, rating) failed its control (unrelated 1.0" in semantic.details["note"]
     assert semantic.details["warning"].startswith("the judge (scripted, rating) failed")
     # The control runs once per fit, not once per release.
     calls = len(attack._get_llm().calls)
@@ -413,7 +414,7 @@ def test_the_yesno_judge_scores_fixed_answers_and_passes_its_control(spacy_resou
     # is), fewer where a claim's one sentence of evidence makes the same question twice (asked once)
     asked = {p for p, _ in llm.scored}
     assert {c for _, c in llm.scored} == {"Yes", "No"} and len(llm.scored) == 2 * len(asked)
-    assert len(asked) == len(attack._margins_) and 16 <= len(asked) <= 4 * 2 + 8 * 2
+    assert len(asked) == len(attack._margins_) and 16 <= len(asked) <= 4 * 2 + 8 * 3
     check = d["judge_check"]
     assert check["judge"] == "yesno" and check["self"] == 1.0 and check["unrelated"] == 0.0 and check["passed"]
     # masked names: the claims naming a person are not stated, the others are
@@ -472,7 +473,7 @@ def test_a_yes_saying_yesno_judge_fails_its_control_and_says_so(spacy_resource):
     _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
     check = semantic.details["judge_check"]
     assert check["self"] == 1.0 and check["unrelated"] == 1.0 and not check["passed"]
-    assert semantic.details["warning"].startswith("the judge (scripted-logprobs, yesno) failed its self-consistency")
+    assert semantic.details["warning"].startswith("the judge (scripted-logprobs, yesno) failed its control (unrelated 1.0")
     assert "does not count in the verdict" in semantic.details["warning"]
     assert semantic.details["in_verdict"] is False and semantic.baseline is None
     assert semantic.value == 1.0  # the figure is still there, never a silent zero, with its warning
@@ -655,7 +656,7 @@ def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
     assert semantic.details["evidence_ranking"] == "dense"
     # the contrastive yes/no judge ran on the real log-probabilities (no fallback); a failed control
     # is said (the 0.5B answers No to nearly everything: benchmarks/README.md), a passed one counts
-    assert semantic.details["judge"] == "contrast" and semantic.details["judge_fallback"] is None
+    assert semantic.details["judge"] == "details" and semantic.details["judge_fallback"] is None
     assert (semantic.details["warning"] is None) == check["passed"] == semantic.details["in_verdict"]
     # Masking keeps most words: the lexical figure is high.
     assert lexical.value > 0.5
@@ -664,7 +665,8 @@ def test_real_models_link_and_score_the_demo_population(small_llm, minilm):
 @pytest.mark.slow
 def test_the_real_yesno_judge_passes_its_control_on_the_demo_population(quality_llm, minilm):
     """The default judge on the embedded 1.5B (the 0.5B says No to nearly everything, see
-    benchmarks/README.md): 16 identifying control claims, own document >= 0.8, another <= 0.2, by
+    benchmarks/README.md): 16 identifying control claims, own document >= 0.8, another <= 0.2,
+    masked twin <= 0.2, by
     the log-probabilities of Yes and No against the threshold that the claims' reference records
     set; the checked figure counts in the verdict."""
     from anonaudit.demo.population import generate
@@ -676,8 +678,10 @@ def test_the_real_yesno_judge_passes_its_control_on_the_demo_population(quality_
                                judge_check=16, seed=0)
     _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
     check = semantic.details["judge_check"]
-    assert semantic.details["judge"] == "contrast" and check["claims"] == 16 and check["threshold"] >= 0
+    assert semantic.details["judge"] == "details" and check["claims"] == 16 and check["threshold"] >= 0
     assert check["self"] >= 0.8 and check["unrelated"] <= 0.2 and check["passed"], check
+    # the masked twins (issue 68): the claims' own sentences with spaCy's details masked are not stated
+    assert check["masked_claims"] >= 12 and check["masked"] <= 0.2, check
     assert semantic.details["warning"] is None and semantic.details["in_verdict"] is True
     assert semantic.n == 2 and 0.0 <= semantic.value <= 1.0
 

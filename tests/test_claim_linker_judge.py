@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from attackers.claim_linker import ClaimLinkerAttack, SentenceSplitter
-from attackers.claim_linker.reference import NO_DETAIL, NOT_UNIQUE, OriginalsIndex, null_threshold, specific_details
+from attackers.claim_linker.reference import (NO_DETAIL, DetailFrequency, NOT_UNIQUE, OriginalsIndex, detail_spans, mask_spans,
+                                             null_threshold, specific_details, stated_details)
 from audit.core.data import Corpus, Document, Release, Scenario
 from audit.models.llm import LLM
 from audit.models.resources import Resources
@@ -121,7 +122,7 @@ def test_the_threshold_is_a_conformal_bound_on_other_peoples_margins():
     assert null_threshold([float("-inf"), 0.5]) == 0.5
 
 
-def test_shared_wording_fools_the_plain_judge_and_not_the_contrastive_one(spacy_resource, resources):  # noqa: F811
+def test_shared_wording_fools_the_plain_judge_and_the_contrast_only_on_masked_twins(spacy_resource, resources):  # noqa: F811
     originals = _corpus()
     labels = Corpus([Document(d.id, d.text.replace(p[0], "[PERSON]").replace(p[1], "[LOC]").replace(p[3], "[DATE]"),
                               subject=d.subject) for d, p in zip(originals, PEOPLE)], name="labels")
@@ -130,23 +131,24 @@ def test_shared_wording_fools_the_plain_judge_and_not_the_contrastive_one(spacy_
     check = plain.fit(scenario).evaluate(scenario, scenario.releases[0])[1].details["judge_check"]
     assert check["self"] == 1.0 and check["unrelated"] > 0.2 and not check["passed"]  # another record "states" it
 
-    attack = _attack(spacy_resource, resources)  # the defaults: the contrastive judge, identifying claims only
-    assert attack.judge == "contrast" and attack.identifying
+    attack = _attack(spacy_resource, resources, judge="contrast")  # identifying claims only (the default)
+    assert attack.identifying
     identity = attack.fit(scenario).evaluate(scenario, scenario.releases[0])[1]
     d = identity.details
     check = d["judge_check"]
-    assert check["judge"] == "contrast" and check["passed"], check
-    assert check["self"] == 1.0 and check["unrelated"] == 0.0
+    assert check["judge"] == "contrast" and check["self"] == 1.0 and check["unrelated"] == 0.0, check
+    # ... but shared wording still "states" a sentence with its details masked (issue 68): it fails there
+    assert check["masked"] > 0.2 and [f.split()[0] for f in check["failed"]] == ["masked"] and not check["passed"]
     # the sentence every record has and the one without a detail are never judged
     assert set(check["left_out"]) <= {NO_DETAIL, NOT_UNIQUE}
     assert d["claims_left_out"] == {NO_DETAIL: 6, NOT_UNIQUE: 6}
-    assert "records of other people most like them" in d["decision_rule"] and d["warning"] is None
+    assert "records of other people most like them" in d["decision_rule"] and "failed its control (masked" in d["warning"]
     assert 0 < check["threshold"] < 1 and len(check["reference_margins"]) == 16
     assert d["documents_without_identifying_claims"] == [] and "claims left out: 6 (another" in d["note"]
     for doc in identity.documents:
         assert doc.facts["claims_left_out"] == {NO_DETAIL: 1, NOT_UNIQUE: 1}
         assert doc.facts["claims_scored"] == 3  # 6 claims less the attacker's one and the two left out
-    assert identity.value == 1.0 and d["in_verdict"]
+    assert identity.value == 1.0 and not d["in_verdict"]
     # labels hide the names, places and dates: what is left is what every record says
     labelled = attack.evaluate(scenario, scenario.releases[1])[1]
     assert labelled.value < identity.value
@@ -175,3 +177,113 @@ def test_without_a_control_the_contrastive_judge_says_it_had_no_threshold(spacy_
     semantic = attack.fit(scenario).evaluate(scenario, scenario.releases[0])[1]
     assert semantic.details["judge_check"] is None and semantic.details["in_verdict"] is False
     assert semantic.details["warning"].endswith("the contrastive judge has no threshold and used P(Yes) > P(No)")
+
+
+# --------------------------------------------------------------------------- the masked twin (issue 68)
+
+
+def test_detail_spans_mask_as_releases_do_and_stated_details_are_found_in_so_many_words():
+    text = "Anna Berg was born in Bergen in 1961, case 123/04."
+    ents = [(0, 9, "PERSON"), (22, 28, "GPE"), (32, 36, "DATE"), (0, 4, "LAW")]
+    spans = detail_spans(ents, text)
+    assert spans == [(0, 9, "PERSON"), (22, 28, "GPE"), (32, 36, "DATE"), (43, 46, "CARDINAL"), (47, 49, "CARDINAL")]
+    assert mask_spans(text, spans, "suppression") == " was born in  in , case /."
+    assert mask_spans(text, spans, "label") == "[PERSON] was born in [GPE] in [DATE], case [CARDINAL]/[CARDINAL]."
+    assert mask_spans(text, spans, "stars") == "*** was born in *** in ***, case ***/***."
+    with pytest.raises(ValueError, match="unknown mask style"):
+        mask_spans(text, spans, "blur")
+    details = ["Mr Dmitri Nieminen", "3 May 1999", "Cork", "1965"]
+    assert stated_details(details, "Mr Nieminen wrote on May 3, 1999 from cork.") == ["Mr Dmitri Nieminen",
+                                                                                    "3 May 1999", "Cork"]
+    # a mask, a blank, a title or a month alone states nothing
+    assert stated_details(details, "[PERSON] (Mr ***) wrote in May from  in [DATE].") == []
+    assert stated_details(details, "born in the mid-sixties") == []
+    # a detail that many people's originals state is common, not specific
+    freq = DetailFrequency(["The Supreme Court heard Anna.", "The Supreme Court heard Jon.", "Mia was heard."],
+                           ["anna", "jon", "mia"])
+    assert freq.stating("the Supreme Court") == 2 and freq.common("the Supreme Court")
+    assert freq.stating("Anna") == 1 and not freq.common("Anna")
+
+
+class TemplateLLM(SharedWordingLLM):
+    """A judge that rewards a template: Yes when the passage has the fact's ordinary words and names
+    no detail the fact does not (a capitalised word or a number elsewhere contradicts it; a label
+    such as [LOC] does not). Another person's record contradicts, a masked twin does not: the
+    failure issue 68 found in the 1.5B on masked releases."""
+
+    identity = "scripted-template"
+
+    def logprobs(self, prefix, continuation):
+        self.scored += 1
+        passage = prefix.split("Passage: ", 1)[1].split("\n\nFact: ", 1)[0]
+        fact = prefix.split("Fact: ", 1)[1].split("\n", 1)[0]
+        fact_words = set(re.findall(r"\w+", fact))
+        foreign = [w for w in re.findall(r"\w+", passage)
+                   if w not in fact_words and not w.isupper() and (w[0].isupper() or w[0].isdigit())]
+        plain = {w.lower() for w in fact_words if w.islower()} - STOP
+        share = len(plain & {w.lower() for w in re.findall(r"\w+", passage)}) / max(1, len(plain))
+        margin = -2.0 if foreign else 4 * share - 2
+        return [margin / 2 if continuation == "Yes" else -margin / 2]
+
+
+def _masked_scenario():
+    """The six people's records, their gold-suppressed release (names, places, dates and years
+    removed) and a labels release that leaves the years."""
+    originals = _corpus()
+    suppressed, labels = [], []
+    for d, p in zip(originals, PEOPLE):
+        text = d.text
+        for detail in (p[0], p[1], p[3], p[2]):
+            text = text.replace(detail, "")
+        suppressed.append(Document(d.id, text, subject=d.subject))
+        text = d.text.replace(p[0], "[PERSON]").replace(p[1], "[LOC]").replace(p[3], "[DATE]")
+        labels.append(Document(d.id, text, subject=d.subject))
+    releases = (Release("identity", originals), Release("suppressed", Corpus(suppressed, name="suppressed")),
+                Release("labels", Corpus(labels, name="labels")))
+    return Scenario(originals=originals, releases=releases)
+
+
+def test_a_template_rewarding_judge_fails_the_masked_twin_and_says_so(spacy_resource, resources):  # noqa: F811
+    """~0.1 s: the contrastive judge of before issue 68 passes own and unrelated but counts masked
+    twins as stated; the result names the failing control and keeps the figure out of the verdict."""
+    scenario = _masked_scenario()
+    attack = _attack(spacy_resource, resources, llm=TemplateLLM(), judge="contrast")
+    semantic = attack.fit(scenario).evaluate(scenario, scenario.releases[1])[1]
+    check = semantic.details["judge_check"]
+    assert check["self"] == 1.0 and check["unrelated"] == 0.0 and check["masked_claims"] == 16
+    assert check["masked"] > 0.2 and not check["passed"] and check["failed"][0].startswith("masked")
+    assert "failed its control (masked" in semantic.details["warning"] and semantic.details["in_verdict"] is False
+    assert semantic.value > 0.5  # the template "leaks" from a release with every detail suppressed
+
+
+def test_the_details_judge_passes_the_masked_twin_and_shows_the_stated_details(spacy_resource, resources):  # noqa: F811
+    """~0.2 s: the default judge asks only of a passage that states a detail of the claim, names
+    the details in its question, and a leaked claim's finding lists the details its passage states."""
+    scenario = _masked_scenario()
+    llm = TemplateLLM()
+    attack = _attack(spacy_resource, resources, llm=llm)
+    assert attack.judge == "details"
+    identity, suppressed, labels = (attack.fit(scenario).evaluate(scenario, r)[1] if k == 0 else
+                                    attack.evaluate(scenario, r)[1] for k, r in enumerate(scenario.releases))
+    check = identity.details["judge_check"]
+    assert check["judge"] == "details" and check["passed"] and check["failed"] == [], check
+    assert check["self"] == 1.0 and check["unrelated"] == 0.0 and check["masked"] == 0.0
+    assert identity.value == 1.0 and identity.details["in_verdict"] and "specific details" in \
+        identity.details["decision_rule"]
+    asked = llm.scored
+    assert attack.evaluate(scenario, scenario.releases[1])[1].value == suppressed.value == 0.0
+    assert llm.scored == asked  # a passage with every detail suppressed is not asked about
+    assert not any(d.success for d in suppressed.documents)
+    # the labels release keeps the years: a claim leaks through its year, and says so
+    assert 0.0 < labels.value < 1.0
+    leaked = [item for d in labels.documents for item in d.facts["leaked"]]
+    assert leaked and all(item["details_stated"] for item in leaked)
+    for item in leaked:
+        assert all(d in item["details"] for d in item["details_stated"])
+        assert any(y in item["details_stated"] for y in (p[2] for p in PEOPLE)), item
+        assert not any(p[1] in item["details_stated"] for p in PEOPLE)  # the city is labelled
+    assert all("details stated: " in h.note for d in labels.documents for h in d.highlights)
+    # the same seed gives the same control and figures, asked anew
+    again = _attack(spacy_resource, resources, llm=TemplateLLM())
+    again_labels = again.fit(scenario).evaluate(scenario, scenario.releases[2])[1]
+    assert again_labels.details["judge_check"] == check and again_labels.value == labels.value

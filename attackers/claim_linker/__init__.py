@@ -21,9 +21,13 @@ record says. Two stages:
    ``1 - mean((s - 1) / 2)`` (with yes/no: the share of claims stated): 1 means everything
    is still there. The lexical counterpart is ROUGE-L between the original and the linked
    document, which misses reworded facts. Before scoring, the judge passes a
-   self-consistency control once per fit: original claims against their own document must
-   leak (>= 0.8) and against another document must not (<= 0.2); a judge that fails it is
-   named in the result as unreliable and its figure does not count in the report's verdict.
+   control once per fit (:mod:`.control`): original claims against their own document must
+   leak (>= 0.8), against another document must not (<= 0.2), nor against their masked twin
+   (the same sentence with its specific details masked, <= 0.2); a judge that fails any is
+   named in the result as unreliable, with the failing control, and its figure does not count
+   in the report's verdict. The default judge (``details``) names the claim's specific details
+   and counts a claim only where the passage states one of them; a leaked claim's finding lists
+   the details stated.
 
 Releases that are not one-to-one with the originals (synthetic data) work too: a link is
 correct when the linked record is about the same subject, and claims are always scored
@@ -31,8 +35,8 @@ against the true original.
 
 Modules: :mod:`~attackers.claim_linker.attack` (the attack: fit, link, evaluate),
 :mod:`~attackers.claim_linker.linkers` (dense, BM25 and ROUGE-L linkers, majority vote),
-:mod:`~attackers.claim_linker.judge` (judge requests, verdict parsing, the self-consistency
-control), :mod:`~attackers.claim_linker.scoring` (semantic and lexical leakage),
+:mod:`~attackers.claim_linker.judge` (judge requests, verdict parsing),
+:mod:`~attackers.claim_linker.control` (the judge's three controls), :mod:`~attackers.claim_linker.scoring` (semantic and lexical leakage),
 :mod:`~attackers.claim_linker.claims` (claims and the splitters) and
 :mod:`~attackers.claim_linker.auxiliary` (the attacker's known claims and their paraphrases).
 """
@@ -42,7 +46,8 @@ from attackers.claim_linker.auxiliary import (AUX_SELECT, AuxSelect, paraphrase_
                                               parse_paraphrase, select_aux)
 from attackers.claim_linker.claims import (Claim, ClaimSplitter, LLMSplitter, SentenceSplitter, claims_schema,
                                            make_splitter, parse_claim_list, word_overlap)
-from attackers.claim_linker.judge import (JUDGE_OTHER_MAX, JUDGE_SELF_MIN, JUDGES, VERDICTS, evidence_text,
+from attackers.claim_linker.control import JUDGE_MASKED_MAX, JUDGE_OTHER_MAX, JUDGE_SELF_MIN
+from attackers.claim_linker.judge import (JUDGES, VERDICTS, evidence_text,
                                           judge_request, leakage_of, margin_rating, mode_rating, parse_verdict,
                                           rank_evidence, yesno_margin, yesno_prompt)
 from attackers.claim_linker.linkers import (LINKERS, BM25Linker, DenseLinker, Link, Linker, LinkerName, RougeLinker,
@@ -50,7 +55,7 @@ from attackers.claim_linker.linkers import (LINKERS, BM25Linker, DenseLinker, Li
 
 __all__ = [
     "AUX_SELECT", "AuxSelect", "BM25Linker", "Claim", "ClaimLinkerAttack", "ClaimSplitter", "DenseLinker",
-    "JUDGE_OTHER_MAX", "JUDGE_SELF_MIN", "JUDGES", "LINKERS", "LLMSplitter", "Link", "Linker", "LinkerName", "RougeLinker",
+    "JUDGE_MASKED_MAX", "JUDGE_OTHER_MAX", "JUDGE_SELF_MIN", "JUDGES", "LINKERS", "LLMSplitter", "Link", "Linker", "LinkerName", "RougeLinker",
     "SentenceSplitter", "VERDICTS", "claims_schema", "evidence_text", "judge_request", "leakage_of",
     "majority_vote", "margin_rating", "make_splitter", "mode_rating", "paraphrase_claims", "paraphrase_request", "parse_claim_list",
     "parse_paraphrase", "parse_verdict", "rank_evidence", "select_aux", "word_overlap", "yesno_margin", "yesno_prompt",

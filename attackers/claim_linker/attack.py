@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from attackers.claim_linker.auxiliary import AUX_SELECT, AuxSelect, paraphrase_claims, select_aux
 from attackers.claim_linker.claims import Claim, make_splitter
+from attackers.claim_linker.control import JudgeControl
 from attackers.claim_linker.judge import JUDGES, Judging
 from attackers.claim_linker.linkers import LINKERS, BM25Linker, DenseLinker, Link, Linker, LinkerName, RougeLinker
 from attackers.claim_linker.scoring import LeakageScoring
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 
 @register("attack")
-class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
+class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, JudgeControl, Attack):
     """Claim-level linkage (dense retrieval, majority vote) and LLM-judged semantic leakage."""
 
     name = "claim_linker"
@@ -61,7 +62,7 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
                  score_predictor: Literal["features", "none"] = "features",
                  claim_sample: int | None = None, repeats: int = 3, llm: Any = None,
                  embedder: Any = None, tolerance: float = 0.02, top_k: int = 10, evidence_sentences: int = 1,
-                 judge: Literal["contrast", "yesno", "yesno-calibrated", "rating"] = "contrast",
+                 judge: Literal["details", "contrast", "yesno", "yesno-calibrated", "rating"] = "details",
                  judge_llm: Any = None, judge_check: int = 16, identifying: bool = True,
                  approx_threshold: int = 200_000, seed: int = 0, progress: bool = False):
         """
@@ -93,11 +94,12 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
         top_k: claims each known claim retrieves.
         evidence_sentences: sentences of the linked record shown to the judge with each claim (1: the
             judge's control passes as it did with 3, at ~40% fewer tokens per claim; benchmarks/README.md).
-        judge: contrast = stated when log P(Yes) - log P(No) exceeds what the control's claims get on the
+        judge: details = as contrast, the question naming the claim's specific details, and only where the
+            passage states one of them in so many words (a masked detail states nothing); contrast = stated when log P(Yes) - log P(No) exceeds what the control's claims get on the
             records of other people most like them; yesno = P(Yes) > P(No); yesno-calibrated = against
             a content-free passage; rating = a generated word of {same, similar, no}.
         judge_llm: the LLM that judges leakage, when not ``llm``.
-        judge_check: claims in the judge's self-consistency control (own vs another document); 0 = off.
+        judge_check: claims in the judge's control (own document, another document, masked twin); 0 = off.
         identifying: judge only claims that single the person out (a specific detail, and no near-equal
             claim in another person's original), in the releases and in the control; off: every claim.
         approx_threshold: above this many claims the dense index is approximate (HNSW).
@@ -222,7 +224,9 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, Attack):
         self._judge_check_: dict[str, Any] | None = None
         self._orig_index_ = None  # the originals' claim vectors (identifying claims, reference records)
         self._details_: dict[int, list[list[str]]] = {}  # specific details of each original's claims
-        self._margins_: dict[tuple[str, str], float] = {}  # yes/no margins asked this fit
+        self._claim_details_: dict[str, list[str]] = {}  # specific details of a claim's text
+        self._detail_freq_ = None  # who states each detail (the details judge leaves common ones out)
+        self._margins_: dict[tuple[str, str, tuple[str, ...]], float] = {}  # yes/no margins asked this fit
         self._null_threshold_: float | None = None  # the contrastive judge's threshold, set by its control
         return self
 

@@ -5,29 +5,30 @@ Each claim is judged against the sentence(s) of the linked record most related t
 text: they ask "Does the passage state this fact?" and compare the log-probabilities of the
 fixed answers Yes and No (:func:`yesno_prompt`, :func:`yesno_margin`, :func:`margin_rating`:
 stated when P(Yes) > P(No)), through the LLM layer's :meth:`~audit.models.llm.LLM.logprobs`.
-The default (``contrast``) counts a claim stated only when Yes wins by more than it wins for
-the control's claims on the records of other people most like them (their reference records:
+The contrastive judge (``contrast``) counts a claim stated only when Yes wins by more than it wins
+for the control's claims on the records of other people most like them (their reference records:
 :func:`~attackers.claim_linker.reference.null_threshold`); the judges see identifying claims only
-(:mod:`.reference`).
+(:mod:`.reference`). The default (``details``, issue 68) asks that question with the claim's
+specific details named, and only where the passage states one of them in so many words; the
+details it states are the evidence a reader checks.
 The earlier judge (``rating``) generates one word of {same, similar, no} (:func:`judge_request`,
 :func:`parse_verdict`, :func:`mode_rating`); it is the fallback for a server that gives no
 log-probabilities. :func:`leakage_of` turns ratings into a leakage figure. Before it is
-trusted, the judge passes a self-consistency control (:meth:`Judging._check_judge`).
+trusted, the judge passes its control (:mod:`.control`: own, unrelated and masked-twin claims).
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attackers.claim_linker.claims import word_overlap
-from attackers.claim_linker.reference import OriginalsIndex, null_threshold, specific_details
+from attackers.claim_linker.reference import DetailFrequency, OriginalsIndex, specific_details, stated_details
 
 if TYPE_CHECKING:
     from attackers.claim_linker.claims import Claim
@@ -41,18 +42,14 @@ _JUDGE_SYSTEM = (
     "the given fact. Reply with one word: same, similar or no."
 )
 
-#: The judge passes its self-consistency control when claims judged against their own document
-#: (true leakage 1) leak at least this much ...
-JUDGE_SELF_MIN = 0.8
-#: ... and against another document (true leakage near 0) at most this much: a judge that calls
-#: everything "similar" scores 0.5 there and fails.
-JUDGE_OTHER_MAX = 0.2
-
 #: The judge's answers and the ratings they stand for (1 same, 2 similar, 3 unsupported).
 VERDICTS = {"same": 1, "similar": 2, "no": 3}
 
 
-#: How the judge answers: ``contrast`` (the default) scores the fixed answers Yes and No by
+#: How the judge answers: ``details`` (the default, issue 68) asks the contrastive question with the
+#: claim's specific details named (:func:`yesno_messages`), and only of a passage that states at least
+#: one of them in so many words (:func:`~attackers.claim_linker.reference.stated_details`): a passage
+#: with every detail masked states nothing, whatever its wording; ``contrast`` scores the fixed answers Yes and No by
 #: their log-probabilities (no free text) and counts the claim stated when Yes wins by a wider
 #: margin than the control's claims get on the records of other people most like them
 #: (:mod:`.reference`); ``yesno`` the same against 0 (stated when P(Yes) > P(No));
@@ -60,7 +57,7 @@ VERDICTS = {"same": 1, "similar": 2, "no": 3}
 #: with the margin the same question gets with a content-free passage (:data:`NULL_PASSAGE`),
 #: for models biased towards one answer; ``rating`` generates one word of {same, similar, no}
 #: (the earlier judge, kept for comparison and for servers without log-probabilities).
-JUDGES = ("contrast", "yesno", "yesno-calibrated", "rating")
+JUDGES = ("details", "contrast", "yesno", "yesno-calibrated", "rating")
 
 _YESNO_SYSTEM = (
     "You check what a passage tells its reader. Given a passage and a fact, answer Yes if the passage "
@@ -73,21 +70,31 @@ _YESNO_SYSTEM = (
 #: The question that closes the yes/no prompt (left out by the compact form, whose instructions,
 #: shared by every question, already say "Answer Yes or No").
 _YESNO_QUESTION = "\n\nDoes the passage state this fact? Answer Yes or No."
+#: The question of the ``details`` judge, after the fact's specific details.
+_DETAILS_QUESTION = "\n\nDoes the passage state this fact, with these details? Answer Yes or No."
 
 
-def yesno_messages(evidence: str, claim: str, *, compact: bool = False) -> list[dict[str, str]]:
+def yesno_messages(evidence: str, claim: str, *, compact: bool = False,
+                   details: Sequence[str] | None = None) -> list[dict[str, str]]:
     """The yes/no question: the instructions first (a prefix every claim shares, so a backend
     that keeps its evaluated prompt evaluates them once), then the passage and the fact, then
-    the question (not when ``compact``: ~13 tokens fewer to evaluate per claim)."""
+    the question (not when ``compact``: ~13 tokens fewer to evaluate per claim). With
+    ``details`` (the ``details`` judge) the fact's specific details are named on a line of
+    their own and the question asks for the fact with them."""
+    if details:
+        user = (f"Passage: {evidence}\n\nFact: {claim}\nIts specific details: {'; '.join(details)}"
+                + _DETAILS_QUESTION)
+        return [{"role": "system", "content": _YESNO_SYSTEM}, {"role": "user", "content": user}]
     user = f"Passage: {evidence}\n\nFact: {claim}" + ("" if compact else _YESNO_QUESTION)
     return [{"role": "system", "content": _YESNO_SYSTEM}, {"role": "user", "content": user}]
 
 
-def yesno_prompt(llm: LLM, evidence: str, claim: str, *, compact: bool = False) -> tuple[str, str, str]:
+def yesno_prompt(llm: LLM, evidence: str, claim: str, *, compact: bool = False,
+                 details: Sequence[str] | None = None) -> tuple[str, str, str]:
     """``(prefix, yes, no)``: the prompt as the model reads it and the two fixed answers to
     score after it. Where the backend does not know its chat template (a server) the
     question becomes plain text ending in ``Answer:``, with the answers after a space."""
-    msgs = yesno_messages(evidence, claim, compact=compact)
+    msgs = yesno_messages(evidence, claim, compact=compact, details=details)
     text = llm.chat_text(msgs)
     if text is None:
         return "\n\n".join(m["content"] for m in msgs) + "\nAnswer:", " Yes", " No"
@@ -113,17 +120,19 @@ def yesno_cuts(prefix: str, evidence: str, claim: str, *, passage: bool = False)
     return (start, start + len(head)) if passage else (start,)
 
 
-def yesno_margin(llm: LLM, evidence: str, claim: str, *, compact: bool = False) -> float:
+def yesno_margin(llm: LLM, evidence: str, claim: str, *, compact: bool = False,
+                 details: Sequence[str] | None = None) -> float:
     """``log P(Yes) - log P(No)`` for the claim against the evidence (each answer's tokens
     summed): positive when the judge finds the fact stated. Both answers are scored by
     :meth:`LLM.answer_logprobs` (one forward pass on llama.cpp), the instructions declared as
     shared (:func:`yesno_cuts`), so the margin is the same whatever was asked before it (the two
     forced calls before issue 57 reused whatever the slot held); an empty evidence is never
     support. ``compact``: the question without its closing sentence (:func:`yesno_messages`;
-    measured in benchmarks/judge_speed.py, not the attack's)."""
+    measured in benchmarks/judge_speed.py, not the attack's); ``details``: the claim's specific
+    details, named in the question (:func:`yesno_messages`)."""
     if not evidence.strip():
         return float("-inf")
-    prefix, yes, no = yesno_prompt(llm, evidence, claim, compact=compact)
+    prefix, yes, no = yesno_prompt(llm, evidence, claim, compact=compact, details=details)
     lp_yes, lp_no = llm.answer_logprobs(prefix, [yes, no], shared=yesno_cuts(prefix, evidence, claim))
     return lp_yes - lp_no
 
@@ -237,9 +246,35 @@ class Judging:
 
             nlp = resources_of(self).spacy(disable=("tagger", "parser", "attribute_ruler", "lemmatizer"))
             texts = [c.text for c in self.orig_claims_[i]]
-            self._details_[i] = [specific_details([(e.text, e.label_) for e in d.ents], t)
+            self._details_[i] = [self._uncommon(specific_details([(e.text, e.label_) for e in d.ents], t))
                                  for d, t in zip(nlp.pipe(texts), texts)]
+            self._claim_details_.update(zip(texts, self._details_[i]))
         return self._details_[i]
+
+    def _uncommon(self, details: list[str]) -> list[str]:
+        """``details`` less those many people's originals state (the ``details`` judge only:
+        :class:`~attackers.claim_linker.reference.DetailFrequency`)."""
+        if self.judge != "details":
+            return details
+        if self._detail_freq_ is None:
+            people = [d.subject if d.subject is not None else f"id:{d.id}" for d in self._fitted_on]
+            self._detail_freq_ = DetailFrequency([d.text for d in self._fitted_on], people)
+        return [d for d in details if not self._detail_freq_.common(d)]
+
+    def _details_of(self, claim: str) -> list[str]:
+        """The specific details of a claim's text (memoised; those of the originals' claims are
+        found with :meth:`_details`)."""
+        if claim not in self._claim_details_:
+            from audit.models.resources import resources_of
+
+            nlp = resources_of(self).spacy(disable=("tagger", "parser", "attribute_ruler", "lemmatizer"))
+            found = specific_details([(e.text, e.label_) for e in nlp(claim).ents], claim)
+            self._claim_details_[claim] = self._uncommon(found)
+        return self._claim_details_[claim]
+
+    def _stated(self, evidence: str, claim: str) -> list[str]:
+        """The claim's specific details that ``evidence`` states in so many words."""
+        return stated_details(self._details_of(claim), evidence)
 
     def _why_not_judged(self, i: int, k: int) -> str | None:
         """``None`` when claim ``k`` of original ``i`` is judged, else why not (it is not
@@ -266,8 +301,8 @@ class Judging:
     def _reference(self, originals, i: int, k: int, exclude: set[int]) -> str | None:
         """The evidence that the reference record gives claim ``k`` of original ``i``: the
         sentences most related to it in the other original (not in ``exclude``) closest to it;
-        ``None`` unless the judge is contrastive."""
-        if self.judge != "contrast":
+        ``None`` unless the judge is contrastive (``contrast``, ``details``)."""
+        if self.judge not in ("contrast", "details"):
             return None
         index = self._originals_index()
         vec = index.vecs[index.offsets[i] + k]
@@ -293,31 +328,38 @@ class Judging:
 
     def _margin(self, llm: LLM, evidence: str, claim: str) -> float:
         """:func:`yesno_margin`, asked once per fit for each (evidence, claim): a reference or
-        an unchanged record recurs across releases."""
-        key = (evidence, claim)
+        an unchanged record recurs across releases. The ``details`` judge names the claim's
+        specific details in the question."""
+        details = tuple(self._details_of(claim)) if self.judge == "details" else ()
+        key = (evidence, claim, details)
         if key not in self._margins_:
-            self._margins_[key] = yesno_margin(llm, evidence, claim)
+            self._margins_[key] = yesno_margin(llm, evidence, claim, details=details or None)
         return self._margins_[key]
+
+    def _margin_rating(self, llm: LLM, evidence: str, claim: str) -> int:
+        """The yes/no judges' rating of one claim (see :data:`JUDGES`); the ``details`` judge
+        asks nothing of a passage that states none of the claim's details (not stated)."""
+        if self.judge == "details" and not self._stated(evidence, claim):
+            return 3
+        m = self._margin(llm, evidence, claim)
+        if self.judge == "yesno-calibrated":
+            m -= self._margin(llm, NULL_PASSAGE, claim)
+        elif self.judge in ("contrast", "details"):
+            m -= self._null_threshold_ or 0.0
+        return margin_rating(m)
 
     def _judge(self, llm: LLM, items: Sequence[tuple[str, str]], *, repeats: int) -> tuple[list[int | None], int]:
         """Ratings of ``(evidence, claim)`` pairs, and the number of answers that held no verdict.
         The yes/no judges score each pair once (they are deterministic; ``repeats`` is moot),
-        the contrastive one against the threshold its control set (:attr:`_null_threshold_`,
-        0 before); the rating judge keeps the mode over ``repeats`` answers."""
+        the contrastive ones against the threshold their control set (:attr:`_null_threshold_`,
+        0 before; ``details`` only where a detail is stated); the rating judge keeps the mode over ``repeats`` answers."""
         if self.judge != "rating" and self._judge_fallback_ is None:
             from audit.runtime.progress import bar as progress_bar
             from audit.models.llm import LLMError
 
             try:
-                ratings = []
-                for ev, claim in progress_bar(items, enabled=self.progress, desc="judge", unit="claim"):
-                    m = self._margin(llm, ev, claim)
-                    if self.judge == "yesno-calibrated":
-                        m -= self._margin(llm, NULL_PASSAGE, claim)
-                    elif self.judge == "contrast":
-                        m -= self._null_threshold_ or 0.0
-                    ratings.append(margin_rating(m))
-                return ratings, 0
+                bar = progress_bar(items, enabled=self.progress, desc="judge", unit="claim")
+                return [self._margin_rating(llm, ev, claim) for ev, claim in bar], 0
             except LLMError as exc:  # a server without log-probabilities: say so, judge by rating
                 self._judge_fallback_ = str(exc)
                 log.warning("claim linker: the yes/no judge needs log-probabilities (%s); judging by rating", exc)
@@ -327,109 +369,11 @@ class Judging:
         answers = llm.complete_batch(requests, progress=self.progress and "claim linker, judging leakage")
         verdicts = [parse_verdict(a) for a in answers]
         ratings = [mode_rating(verdicts[k * repeats:(k + 1) * repeats]) for k in range(len(items))]
+        if self.judge == "details":  # the fallback too: a passage stating no detail states nothing
+            ratings = [r if r is None or self._stated(ev, claim) else 3 for r, (ev, claim) in zip(ratings, items)]
         return ratings, sum(v is None for v in verdicts)
 
     @property
     def _judge_used(self) -> str:
         """The judge that actually answers: ``rating`` once the yes/no judge fell back."""
         return "rating" if self._judge_fallback_ is not None else self.judge
-
-    # -- the control
-
-    def _control_claims(self, originals, rng: random.Random) -> tuple[list[tuple[int, int]], Counter[str]]:
-        """``judge_check`` seeded claims ``(original, claim)`` of the originals, never aux
-        claims, only those the judge judges (identifying ones), and how many claims looked at
-        were left out, per reason. The claims are looked at in a seeded order until enough
-        are found, so a large corpus is not parsed whole."""
-        aux = [set(self.aux_index_[d.id]) for d in originals]
-        pool = [(i, k) for i in range(len(originals)) for k in range(len(self.orig_claims_[i])) if k not in aux[i]]
-        if not self.identifying:  # every claim (the draw of the earlier control, unchanged)
-            return sorted(rng.sample(pool, min(self.judge_check, len(pool)))), Counter()
-        picks: list[tuple[int, int]] = []
-        dropped: Counter[str] = Counter()
-        for i, k in rng.sample(pool, len(pool)):
-            why = self._why_not_judged(i, k)
-            if why is None:
-                picks.append((i, k))
-                if len(picks) == self.judge_check:
-                    break
-            else:
-                dropped[why] += 1
-        return sorted(picks), dropped
-
-    def _control_pairs(self, originals, dense: bool):
-        """The control's questions: ``judge_check`` seeded claims of the originals
-        (:meth:`_control_claims`), each with its evidence from its own document and from
-        another original, as ``(own pairs, other pairs, reference evidence, dropped)``: pairs
-        of ``(evidence, claim)``, the reference of each claim (the closest original other than
-        both; ``None`` unless the judge is contrastive) and the claims left out, per reason.
-        ``None`` when the originals cannot make a control (fewer than two with claims)."""
-        if self.judge_check == 0 or len(originals) < 2:
-            return None
-        rng = random.Random(f"{self.seed}:judge-check")
-        with_claims = [i for i in range(len(originals)) if self.orig_claims_[i]]
-        if len(with_claims) < 2:
-            return None
-        picks, dropped = self._control_claims(originals, rng)
-        if not picks:
-            return None
-        targets = [(i, rng.choice([o for o in with_claims if o != i])) for i, _ in picks]
-        vecs: dict[int, np.ndarray | None] = {}  # claim vectors of each document used, embedded once
-        for t in {t for pair in targets for t in pair}:
-            vecs[t] = self._get_embedder().encode([c.text for c in self.orig_claims_[t]]) if dense else None
-        own: list[tuple[str, str]] = []
-        other: list[tuple[str, str]] = []
-        refs: list[str | None] = []
-        for (i, k), (_, t) in zip(picks, targets):
-            claim = self.orig_claims_[i][k].text
-            for out, doc in ((own, i), (other, t)):
-                (ev,), _ = self._evidence([claim], originals[doc], self.orig_claims_[doc], vecs[doc])
-                out.append((ev, claim))
-            refs.append(self._reference(originals, i, k, {t}))
-        return own, other, refs, dropped
-
-    def _check_judge(self, llm: LLM, originals, dense: bool) -> dict[str, Any] | None:
-        """Self-consistency control of the judge, once per fit: ``judge_check`` claims of the
-        originals (never aux claims; identifying ones) rated against their own document, where
-        the true leakage is 1, and against another original, where it is near 0. A judge that
-        cannot tell the two apart makes every leakage figure meaningless, and the result says so.
-        For the contrastive judge both questions share the claim's reference record (the
-        original closest to the claim other than the two): a judge whose margins were noise
-        would pass a claim on either record about as often as not, and fail.
-
-        The contrastive judge first asks each claim of the control against its reference record
-        (the original closest to it other than its own and the other one) and sets its threshold
-        from those margins (:func:`~attackers.claim_linker.reference.null_threshold`); the
-        other-document questions, asked after, test that threshold on records it never saw."""
-        if self._judge_check_ is not None:
-            return self._judge_check_
-        pairs = self._control_pairs(originals, dense)
-        if pairs is None:
-            return None
-        own, other, refs, dropped = pairs
-        out: dict[str, Any] = {"claims": len(own), "judge": self._judge_used,
-                               "left_out": dict(sorted(dropped.items()))}
-        if self.judge == "contrast" and self._judge_fallback_ is None:
-            from audit.models.llm import LLMError
-
-            try:
-                null = [self._margin(llm, ref, claim) for ref, (_, claim) in zip(refs, own)]
-                self._null_threshold_ = null_threshold(null)
-                out.update(threshold=round(self._null_threshold_, 4), reference_margins=[round(m, 4) for m in null])
-            except LLMError as exc:  # judged by rating (see _judge)
-                self._judge_fallback_ = str(exc)
-        ratings, _ = self._judge(llm, own + other, repeats=1)  # one batch
-        out["judge"] = self._judge_used
-        for kind, part in (("self", ratings[:len(own)]), ("unrelated", ratings[len(own):])):
-            valid = [r for r in part if r is not None]
-            out[kind] = round(leakage_of(valid), 4) if valid else None
-            out[f"{kind}_ratings"] = rating_counts(valid)
-        ok = (out["self"] is not None and out["unrelated"] is not None
-              and out["self"] >= JUDGE_SELF_MIN and out["unrelated"] <= JUDGE_OTHER_MAX)
-        out["passed"] = ok
-        out["rule"] = (f"leakage of claims against their own document >= {JUDGE_SELF_MIN}, "
-                       f"against another document <= {JUDGE_OTHER_MAX}")
-        out["too_few"] = len(own) < self.judge_check
-        self._judge_check_ = out
-        return out
-

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attackers.claim_linker.judge import JUDGE_OTHER_MAX, JUDGE_SELF_MIN, leakage_of, rating_counts
+from attackers.claim_linker.control import failed_controls
+from attackers.claim_linker.judge import evidence_text, leakage_of, rating_counts
 from attackers.claim_linker.linkers import DenseLinker, Link, Linker
 from audit.core.results import Finding, Highlight, Result
 from attackers.claim_linker import powered
@@ -36,6 +37,11 @@ DECISION_RULES = {
     "contrast": "a claim is stated (rating 1) when log P(Yes) - log P(No) for 'Does the passage state this fact?' "
                 "exceeds 0 and the margins that the control's claims get on the records of other people most like "
                 "them (their conformal 90% quantile: the threshold in judge_check), else not stated (3)",
+    "details": "a claim is stated (rating 1) when the passage states at least one of its specific details in so "
+               "many words (the finding lists them) and log P(Yes) - log P(No) for 'Does the passage state this fact, "
+               "with these details?' (the details named) exceeds 0 and the margins that the control's claims get on "
+               "the records of other people most like them (their conformal 90% quantile: the threshold in "
+               "judge_check), else not stated (3)",
     "yesno": "a claim is stated (rating 1) when log P(Yes) > log P(No) for 'Does the passage state this fact?', "
              "else not stated (3)",
     "yesno-calibrated": "a claim is stated (rating 1) when log P(Yes) - log P(No) for 'Does the passage state "
@@ -277,9 +283,12 @@ class LeakageScoring:
             item: dict[str, Any] = {"claim": c.text, "rating": r, "orig_start": c.start, "orig_end": c.end}
             if rank:
                 sup = linked_claims[rank[0]]
-                item.update(support=sup.text, start=sup.start, end=sup.end)
-                highlights.append(Highlight(sup.start, sup.end, "claim",
-                                            f"{word[r]}: {c.text}"))
+                # the claim's specific details, and those the judged passage states in so many words
+                stated = self._stated(evidence_text(linked, linked_claims, rank, self.evidence_sentences), c.text)
+                item.update(support=sup.text, start=sup.start, end=sup.end, details=self._details_of(c.text),
+                            details_stated=stated)
+                said = f" (details stated: {'; '.join(stated)})" if stated else " (no specific detail stated)"
+                highlights.append(Highlight(sup.start, sup.end, "claim", f"{word[r]}: {c.text}{said}"))
             evidence.append(item)
         # Success: the attacker linked the right record and it tells something more about the person.
         return Finding(
@@ -311,10 +320,11 @@ class LeakageScoring:
         warning = None
         judge = self._judge_used
         if check is not None and not check["passed"]:
-            warning = (f"the judge ({llm_id}, {judge}) failed its self-consistency control: claims judged against "
-                       f"their own document leaked {check['self']}, against another document {check['unrelated']} "
-                       f"(needed >= {JUDGE_SELF_MIN} and <= {JUDGE_OTHER_MAX}), so the semantic leakage figure is not "
-                       "reliable and does not count in the verdict; use a stronger --llm")
+            failed = "; ".join(check.get("failed") or failed_controls(check))
+            warning = (f"the judge ({llm_id}, {judge}) failed its control ({failed}; the leakage of claims judged "
+                       f"against their own document, another document, their masked twin: {check['self']}, "
+                       f"{check['unrelated']}, {check.get('masked')}), so the semantic leakage figure is inconclusive "
+                       "and does not count in the verdict; use a stronger --llm")
         elif check is not None and check.get("too_few"):
             kind = "identifying claims" if self.identifying else "claims beyond the attacker's"
             warning = (f"the judge's control found only {check['claims']} {kind} (asked for {self.judge_check}), "
@@ -326,7 +336,7 @@ class LeakageScoring:
             warning = ("the judge's self-consistency control could not run (judge_check=0 or fewer than two "
                        "originals with claims), so the semantic leakage figure is unchecked and does not count "
                        "in the verdict" + ("; without it the contrastive judge has no threshold and used "
-                                           "P(Yes) > P(No)" if judge == "contrast" else ""))
+                                           "P(Yes) > P(No)" if judge in ("contrast", "details") else ""))
         fallback = None
         if self._judge_fallback_ is not None:  # said in the note; a warning only with a failed control
             fallback = (f"the yes/no judge needs log-probabilities, which {llm_id} did not give "
