@@ -306,7 +306,8 @@ class LeakageScoring:
                           run: PPIRun, linked: int, malformed: int, requests: int) -> dict[str, Any]:
         """The semantic result's details, with a warning when the judge failed its control.
         ``run``: how the figure was made (:func:`audit.core.ppi.sequential_ppi`); ``linked``: the
-        linked trials, of which those with claims to judge are the figure's documents."""
+        linked trials, of which those with claims to judge are the figure's documents. Long because
+        each warning is one branch of one chain (the first reason the figure is weak is said)."""
         est = run.estimate
         n_chosen, n_trials = est.judged, linked
         sampled = run.target is not None or not est.exact
