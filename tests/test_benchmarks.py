@@ -36,6 +36,7 @@ NOT_RUN_HERE = {
     "bench_sanitizers.py": "its --quick takes about 30 s (tests/test_bench.py covers the command it drives)",
     "claim_linker_judge.py": "needs the embedded LLM",
     "judge_masked_twin.py": "needs the embedded LLM (--quick: ~1.5 min of CPU with the 1.5B)",
+    "llm_prompt_rate.py": "needs the embedded LLM and times the CPU (run under the heavy lock)",
     "claim_linker_tab.py": "needs the embedded LLM and the sentence embedder",
     "claim_linker_ppi.py": "needs the embedded LLM and the sentence embedder (--quick: 12 demo people, one release)",
     "llm_layer.py": "needs the embedded LLM",

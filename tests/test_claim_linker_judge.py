@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from attackers.claim_linker import ClaimLinkerAttack, SentenceSplitter
+from attackers.claim_linker.judge import yesno_messages
 from attackers.claim_linker.reference import (NO_DETAIL, DetailFrequency, NOT_UNIQUE, OriginalsIndex, detail_spans, mask_spans,
                                              null_threshold, specific_details, stated_details)
 from audit.core.data import Corpus, Document, Release, Scenario
@@ -198,6 +199,10 @@ def test_detail_spans_mask_as_releases_do_and_stated_details_are_found_in_so_man
     # a mask, a blank, a title or a month alone states nothing
     assert stated_details(details, "[PERSON] (Mr ***) wrote in May from  in [DATE].") == []
     assert stated_details(details, "born in the mid-sixties") == []
+    # the question with the details named (measured by benchmarks/judge_masked_twin.py, not the attack's)
+    msgs = yesno_messages("The passage.", "Anna was born in 1961.", details=["Anna", "1961"])
+    assert msgs[1]["content"].endswith("Fact: Anna was born in 1961.\nIts specific details: Anna; 1961\n\n"
+                                       "Does the passage state this fact, with these details? Answer Yes or No.")
     # a detail that many people's originals state is common, not specific
     freq = DetailFrequency(["The Supreme Court heard Anna.", "The Supreme Court heard Jon.", "Mia was heard."],
                            ["anna", "jon", "mia"])
@@ -257,8 +262,8 @@ def test_a_template_rewarding_judge_fails_the_masked_twin_and_says_so(spacy_reso
 
 
 def test_the_details_judge_passes_the_masked_twin_and_shows_the_stated_details(spacy_resource, resources):  # noqa: F811
-    """~0.2 s: the default judge asks only of a passage that states a detail of the claim, names
-    the details in its question, and a leaked claim's finding lists the details its passage states."""
+    """~0.2 s: the default judge asks only of a passage that states a detail of the claim, and a
+    leaked claim's finding lists the details its passage states."""
     scenario = _masked_scenario()
     llm = TemplateLLM()
     attack = _attack(spacy_resource, resources, llm=llm)

@@ -25,8 +25,8 @@ record says. Two stages:
    leak (>= 0.8), against another document must not (<= 0.2), nor against their masked twin
    (the same sentence with its specific details masked, <= 0.2); a judge that fails any is
    named in the result as unreliable, with the failing control, and its figure does not count
-   in the report's verdict. The default judge (``details``) names the claim's specific details
-   and counts a claim only where the passage states one of them; a leaked claim's finding lists
+   in the report's verdict. The default judge (``details``) counts a claim only where the passage
+   states one of its specific details in so many words; a leaked claim's finding lists
    the details stated.
 
 Releases that are not one-to-one with the originals (synthetic data) work too: a link is

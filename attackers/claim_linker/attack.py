@@ -94,8 +94,8 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, JudgeControl, Attack):
         top_k: claims each known claim retrieves.
         evidence_sentences: sentences of the linked record shown to the judge with each claim (1: the
             judge's control passes as it did with 3, at ~40% fewer tokens per claim; benchmarks/README.md).
-        judge: details = as contrast, the question naming the claim's specific details, and only where the
-            passage states one of them in so many words (a masked detail states nothing); contrast = stated when log P(Yes) - log P(No) exceeds what the control's claims get on the
+        judge: details = as contrast, and only where the passage states one of the claim's specific details in
+            so many words (a masked detail states nothing; the finding lists those stated); contrast = stated when log P(Yes) - log P(No) exceeds what the control's claims get on the
             records of other people most like them; yesno = P(Yes) > P(No); yesno-calibrated = against
             a content-free passage; rating = a generated word of {same, similar, no}.
         judge_llm: the LLM that judges leakage, when not ``llm``.
@@ -226,7 +226,7 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, JudgeControl, Attack):
         self._details_: dict[int, list[list[str]]] = {}  # specific details of each original's claims
         self._claim_details_: dict[str, list[str]] = {}  # specific details of a claim's text
         self._detail_freq_ = None  # who states each detail (the details judge leaves common ones out)
-        self._margins_: dict[tuple[str, str, tuple[str, ...]], float] = {}  # yes/no margins asked this fit
+        self._margins_: dict[tuple[str, str], float] = {}  # yes/no margins asked this fit
         self._null_threshold_: float | None = None  # the contrastive judge's threshold, set by its control
         return self
 

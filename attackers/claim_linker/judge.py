@@ -8,9 +8,9 @@ stated when P(Yes) > P(No)), through the LLM layer's :meth:`~audit.models.llm.LL
 The contrastive judge (``contrast``) counts a claim stated only when Yes wins by more than it wins
 for the control's claims on the records of other people most like them (their reference records:
 :func:`~attackers.claim_linker.reference.null_threshold`); the judges see identifying claims only
-(:mod:`.reference`). The default (``details``, issue 68) asks that question with the claim's
-specific details named, and only where the passage states one of them in so many words; the
-details it states are the evidence a reader checks.
+(:mod:`.reference`). The default (``details``, issue 68) asks that question only where the passage
+states one of the claim's specific details in so many words; the details it states are the
+evidence a reader checks.
 The earlier judge (``rating``) generates one word of {same, similar, no} (:func:`judge_request`,
 :func:`parse_verdict`, :func:`mode_rating`); it is the fallback for a server that gives no
 log-probabilities. :func:`leakage_of` turns ratings into a leakage figure. Before it is
@@ -46,10 +46,11 @@ _JUDGE_SYSTEM = (
 VERDICTS = {"same": 1, "similar": 2, "no": 3}
 
 
-#: How the judge answers: ``details`` (the default, issue 68) asks the contrastive question with the
-#: claim's specific details named (:func:`yesno_messages`), and only of a passage that states at least
-#: one of them in so many words (:func:`~attackers.claim_linker.reference.stated_details`): a passage
-#: with every detail masked states nothing, whatever its wording; ``contrast`` scores the fixed answers Yes and No by
+#: How the judge answers: ``details`` (the default, issue 68) asks the contrastive question only of a
+#: passage that states at least one of the claim's specific details in so many words
+#: (:func:`~attackers.claim_linker.reference.stated_details`): a passage with every detail masked
+#: states nothing, whatever its wording (naming the details in the question was measured and
+#: rejected: the 1.5B said Yes more often to masked and unrelated passages); ``contrast`` scores the fixed answers Yes and No by
 #: their log-probabilities (no free text) and counts the claim stated when Yes wins by a wider
 #: margin than the control's claims get on the records of other people most like them
 #: (:mod:`.reference`); ``yesno`` the same against 0 (stated when P(Yes) > P(No));
@@ -70,7 +71,8 @@ _YESNO_SYSTEM = (
 #: The question that closes the yes/no prompt (left out by the compact form, whose instructions,
 #: shared by every question, already say "Answer Yes or No").
 _YESNO_QUESTION = "\n\nDoes the passage state this fact? Answer Yes or No."
-#: The question of the ``details`` judge, after the fact's specific details.
+#: The question with the fact's specific details named (measured against the plain one on the
+#: judge's controls and rejected: benchmarks/judge_masked_twin.py, benchmarks/README.md).
 _DETAILS_QUESTION = "\n\nDoes the passage state this fact, with these details? Answer Yes or No."
 
 
@@ -79,8 +81,8 @@ def yesno_messages(evidence: str, claim: str, *, compact: bool = False,
     """The yes/no question: the instructions first (a prefix every claim shares, so a backend
     that keeps its evaluated prompt evaluates them once), then the passage and the fact, then
     the question (not when ``compact``: ~13 tokens fewer to evaluate per claim). With
-    ``details`` (the ``details`` judge) the fact's specific details are named on a line of
-    their own and the question asks for the fact with them."""
+    ``details`` the fact's specific details are named on a line of their own and the question
+    asks for the fact with them (measured, not used by the attack: benchmarks/judge_masked_twin.py)."""
     if details:
         user = (f"Passage: {evidence}\n\nFact: {claim}\nIts specific details: {'; '.join(details)}"
                 + _DETAILS_QUESTION)
@@ -328,12 +330,10 @@ class Judging:
 
     def _margin(self, llm: LLM, evidence: str, claim: str) -> float:
         """:func:`yesno_margin`, asked once per fit for each (evidence, claim): a reference or
-        an unchanged record recurs across releases. The ``details`` judge names the claim's
-        specific details in the question."""
-        details = tuple(self._details_of(claim)) if self.judge == "details" else ()
-        key = (evidence, claim, details)
+        an unchanged record recurs across releases."""
+        key = (evidence, claim)
         if key not in self._margins_:
-            self._margins_[key] = yesno_margin(llm, evidence, claim, details=details or None)
+            self._margins_[key] = yesno_margin(llm, evidence, claim)
         return self._margins_[key]
 
     def _margin_rating(self, llm: LLM, evidence: str, claim: str) -> int:
