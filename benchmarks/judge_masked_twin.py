@@ -12,19 +12,19 @@ with spaCy's specific details masked: suppressed, labelled, starred in turn; tru
 question is asked in two forms: the **plain** question ("Does the passage state this fact?") and the
 **details** question (the claim's specific details named). Rules, on the same margins:
 
-* ``contrast``: today's default (plain question, threshold from the reference records);
+* ``contrast``: the default before issue 68 (plain question, threshold from the reference records);
 * ``details-question``: the details question, threshold from its reference margins;
-* ``masked-reference``: the plain question, the threshold from the masked twins of the *other*
-  control claims (leave-one-out, so a claim's own twin never sets its threshold);
-* ``gate + plain``: ``contrast`` counted only where the passage states one of the claim's details
-  in so many words (``stated_details``);
-* ``details`` (the attack's new default): the gate, the details question, its reference threshold.
+* ``masked-reference``: the plain question, the threshold from the masked twins' margins (for a
+  masked twin, from the *other* twins': leave one out, so no twin is judged by a threshold it set);
+* ``gate + reference``: ``contrast`` counted only where the passage states one of the claim's
+  details in so many words (``stated_details``);
+* ``details`` (the attack's new default): the gate and the masked-twin threshold.
 
 **Releases**: ``--docs`` seeded documents of each release, ``--claims`` seeded identifying claims
 each, judged against the sentence of the document's own sanitized version most related to them (no
 linking errors). Leakage is the mean over documents of the share of claims stated. The **template
-share** is the share of ``contrast``'s stated claims whose passage states none of their details. The
-details question is asked only where the gate passes (elsewhere the rule's answer is known).
+share** is the share of ``contrast``'s stated claims whose passage states none of their details.
+Intervals: 95% cluster bootstrap over the documents.
 
 Seconds per question on the answer cache given (``--cache``; a fresh file, so cold, unless given).
 Data: ../shared/data/tab (not part of the repository). Writes --out (JSON), prints Markdown.
@@ -53,7 +53,8 @@ from audit.models.embed import Embedder  # noqa: E402
 from tab import TAB  # noqa: E402
 
 SPECS = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
-RULES = ("contrast", "details-question", "masked-reference", "gate + plain", "details")
+RULES = ("contrast", "details-question", "masked-reference", "gate + reference", "details")
+RELEASE_RULES = ("contrast", "masked-reference", "gate + reference", "details")
 TAB_RELEASES = "Manual_Entity,Manual_Supression,spaCy_Entity,Presidio_Entity"
 DEMO_RELEASES = "suppressed,labels,spacy_ner,presidio"
 
@@ -101,7 +102,7 @@ def control(attack, originals, margins: Margins) -> dict:
     th = {form: null_threshold(m[form]["ref"]) for form in m}
     passages = {"own": own, "other": other, "masked": masked}
 
-    def loo(k: int) -> float:  # the masked-reference threshold for masked twin k: the other twins' margins
+    def loo(k: int) -> float:  # the masked-twin threshold for masked twin k: the other twins' margins
         return null_threshold(m["plain"]["masked"][:k] + m["plain"]["masked"][k + 1:])
 
     full = null_threshold(m["plain"]["masked"])
@@ -133,10 +134,10 @@ def decide(rule: str, plain: float, det: float, gate: bool, th: dict[str, float]
     if rule == "details-question":
         return int(det > th["details"])
     if rule == "masked-reference":
-        return int(plain > max(th["plain"], masked_th))
-    if rule == "gate + plain":
+        return int(plain > masked_th)
+    if rule == "gate + reference":
         return int(gate and plain > th["plain"])
-    return int(gate and det > th["details"])
+    return int(gate and plain > masked_th)
 
 
 def releases_rows(attack, originals: Corpus, releases: list[Release], args, margins: Margins, th: dict) -> dict:
@@ -149,7 +150,7 @@ def releases_rows(attack, originals: Corpus, releases: list[Release], args, marg
     out = {"docs": ids}
     for rel in releases:
         by_id = {d.id: d for d in rel.corpus}
-        per_doc: dict[str, dict[str, list[int]]] = {r: {} for r in ("contrast", "gate + plain", "details")}
+        per_doc: dict[str, dict[str, list[int]]] = {r: {} for r in RELEASE_RULES}
         leaks, t0, n0 = [], margins.seconds, margins.asked
         for doc_id in ids:
             i = pos[doc_id]
@@ -163,8 +164,7 @@ def releases_rows(attack, originals: Corpus, releases: list[Release], args, marg
                 details = tuple(attack._details_of(c))
                 stated = stated_details(details, ev)
                 plain = margins(ev, c)
-                d = {"contrast": int(plain > th["plain"]), "gate + plain": int(bool(stated) and plain > th["plain"]),
-                     "details": int(bool(stated) and margins(ev, c, details) > th["details"])}
+                d = {rule: decide(rule, plain, 0.0, bool(stated), th, th["masked"]) for rule in RELEASE_RULES}
                 for rule, v in d.items():
                     per_doc[rule].setdefault(doc_id, []).append(v)
                 if d["contrast"] or d["details"]:
@@ -173,6 +173,7 @@ def releases_rows(attack, originals: Corpus, releases: list[Release], args, marg
         n_contrast = sum(x["contrast"] for x in leaks)
         out[rel.name] = {
             **{rule: mean(mean(v) for v in docs.values()) for rule, docs in per_doc.items()},
+            "ci": {rule: interval([mean(v) for v in docs.values()], args.seed) for rule, docs in per_doc.items()},
             "claims": sum(len(v) for v in per_doc["contrast"].values()),
             "stated": {rule: sum(sum(v) for v in docs.values()) for rule, docs in per_doc.items()},
             "template_share": (round(sum(x["contrast"] and not x["stated"] for x in leaks) / n_contrast, 3)
@@ -180,6 +181,16 @@ def releases_rows(attack, originals: Corpus, releases: list[Release], args, marg
             "new_questions": margins.asked - n0, "seconds": round(margins.seconds - t0, 1), "leaks": leaks[:8]}
         print(rel.name, {k: v for k, v in out[rel.name].items() if k != "leaks"}, file=sys.stderr)
     return out
+
+
+def interval(values: list[float], seed: int) -> list[float] | None:
+    """The 95% cluster-bootstrap interval of a mean over documents (one value each)."""
+    from audit.core.stats import cluster_bootstrap
+
+    if not values:
+        return None
+    lo, hi = cluster_bootstrap([(v, 1) for v in values], seed=seed).ci
+    return [round(lo, 2), round(hi, 2)]
 
 
 def demo_data(args):
@@ -245,7 +256,8 @@ def main() -> None:
     report["control"] = ctl = control(attack, originals, margins)
     print({k: ctl[k] for k in ("claims", "masked_claims", "thresholds", "rules")}, file=sys.stderr)
     Path(args.out).write_text(json.dumps(report, indent=1))
-    th = {"plain": ctl["thresholds"]["reference, plain"], "details": ctl["thresholds"]["reference, details"]}
+    th = {"plain": ctl["thresholds"]["reference, plain"], "details": ctl["thresholds"]["reference, details"],
+          "masked": ctl["thresholds"]["masked twins, plain"]}
     report["releases"] = releases_rows(attack, originals, releases, args, margins, th)
     report["seconds_per_question"] = round(margins.seconds / max(1, margins.asked), 2)
     report["questions"] = margins.asked
@@ -260,13 +272,13 @@ def markdown(report: dict) -> str:
     for rule, r in c["rules"].items():
         lines.append(f"| {rule} | {r['own']} | {r['other']} | {r['masked']} | {'yes' if r['passed'] else 'no'} |")
     rel = report["releases"]
-    lines += ["", f"| release ({len(rel['docs'])} docs) | claims | contrast | gate + plain | details | "
-              "template share of contrast's leaks |", "|---|---:|---:|---:|---:|---:|"]
+    lines += ["", f"| release ({len(rel['docs'])} docs) | claims | " + " | ".join(RELEASE_RULES) +
+              " | template share of contrast's leaks |", "|---|---:|" + "---:|" * len(RELEASE_RULES) + "---:|"]
     for name, r in rel.items():
         if name == "docs":
             continue
-        lines.append(f"| {name} | {r['claims']} | {r['contrast']} | {r['gate + plain']} | {r['details']} | "
-                     f"{r['template_share']} |")
+        cells = " | ".join(f"{r[k]} {r['ci'][k]}" for k in RELEASE_RULES)
+        lines.append(f"| {name} | {r['claims']} | {cells} | {r['template_share']} |")
     return "\n".join(lines)
 
 

@@ -213,7 +213,7 @@ def test_detail_spans_mask_as_releases_do_and_stated_details_are_found_in_so_man
 class TemplateLLM(SharedWordingLLM):
     """A judge that rewards a template: Yes when the passage has the fact's ordinary words and names
     no detail the fact does not (a capitalised word or a number elsewhere contradicts it; a label
-    such as [LOC] does not). Another person's record contradicts, a masked twin does not: the
+    such as [LOC] does not), by a wider margin the more of the fact's details it has. Another person's record contradicts, a masked twin does not: the
     failure issue 68 found in the 1.5B on masked releases."""
 
     identity = "scripted-template"
@@ -226,8 +226,12 @@ class TemplateLLM(SharedWordingLLM):
         foreign = [w for w in re.findall(r"\w+", passage)
                    if w not in fact_words and not w.isupper() and (w[0].isupper() or w[0].isdigit())]
         plain = {w.lower() for w in fact_words if w.islower()} - STOP
-        share = len(plain & {w.lower() for w in re.findall(r"\w+", passage)}) / max(1, len(plain))
-        margin = -2.0 if foreign else 4 * share - 2
+        words = {w.lower() for w in re.findall(r"\w+", passage)}
+        share = len(plain & words) / max(1, len(plain))
+        specific = {w.lower() for w in fact_words if not w.islower()}
+        found = len(specific & words) / max(1, len(specific))
+        # a template with its details gone still earns half the margin of the fact: Yes wins
+        margin = -2.0 if foreign else (4 * share - 2) * (0.5 + 0.5 * found)
         return [margin / 2 if continuation == "Yes" else -margin / 2]
 
 
@@ -273,6 +277,9 @@ def test_the_details_judge_passes_the_masked_twin_and_shows_the_stated_details(s
     check = identity.details["judge_check"]
     assert check["judge"] == "details" and check["passed"] and check["failed"] == [], check
     assert check["self"] == 1.0 and check["unrelated"] == 0.0 and check["masked"] == 0.0
+    # its threshold is what the masked twins earn (a template alone), each twin judged by the others'
+    assert 1.0 <= check["threshold"] < 2.0 and len(check["masked_margins"]) == 16 and "reference_margins" not in check
+    assert check["masked_llm"] is not None
     assert identity.value == 1.0 and identity.details["in_verdict"] and "specific details" in \
         identity.details["decision_rule"]
     asked = llm.scored

@@ -143,17 +143,27 @@ class JudgeControl:
                 out.append((twin, claim))
         return out
 
+    def _masked_ratings(self, masked: list[tuple[str, str]], margins: list[float], out: dict[str, Any]) -> list[int]:
+        """The ``details`` judge's ratings of the masked twins: each against the threshold that the
+        other twins' margins set (leave one out), and only where the twin states a detail of its
+        claim; ``out["masked_llm"]`` gets the share the margins alone would rate stated."""
+        llm_says = [m > max(0.0, null_threshold(margins[:j] + margins[j + 1:])) for j, m in enumerate(margins)]
+        out["masked_llm"] = round(sum(llm_says) / len(llm_says), 4) if llm_says else None
+        return [1 if says and self._stated(ev, claim) else 3 for says, (ev, claim) in zip(llm_says, masked)]
+
     def _check_judge(self, llm: LLM, originals, dense: bool) -> dict[str, Any] | None:
         """The judge's control, once per fit (see the module): ``judge_check`` claims of the
         originals (never aux claims; identifying ones) rated against their own document, another
         original and their masked twin. A judge that fails any makes every leakage figure
         meaningless, and the result says which.
 
-        The contrastive judges first ask each claim of the control against its reference record
-        (the original closest to it other than its own and the other one) and set their threshold
+        The ``contrast`` judge first asks each claim of the control against its reference record
+        (the original closest to it other than its own and the other one) and sets its threshold
         from those margins (:func:`~attackers.claim_linker.reference.null_threshold`); the
         other-document and masked questions, asked after, test that threshold on passages it
-        never saw."""
+        never saw. The ``details`` judge sets its threshold from the masked twins' margins
+        (:meth:`_masked_threshold`); each twin is then rated against the threshold of the others
+        (leave one out), so no twin is judged by a threshold it set."""
         if self._judge_check_ is not None:
             return self._judge_check_
         pairs = self._control_pairs(originals, dense)
@@ -162,19 +172,27 @@ class JudgeControl:
         own, other, masked, refs, dropped = pairs
         out: dict[str, Any] = {"claims": len(own), "judge": self._judge_used, "masked_claims": len(masked),
                                "left_out": dict(sorted(dropped.items()))}
+        null: list[float] | None = None
         if self.judge in ("contrast", "details") and self._judge_fallback_ is None:
             from audit.models.llm import LLMError
 
             try:
-                null = [self._margin(llm, ref, claim) for ref, (_, claim) in zip(refs, own)]
+                if self.judge == "contrast":
+                    null = [self._margin(llm, ref, claim) for ref, (_, claim) in zip(refs, own)]
+                    out["reference_margins"] = [round(m, 4) for m in null]
+                else:
+                    null = [self._margin(llm, ev, claim) for ev, claim in masked]
+                    out["masked_margins"] = [round(m, 4) for m in null]
                 self._null_threshold_ = null_threshold(null)
-                out.update(threshold=round(self._null_threshold_, 4), reference_margins=[round(m, 4) for m in null])
+                out["threshold"] = round(self._null_threshold_, 4)
             except LLMError as exc:  # judged by rating (see _judge)
                 self._judge_fallback_ = str(exc)
-        ratings, _ = self._judge(llm, own + other + masked, repeats=1)  # one batch
+        judged_masked = masked if self.judge != "details" or self._judge_fallback_ is not None else []
+        ratings, _ = self._judge(llm, own + other + judged_masked, repeats=1)  # one batch
+        masked_ratings = ratings[2 * len(own):] if judged_masked else self._masked_ratings(masked, null or [], out)
         out["judge"] = self._judge_used
         parts = (("self", ratings[:len(own)]), ("unrelated", ratings[len(own):2 * len(own)]),
-                 ("masked", ratings[2 * len(own):]))
+                 ("masked", masked_ratings))
         for kind, part in parts:
             valid = [r for r in part if r is not None]
             out[kind] = round(leakage_of(valid), 4) if valid else None

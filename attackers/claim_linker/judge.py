@@ -46,11 +46,13 @@ _JUDGE_SYSTEM = (
 VERDICTS = {"same": 1, "similar": 2, "no": 3}
 
 
-#: How the judge answers: ``details`` (the default, issue 68) asks the contrastive question only of a
+#: How the judge answers: ``details`` (the default, issue 68) asks the yes/no question only of a
 #: passage that states at least one of the claim's specific details in so many words
-#: (:func:`~attackers.claim_linker.reference.stated_details`): a passage with every detail masked
-#: states nothing, whatever its wording (naming the details in the question was measured and
-#: rejected: the 1.5B said Yes more often to masked and unrelated passages); ``contrast`` scores the fixed answers Yes and No by
+#: (:func:`~attackers.claim_linker.reference.stated_details`: a passage with every detail masked
+#: states nothing, whatever its wording) and counts the claim stated when Yes wins by more than it
+#: wins for the control's claims on their masked twins (their own sentences with the details masked:
+#: what a template alone earns); naming the details in the question was measured and rejected (the
+#: 1.5B said Yes more often to masked and unrelated passages); ``contrast`` scores the fixed answers Yes and No by
 #: their log-probabilities (no free text) and counts the claim stated when Yes wins by a wider
 #: margin than the control's claims get on the records of other people most like them
 #: (:mod:`.reference`); ``yesno`` the same against 0 (stated when P(Yes) > P(No));
@@ -303,8 +305,8 @@ class Judging:
     def _reference(self, originals, i: int, k: int, exclude: set[int]) -> str | None:
         """The evidence that the reference record gives claim ``k`` of original ``i``: the
         sentences most related to it in the other original (not in ``exclude``) closest to it;
-        ``None`` unless the judge is contrastive (``contrast``, ``details``)."""
-        if self.judge not in ("contrast", "details"):
+        ``None`` unless the judge is ``contrast`` (``details`` contrasts with masked twins)."""
+        if self.judge != "contrast":
             return None
         index = self._originals_index()
         vec = index.vecs[index.offsets[i] + k]

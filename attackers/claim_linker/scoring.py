@@ -39,9 +39,9 @@ DECISION_RULES = {
                 "them (their conformal 90% quantile: the threshold in judge_check), else not stated (3)",
     "details": "a claim is stated (rating 1) when the passage states at least one of its specific details in so "
                "many words (the finding lists them) and log P(Yes) - log P(No) for 'Does the passage state this fact?' "
-               "exceeds 0 and the margins that the control's claims get on "
-               "the records of other people most like them (their conformal 90% quantile: the threshold in "
-               "judge_check), else not stated (3)",
+               "exceeds 0 and the margins that the control's claims get on their masked twins (their own sentences "
+               "with the specific details masked; the conformal 90% quantile: the threshold in judge_check), else "
+               "not stated (3)",
     "yesno": "a claim is stated (rating 1) when log P(Yes) > log P(No) for 'Does the passage state this fact?', "
              "else not stated (3)",
     "yesno-calibrated": "a claim is stated (rating 1) when log P(Yes) - log P(No) for 'Does the passage state "
