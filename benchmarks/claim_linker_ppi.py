@@ -108,7 +108,7 @@ def main() -> None:
     report = json.loads(out.read_text()) if out.exists() else {}
     for mode in modes:
         report[mode] = run_mode(mode, scenario, llm, embedder, args.seed, args.paraphrase)
-        report[mode].update(cache=cache, n=n, paraphrase=args.paraphrase, releases=names)
+        report[mode].update(cache=cache, n=n, paraphrase=args.paraphrase, release_names=names)
         out.write_text(json.dumps(report, indent=1, ensure_ascii=False))
     print(markdown(report))
 

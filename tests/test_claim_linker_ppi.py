@@ -73,6 +73,7 @@ def test_the_leakage_is_prediction_powered_and_agrees_with_the_all_judged_figure
     # every linked document with claims is scored; the judge answered on a seeded sample only
     assert e["scored"] == f["scored"] == f["judged"] >= 60 and e["judged"] < e["scored"]
     assert ppi.n == e["judged"] == len(ppi.documents) and ppi.details["sampled"]["reached"] is True
+    assert ppi.details["llm_requests"] == ppi.details["trials"]  # one question a claim (repeats: the rating judge's)
     assert ppi.details["made"].startswith(f"prediction-powered, {e['judged']} judged, {e['scored']} scored, ±")
     assert ppi.details["made"].endswith("about this release") and ppi.details["made"] in ppi.details["note"]
     # --budget full: every document judged, the exact figure, which the estimate's interval holds

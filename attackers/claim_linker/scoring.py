@@ -122,7 +122,7 @@ class LeakageScoring:
         mean, ci = est.value, est.ci
         llm_id = getattr(llm, "identity", "") or type(llm).__name__
         details = self._semantic_details(tally, judged.check, llm_id, dense, run, len(trials), judged.malformed,
-                                         judged.items * self.repeats)
+                                         judged.items * (self.repeats if self._judge_used == "rating" else 1))
         details.update(unit="documents", trials=sum(tally.ratings.values()), trial_unit="claims",
                        interval=est.to_dict()["interval"], tiny_sample=est.judged < 10 and not est.exact)
         baseline, beats, details["in_verdict"] = _checked_baseline(judged.check, ci, bool(tally.values))
