@@ -303,6 +303,26 @@ def test_a_components_own_sample_is_counted_against_the_whole_release(demo_dir, 
     assert r.details["sampled"] == {"documents": 2, "of": 6, "seed": 9}
 
 
+def test_a_prediction_powered_figure_on_the_runners_sample_says_so(demo_dir, monkeypatch):
+    """A figure "about this release" made on the runner's sample is about that sample: the line
+    beside it says so (audit.core.ppi's ``made``)."""
+    evaluate = LeakAttack.evaluate
+    made = "prediction-powered, 2 judged, 4 scored, ±0.100, about this release"
+
+    def powered(self, scenario, release):
+        return [dataclasses.replace(r, details={**r.details, "sampled": {"documents": 2, "of": len(release),
+                                                                          "seed": 9, "made": made}})
+                for r in evaluate(self, scenario, release)]
+
+    monkeypatch.setattr(LeakAttack, "evaluate", powered)
+    reg = toy_registry()
+    spec = load_spec(make_spec(demo_dir, attacks=[{"name": "toy_leak", "sample": 4}]), registry=reg)
+    Audit(spec, registry=reg, progress=False, echo=None).run()
+    r = ResultsFile.load(demo_dir / "out" / "results.json").get("toy_leak", "suppressed")
+    assert r.details["sampled"]["made"] == f"{made} (the runner's seeded sample of 4 of 6 documents)"
+    assert r.info.sampled.sentence() == r.details["sampled"]["made"]
+
+
 def test_demo_style_run_skips_broken_components_visibly(demo_dir):
     reg = toy_registry()
     reg.register("attack")(BrokenAttack)
