@@ -4,7 +4,8 @@ Every claim the judge would be asked about gets features that cost no LLM call
 (:func:`claim_features`): how close the claim is by meaning to the evidence the judge would read
 (the dense cosine of the two), how much of its wording the evidence has (ROUGE-L, and the share
 of its words found there), whether its specific details (names, dates, numbers) occur in the
-evidence in so many words, and whether the evidence holds a placeholder where a detail was. A
+evidence in so many words (the details judge's own rule, :func:`.reference.stated_details`), and
+whether the evidence holds a placeholder where a detail was. A
 logistic regression on the claims the judge answered turns them into a probability that the
 judge says "stated" (:class:`LeakagePredictor`); a document's score is the mean over its
 claims, the cheap counterpart of its leakage. The fit is cross-fitted by document: the judged
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attackers.claim_linker.reference import stated_details
 from audit.core.ppi import PredictorUnavailable
 from audit.core.text import RougeTokenizer, rouge_l
 
@@ -31,7 +33,8 @@ MIN_DOCUMENTS = 6
 #: What the features are, in the order of :func:`claim_features`'s columns.
 FEATURES = ("dense cosine of claim and evidence", "ROUGE-L of claim and evidence",
             "share of the claim's words in the evidence", "share of the claim's specific details in the evidence",
-            "the claim has a specific detail", "the evidence holds a placeholder")
+            "one of its specific details in the evidence", "the claim has a specific detail",
+            "the evidence holds a placeholder")
 #: What the predictor is called in results.
 NAME = "logistic regression on claim features (" + "; ".join(FEATURES) + "), cross-fitted by document"
 
@@ -48,10 +51,9 @@ def claim_features(pairs: Sequence[tuple[str, str]], details: Sequence[Sequence[
         ev_tokens, cl_tokens = tok(evidence), tok(claim)
         have = set(ev_tokens)
         share = sum(t in have for t in cl_tokens) / len(cl_tokens) if cl_tokens else 0.0
-        low = evidence.lower()
-        found = sum(d.lower() in low for d in dets) / len(dets) if dets else 0.0
-        rows.append((float(cos), rouge_l(cl_tokens, ev_tokens), share, found, float(bool(dets)),
-                     float(bool(_PLACEHOLDER.search(evidence)))))
+        stated = len(stated_details(dets, evidence))  # the judge's own rule: in so many words
+        rows.append((float(cos), rouge_l(cl_tokens, ev_tokens), share, stated / len(dets) if dets else 0.0,
+                     float(stated > 0), float(bool(dets)), float(bool(_PLACEHOLDER.search(evidence)))))
     return np.asarray(rows, dtype=float).reshape(-1, len(FEATURES))
 
 

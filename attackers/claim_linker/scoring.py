@@ -170,14 +170,13 @@ class LeakageScoring:
                     claim_values[d] = [out[d] if r is None else 1 - (r - 1) / 2 for r in rs]
             return out
 
-        predict = self._leakage_predictor(originals, trials, spans, ids, items, dense)
+        predict = self._leakage_predictor(spans, ids, items)
         return sequential_ppi(ids, seed=self.seed, salt="score-sample", target=self.score_target, label=label,
                               predict=lambda _labels: predict(claim_values), predictor=powered.NAME,
                               estimand=self.score_estimand, limit=self.score_sample,
                               say=lambda m: say(f"claim_linker leakage on {release_name}: {m}", enabled=self.progress))
 
-    def _leakage_predictor(self, originals, trials: list[int], spans: dict, ids: list[str],
-                           items: list[tuple[str, str]], dense: bool):
+    def _leakage_predictor(self, spans: dict, ids: list[str], items: list[tuple[str, str]]):
         """The cheap predictor of each document's leakage (:class:`.powered.LeakagePredictor`),
         or a stand-in that says why there is none (``score_predictor="none"``, no claims)."""
         def unavailable(why: str):
@@ -192,9 +191,7 @@ class LeakageScoring:
         rows, details = [], []
         for d in ids:
             entry, a, b = spans[d]
-            i = trials[entry[0]]
-            where = {id(c): k for k, c in enumerate(self.orig_claims_[i])}
-            details += [self._details(i)[where[id(c)]] for c in entry[1]]
+            details += [self._details_of(c.text) for c in entry[1]]  # the judge's details (common ones left out)
             rows += list(range(a, b))
         pairs = [items[r] for r in rows]
         emb = self._get_embedder()
