@@ -176,8 +176,11 @@ def _chart(lb: Any) -> Any:
 
 
 def context(lb: Any, *, notes: list[str] | None = None) -> dict[str, Any]:
-    """What the leaderboard's templates show (the page, and a notebook's :mod:`reports.notebook`)."""
-    return {"lb": lb, "chart": _chart(lb), "title": lb.title, "rows": lb.rows, "notes": notes or [],
+    """What the leaderboard's templates show (the page, and a notebook's :mod:`reports.notebook`);
+    each part links its explanation in the user guide built beside the page (as the report's)."""
+    from reports.context import GUIDE, guide_page
+
+    return {"lb": lb, "guide": guide_page(GUIDE), "chart": _chart(lb), "title": lb.title, "rows": lb.rows, "notes": notes or [],
             "cell": _cell, "cost": _cost_text, "title_of": title_of, "published": published(lb),
             "agreement": [_agreement_text(a) for a in lb.agreement]}
 

@@ -190,3 +190,11 @@ def test_every_part_of_the_report_links_its_explanation_in_the_guide(site, tmp_p
         assert f'id="{part}"' in guide, f"the guide's report page has no anchor #{part}"
     again = results.report(tmp_path / "other.html", guide="https://example.org/anonaudit/").read_text(encoding="utf-8")
     assert 'href="https://example.org/anonaudit/report.html#verdict"' in again
+    # the bench's leaderboard, in the report's style, links the same page's leaderboard parts
+    board = anonaudit.bench("suppression", demo_people=4, comparisons=["labels"], attacks=["phrase_search"],
+                            metrics=["rouge"], progress=False)
+    page = board.report(tmp_path / "board" / "leaderboard.html").read_text(encoding="utf-8")
+    links = re.findall(r'<section id="([\w-]+)">\s*<h2>[^<]*<a class="guide" href="docs/report\.html#([\w-]+)"', page)
+    assert {part for part, _ in links} >= {"ranking", "picture"}
+    for part, anchor in links:
+        assert anchor == f"leaderboard-{part}" and f'id="{anchor}"' in guide, anchor
