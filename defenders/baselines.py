@@ -28,6 +28,7 @@ from audit.core.interfaces import Detector, Sanitizer
 from audit.models.nlp import DEFAULT_SPACY_MODEL
 from audit.models.resources import resources_of
 from audit.core.registry import register
+from audit.core.templates import fill_template, template_fields
 from defenders.detectors.labels import (SPACY_ENGLISH_LABELS, SPACY_PII_LABELS, check_labels,  # noqa: F401
                                         wanted)
 from defenders.detectors.presidio import (PRESIDIO_GROUP, PresidioDetector, offline_spacy_engine,  # noqa: F401
@@ -35,19 +36,15 @@ from defenders.detectors.presidio import (PRESIDIO_GROUP, PresidioDetector, offl
 from defenders.detectors.spacy_ner import SpacyDetector
 
 def _label_text(template: str, label: str) -> str:
-    return template.format(label=(label or "REDACTED").upper())
+    return fill_template(template, {"label": (label or "REDACTED").upper()})
 
 
 def check_template(template: str) -> str:
     """``template`` if it makes a replacement text from ``{label}`` (and nothing else), else a
-    :class:`ValueError` saying why, when the sanitizer is made, not on the first document."""
-    if not isinstance(template, str):
-        raise ValueError(f"template must be a text with {{label}} for the label, got {template!r}")
-    try:
-        template.format(label="LABEL")
-    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
-        raise ValueError(f"template {template!r} cannot be filled: the only field it may use is {{label}} "
-                         f"(write {{{{ and }}}} for literal braces); {type(exc).__name__}: {exc}") from None
+    :class:`~audit.core.templates.TemplateError` (a ValueError) naming the field, when the
+    sanitizer is made, not on the first document. Substituted, never evaluated
+    (:mod:`audit.core.templates`): no attribute or index access, no format spec."""
+    template_fields(template, ("label",), "template")
     return template
 
 

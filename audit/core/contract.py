@@ -57,6 +57,7 @@ from audit.core.interfaces import Attack, Component, Detector, Metric, Sanitizer
 from audit.core.params import EMPTY, Unknown, parameters, variadic
 from audit.core.paramtypes import check_params
 from audit.core.registry import normalise
+from audit.core.templates import template_fields
 from audit.core.results import Finding, Result
 from audit.core.resultshape import figure_problems
 from audit.core.details import details_problems
@@ -138,8 +139,8 @@ def _role(cls: type, problems: list[str]) -> str | None:
     if mine[0] == "attack":
         remedy = getattr(cls, "remedy", "")
         try:
-            remedy.format(exposed=1, total=2)
-        except (AttributeError, KeyError, IndexError, ValueError) as exc:
+            template_fields(remedy, ("exposed", "total"), "remedy")
+        except AnonauditError as exc:
             problems.append(f"role: remedy must be a sentence whose only fields are {{exposed}} and {{total}} ({exc})")
         if not set(getattr(cls, "requires", ())) <= {"originals", "background"}:
             problems.append(f"role: requires {sorted(cls.requires)}: only originals and background exist")

@@ -41,6 +41,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from audit.core.errors import AnonauditError
+from audit.core.templates import fill_template
+
 #: The typed keys of ``details`` and the JSON type each must have (see the module docstring).
 TYPED_KEYS = {"warning": "string", "successes": "count", "unit": "string", "trials": "number",
               "trial_unit": "string", "sampled": "sampled", "in_verdict": "boolean", "residual_risk": "number",
@@ -232,9 +235,9 @@ class About:
 
     def fix(self, exposed: int, total: int) -> str:
         """The remedy with its counts filled in (as written when it has no valid fields)."""
-        try:
-            return self.remedy.format(exposed=exposed, total=total)
-        except (KeyError, IndexError, ValueError):
+        try:  # substituted, never evaluated: the remedy is read from a results file
+            return fill_template(self.remedy, {"exposed": exposed, "total": total}, "remedy")
+        except AnonauditError:
             return self.remedy
 
 

@@ -16,6 +16,7 @@ from audit.core.errors import AnonauditError
 from audit.core.interfaces import Sanitizer
 from audit.runtime.progress import bar
 from audit.core.registry import register, registry
+from audit.core.templates import fill_template, template_fields
 from audit.models.llm import LLM, ChatRequest
 from audit.models.resources import UsesLLM, resources_of
 from defenders.intact.dates import date_generalisations
@@ -105,6 +106,7 @@ class IntactSanitizer(UsesLLM, IntactRepair, Sanitizer):
         self.detector = detector
         self.labels = labels
         self.placeholders = placeholders
+        template_fields(template, ("label",), "template")  # refused here, naming the field
         self.template = template
         self.frequent_lemmas = frequent_lemmas
         self.context_tokens = context_tokens
@@ -179,7 +181,7 @@ class IntactSanitizer(UsesLLM, IntactRepair, Sanitizer):
         return list(entities.values())
 
     def _fallback(self, label: str) -> str:
-        return self.template.format(label=(label or "REDACTED").upper())
+        return fill_template(self.template, {"label": (label or "REDACTED").upper()})
 
     # ------------------------------------------------------------------ candidates
 
