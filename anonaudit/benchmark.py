@@ -174,9 +174,12 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
     time_limit: minutes the whole bench may take: before any work, every sanitizer it must run,
         attack and metric is calibrated on 5 documents and extrapolated; an :class:`AnonauditError`
         with the estimate per stage when it exceeds the limit, nothing sanitized, attacked or
-        written (docs/how-to/budgets.md).
+        written (docs/how-to/budgets.md); then enforced, the calibration included: at the limit the
+        work stops (``command``'s processes too), what finished is kept, and a ``TimeLimitReached``
+        (an :class:`AnonauditError`) says so. ``command_timeout``: seconds ``command`` may run
+        (default 3600, :data:`audit.pipeline.external.DEFAULT_COMMAND_TIMEOUT`).
     """
-    from audit.core.registry import registry as default_registry
+    from audit.core.registry import given_registry
 
     from audit.pipeline.external import check_timeout
 
@@ -184,7 +187,7 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
 
     check_timeout(command_timeout, "command_timeout=")
     time_limit = check_limit(time_limit)
-    reg = registry or default_registry
+    reg = given_registry(registry)
     budget, sanitizer_sample = _budget(budget, sanitizer_sample)
     chosen = [k for k, v in (("sanitizer", sanitizer), ("command", command), ("release", release)) if v is not None]
     if len(chosen) != 1:

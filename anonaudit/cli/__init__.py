@@ -7,7 +7,8 @@ every :class:`~audit.core.errors.AnonauditError` into a readable message and exi
 
 Exit codes: 0 done (and every gate check passed); 1 a gate check failed; 2 the input is
 invalid or the audit could not run as asked (an :class:`AnonauditError`, or a usage error
-click reports); 130 interrupted (finished work is saved).
+click reports); 130 interrupted, 143 terminated by SIGTERM (finished work is saved; an external
+command is stopped with every process it started); 141 stdout's reader closed the pipe (quiet).
 
 The registry the commands use is the process' one, or the one given as the context object:
 ``main(obj={"registry": reg})`` (``CliRunner().invoke(main, args, obj=...)`` in tests).
@@ -15,6 +16,7 @@ The registry the commands use is the process' one, or the one given as the conte
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -36,6 +38,9 @@ from audit.core.errors import AnonauditError  # noqa: E402
 
 #: Exit code of a failed gate check.
 EXIT_GATE_FAILED = 1
+#: Exit code when stdout's reader closed the pipe (``| head -1``): 128 + SIGPIPE, as a program
+#: that SIGPIPE ends; nothing is printed.
+EXIT_CLOSED_PIPE = 141
 #: Exit code of invalid input: a file, spec, option or threshold that cannot be used (click's
 #: usage errors exit 2 as well).
 EXIT_INVALID = 2
@@ -55,8 +60,17 @@ class FriendlyGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context):
+        from audit.runtime.deadline import Terminated, terminate_as_interrupt
+
         try:
-            return super().invoke(ctx)
+            with terminate_as_interrupt():  # SIGTERM saves finished work and stops commands, as Ctrl-C
+                try:
+                    return super().invoke(ctx)
+                finally:
+                    sys.stdout.flush()  # a closed pipe is met here, not in Python's flush at exit
+        except BrokenPipeError:  # `anonaudit gate ... | head -1`: the reader left; quiet, as other CLIs
+            quiet_closed_pipe()
+            ctx.exit(EXIT_CLOSED_PIPE)
         except AnonauditError as exc:
             click.secho(f"error: {exc}", fg="red", err=True)
             ctx.exit(EXIT_INVALID)
@@ -66,10 +80,19 @@ class FriendlyGroup(click.Group):
         except RecursionError:  # defence in depth: the readers bound nesting themselves
             click.secho("error: an input is nested too deeply to be read", fg="red", err=True)
             ctx.exit(EXIT_INVALID)
-        except KeyboardInterrupt:
-            click.secho("interrupted: finished work is saved; run the same command again to resume.",
+        except KeyboardInterrupt as exc:
+            what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+            click.secho(f"{what}: finished work is saved; run the same command again to resume.",
                         fg="yellow", err=True)
-            ctx.exit(130)
+            ctx.exit(143 if isinstance(exc, Terminated) else 130)
+
+
+def quiet_closed_pipe() -> None:
+    """stdout's reader has gone (a closed pipe): what is still buffered goes nowhere, so that
+    Python's flush at exit does not fail a second time with a message."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def os_error_message(exc: OSError) -> str:

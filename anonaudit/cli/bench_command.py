@@ -115,7 +115,7 @@ def _extra(items: tuple[str, ...]) -> dict[str, str]:
 @click.option("--seed", type=Checked(Seed), default=0, show_default=True)
 @click.option("--llm", "llm_spec", default=None, metavar="SPEC", help="LLM for the sanitizers and attacks that use one.")
 @click.option("--timeout", type=Checked(Seconds, float), default=None,
-              help="Seconds the --command may run, above 0 (default: no limit); past it the command and every "
+              help="Seconds the --command may run, above 0 (default: 3600); past it the command and every "
                    "process it started are stopped.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench-out", show_default=True,
               help="Folder: data/, sanitized/ (each release as it is made), results.json, leaderboard.html, "
@@ -153,7 +153,7 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
                                   ("--release", release), ("--reference", reference),
                                   *((f"--also {k}", v) for k, v in extra.items())], force=force)
     budget, sanitizer_sample = _budget(budget, sanitizer_sample)
-    tracking.check(mlflow_uri)  # a tracker that cannot be used fails now, not after the bench
+    tracking.check(mlflow_uri, mlflow_experiment)  # a tracker that cannot be used fails now, not after the bench
     by_component = _params(cparams, "--component-param")
     sanitizers = set(registry_of(ctx).names("sanitizer"))
     san_params = {k: v for k, v in by_component.items() if k in sanitizers}

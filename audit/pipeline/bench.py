@@ -33,8 +33,7 @@ from typing import Any
 
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
-from audit.core.registry import Registry
-from audit.core.registry import registry as default_registry
+from audit.core.registry import Registry, given_registry
 from audit.pipeline.bench_writer import BenchWriter
 from audit.pipeline.provenance import canonical
 
@@ -108,13 +107,16 @@ def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bo
     is written, except the two files an external command needs, in a temporary folder of its
     own, deleted when it has run (:func:`audit.pipeline.bench_releases.command_release`).
     ``time_limit``: minutes the bench may take, estimated before any of its work
-    (:mod:`audit.pipeline.bench_estimate`): an AnonauditError when the estimate exceeds it."""
+    (:mod:`audit.pipeline.bench_estimate`): an AnonauditError when the estimate exceeds it; then
+    enforced, the calibration included (:mod:`audit.runtime.deadline`): at the limit the work stops
+    (an external command with every process it started; the releases and pairs finished are kept)."""
     from audit.models.resources import Resources
     from audit.pipeline.estimate import check_limit
     from audit.pipeline.leaderboard import build_leaderboard
     from audit.pipeline.runner import Audit, parse_spec
+    from audit.runtime.deadline import enforced
 
-    reg = registry or default_registry
+    reg = given_registry(registry)
     t0 = time.time()
     under = [c for c in spec.contenders if c.under_test]
     if len(under) != 1 or spec.contenders[0] is not under[0]:
@@ -124,7 +126,7 @@ def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bo
     if dup:
         raise AnonauditError(f"two releases on the board are named {dup[0]!r}: give each its own name")
     limit = check_limit(time_limit, "time limit")
-    with Resources(seed=spec.seed, progress=progress) as resources:
+    with enforced(limit), Resources(seed=spec.seed, progress=progress) as resources:
         if limit is not None:  # before any work: nothing sanitized, attacked or written yet
             from audit.pipeline.bench_estimate import check_bench
 

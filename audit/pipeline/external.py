@@ -27,9 +27,14 @@ from pathlib import Path
 
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError, DataError, Problem, Problems
+from audit.runtime.deadline import terminate_as_interrupt
 
 #: The placeholders a command line must hold.
 PLACEHOLDERS = ("{input}", "{output}")
+
+#: Seconds an external command may run when no timeout is given (``--timeout``,
+#: ``command_timeout=``): a hung command is stopped, and the message names this default.
+DEFAULT_COMMAND_TIMEOUT = 3600.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,8 @@ def run_command(command: str, originals: Corpus, name: str, folder: Path, *, tim
 
     args = check_command(command)
     timeout = check_timeout(timeout)
+    default = timeout is None
+    timeout = DEFAULT_COMMAND_TIMEOUT if default else timeout
     folder.mkdir(parents=True, exist_ok=True)
     inp = folder / release_file_name(name, ".command-input.jsonl")
     out = folder / release_file_name(name, ".command-output")
@@ -91,8 +98,9 @@ def run_command(command: str, originals: Corpus, name: str, folder: Path, *, tim
         out.unlink()  # never read a previous run's output as this run's
     argv = [a.replace("{input}", str(inp)).replace("{output}", str(out)) for a in args]
     t0 = time.perf_counter()
-    returncode = _run_group(command, argv, timeout, {**os.environ, "ANONAUDIT_BENCH_INPUT": str(inp),
-                                                     "ANONAUDIT_BENCH_OUTPUT": str(out)})
+    with terminate_as_interrupt():  # SIGTERM stops the command's whole group too, as Ctrl-C does
+        returncode = _run_group(command, argv, timeout, {**os.environ, "ANONAUDIT_BENCH_INPUT": str(inp),
+                                                         "ANONAUDIT_BENCH_OUTPUT": str(out)}, default=default)
     seconds = time.perf_counter() - t0
     if returncode != 0:
         raise AnonauditError(f"--command {command!r} exited with status {returncode} (its messages are "
@@ -108,7 +116,8 @@ def run_command(command: str, originals: Corpus, name: str, folder: Path, *, tim
     return CommandRun(release=release, seconds=seconds, output=out)
 
 
-def _run_group(command: str, argv: list[str], timeout: float | None, env: dict[str, str]) -> int:
+def _run_group(command: str, argv: list[str], timeout: float | None, env: dict[str, str], *,
+               default: bool = False) -> int:
     """Run ``argv`` in a process group of its own and return its exit status. When it runs past
     ``timeout``, or this process is interrupted, the whole group is killed: the command and every
     process it started (a shell script's children, a pool of workers), not the command alone;
@@ -124,9 +133,11 @@ def _run_group(command: str, argv: list[str], timeout: float | None, env: dict[s
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        raise AnonauditError(f"--command {command!r}: still running after {timeout:g} s; stopped (with every "
-                             "process it started)") from None
-    except BaseException:  # Ctrl-C no longer reaches a command in its own session: stop it here
+        which = ("the default limit of an external command; give another with --timeout SECONDS, "
+                 "command_timeout= in Python" if default else "its --timeout")
+        raise AnonauditError(f"--command {command!r}: still running after {timeout:g} s ({which}); stopped "
+                             "(with every process it started)") from None
+    except BaseException:  # Ctrl-C, SIGTERM or the time limit: the command's own session is stopped here
         _kill_group(proc)
         raise
 

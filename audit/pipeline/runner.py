@@ -32,7 +32,7 @@ from audit.core.data import Corpus, Release, Scenario
 from audit.core.details import details_problems
 from audit.core.errors import AnonauditError
 from audit.core.registry import Registry, normalise
-from audit.core.registry import registry as default_registry
+from audit.core.registry import given_registry
 from audit.core.consistency import consistency_problems
 from audit.core.results import Result, ResultsFile, figure_problems
 from audit.models.resources import LLM_STATS, Resources
@@ -47,6 +47,7 @@ from audit.pipeline.provenance import (
     merge_provenance,
 )
 from audit.pipeline.executors import make_executor
+from audit.runtime.deadline import enforced
 from audit.pipeline.gate import recorded
 from audit.pipeline.releases import build_releases, sample_release
 from audit.pipeline.spec import (  # noqa: F401  (re-exported: the runner's public names)
@@ -132,7 +133,8 @@ class Audit:
     user chose to write over (``--force``, checked by :func:`audit.pipeline.outputs.check_outputs`):
     it is replaced by a new results file at the first save, not read. ``time_limit``: minutes the
     run may take; before any component runs, a short calibration estimates the stages' time and a
-    limit the estimate exceeds stops the run with an AnonauditError (:mod:`audit.pipeline.estimate`).
+    limit the estimate exceeds stops the run with an AnonauditError (:mod:`audit.pipeline.estimate`);
+    then enforced: at the limit the work stops, finished pairs saved (:mod:`audit.runtime.deadline`).
     ``whole``: the inputs are a calibration slice of larger work (the bench's); the run only
     calibrates, extrapolates to ``whole`` and returns the estimate in ``outcome.estimate``.
     """
@@ -152,7 +154,7 @@ class Audit:
         if on_error not in ("raise", "skip"):
             raise ValueError("on_error must be 'raise' or 'skip'")
         self.spec = spec
-        self.registry = registry or default_registry
+        self.registry = given_registry(registry)
         self.on_error = on_error
         self.progress = progress
         self.echo = echo or (lambda msg: None)
@@ -199,21 +201,22 @@ class Audit:
         executor (a Ray cluster is joined, or started, before any data is loaded). A caller that
         runs several audits in a row (``anonaudit harden``) may pass its own resources, which stay
         open (with their executor)."""
-        if resources is not None:
-            return self._run(resources)
-        executor = self.executor or make_executor(self.spec.executor)
-        try:
-            executor.start()
-            if executor.kind != "local":
-                info = executor.info()
-                self.echo(f"executor: {info['kind']} at {info.get('address')}: {info.get('nodes')} node(s), "
-                          f"{info.get('cpus')} CPU(s), {info.get('gpus')} GPU(s), {info.get('workers')} worker(s) "
-                          "per stage")
-            with Resources(seed=self.spec.seed, progress=self.progress, executor=executor) as resources:
+        with enforced(None if self.whole is not None else self.time_limit):  # the calibration included
+            if resources is not None:
                 return self._run(resources)
-        finally:
-            if self.executor is None:
-                executor.close()
+            executor = self.executor or make_executor(self.spec.executor)
+            try:
+                executor.start()
+                if executor.kind != "local":
+                    info = executor.info()
+                    self.echo(f"executor: {info['kind']} at {info.get('address')}: {info.get('nodes')} node(s), "
+                              f"{info.get('cpus')} CPU(s), {info.get('gpus')} GPU(s), {info.get('workers')} worker(s) "
+                              "per stage")
+                with Resources(seed=self.spec.seed, progress=self.progress, executor=executor) as resources:
+                    return self._run(resources)
+            finally:
+                if self.executor is None:
+                    executor.close()
 
     def _run(self, resources: Resources) -> AuditOutcome:
         """The three steps of :meth:`run`: load the inputs, prepare the releases, run each component
