@@ -41,6 +41,24 @@ INSTALL = "pip install 'anonaudit[mlflow]'"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-. /:]")
 #: Seconds a tracking server may take to answer the check before the audit.
 CHECK_TIMEOUT = 10
+#: The longest experiment name a tracking store holds (MLflow's SQL stores: 500 characters).
+MAX_EXPERIMENT = 500
+
+
+def check_experiment(name: object, what: str = "--mlflow-experiment") -> str:
+    """``name`` if an MLflow experiment can have it: a text of 1 to :data:`MAX_EXPERIMENT`
+    characters, not only spaces, without control characters; else an :class:`AnonauditError`
+    naming ``what``. Checked before the work: the run is logged only at its end."""
+    if not isinstance(name, str):
+        raise AnonauditError(f"{what}: give the experiment's name as a text, got {type(name).__name__}")
+    if not name.strip():
+        raise AnonauditError(f"{what}: the experiment's name is empty")
+    if len(name) > MAX_EXPERIMENT:
+        raise AnonauditError(f"{what}: the experiment's name has {len(name):,} characters; a tracking store "
+                             f"holds at most {MAX_EXPERIMENT}")
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
+        raise AnonauditError(f"{what}: the experiment's name holds a control character (a line break, a tab...)")
+    return name
 
 
 def _mlflow() -> Any:
@@ -154,9 +172,10 @@ def log_mlflow(results: Any, uri: str | None = None, *, experiment: str = DEFAUL
                extra: Sequence[str | os.PathLike] = (), tags: Mapping[str, str] | None = None) -> str:
     """Log ``results`` (:class:`~anonaudit.Results`) to MLflow as one run and return its id (see the
     module doc for what is logged). ``extra``: more files to log beside them (a bench's leaderboard)."""
+    check_experiment(experiment, "experiment=")
+    target = check_mlflow(uri)
     from mlflow.tracking import MlflowClient
 
-    target = check_mlflow(uri)
     with _environment(target):
         return _log(MlflowClient(tracking_uri=target), target, results, experiment=experiment, run_name=run_name,
                     private=private, keep_ids=keep_ids, extra=extra, tags=tags)

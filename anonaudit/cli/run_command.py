@@ -73,7 +73,7 @@ def run_cmd(ctx: click.Context, spec_file: str | None, tae_config: str | None, o
         spec = load_spec(spec_file, overrides=overrides or None, registry=reg)
     spec = _with_executor(spec, executor, ray_address, ray_workers)
     check_outputs(spec_outputs(spec, report=report, shareable=shareable), spec_inputs(spec, spec_file), force=force)
-    tracking.check(mlflow_uri)  # a tracker that cannot be used fails now, not after the audit
+    tracking.check(mlflow_uri, mlflow_experiment)  # a tracker that cannot be used fails now, not after the audit
     results = anonaudit.run(spec, registry=reg, progress=True, force=force, time_limit=time_limit)
     click.echo("")
     echo_summary(results.results)

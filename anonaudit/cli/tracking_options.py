@@ -26,11 +26,14 @@ def tracking_options(f: Callable) -> Callable:
              "(MLFLOW_TRACKING_URI). Checked before the audit starts.")(f)
 
 
-def check(uri: str | None) -> None:
-    """Before the work: MLflow installed, its store reachable (an AnonauditError, exit 2, otherwise)."""
-    if uri is not None:
-        from anonaudit.tracking import check_mlflow
+def check(uri: str | None, experiment: str = "anonaudit") -> None:
+    """Before the work: the experiment's name one MLflow can hold (checked even without --mlflow: a
+    wrong option is said, not ignored), MLflow installed, its store reachable (an AnonauditError,
+    exit 2, otherwise)."""
+    from anonaudit.tracking import check_experiment, check_mlflow
 
+    check_experiment(experiment)
+    if uri is not None:
         check_mlflow(uri or None)
 
 
