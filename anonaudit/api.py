@@ -26,17 +26,40 @@ from audit.core.config import caches_off
 from audit.core.data import Corpus
 from audit.core.paramtypes import AtLeast, AtMost
 from anonaudit.demo.population import MAX_RELEASED
-from audit.core.errors import AnonauditError
+from audit.core.errors import AnonauditError, ArgumentError
 
 
 #: The people of a synthetic population (:func:`sample_data`, ``anonaudit demo-data --n``).
 DemoPeople = Annotated[int, AtLeast(1), AtMost(MAX_RELEASED)]
 
 
-def _registry(registry: Any):
-    from audit.core.registry import registry as default_registry
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - values that cannot be compared (arrays) are not the same
+        return False
 
-    return registry or default_registry
+
+def _registry(registry: Any):
+    from audit.core.registry import given_registry
+
+    return given_registry(registry)
+
+
+def _merged_params(function: str, params: Mapping[str, Any] | None, keywords: Mapping[str, Any]) -> dict[str, Any]:
+    """A component's parameters given as ``params=`` and as keywords, in one dict; a parameter
+    given both ways with two values is an :class:`ArgumentError` naming both (never resolved
+    silently); ``params`` that is not a mapping, one too."""
+    if params is None:
+        params = {}
+    if not isinstance(params, Mapping):
+        raise ArgumentError(f"anonaudit.{function}(): params={params!r:.60}: must be a mapping of parameter names "
+                            "to values")
+    for key in sorted(params.keys() & keywords.keys(), key=str):
+        if not _same(params[key], keywords[key]):
+            raise ArgumentError(f"anonaudit.{function}(): the parameter {key!r} is given twice with two values: "
+                                f"params={{{key!r}: {params[key]!r:.40}}} and {key}={keywords[key]!r:.40}; give it once")
+    return {**params, **keywords}
 
 
 @checked
@@ -162,7 +185,7 @@ def attack(name: str, releases: Any = None, *, originals: Any = None, background
     keyword is :func:`audit`'s."""
     own = {k: kwargs.pop(k) for k in list(kwargs) if k not in _AUDIT_KEYWORDS}
     _old_budget(name, kwargs, own, kwargs.get("registry"))
-    entry: dict[str, Any] = {"name": name, "params": {**(params or {}), **own}}
+    entry: dict[str, Any] = {"name": name, "params": _merged_params("attack", params, own)}
     if sample is not None:
         entry["sample"] = sample
     return audit(originals, releases, attacks=[entry], background=background, **kwargs)
@@ -249,9 +272,13 @@ def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, s
 
     reg = _registry(registry)
     cls = reg.get("sanitizer", name)
-    given = {**(params or {}), **kwargs}
+    given = _merged_params("sanitize", params, kwargs)
     accepted = cls.param_names()
-    for key, value in (("seed", seed), ("llm", llm), ("embedder", embedder), ("progress", progress)):
+    for key, value, default in (("seed", seed, 0), ("llm", llm, None), ("embedder", embedder, None),
+                                ("progress", progress, False)):
+        if key in accepted and key in given and value != default and given[key] != value:
+            raise ArgumentError(f"anonaudit.sanitize(): {key} is given twice with two values: {key}={value!r} and "
+                                f"params={{{key!r}: {given[key]!r}}}; give it once")
         if key in accepted and key not in given and value is not None:
             given[key] = value
     wrong = check_params(cls, given)

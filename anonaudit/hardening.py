@@ -99,13 +99,13 @@ def harden(spec: Any, release: str, *, out: str | os.PathLike | None = None,
     still fails does not raise: the returned :class:`Hardened` says so (``status``,
     ``exit_code``). ``command``: ``"harden"`` when the command line calls (its messages then name
     ``--out`` and ``--force``)."""
-    from audit.core.registry import registry as default_registry
+    from audit.core.registry import given_registry
     from audit.pipeline.harden import Harden
     from audit.pipeline.outputs import Output, check_outputs, replaces, report_outputs, results_outputs, spec_inputs
     from audit.pipeline.releases import write_release_jsonl
 
     check_argument("anonaudit.harden()", "spec", spec, str | os.PathLike | Mapping[str, Any])
-    reg = registry or default_registry
+    reg = given_registry(registry)
     spec_file = spec if is_file(spec) else None
     parsed = _spec(spec, results_dir=results_dir, llm=llm, registry=reg)
     out_path = Path(out) if out is not None else None

@@ -6,7 +6,8 @@ arguments are drawn from the function's own signature, by each argument's type h
 argument gets any value a Python user could pass, right or wrong (strings where a list of names
 is expected, lists where a string is, negative, zero, huge, NaN and infinite numbers, booleans
 for numbers, missing files, folders, the inputs as the output, tables with wrong columns, objects
-of no use at all), and the others are left out or given a right value, so that a call often
+of no use at all, numpy scalars as pandas hands them out, a registry that is not one), and the
+others are left out or given a right value, so that a call often
 gets past its arguments to the work behind them (a real phrase-search audit of the 3-person demo
 population, a sanitizer, a report).
 
@@ -32,6 +33,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis", reason="the fuzz suite needs hypothesis: pip install -e '.[test]'")
@@ -56,9 +58,11 @@ ANYTHING = [None, "", "labels", "x", "ünï", -1, 0, 1, 3, 10**12, 1.5, NAN, INF
             "missing.jsonl", "folder", "originals.jsonl/child.json"]
 #: Good and bad values by what an argument holds (chosen by its hint or its name).
 BY_KIND = {
-    "int": [1, 2, 3, 20, 0, -1, -5, 10**9, 2**40, 1.0, "3", NAN, True],
-    "float": [0.5, 1.0, 30.0, 0.0, -1.0, NAN, INF, -INF, 1e308, "1", True],
-    "bool": [True, False, 0, 1, "yes", None],
+    "int": [1, 2, 3, 20, np.int64(3), 0, -1, -5, 10**9, 2**40, 1.0, "3", NAN, True, np.int64(-1), np.bool_(True),
+            np.float64(2.0)],
+    "float": [0.5, 1.0, 30.0, np.float32(0.5), 0.0, -1.0, NAN, INF, -INF, 1e308, "1", True, np.float64("nan")],
+    "bool": [True, False, np.bool_(False), 0, 1, "yes", None, np.int64(1)],
+    "registry": [None, object(), "default", 3, {}, [None]],
     "str": ["labels", "phrase_search", "x", "", " ", "../evil", "a/b", "nosuch", 3, ["labels"], None],
     "names": [["labels"], ["suppressed", "labels"], ("labels",), [], "labels", "l", [1], ["nosuch"], None,
               {"labels": 1}],
@@ -99,6 +103,8 @@ def _kind(name: str, hint: str) -> str:
         return {"releases": "releases", "spec": "spec"}.get(name, "data")
     if name in COMPONENTS:
         return "components"
+    if name == "registry":
+        return "registry"
     if name in PATHS or "PathLike" in hint:
         return "path"
     if "Mapping" in hint:
@@ -112,7 +118,7 @@ def _kind(name: str, hint: str) -> str:
 #: Arguments always given (a call without them does nothing worth fuzzing).
 ALWAYS = ("originals", "releases")
 #: How many values at the head of each pool are right for the argument (the rest are wrong).
-GOOD = {"int": 4, "float": 3, "bool": 2, "str": 3, "names": 3, "mapping": 2, "path": 3, "data": 3, "releases": 3,
+GOOD = {"int": 5, "float": 4, "bool": 3, "registry": 1, "str": 3, "names": 3, "mapping": 2, "path": 3, "data": 3, "releases": 3,
         "components": 3, "spec": 2}
 
 
@@ -132,7 +138,7 @@ def draw_call(data, fn) -> dict:
     the others left out or given a right value (so a call gets past its arguments often enough
     to reach the work behind them). Required arguments are always given."""
     params = [p for p in inspect.signature(fn).parameters.values()
-              if p.name not in ("self", "registry", "echo", "executor", "command", "source")
+              if p.name not in ("self", "echo", "executor", "command", "source")
               and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
     hostile = data.draw(st.sets(st.sampled_from([p.name for p in params]), max_size=1), label="wrong")
     kwargs = {}

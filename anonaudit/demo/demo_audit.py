@@ -59,13 +59,13 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
 
     import anonaudit
     from anonaudit.demo.population import write
-    from audit.core.registry import registry as default_registry
+    from audit.core.registry import given_registry
     from audit.pipeline.runner import parse_spec
 
     from audit.pipeline.estimate import check_limit
 
     check_limit(time_limit)  # a wrong limit is said before anything is written
-    reg = registry or default_registry
+    reg = given_registry(registry)
     out = Path(out_dir).resolve()
     t0 = time.time()
     _say(f"demo: writing a synthetic population of {n} people to {out / 'data'}")

@@ -27,7 +27,7 @@ from audit.core.errors import ArgumentError
 from audit.core.params import EMPTY, resolve
 from audit.core.paramtypes import Above, AtLeast, AtMost, NonNegativeInt, PositiveInt, describe, matches
 
-__all__ = ["Seed", "PositiveInt", "NonNegativeInt", "Seconds", "argument_problem", "checked", "check_argument"]
+__all__ = ["Seed", "PositiveInt", "NonNegativeInt", "Seconds", "argument_problem", "checked", "check_argument", "plain"]
 
 #: A seed: a whole number from 0 to 2**32 - 1 (what every random generator the toolkit seeds accepts).
 Seed = typing.Annotated[int, AtLeast(0), AtMost(2**32 - 1)]
@@ -35,6 +35,26 @@ Seed = typing.Annotated[int, AtLeast(0), AtMost(2**32 - 1)]
 Seconds = typing.Annotated[float, Above(0)]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every numpy scalar in it (``np.int64``, ``np.float32``, ``np.bool_``: what
+    pandas and numpy hand out) made the Python number or bool it holds, inside lists, tuples and
+    dicts too; anything else as it is (the same object when nothing changed). A numpy scalar is
+    then checked as its value is: ``np.int64(3)`` is a seed, ``np.bool_(True)`` is a bool and
+    not a count, ``np.float64('nan')`` no time limit."""
+    kind = type(value)
+    if kind.__module__ == "numpy" and getattr(value, "shape", None) == () and callable(getattr(value, "item", None)):
+        return value.item()
+    if kind in (list, tuple):
+        items = [plain(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else kind(items)
+    if kind is dict:
+        pairs = {plain(k): plain(v) for k, v in value.items()}
+        same = len(pairs) == len(value) and all(a is b for a, b in zip(pairs, value)) \
+            and all(pairs[k] is value[k] for k in value)
+        return value if same else pairs
+    return value
 
 
 def argument_problem(value: Any, hint: Any) -> str:
@@ -80,6 +100,8 @@ def checked(fn: F) -> F:
             bound = sig.bind(*args, **kwargs)
         except TypeError as exc:
             raise ArgumentError(f"{where}: {exc}") from None
+        for name, value in bound.arguments.items():  # np.int64(3) is 3: what pandas hands out
+            bound.arguments[name] = plain(value)
         problems = []
         for name, value in bound.arguments.items():
             p = sig.parameters[name]
@@ -90,6 +112,6 @@ def checked(fn: F) -> F:
                 problems.append(f"{_given(name, value)}: {wrong}")
         if problems:
             raise ArgumentError(f"{where}: " + "; ".join(problems))
-        return fn(*args, **kwargs)
+        return fn(*bound.args, **bound.kwargs)
 
     return typing.cast(F, wrapper)

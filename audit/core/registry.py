@@ -122,3 +122,17 @@ class Registry:
 #: The registry of this process. Components register into it at import time.
 registry = Registry()
 register = registry.register
+
+
+def given_registry(value: object, where: str = "registry=") -> Registry:
+    """The registry a caller gave (``registry=`` of the API, the runner): the process' one for
+    None, the :class:`Registry` itself, or an :class:`~audit.core.errors.ArgumentError` naming
+    ``where`` for anything else (never an AttributeError from deep inside)."""
+    from audit.core.errors import ArgumentError
+
+    if value is None:
+        return registry
+    if not isinstance(value, Registry):
+        raise ArgumentError(f"{where}: must be an anonaudit Registry (audit.core.registry.Registry) or None, "
+                            f"got {type(value).__name__}")
+    return value

@@ -41,8 +41,7 @@ from typing import Any
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
 from audit.core.files import atomic_write_json, sha256_file
-from audit.core.registry import Registry, normalise
-from audit.core.registry import registry as default_registry
+from audit.core.registry import Registry, given_registry, normalise
 from audit.core.evidence import (SPAN, TEXT, RepairTarget, context_targets, shift_position, targets_from_results,
                                unchanged_spans)
 from audit.core.results import ResultsFile
@@ -130,7 +129,7 @@ class Harden:
         self.spec = spec
         self.release = release
         self.max_rounds = max_rounds
-        self.registry = registry or default_registry
+        self.registry = given_registry(registry)
         self.repairers = {**DEFAULT_REPAIRERS, **(repairers or {})}
         self.repair_params = {normalise(k): dict(v) for k, v in (repair_params or {}).items()}
         self.attacks = attacks

@@ -55,8 +55,7 @@ from audit.core.files import read_text
 from audit.core.paramtypes import check_params
 from audit.io.detect import FORMATS
 from audit.core.safejson import YAML_MAX_DEPTH, YAML_MAX_NODES, check_tree
-from audit.core.registry import Registry
-from audit.core.registry import registry as default_registry
+from audit.core.registry import Registry, given_registry
 from audit.pipeline.budget import budget_params, check_budget
 from audit.pipeline.executors import ExecutorSpec, parse_executor
 from audit.pipeline.entries import (  # noqa: F401  (re-exported: the spec's public names)
@@ -218,7 +217,7 @@ def parse_spec(data: Mapping[str, Any], *, base: Path | None = None, source: str
                in_memory: bool = False) -> AuditSpec:
     """Validate a spec mapping. Every problem is reported at once, each with its key path.
     ``in_memory``: without ``out``, the results stay in memory (``out=None``), not in ``audit-out``."""
-    reg = registry or default_registry
+    reg = given_registry(registry)
     base = base or Path.cwd()
     p = Problems(source)
     unknown = [k for k in data if k not in TOP_KEYS]

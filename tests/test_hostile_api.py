@@ -1,0 +1,95 @@
+"""The API's arguments as pandas and numpy hand them out, and parameters given twice (issue 67,
+item 7): numpy integers, floats and bools are accepted wherever Python's are (and checked as their
+value is); a parameter given as a keyword and in ``params=`` with two values is refused naming
+both; a registry that is not one is an ArgumentError, never an AttributeError. The contract
+harness over every public function is ``tests/test_api_fuzz.py``, which draws numpy scalars too.
+
+Model-free: phrase search on three invented documents. Cost: about 3 s."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import anonaudit
+from audit.core.errors import AnonauditError, ArgumentError
+
+ROWS = [{"id": "a", "text": "Alice Smith lives in Oslo near the old harbour.", "subject": "Alice Smith"},
+        {"id": "b", "text": "Bob Jones works in Bergen at the fish market.", "subject": "Bob Jones"},
+        {"id": "c", "text": "Carol White was born in 1970 in Tromso.", "subject": "Carol White"}]
+MASKED = [{**r, "text": r["text"].replace(r["subject"], "[PERSON]")} for r in ROWS]
+
+
+def _figures(results):
+    return [(r.release, r.name, r.value, r.n) for r in results.results]
+
+
+def test_numpy_scalars_are_plain_values_inside_containers_too():
+    from audit.core.arguments import plain
+
+    assert plain(np.int64(3)) == 3 and type(plain(np.int64(3))) is int
+    assert type(plain(np.float32(0.5))) is float and plain(np.bool_(True)) is True
+    given = {"k": [np.int64(2), (np.float64(1.5),)], "x": "y"}
+    out = plain(given)
+    assert out == {"k": [2, (1.5,)], "x": "y"} and type(out["k"][0]) is int
+    same = {"k": [2], "x": "y"}
+    assert plain(same) is same  # nothing to change: the very object
+
+
+def test_numpy_integers_floats_and_bools_are_accepted_as_ints_floats_and_bools():
+    assert anonaudit.sample_data(n=np.int64(3), seed=np.uint32(1)) == anonaudit.sample_data(n=3, seed=1)
+    plain_run = anonaudit.attack("phrase_search", {"masked": MASKED}, originals=ROWS, seed=0, sample=2,
+                                 params={"k": 2}, progress=False)
+    numpy_run = anonaudit.attack("phrase_search", {"masked": MASKED}, originals=ROWS, seed=np.int64(0),
+                                 sample=np.int32(2), params={"k": np.int64(2)}, progress=np.bool_(False))
+    assert _figures(numpy_run) == _figures(plain_run)
+    assert numpy_run.gate(max={"phrase_search": np.float32(1.0)}).passed
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: anonaudit.sample_data(n=np.bool_(True)), "n=True: must be a whole number"),
+    (lambda: anonaudit.sample_data(seed=np.int64(-1)), "seed=-1: must be a whole number of at least 0"),
+    (lambda: anonaudit.bench(command="true", command_timeout=np.float64("nan")), "command_timeout=nan"),
+])
+def test_numpy_scalars_are_checked_as_their_values_are(call, words):
+    with pytest.raises(ArgumentError, match=words):
+        call()
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: anonaudit.attack("phrase_search", {"m": MASKED}, originals=ROWS, params={"k": 3}, k=4),
+     "'k' is given twice with two values: params={'k': 3} and k=4"),
+    (lambda: anonaudit.sanitize("labels", ROWS, params={"template": "[{label}]"}, template="<{label}>"),
+     "'template' is given twice with two values: params={'template': '[{label}]'} and template='<{label}>'"),
+    (lambda: anonaudit.sanitize("intact", ROWS, params={"seed": 5}, seed=3),
+     "seed is given twice with two values: seed=3 and params={'seed': 5}"),
+])
+def test_one_parameter_given_two_values_is_refused_naming_both(call, words):
+    with pytest.raises(ArgumentError) as err:
+        call()
+    assert words in str(err.value), err.value
+
+
+def test_one_parameter_given_twice_with_one_value_is_fine():
+    once = anonaudit.attack("phrase_search", {"m": MASKED}, originals=ROWS, params={"k": 2}, progress=False)
+    twice = anonaudit.attack("phrase_search", {"m": MASKED}, originals=ROWS, params={"k": 2}, k=2, progress=False)
+    assert _figures(once) == _figures(twice)
+
+
+@pytest.mark.parametrize("registry", [object(), "default", 3, {}], ids=["object", "str", "int", "dict"])
+@pytest.mark.parametrize("fn", ["audit", "attack", "sanitize", "run", "bench", "harden"])
+def test_a_registry_that_is_not_one_is_an_argument_error(fn, registry, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    calls = {
+        "audit": lambda: anonaudit.audit(ROWS, {"m": MASKED}, attacks=["phrase_search"], registry=registry),
+        "attack": lambda: anonaudit.attack("phrase_search", {"m": MASKED}, originals=ROWS, registry=registry),
+        "sanitize": lambda: anonaudit.sanitize("labels", ROWS, registry=registry),
+        "run": lambda: anonaudit.run({"originals": ROWS, "releases": {"m": MASKED}, "attacks": ["phrase_search"]},
+                                     registry=registry),
+        "bench": lambda: anonaudit.bench("labels", demo_people=3, registry=registry),
+        "harden": lambda: anonaudit.harden({"originals": ROWS, "releases": {"m": MASKED}}, "m", registry=registry),
+    }
+    with pytest.raises(AnonauditError) as err:
+        calls[fn]()
+    assert isinstance(err.value, ArgumentError) and "registry=" in str(err.value), err.value
+    assert not any(tmp_path.iterdir()), "something was written before the registry was refused"
