@@ -47,10 +47,13 @@ def models_prune(dry_run: bool) -> None:
     llama.cpp's tokeniser rebuilt from it, in folders named by the model file's content and the
     versions of transformers, torch and llama.cpp: after an upgrade, or once the file changed or
     is gone, the old ones are never read again. Another installation sharing this model cache
-    with other versions would make its own again."""
-    from audit.models.specs import prune_conversions
+    with other versions would make its own again. Only what anonaudit made is removed: a folder
+    there that it did not make (no record of it, not named by a model's key) is left, and listed."""
+    from audit.models.specs import foreign_folders, prune_conversions
 
     removed, kept = prune_conversions(dry_run=dry_run)
+    for folder in foreign_folders():
+        click.echo(f"left      {folder} (not made by anonaudit)")
     verb = "would remove" if dry_run else "removed"
     for c in removed:
         click.echo(f"{verb}  {_size(c.size):>9}  {c.path}\n    {c.stale}")

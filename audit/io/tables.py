@@ -109,6 +109,24 @@ def quote_problem(error: str, start: int, end: int) -> str:
     return f"unreadable CSV: {error}"
 
 
+#: The longest header the message of a missing column quotes, and the longest cell of it.
+HEADER_SHOWN, CELL_SHOWN = 12, 40
+
+
+def _header_problem(missing: list[str], header: list[str]) -> str:
+    """The message of a header without the columns needed. The first line of a file that is not a
+    CSV (a JSONL file given ``--format csv``) is a document's text: it is never quoted; a header
+    is quoted only when it looks like one (few, short names), else described by its size."""
+    first = ",".join(header).lstrip()
+    if first.startswith(("{", "[")):
+        return ("the first line is not a CSV header: it looks like JSON (a JSONL file? give --format jsonl, or "
+                "leave --format out to tell the format by the content)")
+    if len(header) > HEADER_SHOWN or any(len(c) > CELL_SHOWN or not c.isprintable() for c in header):
+        return columns_message(missing, [f"{len(header)} cells that do not look like column names (not shown: "
+                                         "they may be a document's text)"], "the first line has")
+    return columns_message(missing, [repr(c) for c in header], "the header has")
+
+
 def load_csv(source: str, columns: dict[str, str] | None = None) -> list[Document]:
     """A CSV/TSV file; ``columns`` names the columns of the fields (``{"text": "body"}``)."""
     columns = check_columns(columns)
@@ -119,7 +137,7 @@ def load_csv(source: str, columns: dict[str, str] | None = None) -> list[Documen
         header = csv_header(source)
         missing = absent_columns(header, columns, required=True)
         if missing:
-            problems.add(columns_message(missing, [repr(c) for c in header], "the header has"), line=1)
+            problems.add(_header_problem(missing, header), line=1)
             problems.raise_if_any()
         for lineno, row, header in open_csv(source):
             header = rename_header(header, columns)

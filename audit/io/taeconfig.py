@@ -89,7 +89,7 @@ def _components(metrics: dict[str, dict], base: Path, notes: list[str], source: 
             notes.append(f"{tae_name}: not run, switched off in the config (its name starts with an underscore, "
                          "which TAE skips)")
             continue
-        mapped = _metric(key, tae_name, params, base, notes, out)
+        mapped = _metric(key, tae_name, _typed(params, f"{source}: metrics.{tae_name}", notes), base, notes, out)
         if mapped is None:
             continue
         kind, entry = mapped
@@ -105,9 +105,43 @@ def _components(metrics: dict[str, dict], base: Path, notes: list[str], source: 
     return out
 
 
+#: TAE's parameters that are true or false, and those that are whole numbers.
+FLAGS = ("token_level", "include_direct", "include_quasi", "remove_mask_marks", "use_document_curation",
+         "anonymize_background_knowledge", "use_additional_pretraining")
+WHOLE = ("term_alterning", "min_k", "max_k", "n_clusterings", "n_tries_per_clustering", "pretraining_epochs",
+         "finetuning_epochs", "finetuning_batch_size")
+WINDOWS = ("finetuning_sliding_window", "pretraining_sliding_window")
+
+
+def _typed(params: dict, where: str, notes: list[str]) -> dict:
+    """``params`` with TAE's flags and counts read as what they mean: ``"false"`` (a string) is
+    false, never true as Python's ``bool("false")`` is, and ``"4"`` is 4, each with a note; a value
+    of the wrong type (``"maybe"``, a list, 2.5 for a count, a window not written ``N-M``) is an
+    :class:`AnonauditError` naming the metric and the key, never dropped without a word."""
+    out = dict(params)
+    for key, value in params.items():
+        if key in FLAGS and not isinstance(value, bool):
+            word = value.strip().lower() if isinstance(value, str) else None
+            if word not in ("true", "false"):
+                raise AnonauditError(f"{where}.{key}: expected true or false, got {value!r}")
+            out[key] = word == "true"
+            notes.append(f"{where.split(': ', 1)[-1]}.{key}: the text {value!r} read as {word}")
+        elif key in WHOLE and (isinstance(value, bool) or not isinstance(value, int)):
+            if not (isinstance(value, str) and value.strip().isdigit()):
+                raise AnonauditError(f"{where}.{key}: expected a whole number, got {value!r}")
+            out[key] = int(value)
+            notes.append(f"{where.split(': ', 1)[-1]}.{key}: the text {value!r} read as {int(value)}")
+        elif key in WINDOWS:
+            window = str(value).split("-") if isinstance(value, (str, int)) and not isinstance(value, bool) else []
+            if not (len(window) == 2 and all(w.isdigit() for w in window)):
+                raise AnonauditError(f"{where}.{key}: expected a window as \"SIZE-OVERLAP\" (e.g. \"512-128\"), "
+                                     f"got {value!r}")
+    return out
+
+
 def _metric(key: str, tae_name: str, params: dict, base: Path, notes: list[str],
             out: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    level = {"token_level": bool(params.get("token_level", True))}
+    level = {"token_level": params.get("token_level", True)}
     if key == "precision" and not params.get("weighting_model_name"):
         return "metrics", {"name": "tae_precision", "params": level}
     if key in ("precision", "precisionweighted"):
@@ -116,7 +150,7 @@ def _metric(key: str, tae_name: str, params: dict, base: Path, notes: list[str],
         return None
     if key in ("recall", "recallperentitytype", "recallperentity"):
         return "metrics", {"name": "tae_recall", "params": {**level, **{
-            k: bool(params[k]) for k in ("include_direct", "include_quasi") if k in params}}}
+            k: params[k] for k in ("include_direct", "include_quasi") if k in params}}}
     if key in ("tpi", "tps"):
         notes.append(f"{tae_name}: {IC_NOTE}" + ("; replacements compared with all-MiniLM-L6-v2, not TAE's "
                                                  "paraphrase-albert-base-v2" if key == "tps" else ""))

@@ -391,8 +391,8 @@ def kept_conversions() -> list[KeptConversion]:
         if not root.is_dir():
             continue
         for folder in sorted(root.iterdir()):
-            if not folder.is_dir():
-                continue
+            if not folder.is_dir() or not made_here(folder):
+                continue  # the user's own folder (or a link): never listed, never removed
             if folder.name.startswith("."):
                 if folder.name.endswith(".tmp"):
                     try:
@@ -404,6 +404,31 @@ def kept_conversions() -> list[KeptConversion]:
                 continue
             out.append(KeptConversion(folder, folder_size(folder), _why_stale(folder, embedded)))
     return out
+
+
+def made_here(folder: Path) -> bool:
+    """Whether anonaudit made ``folder`` of the model cache: a conversion holds its
+    :data:`~audit.models.backends.KEPT_RECORD`, or (made before records were kept) is named by a
+    model's key, 24 hexadecimal digits; a half-written one is ``.KEY.PID.tmp``. A link, or a folder
+    of another name (the user's own, when the cache is a folder that held them), is not."""
+    import re
+
+    from audit.models.backends import KEPT_RECORD
+
+    if folder.is_symlink():
+        return False
+    if re.fullmatch(r"\.[0-9a-f]{24}\.\d+\.tmp", folder.name):
+        return True
+    return (folder / KEPT_RECORD).is_file() or re.fullmatch(r"[0-9a-f]{24}", folder.name) is not None
+
+
+def foreign_folders() -> list[Path]:
+    """The folders of the model cache's conversion roots that anonaudit did not make
+    (:func:`made_here`): ``models prune`` leaves them and says so."""
+    from audit.models.backends import dequantised_root, tokenizers_root
+
+    return [f for root in (dequantised_root(), tokenizers_root()) if root.is_dir() and not root.is_symlink()
+            for f in sorted(root.iterdir()) if (f.is_dir() or f.is_symlink()) and not made_here(f)]
 
 
 def _why_stale(folder: Path, embedded: set[str]) -> str:

@@ -35,6 +35,11 @@ ALPHA = 0.05
 #: The reference tables that ship with anonaudit, by corpus name.
 REFERENCES = {"tab": Path(__file__).with_name("references") / "tab.csv"}
 REFERENCE_COLUMNS = ("method", "metric", "value", "source")
+#: Reference metrics that are proportions (a rate, an accuracy, a share of documents or terms):
+#: a published value outside [0, 1] is a typing error, refused naming the line and the column.
+PROPORTIONS = frozenset({"trir", "tps", "tpi", "nmi", "precision", "recall", "tae_precision", "tae_recall", "tae_tps",
+                         "tae_nmi", "phrase_search", "span_guess", "claim_linker", "rouge", "truthful_human",
+                         "less_specific_human"})
 
 
 @dataclass(frozen=True)
@@ -240,6 +245,10 @@ def read_reference(source: str | Path) -> tuple[ReferenceRow, ...]:
             continue
         if not math.isfinite(value) or not all((rec.get(k) or "").strip() for k in REFERENCE_COLUMNS):
             problems.add("every row needs a method, a metric, a finite value and a source", line=line)
+            continue
+        if rec["metric"].strip().lower() in PROPORTIONS and not 0 <= value <= 1:
+            problems.add(f"column value: {rec['value'].strip()!r} is impossible for {rec['metric'].strip()}, a "
+                         "proportion between 0 and 1", line=line)
             continue
         rows.append(ReferenceRow(rec["method"].strip(), rec["metric"].strip(), value, rec["source"].strip(),
                                  (rec.get("ours") or "").strip(), (rec.get("note") or "").strip()))
