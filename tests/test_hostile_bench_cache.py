@@ -246,7 +246,7 @@ def test_a_command_past_its_time_is_stopped_with_every_process_it_started(tmp_pa
     t0 = time.monotonic()
     res = bench(["--command", f"{sys.executable} {script} {{input}} {{output}} {pids}", "--timeout", "1.5",
                  "--demo-people", "3", "--compare", "none", *CHEAP, "--out", str(out)])
-    assert res.exit_code == 2 and "still running after 1.5 s; stopped" in res.output, res.output
+    assert res.exit_code == 2 and "still running after 1.5 s (its --timeout); stopped" in res.output, res.output
     assert time.monotonic() - t0 < 30
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == (2 if spawns else 1)
