@@ -31,8 +31,7 @@ from typing import Any
 from audit.core.data import Corpus, Release, Scenario
 from audit.core.details import details_problems
 from audit.core.errors import AnonauditError
-from audit.core.registry import Registry, normalise
-from audit.core.registry import given_registry
+from audit.core.registry import Registry, given_registry, normalise
 from audit.core.consistency import consistency_problems
 from audit.core.results import Result, ResultsFile, figure_problems
 from audit.models.resources import LLM_STATS, Resources
