@@ -43,7 +43,8 @@ class TimeLimitReached(AnonauditError):
     """The work ran to its time limit and was stopped; what it finished is kept."""
 
 
-def _can_time() -> bool:
+def timer_available() -> bool:
+    """Whether a limit can be enforced here: in the main thread of a POSIX process."""
     return os.name == "posix" and threading.current_thread() is threading.main_thread()
 
 
@@ -53,7 +54,7 @@ def enforced(minutes: float | None, option: str = "--time-limit") -> Iterator[No
     interrupted (:class:`TimeUp`, handled as Ctrl-C is) and a :class:`TimeLimitReached` naming
     ``option`` is raised from it. Enforced in the main thread of a POSIX process only (a timer
     signal); elsewhere the block runs to its end (the estimate before the work still applies)."""
-    if minutes is None or not _can_time():
+    if minutes is None or not timer_available():
         yield
         return
     t0 = time.monotonic()
@@ -83,7 +84,7 @@ def enforced(minutes: float | None, option: str = "--time-limit") -> Iterator[No
 def terminate_as_interrupt() -> Iterator[None]:
     """While the block runs, SIGTERM raises :class:`Terminated` in the main thread (the handler
     before is restored after). Outside the main thread of a POSIX process: nothing changes."""
-    if not _can_time():
+    if not timer_available():
         yield
         return
 
