@@ -40,10 +40,10 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def _registry(registry: Any):
+def _registry(registry: Any, function: str = "audit"):
     from audit.core.registry import given_registry
 
-    return given_registry(registry)
+    return given_registry(registry, f"anonaudit.{function}(): registry=")
 
 
 def _merged_params(function: str, params: Mapping[str, Any] | None, keywords: Mapping[str, Any]) -> dict[str, Any]:
@@ -58,7 +58,8 @@ def _merged_params(function: str, params: Mapping[str, Any] | None, keywords: Ma
     for key in sorted(params.keys() & keywords.keys(), key=str):
         if not _same(params[key], keywords[key]):
             raise ArgumentError(f"anonaudit.{function}(): the parameter {key!r} is given twice with two values: "
-                                f"params={{{key!r}: {params[key]!r:.40}}} and {key}={keywords[key]!r:.40}; give it once")
+                                f"params={{{key!r}: {params[key]!r:.40}}} and {key}={keywords[key]!r:.40}; "
+                                "give it once")
     return {**params, **keywords}
 
 
@@ -137,7 +138,7 @@ def _execute(data: Mapping[str, Any] | Any, *, out: Any, registry: Any, progress
     from audit.pipeline.outputs import spec_inputs
     from audit.pipeline.runner import Audit, AuditSpec, parse_spec
 
-    reg = _registry(registry)
+    reg = _registry(registry, "audit")
     results_path = Path(out).expanduser().resolve() if out is not None else None
     if isinstance(data, AuditSpec):
         spec = data
@@ -198,7 +199,9 @@ def _old_budget(name: str, kwargs: dict[str, Any], own: dict[str, Any], registry
     from audit.pipeline.budget import TARGETS
 
     value = kwargs.get("budget")
-    if value is None or value in TARGETS or "budget" not in _registry(registry).get("attack", name).param_names():
+    if value is None or value in TARGETS:
+        return
+    if "budget" not in _registry(registry, "attack").get("attack", name).param_names():
         return
     warnings.warn(f"anonaudit.attack({name!r}, budget={value!r}): budget= is now the audit's budget "
                   f"(quick, standard, full); {name}'s own parameter is params={{'budget': {value!r}}}",
@@ -213,7 +216,7 @@ def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None,
     ``anonaudit utility`` does, one that does not suit the data (``recall`` without gold spans)
     is left out and listed in ``results.errors`` instead of stopping the others."""
     if metrics is None:
-        metrics = list(_registry(kwargs.get("registry")).names("metric"))
+        metrics = list(_registry(kwargs.get("registry"), "utility").names("metric"))
         kwargs.setdefault("on_error", "skip")
     return audit(originals, releases, metrics=metrics, **kwargs)
 
@@ -237,7 +240,7 @@ def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None
     from audit.pipeline.runner import AuditSpec, load_spec
 
     check_argument("anonaudit.run()", "spec", spec, str | os.PathLike | Mapping[str, Any] | AuditSpec)
-    reg = _registry(registry)
+    reg = _registry(registry, "run")
     spec_file = spec if is_file(spec) else None
     given = {} if budget is None else {"budget": check_budget(budget, "anonaudit.run(budget=...)")}
     if is_file(spec):
@@ -270,7 +273,7 @@ def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, s
     The sanitizer's parameters go in ``params`` or as further keywords."""
     from audit.core.paramtypes import check_params
 
-    reg = _registry(registry)
+    reg = _registry(registry, "sanitize")
     cls = reg.get("sanitizer", name)
     given = _merged_params("sanitize", params, kwargs)
     accepted = cls.param_names()

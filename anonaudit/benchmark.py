@@ -187,7 +187,7 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
 
     check_timeout(command_timeout, "command_timeout=")
     time_limit = check_limit(time_limit)
-    reg = given_registry(registry)
+    reg = given_registry(registry, "anonaudit.bench(): registry=")
     budget, sanitizer_sample = _budget(budget, sanitizer_sample)
     chosen = [k for k, v in (("sanitizer", sanitizer), ("command", command), ("release", release)) if v is not None]
     if len(chosen) != 1:

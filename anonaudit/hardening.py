@@ -105,7 +105,7 @@ def harden(spec: Any, release: str, *, out: str | os.PathLike | None = None,
     from audit.pipeline.releases import write_release_jsonl
 
     check_argument("anonaudit.harden()", "spec", spec, str | os.PathLike | Mapping[str, Any])
-    reg = given_registry(registry)
+    reg = given_registry(registry, "anonaudit.harden(): registry=")
     spec_file = spec if is_file(spec) else None
     parsed = _spec(spec, results_dir=results_dir, llm=llm, registry=reg)
     out_path = Path(out) if out is not None else None

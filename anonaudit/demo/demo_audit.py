@@ -65,7 +65,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     from audit.pipeline.estimate import check_limit
 
     check_limit(time_limit)  # a wrong limit is said before anything is written
-    reg = given_registry(registry)
+    reg = given_registry(registry, "anonaudit.demo(): registry=")
     out = Path(out_dir).resolve()
     t0 = time.time()
     _say(f"demo: writing a synthetic population of {n} people to {out / 'data'}")
