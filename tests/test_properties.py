@@ -11,8 +11,8 @@ release names, over generated inputs (issue 67, item 8; Hypothesis).
    original offsets and the replacement at its offsets in the release, and the release written
    as JSONL reads back equal;
 3. a release name with a control character (a line break, a carriage return, an escape: a forged
-   CI log line) is refused by every reader of names: the one check, ``--release NAME=FILE`` and
-   an audit spec;
+   CI log line) is refused by every reader of names: the one check, ``--release NAME=FILE``, an
+   audit spec, and a results file read back;
 4. a results bundle's manifest replaced by any JSON is either the manifest written (and passes)
    or is refused naming the manifest, and any byte of any part changed is refused naming the part.
 
@@ -289,3 +289,21 @@ def test_any_byte_of_any_part_changed_is_refused_naming_the_part(bundle, which, 
         with pytest.raises(AnonauditError) as err:
             check_bundle(results)
         assert Path(parts[which % len(parts)]).name in str(err.value), str(err.value)
+
+
+@PROPERTY
+@given(head=st.text(st.characters(blacklist_categories=("Cs",)), max_size=4), bad=controls,
+       tail=st.text(st.characters(blacklist_categories=("Cs",)), max_size=4))
+def test_a_results_file_read_back_with_a_control_character_in_a_release_name_is_refused(bundle, head, bad, tail):
+    """The release names of a results file go into CI logs (gate's table, annotations): one with a
+    line break or an escape would forge a log line, so reading it back refuses it, naming the file."""
+    from audit.core.results import ResultsFile
+
+    text = (bundle / "results.json").read_text(encoding="utf-8")
+    assert '"masked"' in text
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "forged.json"
+        path.write_text(text.replace('"masked"', json.dumps(head + bad + tail)), encoding="utf-8")
+        with pytest.raises(AnonauditError) as err:
+            ResultsFile.load(path)
+        assert "forged.json" in str(err.value)
