@@ -3,8 +3,9 @@ names; SIGTERM stops the bench and the command's whole process group as Ctrl-C d
 ``--time-limit`` is enforced, the calibration included, not only estimated; a closed stdout pipe
 ends a command quietly. No model is loaded (phrase search and ROUGE-L on the demo population).
 
-Cost: about 25 s on 2 cores, most of it the two real ``anonaudit`` processes of the signal test
-(each imports the package and starts a bench before the signal)."""
+Cost: about 25 s on 2 cores, most of it the three real ``anonaudit`` processes of the signal test
+(each imports the package and starts a bench before the signal) and the 6-second limit of the
+resumed run."""
 
 from __future__ import annotations
 
@@ -45,11 +46,14 @@ def _gone(pids: list[int], within: float = 5.0) -> list[int]:
     return left
 
 
-def _hanging_command(tmp_path: Path) -> tuple[str, Path]:
-    """A sanitizer command that starts a child, writes both pids, and never ends (neither does the child)."""
+def _hanging_command(tmp_path: Path, deaf: bool = False) -> tuple[str, Path]:
+    """A sanitizer command that starts a child, writes both pids, and never ends (neither does the
+    child, which with ``deaf`` ignores SIGTERM and SIGINT)."""
     script, pids = tmp_path / "forever.py", tmp_path / "pids"
+    child = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+             "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(600)" if deaf else "import time; time.sleep(600)")
     script.write_text("import os, subprocess, sys, time\n"
-                      "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+                      f"child = subprocess.Popen([sys.executable, '-c', {child!r}])\n"
                       "open(sys.argv[3] + '.tmp', 'w').write(f'{os.getpid()} {child.pid}')\n"
                       "os.replace(sys.argv[3] + '.tmp', sys.argv[3])\n"
                       "time.sleep(600)\n", encoding="utf-8")
@@ -101,9 +105,11 @@ def test_the_limit_interrupts_work_that_catches_every_exception_and_restores_the
 
 
 @LINUX
-@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
-def test_a_signal_stops_the_bench_and_every_process_of_its_command(tmp_path, sig, code):
-    command, pids = _hanging_command(tmp_path)
+@pytest.mark.parametrize("sig,code,deaf", [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, False),
+                                           (signal.SIGTERM, 143, True)],
+                         ids=["SIGTERM", "SIGINT", "SIGTERM-a-child-that-ignores-it"])
+def test_a_signal_stops_the_bench_and_every_process_of_its_command(tmp_path, sig, code, deaf):
+    command, pids = _hanging_command(tmp_path, deaf)
     proc = subprocess.Popen([sys.executable, "-c", "from anonaudit.cli import main; main()", "bench", "--command",
                              command, *CHEAP, "--out", str(tmp_path / "out")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
@@ -137,3 +143,43 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path, args):
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 141, err
     assert err == "", err
+
+
+@pytest.mark.timeout(120)  # without an enforced limit the metric would hang: a failure, not a hung suite
+def test_a_run_stopped_by_its_limit_keeps_what_finished_and_resumes(tmp_path, monkeypatch):
+    """A metric that is quick on the calibration's few documents and hangs on the whole release (and
+    swallows every exception): the estimate passes, the limit stops it, the metric that finished is
+    saved, and a re-run reuses it. Cost: the limit, 6 s, and the re-run (about 1 s)."""
+    import anonaudit
+    from anonaudit.demo.population import write as write_demo
+    from audit.core.errors import AnonauditError
+    from audit.runtime.deadline import TimeLimitReached
+    from tests.test_hostile import Kept, toy_registry
+
+    class Stubborn(Kept):
+        name = "toy_stubborn"
+        hang = True
+
+        def evaluate(self, scenario, release):
+            while self.hang and len(release) > 5:  # the calibration's slices hold 2 and 3 documents
+                try:
+                    time.sleep(0.01)
+                except Exception:  # noqa: BLE001, S110 - a plugin that swallows errors cannot hide the limit
+                    pass
+            return super().evaluate(scenario, release)
+
+    write_demo(tmp_path, n=8, seed=0)
+    reg = toy_registry()
+    reg.register("metric")(Stubborn)
+    spec = {"originals": str(tmp_path / "originals.jsonl"), "out": str(tmp_path / "out"),
+            "releases": [{"name": "labels", "path": str(tmp_path / "releases" / "labels.jsonl")}],
+            "metrics": ["toy_kept", "toy_stubborn"]}
+    with pytest.raises(TimeLimitReached, match=r"time limit of 0\.1 min \(--time-limit\) was reached") as err:
+        anonaudit.run(spec, registry=reg, progress=False, time_limit=0.1)
+    assert isinstance(err.value, AnonauditError)
+    saved = anonaudit.load_results(tmp_path / "out" / "results.json")
+    assert [(r.name, r.release) for r in saved.results] == [("toy_kept", "labels")]
+    monkeypatch.setattr(Stubborn, "hang", False)
+    again = anonaudit.run(spec, registry=reg, progress=False)
+    assert sorted(r.name for r in again.results) == ["toy_kept", "toy_stubborn"]
+    assert len(again.reused) == 1 and len(again.computed) == 1
