@@ -86,7 +86,7 @@ class Margins:
 
 
 def control(attack, originals, margins: Margins) -> dict:
-    own, other, refs, dropped = attack._control_pairs(originals, dense=True)
+    own, other, _masked, refs, dropped = attack._control_pairs(originals, dense=True, references=True)
     t0, n0 = margins.seconds, margins.asked
     m_own = [margins(ev, c) for ev, c in own]
     m_oth = [margins(ev, c) for ev, c in other]

@@ -89,7 +89,7 @@ def mean(xs) -> float | None:
 
 def control(attack, originals, margins: Margins) -> dict:
     """Margins of both question forms on own / other / reference / masked, and each rule's rates."""
-    own, other, masked, refs, dropped = attack._control_pairs(originals, dense=True)
+    own, other, masked, refs, dropped = attack._control_pairs(originals, dense=True, references=True)
     twin_of = {claim: ev for ev, claim in masked}
     t0, n0 = margins.seconds, margins.asked
     m: dict[str, dict[str, list[float]]] = {}

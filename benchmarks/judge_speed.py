@@ -170,7 +170,7 @@ def polled_llm(spec: str, poll: int, threads: int | None):
 
 def control_set(attack, corpus) -> tuple[list[tuple[str, str]], int]:
     """The control's questions, own then other then reference, and its claim count."""
-    own, other, refs, _ = attack._control_pairs(corpus, dense=True)
+    own, other, _masked, refs, _ = attack._control_pairs(corpus, dense=True, references=True)
     return own + other + [(r, c) for r, (_, c) in zip(refs, own)], len(own)
 
 

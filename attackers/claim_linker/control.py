@@ -97,16 +97,18 @@ class JudgeControl:
                 dropped[why] += 1
         return sorted(picks), dropped
 
-    def _control_pairs(self, originals, dense: bool):
+    def _control_pairs(self, originals, dense: bool, references: bool | None = None):
         """The control's questions: ``judge_check`` seeded claims of the originals
         (:meth:`_control_claims`), each with its evidence from its own document, from another
         original and its masked twin, as ``(own, other, masked, references, dropped)``: pairs of
         ``(evidence, claim)`` (``masked`` only for the claims whose evidence has a detail to
         mask), the reference of each claim (the closest original other than both; ``None``
-        unless the judge contrasts) and the claims left out, per reason. ``None`` when the
+        unless ``references``, by default when the judge is ``contrast``) and the claims left
+        out, per reason. ``None`` when the
         originals cannot make a control (fewer than two with claims)."""
         if self.judge_check == 0 or len(originals) < 2:
             return None
+        references = self.judge == "contrast" if references is None else references
         rng = random.Random(f"{self.seed}:judge-check")
         with_claims = [i for i in range(len(originals)) if self.orig_claims_[i]]
         if len(with_claims) < 2:
@@ -126,7 +128,7 @@ class JudgeControl:
             for out, doc in ((own, i), (other, t)):
                 (ev,), _ = self._evidence([claim], originals[doc], self.orig_claims_[doc], vecs[doc])
                 out.append((ev, claim))
-            refs.append(self._reference(originals, i, k, {t}))
+            refs.append(self._reference(originals, i, k, {t}) if references else None)
         return own, other, self._masked_pairs(own), refs, dropped
 
     def _masked_pairs(self, own: list[tuple[str, str]]) -> list[tuple[str, str]]:

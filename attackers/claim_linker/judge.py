@@ -305,9 +305,7 @@ class Judging:
     def _reference(self, originals, i: int, k: int, exclude: set[int]) -> str | None:
         """The evidence that the reference record gives claim ``k`` of original ``i``: the
         sentences most related to it in the other original (not in ``exclude``) closest to it;
-        ``None`` unless the judge is ``contrast`` (``details`` contrasts with masked twins)."""
-        if self.judge != "contrast":
-            return None
+        (the ``contrast`` judge's threshold; ``details`` contrasts with masked twins)."""
         index = self._originals_index()
         vec = index.vecs[index.offsets[i] + k]
         o = index.nearest_other(vec, exclude | {i})
