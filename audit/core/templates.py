@@ -33,17 +33,19 @@ def template_fields(template: object, allowed: Iterable[str], what: str = "templ
     try:
         parts = list(string.Formatter().parse(template))
     except ValueError as exc:  # a lone { or }
-        raise TemplateError(f"{what} {template!r:.80}: {exc} (write {{{{ and }}}} for literal braces)") from None
+        raise TemplateError(f"{what} {template!r:.80} cannot be filled: {exc} (the fields it may use are {names}; "
+                            "write {{ and }} for literal braces)") from None
     used: list[str] = []
     for _, field, spec, conversion in parts:
         if field is None:
             continue
         shown = "{" + field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
         if field not in allowed:
-            raise TemplateError(f"{what} {template!r:.80}: field {shown:.60} is not allowed: "
+            raise TemplateError(f"{what} {template!r:.80} cannot be filled: field {shown:.60} is not allowed: "
                                 + _why(field, allowed) + f"; the fields it may use are {names}")
         if conversion or spec:
-            raise TemplateError(f"{what} {template!r:.80}: field {shown:.60} has a conversion or format spec; "
+            raise TemplateError(f"{what} {template!r:.80} cannot be filled: field {shown:.60} has a conversion or "
+                                f"format spec; "
                                 f"write the field bare ({{{field}}})")
         used.append(field)
     return tuple(used)
