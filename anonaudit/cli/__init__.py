@@ -67,7 +67,8 @@ class FriendlyGroup(click.Group):
                 try:
                     return super().invoke(ctx)
                 finally:
-                    sys.stdout.flush()  # a closed pipe is met here, not in Python's flush at exit
+                    with contextlib.suppress(ValueError, AttributeError):  # stdout closed or replaced
+                        sys.stdout.flush()  # a closed pipe is met here, not in Python's flush at exit
         except BrokenPipeError:  # `anonaudit gate ... | head -1`: the reader left; quiet, as other CLIs
             quiet_closed_pipe()
             ctx.exit(EXIT_CLOSED_PIPE)
