@@ -5,7 +5,7 @@ release names, over generated inputs (issue 67, item 8; Hypothesis).
 ``AnonauditError``) for every reader; this file holds the others:
 
 1. an error about a file names that file (the user must know which of their inputs to fix);
-2. round trips preserve the data: documents written as JSONL, CSV or a JSON map and read back are
+2. round trips preserve the data: documents written as JSONL, CSV, a JSON map or TAB JSON and read back are
    the same documents (ids, texts with any Unicode, line breaks and quotes, subjects, spans); a
    span file applied to its originals records, for every replacement, the original text at its
    original offsets and the replacement at its offsets in the release, and the release written
@@ -142,6 +142,28 @@ def test_documents_written_as_a_json_map_read_back_the_same(docs):
         path = _write(tmp, "docs.json", json.dumps({d.id: d.text for d in docs}).encode("utf-8"))
         back = list(load_corpus(path, "json-map"))
     assert [(d.id, d.text) for d in back] == [(d.id, d.text) for d in docs]
+
+
+@PROPERTY
+@given(docs=documents(), kinds=st.lists(st.sampled_from(["DIRECT", "QUASI"]), min_size=3, max_size=3))
+def test_documents_written_as_tab_json_read_back_the_same(docs, kinds):
+    """TAB's layout (``doc_id``, ``text``, one annotator's ``entity_mentions``): the texts and every
+    mention, with its type, entity and identifier type."""
+    from audit.io.loaders import load_corpus
+
+    docs = [Document(d.id, d.text, spans=tuple(Span(s.start, s.end, s.label or "MISC") for s in d.spans))
+            for d in docs]
+    mentions = {d.id: [{"start_offset": s.start, "end_offset": s.end, "entity_type": s.label,
+                        "entity_id": f"{d.id}-e{i}", "identifier_type": kinds[i % 3]} for i, s in enumerate(d.spans)]
+                for d in docs}
+    data = [{"doc_id": d.id, "text": d.text, "annotations": {"annotator1": {"entity_mentions": mentions[d.id]}}}
+            for d in docs]
+    with tempfile.TemporaryDirectory() as tmp:
+        back = list(load_corpus(_write(tmp, "tab.json", json.dumps(data).encode("utf-8")), "tab"))
+    assert [(d.id, d.text) for d in back] == [(d.id, d.text) for d in docs]
+    assert [[(s.start, s.end, s.label, s.entity_id, s.identifier_type) for s in d.spans] for d in back] == \
+        [[(m["start_offset"], m["end_offset"], m["entity_type"], m["entity_id"], m["identifier_type"])
+          for m in mentions[d.id]] for d in docs]
 
 
 @st.composite
