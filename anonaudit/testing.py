@@ -17,9 +17,7 @@ annotated span with its label.
 
 This is the public, documented place of the check. Its code lives in the engine's ground layer
 (:mod:`audit.core.contract`, :mod:`audit.core.contract_data`), which imports nothing above the data
-model: the rule that nothing below the API imports ``anonaudit`` would forbid the old path
-``from audit.core import check_component`` to lead here, so that path still works (with a
-:class:`DeprecationWarning`) by leading to the same code from below.
+model.
 """
 
 from __future__ import annotations

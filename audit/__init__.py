@@ -4,7 +4,7 @@ The ``audit`` package is the engine: the data model, file formats, the model and
 statistics, results, the registry, the runner and the pipeline. It imports nothing above it:
 the Python API, the command line (:mod:`anonaudit.cli`) and the demo (:mod:`anonaudit.demo`)
 live in ``anonaudit``. Attacks live in ``attackers``, sanitizers in ``defenders``, rendering in
-``reports``. (``audit.cli`` and ``audit.demo`` are deprecated shims of the old paths.)
+``reports``.
 """
 
 __version__ = "0.1.0"

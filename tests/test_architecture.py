@@ -14,9 +14,9 @@ Within a floor some arrows are forbidden too (:data:`SIDEWAYS`): the pipeline an
 never import each other; plugins receive data objects and shared resources, never files or
 options, so they never import ``audit.io``; attacks and metrics never import a sanitizer; the
 reports import ``audit.core`` alone. The engine (``audit``) reaches plugins through the registry
-only and never imports the API (``anonaudit``) above it, but for the deprecated shims of the old
-paths, each named in :data:`UPWARD_SHIMS`. Every import counts, including those inside functions
-and under TYPE_CHECKING.
+only and never imports the API (``anonaudit``) above it, with no exception: the deprecated shims
+of old paths are gone (issue 71), and :func:`test_no_shim_of_an_old_path` keeps them out. Every
+import counts, including those inside functions and under TYPE_CHECKING.
 """
 
 from __future__ import annotations
@@ -56,13 +56,6 @@ SIDEWAYS: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
     (("anonaudit",), ("attackers", "defenders"), "the API finds plugins through the registry only"),
     (("audit",), ("anonaudit",), "the engine never imports the API above it"),
 ]
-
-#: Deprecated shims of old import paths, each the one module allowed to import up a floor, and
-#: only the package it stands for: {shim: (what it may import, why)}.
-UPWARD_SHIMS: dict[str, tuple[str, str]] = {
-    "audit.cli": ("anonaudit.cli", "the command line's old path (before issue 59), kept with a DeprecationWarning"),
-    "audit.demo": ("anonaudit.demo", "the demo's old path (before issue 59), kept with a DeprecationWarning"),
-}
 
 
 def modules() -> dict[str, Path]:
@@ -108,19 +101,12 @@ def floor_of(module: str) -> int:
     return floor
 
 
-def allowed_by_shim(name: str, target: str) -> bool:
-    shim = UPWARD_SHIMS.get(name)
-    return shim is not None and within(target, shim[0])
-
-
 def violations() -> list[str]:
     mods = modules()
     found = []
     for name, path in sorted(mods.items()):
         where = f"{path.relative_to(ROOT)}: {name} imports"
         for target in sorted(imports_of(path, name)):
-            if allowed_by_shim(name, target):
-                continue
             if floor_of(target) < floor_of(name):
                 found.append(f"{where} {target} (up from the {FLOORS[floor_of(name)][0]} to the "
                              f"{FLOORS[floor_of(target)][0]})")
@@ -162,54 +148,52 @@ def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
         "pipeline, not below it)"]
 
 
-def test_a_shim_may_import_only_what_it_stands_for():
-    assert allowed_by_shim("audit.cli", "anonaudit.cli.driver")
-    assert not allowed_by_shim("audit.cli", "anonaudit.api")
-    assert not allowed_by_shim("audit.cli.driver", "anonaudit.cli.driver")  # the package only, not a module in it
-
-
 def test_every_module_is_on_a_floor_and_every_rule_names_a_real_package():
     mods = modules()
     for name in mods:
         floor_of(name)
     prefixes = [p for _, ps in FLOORS for p in ps] + [p for who, banned, _ in SIDEWAYS for p in (*who, *banned)]
-    prefixes += [p for shim, (target, _) in UPWARD_SHIMS.items() for p in (shim, target)]
     for prefix in prefixes:
         assert any(within(m, prefix) for m in mods), prefix
 
 
-@pytest.mark.parametrize("shim", sorted(UPWARD_SHIMS))
-def test_an_old_path_still_imports_and_warns(shim, monkeypatch):
-    """The old paths of the command line and the demo (``from audit.cli import main``) keep
-    working, with a DeprecationWarning, and give the same objects as the new ones."""
-    import importlib
-    import sys
+def shims() -> list[str]:
+    """Modules that alias another module under a second name (``sys.modules[...] = ...``), re-export
+    a package wholesale (``from x import *``), or hand out names lazily with a deprecation (a module
+    ``__getattr__`` that warns): the three shapes the old paths' shims took (issue 71 removed them)."""
+    found = []
+    for name, path in sorted(modules().items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+                found.append(f"{name}: from {node.module} import *")
+            elif isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Subscript) and ast.unparse(t.value) == "sys.modules" for t in node.targets):
+                found.append(f"{name}: assigns sys.modules")
+            elif isinstance(node, ast.FunctionDef) and node.name == "__getattr__" and node in tree.body \
+                    and "DeprecationWarning" in ast.unparse(node):
+                found.append(f"{name}: a module __getattr__ that warns of a deprecation")
+    return sorted(found)
 
-    new = UPWARD_SHIMS[shim][0]
-    for name in [m for m in sys.modules if within(m, shim)]:
-        monkeypatch.delitem(sys.modules, name)
-    with pytest.warns(DeprecationWarning, match=f"{shim} is deprecated: .*{new}"):
-        old = importlib.import_module(shim)
-    for module, target in old.MODULES.items():
-        assert importlib.import_module(f"{shim}.{module}") is importlib.import_module(f"{new}.{target}")
-    if shim == "audit.cli":
-        assert old.main is importlib.import_module("anonaudit.cli").main
 
-
-def test_a_users_script_sees_the_old_paths_warning_and_the_suite_fails_on_an_unexpected_one():
-    """Python shows a DeprecationWarning that points at a script's own line; this suite ignores
-    other packages' deprecations but fails on anonaudit's own unless a test expects it
-    (pyproject.toml's filterwarnings)."""
-    import subprocess
-    import sys
-    import warnings
-
-    run = subprocess.run([sys.executable, "-c", "import audit.demo"], capture_output=True, text=True, cwd=ROOT,
-                         env={k: v for k, v in __import__("os").environ.items() if k != "PYTHONWARNINGS"})
-    assert run.returncode == 0 and "DeprecationWarning: audit.demo is deprecated" in run.stderr
-    with pytest.raises(DeprecationWarning):
-        warnings.warn("audit.cli is deprecated: the command line is anonaudit.cli", DeprecationWarning)
-    warnings.warn("some_library.thing is deprecated", DeprecationWarning)  # not ours: ignored
+def test_no_shim_of_an_old_path(tmp_path, monkeypatch):
+    """The project keeps one path to each thing: no module stands in for another (issue 71: the
+    old ``audit.cli``, ``audit.demo``, ``attackers.phrase_search.index`` and ``audit.core``'s lazy
+    names went), and the check sees each shape of shim."""
+    assert shims() == []
+    for name in ("audit.cli", "audit.demo", "attackers.phrase_search.index"):
+        assert not (ROOT.joinpath(*name.split(".")) / "__init__.py").exists(), name
+    bad = {"audit.old": "import sys\nimport audit.io\nsys.modules['audit.old.io'] = audit.io\n",
+           "audit.star": "from audit.io import *\n",
+           "audit.lazy": "def __getattr__(name):\n    warnings.warn(name, DeprecationWarning)\n"}
+    mods = {}
+    for name, text in bad.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        mods[name] = path
+    monkeypatch.setattr("tests.test_architecture.modules", lambda: mods)
+    assert shims() == ["audit.lazy: a module __getattr__ that warns of a deprecation",
+                       "audit.old: assigns sys.modules", "audit.star: from audit.io import *"]
 
 
 # --------------------------------------------------------------------------- seams by concept (issue 59)

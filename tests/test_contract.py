@@ -233,16 +233,12 @@ def test_every_role_is_run_twice_and_given_bad_input_the_same_way():
         check_component(Chatty)
 
 
-def test_the_old_path_still_works_with_a_deprecation_warning():
-    """``from audit.core import check_component`` (the path before anonaudit.testing) gives the
-    same function, saying where it lives now; anonaudit.testing gives the six invented people."""
+def test_the_check_is_at_one_path_and_gives_the_invented_people():
+    """``anonaudit.testing`` is the check's one path (the old ``audit.core`` one went with issue 71's
+    shims); it gives the six invented people."""
     import audit.core
 
-    for name, new in (("check_component", check_component), ("ContractError", ContractError)):
-        with pytest.warns(DeprecationWarning, match=f"from anonaudit.testing import {name}"):
-            assert getattr(audit.core, name) is new
-    with pytest.raises(AttributeError, match="no attribute 'check_components'"):
-        audit.core.check_components  # noqa: B018 - a misspelling is still an error
+    assert not hasattr(audit.core, "check_component")
     from anonaudit.testing import PEOPLE, secrets
 
     people = invented_people()

@@ -661,23 +661,3 @@ def test_a_huge_document_is_attacked_in_windows_with_the_same_outcome(monkeypatc
         assert abs(a.facts["original_rare_still_present"] - b.facts["original_rare_still_present"]) <= \
             0.02 * a.facts["original_rare_still_present"] + 5
         assert len(b.facts["evidence"]) == len(a.facts["evidence"])
-
-
-def test_the_index_at_its_old_path_is_the_shared_layer_with_a_deprecation_warning():
-    """Issue 59: the n-gram index moved to ``audit.ngrams``; ``attackers.phrase_search.index`` and
-    its modules still import (in a fresh interpreter, so the warning is not hidden by an earlier
-    import), each the same object as in ``audit.ngrams``."""
-    import subprocess
-    import sys
-
-    code = ("import warnings\n"
-            "with warnings.catch_warnings(record=True) as seen:\n"
-            "    warnings.simplefilter('always')\n"
-            "    from attackers.phrase_search.index import NgramIndex, windows\n"
-            "    from attackers.phrase_search.index.shards import build_sharded\n"
-            "import audit.ngrams, audit.ngrams.shards\n"
-            "assert NgramIndex is audit.ngrams.NgramIndex and build_sharded is audit.ngrams.shards.build_sharded\n"
-            "assert windows is audit.ngrams.windows\n"
-            "print([str(w.message) for w in seen if w.category is DeprecationWarning])\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "attackers.phrase_search.index is deprecated: import the n-gram index from audit.ngrams" in out

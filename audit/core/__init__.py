@@ -6,23 +6,4 @@ It imports nothing from the rest of anonaudit; how a run runs is :mod:`audit.run
 
 The contract check a plugin author runs on a component class is public as
 :mod:`anonaudit.testing` (``from anonaudit.testing import check_component``); its code is
-:mod:`audit.core.contract`. ``from audit.core import check_component`` (and ``ContractError``), the
-path it had before, still works with a :class:`DeprecationWarning`."""
-
-import warnings
-from typing import Any
-
-__all__ = ["check_component", "ContractError"]
-
-
-def __getattr__(name: str) -> Any:
-    """``check_component`` and ``ContractError`` at their old path, with a
-    :class:`DeprecationWarning` naming the new one, imported when first asked for (importing any
-    module of the core must not import the whole of it)."""
-    if name in __all__:
-        warnings.warn(f"audit.core.{name} is deprecated: import it from anonaudit.testing "
-                      f"(from anonaudit.testing import {name})", DeprecationWarning, stacklevel=2)
-        from audit.core import contract
-
-        return getattr(contract, name)
-    raise AttributeError(f"module 'audit.core' has no attribute {name!r}")
+:mod:`audit.core.contract`."""

@@ -4,8 +4,7 @@ The phrase-search attack and the delinker sanitizer ask one question millions of
 times: "in how many documents of the collection does this phrase occur, and
 which?". This package answers it from a folder of five numpy arrays. It is a shared layer of
 the engine, below the plugins that use it (it imports only :mod:`audit.core` and
-:mod:`audit.runtime`); until issue 59 it lived inside the attack, as
-``attackers.phrase_search.index`` (still importable there, with a :class:`DeprecationWarning`):
+:mod:`audit.runtime`):
 
 * ``directory``     for each value of a hash's top ``hash_bits - 32`` bits, where its keys start
   (2^(hash_bits - 32) + 1 entries: 4 MB at the default 52 bits);
