@@ -159,7 +159,8 @@ def run_cli(work: Path, n: int, quick: bool, timeout: float | None) -> dict:
 
 def _parse_chunk(texts: list[str]) -> list[tuple[str, str]]:
     """(key, parse as JSON) of each text: one spaCy pipeline per worker process."""
-    from attackers.trir.parse_settings import DISABLED_PIPES, Parse, _key
+    from attackers.trir.parse_settings import DISABLED_PIPES, Parse
+    from audit.models.parses import text_key as _key
     from audit.models.nlp import Spacy
 
     nlp = Spacy(disable=DISABLED_PIPES)
@@ -171,7 +172,8 @@ def _parse_all(cache, texts: list[str], workers: int) -> int:
     """Parse the ``texts`` that ``cache`` lacks with ``workers`` processes; store them there."""
     import multiprocessing as mp
 
-    from attackers.trir.parse_settings import Parse, _key
+    from attackers.trir.parse_settings import Parse
+    from audit.models.parses import text_key as _key
 
     keys = dict.fromkeys(_key(t) for t in texts)
     known = cache._lookup(list(keys))

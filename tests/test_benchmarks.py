@@ -1,10 +1,12 @@
-"""Every benchmark script has a ``--quick`` mode, and the quick modes that need no model run here.
+"""The benchmarks are a suite (benchmarks/suite.py, issue 71 item 3): every script is a declared case
+or a helper, every case's imports resolve and its quick size's arguments parse, and the quick size of
+every case that needs no model runs here.
 
-A quick mode is a smoke test of the script on tiny data (seconds), not a measurement: the figures
-in benchmarks/README.md come from full runs. Scripts whose quick mode needs a language model or a
-trained classifier (minutes on this CPU), Ray, or a file to compare are listed in
-:data:`NOT_RUN_HERE` with the reason; their quick modes are run by hand (benchmarks/README.md). A
-new script must be put in one list or the other (:func:`test_every_script_is_classified`).
+A quick size is a smoke run of the case on tiny data (seconds), not a measurement: the figures in
+benchmarks/README.md come from full runs. The quick sizes that need a model (an LLM, the embedder,
+spaCy, TRIR trainings) or Ray take minutes each on this CPU: ``python benchmarks/suite.py quick``
+runs them all by hand. Cost here: ``check`` ~15-25 s (it imports every script: torch,
+transformers), the model-free quick sizes ~35 s.
 """
 
 from __future__ import annotations
@@ -21,74 +23,68 @@ BENCH = ROOT / "benchmarks"
 #: The shared TAB data, where the scripts read it: ``../shared/data/tab`` beside the checkout.
 TAB = ROOT.parent / "shared" / "data" / "tab"
 
-#: Quick modes that run here, in seconds (measured on the 2-core VM, busy): script -> needs TAB.
-RUN_HERE = {
-    "huge_document.py": False,      # ~2 s: a 0.3 MB document
-    "index_build.py": False,        # ~8 s: 300 short documents, this checkout as its own baseline
-    "phrase_search_tab.py": True,   # ~4 s: three published sanitizations of TAB
-    "phrase_search.py": True,       # ~17 s: 150 TAB documents, no scale-up
-    "sequential_coverage.py": False,  # ~2 s: 200 simulated releases per rate
-}
-#: Scripts not run here, and why.
-NOT_RUN_HERE = {
-    "tab.py": "the helper module of the TAB benchmarks, not a script",
-    "compare_results.py": "compares two results files given to it: nothing to make quick",
-    "bench_sanitizers.py": "its --quick takes about 30 s (tests/test_bench.py covers the command it drives)",
-    "claim_linker_judge.py": "needs the embedded LLM",
-    "judge_masked_twin.py": "needs the embedded LLM (--quick: ~1.5 min of CPU with the 1.5B)",
-    "llm_prompt_rate.py": "needs the embedded LLM and times the CPU (run under the heavy lock)",
-    "claim_linker_tab.py": "needs the embedded LLM and the sentence embedder",
-    "claim_linker_ppi.py": "needs the embedded LLM and the sentence embedder (--quick: 12 demo people, one release)",
-    "llm_layer.py": "needs the embedded LLM",
-    "llm_sanitizer_checks.py": "needs the embedded LLM",
-    "span_guess_tab.py": "needs the embedded LLM",
-    "trir_fidelity.py": "trains TRIR attackers (--quick: 6 demo people, 2 attackers, 1 epoch; the guard itself is "
-                        "tests/test_trir_fidelity.py, slow)",
-    "judge_speed.py": "needs the embedded LLM (its --count-only needs the 1.5B's tokenizer, MiniLM and spaCy)",
-    "paraphrase_speed.py": "needs the embedded LLM",
-    "span_guess_speed.py": "embeds TAB's backgrounds with MiniLM and parses them with spaCy (minutes cold)",
-    "trir_tab.py": "trains a TRIR classifier",
-    "utility_tab.py": "needs the LLM for information content and the sentence embedder",
-    "tae_tab.py": "parses 10 TAB judgments with spaCy (about a minute loaded); tests/test_tae_reproduction.py "
-                  "runs its evaluation on them",
-    "delinker_tab.py": "needs the embedded LLM (--quick: one TAB document, the 0.5B)",
-    "intact_tab.py": "needs the embedded LLM (--quick: one TAB document, the 0.5B)",
-    "prompt_anonymizer_tab.py": "needs the embedded LLM (--quick: one TAB document, the 0.5B)",
-    "harden_tab.py": "needs the embedded LLM (--quick: one TAB document, the 0.5B)",
-    "ray_scaleout.py": "starts a local Ray and loads MiniLM (--quick: 200 short documents, 1 worker)",
-    "trir_ablation.py": "trains TRIR classifiers (--quick: 4 people, 2 attackers, 1 epoch, 32-token windows, 3 predictions each)",
-    "trir_compile.py": "compiles the TRIR model with torch.compile (--quick: 2 steps of 32-token windows)",
-    "trir_speed.py": "trains TRIR classifiers (--quick: 3 demo people, fp32 and bf16 loops, 3 predictions, 32-token windows)",
-    "trir_scale.py": "trains TRIR classifiers, on Ray too",
-    "trir_gpu.py": "trains TRIR classifiers and runs spaCy over TAB (--quick: 3 TAB people, 2 epochs of 32-token "
-                   "windows, 2 configurations; 12 demo people through the command line)",
-    "trir_step.py": "loads MiniLM in three processes and times its training steps (--quick: 2 repetitions)",
-    "release_audit.py": "audits a TAB release with every attack and metric (hours cold; --quick: 6 judgments, "
-                        "every model); its table is tested below",
-    "trir_release.py": "trains TRIR classifiers, on Ray too (--quick: 12 demo people, 1 epoch, 32-token windows); "
-                       "its helpers are tested below",
-}
+
+def _suite():
+    import importlib
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module("suite")
+    finally:
+        sys.path.remove(str(BENCH))
 
 
-#: Scripts without a ``--quick`` (nothing to make quick): the others all have one.
-NO_QUICK = {"tab.py", "compare_results.py"}
-
-
-def test_every_script_is_classified():
+def test_every_script_is_a_case_or_a_helper_and_every_case_has_a_quick_size():
+    suite = _suite()
     scripts = {p.name for p in BENCH.glob("*.py")}
-    assert scripts == set(RUN_HERE) | set(NOT_RUN_HERE)
-    for name in scripts - NO_QUICK:
-        text = (BENCH / name).read_text(encoding="utf-8")
-        assert "--quick" in text or "quick=" in text, name
+    cases = [c.script for c in suite.CASES]
+    assert len(cases) == len(set(cases)), "a script is one case"
+    assert scripts == set(cases) | set(suite.HELPERS)
+    assert len({c.name for c in suite.CASES}) == len(suite.CASES)
+    for c in suite.CASES:
+        assert c.quick and c.needs <= set(suite.NEEDS), c.name  # its quick size parses: the check below
 
 
-@pytest.mark.parametrize("script", sorted(RUN_HERE))
-def test_quick_mode_runs(script, tmp_path):
-    if RUN_HERE[script] and not (TAB / "bks").is_dir():
-        pytest.fail(f"{script} --quick needs the shared TAB data in {TAB} (beside the checkout, as in CI)")
+def test_every_case_imports_resolves_and_parses_its_quick_size():
+    """``suite.py check`` in a fresh interpreter: a name that moved (as ``_key`` did under
+    benchmarks/trir_gpu.py), a module that no longer imports, or a quick size's argument the
+    script's parser refuses fails here."""
+    done = subprocess.run([sys.executable, str(BENCH / "suite.py"), "check"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.strip() == f"ok: {len(_suite().CASES)} cases"
+
+
+def test_the_check_sees_a_moved_name_a_missing_module_and_a_refused_argument(tmp_path, monkeypatch):
+    suite = _suite()
+    script = tmp_path / "broken.py"
+    script.write_text("import argparse\n\ndef main():\n"
+                      "    from audit.models.parses import _no_such_name\n"
+                      "    import attackers.no_such_module\n"
+                      "    ap = argparse.ArgumentParser()\n    ap.add_argument('--quick', action='store_true')\n"
+                      "    ap.parse_args()\n    raise AssertionError('the check must stop before any work')\n")
+    assert suite.unresolved_imports(script) == [
+        "broken.py:4: from audit.models.parses import _no_such_name: audit.models.parses has no '_no_such_name'",
+        "broken.py:5: import attackers.no_such_module: No module named 'attackers.no_such_module'"]
+    (tmp_path / "fine.py").write_text(script.read_text().replace("    from audit.models.parses import _no_such_name\n"
+                                                                  "    import attackers.no_such_module\n", ""))
+    monkeypatch.setattr(suite, "HERE", tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert suite.check(suite.Case("x.ok", "broken.py", "", quick=("--quick",)))[0].startswith("x.ok: broken.py:4")
+    assert suite.check(suite.Case("x.fine", "fine.py", "", quick=("--quick",))) == []
+    assert suite.check(suite.Case("x.bad", "fine.py", "", quick=("--quik",))) == [
+        "x.bad: its parser refused --quik (exit 2)"]
+
+
+@pytest.mark.parametrize("name", sorted(c.name for c in _suite().CASES if c.model_free))
+def test_quick_size_runs(name, tmp_path):
+    suite = _suite()
+    c = suite.case(name)
+    if "tab" in c.needs and not (TAB / "bks").is_dir():
+        pytest.fail(f"{c.script} --quick needs the shared TAB data in {TAB} (beside the checkout, as in CI)")
     env = {**os.environ, "ANONAUDIT_HOME": str(tmp_path / "home")}
-    done = subprocess.run([sys.executable, str(BENCH / script), "--quick"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(BENCH / c.script), *c.quick_args(tmp_path / "work")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip()
 

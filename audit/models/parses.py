@@ -56,7 +56,8 @@ class Parse:
                    tokens=tuple((int(a), int(b), str(c), bool(d), bool(e)) for a, b, c, d, e in tokens))
 
 
-def _key(text: str) -> str:
+def text_key(text: str) -> str:
+    """The key of a text in the parse cache: the SHA-256 of its UTF-8 bytes."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -136,7 +137,7 @@ class ParseCache:
         text once, stored as it goes); ``progress`` names the progress bar."""
         from audit.runtime.progress import bar
 
-        keys = [_key(t) for t in texts]
+        keys = [text_key(t) for t in texts]
         known = self._lookup(list(dict.fromkeys(keys))) if self.cache_path is not None else {}
         first = dict(zip(keys, texts))
         todo = [k for k in dict.fromkeys(keys) if k not in known]

@@ -1,0 +1,291 @@
+"""The benchmarks as one suite: a declared list of cases, each with a quick size (issue 71, item 3).
+
+    python benchmarks/suite.py                     # the cases: what each measures, what it needs
+    python benchmarks/suite.py run CASE [ARGS...]   # the case's script at full size (ARGS are its own)
+    python benchmarks/suite.py run CASE --quick     # ... at its quick size (a smoke run, not a figure)
+    python benchmarks/suite.py check [CASE...]      # every import resolves and the quick size's arguments parse
+    python benchmarks/suite.py quick [--model-free] # every case's quick size in turn, timed
+
+A case is a :class:`Case` in :data:`CASES`: a name, the script that measures it, one line on what
+it measures, what its quick size needs (``tab``: the shared TAB data; ``llm``, ``embedder``,
+``spacy``: a model; ``train``: TRIR trainings; ``ray``: a local Ray) and the quick size's arguments
+(``{work}`` is a fresh folder). Like asv's benchmark functions, pytest-benchmark's fixtures and
+lm-eval-harness's task registry, a case is declared, not discovered, so a script is either a case
+or one of :data:`HELPERS`, and ``tests/test_benchmarks.py`` checks both, runs ``check`` on every
+case and the quick size of every case that needs no model (``--model-free``). Each script keeps its
+own command line; the figures in benchmarks/README.md come from full runs.
+
+``check`` costs seconds: it imports every case's module, resolves every ``import`` of a project
+module it makes (those inside functions too: a name that moved is found before anyone runs the
+script) and hands the quick size's arguments to the script's own parser, stopping it there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import importlib
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+#: Modules beside the cases that are not cases: {file: why}.
+HELPERS = {
+    "suite.py": "this runner",
+    "tab.py": "the TAB helpers the cases import (data paths, gold spans, shared measurements)",
+    "compare_results.py": "compares two results files a refactoring's before and after made (no size of its own)",
+}
+#: What a quick size may need. Cases that need none of the models run in CI.
+NEEDS = {"tab": "the shared TAB data (../shared/data/tab)", "llm": "the embedded LLM",
+         "embedder": "the sentence embedder (MiniLM)", "spacy": "spaCy's English model",
+         "train": "TRIR trainings (a small encoder)", "ray": "a local Ray"}
+MODEL_FREE = frozenset({"tab"})
+#: The projects' own top-level packages: their imports are resolved by ``check``.
+PROJECT = ("anonaudit", "audit", "attackers", "defenders", "reports", "tab")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark: ``name`` (``area.what``), its ``script`` beside this file, what it
+    ``measures``, what its quick size ``needs`` (keys of :data:`NEEDS`), the quick size's
+    arguments (``{work}``: a fresh folder) and its cost as measured (``quick_cost``)."""
+
+    name: str
+    script: str
+    measures: str
+    needs: frozenset[str] = frozenset()
+    quick: tuple[str, ...] = ("--quick",)
+    quick_cost: str = "not measured"
+
+    @property
+    def model_free(self) -> bool:
+        return self.needs <= MODEL_FREE
+
+    def quick_args(self, work: Path) -> list[str]:
+        return [a.replace("{work}", str(work)) for a in self.quick]
+
+
+def _case(name: str, script: str, measures: str, needs: str = "", quick: tuple[str, ...] = ("--quick",),
+          cost: str = "not measured") -> Case:
+    return Case(name, script, measures, frozenset(needs.split()), quick, cost)
+
+
+#: The suite, by area. Costs: the quick size on the 2-core VM (busy), where measured.
+CASES: tuple[Case, ...] = (
+    _case("phrase_search.index", "phrase_search.py", "the n-gram index: build and query speed, memory",
+          "tab", cost="~17 s"),
+    _case("phrase_search.tab", "phrase_search_tab.py", "phrase-search linkage of TAB's sanitizations",
+          "tab", cost="~4 s"),
+    _case("phrase_search.huge_document", "huge_document.py", "phrase search's peak memory on one huge document",
+          cost="~2 s"),
+    _case("phrase_search.index_build", "index_build.py", "the index build against a baseline checkout's",
+          cost="~8 s"),
+    _case("sampling.coverage", "sequential_coverage.py", "what sampling to a precision costs in coverage",
+          cost="~2 s"),
+    _case("utility.tab", "utility_tab.py", "the utility metrics on TAB's sanitizations", "tab llm embedder"),
+    _case("utility.tae", "tae_tab.py", "TAE's published Precision and Recall recomputed", "tab spacy",
+          cost="~1 min"),
+    _case("trir.tab", "trir_tab.py", "TRIR on TAB beside the published figures", "tab train spacy"),
+    _case("trir.ablation", "trir_ablation.py", "what each part of the TRI attacker adds", "train spacy"),
+    _case("trir.fidelity", "trir_fidelity.py", "the default attacker against the paper's", "train spacy"),
+    _case("trir.speed", "trir_speed.py", "TRIR training and prediction speed, each speed-up", "train spacy"),
+    _case("trir.compile", "trir_compile.py", "whether torch.compile pays for TRIR's training", "train"),
+    _case("trir.step", "trir_step.py", "where one data-parallel TRIR step's time goes", "train"),
+    _case("trir.scale", "trir_scale.py", "TRIR's text preparation and training on Ray Train", "train spacy ray"),
+    _case("trir.release", "trir_release.py", "TRIR at release scale, locally and on Ray", "train spacy ray"),
+    _case("trir.gpu", "trir_gpu.py", "TRIR on a GPU (the CPU where none)", "tab train spacy",
+          quick=("--quick", "--out", "{work}/quick.json")),
+    _case("claim_linker.tab", "claim_linker_tab.py", "the claim linker's linkage on TAB", "tab llm embedder"),
+    _case("claim_linker.ppi", "claim_linker_ppi.py", "the leakage, prediction-powered against every document judged",
+          "llm embedder", quick=("--quick", "--out", "{work}/ppi.json")),
+    _case("claim_linker.judge", "claim_linker_judge.py", "the leakage judge's two rules on the same claims",
+          "tab llm embedder"),
+    _case("claim_linker.judge_twin", "judge_masked_twin.py", "the leakage judge against the masked twin",
+          "llm spacy", quick=("--quick", "--out", "{work}/twin.json")),
+    _case("claim_linker.judge_speed", "judge_speed.py", "the judge's cost per claim, each speed-up",
+          "tab llm embedder spacy"),
+    _case("span_guess.tab", "span_guess_tab.py", "span guessing's recovery on TAB", "tab llm"),
+    _case("span_guess.speed", "span_guess_speed.py", "span guessing's two background paths", "embedder spacy"),
+    _case("sanitizers.bench", "bench_sanitizers.py", "`anonaudit bench` on TAB; what attack reuse saves",
+          "tab spacy", cost="~30 s"),
+    _case("sanitizers.intact", "intact_tab.py", "INTACT's selections beside the published releases", "tab llm"),
+    _case("sanitizers.delinker", "delinker_tab.py", "what still links after the delinker's rewriting", "tab llm"),
+    _case("sanitizers.prompt", "prompt_anonymizer_tab.py", "the prompt anonymizer's four families", "tab llm"),
+    _case("sanitizers.harden", "harden_tab.py", "what each `anonaudit harden` round closes and costs", "tab llm"),
+    _case("claim_linker.paraphrase", "paraphrase_speed.py", "the claim linker's paraphrasing: cost per claim",
+          "tab llm"),
+    _case("llm.layer", "llm_layer.py", "the LLM layer's overhead and its cache", "llm"),
+    _case("llm.prompt_rate", "llm_prompt_rate.py", "the embedded LLM's prompt tokens per second, by setting", "llm",
+          quick=("--quick", "--out", "{work}/rate.json")),
+    _case("scale.ray", "ray_scaleout.py", "local against Ray with 1 and 2 workers", "embedder ray"),
+    _case("release.audit", "release_audit.py", "one TAB release audited whole, stage by stage",
+          "tab llm embedder spacy train", quick=("--quick", "--work", "{work}/run", "--stages", "estimate")),
+)
+
+
+def case(name: str) -> Case:
+    for c in CASES:
+        if c.name == name:
+            return c
+    raise SystemExit(f"no case {name!r}; the cases: {', '.join(c.name for c in CASES)}")
+
+
+def _module(c: Case):
+    """The case's script as a module (this folder first on ``sys.path``, as when it is run)."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    return importlib.import_module(Path(c.script).stem)
+
+
+def unresolved_imports(path: Path) -> list[str]:
+    """Each ``import`` of a project module in ``path`` (inside functions too) that does not resolve:
+    a module that is not there, or a name the module does not define."""
+    problems = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            wanted = [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            wanted = [(node.module, a.name) for a in node.names]
+        else:
+            continue
+        for module, name in wanted:
+            if module.split(".")[0] not in PROJECT:
+                continue
+            problem = _resolve(module, name)
+            if problem:
+                problems.append(f"{path.name}:{node.lineno}: {problem}")
+    return problems
+
+
+def _resolve(module: str, name: str | None) -> str | None:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        return f"import {module}: {exc}"
+    if name is None or name == "*" or hasattr(mod, name):
+        return None
+    try:
+        importlib.import_module(f"{module}.{name}")
+        return None
+    except ImportError:
+        return f"from {module} import {name}: {module} has no {name!r}"
+
+
+class _Parsed(Exception):
+    """Raised by the patched parser once the arguments parse: the script stops before any work."""
+
+
+@contextlib.contextmanager
+def _stop_after_parsing():
+    """The scripts' parsers parse as they would (unknown arguments refused by ``parse_args``), then
+    stop the script (:class:`_Parsed`); a parser inside another's parse (a subcommand's) goes on."""
+    parser = argparse.ArgumentParser
+    original_args, original_known = parser.parse_args, parser.parse_known_args
+    depth = [0]
+
+    def parse_args(self, args=None, namespace=None):
+        depth[0] += 1
+        try:
+            parsed = original_args(self, args, namespace)
+        finally:
+            depth[0] -= 1
+        if self.prog != "suite.py":
+            raise _Parsed(parsed)
+        return parsed
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed = original_known(self, args, namespace)
+        if depth[0] == 0 and self.prog != "suite.py":
+            raise _Parsed(parsed)
+        return parsed
+
+    parser.parse_args, parser.parse_known_args = parse_args, parse_known_args
+    try:
+        yield
+    finally:
+        parser.parse_args, parser.parse_known_args = original_args, original_known
+
+
+def check(c: Case) -> list[str]:
+    """What is wrong with ``c`` before it runs: its module does not import, an import of a project
+    module does not resolve, or its script's parser refuses the quick size's arguments."""
+    script = HERE / c.script
+    if not script.is_file():
+        return [f"{c.name}: {c.script} is not in benchmarks/"]
+    try:
+        module = _module(c)
+    except Exception as exc:  # noqa: BLE001 - any failure to import is the finding
+        return [f"{c.name}: importing {c.script}: {type(exc).__name__}: {exc}"]
+    problems = [f"{c.name}: {p}" for p in unresolved_imports(script)]
+    argv = sys.argv
+    with tempfile.TemporaryDirectory() as work, _stop_after_parsing():
+        sys.argv = [c.script, *c.quick_args(Path(work))]
+        try:
+            module.main()
+            problems.append(f"{c.name}: main() returned without parsing its arguments")
+        except _Parsed:
+            pass
+        except SystemExit as exc:
+            problems.append(f"{c.name}: its parser refused {' '.join(c.quick)} (exit {exc.code})")
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"{c.name}: main() before parsing: {type(exc).__name__}: {exc}")
+        finally:
+            sys.argv = argv
+    return problems
+
+
+def run(c: Case, args: list[str], *, quick: bool, cwd: Path | None = None, timeout: float | None = None):
+    """Run the case's script in a fresh interpreter: its quick size, or ``args`` as its own."""
+    with tempfile.TemporaryDirectory() as work:
+        argv = c.quick_args(Path(work)) + args if quick else args
+        return subprocess.run([sys.executable, str(HERE / c.script), *argv], cwd=cwd, timeout=timeout,
+                              capture_output=cwd is not None, text=True)
+
+
+def _list() -> None:
+    for c in CASES:
+        needs = ", ".join(sorted(c.needs)) or "nothing"
+        print(f"{c.name:28} {c.script:26} {c.measures}\n{'':28} quick: {' '.join(c.quick)} "
+              f"(needs {needs}; {c.quick_cost})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="suite.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command")
+    r = sub.add_parser("run", help="run one case")
+    r.add_argument("case")
+    r.add_argument("--quick", action="store_true", help="its quick size")
+    sub.add_parser("check", help="imports and the quick sizes' arguments").add_argument("cases", nargs="*")
+    q = sub.add_parser("quick", help="every case's quick size in turn")
+    q.add_argument("--model-free", action="store_true", help="only the cases that need no model")
+    args, rest = ap.parse_known_args(argv)
+    if args.command == "run":
+        return run(case(args.case), rest, quick=args.quick).returncode
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "check":
+        problems = [p for c in ([case(n) for n in args.cases] or CASES) for p in check(c)]
+        print("\n".join(problems) or f"ok: {len(args.cases) or len(CASES)} cases")
+        return 1 if problems else 0
+    if args.command == "quick":
+        failed = []
+        for c in CASES:
+            if args.model_free and not c.model_free:
+                continue
+            t0 = time.perf_counter()
+            code = run(c, [], quick=True).returncode
+            print(f"{c.name}: exit {code} in {time.perf_counter() - t0:.1f} s", flush=True)
+            failed += [c.name] if code else []
+        return 1 if failed else 0
+    _list()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
