@@ -5,10 +5,13 @@ The Python API (the command line is a thin layer over it)::
     import anonaudit
     results = anonaudit.audit(originals=df, releases={"labels": df2},
                               attacks=["phrase_search"], metrics=["rouge"], seed=0)
+    spec = anonaudit.Spec.load("audit.yaml")   # or anonaudit.Spec(...): releases, attacks, budget...
+    results = anonaudit.audit(spec.replace(seed=1))
     results.to_pandas()            # release, kind, name, value, ci_low, ci_high, n, baseline, ...
     results.report("report.html")  # and findings.csv beside it
     results.gate(max={"phrase_search": 0.1})
 
+The spec: :class:`Spec` (with :class:`Budget`, :class:`Models`, :class:`Columns`).
 Functions: :func:`audit`, :func:`attack`, :func:`utility`, :func:`sanitize`, :func:`run`, :func:`bench`,
 :func:`harden`, :func:`load_results`, :func:`sample_data`. Importing this package loads no model and no
 plugin: each function imports what it needs when it is called.
@@ -24,6 +27,8 @@ from audit import __version__
 _EXPORTS = {
     "audit": "anonaudit.api", "attack": "anonaudit.api", "utility": "anonaudit.api", "sanitize": "anonaudit.api",
     "run": "anonaudit.api", "sample_data": "anonaudit.api", "bench": "anonaudit.benchmark",
+    "Spec": "anonaudit.typed_spec", "Budget": "anonaudit.typed_spec", "Models": "anonaudit.typed_spec",
+    "Columns": "anonaudit.typed_spec",
     "BenchResults": "anonaudit.benchmark", "harden": "anonaudit.hardening", "Hardened": "anonaudit.hardening",
     "Results": "anonaudit.outcome", "GateOutcome": "anonaudit.outcome", "load_results": "anonaudit.outcome",
     "Corpus": "audit.core.data", "Document": "audit.core.data", "Span": "audit.core.data",

@@ -12,15 +12,15 @@ or ``out=``. Model caches still go to ``ANONAUDIT_HOME``.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from anonaudit.inputs import as_corpus, columns_of, component_entries, input_entry, is_file, release_entries
+from anonaudit.inputs import as_corpus, columns_of, is_file
 from anonaudit.outcome import Results, read_copies
+from anonaudit.typed_spec import Spec
 from audit.core.arguments import PositiveInt, Seed, check_argument, checked
 from audit.core.config import caches_off
 from audit.core.data import Corpus
@@ -64,64 +64,51 @@ def _merged_params(function: str, params: Mapping[str, Any] | None, keywords: Ma
 
 
 @checked
-def audit(originals: Any = None, releases: Any = None, *, attacks: Any = None, metrics: Any = None,
-          background: Any = None, corpora: Mapping[str, Any] | None = None, seed: Seed = 0,
-          llm: str | None = None, embedder: str | None = None, sample: PositiveInt | None = None,
-          budget: str | None = None, text_column: str = "text", id_column: str = "id", subject_column: str = "subject",
-          spans_column: str = "spans", title: str | None = None, executor: Any = None,
-          out: str | os.PathLike | None = None, force: bool = False, progress: bool = True,
-          on_error: Literal["raise", "skip"] = "raise", registry: Any = None, command: str = "api",
-          source: str = "anonaudit.audit()", time_limit: float | None = None) -> Results:
-    """Run attacks and utility metrics on releases and return their :class:`Results`.
+def audit(spec: Spec | str | os.PathLike | None = None, /, *, originals: Any = None, releases: Any = None,
+          attacks: Any = None, metrics: Any = None, seed: Seed | None = None, out: str | os.PathLike | None = None,
+          force: bool = False, progress: bool = True, on_error: Literal["raise", "skip"] = "raise",
+          registry: Any = None) -> Results:
+    """Run the attacks and utility metrics of ``spec`` on its releases; return their Results.
 
-    originals: the private documents (a file path, a DataFrame, a list of dicts, a Hugging Face
-        ``Dataset``, a ``Corpus``); needed by the attacks and metrics that compare with them.
-    releases: ``{name: data}`` (data: as originals, a ``Release``, a file, or
-        ``{"sanitizer": NAME, "params": {...}}`` run on the originals); or a list of files and
-        Release objects.
-    attacks, metrics: names, ``{"name": ..., "params": {...}, "sample": N}`` entries, or
-        ``{name: {params}}``.
-    background: public documents with a ``subject`` (what TRIR's adversary knows).
-    corpora: further corpora a parameter refers to as ``"corpus:NAME"``.
-    seed, llm, embedder: given to every component that takes them.
-    sample: a seeded sample of this many documents per release (the same ids for each).
-    budget: how much work the stages do: ``"quick"`` (a CI gate: intervals of ±0.10, the claim
-        linker's judge ±0.20, cheaper attack settings), ``"standard"`` (the default: ±0.05) or
-        ``"full"`` (every document); see docs/how-to/budgets.md.
-    text_column, id_column, subject_column, spans_column: the columns of tables and of CSV,
-        Parquet or JSONL files that hold each field.
-    out: a results file to write (``summary.csv`` and the release copies beside it); results
-        merge into an existing one, as on the command line. Default: nothing written. An
-        ``out`` that is one of the inputs is refused (:class:`AnonauditError` naming both),
-        and so is an existing file of another kind, unless ``force``.
-    force: write ``out`` over an existing file that is not a results file (a new results file
-        replaces it), as ``--force`` does; never over an input.
-    progress: show what each stage does, with progress bars on a terminal.
-    on_error: ``"raise"`` stops at the first failing component; ``"skip"`` records it and goes on.
-    time_limit: minutes the audit may take: a short calibration of each stage before the work, and
-        an :class:`AnonauditError` with the estimate when it exceeds the limit (docs/how-to/budgets.md).
+    spec: an :class:`anonaudit.Spec` (releases, attacks, metrics, originals, background, budget,
+        seed, models...), or a YAML/TOML file of one (``Spec.load``).
+    originals, releases, attacks, metrics, seed: shortcuts for the spec's fields (a short call
+        needs no Spec: ``audit(originals=df, releases={"x": df2}, attacks=["phrase_search"])``).
+    out: a results file to write (summary.csv and the release copies beside it; results merge
+        into an existing one). Default: nothing written. An input, or an existing file of another
+        kind unless ``force``, is refused.
+    progress: say what each stage does. on_error: "raise" stops at the first failing component;
+        "skip" records it and goes on. registry: the components (default: the installed ones).
     """
-    columns = columns_of(text_column, id_column, subject_column, spans_column)
-    data: dict[str, Any] = {"models": {"llm": llm, "embedder": embedder},
-                            "releases": release_entries(releases, columns),
-                            "attacks": component_entries(attacks, "attacks"),
-                            "metrics": component_entries(metrics, "metrics")}
-    for role, value in (("originals", originals), ("background", background)):
-        entry = input_entry(value, role, columns)
-        if entry is not None:
-            data[role] = entry
-    if corpora:
-        data["corpora"] = {str(k): input_entry(v, f"corpora[{k!r}]", columns) for k, v in corpora.items()}
-    if sample is not None:
-        data["sampling"] = {"documents": sample}
-    if budget is not None:
-        data["budget"] = budget
-    if title is not None:
-        data["title"] = title
-    if executor is not None:
-        data["executor"] = executor
-    return _execute(data, out=out, registry=registry, progress=progress, on_error=on_error,
-                    command=command, source=source, resume=False, force=force, seed=seed, time_limit=time_limit)
+    return execute_audit(with_shortcuts(spec, originals=originals, releases=releases, attacks=attacks,
+                                        metrics=metrics, seed=seed),
+                         out=out, force=force, progress=progress, on_error=on_error, registry=registry)
+
+
+def with_shortcuts(spec: Any, **shortcuts: Any) -> Spec:
+    """``spec`` (a :class:`Spec`, a spec file, or none) with the fields the caller gave as keywords."""
+    from anonaudit.typed_spec import Spec
+
+    if spec is None:
+        spec = Spec()
+    elif is_file(spec):
+        spec = Spec.load(spec)
+    elif not isinstance(spec, Spec):
+        raise AnonauditError(f"anonaudit: spec must be an anonaudit.Spec or a spec file, got {type(spec).__name__}")
+    given = {k: v for k, v in shortcuts.items() if v is not None}
+    return spec.replace(**given) if given else spec
+
+
+def execute_audit(spec: Spec, *, out: Any = None, force: bool = False, progress: bool = True,
+                  on_error: str = "raise", registry: Any = None, command: str = "api",
+                  source: str = "anonaudit.audit()") -> Results:
+    """Run ``spec`` (what :func:`audit` does; the command line calls it with its ``command`` and
+    ``source``, the names its run and its messages go by)."""
+    from anonaudit.typed_spec import spec_mapping
+
+    return _execute(spec_mapping(spec), out=out, registry=registry, progress=progress, on_error=on_error,
+                    command=command, source=source, resume=False, force=force, seed=spec.seed,
+                    time_limit=spec.budget.time_limit, base=spec.base)
 
 
 def _execute(data: Mapping[str, Any] | Any, *, out: Any, registry: Any, progress: bool,
@@ -177,53 +164,75 @@ def _echo(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+#: The keywords :func:`attack` and :func:`utility` read into the :class:`Spec` they build (each the
+#: field it fills); the run's own (``out``, ``force``, ``progress``, ``on_error``, ``registry``) and
+#: the shortcuts of :func:`audit` pass through.
+SPEC_KEYWORDS = ("spec", "background", "corpora", "llm", "embedder", "sample", "budget", "time_limit", "title",
+                 "executor", "text_column", "id_column", "subject_column", "spans_column")
+RUN_KEYWORDS = ("seed", "out", "force", "progress", "on_error", "registry")
+
+
+def spec_of_keywords(spec: Any = None, *, background: Any = None, corpora: Any = None, llm: str | None = None,
+                     embedder: str | None = None, sample: int | None = None, budget: str | None = None,
+                     time_limit: float | None = None, title: str | None = None, executor: Any = None,
+                     text_column: str = "text", id_column: str = "id", subject_column: str = "subject",
+                     spans_column: str = "spans") -> Spec:
+    """A :class:`Spec` from the keywords of a one-component call (:func:`attack`, :func:`utility`):
+    each given keyword replaces its field of ``spec`` (default: an empty Spec)."""
+    from anonaudit.typed_spec import Budget, Columns, Models
+
+    base = with_shortcuts(spec)
+    b, m, c = base.budget, base.models, base.columns
+    return base.replace(
+        background=background if background is not None else base.background,
+        corpora=corpora if corpora is not None else base.corpora,
+        title=title if title is not None else base.title, executor=executor if executor is not None else base.executor,
+        budget=Budget(level=budget or b.level, sample=sample or b.sample, time_limit=time_limit or b.time_limit),
+        models=Models(llm=llm or m.llm, embedder=embedder or m.embedder),
+        columns=Columns(text_column, id_column, subject_column, spans_column) if (
+            text_column, id_column, subject_column, spans_column) != ("text", "id", "subject", "spans") else c)
+
+
+def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    spec = {k: kwargs.pop(k) for k in SPEC_KEYWORDS if k in kwargs}
+    run = {k: kwargs.pop(k) for k in RUN_KEYWORDS if k in kwargs}
+    return spec, run
+
+
 @checked
-def attack(name: str, releases: Any = None, *, originals: Any = None, background: Any = None,
-           params: Mapping[str, Any] | None = None, sample: PositiveInt | None = None, **kwargs: Any) -> Results:
+def attack(name: str, releases: Any = None, *, originals: Any = None, params: Mapping[str, Any] | None = None,
+           **kwargs: Any) -> Results:
     """Run one attack (``"phrase_search"``, ``"trir"``, ``"span_guess"``, ``"claim_linker"``, or a
-    plugin's) on the releases. Its parameters go in ``params`` (or as further keywords that
-    :func:`audit` does not take); ``sample`` is a per-release document budget. Every other
-    keyword is :func:`audit`'s."""
-    own = {k: kwargs.pop(k) for k in list(kwargs) if k not in _AUDIT_KEYWORDS}
-    _old_budget(name, kwargs, own, kwargs.get("registry"))
-    entry: dict[str, Any] = {"name": name, "params": _merged_params("attack", params, own)}
+    plugin's) on the releases. Its parameters go in ``params`` (or as further keywords that are
+    not the spec's: :data:`SPEC_KEYWORDS`, each a field of the :class:`Spec` built for the call,
+    ``spec=`` one to start from); ``sample`` is a per-release document budget. ``seed``, ``out``,
+    ``force``, ``progress``, ``on_error`` and ``registry`` are :func:`audit`'s."""
+    spec_kw, run = _split(kwargs)
+    entry: dict[str, Any] = {"name": name, "params": _merged_params("attack", params, kwargs)}
+    sample = spec_kw.pop("sample", None)
     if sample is not None:
         entry["sample"] = sample
-    return audit(originals, releases, attacks=[entry], background=background, **kwargs)
-
-
-def _old_budget(name: str, kwargs: dict[str, Any], own: dict[str, Any], registry: Any) -> None:
-    """``budget="fast"`` (or ``"paper"``) for an attack with a parameter of that name (TRIR's
-    training recipe) meant the attack's parameter before ``budget=`` became the audit's budget:
-    still read so, with a :class:`DeprecationWarning` saying how to write it now."""
-    from audit.pipeline.budget import TARGETS
-
-    value = kwargs.get("budget")
-    if value is None or value in TARGETS:
-        return
-    if "budget" not in _registry(registry, "attack").get("attack", name).param_names():
-        return
-    warnings.warn(f"anonaudit.attack({name!r}, budget={value!r}): budget= is now the audit's budget "
-                  f"(quick, standard, full); {name}'s own parameter is params={{'budget': {value!r}}}",
-                  DeprecationWarning, stacklevel=3)
-    own["budget"] = kwargs.pop("budget")
+    return audit(spec_of_keywords(**spec_kw), originals=originals, releases=releases, attacks=[entry], **run)
 
 
 @checked
 def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None, **kwargs: Any) -> Results:
-    """Utility metrics of the releases against the originals: ``metrics`` as in :func:`audit`.
-    Default: every registered metric (``tpi`` and ``tps`` load the 0.5B scoring model), and, as
-    ``anonaudit utility`` does, one that does not suit the data (``recall`` without gold spans)
-    is left out and listed in ``results.errors`` instead of stopping the others."""
+    """Utility metrics of the releases against the originals: ``metrics`` as in :func:`audit`, the
+    other keywords as :func:`attack`'s. Default: every registered metric (``tpi`` and ``tps`` load
+    the 0.5B scoring model), and, as ``anonaudit utility`` does, one that does not suit the data
+    (``recall`` without gold spans) is left out and listed in ``results.errors``."""
+    spec_kw, run = _split(kwargs)
+    if kwargs:
+        raise AnonauditError(f"anonaudit.utility(): unexpected keyword(s) {', '.join(sorted(kwargs))}")
     if metrics is None:
-        metrics = list(_registry(kwargs.get("registry"), "utility").names("metric"))
-        kwargs.setdefault("on_error", "skip")
-    return audit(originals, releases, metrics=metrics, **kwargs)
+        metrics = list(_registry(run.get("registry"), "utility").names("metric"))
+        run.setdefault("on_error", "skip")
+    return audit(spec_of_keywords(**spec_kw), originals=originals, releases=releases, metrics=metrics, **run)
 
 
 @checked
 def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None, progress: bool = True,
-        on_error: Literal["raise", "skip"] = "raise", resume: bool = True, command: str = "run", force: bool = False,
+        on_error: Literal["raise", "skip"] = "raise", resume: bool = True, force: bool = False,
         budget: str | None = None, time_limit: float | None = None) -> Results:
     """Run an audit spec: a YAML/TOML file (its results go to the spec's ``out`` folder, or
     ``out``, and a re-run resumes), a mapping with the spec's keys (in memory unless it names
@@ -236,6 +245,14 @@ def run(spec: Any, *, out: str | os.PathLike | None = None, registry: Any = None
     (a :class:`~anonaudit.outcome.GateOutcome`: ``status``, ``exit_code`` as ``anonaudit run``
     exits, ``passed``, the checks); ``None`` without a gate. A failing gate does not raise: the
     results are what the caller needs to see why."""
+    return run_spec(spec, out=out, registry=registry, progress=progress, on_error=on_error, resume=resume,
+                    force=force, budget=budget, time_limit=time_limit)
+
+
+def run_spec(spec: Any, *, out: Any = None, registry: Any = None, progress: bool = True, on_error: str = "raise",
+             resume: bool = True, force: bool = False, budget: str | None = None, time_limit: float | None = None,
+             command: str = "run") -> Results:
+    """:func:`run`, its run named ``command`` (the demo's is ``demo``): what the command line calls."""
     from audit.pipeline.budget import check_budget
     from audit.pipeline.runner import AuditSpec, load_spec
 
@@ -330,9 +347,6 @@ def _row(doc: Any, text: str, id_: str, subject: str, spans: str) -> dict[str, A
     for k, v in doc.meta.items():
         row.setdefault(k, v)
     return row
-
-
-_AUDIT_KEYWORDS = frozenset(inspect.signature(audit).parameters)
 
 
 @checked

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
+from anonaudit.typed_spec import Spec
 from audit.core.arguments import PositiveInt, Seconds, Seed, checked
 from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
@@ -137,32 +138,28 @@ class BenchResults:
 
 
 @checked
-def bench(sanitizer: str | None = None, *, command: str | None = None, release: Any = None, name: str | None = None,
-          params: Mapping[str, Any] | None = None, originals: Any = None, background: Any = None, tri: Any = None,
-          tri_originals: str | None = None, demo_people: BenchPeople = 20, comparisons: Iterable[str] | None = None,
-          with_: Iterable[str] = (), budget: str | int | None = None, sanitizer_sample: PositiveInt = 10,
-          extra_releases: Mapping[str, Any] | None = None,
-          sanitizer_params: Mapping[str, Mapping[str, Any]] | None = None, attacks: Any = None, metrics: Any = None,
-          sample: PositiveInt | None = None, documents: PositiveInt | Sequence[str] | None = None,
-          reference: str | os.PathLike | None = None, seed: Seed = 0, llm: str | None = None,
-          out: str | os.PathLike | None = None, progress: bool = True, title: str | None = None,
-          format: str | None = None, text_column: str = "text", id_column: str = "id",  # noqa: A002
-          subject_column: str = "subject", spans_column: str = "spans", command_timeout: Seconds | None = None,
-          registry: Any = None, echo: Any = None, force: bool = False,
-          time_limit: float | None = None) -> BenchResults:
+def bench(sanitizer: str | None = None, spec: Spec | str | os.PathLike | None = None, *, command: str | None = None,
+          release: Any = None, name: str | None = None, params: Mapping[str, Any] | None = None,
+          originals: Any = None, attacks: Any = None, metrics: Any = None, seed: Seed | None = None,
+          tri: Any = None, tri_originals: str | None = None, demo_people: BenchPeople = 20,
+          documents: PositiveInt | Sequence[str] | None = None, comparisons: Iterable[str] | None = None,
+          with_: Iterable[str] = (), sanitizer_sample: PositiveInt = 10,
+          sanitizer_params: Mapping[str, Mapping[str, Any]] | None = None, reference: str | os.PathLike | None = None,
+          format: str | None = None, command_timeout: Seconds | None = None,  # noqa: A002
+          out: str | os.PathLike | None = None, force: bool = False, progress: bool = True, registry: Any = None,
+          echo: Any = None) -> BenchResults:
     """Benchmark one sanitizer against the comparison points on one corpus (see the module doc).
 
+    spec: an :class:`anonaudit.Spec` for what the bench shares with an audit: its ``background``,
+        ``releases`` (``{name: file or data}``, releases already made to place on the board too),
+        ``budget`` (level, ``sample``: a seeded sample of that many documents for the attacks that
+        call a language model per document, ``time_limit``), ``models`` (``llm``), ``columns`` and
+        ``title``; ``originals``, ``attacks``, ``metrics`` and ``seed`` are shortcuts for its fields.
     comparisons: registered sanitizers to compare with (default: suppression, labels, spacy_ner,
         presidio when installed); ``with_``: more, e.g. ``("intact", "prompt", "delinker")``, each
         run on a seeded sample of ``sanitizer_sample`` documents (they call a language model per
         document).
-    budget: how much work the attacks do: ``"quick"``, ``"standard"`` (default) or ``"full"``
-        (docs/how-to/budgets.md). A number here is the old spelling of ``sanitizer_sample`` (deprecated).
-    extra_releases: ``{name: file or data}``, releases already made to place on the board too.
     sanitizer_params: ``{name: {param: value}}`` for comparison points (e.g. ``{"intact": {"candidates": 3}}``).
-    attacks, metrics: as in :func:`anonaudit.audit` (default: every registered one; attacks that
-        call a language model per document take documents until their interval reaches the
-        budget's target, or a fixed seeded sample of ``sample`` documents when given).
     documents: bench a seeded sample of this many originals, or the originals with these ids (the
         background stays whole; release files made for the whole corpus are cut to them).
     reference: a reference table of published figures (a CSV file, or ``"tab"``).
@@ -170,40 +167,39 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
         its files may be an input, nor an existing file of another kind unless ``force`` (as
         ``--force``). Without it nothing is written to disk (but ``command=``'s two files, in a
         temporary folder deleted once it has run); shared caches (``ANONAUDIT_HOME``) are kept
-        as in every run.
-    time_limit: minutes the whole bench may take: before any work, every sanitizer it must run,
-        attack and metric is calibrated on 5 documents and extrapolated; an :class:`AnonauditError`
-        with the estimate per stage when it exceeds the limit, nothing sanitized, attacked or
-        written (docs/how-to/budgets.md); then enforced, the calibration included: at the limit the
-        work stops (``command``'s processes too), what finished is kept, and a ``TimeLimitReached``
-        (an :class:`AnonauditError`) says so. ``command_timeout``: seconds ``command`` may run
-        (default 3600, :data:`audit.pipeline.external.DEFAULT_COMMAND_TIMEOUT`).
+        as in every run. A time limit (``Budget(time_limit=...)``): before any work, every
+        sanitizer it must run, attack and metric is calibrated on 5 documents and extrapolated; an
+        :class:`AnonauditError` with the estimate per stage when it exceeds the limit, nothing
+        sanitized, attacked or written (docs/how-to/budgets.md); then enforced, the calibration
+        included: at the limit the work stops (``command``'s processes too), what finished is kept,
+        and a ``TimeLimitReached`` (an :class:`AnonauditError`) says so. ``command_timeout``: seconds
+        ``command`` may run (default 3600, :data:`audit.pipeline.external.DEFAULT_COMMAND_TIMEOUT`).
     """
+    from anonaudit.api import with_shortcuts
     from audit.core.registry import given_registry
-
+    from audit.pipeline.budget import check_budget
     from audit.pipeline.external import check_timeout
 
-    from audit.pipeline.estimate import check_limit
-
     check_timeout(command_timeout, "command_timeout=")
-    time_limit = check_limit(time_limit)
+    s = with_shortcuts(spec, originals=originals, attacks=attacks, metrics=metrics, seed=seed)
+    if s.releases is not None and not isinstance(s.releases, Mapping):
+        raise AnonauditError("bench: spec.releases: give {name: file or data} (releases to place on the board)")
     reg = given_registry(registry, "anonaudit.bench(): registry=")
-    budget, sanitizer_sample = _budget(budget, sanitizer_sample)
     chosen = [k for k, v in (("sanitizer", sanitizer), ("command", command), ("release", release)) if v is not None]
     if len(chosen) != 1:
         raise AnonauditError("give the sanitizer under test as exactly one of sanitizer=, command= or release= "
                              f"(got {', '.join(chosen) or 'none'})")
-    columns = {k: v for k, v in (("text", text_column), ("id", id_column), ("subject", subject_column),
-                                 ("spans", spans_column)) if v != k}
-    corpus = _corpus(originals, background, tri, tri_originals, demo_people, documents, seed, format, columns)
-    spec = _spec(corpus, reg, sanitizer=sanitizer, command=command, release=release, name=name, params=params,
-                 comparisons=comparisons, with_=with_, budget=budget, sanitizer_sample=sanitizer_sample,
-                 extra=extra_releases, attacks=attacks,
-                 sanitizer_params=sanitizer_params or {},
-                 metrics=metrics, sample=sample, reference=reference, seed=seed, llm=llm, title=title,
-                 columns=columns, command_timeout=command_timeout)
-    given = [("originals", originals), ("background", background), ("tri", tri), ("release", release),
-             ("reference", reference), *((f"extra release {k}", v) for k, v in (extra_releases or {}).items())]
+    columns = {k: getattr(s.columns, k) for k in ("text", "id", "subject", "spans") if getattr(s.columns, k) != k}
+    corpus = _corpus(s.originals, s.background, tri, tri_originals, demo_people, documents, s.seed, format, columns)
+    extra = dict(s.releases or {})
+    bspec = _spec(corpus, reg, sanitizer=sanitizer, command=command, release=release, name=name, params=params,
+                  comparisons=comparisons, with_=with_, budget=check_budget(s.budget.level, "bench budget"),
+                  sanitizer_sample=sanitizer_sample, extra=extra, attacks=s.attacks,
+                  sanitizer_params=sanitizer_params or {}, metrics=s.metrics, sample=s.budget.sample,
+                  reference=reference, seed=s.seed, llm=s.models.llm, title=s.title, columns=columns,
+                  command_timeout=command_timeout)
+    given = [("originals", s.originals), ("background", s.background), ("tri", tri), ("release", release),
+             ("reference", reference), *((f"extra release {k}", v) for k, v in extra.items())]
     sources = tuple((k, Path(os.fspath(v)).expanduser().resolve()) for k, v in given
                     if isinstance(v, (str, os.PathLike)) and (k != "reference" or os.fspath(v) != "tab"))
     writer = None
@@ -212,7 +208,7 @@ def bench(sanitizer: str | None = None, *, command: str | None = None, release: 
 
         writer = BenchWriter(Path(out).resolve(), inputs=sources, force=force, force_named="force=True")
     try:
-        return _run(spec, writer, reg, progress, echo, sources=sources, time_limit=time_limit)
+        return _run(bspec, writer, reg, progress, echo, sources=sources, time_limit=s.budget.time_limit)
     finally:
         if writer is not None:
             writer.close()
@@ -282,20 +278,6 @@ def _corpus(originals: Any, background: Any, tri: Any, tri_originals: str | None
                    population=data.originals)
 
 
-def _budget(budget: Any, sanitizer_sample: int) -> tuple[str, int]:
-    """``(audit budget, documents per LLM sanitizer)``: a number as ``budget`` is the old spelling
-    of ``sanitizer_sample``, still read so with a :class:`DeprecationWarning`."""
-    import warnings
-
-    from audit.pipeline.budget import check_budget
-
-    if isinstance(budget, int) and not isinstance(budget, bool):
-        warnings.warn(f"bench(budget={budget}): a number of documents is now sanitizer_sample={budget}; budget= is "
-                      "the audit's budget (quick, standard, full)", DeprecationWarning, stacklevel=3)
-        return check_budget(None), budget
-    return check_budget(budget, "bench budget"), sanitizer_sample
-
-
 def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, params, comparisons, with_, budget,
           sanitizer_sample, extra, sanitizer_params, attacks, metrics, sample, reference, seed, llm, title, columns,
           command_timeout):
@@ -348,7 +330,7 @@ def _spec(corpus: _Corpus, reg: Any, *, sanitizer, command, release, name, param
         named.append((Contender(str(k), "file", path=os.fspath(v), name_from_file=str(k) == Path(os.fspath(v)).stem)
                        if is_file(v) else
                       Contender(str(k), "release", release=Release(str(k), as_corpus(v, name=str(k), columns=columns))),
-                      "--also (extra_releases=)"))
+                      "--also (spec.releases)"))
     _check_names(named)
     for c, _ in named:
         _check_params(reg, c)

@@ -107,7 +107,7 @@ def run_tab(args) -> dict:
     t0 = time.time()
     board = anonaudit.bench(release=str(anon / "TAB_test_Manual_INTACT.json"), name="intact",
                             originals=str(originals), documents=documents, seed=args.seed,
-                            extra_releases={k: str(anon / v) for k, v in PUBLISHED.items()},
+                            spec=anonaudit.Spec(releases={k: str(anon / v) for k, v in PUBLISHED.items()}),
                             attacks=["phrase_search"], metrics=metrics, reference="tab", out=folder / "bench")
     board.report(folder / "bench" / "leaderboard.html")
     print(board.to_markdown())

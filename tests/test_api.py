@@ -76,9 +76,9 @@ def test_the_seed_goes_straight_into_the_spec(frames):
     """Issue 59: the API's seed (checked as an argument) is the spec's, not passed on through the
     spec's mapping: the run records it, and a bad one is refused as an argument."""
     df, df2 = frames
-    assert anonaudit.audit(df, {"labels": df2}, metrics=["rouge"], seed=7, progress=False).provenance["seed"] == 7
+    assert anonaudit.audit(originals=df, releases={"labels": df2}, metrics=["rouge"], seed=7, progress=False).provenance["seed"] == 7
     with pytest.raises(AnonauditError, match="seed"):
-        anonaudit.audit(df, {"labels": df2}, metrics=["rouge"], seed=-1, progress=False)
+        anonaudit.audit(originals=df, releases={"labels": df2}, metrics=["rouge"], seed=-1, progress=False)
 
 
 def test_gate_is_typed_and_judges_like_the_cli(promised):
@@ -168,7 +168,7 @@ def test_audit_and_run_refuse_an_out_that_is_an_input_even_forced(data, tmp_path
     for force in (False, True):
         for target, named in ((originals, "originals"), (release, "release labels")):
             with pytest.raises(AnonauditError, match=f"out {target}: this is also the command's input \\({named}\\)"):
-                anonaudit.audit(str(originals), {"labels": str(release)}, out=target, force=force, **kw)
+                anonaudit.audit(originals=str(originals), releases={"labels": str(release)}, out=target, force=force, **kw)
     spec = {"originals": str(originals), "releases": [{"name": "labels", "path": str(release)}],
             "attacks": ["phrase_search"]}
     (tmp_path / "in").mkdir()
@@ -181,9 +181,10 @@ def test_audit_and_run_refuse_an_out_that_is_an_input_even_forced(data, tmp_path
     (tmp_path / "notes.txt").write_text("mine\n", encoding="utf-8")
     for out in (tmp_path / "notes.txt", tmp_path / "notes.txt" / "r.json"):
         with pytest.raises(AnonauditError, match=r"notes\.txt"):
-            anonaudit.audit(str(originals), {"labels": str(release)}, out=out, **kw)
+            anonaudit.audit(originals=str(originals), releases={"labels": str(release)}, out=out, **kw)
     assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine\n"
-    forced = anonaudit.audit(str(originals), {"labels": str(release)}, out=tmp_path / "notes.txt", force=True, **kw)
+    forced = anonaudit.audit(originals=str(originals), releases={"labels": str(release)}, out=tmp_path / "notes.txt",
+                             force=True, **kw)
     assert anonaudit.load_results(tmp_path / "notes.txt").results == forced.results
     # Results.save: force=True replaced any file, an input too (its own message suggested it)
     for target in (originals, tmp_path / "notes.txt" / "r.json"):
@@ -226,7 +227,7 @@ def test_every_kind_of_input_gives_the_same_figure(data, frames, tmp_path):
     corpus = load_corpus(tmp_path / "o.jsonl")
     release = Release("labels", load_corpus(tmp_path / "labels.parquet"), aligned=True)
     assert _rouge(anonaudit.utility(corpus, [release], metrics={"rouge": {}}, progress=False)) == base
-    assert _rouge(anonaudit.audit(Dataset(data["originals"]), {"labels": Dataset(data["releases"]["labels"])},
+    assert _rouge(anonaudit.audit(originals=Dataset(data["originals"]), releases={"labels": Dataset(data["releases"]["labels"])},
                                   metrics=[{"name": "rouge", "params": {}}], progress=False)) == base
 
 

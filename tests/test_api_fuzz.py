@@ -242,7 +242,7 @@ def test_api_fuzz(label, template, no_models):
     (lambda r: anonaudit.bench(command="true", demo_people=1), "demo_people=1: must be a whole number of at least 3"),
     (lambda r: anonaudit.sample_data(n=0), "n=0: must be a whole number of at least 1"),
     (lambda r: anonaudit.audit(originals=ROWS, releases={"x": ROWS}, seed=-1), "seed=-1: must be a whole number of at least 0"),
-    (lambda r: anonaudit.audit(originals=ROWS, releases={"x": ROWS}, sample=0), "sample=0: must be a whole number"),
+    (lambda r: anonaudit.Budget(sample=0), "sample=0: must be a whole number"),
     (lambda r: anonaudit.audit(originals=ROWS, releases={"x": ROWS}, colour=1), "unexpected keyword argument 'colour'"),
     (lambda r: anonaudit.load_results(3), "path=3: must be a string or a path"),
 ])

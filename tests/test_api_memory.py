@@ -37,11 +37,11 @@ def test_a_dataframe_audit_writes_nothing_outside_the_caches(data, tmp_path, mon
 
     monkeypatch.setattr(loaders, "save_jsonl", no_jsonl)
     synthetic = Release("synthetic", Corpus([Document("s1", "A person lives somewhere.", None)]), aligned=False)
-    results = anonaudit.audit(originals=pd.DataFrame(data["originals"]),
-                              releases={"labels": pd.DataFrame(data["releases"]["labels"]),
-                                        "suppressed": data["releases"]["suppressed"], "synthetic": synthetic},
-                              background=data["background"], attacks=["phrase_search"], metrics=["rouge"], seed=0,
-                              progress=False, on_error="skip")
+    spec = anonaudit.Spec(originals=pd.DataFrame(data["originals"]),
+                          releases={"labels": pd.DataFrame(data["releases"]["labels"]),
+                                    "suppressed": data["releases"]["suppressed"], "synthetic": synthetic},
+                          background=data["background"], attacks=["phrase_search"], metrics=["rouge"], seed=0)
+    results = anonaudit.audit(spec, progress=False, on_error="skip")
     assert not [d for d in made if not Path(d).resolve().is_relative_to(home.resolve())], made
     assert list(cwd.iterdir()) == [] and list(tmp.iterdir()) == []
     assert results.path is None and {"labels", "suppressed"} <= set(results.releases)
@@ -64,14 +64,14 @@ def test_a_dataframe_audit_writes_nothing_outside_the_caches(data, tmp_path, mon
 def test_out_writes_the_same_results_as_memory_then_save(data, tmp_path):
     df, df2 = pd.DataFrame(data["originals"]), pd.DataFrame(data["releases"]["labels"])
     kw = dict(attacks=["phrase_search"], metrics=["rouge"], seed=0, progress=False)
-    written = anonaudit.audit(df, {"labels": df2}, out=tmp_path / "a" / "results.json", **kw)
-    kept = anonaudit.audit(df, {"labels": df2}, **kw)
+    written = anonaudit.audit(originals=df, releases={"labels": df2}, out=tmp_path / "a" / "results.json", **kw)
+    kept = anonaudit.audit(originals=df, releases={"labels": df2}, **kw)
     assert written.path == (tmp_path / "a" / "results.json").resolve()
     assert [r.to_dict() for r in written.results] == [r.to_dict() for r in kept.results]
     assert written.copies == kept.copies and written.texts() == kept.texts()
     # the output guard holds for the separate writing step too: never over an input
     src = tmp_path / "originals.jsonl"
     loaders.save_jsonl(Corpus([Document(d["id"], d["text"], d["subject"]) for d in data["originals"]]), src)
-    from_file = anonaudit.audit(src, {"labels": df2}, **kw)
+    from_file = anonaudit.audit(originals=src, releases={"labels": df2}, **kw)
     with pytest.raises(anonaudit.AnonauditError, match="also the command's input"):
         from_file.save(src, force=True)

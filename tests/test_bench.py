@@ -143,8 +143,9 @@ def test_llm_points_run_on_a_document_budget_and_a_sanitizer_under_test_may_be_a
 
     data = anonaudit.sample_data(n=6, seed=0)
     board = anonaudit.bench(release=data["releases"]["labels"], name="mine", originals=data["originals"],
-                            background=data["background"], comparisons=["suppression"], with_=["labels"], sanitizer_sample=3,
-                            attacks=["phrase_search"], metrics=["rouge"], out=tmp_path / "b", progress=False)
+                            spec=anonaudit.Spec(background=data["background"]), comparisons=["suppression"],
+                            with_=["labels"], sanitizer_sample=3, attacks=["phrase_search"], metrics=["rouge"],
+                            out=tmp_path / "b", progress=False)
     by = {r.name: r for r in board.leaderboard.rows}
     assert by["labels"].cost["documents"] == 3 and by["labels"].risks["phrase_search"]["n"] == 3
     assert by["mine"].role == "under test" and by["mine"].cost["kind"] == "release"
@@ -337,7 +338,8 @@ def test_an_llm_comparison_point_on_the_real_small_model(tmp_path):
 
     board = anonaudit.bench("suppression", comparisons=["labels"], with_=["delinker"], sanitizer_sample=1, demo_people=4,
                             sanitizer_params={"delinker": {"max_rounds": 1}}, attacks=["phrase_search"],
-                            metrics=["rouge"], llm="qwen2.5-coder-0.5b", out=tmp_path / "b", progress=False)
+                            metrics=["rouge"], spec=anonaudit.Spec(models=anonaudit.Models(llm="qwen2.5-coder-0.5b")),
+                            out=tmp_path / "b", progress=False)
     row = next(r for r in board.leaderboard.rows if r.name == "delinker")
     assert row.documents == 1 and row.cost["documents"] == 1
     assert row.cost["requests_per_document"] > 0 and row.cost["tokens_per_document"] > 0

@@ -97,8 +97,8 @@ def test_a_bench_without_out_writes_nothing_and_returns_everything_in_memory(mon
 
     data = anonaudit.sample_data(n=5, seed=0)
     board, writes, left = _watched(monkeypatch, tmp_path, lambda: anonaudit.bench(
-        "labels", originals=data["originals"], background=data["background"],
-        extra_releases={"given": data["releases"]["suppressed"]}, **CHEAP))
+        "labels", anonaudit.Spec(background=data["background"], releases={"given": data["releases"]["suppressed"]}),
+        originals=data["originals"], **CHEAP))
     assert writes == [] and left == set()
     assert board.out is None and board.results.path is None
     names = {r.name for r in board.leaderboard.rows}

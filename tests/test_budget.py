@@ -3,9 +3,10 @@ own parameters win, and the older spellings that still work with a deprecation n
 
 from __future__ import annotations
 
-import warnings
 
 import click
+
+import anonaudit
 import pytest
 
 from attackers.claim_linker import ClaimLinkerAttack
@@ -67,29 +68,15 @@ def test_trirs_old_budget_spelling_still_works_with_a_note(capsys):
         _budget("fast", {}, {"guesses"}, "span_guess")
 
 
-def test_the_api_reads_trirs_old_budget_keyword_with_a_deprecation_warning():
-    from anonaudit.api import _old_budget
-
-    kwargs, own = {"budget": "fast"}, {}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        _old_budget("trir", kwargs, own, None)
-    assert own == {"budget": "fast"} and "budget" not in kwargs
-    assert issubclass(caught[0].category, DeprecationWarning) and "params={'budget': 'fast'}" in str(caught[0].message)
-    kwargs, own = {"budget": "quick"}, {}
-    _old_budget("trir", kwargs, own, None)
-    assert kwargs == {"budget": "quick"} and own == {}
-
-
-def test_bench_reads_a_number_as_the_old_sanitizer_sample(capsys):
-    from anonaudit.benchmark import _budget as api_budget
+def test_bench_reads_a_number_as_the_old_sanitizer_sample_on_the_command_line_only(capsys):
+    """The command line's old spelling is read with a note; the API's budget is a level (issue 71:
+    the old Python spellings went)."""
     from anonaudit.cli.bench_command import _budget as cli_budget
 
     assert cli_budget("25", 10) == (None, 25) and "--sanitizer-sample 25" in capsys.readouterr().err
     assert cli_budget("full", 10) == ("full", 10)
     with pytest.raises(AnonauditError):
         cli_budget("lots", 10)
-    with pytest.warns(DeprecationWarning, match="sanitizer_sample=7"):
-        assert api_budget(7, 10) == ("standard", 7)
-    assert api_budget("quick", 10) == ("quick", 10)
+    with pytest.raises(AnonauditError, match=r"Budget\(level=...\): must be one of quick, standard, full, got 7"):
+        anonaudit.Budget(7)  # type: ignore[arg-type]
     assert click  # the CLI notes go to stderr through click

@@ -88,8 +88,9 @@ def test_names_given_by_also_or_taken_from_a_file_are_checked_before_any_work(tm
     with pytest.raises(anonaudit.AnonauditError, match="name="):
         anonaudit.bench(command=CMD, name=str(tmp_path / "abs"), demo_people=3, comparisons=[],
                         attacks=["phrase_search"], metrics=["rouge"], out=out, progress=False)
-    with pytest.raises(anonaudit.AnonauditError, match="extra_releases="):
-        anonaudit.bench(command=CMD, name="ok", demo_people=3, comparisons=[], extra_releases={"a/b": str(rel)},
+    with pytest.raises(anonaudit.AnonauditError, match=r"spec\.releases"):
+        anonaudit.bench(command=CMD, spec=anonaudit.Spec(releases={"a/b": str(rel)}), name="ok", demo_people=3,
+                        comparisons=[],
                         attacks=["phrase_search"], metrics=["rouge"], out=out, progress=False)
     assert not out.exists() and not (tmp_path / "abs.command-input.jsonl").exists()
 
@@ -111,7 +112,8 @@ def test_the_leaderboard_never_overwrites_the_benchs_inputs_even_forced(tmp_path
         files[role].write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
     before = _snapshot(tmp_path)
     board = anonaudit.bench(command=CMD, name="ours", originals=str(files["originals"]),
-                            background=str(files["background"]), extra_releases={"pub": str(files["published"])},
+                            spec=anonaudit.Spec(background=str(files["background"]),
+                                                releases={"pub": str(files["published"])}),
                             comparisons=[], attacks=["phrase_search"], metrics=["rouge"], progress=False)
     for target in (files["originals"], files["background"], files["published"], tmp_path / "mine.html"):
         with pytest.raises(anonaudit.AnonauditError, match="input"):

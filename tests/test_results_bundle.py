@@ -20,8 +20,8 @@ from audit.core.bundle import manifest_path
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     data = anonaudit.sample_data(n=8, seed=0)
-    results = anonaudit.audit(pd.DataFrame(data["originals"]),
-                              {k: pd.DataFrame(v) for k, v in data["releases"].items()},
+    results = anonaudit.audit(originals=pd.DataFrame(data["originals"]),
+                              releases={k: pd.DataFrame(v) for k, v in data["releases"].items()},
                               attacks=["phrase_search"], metrics=["rouge"], seed=0, progress=False)
     folder = tmp_path_factory.mktemp("bundle") / "audit"
     results.save(folder / "results.json")

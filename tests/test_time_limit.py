@@ -55,15 +55,15 @@ def test_a_limit_the_estimate_exceeds_stops_the_run_before_any_attack(demo, tmp_
 
 def test_a_limit_the_estimate_meets_is_said_and_the_audit_runs(demo, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
-    results = anonaudit.audit(str(demo / "originals.jsonl"), [str(demo / "releases" / "labels.jsonl")],
-                              attacks=["phrase_search"], metrics=["rouge"], time_limit=60)
+    spec = anonaudit.Spec(originals=str(demo / "originals.jsonl"), releases=[str(demo / "releases" / "labels.jsonl")],
+                          budget=anonaudit.Budget(time_limit=60))
+    results = anonaudit.audit(spec, attacks=["phrase_search"], metrics=["rouge"])
     assert {r.name for r in results.results} >= {"phrase_search"}
     said = capsys.readouterr().err
     assert "time limit 60 min: estimated" in said and "phrase_search ~" in said and "rouge ~" in said
     assert "attack:phrase_search: ~" in said and "(calibrated in " in said  # each stage said as it is made
-    with pytest.raises(AnonauditError, match="time limit: must be a positive number of minutes"):
-        anonaudit.audit(str(demo / "originals.jsonl"), [str(demo / "releases" / "labels.jsonl")],
-                        attacks=["phrase_search"], time_limit=-1)
+    with pytest.raises(AnonauditError, match=r"Budget\(time_limit=...\): must be a positive number of minutes"):
+        anonaudit.Budget(time_limit=-1)
 
 
 def _doc(i: int, n: int) -> Document:
@@ -160,6 +160,10 @@ BENCH = {"comparisons": ["suppression"], "attacks": ["phrase_search"], "metrics"
          "demo_people": 8}
 
 
+def _limit(minutes: float) -> anonaudit.Spec:
+    return anonaudit.Spec(budget=anonaudit.Budget(time_limit=minutes))
+
+
 def test_a_bench_whose_estimate_exceeds_the_limit_stops_before_any_work(tmp_path, monkeypatch):
     """The whole bench is estimated first: each sanitizer it must run, then each attack and metric
     on those sanitizers' releases of the 5 calibration documents; nothing is sanitized, attacked
@@ -172,7 +176,7 @@ def test_a_bench_whose_estimate_exceeds_the_limit_stops_before_any_work(tmp_path
     monkeypatch.setattr(bench_module, "sanitize_with", lambda c, docs, *a: made.append(len(docs)) or real(c, docs, *a))
     out = tmp_path / "b"
     with pytest.raises(AnonauditError) as err:
-        anonaudit.bench("labels", time_limit=1e-6, out=out, **BENCH)
+        anonaudit.bench("labels", _limit(1e-6), out=out, **BENCH)
     said = str(err.value)
     assert "time limit 1e-06 min cannot be met: estimated" in said
     for stage in ("sanitize labels ~", "sanitize suppression ~", "attack:phrase_search ~", "metric:rouge ~"):
@@ -185,15 +189,15 @@ def test_a_bench_whose_estimate_exceeds_the_limit_stops_before_any_work(tmp_path
 def test_a_bench_within_its_limit_says_the_estimate_and_gives_the_same_board(tmp_path, monkeypatch):
     monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
     said: list[str] = []
-    limited = anonaudit.bench("labels", time_limit=60, echo=said.append, **BENCH)
+    limited = anonaudit.bench("labels", _limit(60), echo=said.append, **BENCH)
     plain = anonaudit.bench("labels", **BENCH)
     line = next(m for m in said if "time limit 60 min: estimated" in m)
     assert "sanitize labels ~" in line and "attack:phrase_search ~" in line and "not counted: the leaderboard" in line
     assert [(r.rank, r.name) for r in limited.leaderboard.rows] == [(r.rank, r.name) for r in plain.leaderboard.rows]
     assert [(r.name, r.release, r.value) for r in limited.results.results] == \
         [(r.name, r.release, r.value) for r in plain.results.results]
-    with pytest.raises(AnonauditError, match="time_limit: must be a positive number"):
-        anonaudit.bench("labels", time_limit=0, **BENCH)
+    with pytest.raises(AnonauditError, match=r"time_limit=\.\.\.\): must be a positive number"):
+        anonaudit.Budget(time_limit=0)
 
 
 def test_bench_and_demo_take_time_limit_on_the_command_line(tmp_path, monkeypatch):
@@ -247,10 +251,10 @@ def test_a_bench_counts_a_reused_release_as_nothing_and_times_an_external_comman
     out = tmp_path / "b"
     anonaudit.bench("labels", out=out, **BENCH)
     said: list[str] = []
-    anonaudit.bench("labels", out=out, time_limit=60, echo=said.append, **BENCH)
+    anonaudit.bench("labels", _limit(60), out=out, echo=said.append, **BENCH)
     line = next(m for m in said if "time limit 60 min: estimated" in m)
     assert "sanitize labels (reused) ~0.0 s" in line and "sanitize suppression (reused) ~0.0 s" in line
     example = Path(__file__).resolve().parents[1] / "examples" / "regex_masker.py"
     with pytest.raises(AnonauditError, match=r"sanitize regex ~.*attack:phrase_search ~"):
-        anonaudit.bench(command=f"{sys.executable} {example} {{input}} {{output}}", name="regex", time_limit=1e-6,
+        anonaudit.bench(command=f"{sys.executable} {example} {{input}} {{output}}", name="regex", spec=_limit(1e-6),
                         **BENCH)

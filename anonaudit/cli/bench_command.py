@@ -143,6 +143,7 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
     """
     import anonaudit
     from anonaudit.cli import tracking_options as tracking
+    from anonaudit.typed_spec import Budget, Models, Spec
     from anonaudit.cli.driver import registry_of
     from audit.pipeline.external import check_timeout
 
@@ -158,16 +159,16 @@ def bench_cmd(ctx: click.Context, command, sanitizer, release, name, params, ori
     sanitizers = set(registry_of(ctx).names("sanitizer"))
     san_params = {k: v for k, v in by_component.items() if k in sanitizers}
     by_component = {k: v for k, v in by_component.items() if k not in sanitizers}
+    spec = Spec(originals=originals, background=background, releases=extra or None, seed=seed,
+                attacks=_with_params(_names(attacks), by_component), metrics=_with_params(_names(metrics), by_component),
+                budget=Budget(budget, sample, time_limit), models=Models(llm=llm_spec))
     with holding(out, create=False):  # from the bench to its leaderboard: no other bench into OUT meanwhile
         result = anonaudit.bench(
-            sanitizer, command=command, release=release, name=name, params=_params(params, "--param").get("", {}),
-            originals=originals, background=background, tri=tri, tri_originals=tri_originals, demo_people=demo_people,
-            comparisons=_names(compare), with_=_names(with_) or (), budget=budget, sanitizer_sample=sanitizer_sample,
-            extra_releases=extra,
-            sanitizer_params=san_params,
-            attacks=_with_params(_names(attacks), by_component), metrics=_with_params(_names(metrics), by_component),
-            sample=sample, documents=documents, reference=reference, seed=seed, llm=llm_spec, out=out,
-            format=fmt, command_timeout=timeout, registry=registry_of(ctx), force=force, time_limit=time_limit)
+            sanitizer, spec, command=command, release=release, name=name, params=_params(params, "--param").get("", {}),
+            tri=tri, tri_originals=tri_originals, demo_people=demo_people, comparisons=_names(compare),
+            with_=_names(with_) or (), sanitizer_sample=sanitizer_sample, sanitizer_params=san_params,
+            documents=documents, reference=reference, out=out, format=fmt, command_timeout=timeout,
+            registry=registry_of(ctx), force=force)
         page = result.report(out / "leaderboard.html", force=force, keep_ids=keep_ids)
     click.echo("")
     click.echo(result.to_markdown(keep_ids=keep_ids))

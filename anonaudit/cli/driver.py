@@ -140,9 +140,11 @@ def _load_file_params(params: dict[str, Any], plist: Sequence[Param], *, fmt: st
 def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str, Any]], data: DataArgs,
                    corpora: Mapping[str, Any], command: str, on_error: str = "raise"):
     """Run ``entries`` (``{"name", "params", "sample"?}`` of ``kind``) on the releases of ``data``
-    with :func:`anonaudit.audit` (the Python API: one code path), merging into ``data.out``."""
-    import anonaudit
+    with the Python API's :func:`anonaudit.audit` (one code path, its run named ``command``), merging
+    into ``data.out``."""
+    from anonaudit.api import execute_audit
     from anonaudit.cli.common import echo_summary
+    from anonaudit.typed_spec import Budget, Columns, Models, Spec
     from audit.io.loaders import parse_release_spec
 
     reg = registry_of(ctx)
@@ -170,11 +172,12 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
         "path": data.originals, "format": None if data.fmt in (None, "spans", "tri") else data.fmt}
     background = data.background or ({"path": data.tri, "format": "tri"} if data.tri else None)
     # A component's --no-cache (its `cache`/`use_cache` off) turns every cache off for the run: the API does it.
-    results = anonaudit.audit(originals, releases, background=background, corpora=dict(corpora) or None,
-                              **{f"{kind}s": list(entries)}, seed=data.seed, llm=data.llm, embedder=data.embedder,
-                              budget=data.budget, time_limit=data.time_limit,
-                              **data.columns, out=out, force=data.force, on_error=on_error, registry=reg,
-                              command=command, source="command line")
+    columns = {k.removesuffix("_column"): v for k, v in data.columns.items()}
+    spec = Spec(originals=originals, releases=releases, background=background, corpora=dict(corpora) or None,
+                **{f"{kind}s": list(entries)}, seed=data.seed, models=Models(data.llm, data.embedder),
+                budget=Budget(data.budget, time_limit=data.time_limit), columns=Columns(**columns))
+    results = execute_audit(spec, out=out, force=data.force, on_error=on_error, registry=reg, command=command,
+                            source="command line")
     keys = set(results.keys)
     echo_summary([r for r in results.results if r.key in keys])
     for s in results.skipped:

@@ -57,7 +57,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     report) when the estimate, with the time already spent, exceeds it (docs/how-to/budgets.md)."""
     import yaml
 
-    import anonaudit
+    from anonaudit.api import run_spec
     from anonaudit.demo.population import write
     from audit.core.registry import given_registry
     from audit.pipeline.runner import parse_spec
@@ -94,7 +94,7 @@ def run_demo(out_dir: str | Path, *, n: int = 40, seed: int = 0, llm: str | None
     spec_path.write_text("# Written by `anonaudit demo`; re-run with: anonaudit run audit.yaml\n"
                          + yaml.safe_dump(spec_data, sort_keys=False), encoding="utf-8")
     spec = parse_spec(spec_data, base=out, source=str(spec_path), registry=reg, check_components=False)
-    outcome = anonaudit.run(spec, registry=reg, on_error="skip", command="demo", force=force,
+    outcome = run_spec(spec, registry=reg, on_error="skip", command="demo", force=force,
                             progress=True if progress is None else progress, time_limit=time_limit)
     notes += settings
     notes.append(f"The whole demo took {time.time() - t0:.0f} s.")
