@@ -201,7 +201,7 @@ def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 @checked
 def attack(name: str, releases: Any = None, *, originals: Any = None, params: Mapping[str, Any] | None = None,
-           **kwargs: Any) -> Results:
+           sample: PositiveInt | None = None, **kwargs: Any) -> Results:
     """Run one attack (``"phrase_search"``, ``"trir"``, ``"span_guess"``, ``"claim_linker"``, or a
     plugin's) on the releases. Its parameters go in ``params`` (or as further keywords that are
     not the spec's: :data:`SPEC_KEYWORDS`, each a field of the :class:`Spec` built for the call,
@@ -209,7 +209,6 @@ def attack(name: str, releases: Any = None, *, originals: Any = None, params: Ma
     ``force``, ``progress``, ``on_error`` and ``registry`` are :func:`audit`'s."""
     spec_kw, run = _split(kwargs)
     entry: dict[str, Any] = {"name": name, "params": _merged_params("attack", params, kwargs)}
-    sample = spec_kw.pop("sample", None)
     if sample is not None:
         entry["sample"] = sample
     return audit(spec_of_keywords(**spec_kw), originals=originals, releases=releases, attacks=[entry], **run)

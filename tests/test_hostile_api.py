@@ -81,7 +81,8 @@ def test_one_parameter_given_twice_with_one_value_is_fine():
 def test_a_registry_that_is_not_one_is_an_argument_error(fn, registry, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     calls = {
-        "audit": lambda: anonaudit.audit(ROWS, {"m": MASKED}, attacks=["phrase_search"], registry=registry),
+        "audit": lambda: anonaudit.audit(originals=ROWS, releases={"m": MASKED}, attacks=["phrase_search"],
+                                         registry=registry),
         "attack": lambda: anonaudit.attack("phrase_search", {"m": MASKED}, originals=ROWS, registry=registry),
         "sanitize": lambda: anonaudit.sanitize("labels", ROWS, registry=registry),
         "run": lambda: anonaudit.run({"originals": ROWS, "releases": {"m": MASKED}, "attacks": ["phrase_search"]},

@@ -263,7 +263,7 @@ def bundle(tmp_path_factory):
             for k, name, town in (("a", "Alice Smith", "Oslo"), ("b", "Bob Jones", "Bergen"),
                                   ("c", "Carol White", "Tromso"))]
     masked = [{**r, "text": r["text"].replace(r["subject"], "[PERSON]")} for r in rows]
-    anonaudit.audit(rows, {"masked": masked}, attacks=["phrase_search"], out=root / "b" / "results.json",
+    anonaudit.audit(originals=rows, releases={"masked": masked}, attacks=["phrase_search"], out=root / "b" / "results.json",
                     progress=False)
     return root / "b"
 
