@@ -53,12 +53,14 @@ def enforced(minutes: float | None, option: str = "--time-limit") -> Iterator[No
     """Run the block under a limit of ``minutes`` (None: no limit). When it is reached, the block is
     interrupted (:class:`TimeUp`, handled as Ctrl-C is) and a :class:`TimeLimitReached` naming
     ``option`` is raised from it. Enforced in the main thread of a POSIX process only (a timer
-    signal); elsewhere the block runs to its end (the estimate before the work still applies)."""
-    if minutes is None or not timer_available():
-        yield
+    signal); elsewhere the block runs to its end (the estimate before the work still applies). A
+    timer set before that ends sooner is left to end the block; one that ends later is restored
+    after it, with the time it has left."""
+    seconds = None if minutes is None else minutes * 60.0
+    if seconds is None or not timer_available() or 0 < signal.getitimer(signal.ITIMER_REAL)[0] <= seconds:
+        yield  # no limit here, or a timer set before (pytest-timeout's, an outer limit) comes first
         return
     t0 = time.monotonic()
-    seconds = minutes * 60.0
 
     def on_alarm(signum, frame):  # noqa: ARG001 - the signal handler's signature
         raise TimeUp(f"{option} {minutes:g} min")
