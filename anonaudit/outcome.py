@@ -45,6 +45,16 @@ class GateOutcome:
     exit_code: int
     #: The files the judged results came from (:meth:`Results.inputs`): :meth:`write_junit` may not replace one.
     inputs: tuple[tuple[str, Path], ...] = ()
+    #: How what is published names each release named after its file (its shareable pseudonym:
+    #: :func:`reports.shareable.release_pseudonyms`): :meth:`table` and :meth:`write_junit` unless ``keep_ids``.
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    def published(self, keep_ids: bool = False) -> list[Any]:
+        """The checks as a published table names them: a release named after its file by its
+        pseudonym (``R1``...) unless ``keep_ids``, as ``anonaudit gate`` prints them."""
+        from reports.ci import renamed
+
+        return renamed(list(self.checks), {} if keep_ids else dict(self.names))
 
     @property
     def passed(self) -> bool:
@@ -66,21 +76,23 @@ class GateOutcome:
         return import_pandas().DataFrame(self.to_list(), columns=["release", "name", "side", "threshold", "bound",
                                                                   "compared", "status", "reason"])
 
-    def table(self) -> str:
+    def table(self, *, keep_ids: bool = False) -> str:
+        """The plain-text table ``anonaudit gate`` prints (releases named as :meth:`published`)."""
         from audit.pipeline.gate import format_table
 
-        return format_table(self.checks)
+        return format_table(self.published(keep_ids))
 
     @checked
-    def write_junit(self, path: str | os.PathLike, *, force: bool = False) -> Path:
+    def write_junit(self, path: str | os.PathLike, *, force: bool = False, keep_ids: bool = False) -> Path:
         """Write the checks as JUnit XML to ``path``: not over an input of the results nor an
-        existing file of another kind (the command line's guard) unless ``force=True``."""
+        existing file of another kind (the command line's guard) unless ``force=True``. A release
+        named after its file is named by its pseudonym unless ``keep_ids`` (:meth:`published`)."""
         from audit.pipeline.gate import write_junit
         from audit.pipeline.outputs import Output, check_outputs
 
         check_outputs([Output(Path(path), "junit", "the JUnit file")], self.inputs, force=force,
                       force_named="force=True")
-        return write_junit(path, list(self.checks))
+        return write_junit(path, self.published(keep_ids))
 
     def __str__(self) -> str:
         return self.table()
@@ -204,7 +216,9 @@ class Results:
         checks = evaluate(self.file, thresholds, releases=list(releases), on_point=on_point)
         code = exit_code(checks)
         status = {0: "pass", 1: "fail", 3: "inconclusive"}[code]
-        return GateOutcome(tuple(checks), status, code, tuple(self.inputs()))
+        from reports.shareable import release_pseudonyms
+
+        return GateOutcome(tuple(checks), status, code, tuple(self.inputs()), release_pseudonyms(self.file))
 
     # -- writing
     @checked

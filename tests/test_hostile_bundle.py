@@ -168,6 +168,23 @@ def test_a_forged_manifest_is_refused_by_report_gate_and_load_results(bundle, re
     assert not (tmp_path / "r.html").exists()
 
 
+def test_a_manifest_deleted_from_a_bundle_written_with_one_is_refused(bundle, reg):
+    """The results file records that a manifest goes with it: deleting the manifest does not
+    switch the check off (a file written before manifests existed, without the record, still reads)."""
+    manifest_path(bundle / "results.json").unlink()
+    for args in (["gate", "B", "--max", "toy_survives=1"], ["report", "B", "--out", "r.html"]):
+        clear_error(run(reg, *args), "results.manifest.json", "is missing")
+
+
+def test_the_api_gate_publishes_a_release_named_after_its_file_by_its_pseudonym(by_file, tmp_path):
+    import anonaudit
+
+    outcome = anonaudit.load_results(by_file).gate(max={"toy_survives": 0.0})
+    assert "labels" not in outcome.table() and "R1" in outcome.table() and "labels" in outcome.table(keep_ids=True)
+    junit = outcome.write_junit(tmp_path / "j.xml").read_text(encoding="utf-8")
+    assert "labels" not in junit and "R1" in junit
+
+
 def test_a_whole_manifest_still_reads_and_lists_every_part_with_a_checksum(bundle):
     import anonaudit
 

@@ -97,7 +97,11 @@ def test_an_edited_results_file_is_named_and_an_old_one_without_manifest_still_l
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(anonaudit.AnonauditError, match="results.json: the results file was changed after"):
         anonaudit.load_results(path)
-    manifest_path(path).unlink()  # as written before bundles had a manifest: read, copies checked
+    manifest_path(path).unlink()  # a manifest gone from a file written with one: refused
+    with pytest.raises(anonaudit.AnonauditError, match="results.manifest.json: the manifest of results.json is missing"):
+        anonaudit.load_results(path)
+    del data["provenance"]["bundle"]  # as written before bundles had a manifest: read, copies checked
+    path.write_text(json.dumps(data), encoding="utf-8")
     assert anonaudit.load_results(path).provenance["title"] == "edited by hand"
     shutil.rmtree(bundle / "releases")
     with pytest.raises(anonaudit.AnonauditError, match="the copy of release '(labels|suppressed)' is missing"):

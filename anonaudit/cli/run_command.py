@@ -83,7 +83,7 @@ def run_cmd(ctx: click.Context, spec_file: str | None, tae_config: str | None, o
         click.secho(f"not run: {s['component']}: {s['reason']}", fg="yellow", err=True)
     checks = results.outcome  # the spec's gate, judged by anonaudit.run (None without one)
     if checks is not None:
-        click.echo("\n" + checks.table())
+        click.echo("\n" + checks.table(keep_ids=keep_ids))  # releases named after files: by pseudonym
     if report:
         max_docs = int(spec.report.get("max_documents", 50))
         notes = list(spec.report.get("notes") or ())  # e.g. the demo's weakened settings

@@ -228,10 +228,15 @@ def check_coverage(results_path: str | os.PathLike[str], provenance: Mapping[str
     """The manifest beside ``results_path`` (checked by :func:`check_bundle`) lists every release
     copy the results file's provenance records, at the path and with the sha256 it records, and no
     other: a copy left out of the manifest, or one the provenance does not know, is refused
-    naming it."""
+    naming it. A results file written with a manifest (its provenance's ``bundle``) whose manifest
+    is gone is refused too: only a file from before manifests is read without one."""
     path = Path(results_path)
     manifest = manifest_path(path)
     if not manifest.is_file():
+        if provenance.get("bundle") == SCHEMA and path.is_file():
+            raise AnonauditError(f"{manifest}: the manifest of {path.name} is missing, though {path.name} was written "
+                                 "with one (its provenance says \"bundle\"); copy the whole folder, or run the audit "
+                                 "again")
         return
     listed = {p["release"]: p for p in _read_manifest(manifest, path) if p["role"] == "release copy"}
     recorded = {name: (rel, sha) for name, rel, sha in release_parts(provenance)}

@@ -339,9 +339,11 @@ class ResultsFile:
         could not be read back (NaN, a reversed interval, n = 0) is refused, never written."""
         from audit.core.summary import check_summary_target, write_summary
 
+        from audit.core.bundle import SCHEMA as BUNDLE_SCHEMA
         from audit.core.bundle import check_manifest_target, write_manifest
 
         data = self.check(str(path))
+        data["provenance"] = {**data["provenance"], "bundle": BUNDLE_SCHEMA}  # a manifest goes with it
         check_summary_target(path)
         check_manifest_target(path)
         written = atomic_write_json(path, data, fsync=True)
