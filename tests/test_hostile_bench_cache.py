@@ -198,6 +198,11 @@ def test_a_bench_release_named_after_its_file_is_hidden_in_the_shareable_edition
     releases = json.loads((out / "results.json").read_text(encoding="utf-8"))["provenance"]["releases"]
     assert releases["Jane_Marwood"]["name_from"] == "file" and releases["Bertil_Quandt"]["name_from"] == "file"
     assert "name_from" not in releases["suppression"]
+    # what the bench publishes (its leaderboard files and stdout) follows the same rule (issue 67)
+    table = res.output[res.output.index("| # | release |"):]  # the leaderboard printed on stdout
+    for name in ("leaderboard.md", "leaderboard.tex", "leaderboard.csv", "leaderboard.html", None):
+        text = table if name is None else (out / name).read_text(encoding="utf-8")
+        assert "Marwood" not in text and "Quandt" not in text and "R1" in text, name
     share = run(["report", str(out / "results.json"), "--shareable", "--out", str(tmp_path / "s" / "report.html")])
     assert share.exit_code == 0, share.output
     for name in ("report.html", "findings.csv"):

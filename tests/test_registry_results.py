@@ -66,7 +66,7 @@ def test_results_roundtrip_and_replace(tmp_path):
     back = ResultsFile.load(path)
     assert back.get("x", "rel").value == 1.0
     assert back.get("tpi", "rel", kind="utility").ci == (0.7, 0.9)
-    assert back.provenance == {"seed": 1}
+    assert back.provenance == {"seed": 1, "bundle": "anonaudit.bundle/1"}  # saved with its manifest
     # no temporary files left; the flat table (summary.csv) and the bundle's manifest beside it
     assert sorted(tmp_path.joinpath("out").iterdir()) == [path, path.with_name("results.manifest.json"),
                                                           path.with_name("summary.csv")]

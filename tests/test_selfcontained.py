@@ -131,6 +131,7 @@ def test_an_older_results_file_still_loads_and_renders(run_with_gate, tmp_path):
     for entry in data["provenance"]["components"].values():  # written before remedies were recorded
         entry.pop("remedy", None)
     del data["provenance"]["gate"]["checks"]
+    del data["provenance"]["bundle"]  # nor the record that a manifest goes with it
     old = tmp_path / "old" / "results.json"
     old.parent.mkdir()
     old.write_text(json.dumps(data), encoding="utf-8")  # no manifest: written before bundles had one
