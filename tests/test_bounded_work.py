@@ -104,6 +104,16 @@ def test_the_limit_interrupts_work_that_catches_every_exception_and_restores_the
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
+
+@pytest.mark.parametrize("minutes", [float("inf"), 1e12])
+def test_a_limit_beyond_the_timer_is_no_limit_not_an_overflow(minutes):
+    """``--time-limit inf`` (and a limit longer than the interval timer holds) runs the block with
+    no timer; it was an OverflowError from setitimer (found by tests/test_cli_fuzz.py)."""
+    from audit.runtime.deadline import enforced
+
+    with enforced(minutes):
+        assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
 @LINUX
 @pytest.mark.parametrize("sig,code,deaf", [(signal.SIGTERM, 143, False), (signal.SIGINT, 130, False),
                                            (signal.SIGTERM, 143, True)],

@@ -48,6 +48,11 @@ def timer_available() -> bool:
     return os.name == "posix" and threading.current_thread() is threading.main_thread()
 
 
+#: The longest limit the interval timer can hold (a C ``time_t`` on every platform): a longer one,
+#: or ``inf``, is no limit at all (``--time-limit inf`` is a valid way to say so).
+_TIMER_MAX = 2.0 ** 31
+
+
 @contextlib.contextmanager
 def enforced(minutes: float | None, option: str = "--time-limit") -> Iterator[None]:
     """Run the block under a limit of ``minutes`` (None: no limit). When it is reached, the block is
@@ -57,6 +62,8 @@ def enforced(minutes: float | None, option: str = "--time-limit") -> Iterator[No
     timer set before that ends sooner is left to end the block; one that ends later is restored
     after it, with the time it has left."""
     seconds = None if minutes is None else minutes * 60.0
+    if seconds is not None and not seconds < _TIMER_MAX:  # inf, or beyond what the timer holds
+        seconds = None
     if seconds is None or not timer_available() or 0 < signal.getitimer(signal.ITIMER_REAL)[0] <= seconds:
         yield  # no limit here, or a timer set before (pytest-timeout's, an outer limit) comes first
         return
