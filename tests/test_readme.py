@@ -554,7 +554,7 @@ def test_the_pages_whose_python_runs_elsewhere_are_read_by_their_test():
 
 
 @pytest.mark.parametrize("page", [p for p in _pages_with_python() if p not in PYTHON_TESTED_ELSEWHERE])
-def test_every_python_block_runs(page, tmp_path, monkeypatch, capsys):
+def test_every_python_block_runs(page, tmp_path, monkeypatch):
     """A page's Python blocks, in order, in one namespace, in a fresh folder with the pages'
     placeholder inputs (and the TAB data beside it, as for the commands)."""
     work, has_shared = work_folder(tmp_path)
@@ -568,7 +568,6 @@ def test_every_python_block_runs(page, tmp_path, monkeypatch, capsys):
     namespace: dict = {}
     for i, block in enumerate(blocks):
         exec(compile(block, f"{page} Python block {i + 1}", "exec"), namespace)  # noqa: S102
-    assert capsys.readouterr().out.strip(), f"{page}: its blocks print nothing to show"
 
 
 def test_every_data_block_parses():
