@@ -75,18 +75,19 @@ def _case(name: str, script: str, measures: str, needs: str = "", quick: tuple[s
     return Case(name, script, measures, frozenset(needs.split()), quick, cost)
 
 
-#: The suite, by area. Costs: the quick size on the 2-core VM (busy), where measured.
+#: The suite, by area. Costs: the quick size on the 2-core VM where measured (the model-free ones: 2026-12-07,
+#: AMD EPYC, heavy lock, load 2.6-3.6; the others by their scripts' own words).
 CASES: tuple[Case, ...] = (
     _case("phrase_search.index", "phrase_search.py", "the n-gram index: build and query speed, memory",
-          "tab", cost="~17 s"),
+          "tab", cost="6.7 s"),
     _case("phrase_search.tab", "phrase_search_tab.py", "phrase-search linkage of TAB's sanitizations",
-          "tab", cost="~4 s"),
+          "tab", cost="5.1 s"),
     _case("phrase_search.huge_document", "huge_document.py", "phrase search's peak memory on one huge document",
-          cost="~2 s"),
+          cost="2.0 s"),
     _case("phrase_search.index_build", "index_build.py", "the index build against a baseline checkout's",
-          cost="~8 s"),
+          cost="8.4 s"),
     _case("sampling.coverage", "sequential_coverage.py", "what sampling to a precision costs in coverage",
-          cost="~2 s"),
+          cost="0.3 s"),
     _case("utility.tab", "utility_tab.py", "the utility metrics on TAB's sanitizations", "tab llm embedder"),
     _case("utility.tae", "tae_tab.py", "TAE's published Precision and Recall recomputed", "tab spacy",
           cost="~1 min"),
