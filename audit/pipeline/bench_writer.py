@@ -39,7 +39,7 @@ from audit.pipeline.outputs import bench_outputs, check_outputs, replaces
 
 #: The lock a bench holds on its folder while it runs.
 LOCK_NAME = ".anonaudit-bench.lock"
-_HELD: dict[str, list[Any]] = {}  # folder -> [its lock, how many holders in this process]
+_HELD: dict[str, list[Any]] = {}  # folder -> [its lock, how many holders in this process, made by the hold]
 
 
 @contextlib.contextmanager
@@ -50,10 +50,11 @@ def holding(out: str | Path, *, create: bool = True) -> Iterator[None]:
     it. ``create=False``: a folder not there yet is not made here, and is locked by the first
     hold inside this one that makes it (the writer, once the bench's input is checked)."""
     key = str(Path(out).resolve())
-    entry = _HELD.setdefault(key, [None, 0])
+    entry = _HELD.setdefault(key, [None, 0, False])
     entry[1] += 1
     try:
         if entry[0] is None and (create or Path(key).is_dir()):
+            entry[2] = not Path(key).exists()  # the hold makes the folder: it takes it away if nothing else came
             entry[0] = _lock(Path(key), out)
         yield
     finally:
@@ -62,6 +63,17 @@ def holding(out: str | Path, *, create: bool = True) -> Iterator[None]:
             _HELD.pop(key)
             if entry[0] is not None:
                 entry[0].release()
+                _tidy(Path(key), made=entry[2])
+
+
+def _tidy(folder: Path, *, made: bool) -> None:
+    """After the last hold: a bench that wrote nothing (refused, or stopped before its work)
+    leaves nothing, neither its lock file nor the folder it made for it."""
+    with contextlib.suppress(OSError):
+        if [p.name for p in folder.iterdir()] == [LOCK_NAME]:
+            (folder / LOCK_NAME).unlink()
+            if made:
+                folder.rmdir()
 
 
 def _lock(folder: Path, out: str | Path) -> Any:
