@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 from pathlib import Path
@@ -29,9 +30,10 @@ def _option_row(param: click.Parameter) -> str:
     if isinstance(param, click.Argument):
         return f"| `{param.human_readable_name}` (argument) | {'required' if param.required else 'optional'} | |"
     names = ", ".join(f"`{n}`" for n in [*param.opts, *param.secondary_opts])
-    default = ""
-    if not param.is_flag and param.default is not None and not callable(param.default) and param.show_default is not False:
-        default = f"default `{param.default}`"
+    value = param.default
+    shown = not (param.is_flag or param.multiple or callable(value) or param.show_default is False
+                 or value is None or value in ((), [], "") or type(value).__name__ == "Sentinel")
+    default = f"default `{value}`" if shown else ""
     text = (param.help or "").replace("|", "\\|").replace("\n", " ")
     return f"| {names} | {default} | {text} |"
 
@@ -41,8 +43,8 @@ def _command_markdown(path: list[str], cmd: click.Command, ctx: click.Context) -
     lines = [f"## {name}", ""]
     usage = " ".join(cmd.collect_usage_pieces(ctx))
     lines += [f"```text\n{name} {usage}\n```", ""]
-    if cmd.help:
-        lines += [click.unstyle(cmd.help).replace("\b\n", "").strip(), ""]
+    if cmd.help:  # click's docstring, dedented (an indented line would be a code block in Markdown)
+        lines += [inspect.cleandoc(click.unstyle(cmd.help).replace("\b\n", "")), ""]
     params = [p for p in cmd.params if not getattr(p, "hidden", False)]
     if params:
         lines += ["| option | default | what it does |", "| --- | --- | --- |", *map(_option_row, params), ""]
