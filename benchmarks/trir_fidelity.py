@@ -169,7 +169,7 @@ def table(runs: list[dict], releases: list[str]) -> str:
     lines = ["| attacker | " + " | ".join(releases) + " | mean | epochs run (chosen; passes) | fit s | epochs s |",
              "| --- |" + " ---: |" * (len(releases) + 1) + " --- | --- | --- |"]
     for c in configs:
-        rs = [r for r in runs if r["config"] == c]
+        rs = sorted((r for r in runs if r["config"] == c), key=lambda r: r["seed"])
         cells = [f"**{statistics.fmean(r['trir'][rel] for r in rs):.3f}** ("
                  + ", ".join(f"{r['trir'][rel]:.2f}" for r in rs) + ")" for rel in releases]
         mean = statistics.fmean(statistics.fmean(r["trir"][rel] for rel in releases) for r in rs)
