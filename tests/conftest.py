@@ -41,9 +41,9 @@ _USER_HOME = str(audit_config.home())
 #: collected first, so that under xdist (``--dist loadfile --no-loadscope-reorder``, pyproject)
 #: they start at once instead of last, when one worker would be left alone with them, and the
 #: short files fill in at the end (longest first is what keeps two workers' ends close).
-LONG_FIRST = ("tests/test_trir_fidelity.py", "tests/test_readme.py", "tests/test_scaleout.py", "tests/test_claim_linker.py", "tests/test_trir.py",
-              "tests/test_harden.py", "tests/test_intact.py", "tests/test_llm_real.py",
-              "tests/test_prompt_anonymizer.py", "tests/test_benchmarks.py", "tests/test_delinker.py",
+LONG_FIRST = ("tests/test_trir_fidelity.py", "tests/test_readme.py", "tests/test_scaleout.py",
+              "tests/test_claim_linker.py", "tests/test_trir.py", "tests/test_harden.py", "tests/test_intact.py",
+              "tests/test_llm_real.py", "tests/test_prompt_anonymizer.py", "tests/test_benchmarks.py", "tests/test_delinker.py",
               "tests/test_tae_config.py")
 
 
