@@ -10,6 +10,9 @@ llama.cpp's own prompt timing (``timings.prompt_per_second``; the median over th
 wall seconds per prompt. Judge questions are 60-130 tokens; ``--tokens`` also takes a list. Say
 how busy the machine was: a second process on the cores halves the rate (``uptime`` before and
 after are printed). Writes --out (JSON), prints Markdown.
+
+Not yet run on the 1.5B (2026-12-07: written for issue 69's item 5, the ~30 against ~77 tokens/s
+question; the heavy lock was not free before the session ended): no figure comes from it yet.
 """
 
 from __future__ import annotations
