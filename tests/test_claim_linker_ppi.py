@@ -106,14 +106,17 @@ def test_no_judged_document_is_scored_by_a_model_that_saw_it():
 def test_the_real_judge_gives_a_prediction_powered_figure_with_its_counts(quality_llm, minilm):
     """The embedded 1.5B judge (the 0.5B says No to nearly everything: no predictor can be fitted
     on one class) and MiniLM on 12 people of the demo: the first look judges 10 documents (at most
-    2 claims each), the predictor scores all 12, and the figure says so (~40 LLM questions, ~1 min)."""
+    2 claims each), the predictor scores all 12, and the figure says so (~40 LLM questions, ~1 min).
+    The contrastive judge: the default details judge finds no claim of the labels release stated
+    here, and a predictor cannot be fitted on one class (the fallback it then takes is tested in
+    tests/test_ppi.py)."""
     from anonaudit.demo.population import generate
 
     demo = generate(n=12, seed=0)
     release = demo.releases["labels"]
     scenario = Scenario(originals=demo.originals, releases=(release,))
     attack = ClaimLinkerAttack(llm=quality_llm, embedder=minilm, paraphrase=False, judge_check=4, claim_sample=2,
-                               score_target=0.2, seed=0)
+                               score_target=0.2, judge="contrast", seed=0)
     _, semantic, _ = attack.fit(scenario).evaluate(scenario, release)
     e, d = semantic.details["estimate"], semantic.details
     assert e["fallback"] is None and e["predictor"].startswith("logistic regression")
