@@ -25,7 +25,7 @@ CHEAP = ["--attacks", "phrase_search", "--metrics", "rouge", "--demo-people", "3
 LINUX = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc (Linux)")
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie no one reaps counts as ended)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -38,9 +38,9 @@ def _gone(pids: list[int], within: float = 5.0) -> list[int]:
     """The processes of ``pids`` still running after ``within`` seconds; those are then killed
     (this test's own processes: a failing test leaves no orphan behind)."""
     deadline = time.monotonic() + within
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    left = [p for p in pids if _alive(p)]
+    left = [p for p in pids if alive(p)]
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     return left

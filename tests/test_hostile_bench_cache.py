@@ -26,6 +26,7 @@ import pytest
 from click.testing import CliRunner
 
 from anonaudit.cli import main
+from tests.test_bounded_work import alive
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "regex_masker.py"
@@ -229,15 +230,6 @@ def test_a_timeout_that_is_no_limit_is_refused(tmp_path, value):
                         attacks=["phrase_search"], metrics=["rouge"], out=out, progress=False)
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie no init reaps counts as ended)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc (Linux)")
 @pytest.mark.parametrize("spawns", [True, False], ids=["spawns-a-child-that-never-ends", "never-ends-itself"])
 def test_a_command_past_its_time_is_stopped_with_every_process_it_started(tmp_path, spawns):
@@ -258,9 +250,9 @@ def test_a_command_past_its_time_is_stopped_with_every_process_it_started(tmp_pa
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == (2 if spawns else 1)
     deadline = time.monotonic() + 5
-    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+    while any(alive(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not [p for p in started if _alive(p)], "a process the command started still runs"
+    assert not [p for p in started if alive(p)], "a process the command started still runs"
 
 
 # ------------------------------------------------------------------ 5. the cache's home
