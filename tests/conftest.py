@@ -63,13 +63,18 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory):
     user_models = Path(_USER_HOME) / "models"
     user_models.mkdir(parents=True, exist_ok=True)
     (home / "models").symlink_to(user_models, target_is_directory=True)
-    old = os.environ.get("ANONAUDIT_HOME")
+    old = {name: os.environ.get(name) for name in ("ANONAUDIT_HOME", "ANONAUDIT_LLM")}
     os.environ["ANONAUDIT_HOME"] = str(home)
+    # The tests' default LLM is the 0.5B whatever else is installed, so a run means the same in CI
+    # (which installs [llm]) and on a laptop; the 1.5B answers only where a test asks for it
+    # (``quality_llm``). A user's own ANONAUDIT_LLM is kept.
+    os.environ.setdefault("ANONAUDIT_LLM", "qwen2.5-coder-0.5b")
     yield home
-    if old is None:
-        os.environ.pop("ANONAUDIT_HOME", None)
-    else:
-        os.environ["ANONAUDIT_HOME"] = old
+    for name, value in old.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +99,7 @@ def quality_llm(tmp_path_factory: pytest.TempPathFactory):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ANONAUDIT_HOME", _USER_HOME)
-        if not _installed("qwen2.5-coder-1.5b"):  # CI installs [llm-small]: said, never silent
+        if not _installed("qwen2.5-coder-1.5b"):  # a checkout with [llm-small] only: said, never silent
             pytest.skip("the embedded 1.5B is not installed: pip install 'anonaudit[llm]'")
     cache_dir = tmp_path_factory.mktemp("llm-cache-1.5b")
     with pytest.MonkeyPatch.context() as mp:

@@ -15,6 +15,13 @@ import audit.models.specs as models
 from audit.models.specs import EmbeddedGGUF, ModelError, assemble_parts, cached_sha256, parse_llm_spec
 
 
+@pytest.fixture(autouse=True)
+def no_default_llm_override(monkeypatch):
+    """These tests check how the default LLM is chosen, so the session's ANONAUDIT_LLM (conftest
+    sets the 0.5B) is taken away."""
+    monkeypatch.delenv("ANONAUDIT_LLM", raising=False)
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("ANONAUDIT_HOME", str(tmp_path / "home"))
