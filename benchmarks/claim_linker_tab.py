@@ -66,7 +66,7 @@ def main() -> None:
                     help="releases whose semantic leakage is scored (comma-separated)")
     ap.add_argument("--repeats", type=int, default=1, help="judge repeats per claim (the rating judge's default is 3)")
     ap.add_argument("--judge", choices=("contrast", "yesno", "yesno-calibrated", "rating"), default="contrast",
-                    help="the leakage judge (see benchmarks/claim_linker_judge.py for the rules side by side)")
+                    help="the leakage judge (benchmarks/README.md gives the rules side by side)")
     ap.add_argument("--clauses", action="store_true",
                     help="split clauses with the parser (the attack's default; about 2x slower than sentences)")
     ap.add_argument("--docs", type=int, default=None, help="only the first N documents (smoke tests)")

@@ -1,18 +1,19 @@
 """The benchmarks' helper module (scripts import it as ``tab``, from beside them): where the TAB
 (ECHR) data is (:data:`TAB`), the originals with the manual mentions as gold spans, the published
-span files restricted to a few documents, and the measurements every sanitizer benchmark reports
-(utility, phrase-search linkage, span-guess recovery on a fixed sample of spans, LLM cost).
+span files restricted to a few documents, a fresh ``ANONAUDIT_HOME`` that reuses the assembled
+models (:func:`fresh_home`), TRIR's TAB target (:func:`target_scenario`) and the load and tables
+the scripts print.
 
 Not a test fixture: the TAB data lives in ``../shared/data/tab`` and is never committed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
-import random
-import time
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -36,202 +37,63 @@ def labelled_originals(data: Path = TAB, *, outer: bool = False) -> Corpus:
     return Corpus(docs, name="TAB_test", source=texts.source)
 
 
-def first_docs(corpus: Corpus, n: int) -> Corpus:
-    """The first ``n`` documents in the file's order (the issues' "first N TAB test documents")."""
-    return Corpus(list(corpus)[:n], name=corpus.name, source=corpus.source)
-
-
 def published(name: str, file: str, originals: Corpus, ids: list[str], data: Path = TAB) -> Release:
     """A published span file applied to the originals, restricted to the documents ``ids``."""
     (rel,) = load_release_file(data / "anonymizations" / file, name=name, originals=originals)
     return dataclasses.replace(rel, corpus=Corpus([rel.corpus[i] for i in ids], name=name, source=rel.corpus.source))
 
 
-# ----------------------------------------------------------------------------- measurements
+@contextlib.contextmanager
+def fresh_home(keep: Path | None = None):
+    """A fresh ANONAUDIT_HOME whose ``models`` link to the default home's assembled models
+    (``keep``: that folder instead, created if needed and kept, so a stopped run resumes)."""
+    from audit.core.config import home
+
+    models = home() / "models"
+    old = os.environ.get("ANONAUDIT_HOME")
+    with contextlib.ExitStack() as stack:
+        if keep is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-home-"))
+        else:
+            keep.mkdir(parents=True, exist_ok=True)
+            tmp = str(keep)
+        if models.is_dir() and not (Path(tmp) / "models").exists():
+            os.symlink(models, Path(tmp) / "models")
+        os.environ["ANONAUDIT_HOME"] = tmp
+        try:
+            yield Path(tmp)
+        finally:
+            if old is None:
+                os.environ.pop("ANONAUDIT_HOME", None)
+            else:
+                os.environ["ANONAUDIT_HOME"] = old
 
 
-def utility(originals: Corpus, releases: list[Release], metrics=("tpi", "tps", "similarity")) -> dict[str, dict]:
-    """TPI/TPS (causal IC of the embedded 0.5B, cached on disk per document) and embedding
-    similarity of every release, against ``originals`` (with gold spans)."""
-    from audit.core.registry import registry
-    from audit.metrics import UtilityContext
-
-    ctx = UtilityContext(originals, llm="transformers:qwen2.5-coder-0.5b", context_tokens=256, progress=False)
-    scenario = Scenario(originals=originals, releases=tuple(releases))
-    objs = [registry.create("metric", m, context=ctx) for m in metrics]
-    out: dict[str, dict] = {}
-    for rel in releases:
-        out[rel.name] = {}
-        for obj in objs:
-            res = obj.evaluate(scenario, rel)[0]
-            out[rel.name][obj.name] = {"value": res.value, "ci": list(res.ci) if res.ci else None}
-    return out
+#: The dev release of :func:`target_scenario` (used only to choose the epoch) and the releases under test.
+TARGET_DEV = ("Manual_Entity", "TAB_test_Manual_Entity.json")
+TARGET_RELEASES = (("spaCy_Entity", "TAB_test_spaCy_Entity.json"),
+                   ("Manual_Supression", "TAB_test_Manual_Supression.json"))
 
 
-def linkage(collection: Corpus, releases: list[Release], arities=(1, 3)) -> dict[str, dict]:
-    """Phrase-search linkage (k = 2) of each release against the collection of ``collection``
-    (all 127 originals): share of documents linked to their source, and the share of
-    uniquely-linking n-grams left."""
-    from attackers.phrase_search import PhraseSearchAttack
-
-    scenario = Scenario(originals=collection, releases=tuple(releases))
-    out: dict[str, dict] = {r.name: {} for r in releases}
-    for arity in arities:
-        attack = PhraseSearchAttack(k=2, arity=arity)
-        attack.fit(scenario)
-        for rel in releases:
-            head, residual = attack.evaluate(scenario, rel)
-            out[rel.name][f"a{arity}"] = {"linked": head.details["linked"], "n": head.n, "rate": head.value,
-                                          "ci": list(head.ci), "residual": residual.value}
-    return out
-
-
-def sample_spans(release: Release, n: int, seed: int) -> set[tuple[str, int, int]]:
-    """A seeded sample of (document, original start, original end) among the recorded spans."""
-    keys = sorted({(d.id, s.orig_start, s.orig_end) for d in release for s in d.spans if (s.original or "").strip()})
-    return set(random.Random(seed).sample(keys, min(n, len(keys))))
-
-
-def restrict(release: Release, keys: set[tuple[str, int, int]]) -> Release:
-    """The same release with only the spans ``keys`` recorded (the text keeps every replacement)."""
-    docs = [d.with_spans([s for s in d.spans if (d.id, s.orig_start, s.orig_end) in keys]) for d in release]
-    docs = [d for d in docs if d.spans]
-    return Release(release.name, Corpus(docs, name=release.name), aligned=True, source=release.source)
-
-
-def span_recovery(llm, originals: Corpus, releases: list[Release], keys: set[tuple[str, int, int]], *,
-                  guesses: int = 5, context_tokens: int = 384, seed: int = 0) -> dict[str, dict]:
-    """Span-guessing recovery on the same sampled spans of every release (a span a release does
-    not record, e.g. a span it left in clear, is not attacked there)."""
-    from attackers.span_guess import SpanGuessAttack
-
-    attack = SpanGuessAttack(llm=llm, guesses=guesses, context_tokens=context_tokens, seed=seed, ner=False,
-                             progress=True)
-    scenario = Scenario(originals=originals, releases=tuple(releases))
-    attack.fit(scenario)
-    out = {}
-    for rel in releases:
-        t = time.perf_counter()
-        (res,) = attack.evaluate(scenario, restrict(rel, keys))
-        spans = [s for d in res.documents for s in d.facts["spans"]]
-        out[rel.name] = {"recovered": res.value, "ci": list(res.ci), "n": res.n, "baseline": res.baseline,
-                         "seconds": round(time.perf_counter() - t, 1),
-                         "outcomes": {f"{d.id}:{s['orig_start']}:{s['orig_end']}": bool(s["recovered"])
-                                      for d in res.documents for s in d.facts["spans"]},
-                         "examples": [(s["original"], s["replacement"], s["guesses"][:3]) for s in spans
-                                      if s["recovered"]][:5]}
-    return out
-
-
-#: The LLM of every ``--quick`` run: the fast embedded one.
-QUICK_LLM = "qwen2.5-coder-0.5b"
-
-
-def parser(doc: str, docs: int, docs_help: str = "the first N TAB test documents", *,
-           quick: dict[str, Any] | None = None):
-    """The options every sanitizer benchmark takes; each script adds its own. ``--quick`` (a smoke
-    run of the script: one TAB document, the fast embedded LLM) sets ``docs`` to 1, ``llm`` to
-    :data:`QUICK_LLM` and the script's own ``quick`` settings once the options are parsed."""
-    import argparse
-
-    class Parser(argparse.ArgumentParser):
-        def parse_args(self, *a: Any, **k: Any) -> Any:  # type: ignore[override]
-            args = super().parse_args(*a, **k)
-            if args.quick:
-                for key, value in {"docs": 1, "llm": QUICK_LLM, **(quick or {})}.items():
-                    setattr(args, key, value)
-            return args
-
-    ap = Parser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true",
-                    help=f"a smoke run: one document, {QUICK_LLM}" + (f", {quick}" if quick else ""))
-    ap.add_argument("--data", type=Path, default=TAB)
-    ap.add_argument("--docs", type=int, default=docs, help=docs_help)
-    ap.add_argument("--llm", default="qwen2.5-coder-1.5b")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="llama.cpp threads (default: all cores; 1 suffers less when another job shares the cores)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cache", type=Path, default=None, help="LLM answer cache (default: a fresh file)")
-    ap.add_argument("--out", type=Path, default=None, help="write every figure as JSON here")
-    return ap
-
-
-def bench_llm(args, prefix: str, parallel: int = 1):
-    """The benchmark's LLM behind an answer cache: ``--cache``, else a fresh file (cold costs).
-    ``parallel`` > 1 lets llama.cpp decode requests together (answers cached apart)."""
-    import tempfile
-
-    from audit.models.specs import load_llm
-
-    cache = args.cache or Path(tempfile.mkdtemp(prefix=prefix)) / "llm.sqlite"
-    print(f"LLM answer cache: {cache}", flush=True)
-    return load_llm(args.llm, cache=True, cache_path=cache, n_ctx=4096, n_parallel=parallel,
-                    n_threads=args.threads, deterministic=parallel == 1)
-
-
-class LLMCost:
-    """What one sanitizer run cost the LLM, per document, read from the cached LLM's counters.
-
-    ``requests`` counts every request the method made (answered by the cache or not), ``sent``
-    those that reached the model in this run. The tokens per document are the tokens of the
-    sent requests scaled to all requests: with a cold cache they are exact, with a warm
-    ``--cache`` (a resumed run) they are the cold cost estimated from the requests that were
-    sent, never the cached requests counted as free. ``None`` when nothing was sent. The
-    seconds per document are scaled the same way (a cache hit costs next to nothing).
-    """
-
-    def __init__(self, llm):
-        self.llm = llm
-        self.stats, self.usage = dict(llm.stats), dict(llm.usage)
-
-    def per_doc(self, docs: int, seconds: float | None = None) -> dict[str, Any]:
-        stats, usage = self.llm.stats, self.llm.usage
-        requests = (stats["hits"] + stats["misses"]) - (self.stats["hits"] + self.stats["misses"])
-        sent = stats["backend_calls"] - self.stats["backend_calls"]
-        spent = {k: usage[k] - self.usage.get(k, 0) for k in usage}
-        tokens = {k: v / sent * requests / docs for k, v in spent.items()} if sent else None
-        out = {"llm_requests_per_doc": requests / docs, "llm_requests_sent": sent,
-               "tokens_per_doc": tokens, "tokens_per_doc_estimated": bool(sent) and sent < requests}
-        if seconds is not None:
-            out["seconds_per_doc"] = seconds / docs * (requests / sent if sent else 1.0)
-            out["seconds_measured"] = seconds
-        return out
-
-
-def cost_cells(row: dict[str, Any]) -> tuple[str, str, str]:
-    """A table row's LLM requests / doc, tokens / doc (prompt + gen) and s / doc cells."""
-    if "llm_requests_per_doc" not in row:
-        return ("–", "–", "–")
-    t = row["tokens_per_doc"]
-    ran = "" if t is None or t.get("prompt_evaluated", t["prompt_tokens"]) >= t["prompt_tokens"] else \
-        f" ({t['prompt_evaluated']:,.0f} evaluated)"
-    est = " (est.)" if row["tokens_per_doc_estimated"] else ""
-    tokens = "(all cached)" if t is None else f"{t['prompt_tokens']:,.0f}{ran} + {t['completion_tokens']:,.0f}{est}"
-    seconds = "–" if t is None else f"{row['seconds_per_doc']:.0f}{est}"  # all cached: no cold cost known
-    return (f"{row['llm_requests_per_doc']:.1f}", tokens, seconds)
-
-
-def cost_json(row: dict[str, Any]) -> str:
-    """A row's LLM cost (requests, tokens and seconds per document) as one line of JSON."""
-    return json.dumps({k: v for k, v in row.items() if k.startswith(("llm_", "tokens_", "seconds_"))})
-
-
-def write_out(args, llm, ids: list[str], **figures: Any) -> None:
-    """Write the run's settings and figures as JSON to ``--out`` (when given)."""
-    if args.out:
-        settings = {k: str(v) for k, v in vars(args).items()}
-        args.out.write_text(json.dumps({"llm": llm.identity, "docs": ids, "args": settings, **figures}, indent=1,
-                                       ensure_ascii=False))
+def target_scenario(people: int, shortest: bool = False) -> Scenario:
+    """TAB's public background of the ``people`` people with the longest public judgments (ties
+    by id; ``shortest``: the shortest, for a smoke run); dev release: TAB's manual entity masking
+    of their originals (labels); releases under test: their originals, spaCy's entity masking
+    and the manual suppression."""
+    bg = load_corpus(TAB / "bks" / "TAB_test_BK=Public.json", name="public")
+    ranked = sorted(bg, key=lambda d: (len(d.text) if shortest else -len(d.text), d.id))
+    keep = {d.subject for d in ranked[:people]}
+    background = Corpus([d for d in bg if d.subject in keep], name="public")
+    originals = load_corpus(TAB / "bks" / "TAB_test_BK=Original.json", name="originals")
+    ids = [d.id for d in originals if d.subject in keep]
+    mine = Corpus([originals[i] for i in ids], name="Original")
+    releases = (Release("Original", mine), *(published(n, f, originals, ids) for n, f in TARGET_RELEASES))
+    return Scenario(originals=mine, background=background, releases=releases, dev=published(*TARGET_DEV, originals, ids))
 
 
 def load_avg() -> list[float]:
     """This machine's load averages (1, 5 and 15 minutes), rounded: how busy it was."""
     return [round(x, 2) for x in os.getloadavg()]
-
-
-def machine() -> dict[str, Any]:
-    """What a reader needs to weigh the seconds: cores and the load while the benchmark ran."""
-    return {"cpus": os.cpu_count(), "load_avg": load_avg()}
 
 
 def markdown_table(header: list[str], rows: list[list[Any]]) -> str:

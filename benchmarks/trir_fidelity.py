@@ -85,7 +85,7 @@ def _dev_subset(dev: Release, people: int) -> Release:
 def scenario(data: str, people: int, dev_people: int) -> Scenario:
     """The data of the run (see the module docstring)."""
     if data in ("tab", "tab-short"):
-        from trir_scale import target_scenario
+        from tab import target_scenario
 
         sc = target_scenario(people, shortest=data == "tab-short")
     else:
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             with contextlib.ExitStack() as stack:
                 if args.cold:  # an empty parse cache: spaCy's time is in the run's stages
-                    from trir_scale import fresh_home
+                    from tab import fresh_home
 
                     stack.enter_context(fresh_home())
                 runs.append(one_run(sc, config, seed, args.threads, extra))

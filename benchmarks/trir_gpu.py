@@ -17,7 +17,7 @@ so a run cut short keeps what finished):
 * ``tab``: the attack as a user starts it (``TRIRAttack()``: paper budget, device and precisions
   ``auto``, the window rotation, a checkpoint each epoch) on TAB's public background of
   ``--people`` people (all 127 by default), the dev release TAB's manual entity masking
-  (``Manual_Entity``, only to choose the epoch, as ``trir_scale.py target`` does), every other
+  (``Manual_Entity``, only to choose the epoch, as ``tab.target_scenario`` does), every other
   published sanitization and the originals under test: time per stage, the curve, TRIR per release.
 * ``ablation``: the same scenario (``--ablation-people``; releases: the originals, ``spaCy_Entity``,
   ``Manual_Supression``) with each speed-up on and off, for each of ``--seeds``: ``default``

@@ -6,8 +6,8 @@ A quick size is a smoke run of the case on tiny data (seconds), not a measuremen
 benchmarks/README.md come from full runs. The quick sizes that need a model (an LLM, the embedder,
 spaCy, TRIR trainings) or Ray take minutes each on this CPU: ``python benchmarks/suite.py quick``
 runs them all by hand. Cost here (2026-12-07, 2-core AMD EPYC, heavy lock, load 2.6-3.6): ``check``
-3.4 s (it imports every script), the model-free quick sizes 22.5 s (index_build 8.4, index 6.7, tab 5.1,
-huge_document 2.0, coverage 0.3): the suite's part of CI ~26 s (target <= 2 min).
+3.4 s (it imported 33 scripts then; 16 now), the model-free quick sizes 12.1 s (index 6.7, tab 5.1,
+coverage 0.3): the suite's part of CI ~16 s (target <= 2 min).
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def yesno_margin(llm: LLM, evidence: str, claim: str, *, compact: bool = False,
     shared (:func:`yesno_cuts`), so the margin is the same whatever was asked before it (the two
     forced calls before issue 57 reused whatever the slot held); an empty evidence is never
     support. ``compact``: the question without its closing sentence (:func:`yesno_messages`;
-    measured in benchmarks/judge_speed.py, not the attack's); ``details``: the claim's specific
+    measured in benchmarks/README.md, the judge's LLM cost, not the attack's); ``details``: the claim's specific
     details, named in the question (:func:`yesno_messages`)."""
     if not evidence.strip():
         return float("-inf")
