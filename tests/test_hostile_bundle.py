@@ -335,12 +335,7 @@ def test_the_shareable_editions_never_quote_a_release_warning(demo, reg, tmp_pat
     from audit.core.results import ResultsFile
     from reports.shareable import shareable
 
-    lines = (demo / "demo/releases/labels.jsonl").read_text(encoding="utf-8").splitlines()
-    docs = [json.loads(line) for line in lines]
-    missing = docs.pop()["id"]
-    span = next(s for d in docs for s in d.get("spans", []) if s.get("original"))
-    span["original"] = "Quoted Original"
-    (demo / "short.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    missing = _doubtful_release(demo)
     res = run(reg, "attack", "toy-survives", "--originals", "demo/originals.jsonl", "--release",
               "short=short.jsonl", "--out", "W/results.json")
     assert res.exit_code == 0, res.output
@@ -351,3 +346,40 @@ def test_the_shareable_editions_never_quote_a_release_warning(demo, reg, tmp_pat
     assert run(reg, "report", "W", "--shareable", "--keep-ids", "--out", tmp_path / "s.html").exit_code == 0
     html = (tmp_path / "s.html").read_text(encoding="utf-8")
     assert repr(missing) not in html and "Quoted Original" not in html
+
+
+def _doubtful_release(demo) -> str:
+    """``short.jsonl``: the demo's labels release less its last document, one recorded span
+    claiming to have replaced ``'Quoted Original'``; the id it leaves out is returned."""
+    lines = (demo / "demo/releases/labels.jsonl").read_text(encoding="utf-8").splitlines()
+    docs = [json.loads(line) for line in lines]
+    missing = docs.pop()["id"]
+    span = next(s for d in docs for s in d.get("spans", []) if s.get("original"))
+    span["original"] = "Quoted Original"
+    (demo / "short.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    return missing
+
+
+def test_the_log_counts_a_release_warning_and_quotes_it_only_when_asked(demo, reg, capsys):
+    """What a CI log publishes (stdout and stderr of attack, utility and run, and the API's
+    progress) says how many warnings a release has and where they are, never their text (it
+    quotes the originals and lists missing ids); ``-v`` prints them whole."""
+    import anonaudit
+
+    missing = _doubtful_release(demo)
+    (demo / "s.yaml").write_text("out: S\noriginals: demo/originals.jsonl\nreleases: [{name: short, path: short.jsonl}]"
+                                 "\nattacks: [toy_survives]\n", encoding="utf-8")
+    release = ["--originals", "demo/originals.jsonl", "--release", "short=short.jsonl"]
+    for args in (["attack", "toy-survives", *release, "--out", "A/results.json"],
+                 ["utility", "--metrics", "toy_kept", *release, "--out", "U/results.json"],
+                 ["run", "s.yaml", "--no-report"]):
+        res = run(reg, *args)
+        assert res.exit_code == 0, res.output
+        assert "Quoted Original" not in res.output and repr(missing) not in res.output, res.output
+        assert "release 'short': 2 warning(s)" in res.output and "provenance" in res.output, res.output
+        loud = run(reg, "-v", *args)
+        assert loud.exit_code == 0 and "Quoted Original" in loud.output and repr(missing) in loud.output, loud.output
+    anonaudit.attack("toy_survives", originals="demo/originals.jsonl", releases={"short": "short.jsonl"},
+                     registry=reg, progress=True)
+    err = capsys.readouterr().err
+    assert "release 'short': 2 warning(s)" in err and "Quoted Original" not in err and repr(missing) not in err

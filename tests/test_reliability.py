@@ -495,13 +495,15 @@ def test_a_release_missing_originals_or_contradicting_them_is_audited_with_a_war
                                     {"name": "fine", "path": "data/releases/labels.jsonl"}],
                        "attacks": ["toy_leak"]}, base=demo_dir, source="test", registry=reg)
     outcome = Audit(spec, registry=reg, progress=False, echo=messages.append).run()
-    warnings = [m for m in messages if "warning" in m]
-    assert any("release 'half' has 3 of the 6 original documents; 3 are missing" in m for m in warnings)
-    assert any(f"release 'wrong': 1 recorded replacement(s) contradict the originals (document '{docs[0]['id']}': "
-               "recorded 'Somebody Else'" in m for m in warnings)
+    warnings = [m for m in messages if "warning" in m]  # counted in the log, never quoted (issue 67)
+    assert any("release 'half': 1 warning(s) against the originals, not printed" in m for m in warnings)
+    assert any("release 'wrong': 1 warning(s) against the originals, not printed" in m for m in warnings)
     assert len(warnings) == 2  # nothing about the release that is fine
     prov = outcome.results.provenance["releases"]
-    assert prov["half"]["warnings"] and prov["wrong"]["warnings"] and "warnings" not in prov["fine"]
+    assert any("release 'half' has 3 of the 6 original documents; 3 are missing" in m for m in prov["half"]["warnings"])
+    assert any(f"release 'wrong': 1 recorded replacement(s) contradict the originals (document '{docs[0]['id']}': "
+               "recorded 'Somebody Else'" in m for m in prov["wrong"]["warnings"])
+    assert "warnings" not in prov["fine"]
 
 
 def test_two_runs_are_byte_identical_outside_provenance(demo_dir):

@@ -114,7 +114,8 @@ def os_error_message(exc: OSError) -> str:
 
 @click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="anonaudit")
-@click.option("-v", "--verbose", is_flag=True, help="Log what happens (model loading, cache use).")
+@click.option("-v", "--verbose", is_flag=True, help="Log what happens (model loading, cache use), and print release warnings in full (they quote the "
+              "originals and list document ids; without -v a log says how many there are and where they are).")
 def main(verbose: bool) -> None:
     """Attack sanitized text the way an adversary would, before it is published."""
     if not verbose:  # model-loading bars of transformers drown our own progress bars

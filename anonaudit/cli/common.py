@@ -55,6 +55,17 @@ def echo_summary(results: Iterable[Result]) -> None:
         click.echo(f"WARNING {name} on {', '.join(releases)}: {text}", err=True)
 
 
+def echo_release_warnings(provenance: dict) -> None:
+    """With ``anonaudit -v``: every release warning of ``provenance`` in full, on stderr. Without
+    it the run's log said only how many there were (they quote the originals and list document
+    ids, and a CI log is published: :func:`audit.pipeline.releases.withheld_warnings`)."""
+    if not click.get_current_context().find_root().params.get("verbose"):
+        return
+    for name, info in (provenance.get("releases") or {}).items():
+        for text in (info.get("warnings") or []) if isinstance(info, dict) else []:
+            click.secho(f"warning (-v): {text}", fg="yellow", err=True)
+
+
 BUDGET_HELP = ("How much work each stage does: quick (a CI gate in minutes: stages that sample stop at a 95% "
                "interval of ±0.10, the claim linker's judge ±0.20, attacks take cheaper settings), standard "
                "(±0.05; the default) or full (every document). docs/how-to/budgets.md gives the table.")

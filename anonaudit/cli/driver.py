@@ -143,7 +143,7 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
     with the Python API's :func:`anonaudit.audit` (one code path, its run named ``command``), merging
     into ``data.out``."""
     from anonaudit.api import execute_audit
-    from anonaudit.cli.common import echo_summary
+    from anonaudit.cli.common import echo_release_warnings, echo_summary
     from anonaudit.typed_spec import Budget, Columns, Models, Spec
     from audit.io.loaders import parse_release_spec
 
@@ -180,6 +180,7 @@ def run_components(ctx: click.Context, *, kind: str, entries: Sequence[dict[str,
                             source="command line")
     keys = set(results.keys)
     echo_summary([r for r in results.results if r.key in keys])
+    echo_release_warnings(results.provenance)
     for s in results.skipped:
         click.secho(f"not run: {s['component']}: {s['reason']}", fg="yellow", err=True)
     for s in results.errors:

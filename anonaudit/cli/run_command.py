@@ -59,7 +59,7 @@ def run_cmd(ctx: click.Context, spec_file: str | None, tae_config: str | None, o
     """
     import anonaudit
     from anonaudit.cli import tracking_options as tracking
-    from anonaudit.cli.common import echo_summary
+    from anonaudit.cli.common import echo_release_warnings, echo_summary
     from anonaudit.cli.driver import registry_of
     from audit.pipeline.runner import load_spec
 
@@ -77,6 +77,7 @@ def run_cmd(ctx: click.Context, spec_file: str | None, tae_config: str | None, o
     results = anonaudit.run(spec, registry=reg, progress=True, force=force, time_limit=time_limit)
     click.echo("")
     echo_summary(results.results)
+    echo_release_warnings(results.provenance)
     click.echo(f"\n{len(results.computed)} pair(s) computed, {len(results.reused)} reused from an earlier run, "
                f"in {results.seconds:.1f}s; results: {results.path} (table: {summary_path(results.path)})")
     for s in results.skipped + results.errors:
