@@ -35,6 +35,18 @@ def test_paper_budget_is_the_default_and_options_override_it():
         TRIRAttack(mask_style="stars")._check_params()
 
 
+def test_patience_0_never_stops_early_as_its_help_says_and_a_negative_one_is_refused():
+    """Issue 70: the option's type and its help agree (0 is accepted by the command line and a
+    spec, and means no plateau stop); a negative patience is refused before anything runs."""
+    from audit.core.paramtypes import check_params
+
+    assert check_params(TRIRAttack, {"patience": 0}) == {} and "0: never stop early" in TRIRAttack.__doc__
+    assert TRIRAttack(patience=0).settings()["patience"] is None
+    assert "patience" in check_params(TRIRAttack, {"patience": -1})
+    with pytest.raises(AnonauditError, match="patience must be 0"):
+        TRIRAttack(patience=-1)._check_params()
+
+
 def test_cache_key_follows_the_settings_in_force_not_their_spelling(tmp_path):
     from attackers.trir import resolve_base
 

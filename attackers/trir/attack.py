@@ -69,7 +69,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         number of passes (5). Passes, not rotated epochs: see window_rotation.
     patience: with ``dev``, stop after this many passes without a better dev accuracy
         (default from the budget: paper 3, fast 2, as the TRI paper's epochs when nothing
-        rotates; 0 or less: never stop early).
+        rotates; 0: never stop early).
     batch_size: training batch size (windows).
     learning_rate: AdamW learning rate of the fine-tuning.
     weight_decay: AdamW weight decay of the fine-tuning.
@@ -151,7 +151,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         window: PositiveInt = 100,
         overlap: NonNegativeInt = 25,
         epochs: PositiveInt | None = None,
-        patience: PositiveInt | None = None,
+        patience: NonNegativeInt | None = None,
         batch_size: PositiveInt = 16,
         learning_rate: float = 2e-4,
         weight_decay: float = 0.01,
@@ -243,7 +243,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         for k in ("epochs", "patience", "augment_ner", "curate", "pretrain", "pretrain_epochs"):
             if getattr(self, k) is not None:
                 out[k] = getattr(self, k)
-        if out["patience"] is not None and out["patience"] <= 0:
+        if out["patience"] == 0:  # never stop early
             out["patience"] = None
         out["window_rotation"] = self.window_rotation or 1
         out.update(dedup=bool(self.dedup), bucket=bool(self.bucket),
@@ -264,6 +264,8 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         epochs = self.settings()["epochs"]
         if epochs < 1:
             raise AnonauditError(f"epochs must be at least 1, got {epochs}")
+        if self.patience is not None and self.patience < 0:
+            raise AnonauditError(f"trir: patience must be 0 (never stop early) or more passes, got {self.patience}")
         if self.freeze_layers < 0 or self.freeze_epochs < 0:
             raise AnonauditError("freeze_layers and freeze_epochs must not be negative")
         style = self.mask_style
