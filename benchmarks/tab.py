@@ -75,14 +75,15 @@ TARGET_RELEASES = (("spaCy_Entity", "TAB_test_spaCy_Entity.json"),
                    ("Manual_Supression", "TAB_test_Manual_Supression.json"))
 
 
-def target_scenario(people: int, shortest: bool = False) -> Scenario:
+def target_scenario(people: int, shortest: bool = False, skip: int = 0) -> Scenario:
     """TAB's public background of the ``people`` people with the longest public judgments (ties
-    by id; ``shortest``: the shortest, for a smoke run); dev release: TAB's manual entity masking
+    by id; ``shortest``: the shortest, for a smoke run; ``skip``: after the first ``skip`` of that
+    ranking); dev release: TAB's manual entity masking
     of their originals (labels); releases under test: their originals, spaCy's entity masking
     and the manual suppression."""
     bg = load_corpus(TAB / "bks" / "TAB_test_BK=Public.json", name="public")
     ranked = sorted(bg, key=lambda d: (len(d.text) if shortest else -len(d.text), d.id))
-    keep = {d.subject for d in ranked[:people]}
+    keep = {d.subject for d in ranked[skip : skip + people]}
     background = Corpus([d for d in bg if d.subject in keep], name="public")
     originals = load_corpus(TAB / "bks" / "TAB_test_BK=Original.json", name="originals")
     ids = [d.id for d in originals if d.subject in keep]

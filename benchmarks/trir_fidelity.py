@@ -35,7 +35,9 @@ Data (``--data``):
     python benchmarks/trir_fidelity.py --data tab --people 50 --dev-people 15 --seeds 0 1 2
     python benchmarks/trir_fidelity.py --data tab --people 50 --dev-people 15 --seeds 0 --configs one-pass --cold
         # the stages of one cold run, one pass (the stage table of benchmarks/README.md)
-    python benchmarks/trir_fidelity.py --step    # one training step: forward and backward, AdamW loop / fused
+    python benchmarks/trir_fidelity.py --data tab-short --skip 60 --seeds 0 --configs default combined
+        # another slice than the guard's: 10 people with longer judgments (13-14 k characters)
+    python benchmarks/trir_fidelity.py --step    # one training step, the default's against the combined candidate's
     python benchmarks/trir_fidelity.py --quick    # a smoke run (about a minute)
 """
 
@@ -73,6 +75,9 @@ CONFIGS: dict[str, dict] = {
     "fused+patience2": {"_fused_adamw": True, "patience": 2},
     "freeze3": {"freeze_layers": 3, "freeze_epochs": LONG},  # the embeddings and 3 of 6 layers, every epoch
     "freeze3+fused": {"freeze_layers": 3, "freeze_epochs": LONG, "_fused_adamw": True},
+    # issue 70's combined candidate: the three above together (bf16 autocast is on by default where
+    # the CPU has AVX-512 BF16 or AMX, as on the development machine)
+    "combined": {"freeze_layers": 3, "freeze_epochs": LONG, "_fused_adamw": True, "patience": 2},
 }
 
 
@@ -82,12 +87,13 @@ def _dev_subset(dev: Release, people: int) -> Release:
     return dataclasses.replace(dev, corpus=Corpus(docs, name=dev.name, source=dev.corpus.source))
 
 
-def scenario(data: str, people: int, dev_people: int) -> Scenario:
-    """The data of the run (see the module docstring)."""
+def scenario(data: str, people: int, dev_people: int, skip: int = 0) -> Scenario:
+    """The data of the run (see the module docstring); ``skip``: TAB's people from the ranking's
+    ``skip + 1``-th on (another slice than the guard's)."""
     if data in ("tab", "tab-short"):
         from tab import target_scenario
 
-        sc = target_scenario(people, shortest=data == "tab-short")
+        sc = target_scenario(people, shortest=data == "tab-short", skip=skip)
     else:
         from anonaudit.demo.population import development_population
 
@@ -189,36 +195,76 @@ def table(runs: list[dict], releases: list[str]) -> str:
 
 
 def step_costs(threads: int, reps: int = 6) -> dict[str, float]:
-    """One local training step as the attack takes it (16 windows of 100 tokens, bf16 autocast,
-    ``threads`` threads): the median seconds of the forward and backward pass, and of the AdamW
-    step as a loop over parameters (the local default) and as torch's fused kernel (Ray Train's)."""
+    """One local training step as the attack takes it (16 windows of 100 tokens, bf16 autocast
+    where the CPU has it, ``threads`` threads), the default's and the combined candidate's, taken
+    in turns so that the machine's load falls on both alike: the median seconds of the forward and
+    backward pass and of the AdamW step (the default: every layer, AdamW's loop over parameters;
+    ``combined``: the embeddings and 3 lowest layers frozen, torch's fused AdamW), and the ratio of
+    the whole steps."""
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from attackers.trir.encoder import autocast, quiet_transformers, resolve_base
+    from attackers.trir.encoder import autocast, native_bf16, quiet_transformers, resolve_base
+    from attackers.trir.training_batches import freeze_lower
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
+    precision = "bf16" if native_bf16("cpu") else "fp32"
     with quiet_transformers():
         model = AutoModelForSequenceClassification.from_pretrained(resolve_base(None), num_labels=50)
     g = torch.Generator().manual_seed(1)
     ids, y = torch.randint(1000, 29000, (16, 100), generator=g), torch.randint(0, 50, (16,), generator=g)
-    optimizers = {"loop": torch.optim.AdamW(model.parameters(), lr=1e-5),
-                  "fused": torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)}
+    variants = {"default": (0, torch.optim.AdamW(model.parameters(), lr=1e-5)),
+                "combined": (3, torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True))}
     times: dict[str, list[float]] = {}
     for rep in range(reps + 1):  # the first round warms up
-        for name, opt in optimizers.items():
+        for name, (frozen, opt) in variants.items():
+            freeze_lower(model, frozen, frozen > 0)
             t0 = time.perf_counter()
-            with autocast("bf16", "cpu"):
+            with autocast(precision, "cpu"):
                 loss = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=y).loss
             loss.backward()
             t1 = time.perf_counter()
             opt.step()
             opt.zero_grad(set_to_none=True)
+            freeze_lower(model, frozen, False)
             if rep:
-                times.setdefault("forward_backward", []).append(t1 - t0)
-                times.setdefault(f"adamw_{name}", []).append(time.perf_counter() - t1)
-    return {k: round(statistics.median(v), 4) for k, v in times.items()}
+                times.setdefault(f"{name}_forward_backward", []).append(t1 - t0)
+                times.setdefault(f"{name}_adamw", []).append(time.perf_counter() - t1)
+                times.setdefault(f"{name}_step", []).append(time.perf_counter() - t0)
+    out = {k: round(statistics.median(v), 4) for k, v in times.items()}
+    out["precision"] = precision
+    out["step_speedup"] = round(out["default_step"] / out["combined_step"], 2)
+    return out
+
+
+#: What an ``--out`` file says wrote it.
+SCRIPT = "benchmarks/trir_fidelity.py"
+#: The options that decide what a run computes (the seeds and configurations only add runs).
+SETTINGS = ("data", "people", "dev_people", "skip", "threads", "epochs", "batch_size", "window", "overlap", "cold", "quick")
+
+
+def run_settings(args: argparse.Namespace) -> dict:
+    """The options of ``args`` that decide what each run computes, as an ``--out`` file records them."""
+    return {k: getattr(args, k) for k in SETTINGS}
+
+
+def resumable_runs(path: Path, settings: dict) -> list[dict]:
+    """The runs of the ``--out`` file at ``path`` when this script wrote it with ``settings``; a
+    ``ValueError`` saying why not otherwise (another file, or other data or settings)."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"not a results file of this script ({e}); give another --out") from None
+    if not isinstance(saved, dict) or saved.get("script") != SCRIPT or not isinstance(saved.get("runs"), list):
+        raise ValueError("not a results file of this script; give another --out")
+    differ = {k: (saved.get("settings", {}).get(k), v) for k, v in settings.items()
+              if saved.get("settings", {}).get(k) != v}
+    if differ:
+        raise ValueError("written with other settings, so its runs are not this configuration's ("
+                         + ", ".join(f"{k}: {old!r} there, {new!r} now" for k, (old, new) in differ.items())
+                         + "); give another --out")
+    return saved["runs"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,13 +272,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", choices=["tab-short", "tab", "demo"], default="tab-short")
     ap.add_argument("--people", type=int, default=10)
     ap.add_argument("--dev-people", type=int, default=10)
+    ap.add_argument("--skip", type=int, default=0,
+                    help="TAB: the people after the first SKIP of the ranking (another slice than the guard's)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=["default", "reference"])
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=None,
+                    help="the attack's epochs (default: the budget's 15), e.g. 1 for a run's stages and per-pass cost")
     ap.add_argument("--batch-size", type=int, default=None, help="the attack's batch_size (default: its own, 16)")
     ap.add_argument("--window", type=int, default=None, help="the attack's window in tokens (default: its own)")
     ap.add_argument("--overlap", type=int, default=None, help="the attack's window overlap (default: its own)")
-    ap.add_argument("--out", type=Path, default=None, help="JSON of every run (written after each run)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="JSON of every run (written after each run); an existing one is resumed when this script "
+                         "wrote it with the same data and settings, refused otherwise")
     ap.add_argument("--cold", action="store_true", help="each run in an empty ANONAUDIT_HOME (spaCy's parses cold)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: the demo, 6 people, one seed, 1 pass")
     ap.add_argument("--step", action="store_true", help="only time one training step (forward and backward, AdamW)")
@@ -242,17 +294,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         args.data, args.people, args.dev_people, args.seeds, args.batch_size = "demo", 6, 6, [0], 4
-    sc = scenario(args.data, args.people, args.dev_people)
-    extra = {k: v for k, v in (("batch_size", args.batch_size), ("window", args.window), ("overlap", args.overlap))
-             if v is not None}
+    runs = []
+    if args.out and args.out.exists():  # resume: the runs already done are not run again
+        try:
+            runs = resumable_runs(args.out, run_settings(args))
+        except ValueError as e:
+            print(f"trir_fidelity.py: --out {args.out}: {e}", file=sys.stderr)
+            return 2
+    sc = scenario(args.data, args.people, args.dev_people, args.skip)
+    extra = {k: v for k, v in (("epochs", args.epochs), ("batch_size", args.batch_size), ("window", args.window),
+                               ("overlap", args.overlap)) if v is not None}
     if args.quick:
         extra.update(epochs=1, window=32, overlap=8)
     print(f"{args.data}: {len({d.subject for d in sc.background})} people in the background, dev release "
           f"{sc.dev.name} of {len(sc.dev.corpus)} documents, releases {', '.join(r.name for r in sc.releases)}",
           flush=True)
-    runs = []
-    if args.out and args.out.exists():  # resume: the runs already done are not run again
-        runs = json.loads(args.out.read_text())["runs"]
     for seed in args.seeds:
         for config in args.configs:
             if any(r["config"] == config and r["seed"] == seed for r in runs):
@@ -265,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(one_run(sc, config, seed, args.threads, extra))
             print(json.dumps(runs[-1]), flush=True)
             if args.out:
-                args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "runs": runs},
+                args.out.write_text(json.dumps({"script": SCRIPT, "settings": run_settings(args),
+                                                "args": {k: str(v) for k, v in vars(args).items()}, "runs": runs},
                                                indent=1))
     runs = [r for r in runs if r["seed"] in args.seeds and r["config"] in args.configs]
     print(table(runs, [r.name for r in sc.releases]))

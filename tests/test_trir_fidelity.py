@@ -56,6 +56,28 @@ def test_identical_seeds_still_allow_one_document_and_the_verdict_needs_matching
         guard.verdict(reference + [_run("default", s, {"a": 0.5}) for s in (0, 2)])
 
 
+def test_out_resumes_only_a_file_this_script_wrote_with_the_same_settings(tmp_path, capsys):
+    """--out resumes the runs of a file written with the same data and settings; another file, or
+    one of other settings, is refused (exit 2, naming what differs) and left as it was. Model-free:
+    the refusal comes before any data is read."""
+    ns = guard.argparse.Namespace(data="tab-short", people=10, dev_people=10, skip=0, threads=2, epochs=None,
+                                  batch_size=None, window=None, overlap=None, cold=False, quick=False)
+    mine = tmp_path / "runs.json"
+    done = [_run("default", 0, {"a": 0.5})]
+    mine.write_text(guard.json.dumps({"script": guard.SCRIPT, "settings": guard.run_settings(ns), "runs": done}))
+    assert guard.resumable_runs(mine, guard.run_settings(ns)) == done
+    other = guard.run_settings(guard.argparse.Namespace(**{**vars(ns), "people": 20}))
+    with pytest.raises(ValueError, match="people: 10 there, 20 now"):
+        guard.resumable_runs(mine, other)
+    before = mine.read_text()
+    assert guard.main(["--people", "20", "--out", str(mine)]) == 2 and mine.read_text() == before
+    assert "people: 10 there, 20 now" in capsys.readouterr().err
+    foreign = tmp_path / "notes.json"
+    foreign.write_text('{"runs": []}')
+    assert guard.main(["--out", str(foreign)]) == 2 and foreign.read_text() == '{"runs": []}'
+    assert "not a results file of this script" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_the_default_attacker_keeps_the_reference_attackers_trir_on_tab():
     """Costly: ~12 min on 2 quiet cores (16.7 min as measured on 2026-12-07 under load 2-3): 6
