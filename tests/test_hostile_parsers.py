@@ -244,3 +244,44 @@ def test_every_tab_file_in_the_shared_data_still_loads():
     for path in sorted((TAB / "anonymizations").glob("*.json")):
         (release,) = load_release_file(path, originals=originals)
         assert len(release) == 127, path
+
+
+# --------------------------------------------------------------------------- control characters in ids
+
+
+@pytest.mark.parametrize("bad", ["a\nb", "a\rb", "a\x1b[2Jb", "a\x00b", "a\u202eb", "::error::x\n"])
+def test_a_document_id_with_control_characters_is_refused_by_every_loader(demo, reg, bad):
+    """An id is printed in logs, tables and annotations: one holding a newline, CR, ESC, NUL or a
+    bidirectional override (a forged ``::error`` line) is refused by every loader, naming the
+    file, the line (where the format has lines) and the id as repr shows it (issue 67).
+    Cost: ~0.2 s per id."""
+    import csv
+    import io
+
+    esc = json.dumps(bad)  # the id as JSON writes it
+    buf = io.StringIO()
+    csv.writer(buf).writerows([["id", "text"], ["ok", "fine text"], [bad, "hello there"]])
+    files = {
+        "ids.jsonl": ('{"id": "ok", "text": "fine text"}\n{"id": %s, "text": "hello there"}\n' % esc, ":2"),
+        "ids.csv": (buf.getvalue(), ":3"),
+        "ids.tsv": (buf.getvalue().replace(",", "\t"), ":3"),
+        "list.json": ('[{"id": "ok", "text": "fine"}, {"id": %s, "text": "hello there"}]' % esc, ""),
+        "map.json": ('{"ok": "fine text", %s: "hello there"}' % esc, ""),
+        "tab.json": ('[{"doc_id": %s, "text": "Alice here", "annotations": {}}]' % esc, ""),
+        "tri.json": ('[{"name": %s, "public_knowledge": "pk", "m": "x"}]' % esc, ""),
+        "subject.jsonl": ('{"id": "ok", "text": "fine text", "subject": %s}\n' % esc, ":1"),
+    }
+    for name, (content, line) in files.items():
+        if name.endswith(".tsv") and ("\n" in bad or "\r" in bad):
+            content = buf.getvalue().replace(",", "\t")  # quoted by csv: still one cell
+        (demo / name).write_text(content, encoding="utf-8", newline="")
+        out = clear_error(run(reg, "data", "validate", name), f"{name}{line}", repr(bad), "control character")
+        assert bad not in out  # never printed raw
+        with pytest.raises(AnonauditError, match="control character") as caught:
+            load_corpus(demo / name)
+        assert repr(bad) in str(caught.value)
+    clear_error(attack(reg, "--originals", "ids.jsonl", "--release", "demo/releases/labels.jsonl"),
+                "ids.jsonl:2", repr(bad), "control character")
+    with pytest.raises(AnonauditError, match="control character"):  # a table in memory
+        anonaudit.utility([{"id": bad, "text": "hello there"}], {"r": [{"id": bad, "text": "hello"}]},
+                          metrics=["toy_kept"], registry=reg, progress=False)

@@ -8,7 +8,7 @@ from typing import Any
 
 from audit.core.data import Document, Span
 from audit.core.errors import DataError, Problem, Problems
-from audit.io.records import make_span, record_to_doc
+from audit.io.records import id_problem, make_span, record_to_doc
 
 
 def load_json_map(source: str, data: Any) -> list[Document]:
@@ -21,6 +21,8 @@ def load_json_map(source: str, data: Any) -> list[Document]:
             problems.add(f"the value must be a text string, got {type(text).__name__}", doc_id=doc_id)
         elif not doc_id.strip():
             problems.add("empty id")
+        elif id_problem(doc_id):
+            problems.add(id_problem(doc_id))
         elif not text.strip():
             problems.add("empty text", doc_id=doc_id)
         else:

@@ -9,6 +9,7 @@ from typing import Any
 
 from audit.core.data import Document, Span, span_order
 from audit.core.errors import Problems
+from audit.core.resultshape import control_characters
 from audit.core.safejson import tree_problem
 
 _SPAN_FIELDS = frozenset(Span.__dataclass_fields__)
@@ -22,6 +23,17 @@ def as_id(value: Any) -> str | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return None
+
+
+def id_problem(value: str, what: str = "id") -> str:
+    """What is wrong with an id (or a subject, a TRI name) that holds control characters (a
+    newline, CR, ESC, NUL, a bidirectional override...): logs, tables and CI annotations print
+    ids, so one such character could forge a line there. Empty when there is none."""
+    found = control_characters(value)
+    if not found:
+        return ""
+    return (f"{what} {value[:80]!r} holds control character(s) {', '.join(repr(c) for c in found)}: an id never "
+            "does (logs, tables and CI annotations print it); remove them from the file")
 
 
 def option_of(field: str) -> str:
@@ -51,13 +63,7 @@ def record_to_doc(rec: Any, problems: Problems, *, line: int | None = None, item
         problems.add(f"{where}{wrong}", line=line, doc_id=as_id(rec.get("id", rec.get("doc_id"))))
         return None
     id_key = "id" if "id" in rec else "doc_id" if "doc_id" in rec else None
-    if id_key is None:
-        problems.add(f"{where}missing field {name('id')}", line=line)
-        doc_id = None
-    else:
-        doc_id = as_id(rec[id_key])
-        if doc_id is None:
-            problems.add(f"{where}field {name(id_key)} must be a non-empty string, got {rec[id_key]!r}", line=line)
+    doc_id = _record_id(rec, id_key, problems, where=where, line=line, name=name)
     ok = doc_id is not None
     if doc_id is not None:
         if doc_id in seen:
@@ -85,6 +91,9 @@ def record_to_doc(rec: Any, problems: Problems, *, line: int | None = None, item
             problems.add(f"{where}field {name('subject')} must be a non-empty string, got {rec['subject']!r}",
                          line=line, doc_id=doc_id)
             ok = False
+        elif id_problem(subject, "subject"):
+            problems.add(f"{where}{id_problem(subject, 'subject')}", line=line, doc_id=doc_id)
+            ok = False
     elif id_key == "doc_id":
         subject = doc_id
     spans: list[Span] = []
@@ -97,6 +106,22 @@ def record_to_doc(rec: Any, problems: Problems, *, line: int | None = None, item
     if not ok or doc_id is None:
         return None
     return Document(doc_id, text, subject=subject, spans=tuple(sorted(spans, key=span_order)), meta=meta)
+
+
+def _record_id(rec: dict[str, Any], id_key: str | None, problems: Problems, *, where: str, line: int | None,
+               name: Any) -> str | None:
+    """The id of a record (its ``id_key`` field), or None with the problem recorded: missing,
+    empty, not a string or an integer, or holding control characters (:func:`id_problem`)."""
+    if id_key is None:
+        problems.add(f"{where}missing field {name('id')}", line=line)
+        return None
+    doc_id = as_id(rec[id_key])
+    if doc_id is None:
+        problems.add(f"{where}field {name(id_key)} must be a non-empty string, got {rec[id_key]!r}", line=line)
+    elif id_problem(doc_id):
+        problems.add(f"{where}{id_problem(doc_id)}", line=line)
+        return None
+    return doc_id
 
 
 def _parse_spans(raw: Any, text: str, problems: Problems, *, line: int | None, doc_id: str | None,

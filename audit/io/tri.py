@@ -11,7 +11,7 @@ from typing import Any
 from audit.core.data import Corpus, Document, Release, release_name_problem
 from audit.core.errors import DataError, Problem, Problems
 from audit.io.detect import utf8_error
-from audit.io.records import as_id
+from audit.io.records import as_id, id_problem
 from audit.io.tables import open_csv
 
 _TRI_SKIP = {"name", "public_knowledge", "", "index", "level_0"}
@@ -129,8 +129,9 @@ def read_tri_all(source: str, data: Any, *,
             problems.add(f"{where}expected a record, got {type(rec).__name__}", line=line)
             continue
         name = as_id(rec.get("name"))
-        if name is None:
-            problems.add(f"{where}missing or empty 'name'", line=line)
+        wrong = "missing or empty 'name'" if name is None else id_problem(name, "name")
+        if wrong or name is None:
+            problems.add(f"{where}{wrong}", line=line)
             continue
         if name in seen:
             first = seen[name]
