@@ -16,6 +16,13 @@ regression slope of ``y`` on ``f`` on the judged documents, clipped to [0, 1] as
 0 is the plain sample mean (a useless or misleading score costs LLM answers, never validity), 1
 trusts the score's differences fully.
 
+The ratio form, for a figure that is a ratio of totals over documents of unequal size (span
+guessing's recovered spans / attacked spans): every document's size ``m`` is known, ``y`` and
+``f`` are document totals, and the estimate is the ratio estimator of survey sampling with the
+same correction (``lam * F/M + sum(y - lam * f) / sum(m)`` over the judged, ``F`` and ``M`` the
+release's totals). Its variance is that of the linearised residuals ``(y - lam * f - r * m) /
+mean(m)``, ``lam`` their slope; with every size 1 it is the mean above, exactly.
+
 Two questions, two intervals (:data:`ESTIMANDS`):
 
 * ``release`` (the default, the officer's question): the mean over *this* release. The
@@ -26,7 +33,8 @@ Two questions, two intervals (:data:`ESTIMANDS`):
 
 The interval is Student's t with ``n - 2`` degrees of freedom (``n - 1`` for a fixed ``lam``),
 and its residual variance is never taken below that of the judged sample with one more document
-that disagreed with the score by the whole scale (``n / (n+1)^2``): ten documents that all agree
+that disagreed with the score by the whole scale (``n / (n+1)^2``, times the mean squared
+relative size in the ratio form): ten documents that all agree
 with the score do not show that every document does. :func:`sequential_ppi` asks for labels at
 10, 20, 40, ... documents and stops at the first look whose half-width reaches the target; the
 rule looks at the width only, never the position, and computes its intervals at
@@ -113,34 +121,46 @@ def _t(df: np.ndarray, confidence: float = CONFIDENCE) -> np.ndarray:
 
 
 def ppi_batch(y: np.ndarray, f_judged: np.ndarray, f_all: np.ndarray, *, estimand: str = "release",
-              lam: float | None = None, confidence: float = CONFIDENCE) -> dict[str, np.ndarray]:
+              lam: float | None = None, confidence: float = CONFIDENCE, m_judged: np.ndarray | None = None,
+              m_all: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The estimator on ``R`` releases at once (the simulation's form; :func:`ppi_mean` is one).
     ``y`` and ``f_judged``: ``(R, n)``, the LLM's values and the scores of the judged documents;
     ``f_all``: ``(R, N)``, the scores of every document (the judged ones included, with the same
-    scores). ``lam`` None tunes it. Returns arrays ``value``, ``low``, ``high``, ``half``, ``lam``."""
+    scores). ``lam`` None tunes it. Returns arrays ``value``, ``low``, ``high``, ``half``, ``lam``.
+
+    ``m_judged``, ``m_all`` (the ratio form, see the module docstring): each document's size (its spans),
+    known for every document; ``y`` and ``f`` are then totals (recovered spans) and the figure is
+    total / size over the release. Without them every size is 1 and the figure is the mean."""
     if estimand not in ESTIMANDS:
         raise ValueError(f"estimand must be one of {', '.join(ESTIMANDS)}, got {estimand!r}")
     y, fj, fa = (np.atleast_2d(np.asarray(a, dtype=float)) for a in (y, f_judged, f_all))
+    mj = np.ones_like(y) if m_judged is None else np.atleast_2d(np.asarray(m_judged, dtype=float))
+    ma = np.ones_like(fa) if m_all is None else np.atleast_2d(np.asarray(m_all, dtype=float))
     n, big_n = y.shape[1], fa.shape[1]
-    if n < 1 or fj.shape != y.shape or n > big_n:
+    if n < 1 or fj.shape != y.shape or n > big_n or mj.shape != y.shape or ma.shape != fa.shape:
         raise ValueError(f"need 1 <= n <= N judged documents with one score each, got {y.shape}, {fa.shape}")
-    ym, fm = y.mean(axis=1), fj.mean(axis=1)
+    if (mj <= 0).any() or (ma <= 0).any():
+        raise ValueError("every document's size must be positive")
+    size_j, size_a = mj.sum(axis=1), ma.sum(axis=1)
+    ry, rf = y.sum(axis=1) / size_j, fj.sum(axis=1) / size_j  # the judged documents' ratios (means)
+    mbar = (size_a / big_n)[:, None]  # the mean size over the release, known
+    ly, lf = (y - ry[:, None] * mj) / mbar, (fj - rf[:, None] * mj) / mbar  # linearised: centred when sizes are 1
     if lam is None and n > 1:
-        cov = ((y - ym[:, None]) * (fj - fm[:, None])).sum(axis=1)
-        var = ((fj - fm[:, None]) ** 2).sum(axis=1)
-        lam_v = np.clip(np.where(var > 1e-12, cov / np.where(var > 1e-12, var, 1.0), 0.0), 0.0, 1.0)
+        var = (lf ** 2).sum(axis=1)
+        lam_v = np.clip(np.where(var > 1e-12, (ly * lf).sum(axis=1) / np.where(var > 1e-12, var, 1.0), 0.0), 0.0, 1.0)
         ddof = np.where(var > 1e-12, 2, 1)  # a slope fitted costs a degree of freedom; a constant score none
     else:
         lam_v = np.full(len(y), 0.0 if lam is None else float(lam))
         ddof = np.ones(len(y), dtype=int)
-    value = ym if n == big_n else lam_v * fa.mean(axis=1) + ym - lam_v * fm  # all judged: the plain mean, exactly
-    floor = n / (n + 1) ** 2  # one more document, off by the whole scale
-    r = y - lam_v[:, None] * fj
-    s2 = np.maximum(((r - r.mean(axis=1)[:, None]) ** 2).sum(axis=1) / np.maximum(n - ddof, 1), floor)
+    # all judged: the plain ratio (mean), exactly
+    value = ry if n == big_n else lam_v * fa.sum(axis=1) / size_a + ry - lam_v * rf
+    # one more document, off by the whole scale (its size, relative to the mean size)
+    floor = n / (n + 1) ** 2 * ((ma / mbar) ** 2).mean(axis=1)
+    e = ly - lam_v[:, None] * lf
+    s2 = np.maximum((e ** 2).sum(axis=1) / np.maximum(n - ddof, 1), floor)
     var = (1 - n / big_n) * s2 / n
     if estimand == "population":
-        s2y = np.maximum(((y - ym[:, None]) ** 2).sum(axis=1) / max(n - 1, 1), floor)
-        var = var + s2y / big_n
+        var = var + np.maximum((ly ** 2).sum(axis=1) / max(n - 1, 1), floor) / big_n
     half = _t(n - ddof, confidence) * np.sqrt(var)
     if n < 3 and not (estimand == "release" and n == big_n):
         half = np.full(len(y), 1.0)  # too few documents to say anything about the others
@@ -159,11 +179,15 @@ def agreement(y: Sequence[float], f: Sequence[float]) -> float | None:
 
 def ppi_mean(y: Sequence[float], f_judged: Sequence[float], f_all: Sequence[float], *, estimand: str = "release",
              lam: float | None = None, predictor: str = "none", fallback: str | None = None,
-             confidence: float = CONFIDENCE) -> PPIEstimate:
+             confidence: float = CONFIDENCE, m_judged: Sequence[float] | None = None,
+             m_all: Sequence[float] | None = None) -> PPIEstimate:
     """One release's prediction-powered mean (see the module docstring): ``y`` the LLM's values on
-    the judged documents, ``f_judged`` their scores, ``f_all`` the score of every document."""
+    the judged documents, ``f_judged`` their scores, ``f_all`` the score of every document
+    (``m_judged``, ``m_all``: the documents' sizes for a ratio, :func:`ppi_batch`)."""
+    sizes = {} if m_judged is None or m_all is None else {
+        "m_judged": np.asarray(m_judged, float)[None], "m_all": np.asarray(m_all, float)[None]}
     out = ppi_batch(np.asarray(y, float)[None], np.asarray(f_judged, float)[None], np.asarray(f_all, float)[None],
-                    estimand=estimand, lam=lam, confidence=confidence)
+                    estimand=estimand, lam=lam, confidence=confidence, **sizes)
     v, lo, hi, h = (float(out[k][0]) for k in ("value", "low", "high", "half"))
     return PPIEstimate(v, (lo, hi), h, len(y), len(f_all), estimand, float(out["lam"][0]),
                        agreement(y, f_judged), predictor, fallback)
@@ -218,13 +242,15 @@ def _scores(predict: Predict | None, labels: Mapping[str, float], ids: Sequence[
 def sequential_ppi(ids: Sequence[str], *, seed: int, salt: str, target: float | None,
                    label: Callable[[list[str]], Mapping[str, float]], predict: Predict | None,
                    predictor: str = "predictor", estimand: str = "release", limit: int | None = None,
-                   first: int = FIRST_LOOK, say: Callable[[str], None] | None = None) -> PPIRun:
+                   first: int = FIRST_LOOK, say: Callable[[str], None] | None = None,
+                   sizes: Mapping[str, float] | None = None) -> PPIRun:
     """Judge the documents ``ids`` in the seeded order, one batch per look (``label`` returns the
     LLM's value of each document of the batch), re-score every document with ``predict`` on the
     labels so far, and stop at the first look whose prediction-powered half-width is at most
     ``target`` (``None``: every document, the exact figure). ``limit``: at most this many judged.
     A predictor that raises :class:`PredictorUnavailable` at the last look leaves the plain sample
-    (its reason in ``estimate.fallback``)."""
+    (its reason in ``estimate.fallback``). ``sizes`` (the ratio form): each document's size; the
+    LLM's values and the scores are then document totals and the figure total / size."""
     order = seeded_order(ids, seed, salt)
     cap = len(order) if limit is None else min(limit, len(order))
     labels: dict[str, float] = {}
@@ -239,7 +265,9 @@ def sequential_ppi(ids: Sequence[str], *, seed: int, salt: str, target: float | 
         scores, fell = _scores(predict, labels, order, [])
         est = ppi_mean([labels[i] for i in judged], [scores[i] for i in judged], [scores[i] for i in order],
                        estimand=estimand, predictor=predictor if fell is None else "none", fallback=fell,
-                       confidence=CONFIDENCE if target is None else SEQUENTIAL_CONFIDENCE)
+                       confidence=CONFIDENCE if target is None else SEQUENTIAL_CONFIDENCE,
+                       m_judged=None if sizes is None else [sizes[i] for i in judged],
+                       m_all=None if sizes is None else [sizes[i] for i in order])
         if target is not None and est.half_width <= target:
             return PPIRun(est, labels, scores, tuple(taken), target, True, seed)
         if say is not None and len(taken) == 1 and k < cap:
