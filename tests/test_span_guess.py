@@ -215,9 +215,12 @@ def test_attack_end_to_end_with_scripted_llm(home):
     assert result.name == "span_guess" and result.kind == "attack" and result.release == "intact"
     # n counts documents (the independent units); the 7 spans in them are the trials.
     assert result.n == 2 and result.details["trials"] == 7 and result.details["successes"] == 3
-    assert result.details["unit"] == "documents" and result.details["tiny_sample"] is True
+    assert result.details["unit"] == "documents"
     assert result.value == pytest.approx(3 / 7)
-    assert result.ci[0] < result.value < result.ci[1]
+    # the LLM guessed on both documents (the first look takes 10): the figure is exact about this
+    # release, its interval the point (prediction-powered, audit.core.ppi's ratio form)
+    assert result.ci == pytest.approx((3 / 7, 3 / 7)) and result.details["value_from"] == "sum:recovered/attacked"
+    assert result.details["made"] == "every document judged (2), exact, about this release"
     per = result.details["per_label"]
     assert (per["PERSON"]["spans"], per["PERSON"]["successes"]) == (2, 1)
     assert (per["LOC"]["spans"], per["LOC"]["n"], per["LOC"]["successes"]) == (3, 2, 1)

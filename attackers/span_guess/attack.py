@@ -7,7 +7,6 @@ import random
 import time
 from collections import Counter
 from collections.abc import Sequence
-from itertools import zip_longest
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -15,6 +14,7 @@ from attackers.span_guess.batches import guess_in_batches
 from attackers.span_guess.background import Background, background_guesses, llm_rerank
 from attackers.span_guess.guesser import SpanGuesser
 from attackers.span_guess.matcher import Matcher, corpus_matcher, normalise
+from attackers.span_guess.llm_sample import PoweredGuessing, asks_llm, interleave, powered_details
 from attackers.span_guess.prior import LabelPrior, combine, top
 from audit.core.align import replaced_spans
 from audit.core.data import Span
@@ -22,7 +22,8 @@ from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
-from audit.core.sequential import DEFAULT_HALF_WIDTH, check_target
+from audit.core.ppi import PPIRun
+from audit.core.sequential import DEFAULT_HALF_WIDTH, SequentialSample, check_target
 from audit.core.stats import cluster_bootstrap, clustered_details, clustered_risk
 from audit.models.llm import LLM
 from audit.models.resources import UsesLLM, resources_of
@@ -46,7 +47,7 @@ Rank = Literal["fit", "llm"]
 
 
 @register("attack")
-class SpanGuessAttack(UsesLLM, Attack):
+class SpanGuessAttack(PoweredGuessing, UsesLLM, Attack):
     """For every replaced or masked span, an LLM guesses the original from the sanitized document."""
 
     name: ClassVar[str] = "span_guess"
@@ -236,27 +237,20 @@ class SpanGuessAttack(UsesLLM, Attack):
         return self._background
 
     def _sources(self, scenario: Scenario, release: Release, knowledge: str, targets: list[_Target],
-                 prior: LabelPrior) -> tuple[dict[str, list[list[str]]], str, dict[str, Any]]:
+                 prior: LabelPrior, found: tuple | None = None) -> tuple[dict[str, list[list[str]]], str, dict[str, Any]]:
         """The guesses of each source the adversary has, per target, the name of the source its
         background guesses come from (``background`` or, with the prior, ``background_and_prior``),
-        and the background's diagnostics."""
+        and the background's diagnostics. ``found``: the background's part for these targets,
+        computed already (:meth:`_background_part`)."""
         timing: dict[str, float] = {}
         sources: dict[str, list[list[str]]] = {}
         diag: dict[str, Any] = {}
         head = "background_and_prior" if self.prior else "background"
         if knowledge in ("background", "both"):
             started = time.perf_counter()
-            found = background_guesses(self.background(scenario), targets, self.guesses, people=self.people,
-                                       progress=self.progress)
-            sources["background"], sources["background_person_only"], diag = found.fitted, found.plain, found.diag
-            timing.update(found.seconds)
-            dists = found.dists
-            if self.prior:
-                priors = [prior.distribution(t.span.label, t.span.original or "") for t in targets]
-                sources["prior"] = [top(d, self.guesses) for d in priors]
-                seen = [prior.seen_mass(t.span.label, t.span.original or "") for t in targets]
-                dists = [combine(b, q, m) for b, q, m in zip(dists, priors, seen)]
-                sources[head] = [top(d, self.guesses) for d in dists]
+            sources, dists, diag, seconds = found or self._background_part(scenario, targets, prior)
+            sources = dict(sources)
+            timing.update(seconds)
             if self.rank == "llm":  # the best 2p re-ranked by the LLM's log-probabilities
                 llm = self._get_llm()
                 sources[head] = [[c for c, _ in llm_rerank(llm, t.text, t.span.start, t.span.end, top(d, 2 * self.guesses))]
@@ -271,19 +265,36 @@ class SpanGuessAttack(UsesLLM, Attack):
         self.record_timing(release.name, {k: v + before.get(k, 0.0) for k, v in timing.items()})
         return sources, head, diag
 
+    def _background_part(self, scenario: Scenario, targets: list[_Target], prior: LabelPrior):
+        """What the background gives without the LLM: ``(guesses per source, the head source's
+        distributions, diagnostics, seconds per step)``; the head is ranked by context fit."""
+        found = background_guesses(self.background(scenario), targets, self.guesses, people=self.people,
+                                   progress=self.progress)
+        sources = {"background": found.fitted, "background_person_only": found.plain}
+        dists = found.dists
+        if self.prior:
+            priors = [prior.distribution(t.span.label, t.span.original or "") for t in targets]
+            sources["prior"] = [top(d, self.guesses) for d in priors]
+            seen = [prior.seen_mass(t.span.label, t.span.original or "") for t in targets]
+            dists = [combine(b, q, m) for b, q, m in zip(dists, priors, seen)]
+            sources["background_and_prior"] = [top(d, self.guesses) for d in dists]
+        return sources, dists, found.diag, dict(found.seconds)
+
     def _scored(self, knowledge: str, sources: dict[str, list[list[str]]], head: str) -> list[list[str]]:
         """The guesses that count, per span: the context LLM's, the background's, or both interleaved."""
         if knowledge == "context":
             return sources["context_llm"]
         if knowledge == "background":
             return sources[head]
-        return _interleave(sources[head], sources["context_llm"], self.guesses)
+        return interleave(sources[head], sources["context_llm"], self.guesses)
 
     def _guess(self, scenario: Scenario, release: Release, knowledge: str, matcher: Matcher,
                all_targets: list[_Target], prior: LabelPrior):
         """The spans attacked, their guesses per source, the head source, the diagnostics and how
         the documents were sampled (:func:`~attackers.span_guess.batches.guess_in_batches`)."""
         self.__dict__.get("timings_by_release_", {}).pop(release.name, None)  # the batches add theirs up
+        if asks_llm(knowledge, self.rank):  # prediction-powered: every span scored cheaply, the LLM on a sample
+            return self._guess_powered(scenario, release, knowledge, matcher, self._sample(all_targets), prior)
         return guess_in_batches(
             self._sample(all_targets), seed=self.seed, target=self.target,
             say=lambda m: say(f"span_guess on {release.name}: {m}", enabled=self.progress),
@@ -321,10 +332,10 @@ class SpanGuessAttack(UsesLLM, Attack):
                      for t in targets]
         n = len(targets)
         successes = sum(hit is not None for _, _, hit in findings)
-        baseline = sum(base_hits) / n if n else None
         # The spans of one document share its context: resample documents, not spans.
         units = _units([(t.doc_id, hit is not None) for t, _, hit in findings])
-        headline = clustered_risk(units, baseline, seed=self.seed)
+        headline, how = self._how_made(seq, units, sum(base_hits) / n if n else None, prior, matcher,
+                                       self._sample(all_targets), successes)
 
         rules = Counter(hit[1] for _, _, hit in findings if hit is not None)
         recovered_by = {name: {"recovered": sum(hits), "of": n, "rate": sum(hits) / n if n else None}
@@ -336,7 +347,6 @@ class SpanGuessAttack(UsesLLM, Attack):
             "rules": dict(rules.most_common()),
             "spans_total": len(all_targets),
             "spans_attacked": n,
-            **({"sampled": seq.to_dict()} if self.target is not None or seq.documents < seq.of else {}),
             "skipped": skipped,
             "guesses": self.guesses,
             "baseline_method": (f"context-free: the {self.guesses} most frequent originals of the span's label "
@@ -346,7 +356,7 @@ class SpanGuessAttack(UsesLLM, Attack):
             if knowledge != "background" or self.rank == "llm" else "",
             "params": self.get_params(),
             **{k: v for k, v in diag.items() if k != "per_span"},
-            **clustered_details(cluster_bootstrap(units, seed=self.seed), "spans"),
+            **how,
         }
         details["prior"] = self.prior and knowledge != "context"
         details["attacker"] = _attacker_sentence(knowledge, recovered_by, diag, self.people, self.rank,
@@ -355,22 +365,24 @@ class SpanGuessAttack(UsesLLM, Attack):
         if warnings:
             details["warning"] = "; ".join(warnings)
         per_span = diag.get("per_span") or [{} for _ in targets]
-        details["value_from"] = "sum:recovered/attacked"  # recomputed from the findings by every reader
         return [Result.from_risk(self.name, release.name, headline, details=details,
                                  documents=_documents(findings, sources, per_span, per_source))]
 
 
-def _interleave(first: list[list[str]], second: list[list[str]], p: int) -> list[list[str]]:
-    """Per span: the two guess lists alternately (first's best first), without repeats, cut at ``p``."""
-    out = []
-    for a, b in zip(first, second):
-        merged: list[str] = []
-        for pair in zip_longest(a, b):
-            for g in pair:
-                if g and g.lower() not in {m.lower() for m in merged}:
-                    merged.append(g)
-        out.append(merged[:p])
-    return out
+    def _how_made(self, seq: SequentialSample | PPIRun, units: list[tuple[int, int]], baseline: float | None,
+                  prior: LabelPrior, matcher: Matcher, every: list[_Target], successes: int):
+        """The headline and how it was made: the cluster bootstrap over the documents guessed, or (LLM
+        modes) the prediction-powered figure over ``every`` span (findings: the judged documents')."""
+        if isinstance(seq, PPIRun):
+            how = powered_details(seq, self.cheap_, sum(b for _, b in units))
+            if seq.estimate.exact:
+                how["value_from"] = "sum:recovered/attacked"
+            return self._powered_headline(seq, prior, matcher, every, successes), how
+        how = clustered_details(cluster_bootstrap(units, seed=self.seed), "spans")
+        if self.target is not None or seq.documents < seq.of:
+            how["sampled"] = seq.to_dict()
+        how["value_from"] = "sum:recovered/attacked"  # recomputed from the findings by every reader
+        return clustered_risk(units, baseline, seed=self.seed), how
 
 
 def _attacker_sentence(knowledge: str, by: dict[str, dict], diag: dict[str, Any], people: int, rank: str,

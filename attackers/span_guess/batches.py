@@ -1,14 +1,18 @@
 """Span guessing on documents taken to the interval target (:mod:`audit.core.sequential`):
 the attacked documents in a seeded order, guessed batch by batch (10, 20, 40, ... documents),
 until the cluster-bootstrap interval of the recovery rate is narrow enough or every document is
-done. The guesses of the batches are put back in the spans' order, and the background's
+done. With a cheap score of every document (:class:`Cheap`, span guessing's LLM modes) the
+batches are the LLM's sample of a prediction-powered estimate instead (:mod:`audit.core.ppi`,
+its ratio form: recovered spans / spans over documents of unequal size). The guesses of the batches are put back in the spans' order, and the background's
 diagnostics of the batches are combined as if computed on all chosen spans at once."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from audit.core.ppi import PPIRun, sequential_ppi
 from audit.core.sequential import SequentialSample, sample_sequentially
 from audit.core.stats import cluster_bootstrap
 
@@ -20,14 +24,27 @@ _SUMMED = ("documents_attacked", "documents_without_background", "spans_without_
 _MEANS = ("person_found_rate", "person_in_retrieved_rate", "person_posterior")
 
 
+@dataclass(frozen=True)
+class Cheap:
+    """The cheap score of every document: ``recovered`` spans by a guesser that asks no LLM,
+    what that guesser is (``name``), and which question the interval answers (``estimand``)."""
+
+    recovered: Mapping[str, float]
+    name: str
+    estimand: str = "release"
+
+
 def guess_in_batches(targets: Sequence[Any], *, seed: int, target: float | None, say: Callable[[str], None] | None,
                      sources_of: Callable[[list[Any]], tuple[dict[str, list[list[str]]], str, dict[str, Any]]],
-                     hits_of: Callable[[list[Any], dict[str, list[list[str]]], str], list[bool]]
-                     ) -> tuple[list[Any], dict[str, list[list[str]]], str, dict[str, Any], SequentialSample]:
+                     hits_of: Callable[[list[Any], dict[str, list[list[str]]], str], list[bool]],
+                     cheap: Cheap | None = None
+                     ) -> tuple[list[Any], dict[str, list[list[str]]], str, dict[str, Any], SequentialSample | PPIRun]:
     """``(targets attacked, their guesses per source, the head source, diagnostics, the sample)``.
     ``sources_of(batch)`` guesses a batch of targets (the attack's ``_sources``); ``hits_of(batch,
     sources, head)`` says which of them a guess recovered (for the interval between looks); ``say``
-    is told what the rest may cost after the first batch."""
+    is told what the rest may cost after the first batch. ``cheap``: every document's cheap score;
+    the sample is then a prediction-powered one (a :class:`~audit.core.ppi.PPIRun`), in the same
+    seeded order of documents."""
     by_doc: dict[str, list[int]] = {}
     for i, t in enumerate(targets):
         by_doc.setdefault(t.doc_id, []).append(i)
@@ -37,7 +54,7 @@ def guess_in_batches(targets: Sequence[Any], *, seed: int, target: float | None,
     units: list[tuple[int, int]] = []
     heads: list[str] = []
 
-    def run(docs: list[str]) -> None:
+    def run(docs: list[str]) -> dict[str, float]:
         idx = sorted(i for d in docs for i in by_doc[d])
         batch = [targets[i] for i in idx]
         sources, head, diag = sources_of(batch)
@@ -53,12 +70,20 @@ def guess_in_batches(targets: Sequence[Any], *, seed: int, target: float | None,
             per[t.doc_id][0] += ok
             per[t.doc_id][1] += 1
         units.extend((a, b) for a, b in per.values())
+        return {d: float(a) for d, (a, _) in per.items()}
 
     def interval() -> tuple[float, float] | None:
         return cluster_bootstrap(units, seed=seed).ci if units else None
 
-    seq = sample_sequentially(list(by_doc), seed=seed, salt="span-documents", target=target, run=run,
-                              interval=interval, say=say)
+    seq: SequentialSample | PPIRun
+    if cheap is None:
+        seq = sample_sequentially(list(by_doc), seed=seed, salt="span-documents", target=target, run=run,
+                                  interval=interval, say=say)
+    else:
+        seq = sequential_ppi(list(by_doc), seed=seed, salt="span-documents", target=target, label=run,
+                             predict=lambda _labels: {d: float(cheap.recovered[d]) for d in by_doc},
+                             predictor=cheap.name, estimand=cheap.estimand, say=say,
+                             sizes={d: float(len(ix)) for d, ix in by_doc.items()})
     chosen = sorted(guesses)
     names = list(guesses[chosen[0]]) if chosen else []
     sources = {name: [guesses[i][name] for i in chosen] for name in names}
