@@ -115,6 +115,9 @@ def test_both_interleaves_the_two_sources_and_reports_each(home):
     assert set(first["guesses_by_source"]) == {"background", "background_person_only", "prior", "background_and_prior",
                                                "context_llm"}
     assert "the context-only LLM guesser 0 of 8 spans" in res.details["attacker"]
+    # the LLM asks per span: prediction-powered, every span scored by the background ranker alone
+    assert res.details["predictor"].startswith("the same attack without the LLM")
+    assert res.details["cheap_recovered"]["recovered"] == 8 and res.details["made"].endswith("exact, about this release")
 
 
 def test_context_knowledge_keeps_the_old_guesser_and_says_so(home):
@@ -169,6 +172,7 @@ def test_llm_rerank_orders_fixed_answers_by_log_probability():
     (res,) = _attack(rank="llm", llm=llm).fit(scenario).evaluate(scenario, release)
     spans = {s["original"]: s for d in res.documents for s in d.facts["spans"]}
     assert spans["Izmir"]["guesses"][0] == "Izmir" and "log-probability" in res.details["attacker"]
+    assert res.details["estimate"]["scored"] == res.details["estimate"]["judged"] and "value_from" in res.details
 
 
 def test_nothing_from_the_background_reaches_the_shareable_edition(home):
