@@ -14,7 +14,7 @@ from attackers.span_guess.batches import guess_in_batches
 from attackers.span_guess.background import Background, background_guesses, llm_rerank
 from attackers.span_guess.guesser import SpanGuesser
 from attackers.span_guess.matcher import Matcher, corpus_matcher, normalise
-from attackers.span_guess.llm_sample import PoweredGuessing, asks_llm, interleave, powered_details
+from attackers.span_guess.llm_sample import PoweredGuessing, asks_llm, interleave
 from attackers.span_guess.prior import LabelPrior, combine, top
 from audit.core.align import replaced_spans
 from audit.core.data import Span
@@ -22,9 +22,8 @@ from audit.core.errors import AnonauditError
 from audit.core.interfaces import Attack
 from audit.core.registry import register
 from audit.core.results import Finding, Highlight, Result
-from audit.core.ppi import PPIRun
-from audit.core.sequential import DEFAULT_HALF_WIDTH, SequentialSample, check_target
-from audit.core.stats import cluster_bootstrap, clustered_details, clustered_risk
+from audit.core.sequential import DEFAULT_HALF_WIDTH, check_target
+from audit.core.stats import cluster_bootstrap
 from audit.models.llm import LLM
 from audit.models.resources import UsesLLM, resources_of
 from audit.runtime.progress import say
@@ -84,8 +83,9 @@ class SpanGuessAttack(PoweredGuessing, UsesLLM, Attack):
         """
         guesses: guesses asked for per span.
         sample: attack a seeded random sample of this many spans per release (default: all spans).
-        target: attack the documents in a seeded order, in batches of 10, 20, 40, ..., until the
-            95% interval of the recovery rate is at most this wide on each side (none: every document).
+        target: attack the documents in a seeded order, in batches of 10, 20, 40, ..., until the 95% interval
+            of the recovery rate is at most this wide on each side (none: every document); where the LLM
+            guesses, every span is guessed without it too and the figure is prediction-powered (docs/statistics.md).
         llm: the LLM that guesses (a spec, see ``anonaudit models list``, or an LLM object).
         labels: only attack spans with these entity labels.
         frequent_lemmas: leave the N most frequent lemmas of the originals out of lemma matching.
@@ -367,22 +367,6 @@ class SpanGuessAttack(PoweredGuessing, UsesLLM, Attack):
         per_span = diag.get("per_span") or [{} for _ in targets]
         return [Result.from_risk(self.name, release.name, headline, details=details,
                                  documents=_documents(findings, sources, per_span, per_source))]
-
-
-    def _how_made(self, seq: SequentialSample | PPIRun, units: list[tuple[int, int]], baseline: float | None,
-                  prior: LabelPrior, matcher: Matcher, every: list[_Target], successes: int):
-        """The headline and how it was made: the cluster bootstrap over the documents guessed, or (LLM
-        modes) the prediction-powered figure over ``every`` span (findings: the judged documents')."""
-        if isinstance(seq, PPIRun):
-            how = powered_details(seq, self.cheap_, sum(b for _, b in units))
-            if seq.estimate.exact:
-                how["value_from"] = "sum:recovered/attacked"
-            return self._powered_headline(seq, prior, matcher, every, successes), how
-        how = clustered_details(cluster_bootstrap(units, seed=self.seed), "spans")
-        if self.target is not None or seq.documents < seq.of:
-            how["sampled"] = seq.to_dict()
-        how["value_from"] = "sum:recovered/attacked"  # recomputed from the findings by every reader
-        return clustered_risk(units, baseline, seed=self.seed), how
 
 
 def _attacker_sentence(knowledge: str, by: dict[str, dict], diag: dict[str, Any], people: int, rank: str,

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from attackers.span_guess.batches import Cheap, guess_in_batches
 from audit.core.ppi import PPIRun, describe_fallback
-from audit.core.stats import Risk, SuccessRate
+from audit.core.sequential import SequentialSample
+from audit.core.stats import Risk, SuccessRate, cluster_bootstrap, clustered_details, clustered_risk
 from audit.runtime.progress import say
 
 if TYPE_CHECKING:
@@ -40,8 +41,9 @@ def asks_llm(knowledge: str, rank: str) -> bool:
 
 
 class PoweredGuessing:
-    """The LLM modes' sampling, mixed into :class:`~attackers.span_guess.attack.SpanGuessAttack`
-    (it reads the attack's parameters and calls its ``_sources``, ``_background_part`` and ``_hits``)."""
+    """The LLM modes' sampling, and how each figure was made (both paths), mixed into
+    :class:`~attackers.span_guess.attack.SpanGuessAttack` (it reads the attack's parameters and
+    calls its ``_sources``, ``_background_part`` and ``_hits``)."""
 
     def _guess_powered(self, scenario: Scenario, release: Release, knowledge: str, matcher: Matcher,
                        targets: list, prior: LabelPrior):
@@ -85,6 +87,20 @@ class PoweredGuessing:
                     **({"per_span": diag["per_span"]} if "per_span" in diag else {})}
         return chosen, sources, head, diag, run
 
+    def _how_made(self, seq: SequentialSample | PPIRun, units: list[tuple[int, int]], baseline: float | None,
+                  prior: LabelPrior, matcher: Matcher, every: list, successes: int):
+        """The headline and how it was made: the cluster bootstrap over the documents guessed, or (LLM
+        modes) the prediction-powered figure over ``every`` span (findings: the judged documents')."""
+        if isinstance(seq, PPIRun):
+            how = powered_details(seq, self.cheap_, sum(b for _, b in units))
+            if seq.estimate.exact:
+                how["value_from"] = "sum:recovered/attacked"
+            return self._powered_headline(seq, prior, matcher, every, successes), how
+        how = clustered_details(cluster_bootstrap(units, seed=self.seed), "spans")
+        if self.target is not None or seq.documents < seq.of:
+            how["sampled"] = seq.to_dict()
+        how["value_from"] = "sum:recovered/attacked"  # recomputed from the findings by every reader
+        return clustered_risk(units, baseline, seed=self.seed), how
 
     def _powered_headline(self, run: PPIRun, prior: LabelPrior, matcher: Matcher, targets: list,
                           successes: int) -> Risk:
