@@ -11,8 +11,9 @@ wall seconds per prompt. Judge questions are 60-130 tokens; ``--tokens`` also ta
 how busy the machine was: a second process on the cores halves the rate (``uptime`` before and
 after are printed). Writes --out (JSON), prints Markdown.
 
-Not yet run on the 1.5B (2026-12-07: written for issue 69's item 5, the ~30 against ~77 tokens/s
-question; the heavy lock was not free before the session ended): no figure comes from it yet.
+Run on the 1.5B for issue 69's item 5 (the ~30 against ~77 tokens/s question; 2026-12-07): the figures
+and the reading are in benchmarks/README.md ("Prompt rate of the 1.5B"). Flash attention's list
+starts with a minus sign: write ``--flash=-1,0,1``.
 """
 
 from __future__ import annotations
