@@ -68,7 +68,23 @@ def modules() -> dict[str, Path]:
     return out
 
 
+#: Libraries some modules never import: (who, libraries, why). Where work runs (a cluster, its
+#: workers, its checkpoints and scratch folders) is the engine's: a plugin hands its executor a
+#: job (``audit.runtime.trainer``) and asks the engine for folders (``audit.runtime.folders``).
+LIBRARIES: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
+    (("attackers", "defenders", "audit.metrics"), ("ray",),
+     "where work runs is the engine's: a plugin hands its executor a job, issue 71"),
+    (("attackers", "defenders", "audit.metrics"), ("tempfile",),
+     "scratch and temporary folders are the engine's (audit.runtime.folders), issue 71"),
+]
+
+
 def imports_of(path: Path, name: str) -> set[str]:
+    return {m for m in all_imports(path, name) if m.split(".")[0] in PACKAGES}
+
+
+def all_imports(path: Path, name: str) -> set[str]:
+    """Every module ``path`` (the module ``name``) imports, this project's or not, at any depth."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -82,7 +98,7 @@ def imports_of(path: Path, name: str) -> set[str]:
                 base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)
-    return {m for m in found if m.split(".")[0] in PACKAGES}
+    return found
 
 
 def within(module: str, *prefixes: str) -> bool:
@@ -118,6 +134,41 @@ def violations() -> list[str]:
 
 def test_imports_point_down_only():
     assert violations() == []
+
+
+def library_violations() -> list[str]:
+    found = []
+    for name, path in sorted(modules().items()):
+        for target in sorted(all_imports(path, name)):
+            for who, banned, why in LIBRARIES:
+                if within(name, *who) and within(target, *banned):
+                    found.append(f"{path.relative_to(ROOT)}: {name} imports {target} ({why})")
+    return found
+
+
+def test_no_plugin_imports_ray_or_makes_its_own_temporary_folders():
+    """Issue 71: no attack, sanitizer or metric imports Ray (it hands a training to its executor)
+    or tempfile (it asks the engine for scratch folders)."""
+    assert library_violations() == []
+
+
+def test_the_library_rule_sees_a_violation(tmp_path, monkeypatch):
+    bad = {"attackers.bad": "def f():\n    import ray.train\n",
+           "audit.metrics.bad": "from ray import train\nimport tempfile\n",
+           "audit.pipeline.fine": "import ray\nimport tempfile\n"}  # the engine may
+    mods = {}
+    for name, text in bad.items():
+        path = tmp_path.joinpath(*name.split(".")).with_suffix(".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        mods[name] = path
+    monkeypatch.setattr("tests.test_architecture.modules", lambda: mods)
+    monkeypatch.setattr("tests.test_architecture.ROOT", tmp_path)
+    ray_why, tmp_why = LIBRARIES[0][2], LIBRARIES[1][2]
+    assert library_violations() == [f"attackers/bad.py: attackers.bad imports ray.train ({ray_why})",
+                                     f"audit/metrics/bad.py: audit.metrics.bad imports ray ({ray_why})",
+                                     f"audit/metrics/bad.py: audit.metrics.bad imports ray.train ({ray_why})",
+                                     f"audit/metrics/bad.py: audit.metrics.bad imports tempfile ({tmp_why})"]
 
 
 def test_the_checker_sees_a_violation(tmp_path, monkeypatch):

@@ -649,7 +649,7 @@ def test_trir_trains_data_parallel_on_ray_train_and_a_killed_training_resumes(ra
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from attackers.trir import TRIRAttack, resolve_base
-    from attackers.trir.raytrain import FAIL_AFTER_EPOCH_ENV
+    from audit.pipeline.ray_train import FAIL_AFTER_EPOCH_ENV
     from anonaudit.demo.population import generate
 
     base = tmp_path / "tiny-bert"

@@ -67,7 +67,7 @@ def test_ray_train_workers_agree_on_one_arithmetic_from_their_own_hardware(monke
     tests/test_scaleout.py."""
     import torch.distributed as dist
 
-    from attackers.trir.raytrain import agree_precision, cluster_precision
+    from attackers.trir.steps import agree_precision, cluster_precision
 
     assert agree_precision(["bf16", "bf16"]) == "bf16"
     assert agree_precision(["bf16", "fp32", "bf16"]) == "fp32"

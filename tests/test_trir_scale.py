@@ -13,7 +13,7 @@ import torch
 from attackers.trir import TRIRAttack
 from attackers.trir.parse_settings import DISABLED_PIPES, ParseCache
 from attackers.trir.texts import curated_from_parse, curated_with_offsets, masked_copies, masked_from_parses
-from attackers.trir.training import LocalSteps
+from attackers.trir.steps import Steps
 from audit.core.data import Corpus, Document, Release, Scenario
 
 TEXTS = ["Ann Smith moved to Paris in 1990 and taught at the Sorbonne.",
@@ -114,7 +114,7 @@ def test_a_killed_training_resumes_from_its_last_finished_epoch_with_the_same_at
     assert "TRIR epoch 2/3: loss " in err and ", dev accuracy " in err  # one line per epoch, with dev and time
     assert not (tmp_path / "a" / "checkpoints").exists()  # the default checkpoint goes once the attacker is saved
 
-    run_epoch = LocalSteps.epoch
+    run_epoch = Steps.epoch
 
     def killed_in_epoch_2(self, epoch, order):
         if epoch == 2:
@@ -122,12 +122,12 @@ def test_a_killed_training_resumes_from_its_last_finished_epoch_with_the_same_at
         return run_epoch(self, epoch, order)
 
     user_dir = tmp_path / "ckpt"
-    monkeypatch.setattr(LocalSteps, "epoch", killed_in_epoch_2)
+    monkeypatch.setattr(Steps, "epoch", killed_in_epoch_2)
     with pytest.raises(KeyboardInterrupt):
         TRIRAttack(cache_dir=str(tmp_path / "b"), checkpoint_dir=str(user_dir), **_params(tiny_base)).fit(scenario)
     saved = [f for f in user_dir.rglob("*") if f.is_file()]
     assert saved and all(not f.stat().st_mode & 0o077 for f in saved)
-    monkeypatch.setattr(LocalSteps, "epoch", run_epoch)
+    monkeypatch.setattr(Steps, "epoch", run_epoch)
 
     resumed = TRIRAttack(cache_dir=str(tmp_path / "b"), checkpoint_dir=str(user_dir), **_params(tiny_base)).fit(scenario)
     assert resumed.trained_.info["resumed_from_epoch"] == 1
@@ -149,7 +149,7 @@ def test_a_killed_training_resumes_from_its_last_finished_epoch_with_the_same_at
 
 
 def test_a_corrupt_checkpoint_is_not_resumed(tiny_base, tmp_path, capsys):
-    from attackers.trir.checkpoints import STATE_FILE, Checkpoint
+    from audit.runtime.checkpoints import STATE_FILE, Checkpoint
 
     scenario = _scenario()
     params = _params(tiny_base, epochs=1)

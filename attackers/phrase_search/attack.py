@@ -200,9 +200,9 @@ class PhraseSearchAttack(DocumentLinking, Attack):
             if self.shards > 1:
                 folder = self.index_dir
                 if not folder:
-                    import tempfile
+                    from audit.runtime.folders import new_scratch
 
-                    self._tmp_index = tempfile.mkdtemp(prefix="anonaudit-shards-")
+                    self._tmp_index = str(new_scratch("anonaudit-shards-"))
                     folder = self._tmp_index
                 docs = [d for _, c in parts for d in c]
                 index = build_sharded(folder, [d.text for d in docs], shards=self.shards, ids=[d.id for d in docs],
@@ -243,9 +243,9 @@ class PhraseSearchAttack(DocumentLinking, Attack):
         :meth:`Component.close` releases."""
         tmp = self.__dict__.pop("_tmp_index", None)
         if tmp:
-            import shutil
+            from audit.runtime.folders import remove_scratch
 
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_scratch(tmp)
             self.index_, self._fitted_on = None, None
         super().close()
 

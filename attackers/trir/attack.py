@@ -32,6 +32,7 @@ from audit.core.registry import register
 from audit.core.results import Result
 from audit.core.stats import risk
 from audit.models.resources import resources_of
+from audit.runtime.trainer import trainer_name
 
 log = logging.getLogger(__name__)
 
@@ -326,14 +327,8 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
     def _trainer(self, base_path: str) -> str | None:
         """``None`` for a training in one process; ``ray-train:WORKERSxTHREADS`` (or ``xgpu``)
         for a data-parallel one, whose attacker is another draw of the same seed's spread."""
-        executor = resources_of(self).executor
-        if not getattr(executor, "distributed", False) or (
-                self.settings()["pretrain"] and (self.new_mlm_head or has_mlm_head(base_path))):
-            return None
-        from attackers.trir.raytrain import workers_and_threads
-
-        workers, threads, gpu = workers_and_threads(executor, self.num_threads)
-        return f"ray-train:{workers}x{'gpu' if gpu else threads}"
+        placement = self.train_workers(resources_of(self).executor, base_path)
+        return None if placement is None else trainer_name(placement)
 
     def _choose_mask_styles(self, scenario: Scenario, dev: Release | None) -> tuple[str, ...]:
         if not self.settings()["augment_ner"]:
@@ -389,24 +384,19 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         trained.info["cache_key"] = key
         if use_cache:
             trained.store(folder)
-        if not self.checkpoint_dir and (checkpoint := self._checkpoint(background, base_path, dev)) is not None:
-            checkpoint.remove()  # the default checkpoint is only for a killed training: the attacker is saved
+        self.workspace(background, base_path, dev).finish()  # a default checkpoint is only for a killed training
         trained.info["loaded_from_cache"] = False
         self.trained_ = trained
         return self
 
     def _train_where(self, background: Corpus, base_path: str, dev: Release | None, device: str) -> TrainedTRIR:
-        """Train here, or with a distributed executor data-parallel on Ray Train
-        (:mod:`attackers.trir.raytrain`); a run with masked-LM pre-training trains on one worker,
-        with a GPU when the cluster has one (:class:`TrainOnWorker`). The trained attacker comes
-        back to this process."""
+        """Train through the run's executor (:meth:`train_attacker`): here, or data-parallel on Ray
+        Train; a run with masked-LM pre-training on a distributed executor trains whole on one
+        worker, with a GPU when the cluster has one (:class:`TrainOnWorker`). The trained
+        attacker comes back to this process."""
         executor = resources_of(self).executor
-        if not getattr(executor, "distributed", False):
-            return self.train_attacker(background, base_path, dev, device)
-        if self._trainer(base_path) is not None:
-            from attackers.trir.raytrain import train_on_ray  # data-parallel on Ray Train
-
-            return train_on_ray(self, background, base_path, dev, device, executor)
+        if not getattr(executor, "distributed", False) or self._trainer(base_path) is not None:
+            return self.train_attacker(background, base_path, dev, device, executor)
         gpus = int(executor.info().get("gpus") or 0)
         from attackers.trir.distributed import TrainOnWorker
 

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attackers.trir.encoder import folder_digest, quiet_transformers
-from audit.core.config import make_private, record
 from audit.core.errors import AnonauditError
+from audit.runtime.folders import scratch, sealed_folder
 
 if TYPE_CHECKING:
     from audit.core.data import Corpus, Release
@@ -55,35 +52,23 @@ class TrainedTRIR:
     def store(self, folder: Path) -> None:
         """Save into ``folder`` (replacing it) through a temporary folder beside it, renamed at
         the end, so an interrupted save never leaves a half-written attacker to be loaded."""
-        from audit.core.files import sweep_temporaries, temporary_prefix
-        from audit.runtime.integrity import seal
-
-        sweep_temporaries(folder.parent)  # half-saved attackers of killed runs
-        tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(folder.name), suffix=".tmp", dir=folder.parent))
-        try:
+        # sealed (verified before it is reused), owner only (it has learnt the background),
+        # recorded as anonaudit's (`cache clear` may remove it); half-saved ones of killed runs swept
+        with sealed_folder(folder) as tmp:
             self.save(tmp)
-            seal(tmp)  # verified before it is reused (audit.runtime.integrity)
-            for f in tmp.rglob("*"):  # the attacker has learnt the background: owner only
-                make_private(f)
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.replace(tmp, folder)
-            record(folder)  # anonaudit's: `cache clear` may remove it
-            self.path = folder
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        self.path = folder
 
     def to_files(self) -> dict[str, bytes]:
         """The saved attacker's files by name (what :meth:`from_files` loads): how a trained
         attacker travels from a cluster's worker to the run."""
-        with tempfile.TemporaryDirectory(prefix="trir-") as tmp:
+        with scratch("trir-") as tmp:
             self.save(Path(tmp))
             return {str(f.relative_to(tmp)): f.read_bytes() for f in sorted(Path(tmp).rglob("*")) if f.is_file()}
 
     @classmethod
     def from_files(cls, files: dict[str, bytes], device: str) -> TrainedTRIR:
         """The attacker whose saved files are ``files`` (:meth:`to_files`), loaded on ``device``."""
-        with tempfile.TemporaryDirectory(prefix="trir-") as tmp:
+        with scratch("trir-") as tmp:
             for name, data in files.items():
                 path = Path(tmp) / name
                 if Path(tmp) not in path.resolve().parents:  # names come from another process: stay inside

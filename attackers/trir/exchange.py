@@ -1,4 +1,4 @@
-"""The gradient exchange of TRIR's data-parallel training (:mod:`attackers.trir.raytrain`).
+"""The gradient exchange of TRIR's data-parallel training (:mod:`attackers.trir.steps`, on Ray Train).
 
 What PyTorch's DDP does, for the one model it is used with here, with one difference that
 matters on a CPU: of the word-embedding matrix (half of MiniLM's 22.7 M parameters) only the

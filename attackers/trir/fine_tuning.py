@@ -1,18 +1,18 @@
 """TRIR's one training routine, run here or on each Ray Train worker.
 
-A training has three parts, each written once and called by both ways of training (here:
-:meth:`attackers.trir.training.TRIRTraining.train_attacker`; data-parallel on Ray Train:
-:func:`attackers.trir.raytrain.train_on_ray` and its workers):
+A training has three parts, each written once and run wherever the engine runs the training
+(:meth:`attackers.trir.training.TRIRTraining.train_attacker` hands it to the run's executor:
+here, or data-parallel on Ray Train, :mod:`audit.runtime.trainer`):
 
 1. what it reads, prepared once by the run's process: the tokenizer, the training texts and
    windows, the dev windows (:meth:`~attackers.trir.training.TRIRTraining.training_data`, a
    :class:`TrainingData`);
 2. the epochs (:class:`FineTuning`): the epoch sampler, the plan of passes and early stopping
    (:mod:`attackers.trir.schedule`), the optimizer and its schedule, the resume from a
-   checkpoint, the choice of the best epoch on the dev release. What one epoch does is the one
-   thing that differs, an :class:`EpochSteps`: every batch on this process's device
-   (:class:`attackers.trir.training.LocalSteps`), or a worker's slice of every batch with the
-   gradients summed across the workers (:class:`attackers.trir.raytrain.WorkerSteps`);
+   checkpoint, the choice of the best epoch on the dev release; what one epoch does is an
+   :class:`EpochSteps`, written once and world-size aware (:class:`attackers.trir.steps.Steps`:
+   one worker's slice of every batch, the whole batch when it is the only worker, the
+   gradients summed across the workers when there are several);
 3. the record, with the fit check, written by the run's process
    (:meth:`~attackers.trir.training.TRIRTraining.training_record`).
 """

@@ -4,19 +4,18 @@
 the attack fine-tunes the base encoder as a classifier with one class per person of the
 background, on overlapping token windows, optionally after further masked-LM pre-training
 on the background, and keeps the epoch that does best on a dev release when it has one.
-The routine is :mod:`attackers.trir.fine_tuning`'s, shared with the Ray Train workers
-(:mod:`attackers.trir.raytrain`); here are what it reads (:meth:`TRIRTraining.training_data`),
-the epochs on this process's device (:class:`LocalSteps`) and the record
-(:meth:`TRIRTraining.training_record`).
+The engine runs the training where the run's executor says (:mod:`audit.runtime.trainer`):
+here, or data-parallel on Ray Train; the loop and its one epoch step are
+:mod:`attackers.trir.steps`'s, the same on both. Here are what it reads
+(:meth:`TRIRTraining.training_data`), the masked-LM pre-training, the job handed to the engine
+(:meth:`TRIRTraining.train_attacker`) and the record (:meth:`TRIRTraining.training_record`).
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,17 +23,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attackers.trir.training_batches import dedup_windows, freeze_lower, length_batches
 from attackers.trir.attacker_cache import TrainedTRIR, cache_root
-from attackers.trir.checkpoints import Checkpoint
-from attackers.trir.fine_tuning import FineTuned, FineTuning, TrainingData
 from attackers.trir.encoder import autocast, has_mlm_head, quiet_transformers, torch_settings
+from attackers.trir.fine_tuning import FineTuned, TrainingData
+from attackers.trir.steps import FineTuneJob, fine_tune
 from attackers.trir.texts import LABEL_STYLE, curated_from_parse, masked_from_parses, style_words
-from attackers.trir.token_windows import Windows, make_windows, pad_batch, predict_logits, sum_window_logits
+from attackers.trir.token_windows import Windows, make_windows, predict_logits
+from attackers.trir.training_batches import dedup_windows
 from audit.core.errors import AnonauditError
+from audit.runtime.executor import LocalExecutor
+from audit.runtime.trainer import TrainingJob, trainer_name
+from audit.runtime.trainer import Workspace
 
 if TYPE_CHECKING:
     from audit.core.data import Corpus, Release
+    from audit.runtime.executor import Executor
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,10 @@ FIT_CHECK_MIN = 0.5
 #: Whether a training here steps torch's fused AdamW (as each Ray Train worker does) instead of
 #: its loop over parameters: a candidate speed-up of issue 70, measured by benchmarks/trir_fidelity.py.
 FUSED_ADAMW = False
+#: The Ray Train workers' switches (the ablations of ``benchmarks/trir_scale.py``): torch's fused
+#: AdamW (a step every worker repeats costs ~7x less than the loop over parameters), and the
+#: gradient exchange overlapped with the backward pass (:mod:`attackers.trir.exchange`).
+RAY_FUSED_ADAMW, OVERLAP = True, True
 
 
 # --------------------------------------------------------------------------- training
@@ -57,40 +64,89 @@ class TRIRTraining:
     its spaCy parses (``_parse``) and its text preparation (``_prepare``) from ``self``.
     """
 
-    def train_attacker(self, background: Corpus, base_path: str, dev: Release | None, device: str) -> TrainedTRIR:
-        """Fine-tune the base encoder here as a one-class-per-person classifier, resuming from the
-        training's checkpoint when a killed run left one (:mod:`attackers.trir.checkpoints`)."""
+    def train_attacker(self, background: Corpus, base_path: str, dev: Release | None, device: str,
+                       executor: Executor | None = None) -> TrainedTRIR:
+        """Fine-tune the base encoder as a one-class-per-person classifier through the engine
+        (:meth:`audit.runtime.executor.Executor.train`): here on the local executor (``executor``
+        ``None`` too), data-parallel on Ray Train on the Ray executor; resuming from the training's
+        checkpoint when a killed run left one. One loop and one step on both
+        (:func:`attackers.trir.steps.fine_tune`)."""
         import torch
 
+        placement = self.train_workers(executor, base_path)
+        trainer = trainer_name(placement)
+        workers, threads, gpu = placement or (1, self.num_threads, False)
+        workspace = self.workspace(background, base_path, dev)
+        (executor or LocalExecutor()).check_training(workspace)  # before any work
         data = self.training_data(background, base_path, dev)
-        checkpoint = self._checkpoint(background, base_path, dev)
-        resume = checkpoint.load() if checkpoint is not None else None
+        resume = workspace.resume(trainer) if trainer == "local" else None
         notes = list(data.text_notes)
-        with torch_settings(self.seed, device, self.num_threads):
-            threads_used = torch.get_num_threads() if device == "cpu" else None
-            if resume is None:
-                model, pretrained, mlm_losses = self._classifier(base_path, data.tokenizer, data.texts, data.label_of,
-                                                                 device, notes)
+        with torch_settings(self.seed, device, self.num_threads), workspace.scratch(".pretrained.") as scratch:
+            threads_used = torch.get_num_threads() if device == "cpu" and trainer == "local" else None
+            if trainer != "local":
+                model_path, pre = None, {"pretrained": False, "mlm_losses": [], "notes": list(notes)}
+            elif resume is None:
+                model_path, pre = self._pretrained(base_path, data, device, notes, scratch)
             else:
-                model, pretrained, mlm_losses = self._resumed_classifier(base_path, data.label_of, device, resume, notes)
-            pre = {"pretrained": pretrained, "mlm_losses": mlm_losses, "notes": list(notes)}
+                model_path, pre = base_path, resume["pre"]
+                notes[:] = list(pre["notes"])
+                if self.progress:
+                    print(f"    TRIR: resuming the training after epoch {resume['epoch']} (checkpoint)",
+                          file=sys.stderr, flush=True)
             notes += data.window_notes
-            tuning = FineTuning(self, data.y, data.dev_documents)
-            steppers = tuning.optimizer(model, fused=FUSED_ADAMW)
-            steps = LocalSteps(self, model, data, device, steppers, tuning.epochs, checkpoint, pre)
-            start = tuning.start(resume, *steppers, steps.snapshot)
-            if resume is not None:
-                torch.set_rng_state(resume["rng"])
-                _restore_cuda_rng(resume.get("cuda_rng"))
-            tuned = tuning.run(steps, start)
-            if tuned.chosen != len(tuned.history):
-                model.load_state_dict(tuned.best[2])
+            job = TrainingJob(loop=fine_tune, payload=self._fine_tune_job(data, model_path, pre, trainer),
+                              workspace=workspace, device=device, workers=workers, threads=threads, gpu=gpu,
+                              trainer=trainer, label="TRIR training", progress=self.progress)
+            state = (executor or LocalExecutor()).train(job)
+            trained = self._trained(state, data, base_path, device)
+            tuned = FineTuned(state["history"], state["chosen_epoch"], state["per_epoch"], state["selection"],
+                              (state["best_accuracy"], state["best_epoch"], None), state["stopped"])
             notes.append(tuned.note(dev))
-            info = self.training_record(background, base_path, dev, data, model, device, tuned, notes)
-        model.eval()
-        info.update(device=device, threads=threads_used, pretrained=pretrained, pretrain_loss=mlm_losses,
-                    resumed_from_epoch=None if resume is None else resume["epoch"])
-        return TrainedTRIR(model=model, tokenizer=data.tokenizer, labels=data.labels, info=info)
+            if trainer != "local":
+                notes.append(f"trained data-parallel on Ray Train: {workers} worker(s)")
+            info = self.training_record(background, base_path, dev, data, trained.model, device, tuned, notes)
+        info.update(device=device, threads=threads_used, pretrained=bool(state["pre"]["pretrained"]),
+                    pretrain_loss=list(state["pre"]["mlm_losses"]), resumed_from_epoch=state["resumed_from_epoch"])
+        if trainer != "local":
+            info["ray_train"] = {"workers": workers, "threads_per_worker": threads, "gpus": gpu}
+            info["settings"]["train_precision"] = state["train_precision"]  # the workers' arithmetic
+        trained.info = info
+        return trained
+
+    def train_workers(self, executor: Executor | None, base_path: str) -> tuple[int, int | None, bool] | None:
+        """``(workers, threads each, GPUs?)`` of a data-parallel training on a distributed
+        executor (:meth:`~audit.runtime.executor.Executor.train_workers`), ``None`` for a training
+        in one process. A training with masked-LM pre-training is not data-parallel: it runs
+        whole on one worker (:class:`attackers.trir.distributed.TrainOnWorker`)."""
+        if executor is None or not getattr(executor, "distributed", False) or (
+                self.settings()["pretrain"] and (self.new_mlm_head or has_mlm_head(base_path))):
+            return None
+        return executor.train_workers(self.num_threads)
+
+    def _fine_tune_job(self, data: TrainingData, model_path: str | None, pre: dict[str, Any],
+                       trainer: str) -> FineTuneJob:
+        """What :func:`~attackers.trir.steps.fine_tune` reads: this attack itself here; on Ray Train
+        its class and parameters (each worker trains on the device it is given, on its own base)."""
+        dev = data.dev_set
+        common = dict(labels=data.labels, ids=data.windows.ids, y=list(data.y), pad_id=data.pad_id,
+                      dev=None if dev is None else (dev[0].ids, dev[0].doc, dev[1].tolist()), pre=pre)
+        if trainer == "local":
+            return FineTuneJob(**common, attack=self, model_path=model_path, fused=FUSED_ADAMW)
+        params = {**self.get_params(), "progress": False, "device": "auto",
+                  "window_rotation": self.settings()["window_rotation"]}
+        return FineTuneJob(**common, attack_class=type(self), params=params, fused=RAY_FUSED_ADAMW, overlap=OVERLAP)
+
+    def _trained(self, state: dict[str, Any], data: TrainingData, base_path: str, device: str) -> TrainedTRIR:
+        """The trained attacker: the base with the kept weights, on ``device``."""
+        from transformers import AutoModelForSequenceClassification
+
+        labels = data.labels
+        with quiet_transformers():
+            model = AutoModelForSequenceClassification.from_pretrained(
+                base_path, num_labels=len(labels), id2label=dict(enumerate(labels)), label2id=data.label_of)
+        model.load_state_dict(state["final_model"])
+        model.to(device).eval()
+        return TrainedTRIR(model=model, tokenizer=data.tokenizer, labels=labels, info={})
 
     def training_data(self, background: Corpus, base_path: str, dev: Release | None) -> TrainingData:
         """What the training reads (:class:`~attackers.trir.fine_tuning.TrainingData`): the base's
@@ -154,36 +210,14 @@ class TRIRTraining:
         ``fit`` computed, else computed now."""
         return getattr(self, "_training_key", None) or self.cache_key(background, base_path, dev)
 
-    def _checkpoint(self, background: Corpus, base_path: str, dev: Release | None) -> Checkpoint | None:
-        """Where this training keeps its checkpoint: the user's ``checkpoint_dir``, else the
-        attacker cache's ``checkpoints`` folder (none when caches are off)."""
+    def workspace(self, background: Corpus, base_path: str, dev: Release | None) -> Workspace:
+        """This training's folders (:class:`audit.runtime.trainer.Workspace`): its checkpoint in
+        the user's ``checkpoint_dir``, else in the attacker cache's ``checkpoints`` folder (none
+        when caches are off), its scratch folders in the attacker cache."""
         from audit.core import config
 
-        if self.checkpoint_dir:
-            root = Path(self.checkpoint_dir)
-        elif self.use_cache and config.cache_enabled():
-            root = cache_root(self.cache_dir) / "checkpoints"
-        else:
-            return None
-        key = self.training_key(background, base_path, dev)
-        return Checkpoint(root, key)
-
-    def _resumed_classifier(self, base_path: str, label_of: dict[str, int], device: str, resume: dict[str, Any],
-                            notes: list[str]) -> tuple[Any, bool, list[float]]:
-        """The classifier as the checkpoint left it (its pre-training is not run again)."""
-        from transformers import AutoModelForSequenceClassification
-
-        labels = list(label_of)
-        with quiet_transformers():
-            model = AutoModelForSequenceClassification.from_pretrained(
-                base_path, num_labels=len(labels), id2label=dict(enumerate(labels)), label2id=label_of)
-        model.load_state_dict(resume["model"])
-        pre = resume["pre"]
-        notes[:] = list(pre["notes"])
-        if self.progress:
-            print(f"    TRIR: resuming the training after epoch {resume['epoch']} (checkpoint)", file=sys.stderr,
-                  flush=True)
-        return model.to(device), bool(pre["pretrained"]), list(pre["mlm_losses"])
+        work_dir = cache_root(self.cache_dir) if self.use_cache and config.cache_enabled() else None
+        return Workspace(self.training_key(background, base_path, dev), work_dir, self.checkpoint_dir)
 
     def _training_windows(self, tokenizer, texts: Sequence[str], subjects: Sequence[str | None],
                           label_of: dict[str, int], notes: list[str]) -> tuple[Windows, list[int], int]:
@@ -232,24 +266,19 @@ class TRIRTraining:
         self._timings["spacy_seconds"] = round(spacy_s, 1)
         return texts, subjects * (1 + len(copies))
 
-    def _classifier(self, base_path: str, tokenizer, texts: Sequence[str], label_of: dict[str, int], device: str,
-                    notes: list[str]) -> tuple[Any, bool, list[float]]:
-        """The model to fine-tune: the base (further pre-trained as a masked LM on ``texts`` when
-        asked and possible) with a new head of one class per person; whether it was pre-trained,
-        and the mean MLM loss of each pre-training epoch."""
-        import torch
-        from transformers import AutoModelForSequenceClassification
-
-        model_path = base_path
-        pretrained = False
-        mlm_losses: list[float] = []
+    def _pretrained(self, base_path: str, data: TrainingData, device: str, notes: list[str],
+                    scratch: Path) -> tuple[str, dict[str, Any]]:
+        """The model to fine-tune from: the base, or its copy further pre-trained as a masked LM on
+        the training texts (in ``scratch``) when asked and possible; and what happened before
+        fine-tuning (``pretrained``, the mean MLM loss of each epoch, the notes so far)."""
+        model_path, pretrained, mlm_losses = base_path, False, []
         if self.settings()["pretrain"]:
             head = has_mlm_head(base_path)
             if head or self.new_mlm_head:
                 t0 = time.time()
-                mlm_path, mlm_losses = self._pretrain_mlm(base_path, tokenizer, texts, device, new_head=not head)
-                model_path = str(mlm_path)
-                pretrained = True
+                mlm_losses = self._pretrain_mlm(base_path, data.tokenizer, data.texts, device, scratch,
+                                                new_head=not head)
+                model_path, pretrained = str(scratch), True
                 notes.append((
                     "" if head else "base has no MLM head: a new one trained on the background first (1 epoch, "
                                     "encoder frozen); then ")
@@ -259,15 +288,7 @@ class TRIRTraining:
                 self._timings["mlm_pretraining_seconds"] = round(time.time() - t0, 1)
             else:
                 notes.append("pretraining skipped: base has no MLM head (new_mlm_head trains one)")
-        torch.manual_seed(self.seed)
-        labels = list(label_of)
-        with quiet_transformers():
-            model = AutoModelForSequenceClassification.from_pretrained(
-                model_path, num_labels=len(labels), id2label=dict(enumerate(labels)),
-                label2id=label_of).to(device)
-        if pretrained:
-            shutil.rmtree(model_path, ignore_errors=True)  # its weights now live in the classifier
-        return model, pretrained, mlm_losses
+        return model_path, {"pretrained": pretrained, "mlm_losses": mlm_losses, "notes": list(notes)}
 
     def _dev_set(self, dev: Release, tokenizer, label_of: dict[str, int]) -> tuple[Windows, np.ndarray]:
         """Windows of the dev release's documents about people in the background, and their classes."""
@@ -291,10 +312,10 @@ class TRIRTraining:
         acc = float(np.mean(logits.argmax(axis=1) == np.array([y[i] for i in picked])))
         return {"windows": len(picked), "accuracy": round(acc, 4), "chance": 1.0 / len(data.labels)}
 
-    def _pretrain_mlm(self, base_path: str, tokenizer, texts: Sequence[str], device: str,
-                      new_head: bool = False) -> tuple[Path, list[float]]:
-        """Further masked-LM pre-training of the base on the background; returns the new
-        (temporary) folder and the mean MLM loss of each epoch. With ``new_head`` (a base that
+    def _pretrain_mlm(self, base_path: str, tokenizer, texts: Sequence[str], device: str, out: Path,
+                      new_head: bool = False) -> list[float]:
+        """Further masked-LM pre-training of the base on the background, saved in ``out`` (a
+        scratch folder); returns the mean MLM loss of each epoch. With ``new_head`` (a base that
         ships without its MLM head), a new head is first trained alone for one epoch, the encoder
         frozen, so that its random start does not disturb the encoder; then everything trains."""
         import torch
@@ -336,109 +357,6 @@ class TRIRTraining:
             for p in encoder.parameters():
                 p.requires_grad_(True)
         run(self.settings()["pretrain_epochs"], 5e-5, "MLM pretraining")
-        out = Path(tempfile.mkdtemp(prefix=".pretrained.", dir=cache_root(self.cache_dir)))
         with quiet_transformers():
             mlm.save_pretrained(out)
-        return out, losses
-
-
-class LocalSteps:
-    """The epochs of a training on this process's device (an
-    :class:`~attackers.trir.fine_tuning.EpochSteps`): every batch of each epoch, the dev
-    accuracy, a checkpoint after each epoch (``checkpoint``: none kept when ``None``) with what
-    happened before fine-tuning (``pre``: pre-training, notes)."""
-
-    def __init__(self, attack, model, data: TrainingData, device: str, steppers: tuple[Any, Any], epochs: int,
-                 checkpoint: Checkpoint | None = None, pre: dict[str, Any] | None = None):
-        import torch
-
-        self.attack, self.model, self.data, self.device, self.epochs = attack, model, data, device, epochs
-        self.optimizer, self.scheduler = steppers
-        self.checkpoint_to, self.pre = checkpoint, pre or {"pretrained": False, "mlm_losses": [], "notes": []}
-        self.y = torch.tensor(data.y, dtype=torch.long)
-        self.lengths = [len(w) for w in data.windows.ids]
-
-    def epoch(self, epoch: int, order: list[int]) -> dict[str, Any]:
-        """One epoch over ``order`` in batches (of similar lengths with ``bucket``), the lower
-        layers frozen in the first ``freeze_epochs``; its history entry."""
-        from audit.runtime.progress import bar as progress_bar
-
-        a, model, device = self.attack, self.model, self.device
-        size = a.batch_size
-        freeze_lower(model, a.freeze_layers, epoch <= a.freeze_epochs and a.freeze_layers > 0)
-        batches = (length_batches(order, self.lengths, size, a.seed * 1000 + epoch) if a.settings()["bucket"]
-                   else [order[b : b + size] for b in range(0, len(order), size)])
-        precision = a.settings()["train_precision"]
-        model.train()
-        t0 = time.time()
-        total_loss, seen, tokens = 0.0, 0, 0
-        bar = progress_bar(batches, desc=f"TRIR training, epoch {epoch}/{self.epochs}", unit="batch",
-                           enabled=a.progress)
-        for idx in bar:
-            idx = list(idx)
-            ids, mask = pad_batch([self.data.windows.ids[i] for i in idx], self.data.pad_id)
-            with autocast(precision, device):
-                out = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=self.y[idx].to(device))
-            out.loss.backward()
-            self.optimizer.step()
-            self.scheduler.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            total_loss += out.loss.item() * len(idx)
-            seen += len(idx)
-            tokens += ids.numel()
-        bar.close()
-        freeze_lower(model, a.freeze_layers, False)
-        return {"epoch": epoch, "loss": round(total_loss / max(1, seen), 5),
-                "seconds": round(time.time() - t0, 2), "windows": seen, "padded_tokens": tokens}
-
-    def dev_accuracy(self) -> float:
-        """Share of the dev documents whose subject the model names (summed window logits)."""
-        a = self.attack
-        windows, truth = self.data.dev_set
-        logits = predict_logits(self.model, windows, pad_id=self.data.pad_id, device=self.device,
-                                batch_size=a.predict_batch_size, progress=a.progress, desc="TRIR dev",
-                                precision=a.prediction_precision(self.device))
-        scores = sum_window_logits(logits, windows.doc, len(truth))
-        return float(np.mean(scores.argmax(axis=1) == truth))
-
-    def snapshot(self) -> dict[str, Any]:
-        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-
-    def checkpoint(self, epoch: int, history: list[dict[str, Any]], best: tuple[float, int, Any]) -> None:
-        if self.checkpoint_to is not None:
-            self.checkpoint_to.save(_state(epoch, self.model, self.optimizer, self.scheduler, history, best, self.pre))
-
-
-def _state(epoch: int, model, optimizer, scheduler, history: list[dict[str, Any]], best: tuple[float, int, Any],
-           pre: dict[str, Any]) -> dict[str, Any]:
-    """What a checkpoint keeps after ``epoch``."""
-    import torch
-
-    return {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state(), "cuda_rng": _cuda_rng(),
-            "history": history,
-            "best_accuracy": best[0], "best_epoch": best[1],
-            "best_model": best[2] if best[2] is not None and best[1] != epoch else None, "pre": pre}
-
-
-def _cuda_rng() -> list | None:
-    """The GPUs' random states when training used one (dropout on a GPU draws from them, not from
-    the CPU's), so that a training resumed on a GPU draws what the uninterrupted one would."""
-    import torch
-
-    return torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-
-
-def _restore_cuda_rng(states: list | None) -> None:
-    """Restore :func:`_cuda_rng`'s states where the same number of GPUs is there; a checkpoint
-    written on a CPU (``None``) or resumed on other hardware keeps the seeded draws (warned)."""
-    import torch
-
-    if states is None:
-        return
-    if not torch.cuda.is_available() or torch.cuda.device_count() != len(states):
-        log.warning("TRIR resume: the checkpoint holds the random state of %d GPU(s) and this machine has %d; "
-                    "dropout draws differ from the uninterrupted training", len(states),
-                    torch.cuda.device_count() if torch.cuda.is_available() else 0)
-        return
-    torch.cuda.set_rng_state_all(states)
+        return losses

@@ -287,6 +287,31 @@ class RayExecutor(Executor):
         return {"kind": "ray", "address": self.address, **self.cluster(nodes), "workers": self.pool_size(nodes),
                 "ray": self.start()._ray.__version__}
 
+    def train_workers(self, num_threads: int | None) -> tuple[int, int | None, bool]:
+        """A training's Ray Train workers: one per GPU when the cluster has any; else ``workers``
+        (``--ray-workers``; default: one per ``num_threads`` CPUs, one per CPU without it), each
+        with its share of the CPUs as torch threads."""
+        info = self.info()
+        gpus, cpus = int(info.get("gpus") or 0), max(1, int(info.get("cpus") or 1))
+        if gpus:
+            return gpus, max(1, num_threads or cpus // gpus), True
+        workers = self.workers or max(1, cpus // max(1, num_threads or 1))
+        return workers, max(1, num_threads or cpus // workers), False
+
+    def check_training(self, workspace: Any) -> None:
+        from audit.pipeline.ray_train import check_ray_train
+
+        workspace.check()
+        self.start()
+        check_ray_train()
+
+    def train(self, job: Any) -> dict[str, Any]:
+        """Run the training ``job`` data-parallel on Ray Train (:mod:`audit.pipeline.ray_train`)."""
+        from audit.pipeline.ray_train import train_on_ray
+
+        self.start()
+        return train_on_ray(job)
+
     def _run(self, worker: Worker, groups: list[list[Any]], *, label: str, num_cpus: float,
              num_gpus: float) -> list[list[Any]]:
         ray = self.start()._ray

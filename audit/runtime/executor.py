@@ -28,6 +28,11 @@ imports nothing). The Ray executor (``audit.pipeline.executors.RayExecutor``) ru
 Data ``map_batches`` over a pool of actors. Both keep, per stage label, how many items and
 seconds it took (:attr:`Executor.timings`), which the runner records in the provenance,
 never in a result.
+
+A component that trains a model hands the executor a training job instead
+(:meth:`Executor.train`, :mod:`audit.runtime.trainer`): the local executor runs it here, the
+Ray executor data-parallel on Ray Train. :meth:`Executor.train_workers` says on how many
+workers, and :meth:`Executor.check_training` checks, before any work, that it can run.
 """
 
 from __future__ import annotations
@@ -35,7 +40,11 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from audit.runtime.trainer import TrainingJob
+    from audit.runtime.trainer import Workspace
 
 #: A worker: ``worker(group) -> outputs`` (one per item), optionally with ``setup()``.
 Worker = Callable[[list[Any]], list[Any]]
@@ -92,6 +101,22 @@ class Executor(ABC):
     def info(self) -> dict[str, Any]:
         """What the provenance records about where the run ran (kind, cluster size)."""
         return {"kind": self.kind}
+
+    def train_workers(self, num_threads: int | None) -> tuple[int, int | None, bool]:
+        """``(workers, threads each, GPUs?)`` of a training (:meth:`train`): here one worker on
+        the component's own ``num_threads``."""
+        return 1, num_threads, False
+
+    def check_training(self, workspace: Workspace) -> None:
+        """Before any work: that a training can run here and keep its checkpoint (an
+        :class:`~audit.core.errors.AnonauditError` naming the fix otherwise)."""
+        workspace.check()
+
+    def train(self, job: TrainingJob) -> dict[str, Any]:
+        """Run the training ``job`` (:mod:`audit.runtime.trainer`): here, one worker."""
+        from audit.runtime.trainer import train_here
+
+        return train_here(job)
 
     def start(self) -> Executor:
         """Connect (a cluster) or do nothing (local); returns itself."""
