@@ -34,7 +34,7 @@ from audit.runtime.folders import scratch
 #: Test hook, read by the run: ``EPOCH:MARKER_FILE`` makes worker 0 raise after finishing that
 #: epoch's checkpoint, once (it writes the marker file), so a test can kill a training mid-way.
 FAIL_AFTER_EPOCH_ENV = "ANONAUDIT_RAY_TRAIN_FAIL_AFTER_EPOCH"
-#: The key of a state that is a training's end, not an epoch's.
+#: The key that marks a checkpoint as the training's end (the loop's final state), not an epoch's.
 FINAL = "final"
 
 
@@ -76,9 +76,9 @@ def train_on_ray(job: TrainingJob) -> dict[str, Any]:
         result = trainer.fit()
         with result.checkpoint.as_directory() as folder:
             state = read_state(Path(folder), key=job.workspace.key, trainer=job.trainer)
-    if state is None or FINAL not in state:
+    if state is None or not state.get(FINAL):
         raise AnonauditError(f"{job.label}: Ray Train ended without the training's final state")
-    return state[FINAL]
+    return {k: v for k, v in state.items() if k not in (FINAL, "key", "trainer")}
 
 
 class RayContext(TrainContext):
@@ -123,7 +123,7 @@ class RayContext(TrainContext):
             write_state(tmp, _on_cpu(state), key=self.job.workspace.key, trainer=self.job.trainer)
             seal(tmp)
             ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(str(tmp)))
-        if "epoch" in state:
+        if not state.get(FINAL):
             self._maybe_fail(int(state["epoch"]))
 
     def place(self, model: Any) -> Any:
@@ -172,8 +172,7 @@ def _worker_loop(config: dict[str, Any]) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
     ctx = RayContext(job, config.get("fail_after"))
     resume = ctx.resume()
-    if resume is not None and FINAL in resume:
+    if resume is not None and resume.get(FINAL):
         ctx.save(resume, {"done": 1})
         return
-    final = job.loop(ctx, job.payload)
-    ctx.save({FINAL: final}, {"done": 1})
+    ctx.save({**job.loop(ctx, job.payload), FINAL: True}, {"done": 1})
