@@ -1,7 +1,7 @@
 """Span guessing's LLM modes are prediction-powered (attackers/span_guess/llm_sample.py, issue 69
 item 1): every span guessed without the LLM, the LLM asked on a seeded sample of documents until
 the interval of recovered spans / spans reaches the target, ``target=None`` asks it on every
-document (exact). Scripted LLM (logic, ~10 s)."""
+document (exact). Scripted LLM (logic, ~10 s) and the embedded 0.5B (slow, 10.8 s)."""
 
 from __future__ import annotations
 
@@ -84,3 +84,28 @@ def test_the_llm_is_asked_on_a_seeded_sample_of_documents_and_the_figure_says_ho
     other, _ = _run(0.1, seed=1)
     assert [d.id for d in other.documents] != [d.id for d in got.documents]
 
+
+@pytest.mark.slow
+def test_real_llm_span_guessing_is_prediction_powered(small_llm, home):
+    # 12 one-span documents, the 0.5B guessing from the context; target ±0.5: the first look
+    # (10 documents) reaches it, so 10 of 12 documents are asked. 10.8 s on 2 cores (heavy lock, load 1.8).
+    texts = ["The applicant was born in Paris, the capital of France, near the Louvre.",
+             "She moved to Berlin, the German capital, and worked near the Brandenburg Gate.",
+             "He studied in Rome, the Italian capital, close to the Colosseum."] * 4
+    docs = [Document(f"d{i:02d}", t.replace("applicant", f"applicant {i}")) for i, t in enumerate(texts)]
+    spans = {}
+    for d in docs:
+        city = next(c for c in ("Paris", "Berlin", "Rome") if c in d.text)
+        spans[d.id] = [Span(d.text.index(city), d.text.index(city) + len(city), label="LOC",
+                            replacement="a European capital")]
+    originals = Corpus(docs)
+    release = sanitize_corpus(originals, spans, name="r")
+    scenario = Scenario(originals=originals)
+    attack = SpanGuessAttack(llm=small_llm, guesses=3, frequent_lemmas=0, context_tokens=120, target=0.5,
+                             progress=False, knowledge="context", ner=False)
+    (result,) = attack.fit(scenario).evaluate(scenario, release)
+    est = result.details["estimate"]
+    assert (est["judged"], est["scored"]) == (10, 12) and result.details["trials"] == 10
+    assert "10 judged, 12 scored" in result.details["made"] and result.details["made"].endswith("about this release")
+    assert result.ci[0] <= result.value <= result.ci[1] and est["half_width"] <= 0.5
+    assert all(1 <= len(s["guesses"]) <= 3 for d in result.documents for s in d.facts["spans"])
