@@ -178,16 +178,16 @@ def test_audit_and_run_refuse_an_out_that_is_an_input_even_forced(data, tmp_path
         anonaudit.run({**spec, "releases": [{"name": "labels", "path": str(moved)}]}, out=tmp_path / "in",
                       force=True, progress=False)
     assert all(p.read_bytes() == b for p, b in held.items()) and moved.read_bytes() == held[release]
-    (tmp_path / "notes.txt").write_text("mine\n", encoding="utf-8")
-    for out in (tmp_path / "notes.txt", tmp_path / "notes.txt" / "r.json"):
-        with pytest.raises(AnonauditError, match=r"notes\.txt"):
+    (tmp_path / "notes.json").write_text("mine\n", encoding="utf-8")
+    for out in (tmp_path / "notes.json", tmp_path / "notes.json" / "r.json"):
+        with pytest.raises(AnonauditError, match=r"notes\.json"):
             anonaudit.audit(originals=str(originals), releases={"labels": str(release)}, out=out, **kw)
-    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine\n"
-    forced = anonaudit.audit(originals=str(originals), releases={"labels": str(release)}, out=tmp_path / "notes.txt",
+    assert (tmp_path / "notes.json").read_text(encoding="utf-8") == "mine\n"
+    forced = anonaudit.audit(originals=str(originals), releases={"labels": str(release)}, out=tmp_path / "notes.json",
                              force=True, **kw)
-    assert anonaudit.load_results(tmp_path / "notes.txt").results == forced.results
+    assert anonaudit.load_results(tmp_path / "notes.json").results == forced.results
     # Results.save: force=True replaced any file, an input too (its own message suggested it)
-    for target in (originals, tmp_path / "notes.txt" / "r.json"):
+    for target in (originals, tmp_path / "notes.json" / "r.json"):
         with pytest.raises(AnonauditError, match=f"the results file {target}: "):
             forced.save(target, force=True)
     copy = next((tmp_path / "notes.releases").iterdir())

@@ -70,6 +70,56 @@ def test_two_outputs_of_one_command_at_one_path_are_refused(bundle, reg):
     assert _snapshot(bundle) == before
 
 
+SUFFIX_CASES = [  # (command line, option named, the ending it must have): every file and folder output
+    (["attack", "toy-survives", "--originals", "demo/originals.jsonl", "--release", "demo/releases/labels.jsonl",
+      "--out", "x.pdf"], "--out", ".json"),
+    (["utility", "--metrics", "toy_kept", "--originals", "demo/originals.jsonl", "--release",
+      "l=demo/releases/labels.jsonl", "--out", "x.csv"], "--out", ".json"),
+    (["report", "B", "--out", "x.pdf"], "the report", ".html"),
+    (["report", "B", "--out", "report"], "the report", ".html"),
+    (["gate", "B", "--max", "toy_survives=1", "--junit", "j.json"], "--junit", ".xml"),
+    (["gate", "B", "--max", "toy_survives=1", "--format", "gitlab", "--codequality", "cq.xml"], "--codequality",
+     ".json"),
+    (["sanitize", "suppression", "--input", "demo/originals.jsonl", "--out", "x.json"], "--out", ".jsonl"),
+    (["data", "convert", "demo/originals.jsonl", "x.csv"], "DST", ".jsonl"),
+    (["run", "s.yaml", "--out", "o.html"], "--out", "without it"),
+    (["bench", "--originals", "demo/originals.jsonl", "--background", "demo/background.jsonl", "--release",
+      "demo/releases/labels.jsonl", "--attacks", "toy_survives", "--out", "b.pdf"], "--out", "without it"),
+    (["demo-data", "--out", "d.json"], "--out", "without it"),
+    (["demo", "--out", "d.zip"], "--out", "without it"),
+]
+
+
+@pytest.mark.parametrize("args,option,ending", SUFFIX_CASES, ids=[c[0][0] + ":" + c[0][-1] for c in SUFFIX_CASES])
+def test_an_output_whose_name_is_not_its_format_is_refused_before_any_work(bundle, reg, args, option, ending):
+    """One rule for every output (audit/pipeline/outputs.py, SUFFIXES): a file is written in the
+    format its name ends in, or refused before any work, nothing written; a folder of outputs
+    named like a file is refused too. Cost: ~0.1 s a case."""
+    (bundle.parent / "s.yaml").write_text("originals: demo/originals.jsonl\nreleases: [demo/releases/labels.jsonl]\n"
+                                         "attacks: [toy_survives]\n", encoding="utf-8")
+    before = sorted(p for p in bundle.parent.rglob("*"))
+    for force in ([], ["--force"]):
+        clear_error(run(reg, *args, *force), option, args[-1], ending)
+    assert sorted(p for p in bundle.parent.rglob("*")) == before  # nothing written, no folder made
+
+
+def test_the_api_refuses_an_output_whose_name_is_not_its_format(bundle, tmp_path):
+    import anonaudit
+
+    tmp_path = tmp_path / "outputs"
+    tmp_path.mkdir()
+    rf = anonaudit.load_results(bundle)
+    calls = [(lambda: rf.save(tmp_path / "r.csv"), ".json"), (lambda: rf.report(tmp_path / "r.pdf"), ".html"),
+             (lambda: rf.gate(max={"toy_survives": 1}).write_junit(tmp_path / "j.json"), ".xml"),
+             (lambda: anonaudit.attack("phrase_search", {"l": str(bundle.parent / "demo/releases/labels.jsonl")},
+                                       originals=str(bundle.parent / "demo/originals.jsonl"),
+                                       out=tmp_path / "r.txt", progress=False), ".json")]
+    for call, ending in calls:
+        with pytest.raises(anonaudit.AnonauditError, match=f"ending in {ending}"):
+            call()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_api_refuses_an_output_over_a_part_of_the_bundle(bundle):
     import anonaudit
 

@@ -14,7 +14,6 @@ import click
 from anonaudit.cli.driver_options import COLUMN_FIELDS
 from anonaudit.cli.output_options import Output, check_outputs, force_option
 from audit.core.data import Corpus
-from audit.core.errors import AnonauditError
 from audit.io.frames import check_columns
 from audit.io.loaders import FORMATS, detect_format, load_corpus, load_releases, load_tri, save_jsonl
 
@@ -106,11 +105,9 @@ def convert(src: str, dst: str, fmt: str | None, originals: str | None, annotato
     """
     if Path(dst).suffix.lower() in (".yaml", ".yml"):
         return _convert_tae_config(src, dst, force)
-    if Path(dst).suffix.lower() not in (".jsonl", ".ndjson"):
-        raise AnonauditError(f"{dst}: the output is JSONL (or, from a TAE config.json, an audit spec .yaml); "
-                             "give it a .jsonl name")
     inputs = [("SRC", src), ("--originals", originals)]
-    check_outputs([Output(Path(dst), "jsonl", "DST")], inputs, force=force)
+    check_outputs([Output(Path(dst), "jsonl", "DST (JSONL; from a TAE config.json, an audit spec .yaml)")], inputs,
+                  force=force)
     columns = _column_map(**named_columns)
     fmt = fmt or detect_format(src)
     if fmt == "tri":

@@ -26,7 +26,7 @@ def demo_data(out_dir: str, n: int, seed: int, force: bool) -> None:
     releases/suppressed.jsonl, releases/labels.jsonl."""
     from anonaudit.demo.population import write
 
-    check_outputs(data_outputs(Path(out_dir)), [], force=force)
+    check_outputs([Output(Path(out_dir), "folder", "--out"), *data_outputs(Path(out_dir))], [], force=force)
 
     data = write(out_dir, n=n, seed=seed)
     click.echo(f"wrote {len(data.originals)} originals, {len(data.background)} background documents "
@@ -68,7 +68,7 @@ def demo_cmd(ctx: click.Context, out_dir: str, n: int, seed: int, llm_spec: str 
     from anonaudit.demo.demo_audit import run_demo
 
     out = Path(out_dir)
-    check_outputs([*data_outputs(out / "data"), *results_outputs(out / "results.json", "OUT/results.json"),
+    check_outputs([Output(out, "folder", "--out"), *data_outputs(out / "data"), *results_outputs(out / "results.json", "OUT/results.json"),
                    *report_outputs(out / "report.html")], [], force=force)
 
     path = run_demo(out_dir, n=n, seed=seed, llm=llm_spec, sample=sample, budget=budget, presidio=presidio,

@@ -120,7 +120,8 @@ def _tae_spec(config: str, overrides, reg):
 
 def spec_outputs(spec, *, report: bool, shareable: bool) -> list[Output]:
     """What ``run`` writes in OUT: results.json (releases/ beside it) and the report with its CSV."""
-    outs = results_outputs(spec.out / "results.json", "OUT/results.json")
+    outs = [Output(spec.out, "folder", "--out (or the spec's out)"),
+            *results_outputs(spec.out / "results.json", "OUT/results.json")]
     if report:
         outs += report_outputs(spec.out / "report.html")
         if shareable or bool(spec.report.get("shareable")):

@@ -44,7 +44,31 @@ KINDS = {
     "tae_spec": "an audit spec converted from a TAE config",
     "summary": "an anonaudit summary table (CSV)",
     "manifest": "an anonaudit results bundle's manifest",
+    "folder": "a folder of outputs",
 }
+#: The one suffix rule of every output (issue 67): what a file of each kind is written as, and the
+#: endings its name may have (the first is the one to give). Checked before any work by
+#: :func:`check_outputs`, so ``attack --out x.pdf`` never writes JSON into a ``.pdf``. The job
+#: summary is GitHub's file (``GITHUB_STEP_SUMMARY``, named by the runner): no rule.
+SUFFIXES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "results": ("JSON", (".json",)),
+    "report": ("HTML", (".html", ".htm")),
+    "findings": ("CSV", (".csv",)),
+    "jsonl": ("JSONL", (".jsonl", ".ndjson")),
+    "junit": ("JUnit XML", (".xml",)),
+    "leaderboard": ("HTML", (".html", ".htm")),
+    "leaderboard_csv": ("CSV", (".csv",)),
+    "leaderboard_md": ("Markdown", (".md",)),
+    "leaderboard_tex": ("LaTeX", (".tex",)),
+    "codequality": ("JSON", (".json",)),
+    "tae_spec": ("YAML", (".yaml", ".yml")),
+    "summary": ("CSV", (".csv",)),
+    "manifest": ("JSON", (".json",)),
+}
+#: Endings that name a file's format: a folder output (``run``, ``bench``, ``demo`` ``--out``)
+#: named with one of them is refused (``bench --out board.html`` would make a folder of that name).
+FILE_SUFFIXES = frozenset(e for _, ends in SUFFIXES.values() for e in ends) | {
+    ".pdf", ".txt", ".tsv", ".parquet", ".zip", ".gz", ".tar", ".xlsx", ".docx", ".png", ".svg", ".log"}
 #: The first line of an audit spec ``data convert`` writes from a TAE config.
 TAE_SPEC_HEADER = "# anonaudit audit spec converted from the TAE config"
 #: Kinds of output merged into what the file holds (results): never written over an input, even
@@ -112,6 +136,25 @@ def _is_kind(path: Path, kind: str) -> bool:
     raise ValueError(f"unknown output kind {kind!r}")
 
 
+def suffix_problem(path: Path, kind: str) -> str:
+    """Why ``path`` cannot hold an output of ``kind`` by its name ("" when it can): a file whose
+    ending is not its format's (:data:`SUFFIXES`), or a folder named like a file (:data:`FILE_SUFFIXES`)."""
+    ending = path.suffix.lower()
+    if kind == "folder":
+        if ending in FILE_SUFFIXES:
+            return (f"names a folder of outputs, but its ending {path.suffix!r} is a file format's: give the "
+                    "folder a name without it")
+        return ""
+    if kind not in SUFFIXES:
+        return ""
+    what, ends = SUFFIXES[kind]
+    if ending in ends:
+        return ""
+    has = f"ends in {path.suffix!r}" if path.suffix else "has no ending"
+    return (f"is written as {what} ({KINDS[kind]}), but its name {has}: give it a name ending in "
+            f"{' or '.join(ends)}")
+
+
 def _not_unicode(path: Path) -> bool:
     """A name made of bytes that are not UTF-8 (Python keeps them as lone surrogates)."""
     try:
@@ -168,6 +211,12 @@ def check_outputs(outputs: Iterable[Output], inputs: Sequence[tuple[str, str | o
     hard += _collisions(outputs)
     for out in outputs:
         path = Path(out.path).expanduser()
+        if suffix_problem(path, out.kind):
+            hard.append(f"{out.named} {path}: {suffix_problem(path, out.kind)}")
+        if out.kind == "folder":
+            if path.exists() and not path.is_dir():
+                hard.append(f"{out.named} {path}: is a file, not a folder")
+            continue
         wrong = "the file name is not valid UTF-8; choose another (it is written into the results and the report)" \
             if _not_unicode(path) else _where_problem(path)
         if wrong:
@@ -259,7 +308,8 @@ def results_outputs(results: Path, named: str = "--out") -> list[Output]:
 
 def bench_outputs(out: Path) -> list[Output]:
     """What ``bench`` writes in OUT (its command and :func:`anonaudit.bench`)."""
-    return [*results_outputs(out / "results.json", "OUT/results.json"),
+    return [Output(out, "folder", "the bench's folder (--out, out=)"),
+            *results_outputs(out / "results.json", "OUT/results.json"),
             Output(out / "leaderboard.html", "leaderboard", "OUT/leaderboard.html"),
             Output(out / "leaderboard.csv", "leaderboard_csv", "OUT/leaderboard.csv"),
             Output(out / "leaderboard.md", "leaderboard_md", "OUT/leaderboard.md"),
