@@ -285,3 +285,39 @@ def test_a_document_id_with_control_characters_is_refused_by_every_loader(demo, 
     with pytest.raises(AnonauditError, match="control character"):  # a table in memory
         anonaudit.utility([{"id": bad, "text": "hello there"}], {"r": [{"id": bad, "text": "hello"}]},
                           metrics=["toy_kept"], registry=reg, progress=False)
+
+
+# --------------------------------------------------------------------------- span files that empty a document
+
+
+def test_a_span_file_that_removes_a_whole_document_is_refused_when_applied(demo, reg):
+    """A released document with no text left would be refused when read back (``empty text``):
+    a span file that removes all of one is refused when it is applied, before any work and before
+    anything is written, naming the document; one that replaces it with a placeholder is kept
+    and reads back (issue 67). Cost: ~0.3 s."""
+    docs = rows(demo, 6)
+    whole = {docs[0]["id"]: [[0, len(docs[0]["text"])]], docs[1]["id"]: [[0, 3]]}
+    (demo / "whole.json").write_text(json.dumps(whole), encoding="utf-8")
+    needles = ("whole.json", repr(docs[0]["id"]), "removes the whole text")
+    clear_error(run(reg, "data", "validate", "whole.json", "--originals", "demo/originals.jsonl"), *needles)
+    clear_error(run(reg, "data", "convert", "whole.json", "w.jsonl", "--originals", "demo/originals.jsonl"), *needles)
+    clear_error(attack(reg, "--originals", "demo/originals.jsonl", "--release", "w=whole.json"), *needles)
+    assert not (demo / "w.jsonl").exists() and not (demo / "R.json").exists()
+    with pytest.raises(DataError, match="removes the whole text"):
+        load_release_file(demo / "whole.json", originals=load_corpus(demo / "demo/originals.jsonl"))
+    whole[docs[0]["id"]][0].append("[REDACTED]")  # a placeholder: a document that can be read back
+    (demo / "whole.json").write_text(json.dumps(whole), encoding="utf-8")
+    res = run(reg, "data", "convert", "whole.json", "w.jsonl", "--originals", "demo/originals.jsonl")
+    assert res.exit_code == 0, res.output
+    assert load_corpus(demo / "w.jsonl")[docs[0]["id"]].text == "[REDACTED]"
+
+
+def test_documents_with_no_text_are_never_written_as_jsonl(tmp_path):
+    """What the JSONL writer would write and no loader could read back (a sanitizer that left a
+    document empty) is refused naming the document, and nothing is written."""
+    from audit.core.data import Document
+    from audit.io.loaders import save_jsonl
+
+    with pytest.raises(DataError, match=r"'b'.*no text left"):
+        save_jsonl([Document("a", "kept"), Document("b", "  ")], tmp_path / "r.jsonl")
+    assert not (tmp_path / "r.jsonl").exists()

@@ -237,8 +237,16 @@ def jsonl_bytes(corpus: Iterable[Document]) -> bytes:
 
 
 def save_jsonl(corpus: Iterable[Document], path: str | os.PathLike) -> Path:
-    """Write documents as JSONL (one per line, spans included), atomically."""
+    """Write documents as JSONL (one per line, spans included), atomically. A document with no
+    text (only whitespace), which no loader reads back, is refused naming it; nothing is written."""
     path = Path(path)
+    corpus = list(corpus)
+    problems = Problems(str(path))
+    for doc in corpus:
+        if not doc.text.strip():
+            problems.add("no text left in this document: a JSONL file holding it could not be read back (empty "
+                         "text); nothing was written", doc_id=doc.id)
+    problems.raise_if_any()
     with atomic_open(path, "wb") as fh:
         fh.writelines(jsonl_lines(corpus))
     return path

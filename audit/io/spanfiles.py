@@ -88,6 +88,13 @@ def apply_span_file(source: str, data: Any, originals: Corpus, name: str) -> Rel
             listed[doc_id] = [[s.start, s.end] for s in spans]
     problems.raise_if_any()
     release = sanitize_corpus(originals, spans_by_id, name=name, source=source)
+    for doc in release.corpus:  # read back, a document with no text is refused: refuse it now
+        if not doc.text.strip():
+            problems.add("the span file removes the whole text of this document (nothing but whitespace is left), "
+                         "and a released document with no text cannot be read back: give the span a placeholder "
+                         "(a third item such as \"[REDACTED]\"), or leave the document out of the originals",
+                         doc_id=doc.id)
+    problems.raise_if_any()
     if listed:
         docs = [d if d.id not in listed else _with_meta(d, listed[d.id]) for d in release.corpus]
         release = Release(release.name, Corpus(docs, name=name, source=source), aligned=True, source=source)
