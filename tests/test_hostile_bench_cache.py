@@ -164,6 +164,41 @@ def test_two_releases_of_one_name_are_refused_naming_the_options_that_gave_them(
     assert not out.exists()
 
 
+def test_a_bench_into_a_folder_made_for_another_corpus_or_command_is_refused(tmp_path):
+    """A second bench into an existing --out resumes only the same corpus: other originals or
+    another background (what OUT/data/ holds), or a results file another command wrote, is
+    refused before any work, naming the difference, and the folder is left as it was (it used
+    to exit 0, one results file then holding figures on two corpora). Cost: ~3 s."""
+    import anonaudit
+
+    out = tmp_path / "out"
+    args = ["--command", CMD, "--name", "regex", "--compare", "suppression", *CHEAP, "--out", str(out)]
+    assert bench([*args, "--demo-people", "3"]).exit_code == 0
+    before = _snapshot(out)
+    res = bench([*args, "--demo-people", "4"])
+    assert res.exit_code == 2 and "another corpus" in res.output and "originals" in res.output, res.output
+    assert "3 documents" in res.output and "4 documents" in res.output
+    with pytest.raises(anonaudit.AnonauditError, match="another corpus"):
+        anonaudit.bench(command=CMD, name="regex", demo_people=4, comparisons=["suppression"],
+                        attacks=["phrase_search"], metrics=["rouge"], out=out, progress=False)
+    assert _data(out) == _data(before)
+    assert bench([*args, "--demo-people", "3"]).exit_code == 0  # the same corpus resumes
+    other = tmp_path / "other"
+    data = anonaudit.sample_data(n=3, seed=0)
+    anonaudit.attack("phrase_search", {"s": data["releases"]["suppressed"]}, originals=data["originals"],
+                     out=other / "results.json", progress=False)
+    before = _snapshot(other)
+    res = bench([*args[:-1], str(other), "--demo-people", "3"])
+    assert res.exit_code == 2 and "not a bench" in res.output, res.output
+    assert _data(other) == _data(before)
+
+
+def _data(folder_or_snapshot) -> dict[str, bytes]:
+    """A folder's files (or a snapshot's) less its lock files, which hold no data."""
+    snap = folder_or_snapshot if isinstance(folder_or_snapshot, dict) else _snapshot(folder_or_snapshot)
+    return {k: v for k, v in snap.items() if not k.endswith(".lock")}
+
+
 def test_a_one_document_release_written_as_jsonl_is_read_as_jsonl(tmp_path):
     """A command's output has no extension; one JSONL line ``{"id", "text"}`` parses as a JSON
     object, and was read as a map of two documents named ``id`` and ``text``."""

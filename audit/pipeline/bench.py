@@ -125,6 +125,8 @@ def run_bench(spec: BenchSpec, *, registry: Registry | None = None, progress: bo
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise AnonauditError(f"two releases on the board are named {dup[0]!r}: give each its own name")
+    if writer is not None:  # before any work: resume only the same corpus, and only a bench
+        writer.check_same_bench({"originals": spec.originals, "background": spec.background})
     limit = check_limit(time_limit, "time limit")
     with enforced(limit), Resources(seed=spec.seed, progress=progress) as resources:
         if limit is not None:  # before any work: nothing sanitized, attacked or written yet

@@ -116,6 +116,30 @@ class BenchWriter:
             self._hold.close()
             self._hold = None
 
+    def check_same_bench(self, corpora: Mapping[str, Corpus | None]) -> None:
+        """Before any work: a folder an earlier bench wrote is resumed only for the same corpus
+        (``corpora``: the originals and background, by role, against the fingerprints kept in
+        ``OUT/data/``), and a results file there must be a bench's. Otherwise an
+        :class:`AnonauditError` names the difference: the folder would hold figures on two
+        corpora, or mix a bench with another command's results."""
+        results = self.out / "results.json"
+        command = _command_of(results)
+        if command is not None and command != "bench":
+            raise AnonauditError(f"{self.out}: its results.json was written by {command!r}, not a bench; a bench "
+                                 "resumes only a folder a bench made: give another --out (out=)")
+        for role, corpus in corpora.items():
+            meta = self.out / "data" / f"{role}.fingerprint"
+            kept = meta.read_text(encoding="utf-8").strip() if meta.is_file() else None
+            now = None if corpus is None else corpus.fingerprint()
+            if kept is None or kept == now:
+                continue
+            data = self.out / "data" / f"{role}.jsonl"
+            had = sum(1 for line in data.open(encoding="utf-8") if line.strip()) if data.is_file() else 0
+            has = "none" if corpus is None else f"{len(corpus)} documents, fingerprint {now[:12]}"
+            raise AnonauditError(f"{self.out}: this folder holds a bench made for another corpus: its {role} are "
+                                 f"{had} documents (fingerprint {kept[:12]}), this bench's {role}: {has}. A bench "
+                                 "resumes only the same corpus: give another --out (out=), or remove the folder")
+
     @property
     def sanitized(self) -> Path:
         """``OUT/sanitized``: each release as it is made, and an external command's files."""
@@ -183,3 +207,16 @@ class BenchWriter:
         path = self.results.path
         if path.is_file():
             ResultsFile.update(path, lambda found: change(found if found is not None else current))
+
+
+def _command_of(results: Path) -> str | None:
+    """The command that wrote the results file ``results`` (its provenance's ``command``), or
+    None when there is none or it is not an anonaudit results file (the output guard decides)."""
+    try:
+        data = json.loads(results.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    prov = data.get("provenance") if isinstance(data, dict) else None
+    command = prov.get("command") if isinstance(prov, dict) else None
+    return command if isinstance(command, str) and str(data.get("schema", "")).startswith("anonaudit.results/") \
+        else None
