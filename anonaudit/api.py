@@ -277,16 +277,19 @@ def run_spec(spec: Any, *, out: Any = None, registry: Any = None, progress: bool
 
 
 @checked
-def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, seed: Seed | None = 0,
+def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, seed: Seed | None = None,
              llm: str | None = None, embedder: str | None = None, text_column: str = "text", id_column: str = "id",
              subject_column: str = "subject", spans_column: str = "spans", format: str | None = None,  # noqa: A002
-             release_name: str | None = None, progress: bool = False, registry: Any = None, **kwargs: Any) -> Any:
+             release_name: str | None = None, progress: bool | None = None, registry: Any = None,
+             **kwargs: Any) -> Any:
     """Run the sanitizer ``name`` on ``data`` and return the release, the pandas way: a new
     object of the input's kind, the input untouched. A DataFrame gives a DataFrame, a Hugging
     Face ``Dataset`` a ``Dataset`` and a list of dicts a list of dicts, with the same column
     names and the applied spans (offsets in the new text, label, replacement, original) in the
     spans column; a file path or a ``Corpus`` gives a :class:`~audit.core.data.Release`.
-    The sanitizer's parameters go in ``params`` or as further keywords."""
+    The sanitizer's parameters go in ``params`` or as further keywords. ``seed`` (default 0) and
+    ``progress`` (default False) given as keywords and in ``params`` with two values are refused,
+    an explicit ``seed=0`` too (their defaults are ``None``, so an explicit value is seen)."""
     from audit.core.paramtypes import check_params
 
     reg = _registry(registry, "sanitize")
@@ -295,11 +298,11 @@ def sanitize(name: str, data: Any, *, params: Mapping[str, Any] | None = None, s
     accepted = cls.param_names()
     for key, value, default in (("seed", seed, 0), ("llm", llm, None), ("embedder", embedder, None),
                                 ("progress", progress, False)):
-        if key in accepted and key in given and value != default and given[key] != value:
+        if key in accepted and key in given and value is not None and given[key] != value:
             raise ArgumentError(f"anonaudit.sanitize(): {key} is given twice with two values: {key}={value!r} and "
                                 f"params={{{key!r}: {given[key]!r}}}; give it once")
-        if key in accepted and key not in given and value is not None:
-            given[key] = value
+        if key in accepted and key not in given and (value if value is not None else default) is not None:
+            given[key] = value if value is not None else default  # left out: the default (seed 0, as always)
     wrong = check_params(cls, given)
     if wrong:
         raise AnonauditError("\n".join(f"sanitizer {name!r}: parameter {k!r} {why}" for k, why in wrong.items()))

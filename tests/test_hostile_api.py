@@ -94,3 +94,66 @@ def test_a_registry_that_is_not_one_is_an_argument_error(fn, registry, tmp_path,
         calls[fn]()
     assert isinstance(err.value, ArgumentError) and "registry=" in str(err.value), err.value
     assert not any(tmp_path.iterdir()), "something was written before the registry was refused"
+
+
+def _seeded_registry():
+    from audit.core.data import Corpus, Document, Release
+    from audit.core.interfaces import Sanitizer
+    from audit.core.registry import Registry
+
+    class Seeded(Sanitizer):
+        """Appends its seed to every document.
+
+        seed: the seed.
+        progress: show progress."""
+
+        name = "toy_seeded"
+
+        def __init__(self, seed: int = 7, progress: bool = False):
+            self.seed, self.progress = seed, progress
+
+        def sanitize(self, corpus, *, name=None):
+            docs = [Document(d.id, f"{d.text} seed={self.seed} progress={self.progress}") for d in corpus]
+            return Release(name or "seeded", Corpus(docs))
+
+    reg = Registry()
+    reg._entry_points_loaded = True
+    reg.register("sanitizer")(Seeded)
+    return reg
+
+
+def test_an_explicit_seed_of_zero_is_told_from_the_default():
+    """``seed=0`` (and ``progress=False``) given as keywords beside another value in ``params``
+    is refused naming both (the default, 0, used to hide the conflict and ``params`` won); left
+    out, the seed is still 0, so no result changes (issue 67)."""
+    reg = _seeded_registry()
+
+    def text(**kw):
+        return anonaudit.sanitize("toy_seeded", ROWS[:1], registry=reg, **kw)[0]["text"]
+
+    for kw, words in (({"seed": 0, "params": {"seed": 5}}, "seed=0 and params={'seed': 5}"),
+                      ({"progress": False, "params": {"progress": True}}, "progress=False and params={'progress': True}")):
+        with pytest.raises(ArgumentError, match="given twice with two values") as err:
+            text(**kw)
+        assert words in str(err.value), err.value
+    assert text().endswith("seed=0 progress=False")  # the default seed stays 0, not the class's 7
+    assert text(seed=0) == text() and text(params={"seed": 0}, seed=0) == text()
+    assert text(params={"seed": 5}).endswith("seed=5 progress=False") and text(seed=3).endswith("seed=3 progress=False")
+    assert text(params={"progress": True}).endswith("progress=True")
+
+
+def test_the_command_line_tells_an_explicit_seed_from_its_default(tmp_path):
+    """``sanitize NAME --param seed=5`` uses 5 (``--seed`` left at its default); ``--seed 0``
+    beside it is refused naming both, as the API refuses it."""
+    import json
+
+    from tests.test_hostile import clear_error, run
+
+    reg = _seeded_registry()
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(ROWS[0]) + "\n", encoding="utf-8")
+    base = ["sanitize", "toy-seeded", "--input", src, "--out", tmp_path / "out.jsonl", "--param", "seed=5"]
+    res = run(reg, *base)
+    assert res.exit_code == 0, res.output
+    assert "seed=5" in (tmp_path / "out.jsonl").read_text(encoding="utf-8")
+    clear_error(run(reg, *base, "--seed", "0", "--force"), "seed=0 and params={'seed': 5}")

@@ -376,7 +376,9 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
         params = _load_file_params(params, comps.params[key], fmt=None)  # --collection FILE: a loaded corpus
         t0 = time.time()
         # --no-cache (the sanitizer's `cache`/`use_cache` off) turns every cache off: the API does it.
-        release = anonaudit.sanitize(key, kw["input_"], params=params, seed=kw.get("seed"), llm=kw.get("llm"),
+        given_seed = ctx.get_parameter_source("seed") is not click.core.ParameterSource.DEFAULT  # else 0 (the API's)
+        release = anonaudit.sanitize(key, kw["input_"], params=params, seed=kw.get("seed") if given_seed else None,
+                                     llm=kw.get("llm"),
                                      embedder=kw.get("embedder"), progress=True, format=kw["fmt"],
                                      release_name=Path(kw["out"]).stem, registry=reg,
                                      **{k: kw[k] for k in COLUMN_KEYS})
