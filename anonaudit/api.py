@@ -125,7 +125,10 @@ def _execute(data: Mapping[str, Any] | Any, *, out: Any, registry: Any, progress
     from audit.pipeline.outputs import spec_inputs
     from audit.pipeline.runner import Audit, AuditSpec, parse_spec
 
+    from audit.runtime.deadline import check_enforceable
+
     reg = _registry(registry, "audit")
+    check_enforceable(time_limit, "time_limit=" if command == "api" else "--time-limit")  # before any write
     results_path = Path(out).expanduser().resolve() if out is not None else None
     if isinstance(data, AuditSpec):
         spec = data

@@ -202,6 +202,9 @@ def bench(sanitizer: str | None = None, spec: Spec | str | os.PathLike | None = 
              ("reference", reference), *((f"extra release {k}", v) for k, v in extra.items())]
     sources = tuple((k, Path(os.fspath(v)).expanduser().resolve()) for k, v in given
                     if isinstance(v, (str, os.PathLike)) and (k != "reference" or os.fspath(v) != "tab"))
+    from audit.runtime.deadline import check_enforceable
+
+    check_enforceable(s.budget.time_limit, "time_limit=")  # before the writer makes out=
     writer = None
     if out is not None:  # the one writer of out=, made before any work: it holds the output guard
         from audit.pipeline.bench_writer import BenchWriter

@@ -55,7 +55,9 @@ class Budget:
     """How much work the stages do. ``level``: ``"quick"`` (a CI gate: intervals of ±0.10),
     ``"standard"`` (±0.05, the default) or ``"full"`` (every document). ``sample``: a seeded sample of
     this many documents per release (the same ids for each). ``time_limit``: minutes the audit may
-    take (each stage calibrated first; an error with the estimate when it exceeds the limit)."""
+    take (each stage calibrated first; an error with the estimate when it exceeds the limit), then
+    enforced by a SIGALRM timer: run from the main thread of a POSIX process, as a limit asked from
+    another thread or on Windows is refused before any work (an AnonauditError)."""
 
     level: Level | None = None
     sample: PositiveInt | None = None

@@ -157,3 +157,43 @@ def test_the_command_line_tells_an_explicit_seed_from_its_default(tmp_path):
     assert res.exit_code == 0, res.output
     assert "seed=5" in (tmp_path / "out.jsonl").read_text(encoding="utf-8")
     clear_error(run(reg, *base, "--seed", "0", "--force"), "seed=0 and params={'seed': 5}")
+
+
+def _in_thread(call):
+    """What ``call()`` returns or raises, run in a thread that is not the main one."""
+    import threading
+
+    box = {}
+
+    def target():
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="worker")
+    worker.start()
+    worker.join(120)
+    return box
+
+
+def test_a_time_limit_that_cannot_be_enforced_is_refused_not_ignored(tmp_path, monkeypatch):
+    """The limit is a SIGALRM timer, which only the main thread of a POSIX process receives:
+    asked from another thread, or where there is no SIGALRM, the API raises an AnonauditError
+    saying so before any work or write (it used to run on with no limit); no limit runs there as
+    before. Cost: ~1 s."""
+    from audit.runtime import deadline
+
+    out = tmp_path / "r" / "results.json"
+    attack = lambda **kw: anonaudit.attack("phrase_search", {"m": MASKED}, originals=ROWS, progress=False, **kw)  # noqa: E731
+    box = _in_thread(lambda: attack(time_limit=5, out=out))
+    assert isinstance(box.get("error"), AnonauditError), box
+    assert "main thread" in str(box["error"]) and "time_limit" in str(box["error"]) and not out.parent.exists()
+    spec = anonaudit.Spec(attacks=["phrase_search"], metrics=["rouge"], budget=anonaudit.Budget(time_limit=5))
+    box = _in_thread(lambda: anonaudit.bench("labels", spec, demo_people=3, out=tmp_path / "b", progress=False))
+    assert isinstance(box.get("error"), AnonauditError) and "main thread" in str(box["error"]), box
+    assert not (tmp_path / "b").exists()
+    assert _figures(_in_thread(lambda: attack())["value"]) == _figures(attack())  # no limit: as before
+    monkeypatch.setattr(deadline, "platform_has_timer", lambda: False)  # Windows: no SIGALRM, main thread or not
+    with pytest.raises(AnonauditError, match="SIGALRM"):
+        attack(time_limit=5)

@@ -376,9 +376,8 @@ def sanitize_command(reg: Registry, name: str) -> click.Command:
         params = _load_file_params(params, comps.params[key], fmt=None)  # --collection FILE: a loaded corpus
         t0 = time.time()
         # --no-cache (the sanitizer's `cache`/`use_cache` off) turns every cache off: the API does it.
-        given_seed = ctx.get_parameter_source("seed") is not click.core.ParameterSource.DEFAULT  # else 0 (the API's)
-        release = anonaudit.sanitize(key, kw["input_"], params=params, seed=kw.get("seed") if given_seed else None,
-                                     llm=kw.get("llm"),
+        seed = None if ctx.get_parameter_source("seed") is click.core.ParameterSource.DEFAULT else kw.get("seed")
+        release = anonaudit.sanitize(key, kw["input_"], params=params, seed=seed, llm=kw.get("llm"),  # None: 0
                                      embedder=kw.get("embedder"), progress=True, format=kw["fmt"],
                                      release_name=Path(kw["out"]).stem, registry=reg,
                                      **{k: kw[k] for k in COLUMN_KEYS})

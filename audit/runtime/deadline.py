@@ -11,8 +11,9 @@ the option. An interruption is used, not an exception any ``except Exception`` w
 component that catches its own errors cannot hide the limit and run on.
 
 The limit is enforced with a real-time timer (``SIGALRM``), which only the main thread of a POSIX
-process can receive; elsewhere (a thread, Windows) the limit is the estimate alone, and said so in
-:func:`enforced`'s docstring, not silently. A timer already set (pytest-timeout's) is restored after.
+process can receive; a limit asked elsewhere (from another thread, or on Windows) is refused with
+an :class:`~audit.core.errors.AnonauditError` before any work (:func:`check_enforceable`), never
+silently ignored. A timer already set (pytest-timeout's) is restored after.
 
 :func:`terminate_as_interrupt` makes ``SIGTERM`` (what ``kill``, a CI runner's cancel and a
 container's stop send) raise :class:`Terminated`, another kind of ``KeyboardInterrupt``, for the
@@ -43,9 +44,27 @@ class TimeLimitReached(AnonauditError):
     """The work ran to its time limit and was stopped; what it finished is kept."""
 
 
+def platform_has_timer() -> bool:
+    """Whether this platform has the real-time timer signal (POSIX's ``SIGALRM``; not Windows)."""
+    return os.name == "posix" and hasattr(signal, "SIGALRM")
+
+
 def timer_available() -> bool:
     """Whether a limit can be enforced here: in the main thread of a POSIX process."""
-    return os.name == "posix" and threading.current_thread() is threading.main_thread()
+    return platform_has_timer() and threading.current_thread() is threading.main_thread()
+
+
+def check_enforceable(minutes: float | None, option: str = "time_limit=") -> None:
+    """Refuse (:class:`AnonauditError`) a limit of ``minutes`` that :func:`enforced` could not
+    enforce here: asked from a thread that is not the main one, or on a platform without
+    ``SIGALRM``. No limit (None, or one beyond what the timer holds) is always fine."""
+    if minutes is None or not minutes * 60.0 < _TIMER_MAX or timer_available():
+        return
+    where = (f"on this platform ({os.name}: no SIGALRM)" if not platform_has_timer()
+             else f"from the thread {threading.current_thread().name!r}, not the main thread")
+    raise AnonauditError(f"{option} {minutes:g} min cannot be enforced {where}: the limit is a real-time timer "
+                         "(SIGALRM), which only the main thread of a POSIX process receives. Run the call from the "
+                         "main thread, or leave the limit out (the work then runs to its end)")
 
 
 #: The longest limit the interval timer can hold (a C ``time_t`` on every platform): a longer one,
@@ -58,9 +77,9 @@ def enforced(minutes: float | None, option: str = "--time-limit") -> Iterator[No
     """Run the block under a limit of ``minutes`` (None: no limit). When it is reached, the block is
     interrupted (:class:`TimeUp`, handled as Ctrl-C is) and a :class:`TimeLimitReached` naming
     ``option`` is raised from it. Enforced in the main thread of a POSIX process only (a timer
-    signal); elsewhere the block runs to its end (the estimate before the work still applies). A
-    timer set before that ends sooner is left to end the block; one that ends later is restored
-    after it, with the time it has left."""
+    signal); elsewhere a limit is refused (:func:`check_enforceable`). A timer set before that ends
+    sooner is left to end the block; one that ends later is restored after it, with the time it has left."""
+    check_enforceable(minutes, option)
     seconds = None if minutes is None else minutes * 60.0
     if seconds is not None and not seconds < _TIMER_MAX:  # inf, or beyond what the timer holds
         seconds = None
