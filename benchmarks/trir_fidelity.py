@@ -66,21 +66,22 @@ LONG = BUDGETS["paper"]["epochs"]
 CONFIGS: dict[str, dict] = {
     "default": {},
     # pinned to the slower methods a speed-up replaces: no rotation, no plateau stop, AdamW's loop
-    "reference": {"window_rotation": 1, "patience": LONG, "freeze_layers": 0, "_fused_adamw": False},
+    "reference": {"window_rotation": 1, "patience": LONG, "freeze_layers": 0, "fused_adamw": False},
     # the default until issue 70 (patience 3, nothing frozen, AdamW's loop), pinned: the baseline of the speed-up
-    "old-default": {"patience": 3, "freeze_layers": 0, "_fused_adamw": False},
+    "old-default": {"patience": 3, "freeze_layers": 0, "fused_adamw": False},
     "rotation": {"window_rotation": 3},  # known bad (issue 55): stops at a plateau the reference climbs past
     "one-pass": {"epochs": 1},  # known bad: undertrained
     # candidates (issue 70): a shorter plateau, torch's fused AdamW here (as on Ray Train), both
-    "patience2": {"patience": 2},
-    "fused": {"_fused_adamw": True},
-    "fused+patience2": {"_fused_adamw": True, "patience": 2},
+    # (each pinned to what it was measured with: nothing frozen unless it says so, patience 3 unless it says so)
+    "patience2": {"patience": 2, "freeze_layers": 0, "fused_adamw": False},
+    "fused": {"patience": 3, "freeze_layers": 0, "fused_adamw": True},
+    "fused+patience2": {"patience": 2, "freeze_layers": 0, "fused_adamw": True},
     # the embeddings and 3 of 6 layers frozen every epoch; the TRI paper's patience of 3 passes
-    "freeze3": {"freeze_layers": 3, "freeze_epochs": LONG, "patience": 3},
-    "freeze3+fused": {"freeze_layers": 3, "freeze_epochs": LONG, "patience": 3, "_fused_adamw": True},
+    "freeze3": {"freeze_layers": 3, "freeze_epochs": LONG, "patience": 3, "fused_adamw": False},
+    "freeze3+fused": {"freeze_layers": 3, "freeze_epochs": LONG, "patience": 3, "fused_adamw": True},
     # issue 70's combined candidate: the three above together (bf16 autocast is on by default where
     # the CPU has AVX-512 BF16 or AMX, as on the development machine)
-    "combined": {"freeze_layers": 3, "freeze_epochs": LONG, "_fused_adamw": True, "patience": 2},
+    "combined": {"freeze_layers": 3, "freeze_epochs": LONG, "fused_adamw": True, "patience": 2},
 }
 
 
@@ -110,18 +111,10 @@ def scenario(data: str, people: int, dev_people: int, skip: int = 0) -> Scenario
 def one_run(sc: Scenario, config: str, seed: int, threads: int, extra: dict) -> dict:
     """Train one attacker and score every release; what it chose, what it scored, and where the
     time went (preparation, each pass, prediction)."""
-    import attackers.trir.training as training
-
-    params = {**extra, **CONFIGS[config]}
-    fused = params.pop("_fused_adamw", training.FUSED_ADAMW)
     attack = TRIRAttack(budget="paper", seed=seed, num_threads=threads, device="cpu", use_cache=False,
-                        progress=True, **params)
+                        progress=True, **{**extra, **CONFIGS[config]})
     t0 = time.perf_counter()
-    before, training.FUSED_ADAMW = training.FUSED_ADAMW, fused
-    try:
-        attack.fit(sc)
-    finally:
-        training.FUSED_ADAMW = before
+    attack.fit(sc)
     fit_s = time.perf_counter() - t0
     trir, predict_s = {}, {}
     for r in sc.releases:
@@ -131,7 +124,8 @@ def one_run(sc: Scenario, config: str, seed: int, threads: int, extra: dict) -> 
     info = attack.trained_.info
     sel = info["selection"]
     epochs_s = sum(h["seconds"] for h in info["history"])
-    return {"config": config, "seed": seed, "fused_adamw": fused, "fit_s": round(fit_s, 1),
+    return {"config": config, "seed": seed, "fused_adamw": attack.settings()["fused_adamw"],
+            "fit_s": round(fit_s, 1),
             "wall_s": round(time.perf_counter() - t0, 1),
             "preparation_s": (info.get("timings") or {}).get("text_preparation_seconds", 0.0),
             "timings": info.get("timings"), "epochs_s": round(epochs_s, 1),

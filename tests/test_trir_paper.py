@@ -35,6 +35,25 @@ def test_paper_budget_is_the_default_and_options_override_it():
         TRIRAttack(mask_style="stars")._check_params()
 
 
+def test_the_paper_budget_freezes_the_lower_layers_every_epoch_and_fused_adamw_is_in_the_key():
+    """Issue 70's default: the paper budget freezes the embeddings and 3 lowest layers in every
+    epoch it may train (the fast budget none); given values win; the optimizer's kernel is a
+    setting, so an attacker trained with the other one is not loaded from the cache."""
+    from attackers.trir import resolve_base
+
+    paper, fast = TRIRAttack(), TRIRAttack(budget="fast")
+    assert (paper.freeze_layers, paper.freeze_epochs) == (3, 15) and (fast.freeze_layers, fast.freeze_epochs) == (0, 0)
+    assert (TRIRAttack(window_rotation=3).freeze_epochs, TRIRAttack(epochs=4).freeze_epochs) == (45, 4)
+    assert (TRIRAttack(freeze_layers=0).freeze_epochs, TRIRAttack(freeze_epochs=2).freeze_epochs) == (0, 2)
+    assert paper.get_params()["freeze_layers"] == 3
+    assert paper.settings()["fused_adamw"] and not fast.settings()["fused_adamw"]
+    bg = Corpus([Document("a", "Ann lives in Oslo.", subject="ann")], name="bg")
+    base = resolve_base(None)
+    fused = paper.cache_key(bg, base, None)
+    assert TRIRAttack(fused_adamw=False).cache_key(bg, base, None) != fused
+    assert TRIRAttack(freeze_layers=0).cache_key(bg, base, None) != fused
+
+
 def test_patience_0_never_stops_early_as_its_help_says_and_a_negative_one_is_refused():
     """Issue 70: the option's type and its help agree (0 is accepted by the command line and a
     spec, and means no plateau stop); a negative patience is refused before anything runs."""
@@ -54,7 +73,8 @@ def test_cache_key_follows_the_settings_in_force_not_their_spelling(tmp_path):
     base = resolve_base(None)
     key = lambda a: a.cache_key(bg, base, None)  # noqa: E731
     assert key(TRIRAttack(budget="fast")) == key(TRIRAttack(budget="paper", epochs=5, patience=2, curate=False,
-                                                            pretrain=False, pretrain_epochs=1))
+                                                            pretrain=False, pretrain_epochs=1, freeze_layers=0,
+                                                            fused_adamw=False))
     assert key(TRIRAttack(budget="fast")) != key(TRIRAttack(budget="paper"))
     a, b = TRIRAttack(), TRIRAttack()
     b._mask_styles = ("suppress",)

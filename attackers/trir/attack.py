@@ -42,11 +42,16 @@ log = logging.getLogger(__name__)
 #: releases show, at most 3); ``fast``: one masked copy (the most common style) and 5 passes.
 #: ``epochs``, ``patience`` and ``fixed_passes`` count passes over the training windows, not
 #: rotated epochs (:mod:`attackers.trir.schedule`).
+#: ``freeze_layers``: the embeddings and this many lowest encoder layers stay frozen in every epoch;
+#: ``fused_adamw``: torch's one-kernel AdamW instead of its loop over parameters (the same update to
+#: rounding, another draw of the seed). Issue 70: the paper budget's 3 frozen layers and fused AdamW
+#: train about twice as fast on a CPU, within one seed's spread of the reference attacker on TAB
+#: (benchmarks/README.md, "The fidelity guard"); the fast budget keeps every layer and the loop.
 BUDGETS: dict[str, dict[str, Any]] = {
     "paper": {"epochs": 15, "patience": 3, "fixed_passes": 5, "augment_ner": True, "mask_copies": 3, "curate": True,
-              "pretrain": True, "pretrain_epochs": 3},
+              "pretrain": True, "pretrain_epochs": 3, "freeze_layers": 3, "fused_adamw": True},
     "fast": {"epochs": 5, "patience": 2, "fixed_passes": 5, "augment_ner": True, "mask_copies": 1, "curate": False,
-             "pretrain": False, "pretrain_epochs": 1},
+             "pretrain": False, "pretrain_epochs": 1, "freeze_layers": 0, "fused_adamw": False},
 }
 
 
@@ -93,9 +98,12 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         head on the background first so pre-training runs (costly on CPU; see benchmarks).
     dedup: train once on windows repeated with the same person (faster, same information).
     bucket: batch training windows of similar length together (less padding, faster).
-    freeze_layers: freeze the embeddings and this many lowest encoder layers (the documented
-        faster option on a CPU: about twice as fast per frozen epoch; not the paper's attacker) ...
-    freeze_epochs: ... during the first this many epochs (0: never).
+    freeze_layers: freeze the embeddings and this many lowest encoder layers (default from
+        the budget, paper 3 of MiniLM's 6 and fast 0; 0 trains every layer, as the TRI paper does) ...
+    freeze_epochs: ... during the first this many epochs (default: every epoch; 0: never).
+    fused_adamw: step torch's one-kernel AdamW instead of its loop over parameters (the same
+        update up to rounding, so another draw of the seed; default from the budget, paper on
+        and fast off; Ray Train's workers always fuse).
     device: auto (a GPU when torch sees one, else the CPU; the default), cpu, cuda or cuda:N.
     train_precision: arithmetic of the training steps: auto (the default: bf16 where the device
         computes it natively, a CPU with AVX-512 BF16 or AMX or a GPU, else fp32), bf16 (bfloat16
@@ -167,8 +175,9 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         new_mlm_head: bool = False,
         dedup: bool = True,
         bucket: bool = True,
-        freeze_layers: NonNegativeInt = 0,
-        freeze_epochs: NonNegativeInt = 0,
+        freeze_layers: NonNegativeInt | None = None,
+        freeze_epochs: NonNegativeInt | None = None,
+        fused_adamw: bool | None = None,
         device: str = "auto",
         train_precision: Literal["auto", "fp32", "bf16"] = "auto",
         predict_precision: Literal["auto", "fp32", "bf16", "int8"] = "auto",
@@ -188,6 +197,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         params = dict(locals())
         del params["self"]
         vars(self).update(params)
+        self._resolve_freezing()
         self._mask_styles: tuple[str, ...] = ()
         self.trained_: TrainedTRIR | None = None
         self._parses: ParseCache | None = None
@@ -236,17 +246,29 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
 
         return "cuda" if torch.cuda.is_available() else "cpu"
 
+    def _resolve_freezing(self) -> None:
+        """``freeze_layers`` from the budget when not given, and ``freeze_epochs`` every epoch the
+        training may run when not given (none when nothing is frozen), so that the parameters,
+        the record and the cache key hold the values in force."""
+        budget = BUDGETS.get(self.budget, {})  # an unknown budget is refused by settings()
+        if self.freeze_layers is None:
+            self.freeze_layers = int(budget.get("freeze_layers", 0))
+        if self.freeze_epochs is None:
+            passes = self.epochs if self.epochs is not None else int(budget.get("epochs", 0))
+            self.freeze_epochs = passes * (self.window_rotation or 1) if self.freeze_layers > 0 else 0
+
     def settings(self) -> dict[str, Any]:
         """The training settings in force: the budget's, with every option given overriding it."""
         if self.budget not in BUDGETS:
             raise AnonauditError(f"trir: budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
         out = dict(BUDGETS[self.budget])
-        for k in ("epochs", "patience", "augment_ner", "curate", "pretrain", "pretrain_epochs"):
+        for k in ("epochs", "patience", "augment_ner", "curate", "pretrain", "pretrain_epochs", "fused_adamw"):
             if getattr(self, k) is not None:
                 out[k] = getattr(self, k)
         if out["patience"] == 0:  # never stop early
             out["patience"] = None
         out["window_rotation"] = self.window_rotation or 1
+        out.update(freeze_layers=self.freeze_layers, freeze_epochs=self.freeze_epochs)  # resolved when made
         out.update(dedup=bool(self.dedup), bucket=bool(self.bucket),
                    train_precision=resolve_precision(self.train_precision, self.torch_device(), TRAIN_PRECISIONS,
                                                      "train_precision"))

@@ -27,7 +27,7 @@ CONFIG_FILE = "trir.json"
 TRAINING_PARAMS = ("window", "overlap", "epochs", "patience", "batch_size", "learning_rate", "weight_decay",
                    "augment_ner", "mask_styles", "curate", "pretrain", "pretrain_window", "pretrain_overlap",
                    "pretrain_epochs", "new_mlm_head", "seed", "window_rotation", "max_windows_per_class", "spacy_model",
-                   "dedup", "bucket", "freeze_layers", "freeze_epochs", "train_precision")
+                   "dedup", "bucket", "freeze_layers", "freeze_epochs", "train_precision", "fused_adamw")
 
 
 @dataclass

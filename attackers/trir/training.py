@@ -45,9 +45,6 @@ log = logging.getLogger(__name__)
 #: attacker counts as under-trained (it cannot name the person in half of its own training text).
 FIT_CHECK_WINDOWS = 256
 FIT_CHECK_MIN = 0.5
-#: Whether a training here steps torch's fused AdamW (as each Ray Train worker does) instead of
-#: its loop over parameters: a candidate speed-up of issue 70, measured by benchmarks/trir_fidelity.py.
-FUSED_ADAMW = False
 #: The Ray Train workers' switches (the ablations of ``benchmarks/trir_scale.py``): torch's fused
 #: AdamW (a step every worker repeats costs ~7x less than the loop over parameters), and the
 #: gradient exchange overlapped with the backward pass (:mod:`attackers.trir.exchange`).
@@ -131,7 +128,7 @@ class TRIRTraining:
         common = dict(labels=data.labels, ids=data.windows.ids, y=list(data.y), pad_id=data.pad_id,
                       dev=None if dev is None else (dev[0].ids, dev[0].doc, dev[1].tolist()), pre=pre)
         if trainer == "local":
-            return FineTuneJob(**common, attack=self, model_path=model_path, fused=FUSED_ADAMW)
+            return FineTuneJob(**common, attack=self, model_path=model_path, fused=self.settings()["fused_adamw"])
         params = {**self.get_params(), "progress": False, "device": "auto",
                   "window_rotation": self.settings()["window_rotation"]}
         return FineTuneJob(**common, attack_class=type(self), params=params, fused=RAY_FUSED_ADAMW, overlap=OVERLAP)
