@@ -229,6 +229,9 @@ def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None,
     if metrics is None:
         metrics = list(_registry(run.get("registry"), "utility").names("metric"))
         run.setdefault("on_error", "skip")
+    elif isinstance(metrics, (list, tuple)) and not metrics:  # else the spec blames its `attacks`
+        raise ArgumentError("anonaudit.utility(): metrics=[]: no metric to run; name at least one, or leave "
+                            "metrics out for every registered one")
     return audit(spec_of_keywords(**spec_kw), originals=originals, releases=releases, metrics=metrics, **run)
 
 

@@ -197,3 +197,10 @@ def test_a_time_limit_that_cannot_be_enforced_is_refused_not_ignored(tmp_path, m
     monkeypatch.setattr(deadline, "platform_has_timer", lambda: False)  # Windows: no SIGALRM, main thread or not
     with pytest.raises(AnonauditError, match="SIGALRM"):
         attack(time_limit=5)
+
+
+def test_utility_with_an_empty_list_of_metrics_names_metrics():
+    """``utility(metrics=[])`` is refused naming ``metrics=`` (it blamed the spec's ``attacks``)."""
+    with pytest.raises(ArgumentError, match=r"anonaudit.utility\(\): metrics=\[\]") as err:
+        anonaudit.utility(ROWS, {"m": MASKED}, metrics=[], progress=False)
+    assert "attacks" not in str(err.value)

@@ -33,7 +33,7 @@ def id_problem(value: str, what: str = "id") -> str:
     if not found:
         return ""
     return (f"{what} {value[:80]!r} holds control character(s) {', '.join(repr(c) for c in found)}: an id never "
-            "does (logs, tables and CI annotations print it); remove them from the file")
+            "does (logs, tables and CI annotations print it); remove them")
 
 
 def option_of(field: str) -> str:
