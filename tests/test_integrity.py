@@ -337,7 +337,7 @@ def test_a_release_named_after_its_file_is_pseudonymised_in_the_shareable_editio
     chosen = tmp_path / "Bertil_Quandt.jsonl"
     chosen.write_text("".join(json.dumps(d) + "\n" for d in data["releases"]["labels"]), encoding="utf-8")
     res = anonaudit.audit(originals=orig, releases=[str(person), {"name": "masked", "path": str(chosen)}],
-                          attacks=["phrase_search"], metrics=["rouge"], progress=False, out=tmp_path / "run")
+                          attacks=["phrase_search"], metrics=["rouge"], progress=False, out=tmp_path / "run.json")
     assert res.file.provenance["releases"]["Jane_Marwood"]["name_from"] == "file"
     assert "name_from" not in res.file.provenance["releases"]["masked"]
     gate = res.gate(max={"phrase_search": 0.99})
