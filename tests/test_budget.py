@@ -15,7 +15,8 @@ from attackers.trir import TRIRAttack
 from audit.core.errors import AnonauditError
 from audit.core.registry import registry
 from audit.pipeline.budget import budget_params, check_budget, table
-from audit.pipeline.spec import component_params, parse_spec
+from audit.pipeline.calls import component_params
+from audit.pipeline.spec import parse_spec
 
 
 def test_each_level_sets_the_interval_target_and_the_cheaper_settings():

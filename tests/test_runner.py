@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 from audit.core.interfaces import Attack, Metric
@@ -459,6 +460,42 @@ def test_sanitizers_get_the_spec_seed_llm_and_the_run_resources_and_are_closed(d
     prov = ResultsFile.load(demo_dir / "out" / "results.json").provenance
     assert prov["releases"]["s"]["params"] == {"seed": 3, "llm": "some-llm"}  # what decides the output
     assert prov["releases"]["s"]["stats"] == {"timings": {"s": {"llm": 1.5}}}  # what it says of its run
+
+
+def test_the_seed_has_one_representation_the_spec_s_handed_to_each_component_as_its_keyword(demo_dir):
+    """Issue 71: the audit's seed goes from the spec to each component's keyword ``seed``, never
+    through the parameters the runner completes; a seed among a component's parameters (a second
+    seed) is refused where it is written, naming the place; the record of what a component was
+    given (resume key, provenance) still names the seed, in the same place as before."""
+    from audit.pipeline.calls import as_given, component_params, seed_keyword
+
+    made = []
+
+    class Keyed(LeakAttack):
+        name = "toy_keyed"
+
+        def __init__(self, seed: int = 0, k: int = 1):
+            super().__init__()
+            made.append({"seed": seed, "k": k})
+            self.seed, self.k = seed, k
+
+    reg = toy_registry()
+    reg.register("attack")(Keyed)
+    spec = load_spec(make_spec(demo_dir, attacks=[{"name": "toy_keyed", "k": 2}], metrics=[]), registry=reg)
+    assert "seed" not in component_params(spec, Keyed.param_names(), {"k": 2}, progress=False)
+    assert seed_keyword(spec.seed, Keyed.param_names()) == {"seed": 3} and seed_keyword(3, ["k"]) == {}
+    assert list(as_given({"k": 2}, {"seed": 3}, {"k": 2, "progress": False})) == ["k", "seed", "progress"]
+    Audit(spec, registry=reg, progress=False, echo=None).run()
+    assert made and all(m == {"seed": 3, "k": 2} for m in made)
+    pairs = ResultsFile.load(demo_dir / "out" / "results.json").provenance["pairs"]
+    assert {json.dumps(p["params"]) for p in pairs.values()} == {'{"k": 2, "seed": 3}'}
+    for where, entry in (("attacks[0].params.seed", {"attacks": [{"name": "toy_keyed", "params": {"seed": 5}}]}),
+                         ("attacks.toy_keyed.params.seed", {"attacks": {"toy_keyed": {"seed": 5}}}),
+                         ("releases[0].params.seed", {"releases": [{"sanitizer": "suppression", "params": {"seed": 5}}]})):
+        with pytest.raises(AnonauditError, match=rf"{re.escape(where)}: 5: the seed is the audit's"):
+            load_spec(make_spec(demo_dir, **entry), registry=reg)
+    with pytest.raises(AnonauditError, match=r"seed=5 among a component's parameters"):
+        component_params(spec, Keyed.param_names(), {"seed": 5}, progress=False)
 
 
 def test_release_paths_may_contain_equals_signs_and_names_may_not(demo_dir):

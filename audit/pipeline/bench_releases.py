@@ -15,6 +15,7 @@ from audit.core.data import Corpus, Release
 from audit.core.errors import AnonauditError
 from audit.core.registry import normalise
 from audit.pipeline.provenance import canonical, digest
+from audit.pipeline.calls import seed_keyword
 
 
 def release_key(c: Any, docs: Corpus, spec: Any) -> str:
@@ -60,17 +61,21 @@ def command_release(c: Any, docs: Corpus, spec: Any, writer: Any) -> Release:
 
 
 def sanitize_with(c: Any, docs: Corpus, reg: Any, resources: Any, spec: Any) -> Release:
-    """A registered sanitizer on the originals, with the run's seed and LLM where it takes them."""
+    """A registered sanitizer on the originals, with the run's seed (its keyword, as every run
+    hands it: :func:`~audit.pipeline.spec.seed_keyword`) and LLM where it takes them."""
     cls = reg.get("sanitizer", c.sanitizer)
     params = dict(c.params)
     accepted = cls.param_names()
-    # the run's seed and LLM; the collection an adversary searches (the delinker's) is the corpus
-    for key, value in (("seed", spec.seed), ("llm", spec.llm), ("progress", resources.progress),
+    if "seed" in params:
+        raise AnonauditError(f"sanitizer {c.sanitizer!r}: seed={params['seed']!r} among its parameters: the seed "
+                             "is the bench's, one for every sanitizer and attack; give it as the bench's seed")
+    # the run's LLM; the collection an adversary searches (the delinker's) is the corpus
+    for key, value in (("llm", spec.llm), ("progress", resources.progress),
                        ("collection", spec.population or spec.originals)):
         if key in accepted and key not in params and value is not None:
             params[key] = value
     try:
-        san = reg.create("sanitizer", c.sanitizer, **params).use(resources)
+        san = reg.create("sanitizer", c.sanitizer, **seed_keyword(spec.seed, accepted), **params).use(resources)
     except (TypeError, ValueError) as exc:
         raise AnonauditError(f"sanitizer {c.sanitizer!r}: {exc}") from None
     try:

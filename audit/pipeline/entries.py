@@ -96,6 +96,7 @@ def parse_components(raw: Any, key: str, kind: str, p: Problems, reg: Registry,
         for k, v in item.items():  # inline parameters are allowed beside name/sample
             if k not in COMPONENT_KEYS:
                 params[k] = v
+        _no_seed(params, where, p)
         sample = item.get("sample")
         if sample is not None and (not isinstance(sample, int) or isinstance(sample, bool) or sample < 1):
             p.at(f"{where}.sample", f"must be a positive integer (documents per release), got {sample!r}")
@@ -118,6 +119,14 @@ def parse_components(raw: Any, key: str, kind: str, p: Problems, reg: Registry,
                 p.at(f"{where}.params.{k}", f"{kind} {name!r}: parameter {k!r} {wrong}")
         out.append(ComponentSpec(kind, name, params, sample))
     return out
+
+
+def _no_seed(params: dict[str, Any], where: str, p: Problems) -> None:
+    """A ``seed`` among a component's parameters is refused (and dropped, so that the other
+    problems are still found): the seed is the audit's, one for every component."""
+    if "seed" in params:
+        p.at(f"{where}.params.seed", f"{params.pop('seed')!r}: the seed is the audit's, one for every component: "
+                                     "give it as the spec's top-level seed")
 
 
 def _check_sanitizer(san: str, params: Mapping[str, Any], where: str, p: Problems, reg: Registry) -> None:
@@ -182,6 +191,7 @@ def parse_releases(raw: Any, p: Problems, base: Path, reg: Registry, check: bool
             p.at(f"{where}.params", "must be a mapping of parameter: value")
             raw_params = {}
         params = dict(raw_params)
+        _no_seed(params, where, p)
         name = item.get("name")
         if name is not None:
             wrong = release_name_problem(name)

@@ -49,7 +49,8 @@ from audit.models.resources import LLM_STATS, Resources
 from audit.pipeline.gate import EXIT_FAIL, EXIT_INCONCLUSIVE, Threshold, evaluate, exit_code
 from audit.pipeline.provenance import canonical
 from audit.pipeline.releases import read_release_jsonl, safe_name, write_release_jsonl, release_file_name
-from audit.pipeline.runner import Audit, AuditSpec, ComponentSpec, ReleaseSpec, component_params
+from audit.pipeline.calls import component_params, seed_keyword
+from audit.pipeline.runner import Audit, AuditSpec, ComponentSpec, ReleaseSpec
 
 #: Default repairers per kind of evidence (sanitizer names, looked up in the registry).
 DEFAULT_REPAIRERS = {TEXT: "delinker", SPAN: "intact"}
@@ -334,8 +335,9 @@ class Harden:
             cls = self.registry.get("sanitizer", name)
             params = component_params(self.spec, cls.param_names(), self.repair_params.get(normalise(name), {}),
                                       progress=self.progress, sampling=False)
+            seed = seed_keyword(self.spec.seed, cls.param_names())
             try:
-                cache[name] = self.registry.create("sanitizer", name, **params).use(resources)
+                cache[name] = self.registry.create("sanitizer", name, **seed, **params).use(resources)
             except AnonauditError:
                 raise
             except (TypeError, ValueError) as exc:

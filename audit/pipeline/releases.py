@@ -33,7 +33,8 @@ from audit.core.files import sha256_file
 from audit.core.safejson import check_tree
 from audit.core.registry import Registry, normalise
 from audit.pipeline.provenance import canonical, component_info, digest, release_conflicts
-from audit.pipeline.spec import IN_MEMORY, NOT_IN_KEY, AuditSpec, component_params
+from audit.pipeline.calls import as_given, component_params, seed_keyword
+from audit.pipeline.spec import IN_MEMORY, NOT_IN_KEY, AuditSpec
 
 
 def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[str, Any], *,
@@ -70,7 +71,8 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
         assert originals is not None and rs.sanitizer is not None and rs.name is not None
         cls = registry.get("sanitizer", rs.sanitizer)
         params = component_params(spec, cls.param_names(), rs.params, progress=progress, sampling=False)
-        keyed = {k: v for k, v in params.items() if k not in NOT_IN_KEY}
+        seed = seed_keyword(spec.seed, cls.param_names())
+        keyed = {k: v for k, v in as_given(rs.params, seed, params).items() if k not in NOT_IN_KEY}
         key = digest({"sanitizer": normalise(rs.sanitizer), "params": keyed, "originals": originals.fingerprint()})
         cached = None if reuse_from is None else reuse_from / release_file_name(rs.name)
         old = previous.get(rs.name, {})
@@ -79,7 +81,8 @@ def build_releases(spec: AuditSpec, originals: Corpus | None, previous: Mapping[
             echo(f"  release {rs.name}: reused {cached.name} ({len(rel)} documents)")
             info = {k: old[k] for k in ("stats", "provenance", "self_check") if k in old}  # what the run that made it said
         else:
-            rel, info = _sanitized(spec, rs, originals, params, registry=registry, resources=resources, echo=echo)
+            rel, info = _sanitized(spec, rs, originals, params, seed, registry=registry, resources=resources,
+                                   echo=echo)
         releases.append(rel)
         prov[rs.name] = {"sanitizer": normalise(rs.sanitizer), "params": canonical(keyed), "key": key, **info}
     names = [r.name for r in releases]
@@ -118,16 +121,17 @@ def _given(rs: Any, originals: Corpus | None) -> tuple[Release, dict[str, Any]]:
     return rel, {"source": f"{IN_MEMORY}: {label}", "sha256": hashlib.sha256(jsonl_bytes(corpus)).hexdigest()}
 
 
-def _sanitized(spec: AuditSpec, rs: Any, originals: Corpus, params: dict[str, Any], *, registry: Registry,
-               resources: Any, echo: Callable[[str], None]) -> tuple[Release, dict[str, Any]]:
-    """Release ``rs`` made now by its sanitizer, and what the sanitizer said of it (counts,
+def _sanitized(spec: AuditSpec, rs: Any, originals: Corpus, params: dict[str, Any], seed: Mapping[str, int], *,
+               registry: Registry, resources: Any, echo: Callable[[str], None]) -> tuple[Release, dict[str, Any]]:
+    """Release ``rs`` made now by its sanitizer (given ``params`` and the audit's ``seed``:
+    :func:`~audit.pipeline.spec.seed_keyword`), and what the sanitizer said of it (counts,
     timings, its self-check)."""
     t0 = time.time()
     # Said before the work: loading the sanitizer's models (spaCy's, Presidio's) can take 20 s
     # before its own progress bar starts.
     echo(f"  release {rs.name}: sanitizing {len(originals)} documents with {rs.sanitizer} (its models load first)")
     try:
-        san = registry.create("sanitizer", rs.sanitizer, **params).use(resources)
+        san = registry.create("sanitizer", rs.sanitizer, **seed, **params).use(resources)
     except (TypeError, ValueError) as exc:  # a template, labels or a size the sanitizer refuses
         raise AnonauditError(f"{spec.source}: release {rs.name!r}: sanitizer {rs.sanitizer!r}: {exc}") from None
     try:

@@ -50,18 +50,10 @@ from audit.runtime.deadline import enforced
 from audit.pipeline.gate import recorded
 from audit.pipeline.releases import build_releases, sample_release
 from audit.pipeline.spec import (  # noqa: F401  (re-exported: the runner's public names)
-    CORPUS_REF,
-    NOT_IN_KEY,
-    AuditSpec,
-    ComponentSpec,
-    GateSpec,
-    InputSpec,
-    ReleaseSpec,
-    component_params,
-    load_spec,
-    parse_spec,
+    CORPUS_REF, NOT_IN_KEY, AuditSpec, ComponentSpec, GateSpec, InputSpec, ReleaseSpec, load_spec, parse_spec,
     read_spec_file,
 )
+from audit.pipeline.calls import as_given, component_params, seed_keyword
 
 
 class ComponentError(AnonauditError):
@@ -441,15 +433,17 @@ class Audit:
         cls = self.registry.get(comp.kind, comp.name)
         params = component_params(self.spec, cls.param_names(), comp.params,
                                   progress=self.progress if progress is None else progress, cls=cls)
+        seed = seed_keyword(self.spec.seed, cls.param_names())
         resolved = {k: corpora[v[len(CORPUS_REF):]] if isinstance(v, str) and v.startswith(CORPUS_REF) else v
                     for k, v in params.items()}
         try:
-            obj = self.registry.create(comp.kind, comp.name, **resolved)
+            obj = self.registry.create(comp.kind, comp.name, **seed, **resolved)
         except AnonauditError:
             raise
         except (TypeError, ValueError) as exc:
             raise AnonauditError(f"{self.spec.source}: {comp.kind} {comp.name!r}: bad parameters: {exc}") from None
-        return obj.use(resources), canonical({k: v for k, v in params.items() if k not in NOT_IN_KEY})
+        return obj.use(resources), canonical({k: v for k, v in as_given(comp.params, seed, params).items()
+                                              if k not in NOT_IN_KEY})
 
     def _bar(self, todo, label):
         from audit.runtime.progress import bar as progress_bar, interactive

@@ -24,10 +24,12 @@ models, sampling budgets, a seed and an output folder::
     executor: {kind: ray, address: auto, workers: 4}   # or just `local` (the default) / `ray`
 
 Components are created only through the registry (``registry.create(kind, name,
-**params)``); the spec's ``seed``, ``models.llm`` and ``models.embedder`` fill the
-parameters ``seed``, ``llm`` and ``embedder`` of every component (and sanitizer) that
-takes them, and each key of ``sampling`` other than ``documents`` fills the parameter
-of that name. Beside ``name``, ``sample: N`` is the runner's budget (a seeded sample of
+**params)``); the spec's ``models.llm`` and ``models.embedder`` fill the parameters
+``llm`` and ``embedder`` of every component (and sanitizer) that takes them, and each key of
+``sampling`` other than ``documents`` fills the parameter of that name. The spec's ``seed`` is
+the one seed of the audit: the runner hands it to each component that takes one as its keyword
+``seed`` (:func:`audit.pipeline.calls.seed_keyword`), never through the parameters; a ``seed`` among a component's
+parameters is refused. Beside ``name``, ``sample: N`` is the runner's budget (a seeded sample of
 N documents of each release, the same ids for every release), ``budget`` sets each stage's
 interval target and cheaper settings (:mod:`audit.pipeline.budget`), and ``params`` holds the
 component's parameters; any other key is a parameter too (a component's own parameter
@@ -56,7 +58,7 @@ from audit.core.paramtypes import check_params
 from audit.io.detect import FORMATS
 from audit.core.safejson import YAML_MAX_DEPTH, YAML_MAX_NODES, check_tree
 from audit.core.registry import Registry, given_registry
-from audit.pipeline.budget import budget_params, check_budget
+from audit.pipeline.budget import check_budget
 from audit.pipeline.executors import ExecutorSpec, parse_executor
 from audit.pipeline.entries import (  # noqa: F401  (re-exported: the spec's public names)
     ComponentSpec,
@@ -65,8 +67,6 @@ from audit.pipeline.entries import (  # noqa: F401  (re-exported: the spec's pub
     parse_releases,
 )
 
-#: Component (and sanitizer) parameters the runner fills from the spec when the spec does not set them.
-INJECTED = {"seed": "seed", "llm": "models.llm", "embedder": "models.embedder"}
 #: Parameters that change how a component runs but not what it finds: left out of resume keys.
 NOT_IN_KEY = frozenset({"progress", "num_threads", "cache", "use_cache", "cache_dir", "index_dir", "shards"})
 TOP_KEYS = ("title", "seed", "out", "originals", "background", "corpora", "releases", "attacks", "metrics",
@@ -121,7 +121,8 @@ class AuditSpec:
     sampling_params: Mapping[str, Any] = field(default_factory=dict)
     #: How much work the stages do: quick, standard, full (:mod:`audit.pipeline.budget`).
     budget: str = "standard"
-    seed: int = 0
+    #: The audit's one seed, handed to each component as its keyword ``seed`` (:mod:`audit.pipeline.calls`).
+    seed: Seed = 0
     #: Where the results are written; ``None``: nowhere, the results stay in memory (the API).
     out: Path | None = Path("audit-out")
     title: str = "Audit"
@@ -474,26 +475,3 @@ def _gate(raw_gate: Any, p: Problems) -> GateSpec:
                 p.at(f"gate.{k}", f"must be true or false, got {_shown(v)}")
         on_upper_ci, on_point = on_upper_ci is True, on_point is True
     return GateSpec(max=limits["max"], min=limits["min"], on_upper_ci=on_upper_ci, on_point=on_point)
-
-
-def component_params(spec: AuditSpec, accepted: Sequence[str], params: Mapping[str, Any], *,
-                     progress: bool, sampling: bool = True, cls: type | None = None) -> dict[str, Any]:
-    """``params`` completed from the spec for a component (or sanitizer) that takes the
-    parameters ``accepted``: :data:`INJECTED` (seed, llm, embedder), the ``sampling``
-    parameters (components only), ``progress`` and what the spec's budget sets on ``cls``
-    (:func:`audit.pipeline.budget.budget_params`), each where nothing before sets it."""
-    out = dict(params)
-    values = {"seed": spec.seed, "models.llm": spec.llm, "models.embedder": spec.embedder}
-    for param, source in INJECTED.items():
-        if param in accepted and param not in out and values[source] is not None:
-            out[param] = values[source]
-    if sampling:
-        for k, v in spec.sampling_params.items():
-            if k in accepted and k not in out:
-                out[k] = v
-    if "progress" in accepted and "progress" not in out:
-        out["progress"] = progress
-    if cls is not None:
-        for k, v in budget_params(cls, spec.budget).items():
-            out.setdefault(k, v)
-    return out
