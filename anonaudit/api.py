@@ -167,72 +167,68 @@ def _echo(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-#: The keywords :func:`attack` and :func:`utility` read into the :class:`Spec` they build (each the
-#: field it fills); the run's own (``out``, ``force``, ``progress``, ``on_error``, ``registry``) and
-#: the shortcuts of :func:`audit` pass through.
-SPEC_KEYWORDS = ("spec", "background", "corpora", "llm", "embedder", "sample", "budget", "time_limit", "title",
-                 "executor", "text_column", "id_column", "subject_column", "spans_column")
-RUN_KEYWORDS = ("seed", "out", "force", "progress", "on_error", "registry")
+#: Where a keyword of an older, flat :func:`attack` / :func:`utility` now goes: a field of the
+#: :class:`Spec` given as ``spec=`` (said when one is given as a keyword that is not the attack's).
+SPEC_FIELDS = {"background": "background=...", "corpora": "corpora=...", "llm": "models=anonaudit.Models(llm=...)",
+               "embedder": "models=anonaudit.Models(embedder=...)", "budget": "budget=anonaudit.Budget(...)",
+               "time_limit": "budget=anonaudit.Budget(time_limit=...)", "title": "title=...",
+               "executor": "executor=...", "text_column": "columns=anonaudit.Columns(text=...)",
+               "id_column": "columns=anonaudit.Columns(id=...)", "subject_column": "columns=anonaudit.Columns(subject=...)",
+               "spans_column": "columns=anonaudit.Columns(spans=...)"}
 
 
-def spec_of_keywords(spec: Any = None, *, background: Any = None, corpora: Any = None, llm: str | None = None,
-                     embedder: str | None = None, sample: int | None = None, budget: str | None = None,
-                     time_limit: float | None = None, title: str | None = None, executor: Any = None,
-                     text_column: str = "text", id_column: str = "id", subject_column: str = "subject",
-                     spans_column: str = "spans") -> Spec:
-    """A :class:`Spec` from the keywords of a one-component call (:func:`attack`, :func:`utility`):
-    each given keyword replaces its field of ``spec`` (default: an empty Spec)."""
-    from anonaudit.typed_spec import Budget, Columns, Models
-
-    base = with_shortcuts(spec)
-    b, m, c = base.budget, base.models, base.columns
-    return base.replace(
-        background=background if background is not None else base.background,
-        corpora=corpora if corpora is not None else base.corpora,
-        title=title if title is not None else base.title, executor=executor if executor is not None else base.executor,
-        budget=Budget(level=budget or b.level, sample=sample or b.sample, time_limit=time_limit or b.time_limit),
-        models=Models(llm=llm or m.llm, embedder=embedder or m.embedder),
-        columns=Columns(text_column, id_column, subject_column, spans_column) if (
-            text_column, id_column, subject_column, spans_column) != ("text", "id", "subject", "spans") else c)
-
-
-def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    spec = {k: kwargs.pop(k) for k in SPEC_KEYWORDS if k in kwargs}
-    run = {k: kwargs.pop(k) for k in RUN_KEYWORDS if k in kwargs}
-    return spec, run
+def _not_spec_fields(function: str, keywords: Mapping[str, Any], takes: Any = ()) -> None:
+    """A keyword that is a field of the :class:`Spec` (and not the component's own parameter) is
+    refused, naming where it goes."""
+    for key in sorted(keywords):
+        if key in SPEC_FIELDS and key not in takes:
+            raise ArgumentError(f"anonaudit.{function}(): {key}= is part of the audit's spec: give "
+                                f"spec=anonaudit.Spec({SPEC_FIELDS[key]})")
 
 
 @checked
-def attack(name: str, releases: Any = None, *, originals: Any = None, params: Mapping[str, Any] | None = None,
-           sample: PositiveInt | None = None, **kwargs: Any) -> Results:
+def attack(name: str, releases: Any = None, *, spec: Spec | str | os.PathLike | None = None, originals: Any = None,
+           params: Mapping[str, Any] | None = None, sample: PositiveInt | None = None, seed: Seed | None = None,
+           out: str | os.PathLike | None = None, force: bool = False, progress: bool = True,
+           on_error: Literal["raise", "skip"] = "raise", registry: Any = None, **keywords: Any) -> Results:
     """Run one attack (``"phrase_search"``, ``"trir"``, ``"span_guess"``, ``"claim_linker"``, or a
-    plugin's) on the releases. Its parameters go in ``params`` (or as further keywords that are
-    not the spec's: :data:`SPEC_KEYWORDS`, each a field of the :class:`Spec` built for the call,
-    ``spec=`` one to start from); ``sample`` is a per-release document budget. ``seed``, ``out``,
-    ``force``, ``progress``, ``on_error`` and ``registry`` are :func:`audit`'s."""
-    spec_kw, run = _split(kwargs)
-    entry: dict[str, Any] = {"name": name, "params": _merged_params("attack", params, kwargs)}
+    plugin's) on the releases: :func:`audit` of ``spec`` with this attack alone.
+
+    spec: the rest of the audit (background, budget, models, columns...): an :class:`anonaudit.Spec`
+        or a spec file. params (or further keywords): the attack's parameters. sample: documents per
+        release. releases, originals, seed, out, force, progress, on_error, registry: :func:`audit`'s.
+    """
+    if SPEC_FIELDS.keys() & keywords.keys():
+        _not_spec_fields("attack", keywords, _registry(registry, "attack").get("attack", name).param_names())
+    entry: dict[str, Any] = {"name": name, "params": _merged_params("attack", params, keywords)}
     if sample is not None:
         entry["sample"] = sample
-    return audit(spec_of_keywords(**spec_kw), originals=originals, releases=releases, attacks=[entry], **run)
+    return audit(with_shortcuts(spec), originals=originals, releases=releases, attacks=[entry], seed=seed, out=out,
+                 force=force, progress=progress, on_error=on_error, registry=registry)
 
 
 @checked
-def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None, **kwargs: Any) -> Results:
-    """Utility metrics of the releases against the originals: ``metrics`` as in :func:`audit`, the
-    other keywords as :func:`attack`'s. Default: every registered metric (``tpi`` and ``tps`` load
-    the 0.5B scoring model), and, as ``anonaudit utility`` does, one that does not suit the data
-    (``recall`` without gold spans) is left out and listed in ``results.errors``."""
-    spec_kw, run = _split(kwargs)
-    if kwargs:
-        raise AnonauditError(f"anonaudit.utility(): unexpected keyword(s) {', '.join(sorted(kwargs))}")
+def utility(originals: Any = None, releases: Any = None, *, metrics: Any = None,
+            spec: Spec | str | os.PathLike | None = None, seed: Seed | None = None,
+            out: str | os.PathLike | None = None, force: bool = False, progress: bool = True,
+            on_error: Literal["raise", "skip"] | None = None, registry: Any = None, **keywords: Any) -> Results:
+    """Utility metrics of the releases against the originals: :func:`audit` of ``spec`` with these
+    metrics alone (default: every registered metric; ``tpi`` and ``tps`` load the 0.5B scoring
+    model). spec, seed, out, force, progress, registry: as :func:`attack`'s. on_error: as
+    :func:`audit`'s; by default a metric that does not suit the data (``recall`` without gold
+    spans) is left out and listed in ``results.errors`` when every metric runs, as ``anonaudit
+    utility`` does, and raises when ``metrics`` names it."""
+    _not_spec_fields("utility", keywords)
+    if keywords:
+        raise ArgumentError(f"anonaudit.utility(): unexpected keyword(s) {', '.join(sorted(keywords))}")
     if metrics is None:
-        metrics = list(_registry(run.get("registry"), "utility").names("metric"))
-        run.setdefault("on_error", "skip")
+        metrics = list(_registry(registry, "utility").names("metric"))
+        on_error = on_error or "skip"
     elif isinstance(metrics, (list, tuple)) and not metrics:  # else the spec blames its `attacks`
         raise ArgumentError("anonaudit.utility(): metrics=[]: no metric to run; name at least one, or leave "
                             "metrics out for every registered one")
-    return audit(spec_of_keywords(**spec_kw), originals=originals, releases=releases, metrics=metrics, **run)
+    return audit(with_shortcuts(spec), originals=originals, releases=releases, metrics=metrics, seed=seed, out=out,
+                 force=force, progress=progress, on_error=on_error or "raise", registry=registry)
 
 
 @checked

@@ -208,8 +208,8 @@ def test_every_kind_of_input_gives_the_same_figure(data, frames, tmp_path):
                for r in data["originals"]]
     rel = [{"doc": r["id"], "body": r["text"], "person": r["subject"], "marks": r.get("spans")}
            for r in data["releases"]["labels"]]
-    cols = dict(text_column="body", id_column="doc", subject_column="person", spans_column="marks")
-    assert _rouge(anonaudit.utility(renamed, {"labels": rel}, metrics=["rouge"], progress=False, **cols)) == base
+    cols = anonaudit.Spec(columns=anonaudit.Columns(text="body", id="doc", subject="person", spans="marks"))
+    assert _rouge(anonaudit.utility(renamed, {"labels": rel}, metrics=["rouge"], progress=False, spec=cols)) == base
 
     save_jsonl(load_corpus_from(data["originals"], tmp_path / "o.jsonl"), tmp_path / "o.jsonl")
     df2.to_parquet(tmp_path / "labels.parquet")
@@ -248,13 +248,14 @@ def test_bad_tables_are_named_errors(data, frames):
         anonaudit.utility(df, {"labels": 42}, metrics=["rouge"], progress=False)
     with pytest.raises(AnonauditError, match="unknown key|no metric|not registered|unknown metric"):
         anonaudit.utility(df, {"labels": df2}, metrics=["nope"], progress=False)
+    body = anonaudit.Spec(columns=anonaudit.Columns(text="body"))
     with pytest.raises(DataError, match=r"<labels: DataFrame>: missing column\(s\) body \(named for the text by "
                                         r"--text-column, text_column= in Python\); the table has id, text"):
-        anonaudit.utility(df, {"labels": df2}, metrics=["rouge"], text_column="body", progress=False)
+        anonaudit.utility(df, {"labels": df2}, metrics=["rouge"], spec=body, progress=False)
     with pytest.raises(DataError, match=r"missing column\(s\) body \(named for the text by --text-column, "
                                         r"text_column= in Python\); its rows have id, text"):  # a list of dicts
         anonaudit.utility(data["originals"], {"labels": data["releases"]["labels"]}, metrics=["rouge"],
-                          text_column="body", progress=False)
+                          spec=body, progress=False)
     stranger = df2.copy()
     stranger.loc[0, "id"] = "nobody"
     with pytest.raises(DataError, match=r"releases\['labels'\] \(DataFrame\) \(document 'nobody'\): id not found "

@@ -1,7 +1,8 @@
 """The Python-first spec (issue 71, item 4): ``anonaudit.audit`` takes a typed, frozen
 :class:`anonaudit.Spec`, built in Python or loaded from YAML, with a few keyword shortcuts; the
-command line's plumbing is not in its signature; its help fits on one screen. Model-free
-(phrase_search and rouge on 6 synthetic people): ~5 s."""
+command line's plumbing is not in its signature; its help fits on one screen; ``attack`` and
+``utility`` take the same spec. Model-free
+(phrase_search and rouge on 6 synthetic people): ~6 s."""
 
 from __future__ import annotations
 
@@ -29,7 +30,48 @@ def test_the_signature_is_the_spec_and_a_few_shortcuts_and_help_fits_on_one_scre
     assert not {"command", "source", "llm", "budget", "text_column"} & set(params)
     assert "command" not in inspect.signature(anonaudit.run).parameters
     text = pydoc.render_doc(anonaudit.audit, renderer=pydoc.plaintext)
-    assert sum(-(-max(len(line), 1) // WIDTH) for line in text.splitlines()) <= SCREEN, text  # wrapped
+    assert _screen_lines(anonaudit.audit) <= SCREEN, text  # wrapped
+
+
+def _screen_lines(function) -> int:
+    return sum(-(-max(len(line), 1) // WIDTH) for line in pydoc.render_doc(function, renderer=pydoc.plaintext)
+               .splitlines())
+
+
+def test_attack_and_utility_take_the_spec_and_a_few_shortcuts_and_help_fits_on_one_screen():
+    """attack() and utility() take the same Spec as audit() (``spec=``: background, budget,
+    models, columns...), with audit's shortcuts and run arguments; no flat spec keyword is left."""
+    run = {"seed", "out", "force", "progress", "on_error", "registry"}
+    attack = inspect.signature(anonaudit.attack).parameters
+    assert set(attack) == {"name", "releases", "spec", "originals", "params", "sample", "keywords", *run}
+    utility = inspect.signature(anonaudit.utility).parameters
+    assert set(utility) == {"originals", "releases", "metrics", "spec", "keywords", *run}
+    for function in (anonaudit.attack, anonaudit.utility):
+        assert _screen_lines(function) <= SCREEN
+        assert not {"llm", "budget", "background", "text_column", "time_limit"} & set(
+            inspect.signature(function).parameters)
+
+
+def test_attack_and_utility_give_audit_s_results_and_name_where_a_spec_field_goes():
+    data = anonaudit.sample_data(n=6, seed=1)
+    rows, labels = data["originals"], data["releases"]["labels"]
+    body = [{**{k: v for k, v in r.items() if k != "text"}, "body": r["text"]} for r in rows]
+    spec = anonaudit.Spec(originals=body, releases={"labels": [
+        {**{k: v for k, v in r.items() if k != "text"}, "body": r["text"]} for r in labels]},
+        columns=anonaudit.Columns(text="body"), seed=2, budget=anonaudit.Budget("full"))
+    a = anonaudit.attack("phrase_search", spec=spec, params={"max_n": 5}, progress=False)
+    b = anonaudit.audit(spec.replace(attacks=[{"name": "phrase_search", "params": {"max_n": 5}}]), progress=False)
+    assert [r.to_dict() for r in a.results] == [r.to_dict() for r in b.results] and a.provenance["seed"] == 2
+    u = anonaudit.utility(spec=spec, metrics=["rouge"], seed=4, progress=False)
+    assert [r.name for r in u.results] == ["rouge"] and u.provenance["seed"] == 4
+    with pytest.raises(AnonauditError, match=r"anonaudit\.attack\(\): budget= is part of the audit's spec: give "
+                                             r"spec=anonaudit\.Spec\(budget=anonaudit\.Budget\(\.\.\.\)\)"):
+        anonaudit.attack("phrase_search", {"labels": labels}, originals=rows, budget="quick")
+    with pytest.raises(AnonauditError, match=r"anonaudit\.utility\(\): text_column= is part of the audit's spec: "
+                                             r"give spec=anonaudit\.Spec\(columns=anonaudit\.Columns\(text=\.\.\.\)\)"):
+        anonaudit.utility(rows, {"labels": labels}, metrics=["rouge"], text_column="body")
+    with pytest.raises(AnonauditError, match=r"anonaudit\.utility\(\): unexpected keyword\(s\) colour"):
+        anonaudit.utility(rows, {"labels": labels}, metrics=["rouge"], colour=1)
 
 
 def test_a_spec_is_frozen_and_checked_when_built():
