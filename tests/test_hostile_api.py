@@ -186,7 +186,8 @@ def test_a_time_limit_that_cannot_be_enforced_is_refused_not_ignored(tmp_path, m
 
     out = tmp_path / "r" / "results.json"
     attack = lambda **kw: anonaudit.attack("phrase_search", {"m": MASKED}, originals=ROWS, progress=False, **kw)  # noqa: E731
-    box = _in_thread(lambda: attack(time_limit=5, out=out))
+    limited = anonaudit.Spec(budget=anonaudit.Budget(time_limit=5))
+    box = _in_thread(lambda: attack(spec=limited, out=out))
     assert isinstance(box.get("error"), AnonauditError), box
     assert "main thread" in str(box["error"]) and "time_limit" in str(box["error"]) and not out.parent.exists()
     spec = anonaudit.Spec(attacks=["phrase_search"], metrics=["rouge"], budget=anonaudit.Budget(time_limit=5))
@@ -196,7 +197,7 @@ def test_a_time_limit_that_cannot_be_enforced_is_refused_not_ignored(tmp_path, m
     assert _figures(_in_thread(lambda: attack())["value"]) == _figures(attack())  # no limit: as before
     monkeypatch.setattr(deadline, "platform_has_timer", lambda: False)  # Windows: no SIGALRM, main thread or not
     with pytest.raises(AnonauditError, match="SIGALRM"):
-        attack(time_limit=5)
+        attack(spec=limited)
 
 
 def test_utility_with_an_empty_list_of_metrics_names_metrics():
