@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from attackers.trir.attacker_cache import CONFIG_FILE, TrainedTRIR, cache_key, cache_root
-from attackers.trir.encoder import (PREDICT_PRECISIONS, TRAIN_PRECISIONS, has_mlm_head, resolve_base,
+from attackers.trir.encoder import (PREDICT_PRECISIONS, TRAIN_PRECISIONS, resolve_base,
                                     resolve_precision, torch_settings)
 from attackers.trir.findings import TRIRFindings, subject_of
 from attackers.trir.parse_settings import DISABLED_PIPES, Parse, ParseCache
