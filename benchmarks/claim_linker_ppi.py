@@ -3,6 +3,8 @@
     python benchmarks/claim_linker_ppi.py --quick                  # 12 people, one release (~2 min cold)
     python benchmarks/claim_linker_ppi.py --modes ppi,plain        # the demo population: 40 people
     python benchmarks/claim_linker_ppi.py --modes full,full-population --cache SAME   # then the exact figures
+    python benchmarks/claim_linker_ppi.py --tab Manual_Entity --tab-docs 10 --modes ppi --paraphrase
+                                                                   # a slice of a TAB release, projected
 
 On the development population of the demo (40 people; releases ``labels``, ``generalized``,
 ``suppressed``), the claim linker with the embedded 1.5B judge, the attack's defaults otherwise
@@ -14,6 +16,10 @@ On the development population of the demo (40 people; releases ``labels``, ``gen
 * ``full``: ``--budget full`` (every document judged: the exact figure about this release);
 * ``full-population``: every document judged, the interval about documents like these (the
   one an all-judged figure has for the comparison "each inside the other's interval").
+
+``--tab NAME``: a seeded slice of ``--tab-docs`` TAB test judgments (../shared/data/tab) and
+the release NAME of them instead, with the projection to the whole release (the stages that
+grow with the text by characters, the judge by the documents it would judge at the target).
 
 Per release: the figure and its interval, documents judged and scored, the judge's questions
 (``llm_requests``), the predictor's correlation with the judge on the judged documents (document
@@ -62,11 +68,37 @@ def run_mode(mode: str, scenario: Scenario, llm, embedder, seed: int, paraphrase
             "agreement": e["agreement"], "lambda": e["lambda"], "fallback": e["fallback"],
             "judge": d["judge"], "control_passed": (d["judge_check"] or {}).get("passed"),
             "seconds": round(time.perf_counter() - t, 1),
-            "score_seconds": round(attack.stats()["timings"][rel.name].get("score", 0.0), 1)}
+            "score_seconds": round(attack.stats()["timings"][rel.name].get("score", 0.0), 1),
+            "timings": {k: round(v, 1) for k, v in attack.stats()["timings"][rel.name].items()},
+            "claims_left_out": d["claims_left_out"], "rating_counts": d["rating_counts"],
+            "once_seconds": round(getattr(attack, "once_seconds_", 0.0), 1)}
         print(mode, rel.name, out["releases"][rel.name], file=sys.stderr, flush=True)
     out["llm"] = {k: llm.stats[k] - before.get(k, 0) for k in llm.stats}
     out["seconds"] = round(time.perf_counter() - started, 1)
     return out
+
+
+def tab_slice(name: str, docs: int, seed: int) -> tuple[Scenario, int, list[str]]:
+    """A seeded slice of ``docs`` TAB test judgments and the release ``name`` of them; the whole
+    test set's size is kept in ``TAB_TOTAL`` for the projection."""
+    import random
+
+    from audit.core.data import Corpus, Release
+    from audit.io.loaders import load_corpus, load_release_file
+
+    tab = ROOT.parent / "shared" / "data" / "tab"
+    originals = load_corpus(tab / "bks" / "TAB_test_BK=Original.json", name="originals")
+    (release,) = load_release_file(tab / "anonymizations" / f"TAB_test_{name}.json", name=name, originals=originals)
+    keep = sorted(random.Random(seed).sample([d.id for d in originals], docs))
+    TAB_TOTAL.update(documents=len(originals), characters=sum(len(d.text) for d in originals),
+                     slice_characters=sum(len(originals[i].text) for i in keep))
+    sliced = Release(name, Corpus([release.corpus[i] for i in keep], name=name), sanitizer=release.sanitizer,
+                     source=release.source)
+    return Scenario(originals=Corpus([originals[i] for i in keep], name="originals"), releases=(sliced,)), docs, [name]
+
+
+#: The whole TAB test set, for the projection of a --tab slice.
+TAB_TOTAL: dict[str, int] = {}
 
 
 def markdown(report: dict) -> str:
@@ -95,12 +127,17 @@ def main() -> None:
     ap.add_argument("--paraphrase", action="store_true",
                     help="reword the attacker's claims with the LLM (the attack's default; ~5 s a claim on 2 "
                          "busy cores, and the judge's questions do not depend on it beyond which records link)")
+    ap.add_argument("--tab", default=None, help="a TAB test release (e.g. Manual_Entity) instead of the demo")
+    ap.add_argument("--tab-docs", type=int, default=10, help="judgments in the --tab slice (seeded)")
     ap.add_argument("--out", default="claim_linker_ppi.json")
     args = ap.parse_args()
     n, names, modes = (12, ["labels"], ["ppi", "full"]) if args.quick else \
         (args.n, args.releases.split(","), args.modes.split(","))
-    demo = development_population(n=n, seed=args.seed)
-    scenario = Scenario(originals=demo.originals, releases=tuple(demo.releases[r] for r in names))
+    if args.tab:
+        scenario, n, names = tab_slice(args.tab, args.tab_docs, args.seed)
+    else:
+        demo = development_population(n=n, seed=args.seed)
+        scenario = Scenario(originals=demo.originals, releases=tuple(demo.releases[r] for r in names))
     cache = args.cache or str(Path(tempfile.mkdtemp()) / "llm.sqlite")
     llm = load_llm(args.llm, cache_path=cache)
     embedder = Embedder()
@@ -108,7 +145,8 @@ def main() -> None:
     report = json.loads(out.read_text()) if out.exists() else {}
     for mode in modes:
         report[mode] = run_mode(mode, scenario, llm, embedder, args.seed, args.paraphrase)
-        report[mode].update(cache=cache, n=n, paraphrase=args.paraphrase, release_names=names)
+        report[mode].update(cache=cache, n=n, paraphrase=args.paraphrase, release_names=names,
+                            **({"tab": dict(TAB_TOTAL)} if args.tab else {}))
         out.write_text(json.dumps(report, indent=1, ensure_ascii=False))
     print(markdown(report))
 
