@@ -114,7 +114,8 @@ def harden(spec: Any, release: str, *, out: str | os.PathLike | None = None,
     if out_path is not None and out_path.resolve() == results_path.resolve():
         raise AnonauditError(f"{'--out' if cli else 'out'} {out}: would overwrite the audit's results file")
     outputs = [Output(out_path, "jsonl", "--out" if cli else "out")] if out_path is not None else []
-    outputs += results_outputs(results_path, "OUT/results.json")
+    outputs += [Output(parsed.out, "folder", "--results-dir (or the spec's out)" if cli else "results_dir="),
+                *results_outputs(results_path, "OUT/results.json")]
     outputs += report_outputs(parsed.out / "report.html") if report else ()
     check_outputs(outputs, spec_inputs(parsed, spec_file), force=force, force_named="--force" if cli else "force=True")
     loop = Harden(parsed, release, max_rounds=max_rounds, registry=reg,

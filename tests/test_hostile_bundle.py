@@ -86,6 +86,9 @@ SUFFIX_CASES = [  # (command line, option named, the ending it must have): every
     (["bench", "--originals", "demo/originals.jsonl", "--background", "demo/background.jsonl", "--release",
       "demo/releases/labels.jsonl", "--attacks", "toy_survives", "--out", "b.pdf"], "--out", "without it"),
     (["demo-data", "--out", "d.json"], "--out", "without it"),
+    (["harden", "s.yaml", "--release", "labels", "--out", "h.jsonl", "--results-dir", "h.json"], "--results-dir",
+     "without it"),
+    (["harden", "s.yaml", "--release", "labels", "--out", "h.json"], "--out", ".jsonl"),
     (["demo", "--out", "d.zip"], "--out", "without it"),
 ]
 
