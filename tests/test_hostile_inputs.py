@@ -55,7 +55,8 @@ def test_a_folder_option_that_cannot_be_a_folder_is_refused_before_the_work(demo
              (["trir", "--background", "demo/background.jsonl", "--cache-dir", "afile"],
               "cache_dir afile: is a file, not a folder"),
              (["trir", "--background", "demo/background.jsonl", "--checkpoint-dir", "afile/ckpt"],
-              "checkpoint_dir afile/ckpt: cannot be created: afile is a file, not a folder"),
+              "checkpoint_dir afile/ckpt: cannot be created: afile is a file, not a folder: name a folder this "
+              "process can write to, or leave checkpoint_dir out"),
              # a GPU this machine does not have: said at once, not after the preparation
              (["trir", "--background", "demo/background.jsonl", "--device", "cuda:7"],
               "device cuda:7: torch sees "),

@@ -691,6 +691,15 @@ def test_trir_trains_data_parallel_on_ray_train_and_a_killed_training_resumes(ra
         (saved,) = [p for p in storage.rglob("state.pt") if "checkpoint" in str(p)]
         assert torch.load(saved, weights_only=True)["train_precision"] == agreed
         assert killed.trained_.info["settings"]["train_precision"] == agreed
+        # issue 71: the checkpoint Ray Train kept is in the one format a local training writes (sealed,
+        # keyed, naming where it trained), read by the same reader; a local training refuses it
+        from audit.runtime.checkpoints import read_state
+
+        key = killed.trained_.info["cache_key"]
+        kept = read_state(saved.parent, key=key, trainer="ray-train:2x1")
+        assert kept is not None and kept["train_precision"] == agreed and "final_model" in kept
+        with pytest.raises(AnonauditError, match="written by a training on ray-train:2x1 and this one trains on local"):
+            read_state(saved.parent, key=key, trainer="local")
 
 
 @pytest.mark.slow

@@ -302,7 +302,9 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         for name in ("cache_dir", "checkpoint_dir"):  # before the training, not when saving its result
             folder = getattr(self, name)
             if folder and (why := folder_problem(folder)):
-                raise AnonauditError(f"trir: {name} {folder}: {why}")
+                default = "checkpoints then go to the attacker cache" if name == "checkpoint_dir" else "ANONAUDIT_HOME/trir"
+                raise AnonauditError(f"trir: {name} {folder}: {why}: name a folder this process can write to, or "
+                                     f"leave {name} out ({default})")
 
     def _parse(self, texts: Sequence[str], what: str) -> list[Parse]:
         """spaCy's parse of each of ``texts``, from the parse cache when it has it
