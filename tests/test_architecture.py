@@ -15,8 +15,9 @@ never import each other; plugins receive data objects and shared resources, neve
 options, so they never import ``audit.io``; attacks and metrics never import a sanitizer; the
 reports import ``audit.core`` alone. No plugin imports ``ray`` or ``tempfile``
 (:data:`LIBRARIES`): where work runs and its scratch folders are the engine's (issue 71). The
-engine (``audit``) reaches plugins through the registry only and never imports the API (``anonaudit``) above it, with no exception: the deprecated shims
-of old paths are gone (issue 71), and :func:`test_no_shim_of_an_old_path` keeps them out. Every
+engine (``audit``) reaches plugins through the registry only and never imports the API
+(``anonaudit``) above it, with no exception: the deprecated shims of old paths are gone (issue
+71), and :func:`test_no_shim_of_an_old_path` keeps them out. Every
 import counts, including those inside functions and under TYPE_CHECKING.
 """
 
