@@ -34,11 +34,15 @@ SCRATCH = ".scratch"
 def new_scratch(prefix: str, work_dir: str | os.PathLike[str] | None = None) -> Path:
     """A new owner-only scratch folder, under ``work_dir``'s :data:`SCRATCH` folder when given,
     else in the system's temporary folder; the caller removes it (:func:`remove_scratch`)."""
-    parent = None
-    if work_dir is not None:
-        parent = Path(work_dir) / SCRATCH
+    if work_dir is None:
+        return Path(tempfile.mkdtemp(prefix=prefix))
+    parent = Path(work_dir) / SCRATCH
+    for _ in range(2):  # another process may remove the parent, left empty, in between: try again
         parent.mkdir(parents=True, exist_ok=True)
         make_private(parent)
+        with contextlib.suppress(FileNotFoundError):
+            return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
 
 
