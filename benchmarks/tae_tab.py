@@ -89,7 +89,7 @@ def spearman(xs, ys) -> float | None:
     return float(spearmanr(xs, ys).statistic)
 
 
-def evaluate(metrics: list[str], docs: int = 0, data: Path = TAB) -> dict:
+def evaluate(metrics: list[str], docs: int = 0, data: Path = TAB, ic: dict | None = None) -> dict:
     from audit.core.data import Corpus, Scenario
     from audit.core.registry import registry
     from audit.metrics import UtilityContext
@@ -97,7 +97,7 @@ def evaluate(metrics: list[str], docs: int = 0, data: Path = TAB) -> dict:
     full, exact = originals(data)
     corpus = Corpus(list(full)[:docs], name=full.name, source=full.source) if docs else full
     rels = releases(full, data, ids=corpus.ids if docs else None)
-    ctx = UtilityContext(corpus, progress=True)
+    ctx = UtilityContext(corpus, progress=True, **(ic or {}))
     scenario = Scenario(originals=corpus, releases=tuple(rels))
     objs = [registry.create("metric", m, context=ctx) for m in metrics]
     table: dict[str, dict] = {}
@@ -113,7 +113,9 @@ def evaluate(metrics: list[str], docs: int = 0, data: Path = TAB) -> dict:
                 if res.name in ("nmi", "tae_nmi"):
                     row[f"{res.name}_details"] = {k: res.details.get(k) for k in ("k", "silhouettes", "runs",
                                                                                    "mean_of_runs", "std")}
-    return {"exact_gold": exact, "documents": len(corpus), "table": table}
+    ic_est = ctx.estimator.identity if {"tpi", "tps", "tae_tps"} & set(metrics) else None
+    return {"exact_gold": exact, "documents": len(corpus), "table": table, "ic_estimator": ic_est,
+            "ic_seconds": ctx.ic_seconds()}
 
 
 def report(out: dict, pub: dict) -> None:
@@ -166,6 +168,10 @@ def main() -> None:
     ap.add_argument("--utility", action="store_true", help="also TPI, TPS, NMI (loads the IC model and MiniLM)")
     ap.add_argument("--metrics", default=None, help="comma-separated metrics instead (e.g. tae_nmi,nmi)")
     ap.add_argument("--out", default=None, help="write the figures (JSON) here")
+    ap.add_argument("--context-tokens", type=int, default=None,
+                    help="causal IC: the most tokens of left context a term sees (default: the library's)")
+    ap.add_argument("--ic-precision", default=None, choices=("auto", "fp32", "bf16"),
+                    help="causal IC: the scorer's arithmetic (default: the library's, auto)")
     ap.add_argument("--markdown", default=None, help="print the table of a JSON written by --out, and stop")
     args = ap.parse_args()
     if args.markdown:
@@ -178,9 +184,15 @@ def main() -> None:
     if args.metrics:
         metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     t0, load0 = time.time(), load_avg()
-    out = evaluate(metrics, docs=10 if args.quick else args.docs, data=Path(args.data))
+    ic = {k: v for k, v in (("context_tokens", args.context_tokens), ("ic_precision", args.ic_precision))
+          if v is not None}
+    out = evaluate(metrics, docs=10 if args.quick else args.docs, data=Path(args.data), ic=ic)
     out.update(seconds=round(time.time() - t0, 1), load=[load0, load_avg()])
     report(out, published())
+    secs = out.get("ic_seconds") or []
+    if secs:
+        print(f"IC {out['ic_estimator']}: {len(secs)} documents computed here, {sum(secs):.1f} s "
+              f"({sum(secs) / len(secs):.2f} s each)")
     print(f"{out['seconds']} s; load {load0} -> {out['load'][1]}")
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1))

@@ -9,6 +9,7 @@ correlations. IC time per document is reported.
 
     python benchmarks/utility_tab.py --quick            # a few short documents
     python benchmarks/utility_tab.py --docs 20 --out utility_tab.json
+    python benchmarks/utility_tab.py --ic-speed old,256:fp32,4096:bf16 --docs 6   # IC's cost and fidelity
 """
 
 from __future__ import annotations
@@ -46,7 +47,13 @@ def main() -> None:
     ap.add_argument("--context-tokens", type=int, default=256)
     ap.add_argument("--metrics", default="tpi,tps,nmi,precision,recall,similarity,rouge")
     ap.add_argument("--out", default=None, help="write all results (JSON) here")
+    ap.add_argument("--ic-speed", default=None, metavar="CONFIGS",
+                    help="compare IC configurations instead (e.g. old,256:fp32,4096:bf16: `old` is the scoring "
+                         "before 2026-12-07, CTX:PRECISION the CausalIC of today) on --docs documents spread "
+                         "over TAB's lengths: seconds, and each term's IC against the first configuration's")
     args = ap.parse_args()
+    if args.ic_speed:
+        return ic_speed(args)
 
     from audit.core.data import Corpus, Document, Scenario
     from audit.core.registry import registry
@@ -119,6 +126,134 @@ def main() -> None:
         print(f"Spearman(TPS, NMI) over all releases: {'n/a' if rho is None else f'{rho:.3f}'}")
     if args.out:
         Path(args.out).write_text(json.dumps({"table": table, "results": all_results}, indent=1))
+
+
+# ----------------------------------------------------------------------------- --ic-speed
+
+def old_one_pass(model, tok, text: str, terms, size: int = 256, batch_size: int = 4):
+    """The one-pass causal IC as it was before 2026-12-07 (issue 69: "every token twice"): windows
+    of ``size`` tokens every ``size // 2``, the whole output layer and a log-softmax at every
+    position of every window, float32. Kept here as the reference the new scoring is timed and
+    compared against."""
+    import numpy as np
+    import torch
+
+    enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+    n, logp = len(ids), np.zeros(len(enc["input_ids"]))
+    bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+    half = max(1, size // 2)
+    jobs, start = [([bos, *ids[:size]], 1, 0)], half
+    while start + half < n:
+        jobs.append((ids[start:start + size], half, start))
+        start += half
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    for j in range(0, len(jobs), batch_size):
+        batch = jobs[j:j + batch_size]
+        width = max(len(w) for w, _, _ in batch)
+        x = torch.tensor([w + [pad] * (width - len(w)) for w, _, _ in batch])
+        m = torch.tensor([[1] * len(w) + [0] * (width - len(w)) for w, _, _ in batch])
+        with torch.no_grad():
+            lp = torch.log_softmax(model(input_ids=x, attention_mask=m).logits.float(), dim=-1)
+        for row, (w, first, abs_start) in enumerate(batch):
+            shift = 1 if abs_start == 0 and first == 1 else 0
+            for p in range(first, len(w)):
+                logp[abs_start + p - shift] = float(lp[row, p - 1, w[p]])
+    starts, ends = np.array([a for a, _ in offsets]), np.array([b for _, b in offsets])
+    return np.array([max(0.0, -float(logp[(starts < t.end) & (ends > t.start)].sum())) for t in terms])
+
+
+def spread(docs: list, n: int, tok) -> list:
+    """``n`` documents evenly spaced in token length, the longest included."""
+    by_len = sorted(docs, key=lambda d: len(tok(d.text, add_special_tokens=False)["input_ids"]))
+    if n >= len(by_len):
+        return by_len
+    step = (len(by_len) - 1) / max(1, n - 1)
+    return [by_len[round(i * step)] for i in range(n)]
+
+
+def ic_speed(args) -> None:
+    """Each IC configuration on the same documents: seconds per document and token, and each
+    term's IC against the first configuration's (Pearson on values, Spearman on ranks)."""
+    import numpy as np
+    import torch
+    from scipy.stats import pearsonr, spearmanr
+
+    from audit.metrics import CausalIC
+    from audit.metrics.terms import TermExtractor
+    from audit.models.nlp import Spacy
+    from audit.models.specs import load_llm
+    from tab import labelled_originals, load_avg
+
+    t = time.perf_counter()
+    llm = load_llm(args.llm, cache=False)
+    model, tok = llm.in_process
+    load_s = time.perf_counter() - t
+    docs = spread(list(labelled_originals(Path(args.data))), args.docs or 4, tok)
+    t = time.perf_counter()
+    extract = TermExtractor(Spacy())
+    terms = [extract(d.text) for d in docs]
+    spacy_s = time.perf_counter() - t
+    tokens = [len(tok(d.text, add_special_tokens=False)["input_ids"]) for d in docs]
+    print(f"{len(docs)} documents, {sum(tokens)} tokens ({min(tokens)}-{max(tokens)}), "
+          f"{sum(len(x) for x in terms)} terms; model load {load_s:.1f} s, spaCy + terms {spacy_s:.1f} s; "
+          f"torch threads {torch.get_num_threads()}, load {load_avg()}")
+    out = {"documents": [d.id for d in docs], "tokens": tokens, "terms": [len(x) for x in terms],
+           "load_s": load_s, "spacy_terms_s": spacy_s, "configs": {}, "load": [load_avg()]}
+    ref = None
+    for name in args.ic_speed.split(","):
+        if name == "old":
+            def run(text, ts):
+                return old_one_pass(model, tok, text, ts)
+        else:
+            ctx, prec = name.split(":")
+            est = CausalIC(llm, context_tokens=int(ctx), precision=prec, one_pass=True)
+            run = est.estimate
+        secs, values = [], []
+        for d, ts in zip(docs, terms):
+            t = time.perf_counter()
+            values.append(np.asarray(run(d.text, ts)))
+            secs.append(time.perf_counter() - t)
+        flat = np.concatenate(values)
+        ref = flat if ref is None else ref
+        row = {"seconds": secs, "s_per_doc": sum(secs) / len(secs), "ms_per_token": 1000 * sum(secs) / sum(tokens),
+               "mean_ic": float(flat.mean()), "pearson": float(pearsonr(flat, ref).statistic),
+               "spearman": float(spearmanr(flat, ref).statistic),
+               "max_abs_diff": float(np.abs(flat - ref).max()), "mean_abs_diff": float(np.abs(flat - ref).mean())}
+        out["configs"][name] = row
+        print(f"{name:12s} {row['s_per_doc']:6.1f} s/doc {row['ms_per_token']:6.2f} ms/token  mean IC "
+              f"{row['mean_ic']:.3f}  vs first: r {row['pearson']:.4f} rho {row['spearman']:.4f} "
+              f"|diff| mean {row['mean_abs_diff']:.3f} max {row['max_abs_diff']:.2f}  load {load_avg()}", flush=True)
+    out["metrics"] = metric_seconds(args, docs, terms, values, est)
+    out["load"].append(load_avg())
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+def metric_seconds(args, docs, terms, values, est) -> dict[str, float]:
+    """Seconds of each utility metric (``--metrics``) on one release (``Manual_Entity``) of
+    ``docs``, the information content given (the last configuration's, through the disk cache)."""
+    import tempfile
+
+    from audit.core.data import Corpus, Scenario
+    from audit.core.registry import registry
+    from audit.metrics import ICCache, UtilityContext
+    from tab import labelled_originals, published
+
+    originals = Corpus(docs, name="TAB_test")
+    release = published("Manual_Entity", "TAB_test_Manual_Entity.json", labelled_originals(Path(args.data)),
+                        originals.ids, Path(args.data))
+    with tempfile.TemporaryDirectory() as tmp:
+        ICCache(est.identity, tmp).put_many([(d.text, t, v, 0.0) for d, t, v in zip(docs, terms, values)])
+        ctx = UtilityContext(originals, ic=est, cache_dir=tmp)
+        scenario = Scenario(originals=originals, releases=(release,))
+        out = {}
+        for name in [m.strip() for m in args.metrics.split(",")]:
+            t = time.perf_counter()
+            registry.create("metric", name, context=ctx).evaluate(scenario, release)
+            out[name] = time.perf_counter() - t
+            print(f"  {name:14s} {out[name]:6.1f} s", flush=True)
+    return out
 
 
 if __name__ == "__main__":

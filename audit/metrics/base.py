@@ -14,6 +14,7 @@ from audit.core.errors import AnonauditError
 from audit.core.interfaces import Metric
 from audit.core.results import Finding, Result
 from audit.core.stats import mean_interval
+from audit.metrics.ic import CONTEXT_TOKENS
 from audit.metrics.utility_context import UtilityContext
 from audit.models.resources import resources_of
 
@@ -63,15 +64,18 @@ class UtilityMetric(Metric):
     ``embedder``: the sentence embedder spec (MiniLM by default); ``cache``: keep IC and
     embeddings on disk; ``seed``: for bootstrap intervals and clustering; ``progress``: show
     model loads and information-content scoring as they happen; ``context_tokens``: causal IC,
-    most tokens of left context a term sees; ``mask_every``: masked IC, mask one term in every N.
+    most tokens of left context a term sees; ``mask_every``: masked IC, mask one term in every N;
+    ``ic_precision``: causal IC through an in-process model, its arithmetic; auto is bfloat16
+    where the CPU or GPU computes it natively, else float32.
     """
 
     requires: ClassVar[frozenset[str]] = frozenset({"originals"})
 
     def __init__(self, context: UtilityContext | None = None, ic: Literal["causal", "masked"] = "causal",
                  ic_model: str | None = None, llm: str | None = None, embedder: str | None = None,
-                 cache: bool = True, seed: int = 0, progress: bool = False, context_tokens: PositiveInt = 256,
-                 mask_every: PositiveInt = 6):
+                 cache: bool = True, seed: int = 0, progress: bool = False,
+                 context_tokens: PositiveInt = CONTEXT_TOKENS, mask_every: PositiveInt = 6,
+                 ic_precision: Literal["auto", "fp32", "bf16"] = "auto"):
         self.context = context
         self._given_context = context
         self.progress = progress
@@ -83,6 +87,7 @@ class UtilityMetric(Metric):
         self.seed = seed
         self.context_tokens = context_tokens
         self.mask_every = mask_every
+        self.ic_precision = ic_precision
 
     def provenance(self) -> dict[str, Any]:
         """The information-content estimator, once the shared context has made one (for the
@@ -117,7 +122,7 @@ class UtilityMetric(Metric):
             res = resources_of(self)
             settings = dict(ic=self.ic, ic_model=self.ic_model, llm=self.llm, embedder=self.embedder,
                             cache=self.cache, progress=self.progress, context_tokens=self.context_tokens,
-                            mask_every=self.mask_every)
+                            mask_every=self.mask_every, ic_precision=self.ic_precision)
             originals = scenario.originals
             if all(v is None or isinstance(v, (str, bool, int, float)) for v in settings.values()):
                 key = ("utility-context", originals.fingerprint(), tuple(sorted(settings.items())))

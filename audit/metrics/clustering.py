@@ -13,6 +13,7 @@ from audit.core.errors import AnonauditError
 from audit.core.registry import register
 from audit.core.results import Result
 from audit.metrics.base import UtilityMetric, findings_of
+from audit.metrics.ic import CONTEXT_TOKENS
 from audit.metrics.utility_context import UtilityContext
 
 #: Below this agreement between the originals' own k-means runs, NMI carries a warning.
@@ -33,9 +34,10 @@ class NMIMetric(UtilityMetric):
     def __init__(self, context: UtilityContext | None = None, ic: Literal["causal", "masked"] = "causal",
                  ic_model: str | None = None, llm: str | None = None, embedder: str | None = None,
                  cache: bool = True, seed: int = 0, k: PositiveInt | None = None, max_k: PositiveInt = 10, runs: PositiveInt = 5,
-                 n_init: PositiveInt = 10, progress: bool = False, context_tokens: PositiveInt = 256, mask_every: PositiveInt = 6):
+                 n_init: PositiveInt = 10, progress: bool = False, context_tokens: PositiveInt = CONTEXT_TOKENS,
+                 mask_every: PositiveInt = 6, ic_precision: Literal["auto", "fp32", "bf16"] = "auto"):
         super().__init__(context, ic, ic_model, llm, embedder, cache, seed, progress, context_tokens=context_tokens,
-                         mask_every=mask_every)
+                         mask_every=mask_every, ic_precision=ic_precision)
         self.k = k
         self.max_k = max_k
         self.runs = runs

@@ -13,6 +13,7 @@ from audit.core.errors import AnonauditError
 from audit.core.registry import register
 from audit.core.results import Result
 from audit.metrics.base import UtilityMetric, bootstrap_ratio, findings_of
+from audit.metrics.ic import CONTEXT_TOKENS
 from audit.metrics.utility_context import UtilityContext
 from audit.metrics.tae import parses, tae_row
 
@@ -32,13 +33,15 @@ class _GoldMetric(UtilityMetric):
 
     def __init__(self, context: UtilityContext | None = None, ic: Literal["causal", "masked"] = "causal",
                  ic_model: str | None = None, llm: str | None = None, embedder: str | None = None,
-                 cache: bool = True, seed: int = 0, progress: bool = False, context_tokens: PositiveInt = 256,
-                 mask_every: PositiveInt = 6, ic_weighted: bool = False):
+                 cache: bool = True, seed: int = 0, progress: bool = False,
+                 context_tokens: PositiveInt = CONTEXT_TOKENS, mask_every: PositiveInt = 6, ic_weighted: bool = False,
+                 ic_precision: Literal["auto", "fp32", "bf16"] = "auto"):
         """
         ic_weighted: also report IC-weighted token figures (loads the information-content scorer).
         """
         super().__init__(context=context, ic=ic, ic_model=ic_model, llm=llm, embedder=embedder, cache=cache,
-                         seed=seed, progress=progress, context_tokens=context_tokens, mask_every=mask_every)
+                         seed=seed, progress=progress, context_tokens=context_tokens, mask_every=mask_every,
+                         ic_precision=ic_precision)
         self.ic_weighted = ic_weighted
 
     @property

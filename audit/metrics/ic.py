@@ -34,13 +34,17 @@ from audit.core import config
 from audit.core.errors import AnonauditError
 from audit.core.files import atomic_write_json
 from audit.metrics.terms import Term
+from audit.metrics.token_scores import PRECISIONS, resolve_precision, token_logprobs
 
 if TYPE_CHECKING:
     from audit.core.data import Corpus
     from audit.models.llm import LLM
 
 #: Bump when term extraction or IC computation changes meaning (invalidates caches).
-IC_VERSION = "1"
+IC_VERSION = "2"
+#: The most tokens of left context a term sees in causal IC (each sees between half of it and all
+#: of it; a document of up to this many tokens is read whole, in one forward pass).
+CONTEXT_TOKENS = 256
 #: Decimals of the information content kept in the cache, and so used by every run.
 IC_DECIMALS = 6
 #: Probabilities are floored here so a term the model "cannot" produce has a finite IC.
@@ -77,13 +81,16 @@ class CausalIC(ICEstimator):
     ``chars_per_token`` converts the budget to characters (4 fits English BPE).
     """
 
-    def __init__(self, llm: LLM, context_tokens: int = 256, chars_per_token: float = 4.0,
-                 one_pass: bool | None = None, batch_size: int = 4):
+    def __init__(self, llm: LLM, context_tokens: int = CONTEXT_TOKENS, chars_per_token: float = 4.0,
+                 one_pass: bool | None = None, batch_size: int = 4, precision: str = "auto"):
+        if precision not in PRECISIONS:
+            raise AnonauditError(f"ic_precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         self.llm = llm
         self.context_tokens = int(context_tokens)
         self.chars_per_token = float(chars_per_token)
         self.one_pass = one_pass
         self.batch_size = int(batch_size)
+        self.precision = precision
 
     def _local_model(self) -> tuple[Any, Any] | None:
         """(model, tokenizer) of an in-process transformers backend, if that is what ``llm`` is."""
@@ -93,9 +100,21 @@ class CausalIC(ICEstimator):
     def uses_one_pass(self) -> bool:
         return self.llm.runs_in_process if self.one_pass is None else bool(self.one_pass)
 
+    def precision_of(self) -> str:
+        """``fp32`` or ``bf16``: what the one-pass scoring computes in (``auto``: bf16 where the
+        device an in-process model takes, a GPU torch sees or else the CPU, computes it natively);
+        the per-term path computes as its backend does."""
+        if self.precision != "auto":
+            return self.precision
+        import torch
+
+        return resolve_precision("auto", "cuda" if torch.cuda.is_available() else "cpu")
+
     @property
     def identity(self) -> str:
-        mode = ":one-pass" if self.uses_one_pass else ""
+        mode = ""
+        if self.uses_one_pass:
+            mode = ":one-pass" + (":bf16" if self.precision_of() == "bf16" else "")
         return f"causal:{self.llm.identity or type(self.llm).__name__}:ctx={self.context_tokens}{mode}"
 
     def worker(self) -> ICWorker | None:
@@ -105,7 +124,8 @@ class CausalIC(ICEstimator):
         spec = self.llm.worker_spec
         if not self.uses_one_pass or spec is None:
             return None
-        return ICWorker("causal", spec, {"context_tokens": self.context_tokens, "batch_size": self.batch_size})
+        return ICWorker("causal", spec, {"context_tokens": self.context_tokens, "batch_size": self.batch_size,
+                                         "precision": self.precision})
 
     def estimate(self, text: str, terms: Sequence[Term]) -> np.ndarray:
         if self.uses_one_pass:
@@ -117,47 +137,20 @@ class CausalIC(ICEstimator):
         return self._estimate_per_term(text, terms)
 
     def _estimate_one_pass(self, text: str, terms: Sequence[Term], model: Any, tok: Any) -> np.ndarray:
-        """Score every token of the text in overlapping windows (each token sees between half
-        the budget and the whole budget of left context), then sum the log-probabilities of
-        the tokens that overlap each term. One forward pass per window instead of one per term."""
-        import torch
-
+        """Score the tokens of the text that overlap a term, window by window
+        (:func:`~audit.metrics.token_scores.token_logprobs`: a document that fits the budget in
+        one forward pass), then sum the log-probabilities of the tokens of each term."""
         enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
         ids, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
-        n = len(ids)
-        logp = np.zeros(n)
-        if n == 0:
+        if not ids:
             return np.zeros(len(terms))
-        bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
-        size = max(4, self.context_tokens)
-        half = max(1, size // 2)
-        jobs = []  # (window token ids, first scored index in window, absolute start)
-        jobs.append(([bos, *ids[:size]], 1, 0))  # first window: tokens 0..size-1, on BOS
-        start = half
-        while start + half < n:
-            jobs.append((ids[start:start + size], half, start))  # scores tokens start+half .. start+size-1
-            start += half
-        device = next(model.parameters()).device
-        pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-        for j in range(0, len(jobs), self.batch_size):
-            batch = jobs[j:j + self.batch_size]
-            width = max(len(w) for w, _, _ in batch)
-            x = torch.tensor([w + [pad] * (width - len(w)) for w, _, _ in batch], device=device)
-            m = torch.tensor([[1] * len(w) + [0] * (width - len(w)) for w, _, _ in batch], device=device)
-            with torch.no_grad():
-                lp = torch.log_softmax(model(input_ids=x, attention_mask=m).logits.float(), dim=-1)
-            for row, (w, first, abs_start) in enumerate(batch):
-                shift = 1 if abs_start == 0 and w[0] == bos and first == 1 else 0
-                for p in range(first, len(w)):
-                    tok_index = abs_start + p - shift
-                    logp[tok_index] = float(lp[row, p - 1, w[p]])
-        out = np.zeros(len(terms))
         starts = np.array([a for a, _ in offsets])
         ends = np.array([b for _, b in offsets])
-        for k, t in enumerate(terms):
-            hit = (starts < t.end) & (ends > t.start)
-            out[k] = max(0.0, -float(logp[hit].sum()))
-        return out
+        hits = [(starts < t.end) & (ends > t.start) for t in terms]
+        needed = np.logical_or.reduce(hits) if hits else np.zeros(len(ids), dtype=bool)
+        logp = token_logprobs(model, tok, ids, size=self.context_tokens, batch_size=self.batch_size,
+                              precision=self.precision_of(), needed=needed)
+        return np.array([max(0.0, -float(logp[hit].sum())) for hit in hits])
 
     def _estimate_per_term(self, text: str, terms: Sequence[Term]) -> np.ndarray:
         budget = max(8, int(self.context_tokens * self.chars_per_token))

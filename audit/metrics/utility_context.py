@@ -17,7 +17,7 @@ import numpy as np
 
 from audit.core.data import Corpus, Document, Release, Span
 from audit.core.errors import AnonauditError
-from audit.metrics.ic import CausalIC, ICCache, ICEstimator, MaskedIC, corpus_ic
+from audit.metrics.ic import CONTEXT_TOKENS, CausalIC, ICCache, ICEstimator, MaskedIC, corpus_ic
 from audit.metrics.terms import Term, TermExtractor
 from audit.models.nlp import Spacy
 from audit.models.resources import Resources
@@ -90,7 +90,8 @@ class UtilityContext:
     ``ic``: ``"causal"`` (``llm``: an LLM spec or object) or ``"masked"`` (``ic_model``:
     a local MLM folder), or an :class:`~audit.metrics.ic.ICEstimator`. ``embedder``: a
     spec for :class:`audit.models.embed.Embedder` or any object with ``encode(texts)`` returning
-    unit rows. ``cache``: keep IC (and embeddings) on disk. ``resources``: the run's
+    unit rows. ``ic_precision``: the causal scorer's arithmetic (``auto``, ``fp32``, ``bf16``:
+    :class:`~audit.metrics.ic.CausalIC`). ``cache``: keep IC (and embeddings) on disk. ``resources``: the run's
     :class:`~audit.models.resources.Resources`, where the scorer LLM, the embedder and spaCy come
     from (a private set when not given, released by :meth:`close`). The metrics of a run share
     one context through :meth:`Resources.shared <audit.models.resources.Resources.shared>`.
@@ -101,8 +102,9 @@ class UtilityContext:
     ic_model: str | None = None
     llm: Any = None
     embedder: Any = None
-    context_tokens: int = 256
+    context_tokens: int = CONTEXT_TOKENS
     mask_every: int = 6
+    ic_precision: str = "auto"
     cache: bool = True
     cache_dir: str | None = None
     spacy: Spacy | None = None
@@ -149,7 +151,7 @@ class UtilityContext:
                 if llm is None or isinstance(llm, str):
                     llm = self.resources.llm(self.ic_model or llm or "scorer", cache=self.cache,
                                              what="the information-content model")
-                self._estimator = CausalIC(llm, context_tokens=self.context_tokens)
+                self._estimator = CausalIC(llm, context_tokens=self.context_tokens, precision=self.ic_precision)
             else:
                 raise AnonauditError(f"unknown IC estimator {self.ic!r} (use causal or masked)")
         return self._estimator
