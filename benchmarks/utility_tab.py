@@ -230,9 +230,10 @@ def ic_speed(args) -> None:
         Path(args.out).write_text(json.dumps(out, indent=1))
 
 
-def metric_seconds(args, docs, terms, values, est) -> dict[str, float]:
-    """Seconds of each utility metric (``--metrics``) on one release (``Manual_Entity``) of
-    ``docs``, the information content given (the last configuration's, through the disk cache)."""
+def metric_seconds(args, docs, terms, values, est) -> dict[str, dict[str, float]]:
+    """Seconds of each utility metric (``--metrics``) on two releases of ``docs`` in turn
+    (``Manual_Entity``, then ``spaCy_Entity`` with what the first warmed), the information content
+    given (the last configuration's, through the disk cache)."""
     import tempfile
 
     from audit.core.data import Corpus, Scenario
@@ -241,18 +242,23 @@ def metric_seconds(args, docs, terms, values, est) -> dict[str, float]:
     from tab import labelled_originals, published
 
     originals = Corpus(docs, name="TAB_test")
-    release = published("Manual_Entity", "TAB_test_Manual_Entity.json", labelled_originals(Path(args.data)),
-                        originals.ids, Path(args.data))
+    full = labelled_originals(Path(args.data))
+    releases = [published(n, f"TAB_test_{n}.json", full, originals.ids, Path(args.data))
+                for n in ("Manual_Entity", "spaCy_Entity")]
+    out: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         ICCache(est.identity, tmp).put_many([(d.text, t, v, 0.0) for d, t, v in zip(docs, terms, values)])
         ctx = UtilityContext(originals, ic=est, cache_dir=tmp)
-        scenario = Scenario(originals=originals, releases=(release,))
-        out = {}
-        for name in [m.strip() for m in args.metrics.split(",")]:
-            t = time.perf_counter()
-            registry.create("metric", name, context=ctx).evaluate(scenario, release)
-            out[name] = time.perf_counter() - t
-            print(f"  {name:14s} {out[name]:6.1f} s", flush=True)
+        scenario = Scenario(originals=originals, releases=tuple(releases))
+        objs = [registry.create("metric", m.strip(), context=ctx) for m in args.metrics.split(",")]
+        for release in releases:
+            row = out.setdefault(release.name, {})
+            for obj in objs:
+                t = time.perf_counter()
+                obj.evaluate(scenario, release)
+                row[obj.name] = time.perf_counter() - t
+            print(f"  {release.name}: " + ", ".join(f"{k} {v:.1f}" for k, v in row.items())
+                  + f" s; in all {sum(row.values()):.1f} s", flush=True)
     return out
 
 

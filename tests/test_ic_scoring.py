@@ -128,9 +128,13 @@ def test_precision_is_checked_resolved_and_named_in_the_identity(tiny, monkeypat
 @pytest.mark.skipif(not (TAB / "bks").is_dir(), reason=f"needs the shared TAB data at {TAB}")
 def test_the_default_scorer_follows_the_reference_scoring_on_three_tab_judgments():
     """The fidelity guard of the default causal IC (issue 69): on TAB's three shortest test
-    judgments (357-402 tokens, 1xx terms), each term's IC by the default (the whole judgment as
-    context, bfloat16 where native) against the reference scoring it replaced (256-token windows
-    every 128, float32). THRESHOLDS."""
+    judgments, each term's IC by the default (bfloat16 where the CPU computes it natively) against
+    float32, the scoring before it (same windows). On 5 TAB judgments (6,279 tokens, 1,786 terms;
+    benchmarks/README.md) bf16 gave Pearson 1.0000 against float32, terms 0.045 nats apart on
+    average (0.45 at most), document totals within 0.02%; a whole-judgment context instead of 256
+    tokens gave 0.91. So r >= 0.999 and totals within 0.5% hold bf16's rounding and catch a
+    changed context or a broken cast. Where the CPU has no native bf16 the default is float32 and
+    the two agree exactly. ~40 s (float32 reads every token twice)."""
     import json
 
     from audit.metrics.terms import TermExtractor
@@ -147,6 +151,6 @@ def test_the_default_scorer_follows_the_reference_scoring_on_three_tab_judgments
         a.append(default.estimate(text, terms))
         b.append(reference.estimate(text, terms))
     new, old = np.concatenate(a), np.concatenate(b)
-    assert np.corrcoef(new, old)[0, 1] >= R_MIN
+    assert len(new) > 200 and np.corrcoef(new, old)[0, 1] >= 0.999
     shares = [x.sum() / y.sum() for x, y in zip(a, b)]
-    assert all(abs(s - 1) <= TOTAL_TOL for s in shares), shares
+    assert all(abs(s - 1) <= 0.005 for s in shares), shares

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from audit.models.llm import LLM
 
 #: Bump when term extraction or IC computation changes meaning (invalidates caches).
-IC_VERSION = "2"
+IC_VERSION = "1"
 #: The most tokens of left context a term sees in causal IC (each sees between half of it and all
 #: of it; a document of up to this many tokens is read whole, in one forward pass).
 CONTEXT_TOKENS = 256
