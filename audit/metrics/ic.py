@@ -125,7 +125,7 @@ class CausalIC(ICEstimator):
         if not self.uses_one_pass or spec is None:
             return None
         return ICWorker("causal", spec, {"context_tokens": self.context_tokens, "batch_size": self.batch_size,
-                                         "precision": self.precision})
+                                         "precision": self.precision_of()})  # what the identity names
 
     def estimate(self, text: str, terms: Sequence[Term]) -> np.ndarray:
         if self.uses_one_pass:
