@@ -82,10 +82,10 @@ def test_out_resumes_only_a_file_this_script_wrote_with_the_same_settings(tmp_pa
 def test_the_default_attacker_keeps_the_reference_attackers_trir_on_tab():
     """Costly: ~9-10 min on 2 quiet cores (projected; under load 2-3 on 2026-12-07 it had run 5 of
     its 6 trainings after 690 s, ~13.5 min in all): 6 trainings of 250 windows a pass, the
-    reference's 15 passes (~8 s each quiet) and the default's 5-7 (~5 s each: 3 layers frozen,
-    fused AdamW), ~10 s of spaCy over the 10 judgments once. The default of then passed (-2.2
-    points, tolerance 3.3), today's passes at the edge (-3.3), and one pass failed it (-28.9):
-    benchmarks/README.md, "The fidelity guard"."""
+    reference's 15 passes (~8 s each quiet) and the default's 6-10 (~8-9 s each), ~10 s of spaCy over
+    the 10 judgments once. The default passed (-2.2 points, tolerance 3.3), issue 70's faster
+    candidate (3 frozen layers, fused AdamW) only at the edge (-3.3: not made the default), and
+    one pass failed it (-28.9): benchmarks/README.md, "The fidelity guard"."""
     if not (TAB / "bks" / "TAB_test_BK=Public.json").is_file():
         pytest.skip(f"the TAB data is not at {TAB} (CI has it): the fidelity guard needs real judgments")
     sc = guard.scenario("tab-short", 10, 10)

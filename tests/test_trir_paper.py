@@ -35,23 +35,29 @@ def test_paper_budget_is_the_default_and_options_override_it():
         TRIRAttack(mask_style="stars")._check_params()
 
 
-def test_the_paper_budget_freezes_the_lower_layers_every_epoch_and_fused_adamw_is_in_the_key():
-    """Issue 70's default: the paper budget freezes the embeddings and 3 lowest layers in every
-    epoch it may train (the fast budget none); given values win; the optimizer's kernel is a
-    setting, so an attacker trained with the other one is not loaded from the cache."""
+def test_frozen_layers_freeze_every_epoch_unless_told_and_fused_adamw_is_in_the_key():
+    """Issue 70's faster attacker is asked for, not the default (it passed the fidelity guard only
+    at its tolerance): both budgets train every layer with AdamW's loop; frozen layers stay frozen
+    in every epoch the training may run unless freeze_epochs says otherwise; the optimizer's kernel
+    and the frozen layers are settings, so an attacker trained with others is not loaded from the
+    cache."""
     from attackers.trir import resolve_base
 
     paper, fast = TRIRAttack(), TRIRAttack(budget="fast")
-    assert (paper.freeze_layers, paper.freeze_epochs) == (3, 15) and (fast.freeze_layers, fast.freeze_epochs) == (0, 0)
-    assert (TRIRAttack(window_rotation=3).freeze_epochs, TRIRAttack(epochs=4).freeze_epochs) == (45, 4)
-    assert (TRIRAttack(freeze_layers=0).freeze_epochs, TRIRAttack(freeze_epochs=2).freeze_epochs) == (0, 2)
-    assert paper.get_params()["freeze_layers"] == 3
-    assert paper.settings()["fused_adamw"] and not fast.settings()["fused_adamw"]
+    assert (paper.freeze_layers, paper.freeze_epochs) == (0, 0) and (fast.freeze_layers, fast.freeze_epochs) == (0, 0)
+    assert not paper.settings()["fused_adamw"] and not fast.settings()["fused_adamw"]
+    quick = TRIRAttack(freeze_layers=3, fused_adamw=True)
+    assert (quick.freeze_layers, quick.freeze_epochs) == (3, 15) and quick.settings()["fused_adamw"]
+    assert (TRIRAttack(freeze_layers=3, window_rotation=3).freeze_epochs,
+            TRIRAttack(freeze_layers=3, epochs=4).freeze_epochs) == (45, 4)
+    assert TRIRAttack(freeze_layers=3, freeze_epochs=2).freeze_epochs == 2
+    assert quick.get_params()["freeze_layers"] == 3
     bg = Corpus([Document("a", "Ann lives in Oslo.", subject="ann")], name="bg")
     base = resolve_base(None)
-    fused = paper.cache_key(bg, base, None)
-    assert TRIRAttack(fused_adamw=False).cache_key(bg, base, None) != fused
-    assert TRIRAttack(freeze_layers=0).cache_key(bg, base, None) != fused
+    key = quick.cache_key(bg, base, None)
+    assert TRIRAttack(freeze_layers=3, fused_adamw=False).cache_key(bg, base, None) != key
+    assert TRIRAttack(fused_adamw=True).cache_key(bg, base, None) != key
+    assert paper.cache_key(bg, base, None) not in (key, TRIRAttack(fused_adamw=True).cache_key(bg, base, None))
 
 
 def test_patience_0_never_stops_early_as_its_help_says_and_a_negative_one_is_refused():
