@@ -61,7 +61,7 @@ def train_on_ray(job: TrainingJob) -> dict[str, Any]:
             root = stack.enter_context(job.workspace.scratch("ray-train-"))
         root.mkdir(parents=True, exist_ok=True)
         make_private(root)
-        name = f"ray-{job.workspace.key[:24]}"
+        name = job.workspace.ray_name
         trainer = TorchTrainer(
             _worker_loop, train_loop_config={"job": ray.put(job), "fail_after": os.environ.get(FAIL_AFTER_EPOCH_ENV)},
             scaling_config=ScalingConfig(num_workers=job.workers, use_gpu=job.gpu,

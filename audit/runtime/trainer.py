@@ -35,6 +35,7 @@ from audit.runtime.folders import scratch, writable
 #: The checkpoints' folder inside a work folder, when the user names none.
 CHECKPOINTS = "checkpoints"
 
+
 class Workspace:
     """Where one training keeps its checkpoint and scratch folders.
 
@@ -64,6 +65,11 @@ class Workspace:
         return self._resumed[trainer]
 
     @property
+    def ray_name(self) -> str:
+        """The name of this training's run in Ray Train's storage (under :attr:`checkpoint_root`)."""
+        return f"ray-{self.key[:24]}"
+
+    @property
     def checkpoint_root(self) -> Path | None:
         if self.user_dir is not None:
             return self.user_dir
@@ -83,7 +89,7 @@ class Workspace:
         root = self.checkpoint_root
         if self.user_dir is not None or root is None:
             return
-        for name in (self.key[:24], f"ray-{self.key[:24]}"):
+        for name in (self.key[:24], self.ray_name):
             shutil.rmtree(root / name, ignore_errors=True)
         with contextlib.suppress(OSError):
             root.rmdir()
