@@ -260,7 +260,7 @@ def test_a_checkpoint_keeps_the_gpus_random_state_and_a_resume_restores_it_only_
         monkeypatch, caplog):
     """Dropout on a GPU draws from the GPU's generator, not the CPU's: a resume on a GPU must restore
     it (no GPU here, so torch.cuda's calls are scripted; the logic is what is tested)."""
-    from attackers.trir import training
+    from attackers.trir import steps
 
     saved, restored = [torch.tensor([1, 2, 3], dtype=torch.uint8)], []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -268,15 +268,15 @@ def test_a_checkpoint_keeps_the_gpus_random_state_and_a_resume_restores_it_only_
     monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: saved)
     monkeypatch.setattr(torch.cuda, "set_rng_state_all", restored.append)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    assert training._cuda_rng() is saved
-    training._restore_cuda_rng(saved)
+    assert steps._cuda_rng() is saved
+    steps._restore_cuda_rng(saved)
     assert restored == [saved]
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # resumed on other hardware: warned, left seeded
     with caplog.at_level("WARNING"):
-        training._restore_cuda_rng(saved)
+        steps._restore_cuda_rng(saved)
     assert restored == [saved] and "random state of 1 GPU(s) and this machine has 2" in caplog.text
-    training._restore_cuda_rng(None)  # a checkpoint written on a CPU
+    steps._restore_cuda_rng(None)  # a checkpoint written on a CPU
     assert restored == [saved]
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # a CPU training saves none
-    assert training._cuda_rng() is None
+    assert steps._cuda_rng() is None
