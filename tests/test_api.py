@@ -250,10 +250,10 @@ def test_bad_tables_are_named_errors(data, frames):
         anonaudit.utility(df, {"labels": df2}, metrics=["nope"], progress=False)
     body = anonaudit.Spec(columns=anonaudit.Columns(text="body"))
     with pytest.raises(DataError, match=r"<labels: DataFrame>: missing column\(s\) body \(named for the text by "
-                                        r"--text-column, text_column= in Python\); the table has id, text"):
+                                        r"--text-column, Columns\(text=...\) or sanitize\(text_column=...\) in Python\); the table has id, text"):
         anonaudit.utility(df, {"labels": df2}, metrics=["rouge"], spec=body, progress=False)
     with pytest.raises(DataError, match=r"missing column\(s\) body \(named for the text by --text-column, "
-                                        r"text_column= in Python\); its rows have id, text"):  # a list of dicts
+                                        r"Columns\(text=...\) or sanitize\(text_column=...\) in Python\); its rows have id, text"):  # a list of dicts
         anonaudit.utility(data["originals"], {"labels": data["releases"]["labels"]}, metrics=["rouge"],
                           spec=body, progress=False)
     stranger = df2.copy()

@@ -29,6 +29,11 @@ def real_attack(*args):
     return CliRunner().invoke(main, ["attack", "phrase-search", *args, "--out", "R.json"])
 
 
+def spec_of(**columns: str) -> anonaudit.Spec:
+    """An audit spec naming these columns (``anonaudit.Columns``), as the API takes them."""
+    return anonaudit.Spec(columns=anonaudit.Columns(**columns))
+
+
 def api_error(*needles: str, **kwargs) -> str:
     """``anonaudit.utility`` refuses with an AnonauditError naming each needle."""
     with pytest.raises(AnonauditError) as caught:
@@ -178,16 +183,17 @@ def test_a_column_option_that_names_no_column_is_refused(demo, reg):
                                  "releases: [demo/releases/labels.jsonl]\nattacks: [toy_survives]\n")
     clear_error(run(reg, "run", "s.yaml", "--no-report"), "missing column(s) persn")
     data = rows(demo)
-    api_error("missing column(s) persn (named for the subject by --subject-column, subject_column= in Python)",
-              originals=data, releases={"r": data}, subject_column="persn", registry=reg)
+    api_error("missing column(s) persn (named for the subject by --subject-column, Columns(subject=...) or "
+              "sanitize(subject_column=...) in Python)",
+              originals=data, releases={"r": data}, spec=spec_of(subject="persn"), registry=reg)
     api_error("missing column(s) marks (named for the spans", originals=str(demo / "demo/originals.jsonl"),
-              releases={"r": data}, spans_column="marks", registry=reg)
-    # --spans-column, as spans_column= in Python: read when there, refused when not
+              releases={"r": data}, spec=spec_of(spans="marks"), registry=reg)
+    # --spans-column, as Columns(spans=...) in Python: read when there, refused when not
     (demo / "m.csv").write_text('id,text,marks\na,hello world,"[[0, 5, ""PERSON""]]"\n')
     ok = run(reg, "data", "validate", "m.csv", "--spans-column", "marks")
     assert ok.exit_code == 0 and "1 spans" in ok.output, ok.output
     clear_error(attack(reg, *base, "--spans-column", "marks"), "missing column(s) marks (named for the spans by "
-                "--spans-column, spans_column= in Python)")
+                "--spans-column, Columns(spans=...) or sanitize(spans_column=...) in Python)")
     # a record without the named column is named by the column and the option, not 'text'
     (demo / "b.jsonl").write_text('{"id": "a", "body": "hello there"}\n{"id": "b", "text": "x y"}\n')
     clear_error(run(reg, "data", "validate", "b.jsonl", "--text-column", "body"),
@@ -206,8 +212,8 @@ def test_one_column_named_for_two_fields_is_refused_up_front(demo, reg):
                                  "releases: [demo/releases/labels.jsonl]\nattacks: [toy_survives]\n")
     clear_error(run(reg, "run", "s.yaml", "--no-report"), "s.yaml", "one column 'x' is named for two fields")
     data = rows(demo)
-    api_error("one column 'x' is named for two fields", "text_column=", "id_column=", originals=data,
-              releases={"r": data}, text_column="x", id_column="x", registry=reg)
+    api_error("one column 'x' is named for two fields", "Columns(id=...)", "Columns(text=...)", originals=data,
+              releases={"r": data}, spec=spec_of(text="x", id="x"), registry=reg)
 
 
 # --------------------------------------------------------------------------- TAB span_text

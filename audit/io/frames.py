@@ -48,7 +48,7 @@ def check_columns(columns: Mapping[str, str] | None) -> dict[str, str]:
             first = owner[column]
             how = " and ".join(f"--{f}-column {column}" if f in out else f"{column!r} is the {f} column by default"
                                for f in (first, field))
-            python = ", ".join(f"{f}_column=" for f in (first, field) if f in out)
+            python = ", ".join(f"Columns({f}=...)" for f in (first, field) if f in out)
             raise AnonauditError(f"one column {column!r} is named for two fields, the {first} and the {field} "
                                  f"({how}; {python} in Python); each field needs a column of its own")
         owner[column] = field
@@ -69,7 +69,7 @@ def columns_message(missing: list[str], present: Collection[str], where: str) ->
     what has the columns, with its verb (``the table has``)."""
     has = ", ".join(str(c) for c in present) or "(none)"
     more = "" if any(" (named for " in m for m in missing) else \
-        " (other names: --text-column/--id-column, or text_column=/id_column= in Python)"
+        " (other names: --text-column/--id-column, or Columns(text=..., id=...) in Python)"
     return f"missing column(s) {', '.join(missing)}; {where} {has}{more}"
 
 

@@ -37,9 +37,10 @@ def id_problem(value: str, what: str = "id") -> str:
 
 
 def option_of(field: str) -> str:
-    """How a user names the column of ``field``: the command-line option and the API argument
-    (an audit spec says ``columns: {field: name}``)."""
-    return f"--{field}-column, {field}_column= in Python"
+    """How a user names the column of ``field``: the command-line option and, in Python, the
+    Spec's ``Columns`` (``audit``, ``attack``, ``utility``) or ``sanitize``'s keyword (an audit
+    spec file says ``columns: {field: name}``)."""
+    return f"--{field}-column, Columns({field}=...) or sanitize({field}_column=...) in Python"
 
 
 def field_name(field: str, columns: Mapping[str, str] | None) -> str:
