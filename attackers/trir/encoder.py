@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from audit.core.errors import AnonauditError
+from audit.runtime.cpu import native_bf16
 
 
 def resolve_base(base: str | None) -> str:
@@ -94,17 +95,6 @@ def torch_settings(seed: int, device: str, num_threads: int | None) -> Iterator[
 #: (``predict_precision``: every release, the dev release each epoch, the fit check).
 TRAIN_PRECISIONS = ("auto", "fp32", "bf16")
 PREDICT_PRECISIONS = ("auto", "fp32", "bf16", "int8")
-
-
-def native_bf16(device: str) -> bool:
-    """Whether ``device`` computes in bfloat16 natively: a GPU that supports it, or a CPU with
-    AVX-512 BF16 or AMX (elsewhere oneDNN emulates bf16 and it is slower than fp32)."""
-    import torch
-
-    if device.startswith("cuda"):
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-    return any(bool(p()) for p in probes if callable(p))
 
 
 def resolve_precision(value: str | None, device: str, choices: tuple[str, ...], what: str) -> str:

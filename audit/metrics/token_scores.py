@@ -27,21 +27,11 @@ from typing import Any
 import numpy as np
 
 from audit.core.errors import AnonauditError
+from audit.runtime.cpu import native_bf16
 
 PRECISIONS = ("auto", "fp32", "bf16")
 #: Rows of the output layer computed at once (the logits of 256 positions: 155 MB in float32).
 HEAD_ROWS = 256
-
-
-def native_bf16(device: str) -> bool:
-    """Whether ``device`` computes bfloat16 natively: a GPU that supports it, or a CPU with
-    AVX-512 BF16 or AMX (as torch reports them)."""
-    import torch
-
-    if str(device).startswith("cuda"):
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    probes = [getattr(torch.cpu, n, None) for n in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-    return any(bool(p()) for p in probes if callable(p))
 
 
 def resolve_precision(value: str | None, device: str) -> str:

@@ -93,3 +93,15 @@ def slow_sort_hint(environ: Mapping[str, str] = os.environ, info: dict[str, str]
         return None
     return (f"numpy sorts with AVX-512 on this AMD Zen 4, several times slower than with AVX2: start Python with "
             f"NPY_DISABLE_CPU_FEATURES={ZEN4_DISABLE} for a faster phrase index (the anonaudit command does it)")
+
+
+def native_bf16(device: str) -> bool:
+    """Whether ``device`` computes bfloat16 natively: a GPU that supports it, or a CPU with
+    AVX-512 BF16 or AMX, as torch reports them (elsewhere oneDNN emulates bfloat16, slower than
+    float32). What TRIR's and the information content's ``auto`` precisions decide on."""
+    import torch
+
+    if str(device).startswith("cuda"):
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(bool(p()) for p in probes if callable(p))
