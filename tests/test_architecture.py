@@ -154,16 +154,23 @@ def test_no_plugin_imports_ray_or_makes_its_own_temporary_folders():
     assert library_violations() == []
 
 
+def fake_modules(root: Path, sources: dict[str, str]) -> dict[str, Path]:
+    """Modules named as in ``sources`` (name -> text) written under ``root``, for the checkers'
+    own tests: name -> path."""
+    mods = {}
+    for name, text in sources.items():
+        path = root.joinpath(*name.split(".")).with_suffix(".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        mods[name] = path
+    return mods
+
+
 def test_the_library_rule_sees_a_violation(tmp_path, monkeypatch):
     bad = {"attackers.bad": "def f():\n    import ray.train\n",
            "audit.metrics.bad": "from ray import train\nimport tempfile\n",
            "audit.pipeline.fine": "import ray\nimport tempfile\n"}  # the engine may
-    mods = {}
-    for name, text in bad.items():
-        path = tmp_path.joinpath(*name.split(".")).with_suffix(".py")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        mods[name] = path
+    mods = fake_modules(tmp_path, bad)
     monkeypatch.setattr("tests.test_architecture.modules", lambda: mods)
     monkeypatch.setattr("tests.test_architecture.ROOT", tmp_path)
     ray_why, tmp_why = LIBRARIES[0][2], LIBRARIES[1][2]
@@ -179,12 +186,7 @@ def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
     bad = {"attackers.bad": "def f():\n    from anonaudit.cli.common import out_option\n",
            "audit.pipeline.bad": "from reports.export import COLUMNS\n",
            "audit.io.bad": "import anonaudit.api\n"}
-    mods = {}
-    for name, text in bad.items():
-        path = tmp_path.joinpath(*name.split(".")).with_suffix(".py")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        mods[name] = path
+    mods = fake_modules(tmp_path, bad)
     assert imports_of(mods["attackers.bad"], "attackers.bad") >= {"anonaudit.cli.common"}
     monkeypatch.setattr("tests.test_architecture.modules", lambda: mods)
     monkeypatch.setattr("tests.test_architecture.ROOT", tmp_path)
