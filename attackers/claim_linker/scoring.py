@@ -349,9 +349,7 @@ class LeakageScoring:
             # the typed sample note the report reads (audit.core.details.Sampled); the runner
             # widens "of" to the release when it sampled the release first
             **({"sampled": run.sampled()} if sampled else {}),
-            "estimate": est.to_dict(), "made": est.sentence(), "estimand": est.estimand,
-            "predictor": est.predictor, "predictor_fallback": est.fallback, "predictor_agreement": est.agreement,
-            "judged_documents": est.judged, "scored_documents_cheaply": est.scored,
+            **est.details(),
             "score_sample": self.score_sample, "score_target": self.score_target, "claim_sample": self.claim_sample, "sample_seed": self.seed,
             "repeats": self.repeats if judge == "rating" else 1,
             "evidence_sentences": self.evidence_sentences, "evidence_ranking": "dense" if dense else "word overlap",

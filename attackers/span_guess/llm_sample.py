@@ -150,10 +150,8 @@ def powered_risk(run: PPIRun, baseline: float | None, successes: int) -> Risk:
 def powered_details(run: PPIRun, cheap: dict[str, Any], spans_judged: int) -> dict[str, Any]:
     """What a prediction-powered result says about how its figure was made (the claim linker's keys)."""
     est = run.estimate
-    return {"sampled": run.sampled(), "estimate": est.to_dict(), "made": est.sentence(), "estimand": est.estimand,
-            "predictor": est.predictor, "predictor_fallback": est.fallback, "predictor_agreement": est.agreement,
-            "judged_documents": est.judged, "scored_documents_cheaply": est.scored,
-            "cheap_recovered": cheap, "unit": "documents", "trials": spans_judged, "trial_unit": "spans",
+    return {"sampled": run.sampled(), **est.details(), "cheap_recovered": cheap, "unit": "documents",
+            "trials": spans_judged, "trial_unit": "spans",
             "interval": est.to_dict()["interval"] + "; ratio form: recovered spans / spans, documents of unequal size",
             "tiny_sample": est.judged < 10 and not est.exact,
             "note": "recovery rate of the LLM adversary over every span: " + describe_fallback(est)}

@@ -102,6 +102,14 @@ class PPIEstimate:
         width = "too few judged for an interval" if self.half_width >= 1 else f"±{self.half_width:.3f}"
         return f"{how}, {self.judged} judged, {self.scored} scored, {width}, {ESTIMANDS[self.estimand]}"
 
+    def details(self) -> dict[str, Any]:
+        """The keys a result's details give every prediction-powered figure (the claim linker's
+        leakage, span guessing's recovery): the estimate, how it was made, the predictor."""
+        return {"estimate": self.to_dict(), "made": self.sentence(), "estimand": self.estimand,
+                "predictor": self.predictor, "predictor_fallback": self.fallback,
+                "predictor_agreement": self.agreement, "judged_documents": self.judged,
+                "scored_documents_cheaply": self.scored}
+
     def to_dict(self) -> dict[str, Any]:
         return {"value": round(self.value, 6), "ci": [round(c, 6) for c in self.ci],
                 "half_width": round(self.half_width, 6), "judged": self.judged, "scored": self.scored,
