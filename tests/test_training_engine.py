@@ -128,3 +128,39 @@ def test_where_a_training_runs_names_it():
     assert trainer_name(None) == "local"
     assert trainer_name((2, 1, False)) == "ray-train:2x1" and trainer_name((4, 8, True)) == "ray-train:4xgpu"
     assert LocalExecutor().train_workers(3) == (1, 3, False)
+
+
+def test_ray_train_giving_up_is_the_projects_error_naming_the_fix(tmp_path, monkeypatch):
+    """Ray Train gives up once its workers failed more than MAX_FAILURES times: the user gets one
+    AnonauditError with each worker's error in a line, where the last epoch is kept and what to do,
+    not Ray's WorkerGroupError and its tracebacks. Ray Train's trainer is scripted (no Ray is
+    started): importing it costs ~3 s."""
+    ray = pytest.importorskip("ray", reason="the Ray Train path needs Ray (pip install 'anonaudit[ray]')")
+    import ray.train
+    import ray.train.torch
+
+    from audit.pipeline import ray_train
+
+    class GivesUp:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def fit(self):
+            raise ray.train.WorkerGroupError("worker 1 died\nTraceback (most recent call last): ...",
+                                             {1: RuntimeError("out of memory\n  File ...")})
+
+    monkeypatch.setattr(ray.train.torch, "TorchTrainer", GivesUp)
+    monkeypatch.setattr(ray, "put", lambda value: value)
+    job = TrainingJob(loop=_counting_loop, payload={"epochs": 3}, workspace=Workspace(KEY_A, None, tmp_path / "ck"),
+                      workers=2, trainer="ray-train:2x1", label="TRIR training")
+    with pytest.raises(AnonauditError) as caught:
+        ray_train.train_on_ray(job)
+    message = str(caught.value)
+    assert message == (f"TRIR training: Ray Train gave up after {ray_train.MAX_FAILURES} restarts of its 2 worker(s) "
+                       f"(worker 1: RuntimeError: out of memory); its last finished epoch is kept in "
+                       f"{tmp_path / 'ck' / job.workspace.ray_name}: run the same command again (same "
+                       "checkpoint_dir) to resume from it, or run with --executor local")
+    caches_off = TrainingJob(loop=_counting_loop, payload={}, workspace=Workspace(KEY_A, None), label="t")
+    with pytest.raises(AnonauditError, match=r"\(worker 1: RuntimeError: out of memory\); nothing is kept "
+                                             r"\(caches off\): name a checkpoint_dir"):
+        ray_train.train_on_ray(caches_off)

@@ -280,3 +280,33 @@ def test_a_checkpoint_keeps_the_gpus_random_state_and_a_resume_restores_it_only_
     assert restored == [saved]
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # a CPU training saves none
     assert steps._cuda_rng() is None
+
+
+# ---------------------------------------------------------------------------- the Ray Train job, one worker
+
+
+def test_the_ray_train_job_on_one_worker_trains_the_local_attacker_bit_for_bit(tiny_base):
+    """Issue 71: what a Ray Train worker runs (the job it is sent: the attack rebuilt from its class
+    and parameters, the base resolved by the worker, the attack's own optimizer, one seeding of
+    dropout) gives, on one worker, the local training's weights and curve, bit for bit. On a real
+    Ray (one worker, killed and resumed): tests/test_scaleout.py. ~3 s."""
+    from attackers.trir.encoder import torch_settings
+    from attackers.trir.steps import fine_tune
+    from audit.runtime.trainer import TrainContext, TrainingJob, Workspace
+
+    scenario = _scenario()
+    attack = TRIRAttack(use_cache=False, **_params(tiny_base, epochs=2, fused_adamw=False))
+    data = attack.training_data(scenario.background, str(tiny_base), scenario.dev)
+    pre = {"pretrained": False, "mlm_losses": [], "notes": []}
+    states = {}
+    for trainer in ("local", "ray-train:1x1"):
+        payload = attack._fine_tune_job(data, str(tiny_base) if trainer == "local" else None, pre, trainer)
+        assert (payload.attack is None) == (trainer != "local")  # the worker rebuilds the attack
+        job = TrainingJob(loop=fine_tune, payload=payload, workspace=Workspace("k" * 64, None), trainer=trainer)
+        with torch_settings(attack.seed, "cpu", 1):
+            states[trainer] = fine_tune(TrainContext(job), payload)
+    here, there = states["local"], states["ray-train:1x1"]
+    assert [{k: v for k, v in h.items() if k != "seconds"} for h in here["history"]] == \
+        [{k: v for k, v in h.items() if k != "seconds"} for h in there["history"]]
+    a, b = here["final_model"], there["final_model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

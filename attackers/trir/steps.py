@@ -15,9 +15,11 @@ imports Ray. :class:`Steps` is the one epoch step (an
   windows; the scores are summed), so every worker takes the same early-stopping decision;
 - the arithmetic is agreed by the workers (:func:`cluster_precision`: each resolves ``auto`` on
   its own device), and a resumed training keeps its checkpoint's;
-- dropout draws: a distributed worker seeds them per epoch and rank (Ray Train restarts a dead
-  worker in a new process, from the checkpoint alone); here they continue torch's random stream,
-  whose state the checkpoint keeps;
+- dropout draws continue torch's random stream, seeded once: worker 0's is a local training's
+  (seeded before the model is made), worker ``r > 0`` seeds its own once after it; the checkpoint
+  keeps every worker's state (Ray Train restarts a dead worker in a new process, from the
+  checkpoint alone), so that one worker on Ray Train trains bit for bit the local attacker, and a
+  resumed training the uninterrupted one;
 - after each epoch the state (weights, optimizer, schedule, random state, history, best epoch,
   what happened before fine-tuning) goes to the context's checkpoint: one format on both paths.
 """
@@ -79,9 +81,10 @@ def fine_tune(ctx, job: FineTuneJob) -> dict[str, Any]:
     steps = Steps(attack, model, job, ctx, (optimizer, scheduler), tuning.epochs,
                   precision=None if resume is None else resume.get("train_precision"))
     start = tuning.start(resume, optimizer, scheduler, steps.snapshot)
-    if resume is not None and not ctx.distributed:  # a distributed worker seeds its dropout per epoch
-        torch.set_rng_state(resume["rng"])
-        _restore_cuda_rng(resume.get("cuda_rng"))
+    if ctx.rank > 0:  # its own dropout stream, seeded once (worker 0's is the local training's)
+        torch.manual_seed(attack.seed * 100_003 + ctx.rank)
+    if resume is not None:
+        _restore_rng(resume, ctx.rank, ctx.world)
     tuned = tuning.run(steps, start)
     if steps.exchange is not None:
         steps.exchange.close()
@@ -178,8 +181,6 @@ class Steps:
         from audit.runtime.progress import bar as progress_bar
 
         a = self.attack
-        if self.ctx.distributed:  # dropout: the same draws after a restart, from the checkpoint alone
-            torch.manual_seed(a.seed * 100_003 + epoch * 1_009 + self.rank)
         freeze_lower(self.model, a.freeze_layers, epoch <= a.freeze_epochs and a.freeze_layers > 0)
         if self.exchange is not None:
             self.exchange.layout()  # the parameters that train this epoch
@@ -260,8 +261,34 @@ class Steps:
                  "history": history, "best_accuracy": best[0], "best_epoch": best[1],
                  "best_model": best[2] if best[2] is not None and best[1] != epoch else None,
                  "train_precision": self.precision, "pre": self.job.pre}
+        if self.world > 1:  # every worker's random state (a collective: every worker checkpoints)
+            import torch.distributed as dist
+
+            states: list[Any] = [None] * self.world
+            dist.all_gather_object(states, {"cpu": torch.get_rng_state(), "cuda": _cuda_rng()})
+            state["worker_rngs"] = states
         self.ctx.save(state, {"epoch": epoch, "loss": entry["loss"],
                               **({"dev_accuracy": entry["dev_accuracy"]} if "dev_accuracy" in entry else {})})
+
+
+def _restore_rng(resume: dict[str, Any], rank: int, world: int) -> None:
+    """This worker's random state from ``resume`` (worker 0 alone: ``rng`` and ``cuda_rng``, as a
+    local training keeps them; several: ``worker_rngs[rank]``)."""
+    import torch
+
+    from audit.core.errors import AnonauditError
+
+    if world == 1:
+        cpu, cuda = resume["rng"], resume.get("cuda_rng")
+    else:
+        states = resume.get("worker_rngs")
+        if not states or len(states) != world:
+            raise AnonauditError("TRIR resume: the training's checkpoint holds no random state for each of its "
+                                 f"{world} workers (written by an older anonaudit); it is not resumed: remove its ray-* "
+                                 "folder (under checkpoint_dir, or the attacker cache's checkpoints) to train again")
+        cpu, cuda = states[rank]["cpu"], states[rank]["cuda"]
+    torch.set_rng_state(cpu)
+    _restore_cuda_rng(cuda)
 
 
 def _cuda_rng() -> list | None:

@@ -45,10 +45,10 @@ log = logging.getLogger(__name__)
 #: attacker counts as under-trained (it cannot name the person in half of its own training text).
 FIT_CHECK_WINDOWS = 256
 FIT_CHECK_MIN = 0.5
-#: The Ray Train workers' switches (the ablations of ``benchmarks/trir_scale.py``): torch's fused
-#: AdamW (a step every worker repeats costs ~7x less than the loop over parameters), and the
-#: gradient exchange overlapped with the backward pass (:mod:`attackers.trir.exchange`).
-RAY_FUSED_ADAMW, OVERLAP = True, True
+#: The Ray Train workers' gradient exchange overlapped with the backward pass
+#: (:mod:`attackers.trir.exchange`; more than one worker). Their optimizer is the local one
+#: (``fused_adamw`` as the attack sets it), so that one worker trains the local attacker.
+OVERLAP = True
 
 
 # --------------------------------------------------------------------------- training
@@ -131,7 +131,8 @@ class TRIRTraining:
             return FineTuneJob(**common, attack=self, model_path=model_path, fused=self.settings()["fused_adamw"])
         params = {**self.get_params(), "progress": False, "device": "auto",
                   "window_rotation": self.settings()["window_rotation"]}
-        return FineTuneJob(**common, attack_class=type(self), params=params, fused=RAY_FUSED_ADAMW, overlap=OVERLAP)
+        return FineTuneJob(**common, attack_class=type(self), params=params, fused=self.settings()["fused_adamw"],
+                           overlap=OVERLAP)
 
     def _trained(self, state: dict[str, Any], data: TrainingData, base_path: str, device: str) -> TrainedTRIR:
         """The trained attacker: the base with the kept weights, on ``device``."""

@@ -36,6 +36,8 @@ from audit.runtime.folders import scratch
 FAIL_AFTER_EPOCH_ENV = "ANONAUDIT_RAY_TRAIN_FAIL_AFTER_EPOCH"
 #: The key that marks a checkpoint as the training's end (the loop's final state), not an epoch's.
 FINAL = "final"
+#: How many times Ray Train restarts a training whose workers died before it gives up.
+MAX_FAILURES = 2
 
 
 def check_ray_train() -> None:
@@ -68,17 +70,41 @@ def train_on_ray(job: TrainingJob) -> dict[str, Any]:
                                          resources_per_worker={"CPU": job.threads or 1}),
             run_config=RunConfig(name=name, storage_path=str(root.resolve()),
                                  checkpoint_config=CheckpointConfig(num_to_keep=1),
-                                 failure_config=FailureConfig(max_failures=2)))
+                                 failure_config=FailureConfig(max_failures=MAX_FAILURES)))
         if job.progress:
             print(f"    {job.label}: on Ray Train, {job.workers} worker(s) of "
                   f"{'a GPU' if job.gpu else f'{job.threads} thread(s)'} (checkpoints in {root / name})",
                   file=sys.stderr, flush=True)
-        result = trainer.fit()
+        try:
+            result = trainer.fit()
+        except ray.train.TrainingFailedError as exc:
+            kept = job.workspace.checkpoint_root is not None
+            raise AnonauditError(gave_up(job, root / name, exc, kept=kept)) from None
         with result.checkpoint.as_directory() as folder:
             state = read_state(Path(folder), key=job.workspace.key, trainer=job.trainer)
     if state is None or not state.get(FINAL):
         raise AnonauditError(f"{job.label}: Ray Train ended without the training's final state")
     return {k: v for k, v in state.items() if k not in (FINAL, "key", "trainer")}
+
+
+def gave_up(job: TrainingJob, folder: Path, exc: Exception, *, kept: bool) -> str:
+    """What to say when Ray Train gives up on ``job`` (its workers failed more than
+    :data:`MAX_FAILURES` times): the workers' own errors in a line each, where the last finished
+    epoch is kept (``folder``; none when ``kept`` is false: caches off) and what to do."""
+    failures = getattr(exc, "worker_failures", None) or {}
+    causes = [f"worker {rank}: {_first_line(err)}" for rank, err in sorted(failures.items())]
+    if not causes:
+        cause = getattr(exc, "controller_failure", None) or exc
+        causes = [_first_line(cause)]
+    where = (f"its last finished epoch is kept in {folder}: run the same command again (same checkpoint_dir) to "
+             "resume from it" if kept else "nothing is kept (caches off): name a checkpoint_dir to keep its epochs")
+    return (f"{job.label}: Ray Train gave up after {MAX_FAILURES} restarts of its {job.workers} worker(s) "
+            f"({'; '.join(causes)}); {where}, or run with --executor local")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
 
 
 class RayContext(TrainContext):
