@@ -61,7 +61,8 @@ def test_out_resumes_only_a_file_this_script_wrote_with_the_same_settings(tmp_pa
     one of other settings, is refused (exit 2, naming what differs) and left as it was. Model-free:
     the refusal comes before any data is read."""
     ns = guard.argparse.Namespace(data="tab-short", people=10, dev_people=10, skip=0, threads=2, epochs=None,
-                                  batch_size=None, window=None, overlap=None, cold=False, quick=False)
+                                  batch_size=None, window=None, overlap=None, cold=False, quick=False,
+                                  precision="auto")
     mine = tmp_path / "runs.json"
     done = [_run("default", 0, {"a": 0.5})]
     mine.write_text(guard.json.dumps({"script": guard.SCRIPT, "settings": guard.run_settings(ns), "runs": done}))
