@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.core.errors import AnonauditError
+from audit.runtime.folders import scratch
 
 DEFAULT_EXPERIMENT = "anonaudit"
 INSTALL = "pip install 'anonaudit[mlflow]'"
@@ -205,9 +205,9 @@ def _log(client: Any, target: str, results: Any, *, experiment: str, run_name: s
             client.log_batch(run_id, params=params[i:i + 100])
         for i in range(0, len(metrics), 1000):
             client.log_batch(run_id, metrics=metrics[i:i + 1000])
-        with tempfile.TemporaryDirectory(prefix="anonaudit-mlflow-") as tmp:
-            _artefacts(results, Path(tmp), private=private, keep_ids=keep_ids, spec=spec)
-            client.log_artifacts(run_id, tmp)
+        with scratch("anonaudit-mlflow-") as tmp:  # the engine's scratch folder (owner-only, removed after)
+            _artefacts(results, tmp, private=private, keep_ids=keep_ids, spec=spec)
+            client.log_artifacts(run_id, str(tmp))
         for path in extra:
             client.log_artifact(run_id, os.fspath(path))
     except Exception as exc:

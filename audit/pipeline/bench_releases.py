@@ -7,8 +7,6 @@ release is reused by.
 from __future__ import annotations
 
 import dataclasses
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from audit.core.data import Corpus, Release
@@ -16,6 +14,7 @@ from audit.core.errors import AnonauditError
 from audit.core.registry import normalise
 from audit.pipeline.provenance import canonical, digest
 from audit.pipeline.calls import seed_keyword
+from audit.runtime.folders import scratch
 
 
 def release_key(c: Any, docs: Corpus, spec: Any) -> str:
@@ -56,8 +55,8 @@ def command_release(c: Any, docs: Corpus, spec: Any, writer: Any) -> Release:
 
     if writer is not None:
         return run_command(c.command, docs, c.name, writer.sanitized, timeout=spec.command_timeout).release
-    with tempfile.TemporaryDirectory(prefix="anonaudit-command-") as tmp:
-        return run_command(c.command, docs, c.name, Path(tmp), timeout=spec.command_timeout).release
+    with scratch("anonaudit-command-") as tmp:  # the engine's scratch folder (owner-only, removed after)
+        return run_command(c.command, docs, c.name, tmp, timeout=spec.command_timeout).release
 
 
 def sanitize_with(c: Any, docs: Corpus, reg: Any, resources: Any, spec: Any) -> Release:
