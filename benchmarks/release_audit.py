@@ -43,8 +43,9 @@ STAGES = ("phrase_search", "trir", "span_guess", "claim_linker", "utility")
 RELEASE = "Manual_Entity"
 
 
-def _scenario_data(data: Path, release: str, quick: bool) -> dict:
-    """The spec's data: TAB's originals (gold spans), the public background, one release."""
+def _scenario_data(data: Path, release: str, docs: int | None) -> dict:
+    """The spec's data: TAB's originals (gold spans), the public background, one release; with
+    ``docs``, the first ``docs`` judgments, their people's background and their documents of the release."""
     from audit.core.data import Corpus
     from audit.io.loaders import load_corpus, load_release_file
     from span_guess_tab import RELEASES, labelled_originals
@@ -54,15 +55,15 @@ def _scenario_data(data: Path, release: str, quick: bool) -> dict:
     originals = labelled_originals(data)
     background = load_corpus(data / "bks" / "TAB_test_BK=Public.json")
     rel = load_release_file(data / "anonymizations" / RELEASES[release], name=release, originals=originals)[0]
-    if quick:  # a smoke run: 6 judgments and their people
-        originals = Corpus(list(originals)[:6], name=originals.name)
+    if docs:  # a slice: the first judgments and their people
+        originals = Corpus(list(originals)[:docs], name=originals.name)
         keep, ids = {d.subject for d in originals}, set(originals.ids)
         background = Corpus([d for d in background if d.subject in keep], name=background.name)
         rel = Release(rel.name, Corpus([d for d in rel.corpus if d.id in ids], name=rel.corpus.name), aligned=True)
     return {"originals": originals, "background": background, "release": rel}
 
 
-def run_stage(stage: str, out: Path, data: Path, release: str, judge_sample: int | None, quick: bool,
+def run_stage(stage: str, out: Path, data: Path, release: str, judge_sample: int | None, docs: int | None,
               budget: str = "full") -> dict:
     """One stage, in this process, through the runner (resumes from ``out``); what it cost. Stage
     ``estimate``: every stage at once, only calibrated (``--time-limit``'s estimate, nothing run)."""
@@ -73,7 +74,7 @@ def run_stage(stage: str, out: Path, data: Path, release: str, judge_sample: int
     from audit.pipeline.executors import make_executor
     from audit.pipeline.runner import Audit, parse_spec
 
-    d = _scenario_data(data, release, quick)
+    d = _scenario_data(data, release, docs)
     columns = {}
     spec_data: dict = {"originals": input_entry(d["originals"], "originals", columns),
                        "background": input_entry(d["background"], "background", columns),
@@ -127,7 +128,7 @@ def drive(args: argparse.Namespace) -> None:
     """Each stage not done yet, in a process of its own, stopped after ``--slot-minutes`` in all."""
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    home = work / "home"
+    home = args.home.resolve() if args.home else work / "home"
     if not home.exists():
         home.mkdir(mode=0o700)
         models = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "anonaudit" / "models"
@@ -146,7 +147,7 @@ def drive(args: argparse.Namespace) -> None:
         report.unlink(missing_ok=True)
         cmd = [sys.executable, __file__, "--worker", stage, "--work", str(work), "--release", args.release,
                *(["--judge-sample", str(args.judge_sample)] if args.judge_sample else []),
-               *(["--quick"] if args.quick else []), "--budget", args.budget]
+               *(["--docs", str(args.docs)] if args.docs else []), "--budget", args.budget]
         env = {**os.environ, "ANONAUDIT_HOME": str(home), "PYTHONPATH": str(Path(__file__).parent)}
         t = time.time()
         print(f"== {stage}: slot {entry['slots'] + 1}" + (f", {left / 60:.1f} min left" if left else ""), flush=True)
@@ -217,14 +218,20 @@ def main() -> None:
     ap.add_argument("--budget", default="full", choices=("quick", "standard", "full"),
                     help="the audit's budget (full: every document, the stage table's)")
     ap.add_argument("--table", action="store_true", help="print the table so far and stop")
-    ap.add_argument("--quick", action="store_true", help="a smoke run: 6 judgments, their people")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 6 judgments, their people (--docs 6)")
+    ap.add_argument("--docs", type=int, default=None, help="a slice: the first N judgments, their people")
+    ap.add_argument("--home", type=Path, default=None,
+                    help="the ANONAUDIT_HOME to use (default: --work's own, empty at first: cold); another run's "
+                         "home measures a second release warm")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    if args.quick:
+        args.docs = args.docs or 6
     if unknown := set(args.stages) - {*STAGES, "estimate"}:
         ap.error(f"unknown stage(s) {sorted(unknown)}; the stages: {', '.join(STAGES)}")
     if args.worker:
-        cost = run_stage(args.worker, args.work / args.worker, args.data, args.release, args.judge_sample, args.quick,
+        cost = run_stage(args.worker, args.work / args.worker, args.data, args.release, args.judge_sample, args.docs,
                          args.budget)
         (args.work / f"{args.worker}.cost.json").write_text(json.dumps(cost))
     elif args.table:

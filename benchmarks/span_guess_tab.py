@@ -216,6 +216,54 @@ def tri_check(seed: int, n: int, guesses: int, people: int) -> dict:
                 "releases": {rel.name: _drop(run_variants(attack, scenario, rel, people)) for rel in scenario.releases}}
 
 
+def slice_scenario(data: Path, background: str, release: str, docs: int) -> tuple[Scenario, Release]:
+    """The first ``docs`` judgments (gold spans), their people's background and their documents of ``release``."""
+    every = labelled_originals(data)
+    rel = load_release_file(data / "anonymizations" / RELEASES[release], name=release, originals=every)[0]
+    originals = Corpus(list(every)[:docs], name=every.name)
+    people, ids = {d.subject for d in originals}, set(originals.ids)
+    bg = load_corpus(data / "bks" / background)
+    bg = Corpus([d for d in bg if d.subject in people], name=bg.name)
+    rel = Release(rel.name, Corpus([d for d in rel.corpus if d.id in ids], name=rel.corpus.name), aligned=True)
+    return Scenario(originals=originals, background=bg, releases=(rel,)), rel
+
+
+def precision_check(args: argparse.Namespace) -> dict:
+    """MiniLM's arithmetic side by side (``--precisions``): on a slice (``--docs`` judgments, their people's
+    background, every span of the first ``--releases``), per precision, the seconds MiniLM takes over the
+    background (vectors cached by precision: run with an empty ``ANONAUDIT_HOME`` for cold seconds), the
+    attack's seconds, its figure and per span the person found and the guesses; then each precision's
+    agreement with the first: the background vectors' cosine, the same person, the same guesses."""
+    from attackers.span_guess.background import sentences
+
+    scenario, rel = slice_scenario(args.data, args.background, args.releases.split(",")[0], args.docs)
+    texts = [c for d in scenario.background for c in sentences(d.text)]
+    runs: dict[str, dict] = {}
+    for precision in args.precisions.split(","):
+        attack = SpanGuessAttack(guesses=args.guesses, people=args.people, knowledge="background", target=None,
+                                 ner=False, progress=False, dense_precision=precision).fit(scenario)
+        t = time.perf_counter()
+        embedder = attack.background(scenario).embedder
+        embed_s = time.perf_counter() - t
+        t = time.perf_counter()
+        (res,) = attack.evaluate(scenario, rel)
+        spans = [(s["background_person"], tuple(s["guesses"])) for d in res.documents for s in d.facts["spans"]]
+        runs[precision] = {"embedder": embedder.identity, "sentences": len(texts), "embed_s": round(embed_s, 1),
+                           "attack_s": round(time.perf_counter() - t, 1), "recovered": res.value, "ci": res.ci,
+                           "spans": len(spans), "_spans": spans, "_vectors": embedder.encode(texts)}
+        print(precision, {k: v for k, v in runs[precision].items() if not k.startswith("_")}, flush=True)
+    first = dict(next(iter(runs.values())))
+    for row in runs.values():
+        cos = (row.pop("_vectors") * first["_vectors"]).sum(axis=1)
+        row["cosine_min"], row["cosine_mean"] = round(float(cos.min()), 6), round(float(cos.mean()), 6)
+        pairs = list(zip(row.pop("_spans"), first["_spans"]))
+        row["same_person"] = sum(a[0] == b[0] for a, b in pairs)
+        row["same_guesses"] = sum(a[1] == b[1] for a, b in pairs)
+    out = {"docs": args.docs, "release": rel.name, "background_documents": len(scenario.background), "runs": runs}
+    print(json.dumps(out, indent=1), flush=True)
+    return out
+
+
 def _row(res, seconds: float) -> dict:
     by = res.details.get("recovered_by_source", {})
     spans = res.details.get("spans_attacked") or 0  # res.n counts documents (the cluster bootstrap's units)
@@ -265,9 +313,17 @@ def main() -> None:
     ap.add_argument("--demo", action="store_true", help="also attack the demo population (every span, 40 people)")
     ap.add_argument("--quick", action="store_true", help="12 spans, Manual_Entity only (context: 3 guesses, 256 tokens)")
     ap.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
+    ap.add_argument("--precisions", default=None, metavar="LIST",
+                    help="MiniLM's arithmetic side by side on a slice (e.g. fp32,bf16; with --docs): nothing else run")
+    ap.add_argument("--docs", type=int, default=20, help="--precisions: the first N judgments and their people")
     ap.add_argument("--cache", type=Path, default=None,
                     help="LLM answer cache (sqlite) to use; default: a fresh one, so the first pass is cold")
     args = ap.parse_args()
+    if args.precisions:
+        out = precision_check(args if not args.quick else argparse.Namespace(**{**vars(args), "docs": 2}))
+        if args.out:
+            args.out.write_text(json.dumps(out, indent=1))
+        return
     if args.quick:
         args.sample, args.releases = 12, "Manual_Entity"
         if args.knowledge != "background":

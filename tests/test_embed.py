@@ -106,11 +106,11 @@ def test_an_interrupted_call_keeps_the_steps_it_finished(tmp_path, minilm, monke
     texts = ["w%d is a word" % i for i in range(5)]
     real, steps = embed._encode, []
 
-    def stopped_after_two(model, chunk, batch_size):
+    def stopped_after_two(model, chunk, batch_size, *precision):
         if len(steps) == 2:
             raise KeyboardInterrupt
         steps.append(chunk)
-        return real(model, chunk, batch_size)
+        return real(model, chunk, batch_size, *precision)
 
     monkeypatch.setattr(embed, "_encode", stopped_after_two)
     a = Embedder("minilm", cache=tmp_path / "emb.sqlite")
@@ -121,3 +121,25 @@ def test_an_interrupted_call_keeps_the_steps_it_finished(tmp_path, minilm, monke
     got = b.encode(texts, batch_size=1)
     assert b.stats == {"hits": 4, "misses": 1}  # the two finished steps came from the cache
     assert np.array_equal(got, minilm.encode(texts, batch_size=1))
+
+
+def test_bf16_vectors_agree_with_fp32_and_are_cached_apart(tmp_path, minilm):
+    """MiniLM in bfloat16 autocast (span guessing's ``auto`` where the CPU computes it natively):
+    the same directions as float32 to within 1e-3 of cosine, unit rows, and kept under a key of
+    their own (a bf16 embedder never reads float32 rows, nor the other way round); ``auto`` is
+    one of the two; an unknown precision is refused. ~2 s (a second model load)."""
+    from audit.core.errors import AnonauditError
+
+    texts = ["The applicant was born in 1962 in Zagreb.", "The Court held a hearing on 3 May 2001.",
+             "Mr K. lodged a complaint with the Ministry of the Interior in Warsaw."]
+    path = tmp_path / "emb.sqlite"
+    fp32 = Embedder("minilm", cache=path)
+    bf16 = Embedder("minilm", cache=path, precision="bf16")
+    a, b = fp32.encode(texts), bf16.encode(texts)
+    assert bf16.stats == {"hits": 0, "misses": 3} and bf16.identity == fp32.identity + ":bf16"
+    assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+    assert (a * b).sum(axis=1).min() > 0.999 and not np.array_equal(a, b)
+    assert np.array_equal(a, minilm.encode(texts))
+    assert Embedder("minilm", cache=False, precision="auto").precision in ("fp32", "bf16")
+    with pytest.raises(AnonauditError, match="precision"):
+        Embedder("minilm", cache=False, precision="fp16")

@@ -61,9 +61,12 @@ def test_spacy_embedder_and_shared_state(monkeypatch):
     assert res.spacy(disable=("ner",), enable=("senter",)).enable == ("senter",)
     made = []
     monkeypatch.setattr("audit.models.embed.Embedder",
-                        lambda model=None, cache=False: made.append((model, cache)) or object())
+                        lambda model=None, cache=False, precision="fp32": made.append((model, cache, precision))
+                        or object())
     e = res.embedder()
-    assert res.embedder("minilm") is e and res.embedder(cache=True) is not e and made == [(None, False), (None, True)]
+    assert res.embedder("minilm") is e and res.embedder(cache=True) is not e
+    assert res.embedder(precision="bf16") is not e  # one embedder per precision: vectors differ
+    assert made == [(None, False, "fp32"), (None, True, "fp32"), (None, False, "bf16")]
     custom = object()
     assert res.embedder(custom) is custom
 

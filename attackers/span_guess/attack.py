@@ -79,7 +79,8 @@ class SpanGuessAttack(PoweredGuessing, UsesLLM, Attack):
                  llm: str | LLM | None = None, seed: int = 0,
                  labels: Sequence[str] | None = None, frequent_lemmas: int = 200, context_tokens: int | None = None,
                  cache: bool = True, ner: bool = True, progress: bool = True, knowledge: Knowledge = "auto",
-                 people: int = 5, rank: Rank = "fit", dense: bool = True, prior: bool = True):
+                 people: int = 5, rank: Rank = "fit", dense: bool = True, prior: bool = True,
+                 dense_precision: Literal["auto", "fp32", "bf16"] = "fp32"):
         """
         guesses: guesses asked for per span.
         sample: attack a seeded random sample of this many spans per release (default: all spans).
@@ -108,6 +109,8 @@ class SpanGuessAttack(PoweredGuessing, UsesLLM, Attack):
             re-rank the best ``2 * guesses`` by the ``llm``'s log-probability of the candidate in the
             span's place.
         dense: find the person with the embedded MiniLM as well as BM25 (standardised scores added).
+        dense_precision: MiniLM's arithmetic: ``fp32``, ``bf16`` (bfloat16 autocast) or ``auto`` (bf16 where the
+            CPU or GPU computes it natively, else fp32); each precision's vectors are cached apart.
         """
         self.guesses = guesses
         self.sample = sample
@@ -133,7 +136,10 @@ class SpanGuessAttack(PoweredGuessing, UsesLLM, Attack):
             raise AnonauditError(f"span_guess: rank must be fit or llm, got {rank!r}")
         if not isinstance(people, int) or people < 1:
             raise AnonauditError(f"span_guess: people must be a positive number, got {people!r}")
+        if dense_precision not in ("auto", "fp32", "bf16"):
+            raise AnonauditError(f"span_guess: dense_precision must be auto, fp32 or bf16, got {dense_precision!r}")
         self.knowledge, self.people, self.rank, self.dense, self.prior = knowledge, people, rank, dense, prior
+        self.dense_precision = dense_precision
         if frequent_lemmas < 0:
             raise AnonauditError(f"span_guess: frequent_lemmas must be 0 or more, got {frequent_lemmas!r}")
         self._matcher: Matcher | None = None
@@ -231,7 +237,8 @@ class SpanGuessAttack(PoweredGuessing, UsesLLM, Attack):
         key = bg.fingerprint() if bg is not None else "none"
         if self._background is None or self._background_key != key:
             self._background = Background(bg, resources_of(self).spacy(disable=("parser", "lemmatizer")),
-                                          embedder=resources_of(self).embedder(None, cache=self.cache)
+                                          embedder=resources_of(self).embedder(None, cache=self.cache,
+                                                                               precision=self.dense_precision)
                                           if self.dense else None, progress=self.progress, cache=self.cache)
             self._background_key = key
         return self._background

@@ -20,10 +20,15 @@ from typing import Any
 import numpy as np
 
 from audit.core import config
+from audit.core.errors import AnonauditError
 from audit.runtime.executor import sends_to_workers
 from audit.models.checked_rows import read_rows, write_rows
 from audit.models.answer_cache import set_aside, transaction
 from audit.models.specs import embedder_path
+
+
+#: The arithmetic an embedder may compute in (:class:`Embedder`'s ``precision``).
+PRECISIONS = ("fp32", "bf16", "auto")
 
 
 def _text_key(text: str) -> str:
@@ -36,6 +41,11 @@ class Embedder:
     ``model``: ``None``/``"minilm"`` (embedded all-MiniLM-L6-v2) or a local
     sentence-transformers folder. ``device``: ``"cpu"`` unless CUDA is available (or given).
     ``cache``: ``True`` for the default store, or a path to a sqlite file.
+    ``precision``: the arithmetic of the forward pass: ``fp32`` (the default), ``bf16`` (torch's
+    bfloat16 autocast: matrix products in bfloat16, layer norms and softmax in float32) or
+    ``auto`` (bf16 where the device computes it natively, :func:`~audit.runtime.cpu.native_bf16`;
+    else fp32). The precision is part of the vectors' cache key: rows of one are never read as
+    the other's.
     ``executor``: an :class:`~audit.runtime.executor.Executor` that computes the vectors (groups of
     exactly the texts one local step would embed, so the vectors are the same) when a call has
     more than one step of texts to embed; the cache is read and written here, in this process,
@@ -50,7 +60,9 @@ class Embedder:
     STEP = 1024
 
     def __init__(self, model: str | None = None, cache: bool | str | os.PathLike[str] = False,
-                 device: str | None = None, executor=None):
+                 device: str | None = None, executor=None, precision: str = "fp32"):
+        if precision not in PRECISIONS:
+            raise AnonauditError(f"embedder precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         self.executor = executor
         self.path = embedder_path(model)
         self._device = device
@@ -58,7 +70,10 @@ class Embedder:
         self._dim: int | None = None
         if executor is None:  # the vectors are computed here: load now (the run shows it as a stage)
             self._load_here()
-        self.identity = f"sentence-transformers:{Path(self.path).name}:{self._fingerprint()}"
+        #: the arithmetic the vectors are computed in (``auto`` resolved on this process's device)
+        self.precision = resolve_precision(precision, device or ("cpu" if executor is not None else self.device))
+        self.identity = (f"sentence-transformers:{Path(self.path).name}:{self._fingerprint()}"
+                         + ("" if self.precision == "fp32" else f":{self.precision}"))
         self.cache_path: Path | None = None
         if cache and config.cache_enabled():
             self.cache_path = (config.subdir("embeddings") / "embeddings.sqlite" if cache is True
@@ -149,7 +164,8 @@ class Embedder:
             step = self.STEP
             batch_size = min(batch_size, step)  # a batch never spans two steps
             if sends_to_workers(self.executor, len(todo), step):  # the same steps, each one a group on a worker
-                rows = self.executor.map(EmbedWorker(self.path, batch_size), [first[k] for k in todo],
+                rows = self.executor.map(EmbedWorker(self.path, batch_size, precision=self.precision),
+                                         [first[k] for k in todo],
                                          group=step, label="embedding")
                 fresh = dict(zip(todo, np.stack(rows).astype(np.float32)))
                 known.update(fresh)
@@ -158,7 +174,7 @@ class Embedder:
                 model = self._load_here()
                 for i in progress_bar(range(0, len(todo), step), desc="embedding", unit="batch", enabled=progress):
                     fresh = dict(zip(todo[i:i + step], _encode(model, [first[k] for k in todo[i:i + step]],
-                                                               batch_size)))
+                                                               batch_size, self.precision)))
                     known.update(fresh)
                     self._store(fresh)  # an interrupted call keeps the steps it finished
         out = np.stack([known[k] for k in keys]).astype(np.float32, copy=False)
@@ -208,10 +224,25 @@ def _load(path: str, device: str | None):
     return SentenceTransformer(path, device=device, local_files_only=True)
 
 
-def _encode(model, texts: list[str], batch_size: int) -> np.ndarray:
-    """One step of :meth:`Embedder.encode`: unit float32 rows of ``texts``."""
-    return model.encode(texts, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True,
-                        normalize_embeddings=True).astype(np.float32)
+def resolve_precision(precision: str, device: str) -> str:
+    """``fp32`` or ``bf16``: ``auto`` is bf16 where ``device`` computes it natively."""
+    if precision != "auto":
+        return precision
+    from audit.runtime.cpu import native_bf16
+
+    return "bf16" if native_bf16(device) else "fp32"
+
+
+def _encode(model, texts: list[str], batch_size: int, precision: str = "fp32") -> np.ndarray:
+    """One step of :meth:`Embedder.encode`: unit float32 rows of ``texts`` (the forward pass in
+    bfloat16 autocast with ``precision="bf16"``)."""
+    import torch
+
+    kind = model.device.type
+    with torch.autocast(kind, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        out = model.encode(texts, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True,
+                           normalize_embeddings=True)
+    return np.asarray(out, dtype=np.float32)
 
 
 class EmbedWorker:
@@ -219,10 +250,11 @@ class EmbedWorker:
     embeds group after group exactly as :meth:`Embedder.encode` embeds one step, with as many
     torch threads as the worker has CPUs (``threads``, set by the executor on a cluster)."""
 
-    def __init__(self, path: str, batch_size: int = 64, device: str | None = None):
+    def __init__(self, path: str, batch_size: int = 64, device: str | None = None, precision: str = "fp32"):
         self.path = path
         self.batch_size = batch_size
         self.device = device
+        self.precision = precision
         self.threads: int | None = None
         self._model = None
 
@@ -239,7 +271,7 @@ class EmbedWorker:
 
     def __call__(self, texts: list[str]) -> list[np.ndarray]:
         self.setup()
-        return list(_encode(self._model, list(texts), self.batch_size))
+        return list(_encode(self._model, list(texts), self.batch_size, self.precision))
 
 
 def _vector(value: Any) -> np.ndarray:

@@ -12,7 +12,7 @@ A component asks for what it needs when it needs it:
 * :meth:`Resources.llm` — one loaded LLM per spec (``None`` = the default model), wrapped
   in the sqlite answer cache exactly as :func:`audit.models.specs.load_llm` does; an
   :class:`~audit.models.llm.LLM` object passes through untouched (and is never closed here);
-* :meth:`Resources.embedder` — one sentence embedder per (spec, vector cache on/off); an
+* :meth:`Resources.embedder` — one sentence embedder per (spec, vector cache on/off, precision); an
   object with ``encode`` passes through;
 * :meth:`Resources.spacy` — one :class:`~audit.models.nlp.Spacy` pipeline per
   (model, disabled pipes, enabled pipes);
@@ -65,7 +65,7 @@ class Resources:
         self.progress = progress
         self.llm_cache_path = llm_cache_path
         self._llms: dict[tuple[str, bool], LLM] = {}
-        self._embedders: dict[tuple[str, Any], Any] = {}
+        self._embedders: dict[tuple[str, Any, str], Any] = {}
         self._spacy: dict[tuple[str, tuple[str, ...], tuple[str, ...]], Spacy] = {}
         self._shared: dict[Hashable, Any] = {}
         self._lock = threading.RLock()
@@ -154,13 +154,15 @@ class Resources:
         return total
 
     # ------------------------------------------------------------------ embeddings
-    def embedder(self, spec: Any = None, *, cache: bool | str | os.PathLike[str] = False) -> Any:
+    def embedder(self, spec: Any = None, *, cache: bool | str | os.PathLike[str] = False,
+                 precision: str = "fp32") -> Any:
         """The sentence embedder (:class:`audit.models.embed.Embedder`) for ``spec`` (``None`` /
         ``"minilm"`` = the embedded MiniLM, or a local folder), with the on-disk vector cache when
-        ``cache``. An object that is not a spec (anything with ``encode``) is returned as it is."""
+        ``cache``, computing in ``precision`` (``fp32``, ``bf16``, ``auto``). An object that is not
+        a spec (anything with ``encode``) is returned as it is."""
         if spec is not None and not isinstance(spec, str):
             return spec
-        key = (spec or "minilm", cache if isinstance(cache, bool) else str(cache))
+        key = (spec or "minilm", cache if isinstance(cache, bool) else str(cache), precision)
         with self._lock:
             found = self._embedders.get(key)
             if found is None:
@@ -169,7 +171,7 @@ class Resources:
 
                 with stage(f"loading the embedder {spec or '(default)'}", enabled=self.progress):
                     remote = {"executor": self.executor} if self.executor.distributed else {}
-                    found = embed.Embedder(spec, cache=cache, **remote)
+                    found = embed.Embedder(spec, cache=cache, precision=precision, **remote)
                 self._embedders[key] = found
             return found
 
