@@ -38,6 +38,7 @@ Data (``--data``):
     python benchmarks/trir_fidelity.py --data tab-short --skip 60 --seeds 0 --configs default combined
         # another slice than the guard's: 10 people with longer judgments (13-14 k characters)
     python benchmarks/trir_fidelity.py --step [--precision fp32]    # one training step, the default's against the candidates'
+    python benchmarks/trir_fidelity.py --out R --rules    # stopping rules judged on R's reference curves
     python benchmarks/trir_fidelity.py --quick    # a smoke run (about a minute)
 """
 
@@ -194,6 +195,49 @@ def table(runs: list[dict], releases: list[str]) -> str:
     return "\n".join(lines)
 
 
+#: Stopping rules judged on the reference's dev curves (:func:`rules_table`): (name, patience, a tie restarts it).
+RULES = (("now: patience 3", 3, False), ("patience 2", 2, False), ("a tie restarts, 3", 3, True),
+         ("a tie restarts, 2", 2, True))
+
+
+def stopping_rule(curve: list[float], patience: int, ties_restart: bool, min_passes: int = 2) -> tuple[int, int]:
+    """(passes run, pass kept) of an attacker that reads ``curve`` (one dev accuracy a pass, no
+    rotation) and stops as the schedule does (:mod:`attackers.trir.schedule`: nothing kept or
+    stopped before ``min_passes``, a tie kept, every dev document named ends it), ``patience``
+    passes after the last strict improvement, or after the last tie too with ``ties_restart``."""
+    best, kept, since = -1.0, 0, 0
+    for p, acc in enumerate(curve, 1):
+        if p < min_passes:
+            continue
+        if acc > best + 1e-12 or (ties_restart and acc >= best):
+            since = p
+        if acc >= best:
+            best, kept = acc, p
+        if best >= 1.0 or p - since >= patience:
+            return p, kept
+    return len(curve), kept
+
+
+def rules_table(runs: list[dict]) -> str:
+    """Each stopping rule of :data:`RULES` on the reference's runs: the default trains the
+    reference's path until it stops (rotation off, AdamW's loop), so a rule whose kept pass is the
+    reference's keeps its TRIR exactly; another kept pass's TRIR is not known from these runs."""
+    refs = sorted((r for r in runs if r["config"] == "reference"), key=lambda r: r["seed"])
+    lines = ["| seed | reference kept | " + " | ".join(n for n, _, _ in RULES) + " |",
+             "| --- | ---: |" + " --- |" * len(RULES)]
+    total = dict.fromkeys((n for n, _, _ in RULES), 0)
+    for r in refs:
+        cells = []
+        for name, patience, ties in RULES:
+            ran, kept = stopping_rule(r["dev_curve"], patience, ties)
+            total[name] += ran
+            cells.append(f"{ran} ({kept}{'' if kept == r['chosen_epoch'] else ', other'})")
+        lines.append(f"| {r['seed']} | {r['chosen_epoch']} | " + " | ".join(cells) + " |")
+    lines.append("| passes in all | " + str(sum(len(r["dev_curve"]) for r in refs)) + " | "
+                 + " | ".join(str(total[n]) for n, _, _ in RULES) + " |")
+    return "\n".join(lines)
+
+
 def step_costs(threads: int, reps: int = 6, precision: str = "auto") -> dict[str, float]:
     """One local training step as the attack takes it (16 windows of 100 tokens, ``threads``
     threads, in ``precision``: ``auto`` is bf16 autocast where the CPU has it natively), the
@@ -295,7 +339,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cold", action="store_true", help="each run in an empty ANONAUDIT_HOME (spaCy's parses cold)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: the demo, 6 people, one seed, 1 pass")
     ap.add_argument("--step", action="store_true", help="only time one training step (forward and backward, AdamW)")
+    ap.add_argument("--rules", action="store_true",
+                    help="train nothing: judge the stopping rules on the reference's dev curves in --out")
     args = ap.parse_args(argv)
+    if args.rules:
+        if not (args.out and args.out.is_file()):
+            print("trir_fidelity.py: --rules reads the reference's runs of an --out file; give one", file=sys.stderr)
+            return 2
+        try:
+            print(rules_table(resumable_runs(args.out, run_settings(args))))
+        except ValueError as e:
+            print(f"trir_fidelity.py: --out {args.out}: {e}", file=sys.stderr)
+            return 2
+        return 0
     if args.step:
         print(json.dumps(step_costs(args.threads, 2 if args.quick else 6, args.precision)))
         return 0

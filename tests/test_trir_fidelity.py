@@ -79,6 +79,39 @@ def test_out_resumes_only_a_file_this_script_wrote_with_the_same_settings(tmp_pa
     assert "not a results file of this script" in capsys.readouterr().err
 
 
+def _schedule_stops(curve: list[float], patience: int) -> tuple[int, int]:
+    """(passes run, pass kept) as the attack's own schedule decides them on ``curve``."""
+    from attackers.trir.schedule import plan
+
+    p = plan(1, {"epochs": len(curve), "patience": patience, "fixed_passes": 5}, 10)
+    best, history = (-1.0, 0), []
+    for epoch, accuracy in enumerate(curve, 1):
+        history.append({"epoch": epoch, "dev_accuracy": accuracy})
+        if p.keeps(epoch, accuracy, best[0]):
+            best = (accuracy, epoch)
+        if p.stop_reason(epoch, best[0], p.improved_at(history)):
+            return epoch, best[1]
+    return len(curve), best[1]
+
+
+def test_the_stopping_rules_judged_offline_are_the_schedules_own():
+    """--rules judges stopping rules on the reference's dev curves: without the tie rule its
+    simulation must stop and keep where the attack's schedule does (500 seeded curves, patience
+    2-4), and with it a tie restarts the patience (the guard's fp32 seed 1 curve, 2026-12-08)."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(500):
+        curve = [rng.choice([0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]) for _ in range(15)]
+        for patience in (2, 3, 4):
+            assert guard.stopping_rule(curve, patience, False) == _schedule_stops(curve, patience), (curve, patience)
+    seed1 = [0.3, 0.3, 0.6, 0.6, 0.5, 0.6, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7]
+    assert guard.stopping_rule(seed1, 3, False) == (6, 6)  # the default: stopped one pass before 0.7
+    assert guard.stopping_rule(seed1, 3, True) == (15, 15)  # ties restart: the reference's epoch
+    runs = [{"config": "reference", "seed": 1, "dev_curve": seed1, "chosen_epoch": 15}]
+    assert "| 1 | 15 | 6 (6, other) | 5 (4, other) | 15 (15) | 15 (15) |" in guard.rules_table(runs)
+
+
 @pytest.mark.slow
 def test_the_default_attacker_keeps_the_reference_attackers_trir_on_tab():
     """Costly: ~9-10 min on 2 quiet cores (projected; under load 2-3 on 2026-12-07 it had run 5 of
