@@ -162,6 +162,30 @@ def test_parse_paraphrase():
     assert parse_paraphrase("") == ""
 
 
+def test_parse_paraphrase_group_keeps_order_and_pads_what_is_missing():
+    from attackers.claim_linker import parse_paraphrase_group
+
+    assert parse_paraphrase_group('["Anna farms goats.", "She lives in Oslo."]', 2) == [
+        "Anna farms goats.", "She lives in Oslo."]
+    assert parse_paraphrase_group('{"facts": ["Anna farms goats."]}', 2) == ["Anna farms goats.", ""]
+    # cut short by the token limit: the whole strings are kept, the cut one is not
+    assert parse_paraphrase_group('["Anna farms goats.", "She lives in Os', 3) == ["Anna farms goats.", "", ""]
+    assert parse_paraphrase_group("no array here", 2) == ["", ""]
+
+
+def test_paraphrase_documents_asks_once_a_document_and_keeps_failures_verbatim():
+    from attackers.claim_linker import paraphrase_documents
+    from audit.models.llm import ScriptedLLM
+
+    llm = ScriptedLLM(['["Goats are farmed by Anna.", "Anna lives in Oslo."]', '["Bo was born in 1990."]'])
+    groups = [["Anna farms goats.", "Anna lives in Oslo."], [], ["Bo was born in 1990."]]
+    paras, failed = paraphrase_documents(llm, groups, seed=3)
+    assert paras == [["Goats are farmed by Anna.", "Anna lives in Oslo."], [], ["Bo was born in 1990."]]
+    assert failed == 2  # one repeats its claim, one is the claim itself
+    assert len(llm.calls) == 2 and all(c.shared == (1,) and c.seed == 3 for c in llm.calls)
+    assert "1. Anna farms goats.\n2. Anna lives in Oslo." in llm.calls[0].messages[1][1]
+
+
 def test_rouge_l_matches_rouge_score():
     from rouge_score import rouge_scorer
 
@@ -553,9 +577,9 @@ def test_unaligned_release_is_linked_by_subject_and_scored_against_the_true_orig
 
 
 def test_paraphrased_aux_claims_are_the_queries(spacy_resource):
-    def script(req):
-        fact = req.messages[-1][1].split("Fact: ", 1)[1]
-        return json.dumps("Reportedly, " + fact)
+    def script(req):  # one request a document: its claims numbered, one a line
+        facts = req.messages[-1][1].split("Facts:\n", 1)[1].splitlines()
+        return json.dumps(["Reportedly, " + f.split(". ", 1)[1] for f in facts])
 
     originals = _originals()
     release = _masked()

@@ -42,8 +42,9 @@ Modules: :mod:`~attackers.claim_linker.attack` (the attack: fit, link, evaluate)
 """
 
 from attackers.claim_linker.attack import ClaimLinkerAttack
-from attackers.claim_linker.auxiliary import (AUX_SELECT, AuxSelect, paraphrase_claims, paraphrase_request,
-                                              parse_paraphrase, select_aux)
+from attackers.claim_linker.auxiliary import (AUX_SELECT, AuxSelect, paraphrase_claims, paraphrase_documents,
+                                              paraphrase_group_request, paraphrase_request,
+                                              parse_paraphrase, parse_paraphrase_group, select_aux)
 from attackers.claim_linker.claims import (Claim, ClaimSplitter, LLMSplitter, SentenceSplitter, claims_schema,
                                            make_splitter, parse_claim_list, word_overlap)
 from attackers.claim_linker.control import JUDGE_MASKED_MAX, JUDGE_OTHER_MAX, JUDGE_SELF_MIN
@@ -57,6 +58,7 @@ __all__ = [
     "AUX_SELECT", "AuxSelect", "BM25Linker", "Claim", "ClaimLinkerAttack", "ClaimSplitter", "DenseLinker",
     "JUDGE_MASKED_MAX", "JUDGE_OTHER_MAX", "JUDGE_SELF_MIN", "JUDGES", "LINKERS", "LLMSplitter", "Link", "Linker", "LinkerName", "RougeLinker",
     "SentenceSplitter", "VERDICTS", "claims_schema", "evidence_text", "judge_request", "leakage_of",
-    "majority_vote", "margin_rating", "make_splitter", "mode_rating", "paraphrase_claims", "paraphrase_request", "parse_claim_list",
-    "parse_paraphrase", "parse_verdict", "rank_evidence", "select_aux", "word_overlap", "yesno_margin", "yesno_prompt",
+    "majority_vote", "margin_rating", "make_splitter", "mode_rating", "paraphrase_claims", "paraphrase_documents", "paraphrase_group_request",
+    "paraphrase_request", "parse_claim_list",
+    "parse_paraphrase", "parse_paraphrase_group", "parse_verdict", "rank_evidence", "select_aux", "word_overlap", "yesno_margin", "yesno_prompt",
 ]

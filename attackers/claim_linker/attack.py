@@ -7,7 +7,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from attackers.claim_linker.auxiliary import AUX_SELECT, AuxSelect, paraphrase_claims, select_aux
+from attackers.claim_linker.auxiliary import AUX_SELECT, AuxSelect, paraphrase_documents, select_aux
 from attackers.claim_linker.claims import Claim, make_splitter
 from attackers.claim_linker.control import JudgeControl
 from attackers.claim_linker.judge import JUDGES, Judging
@@ -208,17 +208,16 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, JudgeControl, Attack):
         for doc, claims in zip(originals, self.orig_claims_):
             rng = random.Random(f"{self.seed}:aux:{doc.id}")
             self.aux_index_[doc.id] = select_aux(claims, self.aux_claims, self.aux_select, rng)
-        aux_texts = [claims[i].text for doc, claims in zip(originals, self.orig_claims_)
-                     for i in self.aux_index_[doc.id]]
+        aux_texts = [[claims[i].text for i in self.aux_index_[doc.id]]
+                     for doc, claims in zip(originals, self.orig_claims_)]
         self.paraphrase_failures_ = 0
         queries = aux_texts
-        if self.paraphrase:
+        if self.paraphrase:  # one request a document, its claims together (auxiliary.py)
             t = time.perf_counter()
-            queries, self.paraphrase_failures_ = paraphrase_claims(self._get_llm(), aux_texts, seed=self.seed,
-                                                                  progress=self.progress)
+            queries, self.paraphrase_failures_ = paraphrase_documents(self._get_llm(), aux_texts, seed=self.seed,
+                                                                     progress=self.progress)
             self.fit_timings_["paraphrase"] = time.perf_counter() - t
-        it = iter(queries)
-        self.aux_queries_ = {doc.id: [next(it) for _ in self.aux_index_[doc.id]] for doc in originals}
+        self.aux_queries_ = {doc.id: list(q) for doc, q in zip(originals, queries)}
         self._fitted_on = originals
         self._orig_tokens: dict[str, list[str]] = {}
         self._judge_check_: dict[str, Any] | None = None
@@ -228,6 +227,7 @@ class ClaimLinkerAttack(UsesLLM, LeakageScoring, Judging, JudgeControl, Attack):
         self._detail_freq_ = None  # who states each detail (the details judge leaves common ones out)
         self._margins_: dict[tuple[str, str], float] = {}  # yes/no margins asked this fit
         self._null_threshold_: float | None = None  # the contrastive judge's threshold, set by its control
+        self.powered_inputs_: dict[str, tuple] = {}  # per release: the leakage predictor and the judge's claim values
         return self
 
     # -- evaluate one release

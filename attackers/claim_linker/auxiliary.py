@@ -1,8 +1,10 @@
 """The attacker's auxiliary information: the few claims of each original it knows, reworded.
 
 :func:`select_aux` chooses them (random with a seed, first or last) and
-:func:`paraphrase_claims` has the LLM reword them, since facts rarely reach an
-adversary word for word.
+:func:`paraphrase_documents` has the LLM reword them, since facts rarely reach an
+adversary word for word: one request per document for its few claims together (a JSON array),
+the system prompt evaluated once and reused. :func:`paraphrase_claims` asks once a claim (the
+design before; benchmarks/claim_linker_paraphrase.py measures the two side by side).
 """
 
 from __future__ import annotations
@@ -93,4 +95,60 @@ def paraphrase_claims(llm: LLM, claims: Sequence[str], *, seed: int = 0,
             failed += 1
             para = claim
         out.append(para)
+    return out, failed
+
+
+def paraphrase_group_request(claims: Sequence[str], seed: int):
+    """One request for a document's few claims, answered as a JSON array of as many strings
+    (the system prompt, shared by every document, is declared a shared prefix)."""
+    from audit.models.llm import ChatRequest
+
+    facts = "\n".join(f"{n}. {c}" for n, c in enumerate(claims, 1))
+    user = (f"Paraphrase each of these {len(claims)} facts on its own. Answer with a JSON array of "
+            f"{len(claims)} strings, the paraphrase of fact 1 first.\n\nFacts:\n{facts}")
+    return ChatRequest.make([{"role": "system", "content": _PARA_SYSTEM}, {"role": "user", "content": user}],
+                            temperature=0.0, max_tokens=96 * len(claims), seed=seed, shared=(1,),
+                            json_schema={"type": "array", "minItems": len(claims), "maxItems": len(claims),
+                                         "items": {"type": "string", "minLength": 3}})
+
+
+_JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def parse_paraphrase_group(answer: str, k: int) -> list[str]:
+    """The ``k`` paraphrases in an answer to :func:`paraphrase_group_request`, ``""`` for each
+    one that is missing or unusable. An array cut short (the token limit) keeps its whole strings."""
+    try:
+        data = json.loads(answer.strip())
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        data = next((v for v in data.values() if isinstance(v, list)), None)
+    if not isinstance(data, list):
+        data = []
+        for m in _JSON_STRING.finditer(answer):
+            try:
+                data.append(json.loads(f'"{m.group(1)}"'))
+            except json.JSONDecodeError:
+                data.append("")
+    items = [parse_paraphrase(json.dumps(x)) if isinstance(x, str) else "" for x in data[:k]]
+    return items + [""] * (k - len(items))
+
+
+def paraphrase_documents(llm: LLM, groups: Sequence[Sequence[str]], *, seed: int = 0,
+                         progress: bool = False) -> tuple[list[list[str]], int]:
+    """Paraphrase each document's claims in one request; returns ``(paraphrases per document,
+    failures)``. A claim whose paraphrase is missing, unusable or only repeats it is kept as it
+    is (and counted as a failure), as in :func:`paraphrase_claims`."""
+    asked = [i for i, g in enumerate(groups) if g]
+    answers = llm.complete_batch([paraphrase_group_request(groups[i], seed) for i in asked],
+                                 progress=progress and "claim linker, paraphrasing claims") if asked else []
+    out: list[list[str]] = [[] for _ in groups]
+    failed = 0
+    for i, answer in zip(asked, answers):
+        for claim, para in zip(groups[i], parse_paraphrase_group(answer, len(groups[i]))):
+            if not para or word_tokens(para) == word_tokens(claim):
+                failed += 1
+                para = claim
+            out[i].append(para)
     return out, failed
