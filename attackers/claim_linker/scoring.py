@@ -171,6 +171,9 @@ class LeakageScoring:
             return out
 
         predict = self._leakage_predictor(spans, ids, items)
+        # what the predictor read and the judge's claim values, per release (the predictor table of
+        # benchmarks/claim_linker_ppi.py measures each feature against the judge from them)
+        self.powered_inputs_[release_name] = (predict, claim_values)
         return sequential_ppi(ids, seed=self.seed, salt="score-sample", target=self.score_target, label=label,
                               predict=lambda _labels: predict(claim_values), predictor=powered.NAME,
                               estimand=self.score_estimand, limit=self.score_sample,
