@@ -85,6 +85,8 @@ CONFIGS: dict[str, dict] = {
     # issue 70's combined candidate: the three above together (bf16 autocast is on by default where
     # the CPU has AVX-512 BF16 or AMX, as on the development machine)
     "combined": {"freeze_layers": 3, "freeze_epochs": LONG, "fused_adamw": True, "patience": 2},
+    # a stopping rule (2026-12-08): a dev accuracy that ties the best restarts the patience (3 passes)
+    "ties": {"patience": 3, "freeze_layers": 0, "fused_adamw": False, "patience_ties": True},
 }
 
 

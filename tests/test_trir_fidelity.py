@@ -79,11 +79,11 @@ def test_out_resumes_only_a_file_this_script_wrote_with_the_same_settings(tmp_pa
     assert "not a results file of this script" in capsys.readouterr().err
 
 
-def _schedule_stops(curve: list[float], patience: int) -> tuple[int, int]:
+def _schedule_stops(curve: list[float], patience: int, ties: bool = False) -> tuple[int, int]:
     """(passes run, pass kept) as the attack's own schedule decides them on ``curve``."""
     from attackers.trir.schedule import plan
 
-    p = plan(1, {"epochs": len(curve), "patience": patience, "fixed_passes": 5}, 10)
+    p = plan(1, {"epochs": len(curve), "patience": patience, "fixed_passes": 5, "patience_ties": ties}, 10)
     best, history = (-1.0, 0), []
     for epoch, accuracy in enumerate(curve, 1):
         history.append({"epoch": epoch, "dev_accuracy": accuracy})
@@ -108,8 +108,27 @@ def test_the_stopping_rules_judged_offline_are_the_schedules_own():
     seed1 = [0.3, 0.3, 0.6, 0.6, 0.5, 0.6, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7]
     assert guard.stopping_rule(seed1, 3, False) == (6, 6)  # the default: stopped one pass before 0.7
     assert guard.stopping_rule(seed1, 3, True) == (15, 15)  # ties restart: the reference's epoch
+    for _ in range(200):  # patience_ties in the attack's schedule is the rule judged offline
+        curve = [rng.choice([0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]) for _ in range(15)]
+        assert guard.stopping_rule(curve, 3, True) == _schedule_stops(curve, 3, ties=True), curve
     runs = [{"config": "reference", "seed": 1, "dev_curve": seed1, "chosen_epoch": 15}]
     assert "| 1 | 15 | 6 (6, other) | 5 (4, other) | 15 (15) | 15 (15) |" in guard.rules_table(runs)
+
+
+def test_patience_ties_is_off_by_default_and_in_the_key_only_when_on(tmp_path):
+    """The stopping rule is an option: the paper and fast budgets keep the patience counted from the
+    last strictly better epoch, and the attackers cached before the option keep their keys."""
+    from attackers.trir import TRIRAttack
+    from attackers.trir.encoder import resolve_base
+    from audit.core.data import Corpus, Document
+
+    bg = Corpus([Document(id="a", text="Ann lives in Oslo.", subject="ann")], name="bg")
+    base = resolve_base(None)
+    paper, ties = TRIRAttack(), TRIRAttack(patience_ties=True)
+    assert not paper.settings()["patience_ties"] and not TRIRAttack(budget="fast").settings()["patience_ties"]
+    assert ties.settings()["patience_ties"]
+    assert TRIRAttack(patience_ties=False).cache_key(bg, base, None) == paper.cache_key(bg, base, None)
+    assert ties.cache_key(bg, base, None) != paper.cache_key(bg, base, None)
 
 
 @pytest.mark.slow

@@ -50,9 +50,9 @@ log = logging.getLogger(__name__)
 #: for it (benchmarks/README.md, "The fidelity guard").
 BUDGETS: dict[str, dict[str, Any]] = {
     "paper": {"epochs": 15, "patience": 3, "fixed_passes": 5, "augment_ner": True, "mask_copies": 3, "curate": True,
-              "pretrain": True, "pretrain_epochs": 3, "freeze_layers": 0, "fused_adamw": False},
+              "pretrain": True, "pretrain_epochs": 3, "freeze_layers": 0, "fused_adamw": False, "patience_ties": False},
     "fast": {"epochs": 5, "patience": 2, "fixed_passes": 5, "augment_ner": True, "mask_copies": 1, "curate": False,
-             "pretrain": False, "pretrain_epochs": 1, "freeze_layers": 0, "fused_adamw": False},
+             "pretrain": False, "pretrain_epochs": 1, "freeze_layers": 0, "fused_adamw": False, "patience_ties": False},
 }
 
 
@@ -77,6 +77,10 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
     patience: with ``dev``, stop after this many passes without a better dev accuracy
         (default from the budget: paper 3, fast 2, as the TRI paper's epochs when nothing
         rotates; 0: never stop early).
+    patience_ties: with ``dev``, a dev accuracy that ties the best restarts the patience too, so
+        a plateau of ties trains on (default off: the patience counts from the last strictly
+        better epoch; on, the fidelity guard's stops kept the reference's epoch, see
+        benchmarks/README.md, "The fidelity guard").
     batch_size: training batch size (windows).
     learning_rate: AdamW learning rate of the fine-tuning.
     weight_decay: AdamW weight decay of the fine-tuning.
@@ -163,6 +167,7 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         overlap: NonNegativeInt = 25,
         epochs: PositiveInt | None = None,
         patience: NonNegativeInt | None = None,
+        patience_ties: bool | None = None,
         batch_size: PositiveInt = 16,
         learning_rate: float = 2e-4,
         weight_decay: float = 0.01,
@@ -264,7 +269,8 @@ class TRIRAttack(TRIRTraining, TRIRFindings, Attack):
         if self.budget not in BUDGETS:
             raise AnonauditError(f"trir: budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
         out = dict(BUDGETS[self.budget])
-        for k in ("epochs", "patience", "augment_ner", "curate", "pretrain", "pretrain_epochs", "fused_adamw"):
+        for k in ("epochs", "patience", "augment_ner", "curate", "pretrain", "pretrain_epochs", "fused_adamw",
+                  "patience_ties"):
             if getattr(self, k) is not None:
                 out[k] = getattr(self, k)
         if out["patience"] == 0:  # never stop early

@@ -106,6 +106,8 @@ def cache_key(params: dict[str, Any], background: Corpus, base_path: str, dev: R
     from audit import __version__
     from audit.models.specs import runtime_versions
 
+    if params.get("patience_ties"):  # a stopping rule asked for (absent: the keys made before it stay valid)
+        key["patience_ties"] = True
     if params.get("trainer"):  # data-parallel (Ray Train): another draw of the seed's spread, kept apart
         key["trainer"] = params["trainer"]
     key.update(format=FORMAT_VERSION, background=background.fingerprint(), base=folder_digest(base_path),

@@ -50,6 +50,7 @@ class Plan:
     patience: passes without a strictly better dev accuracy before stopping (``None``: never early).
     select: whether a dev release chooses the epoch (``False``: a fixed number of passes).
     fixed_passes: the passes trained when nothing chooses.
+    ties: a dev accuracy that ties the best restarts the patience too (``patience_ties``).
     """
 
     period: int
@@ -57,6 +58,7 @@ class Plan:
     patience: int | None
     select: bool
     fixed_passes: int
+    ties: bool = False
 
     @property
     def max_epochs(self) -> int:
@@ -86,7 +88,7 @@ class Plan:
     def improved_at(self, history: list[dict]) -> int:
         """The last epoch of ``history`` that may be kept whose dev accuracy was strictly better
         than every earlier such epoch (0: none yet), from which the patience counts."""
-        return last_improvement([h for h in history if h["epoch"] >= self.min_epochs])
+        return last_improvement([h for h in history if h["epoch"] >= self.min_epochs], self.ties)
 
     def stop_reason(self, epoch: int, best_accuracy: float, improved_at: int) -> str | None:
         """Why the training stops after ``epoch`` (with a dev release), or ``None`` to go on.
@@ -97,8 +99,8 @@ class Plan:
         if best_accuracy >= 1.0:
             return f"stopped after epoch {epoch} ({self.passes(epoch):g} passes): every dev document named"
         if self.patience is not None and epoch - improved_at >= self.patience_epochs:
-            return (f"stopped after epoch {epoch} ({self.passes(epoch):g} passes): no better dev accuracy "
-                    f"for {self.patience} pass(es)")
+            return (f"stopped after epoch {epoch} ({self.passes(epoch):g} passes): no "
+                    f"{'better or equal' if self.ties else 'better'} dev accuracy for {self.patience} pass(es)")
         return None
 
 
@@ -107,7 +109,7 @@ def plan(period: int, settings: dict, dev_documents: int | None) -> Plan:
     ``period`` epochs and a dev release of ``dev_documents`` documents (``None``: none)."""
     select = dev_documents is not None and dev_documents >= MIN_DEV_DOCUMENTS
     return Plan(period=max(1, int(period)), max_passes=int(settings["epochs"]), patience=settings["patience"],
-                select=select, fixed_passes=int(settings["fixed_passes"]))
+                select=select, fixed_passes=int(settings["fixed_passes"]), ties=bool(settings.get("patience_ties")))
 
 
 def is_better(accuracy: float, best_accuracy: float) -> bool:
@@ -139,14 +141,14 @@ def selection_warnings(plan_: Plan, chosen_epoch: int, dev_documents: int | None
     return doubts, cautions
 
 
-def last_improvement(history: list[dict]) -> int:
+def last_improvement(history: list[dict], ties: bool = False) -> int:
     """The last epoch of ``history`` whose dev accuracy was strictly better than every earlier
-    one (0: none), from which the patience counts."""
+    one (with ``ties``: or as good as the best), 0 for none, from which the patience counts."""
     best, at = -1.0, 0
     for entry in history:
         accuracy = entry.get("dev_accuracy")
-        if accuracy is not None and is_improvement(accuracy, best):
-            best, at = accuracy, entry["epoch"]
+        if accuracy is not None and (is_improvement(accuracy, best) or ties and accuracy >= best):
+            best, at = max(best, accuracy), entry["epoch"]
     return at
 
 
