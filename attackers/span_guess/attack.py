@@ -80,7 +80,7 @@ class SpanGuessAttack(PoweredGuessing, UsesLLM, Attack):
                  labels: Sequence[str] | None = None, frequent_lemmas: int = 200, context_tokens: int | None = None,
                  cache: bool = True, ner: bool = True, progress: bool = True, knowledge: Knowledge = "auto",
                  people: int = 5, rank: Rank = "fit", dense: bool = True, prior: bool = True,
-                 dense_precision: Literal["auto", "fp32", "bf16"] = "fp32"):
+                 dense_precision: Literal["auto", "fp32", "bf16"] = "auto"):
         """
         guesses: guesses asked for per span.
         sample: attack a seeded random sample of this many spans per release (default: all spans).
