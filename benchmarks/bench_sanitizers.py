@@ -100,7 +100,7 @@ def run_tab(args) -> dict:
     save_jsonl(labelled_originals(data, outer=True), originals)
     anon = data / "anonymizations"
     metrics = ["rouge"] if args.quick else ["tps", "rouge"]
-    documents = 4 if args.quick else args.docs
+    documents = min(4, args.docs) if args.quick else args.docs
     if args.scored_only:
         documents = scored_documents(originals) or documents
         print(f"the documents an earlier run scored: {documents}", flush=True)

@@ -227,7 +227,8 @@ def tab_data(args):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="demo only: 6 control claims, 2 releases x 3 docs x 1 claim")
+    ap.add_argument("--quick", action="store_true",
+                    help="demo only: 6 control claims, 2 releases x 3 docs x 1 claim (fewer when given)")
     ap.add_argument("--sets", default="demo", choices=("demo", "tab"))
     ap.add_argument("--data", default=str(TAB))
     ap.add_argument("--model", default="1.5b", choices=sorted(SPECS))
@@ -242,7 +243,7 @@ def main() -> None:
     ap.add_argument("--out", default="judge_masked_twin.json")
     args = ap.parse_args()
     if args.quick:
-        args.sets, args.control, args.docs, args.claims = "demo", 6, 3, 1
+        args.sets, args.control, args.docs, args.claims = "demo", min(args.control, 6), min(args.docs, 3), 1
         args.releases = args.releases or "suppressed,spacy_ner"
     args.releases = args.releases or (DEMO_RELEASES if args.sets == "demo" else TAB_RELEASES)
     cache = Path(args.cache) if args.cache else Path(tempfile.mkdtemp(prefix="judge-cache-")) / "llm.sqlite"

@@ -366,7 +366,8 @@ def main() -> None:
     ap.add_argument("--tri", action="store_true", help="also attack a TRI-format file built from a demo population")
     ap.add_argument("--tri-people", type=int, default=60, help="people in the TRI file's demo population")
     ap.add_argument("--demo", action="store_true", help="also attack the demo population (every span, 40 people)")
-    ap.add_argument("--quick", action="store_true", help="12 spans, Manual_Entity only (context: 3 guesses, 256 tokens)")
+    ap.add_argument("--quick", action="store_true",
+                    help="12 spans (fewer with --sample), Manual_Entity only (context: 3 guesses, 256 tokens)")
     ap.add_argument("--out", type=Path, default=None, help="write the summary as JSON here")
     ap.add_argument("--precisions", default=None, metavar="LIST",
                     help="MiniLM's arithmetic side by side on a slice (e.g. fp32,bf16; with --docs): nothing else run")
@@ -388,7 +389,7 @@ def main() -> None:
             args.out.write_text(json.dumps(out, indent=1))
         return
     if args.quick:
-        args.sample, args.releases = 12, "Manual_Entity"
+        args.sample, args.releases = min(args.sample, 12), "Manual_Entity"
         if args.knowledge != "background":
             args.guesses, args.context_tokens = 3, 256
 

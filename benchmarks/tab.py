@@ -92,6 +92,15 @@ def target_scenario(people: int, shortest: bool = False, skip: int = 0) -> Scena
     return Scenario(originals=mine, background=background, releases=releases, dev=published(*TARGET_DEV, originals, ids))
 
 
+def cut_texts(corpus: Corpus, chars: int | None) -> Corpus:
+    """``corpus`` with each text cut to its first ``chars`` characters (its spans that end there
+    kept): a smoke size's background, a few windows a person. ``None``: as it is."""
+    if not chars:
+        return corpus
+    return Corpus([dataclasses.replace(d, text=d.text[:chars], spans=tuple(s for s in d.spans if s.end <= chars))
+                   for d in corpus], name=corpus.name, source=corpus.source)
+
+
 def load_avg() -> list[float]:
     """This machine's load averages (1, 5 and 15 minutes), rounded: how busy it was."""
     return [round(x, 2) for x in os.getloadavg()]

@@ -34,7 +34,7 @@ from attackers.trir import TRIRAttack, make_windows, pad_batch, resolve_base  # 
 from audit.core.data import Corpus, Release, Scenario  # noqa: E402
 from audit.io.loaders import load_corpus, load_release_file  # noqa: E402
 
-from tab import TAB as DATA  # noqa: E402  (the benchmarks' one helper module: ../shared/data/tab beside the checkout)
+from tab import TAB as DATA, cut_texts  # noqa: E402  (the benchmarks' helper module: ../shared/data/tab)
 BACKGROUNDS = {"public": "TAB_test_BK=Public.json", "all10": "TAB_all_BK=Public10%.json"}
 #: Published TRIR on TAB test (INTACT paper, Fig. 7 / Table 3 and the TPI paper); background unstated.
 PUBLISHED = {
@@ -173,6 +173,8 @@ def main() -> None:
     ap.add_argument("--releases", choices=["all", "published"], default="all",
                     help="'published': only the 12 sanitizations with a published figure, plus the originals")
     ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--max-chars", type=int, default=None,
+                    help="cut each background text to its first N characters (a smoke size, not a measurement)")
     ap.add_argument("--cache", action="store_true",
                     help="keep each trained attacker in the attacker cache (a later run with the same settings "
                          "loads it and only predicts, e.g. to add releases)")
@@ -205,6 +207,7 @@ def main() -> None:
                     "epochs": epochs, "learning_rate": lr, "max_windows_per_class": max_wpc, "runs": {}}
     for bgname in backgrounds:
         originals, bg, rels = load_tab(args.data, bgname, people, chosen)
+        bg = cut_texts(bg, args.max_chars)
         est = estimate(bg, args.window, args.overlap, epochs, seeds, max_wpc)
         print(f"[{bgname}] {len(set(bg.subjects))} people, {len(rels)} releases; estimate: {est}", flush=True)
         report["runs"][bgname] = {"estimate": est, "population": len(set(bg.subjects)), "seeds": {}}

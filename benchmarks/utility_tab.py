@@ -41,7 +41,7 @@ def spearman(pairs: list[tuple[float, float]]) -> float | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(DATA))
-    ap.add_argument("--quick", action="store_true", help="4 shortest documents, 5 releases")
+    ap.add_argument("--quick", action="store_true", help="4 shortest documents (--docs: fewer), 5 releases")
     ap.add_argument("--docs", type=int, default=0, help="use the N shortest documents (0 = all 127)")
     ap.add_argument("--llm", default="transformers:qwen2.5-coder-0.5b")
     ap.add_argument("--context-tokens", type=int, default=256)
@@ -62,7 +62,7 @@ def main() -> None:
 
     data = Path(args.data)
     full = load_corpus(data / "bks" / "TAB_test_BK=Original.json", name="TAB_test")
-    n = 4 if args.quick else (args.docs or len(full))
+    n = (args.docs or 4) if args.quick else (args.docs or len(full))
     docs = sorted(full, key=lambda d: len(d.text))[:n]
     # gold for precision/recall: the Manual_Entity spans (see module doc)
     gold_spans = json.loads((data / "anonymizations" / "TAB_test_Manual_Entity.json").read_text())
