@@ -4,11 +4,11 @@ quick size runs here, all 16 in one process (``slow``: most need a model).
 
 A quick size is a smoke run of the case on tiny data (seconds), not a measurement: the figures in
 benchmarks/README.md come from full runs. ``python benchmarks/suite.py quick`` runs them all by hand.
-Cost of the one-process test (2026-12-08 01:10-01:12 UTC, 2-core AMD EPYC, heavy lock, load 1.3-2.5,
-``-n 0``): 139.4 s for the 16 cases (each case's seconds: ``suite.QUICK_COSTS``; claim_linker.ppi 26.9,
-trir.release 15.5 and its three ``anonaudit`` processes, span_guess.tab 13.8, utility.tab 13.6 with the
-0.5B's load through transformers). The target, 2 minutes for all, is not met by that run (see the
-report); the 9 cases run before in 9 processes cost 101 s, the 7 others over 10 min. ``check`` 0.5 s.
+Cost of the one-process test (2026-12-08 01:28-01:30 UTC, 2-core AMD EPYC, heavy lock, load 1.7-1.9,
+``-n 0``): 134.5 s for the 16 cases (each case's seconds: ``suite.QUICK_COSTS``; trir.gpu 24.8,
+trir.release 17.4 and its three ``anonaudit`` processes, claim_linker.ppi 16.6, span_guess.tab 14.1).
+The target, 2 minutes for all, is not met by that run; the 9 cases run before in 9 processes cost
+101 s, the 7 others over 10 min. ``check`` 0.5 s.
 """
 
 from __future__ import annotations
