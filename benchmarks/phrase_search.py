@@ -16,7 +16,7 @@ Measures, in one run:
     python benchmarks/phrase_search.py [--quick] [--words 10000000] [--data DIR]
 
 ``--quick`` (seconds: a smoke test, no figure) skips the scale-up, builds once on the originals and the
-first 300 public documents and queries 10 documents.
+first 100 public documents and queries 10 documents.
 """
 
 from __future__ import annotations
@@ -140,8 +140,8 @@ def main() -> None:
 
     originals = load_corpus(args.data / "bks" / "TAB_test_BK=Original.json")
     background = load_corpus(args.data / "bks" / "TAB_all_BK=Public10%.json")
-    if args.quick:  # a smoke test: the first 300 public documents, one build
-        background = Corpus(list(background)[:300], name=background.name)
+    if args.quick:  # a smoke test: the first 100 public documents, one build
+        background = Corpus(list(background)[:100], name=background.name)
     tab = [d.text for d in originals] + [d.text for d in background]
     NgramIndex.build(["Warm up the tables. Done."])  # one-off code-point tables (~0.2 s)
 
