@@ -19,6 +19,9 @@ document (said as an extrapolation in the table).
 
     python benchmarks/release_audit.py --work /tmp/release --slot-minutes 11 [--stages phrase_search,trir]
     python benchmarks/release_audit.py --work /tmp/release --table       # the table so far
+    python benchmarks/release_audit.py --work /tmp/A --budget standard --docs 20      # a slice, cold
+    python benchmarks/release_audit.py --work /tmp/B --home /tmp/A/home --budget standard --docs 20 \
+        --release Manual_Dou                                             # a second release, warm
     python benchmarks/release_audit.py --work /tmp/estimate --stages estimate  # --time-limit's estimate
 
 Stage ``estimate`` calibrates every stage on 5 documents as ``--time-limit`` does and writes the
