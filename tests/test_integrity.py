@@ -126,6 +126,8 @@ class _FakeSentenceModel:
     """Stands in for MiniLM (the cache's logic is under test, not the vectors)."""
 
     calls: list = []
+    # where a real SentenceTransformer computes (the embedder's precision reads it since 6c71ac0)
+    device = __import__("torch").device("cpu")
 
     def get_embedding_dimension(self):
         return 4
